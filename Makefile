@@ -1,0 +1,34 @@
+# pinlater developer targets. Local services: see scripts/services.
+SHELL   := /bin/bash
+PYTHON  ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+
+.PHONY: venv services test demo bench down lint
+
+venv: $(STAMP)
+
+# (Re)install when pyproject.toml is newer than the stamp, or the venv is gone.
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+services:
+	scripts/services up
+
+test: venv services
+	$(VPY) -m pytest -q
+
+demo: venv services
+	$(VPY) -m pinlater.demo
+
+bench: venv services
+	$(VPY) bench/core.py
+
+down:
+	scripts/services down
+
+lint: venv
+	$(VENV)/bin/ruff check pinlater tests && $(VENV)/bin/mypy pinlater

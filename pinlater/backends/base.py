@@ -1,0 +1,236 @@
+"""The per-shard storage contract.
+
+One ``ShardBackend`` object is one shard: one Redis server/db or one MySQL
+database. The job service above it validates input, picks shards, applies
+retry policies and rate limits; a backend only stores and makes each
+transition atomically on its shard, guarded by the state it expects.
+
+Conventions every backend follows:
+
+* Times are milliseconds since the epoch from the *shard's own clock*
+  (Redis ``TIME`` inside the script, MySQL ``NOW(3)``); ``None`` for a time
+  argument means "now" on that clock.
+* Jobs live per (queue, priority); ``local_id`` is unique within
+  (shard, queue, priority) and increases with enqueue order.
+* Every job has a *sort time* used by scans and age-based operations:
+  ``run_after_ms`` while PENDING, ``updated_at_ms`` in every other state
+  (claim/heartbeat time while RUNNING, finish time when terminal).
+* A claim string is ``TOKEN@SOURCE`` where TOKEN is exactly 16 lowercase hex
+  chars, new for each dequeue call; ``claim[17:]`` is the claimer's source.
+  ACKs and checkpoints apply only while the job is RUNNING and its claim's
+  source equals the caller's source; otherwise they change nothing and are
+  reported stale (``False``).
+* ``custom_status`` is capped at ``CUSTOM_STATUS_MAX`` characters: appends
+  keep the newest (rightmost) characters, prepends keep the leftmost.
+* Storage failures propagate: connection problems as
+  ``ShardUnavailable``, anything else as the driver's exception or
+  ``StorageError``. Nothing is swallowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pinlater.errors import ShardConnectionFailed
+from pinlater.states import JobState
+
+CUSTOM_STATUS_MAX = 4000
+CLAIM_TOKEN_LEN = 16
+
+
+class ShardUnavailable(ShardConnectionFailed):
+    """The shard could not be reached (refused, reset, timed out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueItem:
+    body: bytes
+    priority: int
+    run_after_ms: int | None  # None: now
+    attempts_allowed: int  # >= 1, counts the first run
+    custom_status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    local_id: int
+    priority: int
+    body: bytes
+    attempts_allowed: int
+    attempts_remaining: int
+    claim: str  # "" for a dry-run peek
+
+
+@dataclass(frozen=True, slots=True)
+class AckItem:
+    priority: int
+    local_id: int
+    source: str
+    append_custom_status: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailItem:
+    """A failure ACK. ``delay_ms`` is already resolved by the service.
+    ``expected_attempts_remaining``, when not None, guards the transition: it
+    applies only if the job's attempts_remaining still equals it (the service
+    read it to compute the policy's delay)."""
+
+    priority: int
+    local_id: int
+    source: str
+    append_custom_status: str
+    delay_ms: int
+    expected_attempts_remaining: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointItem:
+    """Heartbeat: updated_at = now (RUNNING stays RUNNING). Optional changes:
+    new body; attempts_allowed (attempts_remaining is set to the same value);
+    prepend to custom status. With move_to_pending: state PENDING, claim
+    cleared, run_after = run_after_ms or now, attempts_remaining unchanged
+    (unless attempts_allowed given). Without move_to_pending, run_after_ms
+    (if given) is stored as the job's run_after for a later re-pend."""
+
+    priority: int
+    local_id: int
+    source: str
+    new_body: bytes | None
+    move_to_pending: bool
+    run_after_ms: int | None
+    attempts_allowed: int | None
+    prepend_custom_status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    local_id: int
+    priority: int
+    state: JobState
+    attempts_allowed: int
+    attempts_remaining: int
+    custom_status: str
+    created_at_ms: int
+    run_after_ms: int
+    updated_at_ms: int
+    claim: str | None  # None when not RUNNING
+    body: bytes | None  # None unless asked for
+
+    @property
+    def sort_time_ms(self) -> int:
+        return self.run_after_ms if self.state is JobState.PENDING else self.updated_at_ms
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredClaims:
+    repended: int
+    failed: int
+
+
+@runtime_checkable
+class ShardBackend(Protocol):
+    """Storage for one shard. Method names follow the transitions they make."""
+
+    shard_id: str
+
+    # -- housekeeping ------------------------------------------------------
+    def ping(self) -> None:
+        """Raise ShardUnavailable unless the shard answers."""
+
+    def now_ms(self) -> int:
+        """The shard's clock."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+    def create_queue(self, queue: str, priorities: int) -> None:
+        """Idempotent: make storage for priorities 1..priorities exist."""
+
+    def delete_queue(self, queue: str) -> None:
+        """Idempotent: drop the queue and every job in it."""
+
+    def queue_names(self) -> set[str]:
+        """Queues that have storage on this shard."""
+
+    # -- transitions ---------------------------------------------------------
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        """-> PENDING with attempts_remaining = attempts_allowed, created_at =
+        updated_at = now, run_after = given or now. Returns local ids in
+        order. All items are stored, or none (one script / transaction)."""
+
+    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
+        """PENDING with run_after <= now -> RUNNING, oldest run_after first
+        (then lowest id), at most ``limit``, under one new claim
+        ``TOKEN@source``; updated_at = now."""
+
+    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
+        """What dequeue would return, changing nothing (claim "")."""
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        """RUNNING (claim source matches) -> SUCCEEDED; updated_at = now;
+        custom status appended; claim cleared. True per applied item."""
+
+    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
+        """RUNNING (claim source matches, attempts guard holds) -> PENDING
+        with attempts_remaining - 1 and run_after = now + delay_ms when
+        attempts_remaining > 1; else -> FAILED with attempts_remaining = 0.
+        updated_at = now; custom status appended; claim cleared."""
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        """See CheckpointItem. True per applied item."""
+
+    def expire_claims(
+        self, queue: str, priority: int, timeout_ms: int, limit: int
+    ) -> ExpiredClaims:
+        """RUNNING with updated_at <= now - timeout_ms: as a failure ACK with
+        no delay (PENDING with attempts_remaining - 1, run_after = now; or
+        FAILED at the last attempt). Claim cleared. At most ``limit``."""
+
+    def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` jobs in terminal ``state`` whose
+        updated_at <= now - older_than_ms. Returns how many."""
+
+    def retry_failed(
+        self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
+    ) -> int:
+        """FAILED -> PENDING for up to ``limit`` jobs (most recently failed
+        first): attempts_allowed = attempts_remaining = attempts, run_after =
+        given or now, updated_at = now. Returns how many."""
+
+    def delete(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        local_ids: Sequence[int] | None,
+        limit: int,
+    ) -> int:
+        """Delete jobs in ``state``: the given ids (only those still in that
+        state) or, with ids None, up to ``limit`` of them. Returns how many."""
+
+    # -- reads -----------------------------------------------------------------
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        """Jobs in ``state``. For PENDING: run_after <= now, or with
+        ``future`` run_after > now. ``future`` is ignored for other states."""
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+    ) -> list[JobRecord]:
+        """Jobs in ``state`` (PENDING split by ``future`` as in count),
+        ordered by (sort_time desc, local_id desc), strictly after the
+        cursor ``before`` = (sort_time, local_id) in that order."""
+
+    def lookup(
+        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+    ) -> list[JobRecord | None]:
+        """Records in the order asked; None for an unknown id."""

@@ -1,0 +1,246 @@
+"""``pinlater``: the operators' command line.
+
+Connection settings come from the PINLATER_* environment variables (see
+``pinlater.settings``). Every command prints a table, or JSON with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pinlater.errors import PinLaterError
+from pinlater.models import Job, JobInfo
+from pinlater.monitor import Monitor
+from pinlater.service import JobService, connect
+from pinlater.states import JobState
+
+
+def _info_dict(info: JobInfo) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "descriptor": info.descriptor,
+        "state": info.state.name,
+        "attempts_allowed": info.attempts_allowed,
+        "attempts_remaining": info.attempts_remaining,
+        "custom_status": info.custom_status,
+        "created_at_ms": info.created_at_ms,
+        "run_after_ms": info.run_after_ms,
+        "updated_at_ms": info.updated_at_ms,
+        "claim": info.claim,
+    }
+    if info.body is not None:
+        data["body"] = info.body.decode("utf-8", errors="replace")
+    return data
+
+
+def _print(args: argparse.Namespace, data: Any) -> None:
+    if args.json or not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        print(json.dumps(data, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for column in data[0]:
+        table.add_column(column)
+    for row in data:
+        table.add_row(*(str(v) for v in row.values()))
+    Console().print(table)
+
+
+# -- commands ------------------------------------------------------------------
+def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
+    rows = []
+    for name, config in sorted(c.control.list_queues().items()):
+        if config.paused:
+            rate = "paused"
+        else:
+            rate = "unlimited" if config.max_dequeue_rate is None else f"{config.max_dequeue_rate:g}/s"
+        rows.append({"queue": name, "priorities": config.priorities, "rate": rate,
+                     "claim_timeout_ms": config.claim_timeout_ms, "retry": config.retry.kind})
+    return rows
+
+
+def cmd_create_queue(c: JobService, a: argparse.Namespace) -> Any:
+    config = c.create_queue(a.queue, priorities=a.priorities, max_dequeue_rate=a.rate,
+                            claim_timeout_ms=a.claim_timeout_ms)
+    return json.loads(config.to_json())
+
+
+def cmd_delete_queue(c: JobService, a: argparse.Namespace) -> Any:
+    c.delete_queue(a.queue, a.secret or os.environ.get("PINLATER_ADMIN_SECRET"))
+    return {"deleted": a.queue}
+
+
+def cmd_enqueue(c: JobService, a: argparse.Namespace) -> Any:
+    bodies = a.body or [line.rstrip("\n") for line in sys.stdin]
+    jobs = [Job(body.encode(), priority=a.priority, run_after_ms=a.run_after_ms,
+                attempts_allowed=a.attempts) for body in bodies]
+    return c.enqueue(a.queue, jobs)
+
+
+def cmd_lookup(c: JobService, a: argparse.Namespace) -> Any:
+    found = c.lookup(a.descriptors, include_body=a.body)
+    return [_info_dict(found[d]) if d in found else {"descriptor": d, "state": "NOT FOUND"}
+            for d in a.descriptors]
+
+
+def cmd_count(c: JobService, a: argparse.Namespace) -> Any:
+    return {"queue": a.queue, "state": a.state.upper(), "future": a.future,
+            "count": c.count(a.queue, a.state, priority=a.priority, future=a.future, body_regex=a.regex)}
+
+
+def cmd_scan(c: JobService, a: argparse.Namespace) -> Any:
+    result = c.scan(a.queue, a.state, priority=a.priority, future=a.future, continuation=a.continuation,
+                    limit=a.limit, body_regex=a.regex, include_body=a.body)
+    rows = [_info_dict(j) for j in result.jobs]
+    if a.json:
+        return {"jobs": rows, "continuation": result.continuation}
+    print(f"continuation: {result.continuation}", file=sys.stderr)
+    return rows
+
+
+def cmd_retry_failed(c: JobService, a: argparse.Namespace) -> Any:
+    n = c.retry_failed(a.queue, priority=a.priority, attempts=a.attempts,
+                       run_after_ms=a.run_after_ms, limit=a.limit)
+    return {"queue": a.queue, "retried": n}
+
+
+def cmd_delete(c: JobService, a: argparse.Namespace) -> Any:
+    n = c.delete_jobs(a.queue, a.state, priority=a.priority, body_regex=a.regex, limit=a.limit)
+    return {"queue": a.queue, "deleted": n}
+
+
+def cmd_set_rate(c: JobService, a: argparse.Namespace) -> Any:
+    rate = None if a.rate in ("unlimited", "none") else float(a.rate)
+    return json.loads(c.set_rate(a.queue, rate).to_json())
+
+
+def cmd_pause(c: JobService, a: argparse.Namespace) -> Any:
+    return json.loads(c.pause(a.queue).to_json())
+
+
+def cmd_resume(c: JobService, a: argparse.Namespace) -> Any:
+    return json.loads(c.resume(a.queue).to_json())
+
+
+def cmd_config(c: JobService, a: argparse.Namespace) -> Any:
+    return json.loads(c.queue_config(a.queue, fresh=True).to_json())
+
+
+def cmd_shards(c: JobService, a: argparse.Namespace) -> Any:
+    c.shards.probe_once()
+    return [{"shard": s, **h} for s, h in c.shards.status().items()]
+
+
+def cmd_monitor(c: JobService, a: argparse.Namespace) -> Any:
+    monitor = Monitor(c, interval_s=a.interval)
+    if a.once:
+        return monitor.run_once().as_dict()
+    signal.signal(signal.SIGTERM, lambda *_: monitor.stop())
+    signal.signal(signal.SIGINT, lambda *_: monitor.stop())
+    monitor.run_forever()
+    return None
+
+
+# -- parser ----------------------------------------------------------------------
+def _state(text: str) -> str:
+    JobState.parse(text)
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pinlater", description="Operate a PinLater job service.")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable[[JobService, argparse.Namespace], Any], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(fn=fn)
+        return p
+
+    add("queues", cmd_queues, "list queues with their configs")
+    p = add("create-queue", cmd_create_queue, "create a queue (idempotent)")
+    p.add_argument("queue")
+    p.add_argument("--priorities", type=int)
+    p.add_argument("--rate", type=float, help="max dequeues per second (0 pauses)")
+    p.add_argument("--claim-timeout-ms", type=int)
+    p = add("delete-queue", cmd_delete_queue, "delete a queue and all its jobs (needs the admin secret)")
+    p.add_argument("queue")
+    p.add_argument("--secret", help="admin secret (default: $PINLATER_ADMIN_SECRET)")
+    p = add("enqueue", cmd_enqueue, "enqueue jobs (bodies as arguments, or one per stdin line)")
+    p.add_argument("queue")
+    p.add_argument("body", nargs="*")
+    p.add_argument("--priority", type=int, default=1)
+    p.add_argument("--run-after-ms", type=int)
+    p.add_argument("--attempts", type=int)
+    p = add("lookup", cmd_lookup, "show jobs by descriptor")
+    p.add_argument("descriptors", nargs="+")
+    p.add_argument("--body", action="store_true", help="include bodies")
+    for name, fn, text in (("count", cmd_count, "count jobs in a state"),
+                           ("scan", cmd_scan, "list jobs in a state, newest first")):
+        p = add(name, fn, text)
+        p.add_argument("queue")
+        p.add_argument("state", type=_state, help="pending, running, succeeded or failed")
+        p.add_argument("--priority", type=int)
+        p.add_argument("--future", action="store_true", help="pending jobs whose run_after is ahead")
+        p.add_argument("--regex", help="only jobs whose body matches")
+        if name == "scan":
+            p.add_argument("--limit", type=int, default=20)
+            p.add_argument("--continuation", default="0")
+            p.add_argument("--body", action="store_true")
+    p = add("retry-failed", cmd_retry_failed, "move failed jobs back to pending")
+    p.add_argument("queue")
+    p.add_argument("--priority", type=int)
+    p.add_argument("--attempts", type=int, default=1)
+    p.add_argument("--run-after-ms", type=int)
+    p.add_argument("--limit", type=int, default=1000)
+    p = add("delete", cmd_delete, "delete jobs in a state")
+    p.add_argument("queue")
+    p.add_argument("state", type=_state)
+    p.add_argument("--priority", type=int)
+    p.add_argument("--regex")
+    p.add_argument("--limit", type=int, default=1000)
+    p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
+    p.add_argument("queue")
+    p.add_argument("rate")
+    p = add("pause", cmd_pause, "stop all dequeues of a queue")
+    p.add_argument("queue")
+    p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")
+    p.add_argument("queue")
+    p = add("config", cmd_config, "show a queue's config")
+    p.add_argument("queue")
+    add("shards", cmd_shards, "show each shard's health")
+    p = add("monitor", cmd_monitor, "expire claims and collect finished jobs (forever, or --once)")
+    p.add_argument("--once", action="store_true")
+    p.add_argument("--interval", type=float, default=5.0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        with connect() as client:
+            result = args.fn(client, args)
+    except PinLaterError as exc:
+        print(f"error ({exc.code.name}): {exc.message}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if result is not None:
+        _print(args, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Scan continuations across shards and priorities.
+
+Scans return jobs newest sort time first. Ties are broken by (shard id,
+priority, local id), all descending, which makes a total order over the
+whole cluster; a continuation is the key of the last job returned, and each
+(shard, priority) source resumes strictly after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pinlater.errors import ContinuationInvalid
+from pinlater.models import CONTINUATION_END, CONTINUATION_START
+
+_MAX_ID = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ScanKey:
+    sort_time: int
+    shard: str
+    priority: int
+    local_id: int
+
+    def encode(self) -> str:
+        return f"{self.sort_time}:{self.shard}:{self.priority}:{self.local_id}"
+
+
+def decode(continuation: str) -> ScanKey | None:
+    """None means start from the newest job."""
+    if continuation in ("", CONTINUATION_START):
+        return None
+    if continuation == CONTINUATION_END:
+        raise ContinuationInvalid("the scan already ended (continuation -1)")
+    parts = continuation.split(":")
+    try:
+        if len(parts) != 4 or not parts[1].isalnum():
+            raise ValueError
+        return ScanKey(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
+    except ValueError:
+        raise ContinuationInvalid(f"malformed scan continuation {continuation!r}") from None
+
+
+def source_cursor(after: ScanKey | None, shard: str, priority: int) -> tuple[int, int] | None:
+    """The (sort_time, local_id) cursor one (shard, priority) resumes after."""
+    if after is None:
+        return None
+    mine = (shard, priority)
+    theirs = (after.shard, after.priority)
+    if mine == theirs:
+        return (after.sort_time, after.local_id)
+    if mine < theirs:
+        # In descending order this source's ties at sort_time come after the key.
+        return (after.sort_time, _MAX_ID)
+    return (after.sort_time, 0)

@@ -1,0 +1,67 @@
+"""A process-local control store for tests and single-process use."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import ClassVar
+
+from pinlater.queue_config import QueueConfig
+
+
+class MemoryControlStore:
+    _shared: ClassVar[dict[str, MemoryControlStore]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[str, QueueConfig] = {}
+        self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at seconds)
+
+    @classmethod
+    def shared(cls, url: str) -> MemoryControlStore:
+        """One store per memory:// URL within a process."""
+        with cls._shared_lock:
+            return cls._shared.setdefault(url, cls())
+
+    def get_queue(self, name: str) -> QueueConfig | None:
+        with self._lock:
+            return self._queues.get(name)
+
+    def list_queues(self) -> dict[str, QueueConfig]:
+        with self._lock:
+            return dict(self._queues)
+
+    def create_queue(self, config: QueueConfig) -> bool:
+        with self._lock:
+            if config.name in self._queues:
+                return False
+            self._queues[config.name] = config
+            return True
+
+    def put_queue(self, config: QueueConfig) -> None:
+        with self._lock:
+            self._queues[config.name] = config
+
+    def delete_queue(self, name: str) -> None:
+        with self._lock:
+            self._queues.pop(name, None)
+            self._buckets.pop(name, None)
+
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        with self._lock:
+            now = time.monotonic()
+            tokens, at = self._buckets.get(bucket, (burst, now))
+            tokens = min(burst, tokens + (now - at) * rate)
+            granted = max(0, min(wanted, int(tokens)))
+            self._buckets[bucket] = (tokens - granted, now)
+            return granted
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        with self._lock:
+            if bucket in self._buckets and count > 0:
+                tokens, at = self._buckets[bucket]
+                self._buckets[bucket] = (min(burst, tokens + count), at)
+
+    def close(self) -> None:
+        return None

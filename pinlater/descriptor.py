@@ -1,0 +1,41 @@
+"""Job descriptors: ``QUEUE:sSHARD:pPRIORITY:LOCALID``.
+
+A descriptor routes every later call (ack, checkpoint, lookup) to its shard
+without a lookup table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pinlater.errors import InvalidRequest
+
+_DESCRIPTOR = re.compile(
+    r"^(?P<queue>[A-Za-z0-9_]+):s(?P<shard>[A-Za-z0-9]+):p(?P<priority>[0-9]{1,3}):(?P<local_id>[0-9]{1,19})$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobDescriptor:
+    queue: str
+    shard: str
+    priority: int
+    local_id: int
+
+    def __str__(self) -> str:
+        return f"{self.queue}:s{self.shard}:p{self.priority}:{self.local_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> JobDescriptor:
+        match = _DESCRIPTOR.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise InvalidRequest(
+                f"malformed job descriptor {text!r}: expected QUEUE:sSHARD:pPRIORITY:LOCALID"
+            )
+        return cls(
+            queue=match["queue"],
+            shard=match["shard"],
+            priority=int(match["priority"]),
+            local_id=int(match["local_id"]),
+        )

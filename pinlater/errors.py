@@ -1,0 +1,111 @@
+"""Errors, each carrying the wire ErrorCode the Thrift server reports."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    CONTINUATION_INVALID = 400
+    PASSWORD_INVALID = 403
+    QUEUE_NAME_INVALID = 410
+    QUEUE_NAME_TOO_LONG = 411
+    QUEUE_NOT_FOUND = 413
+    PRIORITY_NOT_SUPPORTED = 416
+    DEQUEUE_RATE_LIMITED = 429
+    ENQUEUE_REJECTED = 430
+    UNKNOWN = 500
+    NO_HEALTHY_SHARDS = 501
+    SHARD_CONNECTION_FAILED = 502
+
+
+class PinLaterError(Exception):
+    """Base of every error the job service reports to its callers."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(PinLaterError):
+    """Malformed input that fits no more specific code (bad descriptor, bad limit...)."""
+
+    code = ErrorCode.UNKNOWN
+
+
+class ContinuationInvalid(PinLaterError):
+    code = ErrorCode.CONTINUATION_INVALID
+
+
+class PasswordInvalid(PinLaterError):
+    code = ErrorCode.PASSWORD_INVALID
+
+
+class QueueNameInvalid(PinLaterError):
+    code = ErrorCode.QUEUE_NAME_INVALID
+
+
+class QueueNameTooLong(PinLaterError):
+    code = ErrorCode.QUEUE_NAME_TOO_LONG
+
+
+class QueueNotFound(PinLaterError):
+    code = ErrorCode.QUEUE_NOT_FOUND
+
+
+class PriorityNotSupported(PinLaterError):
+    code = ErrorCode.PRIORITY_NOT_SUPPORTED
+
+
+class DequeueRateLimited(PinLaterError):
+    code = ErrorCode.DEQUEUE_RATE_LIMITED
+
+    def __init__(self, message: str, retry_after_ms: int = 100) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+class EnqueueRejected(PinLaterError):
+    """The job itself is unacceptable (body too large, bad attempts...)."""
+
+    code = ErrorCode.ENQUEUE_REJECTED
+
+
+class NoHealthyShards(PinLaterError):
+    code = ErrorCode.NO_HEALTHY_SHARDS
+
+
+class ShardConnectionFailed(PinLaterError):
+    code = ErrorCode.SHARD_CONNECTION_FAILED
+
+
+class StorageError(PinLaterError):
+    """A shard answered but the operation failed there (never swallowed)."""
+
+    code = ErrorCode.UNKNOWN
+
+
+_BY_CODE: dict[ErrorCode, type[PinLaterError]] = {
+    ErrorCode.CONTINUATION_INVALID: ContinuationInvalid,
+    ErrorCode.PASSWORD_INVALID: PasswordInvalid,
+    ErrorCode.QUEUE_NAME_INVALID: QueueNameInvalid,
+    ErrorCode.QUEUE_NAME_TOO_LONG: QueueNameTooLong,
+    ErrorCode.QUEUE_NOT_FOUND: QueueNotFound,
+    ErrorCode.PRIORITY_NOT_SUPPORTED: PriorityNotSupported,
+    ErrorCode.DEQUEUE_RATE_LIMITED: DequeueRateLimited,
+    ErrorCode.ENQUEUE_REJECTED: EnqueueRejected,
+    ErrorCode.UNKNOWN: PinLaterError,
+    ErrorCode.NO_HEALTHY_SHARDS: NoHealthyShards,
+    ErrorCode.SHARD_CONNECTION_FAILED: ShardConnectionFailed,
+}
+
+
+def error_for_code(code: int, message: str) -> PinLaterError:
+    """Rebuild the typed error from a wire code (used by remote clients)."""
+    try:
+        cls = _BY_CODE[ErrorCode(code)]
+    except ValueError:
+        cls = PinLaterError
+    return cls(message)

@@ -1,0 +1,83 @@
+"""Public request and result types of the job service (the in-process API)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pinlater.states import JobState
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job to enqueue. ``run_after_ms`` None means now (the shard's clock);
+    ``attempts_allowed`` None means the queue retry policy's default (which
+    counts the first run too)."""
+
+    body: bytes
+    priority: int = 1
+    run_after_ms: int | None = None
+    attempts_allowed: int | None = None
+    custom_status: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DequeuedJob:
+    descriptor: str
+    body: bytes
+    attempts_allowed: int
+    attempts_remaining: int
+    claim: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """One job's ACK. ``retry_delay_ms`` applies to failures only: 0 means
+    "use the queue's retry policy"."""
+
+    descriptor: str
+    append_custom_status: str = ""
+    retry_delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    acked: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Heartbeat for a running job, optionally changing it. With
+    ``move_to_pending`` the job goes back to PENDING (run_after as given or
+    now) without spending an attempt."""
+
+    descriptor: str
+    new_body: bytes | None = None
+    move_to_pending: bool = False
+    run_after_ms: int | None = None
+    attempts_allowed: int | None = None
+    prepend_custom_status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    descriptor: str
+    state: JobState
+    attempts_allowed: int
+    attempts_remaining: int
+    custom_status: str
+    created_at_ms: int
+    run_after_ms: int
+    updated_at_ms: int
+    claim: str | None
+    body: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    jobs: list[JobInfo]
+    continuation: str  # CONTINUATION_END when there is nothing more
+
+
+CONTINUATION_START = "0"
+CONTINUATION_END = "-1"

@@ -1,0 +1,190 @@
+"""The shard set and its health monitor.
+
+A shard that fails with a connection error is taken out of rotation at once
+(enqueue and dequeue stop choosing it); a background prober pings every
+shard and puts a failed one back as soon as it answers again. One dead shard
+never stops the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pinlater.backends.base import ShardBackend, ShardUnavailable
+from pinlater.errors import InvalidRequest, NoHealthyShards
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors that are not connection failures still take a shard out after this
+# many in a row (a deadlocked or broken MySQL answers, but uselessly).
+MAX_CONSECUTIVE_ERRORS = 3
+
+
+@dataclass(slots=True)
+class ShardHealth:
+    healthy: bool = True
+    consecutive_errors: int = 0
+    last_error: str | None = None
+    changed_at: float = 0.0
+    last_probe_at: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "healthy": self.healthy,
+            "consecutive_errors": self.consecutive_errors,
+            "last_error": self.last_error,
+            "changed_at": self.changed_at,
+            "last_probe_at": self.last_probe_at,
+        }
+
+
+class ShardSet:
+    def __init__(self, backends: Sequence[ShardBackend], probe_interval_s: float = 1.0) -> None:
+        if not backends:
+            raise ValueError("a shard set needs at least one shard")
+        self._backends = {b.shard_id: b for b in backends}
+        self._order = [b.shard_id for b in backends]
+        self._health = {sid: ShardHealth(changed_at=time.time()) for sid in self._order}
+        self._lock = threading.Lock()
+        self._probe_interval_s = probe_interval_s
+        self._stop = threading.Event()
+        self._prober: threading.Thread | None = None
+        self._on_recover: list[Callable[[ShardBackend], None]] = []
+
+    # -- lookup ---------------------------------------------------------------
+    @property
+    def ids(self) -> list[str]:
+        return list(self._order)
+
+    def get(self, shard_id: str) -> ShardBackend:
+        try:
+            return self._backends[shard_id]
+        except KeyError:
+            raise InvalidRequest(
+                f"descriptor names shard {shard_id!r}, which is not one of {self._order}"
+            ) from None
+
+    def all(self) -> list[ShardBackend]:
+        return [self._backends[s] for s in self._order]
+
+    def healthy(self) -> list[ShardBackend]:
+        with self._lock:
+            return [self._backends[s] for s in self._order if self._health[s].healthy]
+
+    def healthy_shuffled(self) -> list[ShardBackend]:
+        shards = self.healthy()
+        random.shuffle(shards)
+        return shards
+
+    def require_healthy(self) -> list[ShardBackend]:
+        shards = self.healthy_shuffled()
+        if not shards:
+            raise NoHealthyShards(f"all {len(self._order)} shards are out of rotation")
+        return shards
+
+    def is_healthy(self, shard_id: str) -> bool:
+        with self._lock:
+            return self._health[shard_id].healthy
+
+    def status(self) -> dict[str, dict[str, object]]:
+        with self._lock:
+            return {s: self._health[s].as_dict() for s in self._order}
+
+    # -- bookkeeping ------------------------------------------------------------
+    def call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
+        """Run ``fn`` on a shard, recording the outcome in its health."""
+        try:
+            result = fn(backend)
+        except ShardUnavailable as exc:
+            self.mark_down(backend.shard_id, exc)
+            raise
+        except Exception as exc:
+            self._record_error(backend.shard_id, exc)
+            raise
+        self._record_ok(backend.shard_id)
+        return result
+
+    def mark_down(self, shard_id: str, error: BaseException) -> None:
+        with self._lock:
+            health = self._health[shard_id]
+            health.consecutive_errors += 1
+            health.last_error = f"{type(error).__name__}: {error}"
+            if health.healthy:
+                health.healthy = False
+                health.changed_at = time.time()
+                log.warning("shard %s out of rotation: %s", shard_id, health.last_error)
+
+    def _record_error(self, shard_id: str, error: BaseException) -> None:
+        with self._lock:
+            health = self._health[shard_id]
+            health.consecutive_errors += 1
+            health.last_error = f"{type(error).__name__}: {error}"
+            if health.healthy and health.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+                health.healthy = False
+                health.changed_at = time.time()
+                log.warning("shard %s out of rotation after %d errors: %s",
+                            shard_id, health.consecutive_errors, health.last_error)
+
+    def _record_ok(self, shard_id: str) -> None:
+        with self._lock:
+            health = self._health[shard_id]
+            health.consecutive_errors = 0
+
+    def _mark_up(self, shard_id: str) -> bool:
+        with self._lock:
+            health = self._health[shard_id]
+            health.consecutive_errors = 0
+            if health.healthy:
+                return False
+            health.healthy = True
+            health.changed_at = time.time()
+        log.warning("shard %s back in rotation", shard_id)
+        return True
+
+    # -- probing ------------------------------------------------------------------
+    def on_recover(self, callback: Callable[[ShardBackend], None]) -> None:
+        """Called (in the prober thread) when a shard comes back."""
+        self._on_recover.append(callback)
+
+    def probe_once(self) -> None:
+        for shard_id in self._order:
+            backend = self._backends[shard_id]
+            try:
+                backend.ping()
+            except Exception as exc:
+                self.mark_down(shard_id, exc)
+                continue
+            finally:
+                with self._lock:
+                    self._health[shard_id].last_probe_at = time.time()
+            if self._mark_up(shard_id):
+                for callback in self._on_recover:
+                    try:
+                        callback(backend)
+                    except Exception:
+                        log.exception("recovery hook failed for shard %s", shard_id)
+                        self.mark_down(shard_id, RuntimeError("recovery hook failed"))
+
+    def start_probing(self) -> None:
+        if self._prober is not None:
+            return
+        self._prober = threading.Thread(target=self._probe_loop, name="pinlater-shard-prober", daemon=True)
+        self._prober.start()
+
+    def _probe_loop(self) -> None:
+        while not self._stop.wait(self._probe_interval_s):
+            self.probe_once()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._prober is not None:
+            self._prober.join(timeout=5)
+        for backend in self._backends.values():
+            backend.close()

@@ -1,0 +1,210 @@
+"""The rest of the wire contract in-process: lookup, count, scan, delete,
+dry runs, queue admin, and clear errors for bad input, on every setup."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pinlater import CONTINUATION_END, Ack, Job, JobService, JobState
+from pinlater.errors import (
+    ContinuationInvalid,
+    DequeueRateLimited,
+    EnqueueRejected,
+    InvalidRequest,
+    PasswordInvalid,
+    PriorityNotSupported,
+    QueueNameInvalid,
+    QueueNameTooLong,
+    QueueNotFound,
+)
+
+
+def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    [d] = cluster.enqueue(queue_name, [Job(b"secret body")])
+    shard = cluster.shards.ids[0]
+    unknown = f"{queue_name}:s{shard}:p1:999999"
+    other_queue = f"nosuchqueue:s{shard}:p1:1"
+    found = cluster.lookup([d, unknown, other_queue])
+    assert list(found) == [d]
+    assert found[d].body is None
+    assert cluster.lookup([d], include_body=True)[d].body == b"secret body"
+
+
+def test_malformed_and_foreign_descriptors_are_refused(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    with pytest.raises(InvalidRequest, match="malformed"):
+        cluster.lookup(["not-a-descriptor"])
+    with pytest.raises(InvalidRequest, match="shard"):
+        cluster.lookup([f"{queue_name}:sZZ9:p1:1"])
+    with pytest.raises(InvalidRequest, match="not in queue"):
+        cluster.ack(queue_name, succeeded=[Ack(f"other:s{cluster.shards.ids[0]}:p1:1")])
+    with pytest.raises(PriorityNotSupported):
+        cluster.ack(queue_name, succeeded=[Ack(f"{queue_name}:s{cluster.shards.ids[0]}:p9:1")])
+
+
+def test_count_by_state_priority_future_and_regex(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    now = cluster.shards.all()[0].now_ms()
+    cluster.enqueue(queue_name, [Job(b"user:1", priority=1), Job(b"user:2", priority=2)])
+    cluster.enqueue(queue_name, [Job(b"board:1", priority=2, run_after_ms=now + 600_000)])
+    assert cluster.count(queue_name, "pending") == 2
+    assert cluster.count(queue_name, JobState.PENDING, priority=2) == 1
+    assert cluster.count(queue_name, "pending", future=True) == 1
+    assert cluster.count(queue_name, "pending", body_regex=r"^user:") == 2
+    assert cluster.count(queue_name, "pending", future=True, body_regex="board") == 1
+    assert cluster.count(queue_name, "running") == 0
+
+
+def test_scan_pages_newest_first_with_a_working_continuation(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    now = cluster.shards.all()[0].now_ms()
+    expected: list[tuple[int, str]] = []
+    for _batch in range(5):
+        jobs = [Job(b"j", priority=1 + i % 3, run_after_ms=now + 1000 * (i % 4)) for i in range(60)]
+        for job, d in zip(jobs, cluster.enqueue(queue_name, jobs), strict=True):
+            expected.append((job.run_after_ms or 0, d))
+    seen: list[str] = []
+    times: list[int] = []
+    continuation = "0"
+    pages = 0
+    while continuation != CONTINUATION_END:
+        page = cluster.scan(queue_name, "pending", future=True, continuation=continuation, limit=37)
+        seen += [j.descriptor for j in page.jobs]
+        times += [j.run_after_ms for j in page.jobs]
+        continuation = page.continuation
+        pages += 1
+        assert pages < 50
+    future = sorted(d for t, d in expected if t > now)
+    assert sorted(seen) == future
+    assert len(seen) == len(set(seen))
+    assert times == sorted(times, reverse=True)
+    with pytest.raises(ContinuationInvalid):
+        cluster.scan(queue_name, "pending", continuation="garbage")
+
+
+def test_scan_filters_by_body_regex_and_shows_body_on_request(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"keep-%d" % i) for i in range(5)] + [Job(b"drop")] * 5)
+    page = cluster.scan(queue_name, "pending", body_regex="^keep", limit=100)
+    assert len(page.jobs) == 5 and all(j.body is None for j in page.jobs)
+    page = cluster.scan(queue_name, "pending", body_regex="^keep", include_body=True)
+    assert sorted(j.body or b"" for j in page.jobs) == [b"keep-%d" % i for i in range(5)]
+
+
+def test_delete_jobs_by_state_and_regex(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"spam-%d" % i) for i in range(4)] + [Job(b"ham")] * 3)
+    assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam", limit=3) == 3
+    assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam") == 1
+    assert cluster.delete_jobs(queue_name, "failed") == 0
+    assert cluster.count(queue_name, "pending") == 3
+    assert cluster.delete_jobs(queue_name, "pending", limit=2) == 2
+    assert cluster.count(queue_name, "pending") == 1
+
+
+def test_dry_run_peeks_without_claiming(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    descriptors = cluster.enqueue(queue_name, [Job(b"x")] * 3)
+    peeked = cluster.dequeue(queue_name, 10, dry_run=True)
+    assert sorted(j.descriptor for j in peeked) == sorted(descriptors)
+    assert all(j.claim == "" for j in peeked)
+    assert cluster.count(queue_name, "pending") == 3
+    assert len(cluster.dequeue(queue_name, 10)) == 3
+
+
+def test_coverage_visits_a_share_of_the_shards(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"x")] * 4)
+    got = cluster.dequeue(queue_name, 10, coverage=0.01)
+    assert 0 < len(got) <= 4
+    with pytest.raises(InvalidRequest, match="coverage"):
+        cluster.dequeue(queue_name, 10, coverage=0)
+
+
+def test_two_dequeuers_never_share_a_job(cluster: JobService, other_worker: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    for _ in range(10):
+        cluster.enqueue(queue_name, [Job(b"x")] * 50)
+    got: dict[str, list[str]] = {"a": [], "b": []}
+
+    def work(client: JobService, key: str) -> None:
+        while batch := client.dequeue(queue_name, 7):
+            got[key] += [j.descriptor for j in batch]
+
+    threads = [threading.Thread(target=work, args=(c, k)) for c, k in ((cluster, "a"), (other_worker, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = got["a"] + got["b"]
+    assert len(everything) == 500 == len(set(everything))
+
+
+def test_queue_admin_and_runtime_config(cluster: JobService, queue_name: str) -> None:
+    config = cluster.create_queue(queue_name, priorities=5, max_dequeue_rate=100)
+    assert cluster.create_queue(queue_name) == config  # idempotent, config kept
+    assert queue_name in cluster.queue_names()
+    cluster.enqueue(queue_name, [Job(b"x", priority=5)])
+    cluster.pause(queue_name)
+    with pytest.raises(DequeueRateLimited, match="paused"):
+        cluster.dequeue(queue_name, 1)
+    assert cluster.count(queue_name, "pending") == 1
+    cluster.resume(queue_name)
+    assert len(cluster.dequeue(queue_name, 1)) == 1
+    cluster.set_rate(queue_name, 0)
+    with pytest.raises(DequeueRateLimited):
+        cluster.dequeue(queue_name, 1)
+
+
+def test_delete_queue_needs_the_secret(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"x")])
+    with pytest.raises(PasswordInvalid):
+        cluster.delete_queue(queue_name, None)
+    with pytest.raises(PasswordInvalid):
+        cluster.delete_queue(queue_name, "wrong")
+    assert cluster.count(queue_name, "pending") == 1
+    cluster.delete_queue(queue_name, "secret")
+    cluster.delete_queue(queue_name, "secret")  # idempotent
+    assert queue_name not in cluster.queue_names()
+    with pytest.raises(QueueNotFound):
+        cluster.enqueue(queue_name, [Job(b"x")])
+    cluster.create_queue(queue_name)
+    assert cluster.count(queue_name, "pending") == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [("bad-name", QueueNameInvalid), ("", QueueNameInvalid), ("x" * 51, QueueNameTooLong), ("a b", QueueNameInvalid)],
+)
+def test_bad_queue_names_are_refused(cluster: JobService, name: str, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        cluster.create_queue(name)
+    with pytest.raises(error):
+        cluster.enqueue(name, [Job(b"x")])
+
+
+def test_bad_jobs_are_refused_and_nothing_is_stored(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    good = Job(b"ok")
+    for bad, error in (
+        (Job(b"x", priority=0), PriorityNotSupported),
+        (Job(b"x", priority=4), PriorityNotSupported),
+        (Job(b"x" * (64 * 1024 + 1)), EnqueueRejected),
+        (Job(b"x", attempts_allowed=0), EnqueueRejected),
+        (Job(b"x", run_after_ms=-5), EnqueueRejected),
+        (Job("text"), EnqueueRejected),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(error):
+            cluster.enqueue(queue_name, [good, bad])
+    assert cluster.count(queue_name, "pending") == 0
+    with pytest.raises(QueueNotFound):
+        cluster.enqueue("no_such_queue_here", [good])
+    with pytest.raises(InvalidRequest):
+        cluster.dequeue(queue_name, 0)
+    with pytest.raises(InvalidRequest):
+        cluster.dequeue(queue_name, 1_000_000)
+    assert cluster.enqueue(queue_name, []) == []

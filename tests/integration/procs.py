@@ -1,0 +1,50 @@
+"""Worker-process bodies for the multi-process tests (importable by spawn)."""
+
+from __future__ import annotations
+
+import time
+
+from pinlater import Ack
+from pinlater.errors import DequeueRateLimited
+from pinlater.service import JobService
+from pinlater.settings import Settings
+
+
+def drain(settings: Settings, queue: str, batch: int, idle_polls: int, name: str) -> list[str]:
+    """Dequeue and ACK until the queue stays empty; returns what it got."""
+    got: list[str] = []
+    empty = 0
+    with JobService.from_settings(settings, source=f"drainer-{name}") as client:
+        pending: list[Ack] = []
+        while empty < idle_polls:
+            jobs = client.dequeue(queue, batch, succeeded=pending)
+            pending = [Ack(j.descriptor) for j in jobs]
+            got += [j.descriptor for j in jobs]
+            if jobs:
+                empty = 0
+            else:
+                empty += 1
+                time.sleep(0.05)
+        if pending:
+            client.ack(queue, succeeded=pending)
+    return got
+
+
+def timed_dequeues(settings: Settings, queue: str, batch: int, seconds: float, name: str) -> list[tuple[float, int]]:
+    """Dequeue (and ACK) as fast as the rate limit allows for ``seconds``;
+    returns (wall time, jobs) for every successful dequeue."""
+    events: list[tuple[float, int]] = []
+    end = time.time() + seconds
+    with JobService.from_settings(settings, source=f"rated-{name}") as client:
+        while time.time() < end:
+            try:
+                jobs = client.dequeue(queue, batch)
+            except DequeueRateLimited as exc:
+                time.sleep(min(exc.retry_after_ms, 100) / 1000)
+                continue
+            if jobs:
+                events.append((time.time(), len(jobs)))
+                client.ack(queue, succeeded=[Ack(j.descriptor) for j in jobs])
+            else:
+                time.sleep(0.01)
+    return events

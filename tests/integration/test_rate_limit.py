@@ -1,0 +1,55 @@
+"""A queue's rate limit holds across every dequeuing process together, and an
+operator can pause, resume and change it while everything keeps running."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from pinlater import Job
+from pinlater.service import JobService
+from tests.conftest import settings_for
+from tests.integration.procs import timed_dequeues
+
+RATE = 200.0
+RUN_S = 16.0
+
+
+def _jobs_between(events: list[tuple[float, int]], start: float, end: float) -> int:
+    return sum(n for t, n in events if start <= t < end)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setup", ["redis", "mysql"])
+def test_two_processes_share_one_rate_and_obey_pause_and_resume(
+    servers: None, setup: str, queue_name: str
+) -> None:
+    settings = settings_for(setup)
+    with JobService.from_settings(settings, source="operator") as client:
+        client.create_queue(queue_name, max_dequeue_rate=RATE)
+        for _ in range(10):
+            client.enqueue(queue_name, [Job(b"x")] * 1000)
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(2, mp_context=context) as pool:
+            t0 = time.time()
+            futures = [pool.submit(timed_dequeues, settings, queue_name, 50, RUN_S, str(i)) for i in range(2)]
+            # Operator actions on a fixed timeline while the workers run.
+            timeline = threading.Event()
+            timeline.wait(max(0.0, t0 + 10.0 - time.time()))
+            client.pause(queue_name)
+            timeline.wait(max(0.0, t0 + 13.0 - time.time()))
+            client.resume(queue_name)
+            events = [e for f in futures for e in f.result(timeout=120)]
+
+    first = min(t for t, _ in events)
+    steady = _jobs_between(events, first, first + 9.0) / 9.0
+    assert abs(steady - RATE) <= 0.15 * RATE, f"measured {steady:.1f} jobs/s for a limit of {RATE}"
+    # Processes cache configs for up to 1 s: after that a pause means zero.
+    assert _jobs_between(events, t0 + 11.2, t0 + 13.0) == 0
+    resumed = _jobs_between(events, t0 + 14.5, t0 + RUN_S)
+    assert resumed > 0.5 * RATE * (RUN_S - 14.5), f"only {resumed} jobs after resume"

@@ -1,0 +1,43 @@
+"""Addresses of the test servers that ``scripts/services up`` starts, and the
+fixture logic that makes sure they run (tests never skip for a missing
+server: they start it, or fail loudly)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICES = REPO / "scripts" / "services"
+
+REDIS_PORTS = (16379, 16380)
+MYSQL = "mysql://pinlater:pinlater@127.0.0.1:13306"
+
+# Tests use their own Redis db numbers and database names, apart from the demo's.
+REDIS_SHARD_DB = 1
+REDIS_CONTROL_DB = 2
+
+
+def redis_url(port: int, db: int) -> str:
+    return f"redis://127.0.0.1:{port}/{db}"
+
+
+def mysql_url(database: str) -> str:
+    return f"{MYSQL}/{database}"
+
+
+def ensure_services() -> None:
+    """Start Redis and MariaDB with the project's script (idempotent)."""
+    if os.environ.get("PINLATER_TEST_SERVICES_STARTED") == "1":
+        return
+    result = subprocess.run([str(SERVICES), "up"], capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"scripts/services up failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    os.environ["PINLATER_TEST_SERVICES_STARTED"] = "1"
+
+
+def redis_cli(*args: str) -> None:
+    subprocess.run([str(SERVICES), *args], check=True, capture_output=True, timeout=120)
