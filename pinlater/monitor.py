@@ -44,14 +44,20 @@ class MonitorStats:
 
 
 class Monitor:
-    def __init__(self, service: JobService, interval_s: float = 5.0) -> None:
+    def __init__(
+        self, service: JobService, interval_s: float = 5.0, queues: list[str] | None = None
+    ) -> None:
+        """``queues`` limits the monitor to those queues (default: all)."""
         self.service = service
         self.interval_s = interval_s
+        self.queues = queues
         self._stop = threading.Event()
 
     def run_once(self) -> MonitorStats:
         stats = MonitorStats()
         configs = self.service.control.list_queues()
+        if self.queues is not None:
+            configs = {name: c for name, c in configs.items() if name in self.queues}
         for backend in self.service.shards.all():
             if not self.service.shards.is_healthy(backend.shard_id):
                 stats.shards_skipped.append(backend.shard_id)

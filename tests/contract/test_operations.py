@@ -117,9 +117,16 @@ def test_dry_run_peeks_without_claiming(cluster: JobService, queue_name: str) ->
 
 def test_coverage_visits_a_share_of_the_shards(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    cluster.enqueue(queue_name, [Job(b"x")] * 4)
-    got = cluster.dequeue(queue_name, 10, coverage=0.01)
-    assert 0 < len(got) <= 4
+    by_shard: dict[str, int] = {}
+    while len(by_shard) < len(cluster.shards.ids):  # jobs on every shard
+        [d] = cluster.enqueue(queue_name, [Job(b"x")])
+        shard = d.split(":")[1][1:]
+        by_shard[shard] = by_shard.get(shard, 0) + 1
+    got = cluster.dequeue(queue_name, 1000, coverage=0.01)
+    visited = {j.descriptor.split(":")[1][1:] for j in got}
+    assert len(visited) == 1  # the smallest share is still one shard
+    assert len(got) == by_shard[visited.pop()]
+    assert len(cluster.dequeue(queue_name, 1000)) == sum(by_shard.values()) - len(got)
     with pytest.raises(InvalidRequest, match="coverage"):
         cluster.dequeue(queue_name, 10, coverage=0)
 

@@ -149,7 +149,7 @@ def test_retry_delays_follow_the_queue_policy_exactly(cluster: JobService, queue
 def test_claim_timeout_repends_then_fails(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name, claim_timeout_ms=200)
     descriptor = _one(cluster, queue_name, attempts_allowed=2)
-    monitor = Monitor(cluster)
+    monitor = Monitor(cluster, queues=[queue_name])
     cluster.dequeue(queue_name, 1)
     assert monitor.run_once().claims_repended == 0  # not yet timed out
     time.sleep(0.3)
@@ -173,7 +173,7 @@ def test_stale_ack_after_timeout_changes_nothing(
     descriptor = _one(cluster, queue_name, attempts_allowed=5)
     cluster.dequeue(queue_name, 1)
     time.sleep(0.3)
-    Monitor(cluster).run_once()
+    Monitor(cluster, queues=[queue_name]).run_once()
     # Re-pended: the old claimer's ACK is stale.
     result = cluster.ack(queue_name, succeeded=[Ack(descriptor)])
     assert result.stale == [descriptor] and result.acked == []
@@ -194,7 +194,7 @@ def test_checkpoint_heartbeat_keeps_a_long_job_claimed(cluster: JobService, queu
     cluster.create_queue(queue_name, claim_timeout_ms=300)
     descriptor = _one(cluster, queue_name)
     cluster.dequeue(queue_name, 1)
-    monitor = Monitor(cluster)
+    monitor = Monitor(cluster, queues=[queue_name])
     for _ in range(4):
         time.sleep(0.15)
         assert cluster.checkpoint(queue_name, [Checkpoint(descriptor)]).acked == [descriptor]
@@ -257,7 +257,7 @@ def test_gc_removes_finished_jobs_past_retention(cluster: JobService, queue_name
     ok, bad, keep = cluster.enqueue(queue_name, [Job(b"a", attempts_allowed=1)] * 3)
     cluster.dequeue(queue_name, 3)
     cluster.ack(queue_name, succeeded=[Ack(ok)], failed=[Ack(bad)])
-    monitor = Monitor(cluster)
+    monitor = Monitor(cluster, queues=[queue_name])
     stats = monitor.run_once()
     assert (stats.succeeded_collected, stats.failed_collected) == (0, 0)
     cluster.update_queue(queue_name, succeeded_retention_ms=0, failed_retention_ms=0)
@@ -275,7 +275,7 @@ def test_several_monitors_expire_each_job_once(cluster: JobService, queue_name: 
 
     totals: list[int] = []
     threads = [
-        threading.Thread(target=lambda: totals.append(Monitor(cluster).run_once().claims_repended))
+        threading.Thread(target=lambda: totals.append(Monitor(cluster, queues=[queue_name]).run_once().claims_repended))
         for _ in range(3)
     ]
     for t in threads:

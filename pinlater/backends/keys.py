@@ -1,0 +1,110 @@
+"""Every Redis key name the job service uses, in one place.
+
+Job storage (one shard = one Redis server/db):
+
+``pl:queues``                      set of queue names with storage here
+``pl:{queue}:ids``                 id counter (INCRBY); ids are unique per
+                                   queue on the shard, so also per priority
+``pl:{queue}:prios``               set of priorities ever given storage; lets
+                                   delete_queue find every key without SCAN
+``pl:{queue}:p{N}:pending``        zset, score run_after
+``pl:{queue}:p{N}:running``        zset, score updated_at (claim/heartbeat)
+``pl:{queue}:p{N}:succeeded``      zset, score updated_at (finish time)
+``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
+``pl:{queue}:p{N}:j:{id}``         hash per job (see JOB_FIELDS)
+
+A job is a member of exactly one of its priority's four zsets, the one of its
+state, so a zset's score is always the job's sort time. Members are the local
+id zero-padded to 20 digits: among equal scores Redis orders members
+lexicographically, and with fixed-width digits that is numeric order, which
+makes (score, member) order == (sort_time, local_id) order, exactly.
+
+Control store: ``plc:queues`` (hash name -> QueueConfig JSON) and
+``plc:rate:{bucket}`` (hash tokens, ts).
+
+Queue names are letters, digits and underscore only, so ``:`` never occurs
+inside one and no queue's keys can collide with another's.
+"""
+
+from __future__ import annotations
+
+from pinlater.states import JobState
+
+QUEUES = "pl:queues"
+CONTROL_QUEUES = "plc:queues"
+
+MEMBER_WIDTH = 20
+
+# Hash fields of a job, in the order the read paths request them.
+JOB_FIELDS = (
+    "state",
+    "attempts_allowed",
+    "attempts_remaining",
+    "custom_status",
+    "created_at",
+    "run_after",
+    "updated_at",
+    "claim",
+)
+BODY_FIELD = "body"
+
+_STATE_SUFFIX = {
+    JobState.PENDING: "pending",
+    JobState.RUNNING: "running",
+    JobState.SUCCEEDED: "succeeded",
+    JobState.FAILED: "failed",
+}
+
+
+def queue_prefix(queue: str) -> str:
+    return f"pl:{queue}:"
+
+
+def ids_key(queue: str) -> str:
+    return f"pl:{queue}:ids"
+
+
+def prios_key(queue: str) -> str:
+    return f"pl:{queue}:prios"
+
+
+def prio_prefix(queue: str, priority: int) -> str:
+    return f"pl:{queue}:p{priority}:"
+
+
+def state_key(queue: str, priority: int, state: JobState) -> str:
+    return f"pl:{queue}:p{priority}:{_STATE_SUFFIX[state]}"
+
+
+def pending_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.PENDING)
+
+
+def running_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.RUNNING)
+
+
+def succeeded_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.SUCCEEDED)
+
+
+def failed_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.FAILED)
+
+
+def job_prefix(queue: str, priority: int) -> str:
+    """Scripts append a job's id (unpadded decimal) to get its hash key."""
+    return f"pl:{queue}:p{priority}:j:"
+
+
+def job_key(queue: str, priority: int, local_id: int) -> str:
+    return f"{job_prefix(queue, priority)}{local_id}"
+
+
+def member(local_id: int) -> str:
+    """The zset member of a job: its id zero-padded (see module doc)."""
+    return f"{local_id:0{MEMBER_WIDTH}d}"
+
+
+def rate_key(bucket: str) -> str:
+    return f"plc:rate:{bucket}"

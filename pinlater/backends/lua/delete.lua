@@ -1,0 +1,33 @@
+-- delete: remove jobs in one state: the given ids that are still in that
+-- state (membership of the state's zset == being in that state), or with
+-- no ids, up to limit of them (oldest sort time first).
+--
+-- KEYS[1]  pl:{queue}:p{N}:{state}    the state's zset
+-- KEYS[2]  pl:{queue}:p{N}:j:         job hash prefix (job keys derived from it)
+-- ARGV[1]  mode: 'ids' or 'limit'
+-- ARGV[2]  limit (used in 'limit' mode)
+-- ARGV[3..] members (20-digit ids), in 'ids' mode
+-- Returns: how many were deleted.
+local deleted = 0
+if ARGV[1] == 'ids' then
+  for i = 3, #ARGV do
+    if not valid_member(ARGV[i]) then return bad('delete: bad member') end
+  end
+  for i = 3, #ARGV do
+    if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+      redis.call('DEL', job_key(KEYS[2], ARGV[i]))
+      deleted = deleted + 1
+    end
+  end
+  return deleted
+end
+local limit = tonumber(ARGV[2])
+if ARGV[1] ~= 'limit' or not limit then return bad('delete: bad arguments') end
+if limit < 1 then return 0 end
+local members = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+if #members == 0 then return 0 end
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
+for _, m in ipairs(members) do
+  redis.call('DEL', job_key(KEYS[2], m))
+end
+return #members

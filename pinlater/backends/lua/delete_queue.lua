@@ -1,0 +1,44 @@
+-- delete_queue: one bounded step of dropping a queue. Deletes up to `batch`
+-- jobs; once every zset is empty it deletes the remaining keys and the
+-- queue's name. The client repeats until 0, so the server is never blocked
+-- for long however big the queue is.
+--
+-- Every job is in exactly one zset of its priority, and every priority
+-- that ever held a job is in pl:{queue}:prios (enqueue adds it), so this
+-- reaches every key of the queue without SCAN.
+--
+-- KEYS[1]  pl:queues
+-- KEYS[2]  pl:{queue}:prios
+-- KEYS[3]  pl:{queue}:ids
+-- KEYS[4+5(g-1) ...] per priority group g: pending, running, succeeded,
+--          failed zsets, then the job hash prefix (job keys derived from it)
+-- ARGV[1]  queue name
+-- ARGV[2]  batch (>= 1)
+-- ARGV[3..] the priorities of the groups, in order
+-- Returns: 0 when the queue is gone, 1 when more steps are needed (jobs
+--          left, or pl:{queue}:prios holds a priority the client did not pass).
+local budget = tonumber(ARGV[2])
+if not budget or budget < 1 then return bad('delete_queue: bad batch') end
+local ngroups = (#KEYS - 3) / 5
+for g = 1, ngroups do
+  local prefix = KEYS[3 + 5 * g]
+  for j = 0, 3 do
+    if budget <= 0 then return 1 end
+    local z = KEYS[3 + 5 * (g - 1) + 1 + j]
+    local members = redis.call('ZRANGE', z, 0, budget - 1)
+    if #members > 0 then
+      redis.call('ZREMRANGEBYRANK', z, 0, #members - 1)
+      for _, m in ipairs(members) do redis.call('DEL', job_key(prefix, m)) end
+      budget = budget - #members
+      if redis.call('EXISTS', z) == 1 then return 1 end
+    end
+  end
+end
+local passed = {}
+for i = 3, #ARGV do passed[ARGV[i]] = true end
+for _, p in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not passed[p] then return 1 end
+end
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('SREM', KEYS[1], ARGV[1])
+return 0

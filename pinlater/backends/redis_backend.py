@@ -1,0 +1,371 @@
+"""The Redis shard backend: one Redis server/db is one shard.
+
+Layout: see ``pinlater.backends.keys``. Every transition is one Lua script
+(``lua/*.lua``) taking "now" from the server's TIME, and every batch call
+(enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
+Reads of a single hash per job (``lookup``) are pipelined; everything that
+needs the clock or more than one key is a script.
+
+The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
+the transitions are not idempotent (a re-sent enqueue would store its jobs
+twice, a re-sent ACK would report its own success as stale), so a lost
+connection surfaces as ``ShardUnavailable`` and the caller decides.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from pinlater.backends import keys
+from pinlater.backends.base import (
+    CLAIM_TOKEN_LEN,
+    CUSTOM_STATUS_MAX,
+    AckItem,
+    CheckpointItem,
+    ClaimedJob,
+    EnqueueItem,
+    ExpiredClaims,
+    FailItem,
+    JobRecord,
+    ShardUnavailable,
+)
+from pinlater.backends.redis_scripts import (
+    claimed_jobs,
+    job_fields,
+    job_record,
+    member_id,
+    register_job_scripts,
+)
+from pinlater.states import JobState
+
+if TYPE_CHECKING:
+    from redis.commands.core import Script
+
+_T = TypeVar("_T")
+ArgT = str | bytes | int
+
+# Jobs deleted per delete_queue step: a few ms of server time per step.
+DELETE_QUEUE_BATCH = 1000
+
+
+def _json(items: list[list[Any]]) -> str:
+    """Batch items travel as one JSON argument (decoded by cjson in the
+    script): packing one argument per field costs more than the script."""
+    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+
+
+def _opt(value: int | None) -> str:
+    """Optional integer argument of a script: '' stands for None."""
+    return "" if value is None else str(int(value))
+
+
+def _pending_mode(state: JobState, future: bool) -> str:
+    if state is not JobState.PENDING:
+        return "all"
+    return "future" if future else "due"
+
+
+class _Groups:
+    """Per-priority key groups of a batch call: each distinct priority gets
+    one group of KEYS (in first-seen order); items refer to it by 1-based
+    index."""
+
+    def __init__(self, key_fn: Callable[[int], list[str]]) -> None:
+        self._key_fn = key_fn
+        self._index: dict[int, int] = {}
+        self.keys: list[str] = []
+
+    def of(self, priority: int) -> int:
+        g = self._index.get(priority)
+        if g is None:
+            g = self._index[priority] = len(self._index) + 1
+            self.keys.extend(self._key_fn(priority))
+        return g
+
+
+class RedisBackend:
+    """ShardBackend over one Redis server/db."""
+
+    def __init__(self, shard_id: str, client: redis.Redis[bytes]) -> None:
+        self.shard_id = shard_id
+        self._r = client
+        self._scripts: dict[str, Script] = register_job_scripts(client)
+
+    @classmethod
+    def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
+        client: redis.Redis[bytes] = redis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=socket_timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=False,
+        )
+        return cls(shard_id, client)
+
+    # -- plumbing ------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ShardUnavailable(f"redis shard {self.shard_id} unavailable: {exc}") from exc
+
+    def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
+        with self._guard():
+            return self._scripts[name](keys=list(keys_), args=list(args), client=self._r)
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        with self._guard():
+            return fn()
+
+    # -- housekeeping ----------------------------------------------------------
+
+    def ping(self) -> None:
+        self._call(self._r.ping)
+
+    def now_ms(self) -> int:
+        sec, usec = self._call(self._r.time)
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def close(self) -> None:
+        self._r.close()
+        self._r.connection_pool.disconnect()
+
+    def create_queue(self, queue: str, priorities: int) -> None:
+        self._run("create_queue", [keys.QUEUES, keys.prios_key(queue)], [queue, priorities])
+
+    def delete_queue(self, queue: str) -> None:
+        # Bounded steps (see delete_queue.lua); each step re-reads the
+        # priorities so one added meanwhile by an enqueue is not missed.
+        while True:
+            prios = sorted(int(p) for p in self._call(lambda: self._r.smembers(keys.prios_key(queue))))
+            ks = [keys.QUEUES, keys.prios_key(queue), keys.ids_key(queue)]
+            for p in prios:
+                ks += [keys.state_key(queue, p, s) for s in JobState]
+                ks.append(keys.job_prefix(queue, p))
+            args: list[ArgT] = [queue, DELETE_QUEUE_BATCH, *prios]
+            if int(self._run("delete_queue", ks, args)) == 0:
+                return
+
+    def queue_names(self) -> set[str]:
+        return {m.decode("utf-8") for m in self._call(lambda: self._r.smembers(keys.QUEUES))}
+
+    # -- transitions -------------------------------------------------------------
+
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        if not items:
+            return []
+        groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.job_prefix(queue, p)])
+        meta = [
+            [
+                groups.of(it.priority),
+                it.priority,
+                it.run_after_ms,
+                it.attempts_allowed,
+                # No stored status yet: the enqueued one counts as an append.
+                it.custom_status[-CUSTOM_STATUS_MAX:],
+            ]
+            for it in items
+        ]
+        args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
+        ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), *groups.keys]
+        return [int(i) for i in self._run("enqueue", ks, args)]
+
+    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
+        if limit < 1:
+            return []
+        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        ks = [
+            keys.pending_key(queue, priority),
+            keys.running_key(queue, priority),
+            keys.job_prefix(queue, priority),
+        ]
+        return claimed_jobs(self._run("dequeue", ks, [limit, claim]), priority, claim)
+
+    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
+        if limit < 1:
+            return []
+        ks = [keys.pending_key(queue, priority), keys.job_prefix(queue, priority)]
+        return claimed_jobs(self._run("peek", ks, [limit]), priority, "")
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        if not items:
+            return []
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.succeeded_key(queue, p),
+                keys.job_prefix(queue, p),
+            ]
+        )
+        # Only the newest CUSTOM_STATUS_MAX chars of an append can survive.
+        meta = [
+            [groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]]
+            for it in items
+        ]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
+        return [bool(x) for x in self._run("ack_succeeded", groups.keys, args)]
+
+    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
+        if not items:
+            return []
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.pending_key(queue, p),
+                keys.failed_key(queue, p),
+                keys.job_prefix(queue, p),
+            ]
+        )
+        meta = [
+            [
+                groups.of(it.priority),
+                it.local_id,
+                it.source,
+                it.append_custom_status[-CUSTOM_STATUS_MAX:],
+                max(0, int(it.delay_ms)),
+                it.expected_attempts_remaining,
+            ]
+            for it in items
+        ]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
+        return [bool(x) for x in self._run("ack_failed", groups.keys, args)]
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        if not items:
+            return []
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.pending_key(queue, p),
+                keys.job_prefix(queue, p),
+            ]
+        )
+        bodies: list[bytes] = []
+        meta: list[list[Any]] = []
+        for it in items:
+            if it.new_body is not None:
+                bodies.append(it.new_body)
+            meta.append(
+                [
+                    groups.of(it.priority),
+                    it.local_id,
+                    it.source,
+                    0 if it.new_body is None else len(bodies),  # index into the bodies
+                    it.move_to_pending,
+                    it.run_after_ms,
+                    it.attempts_allowed,
+                    # Only the oldest CUSTOM_STATUS_MAX chars of a prepend survive.
+                    (it.prepend_custom_status or "")[:CUSTOM_STATUS_MAX],
+                ]
+            )
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
+        return [bool(x) for x in self._run("checkpoint", groups.keys, args)]
+
+    def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
+        if limit < 1:
+            return ExpiredClaims(0, 0)
+        ks = [
+            keys.running_key(queue, priority),
+            keys.pending_key(queue, priority),
+            keys.failed_key(queue, priority),
+            keys.job_prefix(queue, priority),
+        ]
+        repended, failed = self._run("expire_claims", ks, [int(timeout_ms), limit])
+        return ExpiredClaims(repended=int(repended), failed=int(failed))
+
+    def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
+        if not state.is_terminal:
+            raise ValueError(f"gc applies to terminal states only, not {state.name}")
+        if limit < 1:
+            return 0
+        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
+        return int(self._run("gc", ks, [int(older_than_ms), limit]))
+
+    def retry_failed(self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int) -> int:
+        if limit < 1:
+            return 0
+        ks = [
+            keys.failed_key(queue, priority),
+            keys.pending_key(queue, priority),
+            keys.job_prefix(queue, priority),
+        ]
+        return int(self._run("retry_failed", ks, [attempts, _opt(run_after_ms), limit]))
+
+    def delete(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        local_ids: Sequence[int] | None,
+        limit: int,
+    ) -> int:
+        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
+        if local_ids is None:
+            return int(self._run("delete", ks, ["limit", limit]))
+        if not local_ids:
+            return 0
+        # Ids below 1 never exist (the counter starts at 1).
+        members = [keys.member(i) for i in local_ids if i >= 1]
+        if not members:
+            return 0
+        return int(self._run("delete", ks, ["ids", 0, *members]))
+
+    # -- reads -------------------------------------------------------------------
+
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        ks = [keys.state_key(queue, priority, state)]
+        return int(self._run("count", ks, [_pending_mode(state, future)]))
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+    ) -> list[JobRecord]:
+        if limit < 1:
+            return []
+        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
+        cursor: list[ArgT] = ["", ""] if before is None else [before[0], keys.member(before[1])]
+        args: list[ArgT] = [_pending_mode(state, future), limit, "1" if include_body else "0"]
+        rows = self._run("scan", ks, [*args, *cursor])
+        records = []
+        for row in rows:
+            rec = job_record(member_id(row[0]), priority, row[1:], include_body)
+            if rec is not None:
+                records.append(rec)
+        return records
+
+    def lookup(self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool) -> list[JobRecord | None]:
+        if not local_ids:
+            return []
+        fields = job_fields(include_body)
+
+        def read() -> list[Any]:
+            # One hash per job, so each HMGET is atomic on its own; the
+            # pipeline makes the whole lookup one round trip.
+            pipe = self._r.pipeline(transaction=False)
+            for local_id in local_ids:
+                pipe.hmget(keys.job_key(queue, priority, local_id), fields)
+            return pipe.execute()
+
+        replies = self._call(read)
+        return [
+            job_record(local_id, priority, reply, include_body)
+            for local_id, reply in zip(local_ids, replies, strict=True)
+        ]

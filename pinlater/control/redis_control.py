@@ -1,0 +1,114 @@
+"""The control store on Redis: queue configs and shared rate buckets.
+
+Configs are one hash, ``plc:queues`` (name -> ``QueueConfig.to_json()``).
+Rate buckets are hashes ``plc:rate:{bucket}`` (tokens, ts) changed only by
+``lua/rate_acquire.lua`` and ``lua/rate_release.lua``, which read the
+server's clock, so every process shares one bucket on one clock. The bucket
+of a queue is named after the queue (``delete_queue`` drops it).
+
+Like the shard backend, the client never re-sends a command by itself: a
+re-sent acquire would take tokens twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from pinlater.backends import keys
+from pinlater.backends.redis_scripts import lua_source
+from pinlater.errors import ShardConnectionFailed
+from pinlater.queue_config import QueueConfig
+
+if TYPE_CHECKING:
+    from redis.commands.core import Script
+
+_T = TypeVar("_T")
+
+# Idle buckets expire after at least this long (longer if refilling to full
+# takes longer, see rate_acquire.lua).
+BUCKET_TTL_MS = 60_000
+
+
+class RedisControlStore:
+    """ControlStore over one Redis server/db."""
+
+    def __init__(self, client: redis.Redis[bytes]) -> None:
+        self._r = client
+        self._acquire: Script = client.register_script(lua_source("pinlater.control", "rate_acquire"))
+        self._release: Script = client.register_script(lua_source("pinlater.control", "rate_release"))
+
+    @classmethod
+    def from_url(cls, url: str, socket_timeout_s: float = 5.0) -> RedisControlStore:
+        client: redis.Redis[bytes] = redis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=socket_timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=False,
+        )
+        return cls(client)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ShardConnectionFailed(f"redis control store unavailable: {exc}") from exc
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        with self._guard():
+            return fn()
+
+    # -- queue configs -------------------------------------------------------
+
+    def get_queue(self, name: str) -> QueueConfig | None:
+        raw = self._call(lambda: self._r.hget(keys.CONTROL_QUEUES, name))
+        return None if raw is None else QueueConfig.from_json(raw)
+
+    def list_queues(self) -> dict[str, QueueConfig]:
+        raw = self._call(lambda: self._r.hgetall(keys.CONTROL_QUEUES))
+        return {k.decode("utf-8"): QueueConfig.from_json(v) for k, v in raw.items()}
+
+    def create_queue(self, config: QueueConfig) -> bool:
+        created = self._call(lambda: self._r.hsetnx(keys.CONTROL_QUEUES, config.name, config.to_json()))
+        return bool(created)
+
+    def put_queue(self, config: QueueConfig) -> None:
+        self._call(lambda: self._r.hset(keys.CONTROL_QUEUES, config.name, config.to_json()))
+
+    def delete_queue(self, name: str) -> None:
+        def run() -> None:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hdel(keys.CONTROL_QUEUES, name)
+            pipe.delete(keys.rate_key(name))
+            pipe.execute()
+
+        self._call(run)
+
+    # -- rate buckets ----------------------------------------------------------
+
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        if wanted <= 0 or rate <= 0:
+            return 0
+        args = [wanted, repr(float(rate)), repr(float(burst)), BUCKET_TTL_MS]
+        with self._guard():
+            taken = self._acquire(keys=[keys.rate_key(bucket)], args=args, client=self._r)
+        return int(taken)
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        if count <= 0:
+            return
+        with self._guard():
+            self._release(keys=[keys.rate_key(bucket)], args=[count, repr(float(burst))], client=self._r)
+
+    def close(self) -> None:
+        self._r.close()
+        self._r.connection_pool.disconnect()
