@@ -1,0 +1,61 @@
+"""The operators' CLI, run as a real command against real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, redis_url
+
+
+def pinlater(*args: str, ok: bool = True, stdin: str | None = None) -> Any:
+    env = {
+        **os.environ,
+        "PINLATER_SHARDS": f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)},r2={redis_url(REDIS_PORTS[1], REDIS_SHARD_DB)}",
+        "PINLATER_CONTROL_URL": redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB),
+        "PINLATER_ADMIN_SECRET": "cli-secret",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pinlater.cli", "--json", *args],
+        capture_output=True, text=True, env=env, input=stdin, timeout=60,
+    )
+    if not ok:
+        assert result.returncode == 2, result
+        return result.stderr
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> None:
+    pinlater("create-queue", queue_name, "--priorities", "2")
+    assert queue_name in {q["queue"] for q in pinlater("queues")}
+    descriptors = pinlater("enqueue", queue_name, "a", "b", "--attempts", "1")
+    descriptors += pinlater("enqueue", queue_name, "--priority", "2", stdin="c\nspam-1\n")
+    assert len(descriptors) == 4
+    assert pinlater("count", queue_name, "pending")["count"] == 4
+    assert pinlater("count", queue_name, "pending", "--regex", "^spam")["count"] == 1
+    [job] = pinlater("lookup", descriptors[0], "--body")
+    assert job["state"] == "PENDING" and job["body"] == "a"
+    page = pinlater("scan", queue_name, "pending", "--limit", "3")
+    assert len(page["jobs"]) == 3 and page["continuation"] != "-1"
+
+    assert pinlater("pause", queue_name)["paused"] is True
+    assert pinlater("resume", queue_name)["paused"] is False
+    assert pinlater("set-rate", queue_name, "25")["max_dequeue_rate"] == 25
+    assert pinlater("set-rate", queue_name, "unlimited")["max_dequeue_rate"] is None
+    assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
+
+    stats = pinlater("monitor", "--once")
+    assert stats["errors"] == []
+    assert {s["shard"]: s["healthy"] for s in pinlater("shards")} == {"r1": True, "r2": True}
+    assert pinlater("retry-failed", queue_name)["retried"] == 0
+
+    assert "PASSWORD_INVALID" in pinlater("delete-queue", queue_name, "--secret", "nope", ok=False)
+    assert "QUEUE_NAME_INVALID" in pinlater("count", "bad-name!", "pending", ok=False)
+    assert "QUEUE_NOT_FOUND" in pinlater("count", "no_such_queue_x", "pending", ok=False)
+    assert "PRIORITY_NOT_SUPPORTED" in pinlater("enqueue", queue_name, "x", "--priority", "7", ok=False)
+    pinlater("delete-queue", queue_name)
+    assert queue_name not in {q["queue"] for q in pinlater("queues")}
