@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from pinlater.queue_config import QueueConfig
@@ -32,6 +33,22 @@ class ControlStore(Protocol):
 
     def release(self, bucket: str, count: int, burst: float) -> None:
         """Give back ``count`` unused tokens (never above ``burst``)."""
+
+    def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
+        """Idempotent enqueue, step 1: mark ``key`` as being enqueued for
+        ``ttl_ms`` unless it is already known (reserved or remembered).
+        True if this call took it. Atomic across processes."""
+
+    def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
+        """Store the descriptors an enqueue with ``key`` created, for
+        ``ttl_ms`` (replacing the reservation)."""
+
+    def recall_enqueue(self, key: str) -> list[str] | None:
+        """The remembered descriptors; [] while the key is only reserved;
+        None if the key is unknown or expired."""
+
+    def forget_enqueue(self, key: str) -> None:
+        """Drop a reservation (the enqueue failed) or remembered key."""
 
     def close(self) -> None:
         """Release connections."""

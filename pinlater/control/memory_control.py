@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import ClassVar
 
 from pinlater.queue_config import QueueConfig
@@ -17,6 +18,7 @@ class MemoryControlStore:
         self._lock = threading.Lock()
         self._queues: dict[str, QueueConfig] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at seconds)
+        self._enqueues: dict[str, tuple[float, list[str]]] = {}  # idempotency key -> (expires at, descriptors)
 
     @classmethod
     def shared(cls, url: str) -> MemoryControlStore:
@@ -62,6 +64,37 @@ class MemoryControlStore:
             if bucket in self._buckets and count > 0:
                 tokens, at = self._buckets[bucket]
                 self._buckets[bucket] = (min(burst, tokens + count), at)
+
+    # -- idempotent enqueue ------------------------------------------------------
+    def _live_enqueue(self, key: str, now: float) -> list[str] | None:
+        entry = self._enqueues.get(key)
+        if entry is None or entry[0] <= now:
+            self._enqueues.pop(key, None)
+            return None
+        return entry[1]
+
+    def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if self._live_enqueue(key, now) is not None:
+                return False
+            if len(self._enqueues) > 10_000:
+                self._enqueues = {k: v for k, v in self._enqueues.items() if v[0] > now}
+            self._enqueues[key] = (now + ttl_ms / 1000, [])
+            return True
+
+    def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
+        with self._lock:
+            self._enqueues[key] = (time.monotonic() + ttl_ms / 1000, list(descriptors))
+
+    def recall_enqueue(self, key: str) -> list[str] | None:
+        with self._lock:
+            found = self._live_enqueue(key, time.monotonic())
+            return None if found is None else list(found)
+
+    def forget_enqueue(self, key: str) -> None:
+        with self._lock:
+            self._enqueues.pop(key, None)
 
     def close(self) -> None:
         return None

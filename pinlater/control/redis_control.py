@@ -24,6 +24,7 @@ from redis.retry import Retry
 
 from pinlater.backends import keys
 from pinlater.backends.redis_scripts import lua_source
+from pinlater.control.idempotency_store import RedisIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 
@@ -37,7 +38,7 @@ _T = TypeVar("_T")
 BUCKET_TTL_MS = 60_000
 
 
-class RedisControlStore:
+class RedisControlStore(RedisIdempotencyMixin):
     """ControlStore over one Redis server/db."""
 
     def __init__(self, client: redis.Redis[bytes]) -> None:

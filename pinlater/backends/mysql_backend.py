@@ -1,0 +1,485 @@
+"""The MySQL (MariaDB) shard: one database per shard, one InnoDB table per
+(queue, priority), every statement from ``sql/mysql.sql``.
+
+Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
+around it only when a batch spans several tables or is very large); dequeue
+is a claiming UPDATE ... LIMIT plus a read back by claim; ACKs and
+checkpoints are BEGIN, per table a locking read of the RUNNING rows and one
+guarded UPDATE joined with the items' values, COMMIT (4 round trips for a
+one-priority batch of any size). The locking read is what makes per-item
+results exact: with the rows locked, the UPDATE applies to exactly the items
+judged current, so a stale item (a job re-pended, re-claimed or already
+acked, maybe by a duplicate in the same batch) is reported False. An UPDATE
+followed by a SELECT could not tell a job this call finished from one
+finished earlier without adding a marker column to every job.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import pymysql
+
+from pinlater.backends.base import (
+    CLAIM_TOKEN_LEN,
+    AckItem,
+    CheckpointItem,
+    ClaimedJob,
+    EnqueueItem,
+    ExpiredClaims,
+    FailItem,
+    JobRecord,
+    ShardUnavailable,
+)
+from pinlater.backends.mysql_pool import (
+    NO_SUCH_TABLE,
+    ConnectionPool,
+    MySQLAddress,
+    Session,
+    error_code,
+)
+from pinlater.backends.sql_blocks import MAX_PRIORITY, job_table, sql
+from pinlater.errors import StorageError
+from pinlater.states import JobState
+
+T = TypeVar("T")
+
+CLAIM_MAX = 255  # the claim column's width
+INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
+_CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
+
+
+class _Targeted(Protocol):
+    """What AckItem, FailItem and CheckpointItem share."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def local_id(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_Targeted)
+
+
+def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
+    state = JobState(int(row[1]))
+    return JobRecord(
+        local_id=int(row[0]),
+        priority=priority,
+        state=state,
+        attempts_allowed=int(row[2]),
+        attempts_remaining=int(row[3]),
+        custom_status=str(row[4]),
+        created_at_ms=int(row[5]),
+        run_after_ms=int(row[6]),
+        updated_at_ms=int(row[7]),
+        claim=str(row[8]) if state is JobState.RUNNING and row[8] is not None else None,
+        body=None if row[9] is None else bytes(row[9]),
+    )
+
+
+def _rounds(items: Sequence[_Targeted]) -> list[dict[int, list[int]]]:
+    """Item indexes split so that no round touches a job twice (round k holds
+    every job's k-th occurrence), grouped by priority. A batch naming a job
+    twice is thus applied in order, like a per-item loop would."""
+    seen: dict[tuple[int, int], int] = {}
+    rounds: list[dict[int, list[int]]] = []
+    for index, item in enumerate(items):
+        key = (item.priority, item.local_id)
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        if k == len(rounds):
+            rounds.append({})
+        rounds[k].setdefault(item.priority, []).append(index)
+    return rounds
+
+
+def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]:
+    """Split one table's rows so that no INSERT nears max_allowed_packet
+    (escaping can double a body; utf-8 takes up to 4 bytes a character)."""
+    chunks: list[list[int]] = [[]]
+    size = 0
+    for index in indexes:
+        item = items[index]
+        cost = 2 * len(item.body) + 4 * len(item.custom_status) + 256
+        if chunks[-1] and size + cost > INSERT_CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(index)
+        size += cost
+    return chunks
+
+
+class MySQLBackend:
+    def __init__(self, shard_id: str, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
+        self.shard_id = shard_id
+        self._address = address
+        # Filled on the first connection: how AUTO_INCREMENT hands out ids.
+        self._autoinc_lock_mode: int | None = None
+        self._autoinc_step = 1
+        self._pool = ConnectionPool(
+            address,
+            socket_timeout_s=socket_timeout_s,
+            prepare=self._prepare,
+            unavailable=self._unavailable,
+        )
+
+    @classmethod
+    def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> MySQLBackend:
+        return cls(shard_id, MySQLAddress.parse(url), socket_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"MySQLBackend({self.shard_id!r}, {self._address})"
+
+    def _unavailable(self, cause: BaseException) -> ShardUnavailable:
+        where = f"shard {self.shard_id} (mysql {self._address})"
+        return ShardUnavailable(f"{where} unavailable: {cause}")
+
+    def _prepare(self, s: Session) -> None:
+        s.execute(sql("create_queues_table"))
+        s.execute(sql("server_autoinc"))
+        row = s.fetchone()
+        self._autoinc_lock_mode, self._autoinc_step = int(row[0]), int(row[1])
+
+    def _run(
+        self,
+        queue: str | None,
+        priorities: Iterable[int],
+        work: Callable[[Session], T],
+        transaction: bool = False,
+    ) -> T:
+        """Run ``work``. A missing table (the queue was created while this
+        shard was down, or the database was recreated) is created and the
+        work retried once: the queue's tables for ``priorities``, and the
+        ``queues`` table."""
+        try:
+            return self._pool.run(work, transaction=transaction)
+        except pymysql.MySQLError as exc:
+            if error_code(exc) != NO_SUCH_TABLE:
+                raise
+        self._pool.invalidate_schema()
+        if queue is not None:
+            self._create_tables(queue, sorted(set(priorities)))
+        return self._pool.run(work, transaction=transaction)
+
+    def _create_tables(self, queue: str, priorities: Sequence[int]) -> None:
+        tables = [job_table(queue, p) for p in priorities]
+
+        def work(s: Session) -> None:
+            s.execute(sql("create_queues_table"))
+            for table in tables:
+                s.execute(sql("create_job_table", table=table))
+            s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
+
+        self._run(None, (), work)
+
+    # -- housekeeping ------------------------------------------------------
+    def ping(self) -> None:
+        self._pool.run(lambda s: s.execute(sql("ping")))
+
+    def now_ms(self) -> int:
+        return self._pool.run(lambda s: int(s.scalar(sql("now"))))
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def create_queue(self, queue: str, priorities: int) -> None:
+        if not 1 <= priorities <= MAX_PRIORITY:
+            raise ValueError(f"priorities must be in 1..{MAX_PRIORITY}")
+        self._create_tables(queue, range(1, priorities + 1))
+
+    def delete_queue(self, queue: str) -> None:
+        job_table(queue, 1)  # validates the name
+        pattern = re.compile(rf"q_{re.escape(queue)}_p([0-9]+)")
+
+        def work(s: Session) -> None:
+            s.execute(sql("list_tables"))
+            # Every table of the queue, not just those the queues row knows of.
+            for (name,) in s.fetchall():
+                match = pattern.fullmatch(str(name))
+                if match and 1 <= int(match.group(1)) <= MAX_PRIORITY:
+                    s.execute(sql("drop_job_table", table=job_table(queue, int(match.group(1)))))
+            s.execute(sql("unregister_queue"), {"name": queue})
+
+        self._run(None, (), work)
+
+    def queue_names(self) -> set[str]:
+        def work(s: Session) -> set[str]:
+            s.execute(sql("queue_names"))
+            return {str(row[0]) for row in s.fetchall()}
+
+        return self._run(None, (), work)
+
+    # -- transitions ---------------------------------------------------------
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        if not items:
+            return []
+        by_priority: dict[int, list[int]] = {}
+        for index, item in enumerate(items):
+            by_priority.setdefault(item.priority, []).append(index)
+        tables = {p: job_table(queue, p) for p in by_priority}
+        chunks = [(p, c) for p in sorted(by_priority) for c in _chunks(items, by_priority[p])]
+        if self._autoinc_lock_mode is None:
+            self.ping()  # the first connection learns the AUTO_INCREMENT settings
+        # Lock mode 0 or 1 hands one multi-row INSERT consecutive ids (step
+        # auto_increment_increment) from LAST_INSERT_ID(), the first of them.
+        # Mode 2 (interleaved) does not: insert row by row, same transaction.
+        per_row = self._autoinc_lock_mode == 2
+        statements = len(items) if per_row else len(chunks)
+
+        def work(s: Session) -> list[int]:
+            ids = [0] * len(items)
+            for priority, chunk in chunks:
+                groups = [[i] for i in chunk] if per_row else [chunk]
+                for group in groups:
+                    values: list[Any] = []
+                    for i in group:
+                        it = items[i]
+                        values += [it.body, it.attempts_allowed, it.attempts_allowed,
+                                   it.custom_status, it.run_after_ms]
+                    s.execute(sql("enqueue", table=tables[priority], rows=len(group)), values)
+                    first = s.lastrowid
+                    for k, i in enumerate(group):
+                        ids[i] = first + k * self._autoinc_step
+            return ids
+
+        return self._run(queue, by_priority, work, transaction=statements > 1)
+
+    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
+        table = job_table(queue, priority)
+        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        if len(claim) > CLAIM_MAX:
+            raise ValueError(f"source is too long ({len(source)} characters)")
+        if limit <= 0:
+            return []
+
+        def work(s: Session) -> list[ClaimedJob]:
+            if s.execute(sql("dequeue_claim", table=table), {"claim": claim, "limit": limit}) == 0:
+                return []
+            # The UPDATE has committed: should the connection die now, these
+            # jobs stay RUNNING until their claim times out (nothing is lost).
+            s.execute(sql("dequeue_read", table=table), {"claim": claim})
+            return [
+                ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), claim)
+                for r in s.fetchall()
+            ]
+
+        return self._run(queue, (priority,), work)
+
+    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return []
+
+        def work(s: Session) -> list[ClaimedJob]:
+            s.execute(sql("peek", table=table), {"limit": limit})
+            return [
+                ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), "")
+                for r in s.fetchall()
+            ]
+
+        return self._run(queue, (priority,), work)
+
+    def _guarded(
+        self,
+        queue: str,
+        items: Sequence[_Item],
+        statement: str,
+        values: Callable[[_Item, int], list[Any] | None],
+    ) -> list[bool]:
+        """Apply ``statement`` to the items whose job is RUNNING under a claim
+        from the item's source, in one transaction. ``values(item,
+        attempts_remaining)`` gives the item's row of the joined values, or
+        None when the item's own guard fails."""
+        if not items:
+            return []
+        rounds = _rounds(items)
+        tables = {item.priority: job_table(queue, item.priority) for item in items}
+
+        def work(s: Session) -> list[bool]:
+            applied = [False] * len(items)
+            for round_ in rounds:
+                for priority, indexes in sorted(round_.items()):
+                    table = tables[priority]
+                    ids = [items[i].local_id for i in indexes]
+                    s.execute(sql("lock_running", table=table, ids=len(ids)), ids)
+                    running = {int(r[0]): (r[1], int(r[2])) for r in s.fetchall()}
+                    chosen: list[int] = []
+                    params: list[Any] = []
+                    for i in indexes:
+                        claim, attempts_remaining = running.get(items[i].local_id, (None, 0))
+                        if claim is None or claim[CLAIM_TOKEN_LEN + 1 :] != items[i].source:
+                            continue
+                        row = values(items[i], attempts_remaining)
+                        if row is not None:
+                            chosen.append(i)
+                            params += row
+                    if not chosen:
+                        continue
+                    updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
+                    if updated != len(chosen):  # cannot happen while the rows are locked
+                        raise StorageError(
+                            f"{statement} on {table}: {updated} of {len(chosen)} locked jobs"
+                            " updated"
+                        )
+                    for i in chosen:
+                        applied[i] = True
+            return applied
+
+        return self._run(queue, tables, work, transaction=True)
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        def values(item: AckItem, _attempts: int) -> list[Any]:
+            return [item.local_id, item.source, item.append_custom_status]
+
+        return self._guarded(queue, items, "ack_succeeded", values)
+
+    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
+        def values(item: FailItem, attempts_remaining: int) -> list[Any] | None:
+            expected = item.expected_attempts_remaining
+            if expected is not None and expected != attempts_remaining:
+                return None
+            retry = 1 if attempts_remaining > 1 else 0
+            return [item.local_id, item.source, item.append_custom_status, item.delay_ms,
+                    retry, expected]
+
+        return self._guarded(queue, items, "ack_failed", values)
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        def values(item: CheckpointItem, _attempts: int) -> list[Any]:
+            return [item.local_id, item.source, item.new_body, item.attempts_allowed,
+                    item.prepend_custom_status or "", item.run_after_ms,
+                    1 if item.move_to_pending else 0]
+
+        return self._guarded(queue, items, "checkpoint", values)
+
+    def expire_claims(
+        self, queue: str, priority: int, timeout_ms: int, limit: int
+    ) -> ExpiredClaims:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return ExpiredClaims(0, 0)
+
+        def work(s: Session) -> ExpiredClaims:
+            # Two statements so that each count is known; each row's change is
+            # one atomic, guarded UPDATE, so concurrent monitors expire a job once.
+            args = {"timeout_ms": timeout_ms, "limit": limit}
+            repended = s.execute(sql("expire_repend", table=table), args)
+            failed = 0
+            if repended < limit:
+                args["limit"] = limit - repended
+                failed = s.execute(sql("expire_fail", table=table), args)
+            return ExpiredClaims(repended, failed)
+
+        return self._run(queue, (priority,), work)
+
+    def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
+        table = job_table(queue, priority)
+        if not JobState(state).is_terminal:
+            raise ValueError(f"gc deletes SUCCEEDED or FAILED jobs, not {JobState(state).name}")
+        if limit <= 0:
+            return 0
+        args = {"state": int(state), "older_than_ms": older_than_ms, "limit": limit}
+
+        def work(s: Session) -> int:
+            s.execute(sql("gc_pick", table=table), args)
+            ids = [int(row[0]) for row in s.fetchall()]
+            if not ids:
+                return 0
+            stmt = sql("gc_delete", table=table, ids=len(ids))
+            return s.execute(stmt, [int(state), older_than_ms, *ids])
+
+        return self._run(queue, (priority,), work)
+
+    def retry_failed(
+        self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
+    ) -> int:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return 0
+        args = {"attempts": attempts, "run_after": run_after_ms, "limit": limit}
+        return self._run(
+            queue, (priority,), lambda s: s.execute(sql("retry_failed", table=table), args)
+        )
+
+    def delete(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        local_ids: Sequence[int] | None,
+        limit: int,
+    ) -> int:
+        table = job_table(queue, priority)
+        if (limit <= 0) if local_ids is None else not local_ids:
+            return 0
+
+        def work(s: Session) -> int:
+            if local_ids is None:
+                s.execute(sql("delete_pick", table=table), {"state": int(state), "limit": limit})
+                ids = [int(row[0]) for row in s.fetchall()]
+            else:
+                ids = sorted({int(i) for i in local_ids})
+            if not ids:
+                return 0
+            # Only the jobs still in ``state``.
+            stmt = sql("delete_ids", table=table, ids=len(ids))
+            return s.execute(stmt, [int(state), *ids])
+
+        return self._run(queue, (priority,), work)
+
+    # -- reads -----------------------------------------------------------------
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        table = job_table(queue, priority)
+        if state is JobState.PENDING:
+            stmt = sql("count_pending_future" if future else "count_pending_now", table=table)
+            return self._run(queue, (priority,), lambda s: int(s.scalar(stmt)))
+        stmt = sql("count_state", table=table)
+        return self._run(queue, (priority,), lambda s: int(s.scalar(stmt, {"state": int(state)})))
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+    ) -> list[JobRecord]:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return []
+        name = "scan_state"
+        if state is JobState.PENDING:
+            name = "scan_pending_future" if future else "scan_pending_now"
+        stmt = sql(name, table=table, body=include_body)
+        sort_time, local_id = before if before is not None else _CURSOR_TOP
+        args = {"state": int(state), "st": sort_time, "id": local_id, "limit": limit}
+
+        def work(s: Session) -> list[JobRecord]:
+            s.execute(stmt, args)
+            return [_record(row, priority) for row in s.fetchall()]
+
+        return self._run(queue, (priority,), work)
+
+    def lookup(
+        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+    ) -> list[JobRecord | None]:
+        table = job_table(queue, priority)
+        ids = sorted({int(i) for i in local_ids})
+        if not ids:
+            return []
+        stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
+
+        def work(s: Session) -> dict[int, JobRecord]:
+            s.execute(stmt, ids)
+            return {int(row[0]): _record(row, priority) for row in s.fetchall()}
+
+        found = self._run(queue, (priority,), work)
+        return [found.get(int(i)) for i in local_ids]

@@ -1,0 +1,329 @@
+-- Every statement of the MySQL (MariaDB) shard backend and control store.
+-- Parsed once by pinlater/backends/sql_blocks.py: a block starts at a line
+-- "-- name: NAME" and runs to the next one; comment lines are dropped.
+--
+-- Placeholders the loader fills (never with caller input):
+--   {table}     a job table `q_<queue>_p<N>`, checked against a strict regex
+--   {database}  the shard database from the DSN, checked likewise
+--   {now}       the block _now: the server clock in ms. NOW(3) is fixed for
+--               the whole statement, so every {now} in one statement agrees
+--               (run_after = updated_at + delay holds exactly).
+--   {rows}      the block "<name>.row" repeated once per item: SELECT rows
+--               joined by UNION ALL (a derived table of per-item values),
+--               VALUES tuples joined by commas
+--   {ids}       n positional %s markers for an IN (...) list
+--   {body}      the column body, or NULL when bodies are not wanted (so
+--               InnoDB never reads the blob pages)
+-- Every value is a %s / %(name)s parameter.
+--
+-- Index hints: the plan must not depend on statistics. With few RUNNING
+-- rows in the stats the optimizer would otherwise reach "WHERE id IN (...)
+-- AND state = 1" through the state index and, once thousands of jobs run,
+-- scan all of them for each ACK. The per-item UPDATEs read the small
+-- derived table of items first (STRAIGHT_JOIN), then each job by primary key.
+--
+-- States: 0 PENDING, 1 RUNNING, 2 SUCCEEDED, 3 FAILED. 4000 is
+-- CUSTOM_STATUS_MAX. A claim is TOKEN@SOURCE with a 16-char token, so the
+-- source starts at character 18; sources compare as bytes (no collation,
+-- no trailing-space padding), exactly like Python's ==.
+
+-- name: _now
+CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+
+-- ---------------------------------------------------------------- session
+
+-- name: session_isolation
+-- READ COMMITTED: no gap locks, and UPDATE ... LIMIT skips rows another
+-- dequeuer has just claimed instead of queueing behind them.
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: session_setup
+-- UTC so that UNIX_TIMESTAMP(NOW(3)) has no DST ambiguity; a lock wait
+-- shorter than the socket timeout so lock trouble surfaces as 1205 (retried)
+-- rather than as a dead connection.
+SET SESSION time_zone = '+00:00', SESSION innodb_lock_wait_timeout = %(lock_wait_s)s
+
+-- name: server_autoinc
+SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment
+
+-- name: ping
+SELECT 1
+
+-- name: now
+SELECT {now}
+
+-- ---------------------------------------------------------------- schema
+
+-- name: create_database
+CREATE DATABASE IF NOT EXISTS {database} CHARACTER SET utf8mb4
+
+-- name: create_queues_table
+CREATE TABLE IF NOT EXISTS queues (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  priorities INT NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
+
+-- name: create_job_table
+CREATE TABLE IF NOT EXISTS {table} (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  state TINYINT NOT NULL,
+  body LONGBLOB NOT NULL,
+  attempts_allowed INT NOT NULL,
+  attempts_remaining INT NOT NULL,
+  custom_status VARCHAR(4000) NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  run_after BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  claim VARCHAR(255) COLLATE utf8mb4_bin NULL,
+  PRIMARY KEY (id),
+  KEY by_run_after (state, run_after, id),
+  KEY by_updated_at (state, updated_at, id),
+  KEY by_claim (claim)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: register_queue
+INSERT INTO queues (name, priorities) VALUES (%(name)s, %(priorities)s)
+ON DUPLICATE KEY UPDATE priorities = GREATEST(priorities, %(priorities)s)
+
+-- name: unregister_queue
+DELETE FROM queues WHERE name = %(name)s
+
+-- name: queue_names
+SELECT name FROM queues
+
+-- name: list_tables
+SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()
+
+-- name: drop_job_table
+DROP TABLE IF EXISTS {table}
+
+-- ---------------------------------------------------------------- transitions
+
+-- name: enqueue
+INSERT INTO {table}
+  (state, body, attempts_allowed, attempts_remaining, custom_status,
+   created_at, run_after, updated_at, claim)
+VALUES {rows}
+
+-- name: enqueue.row
+(0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL)
+
+-- name: dequeue_claim
+UPDATE {table} FORCE INDEX (by_run_after)
+SET state = 1, claim = %(claim)s, updated_at = {now}
+WHERE state = 0 AND run_after <= {now}
+ORDER BY run_after, id
+LIMIT %(limit)s
+
+-- name: dequeue_read
+SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_claim)
+WHERE claim = %(claim)s AND state = 1
+ORDER BY run_after, id
+
+-- name: peek
+SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after <= {now}
+ORDER BY run_after, id
+LIMIT %(limit)s
+
+-- name: lock_running
+-- First step of every per-item ACK/checkpoint batch (inside a transaction):
+-- lock the jobs that are RUNNING so that the guarded UPDATE that follows
+-- applies to exactly the items we decide on here.
+SELECT id, claim, attempts_remaining FROM {table} FORCE INDEX (PRIMARY)
+WHERE id IN ({ids}) AND state = 1
+FOR UPDATE
+
+-- name: ack_succeeded
+UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
+SET t.state = 2,
+    t.claim = NULL,
+    t.updated_at = {now},
+    t.custom_status = RIGHT(CONCAT(t.custom_status, v.status), 4000)
+WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
+
+-- name: ack_succeeded.row
+SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS status
+
+-- name: ack_failed
+-- v.retry (1: back to PENDING, 0: FAILED) was decided from the locked
+-- attempts_remaining and is re-checked here. Each assignment reads only its
+-- own column and v, so it does not matter in which order MySQL applies them.
+UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
+SET t.state = IF(v.retry, 0, 3),
+    t.attempts_remaining = IF(v.retry, t.attempts_remaining - 1, 0),
+    t.run_after = IF(v.retry, {now} + v.delay_ms, t.run_after),
+    t.claim = NULL,
+    t.updated_at = {now},
+    t.custom_status = RIGHT(CONCAT(t.custom_status, v.status), 4000)
+WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
+  AND v.retry = (t.attempts_remaining > 1)
+  AND (v.expected IS NULL OR t.attempts_remaining = v.expected)
+
+-- name: ack_failed.row
+SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS status, %s AS delay_ms,
+       %s AS retry, %s AS expected
+
+-- name: checkpoint
+-- NULL in v means "leave as is"; run_after: the given one, else now when
+-- moving to PENDING, else unchanged.
+UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
+SET t.updated_at = {now},
+    t.body = COALESCE(v.body, t.body),
+    t.attempts_allowed = COALESCE(v.attempts, t.attempts_allowed),
+    t.attempts_remaining = COALESCE(v.attempts, t.attempts_remaining),
+    t.custom_status = LEFT(CONCAT(v.prepend, t.custom_status), 4000),
+    t.run_after = COALESCE(v.run_after, IF(v.to_pending, {now}, t.run_after)),
+    t.state = IF(v.to_pending, 0, 1),
+    t.claim = IF(v.to_pending, NULL, t.claim)
+WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
+
+-- name: checkpoint.row
+SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS body, %s AS attempts,
+       %s AS prepend, %s AS run_after, %s AS to_pending
+
+-- name: expire_repend
+UPDATE {table} FORCE INDEX (by_updated_at)
+SET state = 0, attempts_remaining = attempts_remaining - 1, run_after = {now},
+    updated_at = {now}, claim = NULL
+WHERE state = 1 AND updated_at <= {now} - %(timeout_ms)s AND attempts_remaining > 1
+ORDER BY updated_at, id
+LIMIT %(limit)s
+
+-- name: expire_fail
+UPDATE {table} FORCE INDEX (by_updated_at)
+SET state = 3, attempts_remaining = 0, updated_at = {now}, claim = NULL
+WHERE state = 1 AND updated_at <= {now} - %(timeout_ms)s AND attempts_remaining <= 1
+ORDER BY updated_at, id
+LIMIT %(limit)s
+
+-- name: gc_pick
+-- DELETE takes no index hints, and without one sorts every job of the state:
+-- pick the oldest ids through the index, then delete them, guard repeated.
+SELECT id FROM {table} FORCE INDEX (by_updated_at)
+WHERE state = %(state)s AND updated_at <= {now} - %(older_than_ms)s
+ORDER BY updated_at, id
+LIMIT %(limit)s
+
+-- name: gc_delete
+DELETE FROM {table} WHERE state = %s AND updated_at <= {now} - %s AND id IN ({ids})
+
+-- name: retry_failed
+UPDATE {table} FORCE INDEX (by_updated_at)
+SET state = 0, attempts_allowed = %(attempts)s, attempts_remaining = %(attempts)s,
+    run_after = COALESCE(%(run_after)s, {now}), updated_at = {now}
+WHERE state = 3
+ORDER BY updated_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: delete_ids
+DELETE FROM {table} WHERE state = %s AND id IN ({ids})
+
+-- name: delete_pick
+-- Then delete_ids, for the same reason as gc_pick.
+SELECT id FROM {table} FORCE INDEX (by_updated_at)
+WHERE state = %(state)s
+LIMIT %(limit)s
+
+-- ---------------------------------------------------------------- reads
+
+-- name: count_pending_now
+SELECT COUNT(*) FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after <= {now}
+
+-- name: count_pending_future
+SELECT COUNT(*) FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after > {now}
+
+-- name: count_state
+SELECT COUNT(*) FROM {table} FORCE INDEX (by_updated_at)
+WHERE state = %(state)s
+
+-- name: scan_pending_now
+-- Cursor (st, id): rows strictly after it in (sort time desc, id desc).
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim, {body}
+FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after <= {now}
+  AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+ORDER BY run_after DESC, id DESC
+LIMIT %(limit)s
+
+-- name: scan_pending_future
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim, {body}
+FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after > {now}
+  AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+ORDER BY run_after DESC, id DESC
+LIMIT %(limit)s
+
+-- name: scan_state
+-- Every state but PENDING sorts by updated_at.
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim, {body}
+FROM {table} FORCE INDEX (by_updated_at)
+WHERE state = %(state)s
+  AND updated_at <= %(st)s AND (updated_at < %(st)s OR id < %(id)s)
+ORDER BY updated_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: lookup
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim, {body}
+FROM {table} FORCE INDEX (PRIMARY)
+WHERE id IN ({ids})
+
+-- ---------------------------------------------------------------- control store
+
+-- name: ctl_create_config_table
+CREATE TABLE IF NOT EXISTS pinlater_queue_config (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  config MEDIUMTEXT NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: ctl_create_bucket_table
+CREATE TABLE IF NOT EXISTS pinlater_rate_bucket (
+  bucket VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+  tokens DOUBLE NOT NULL,
+  ts BIGINT NOT NULL,
+  PRIMARY KEY (bucket)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: ctl_get_config
+SELECT config FROM pinlater_queue_config WHERE name = %(name)s
+
+-- name: ctl_list_configs
+SELECT name, config FROM pinlater_queue_config
+
+-- name: ctl_insert_config
+INSERT INTO pinlater_queue_config (name, config) VALUES (%(name)s, %(config)s)
+
+-- name: ctl_put_config
+INSERT INTO pinlater_queue_config (name, config) VALUES (%(name)s, %(config)s)
+ON DUPLICATE KEY UPDATE config = %(config)s
+
+-- name: ctl_delete_config
+DELETE FROM pinlater_queue_config WHERE name = %(name)s
+
+-- name: ctl_delete_bucket
+DELETE FROM pinlater_rate_bucket WHERE bucket = %(bucket)s
+
+-- name: ctl_lock_bucket
+-- The bucket row is a control row, not a job: locking it serializes every
+-- acquirer of this bucket for the few statements of one refill-and-take.
+SELECT tokens, ts, {now} FROM pinlater_rate_bucket WHERE bucket = %(bucket)s FOR UPDATE
+
+-- name: ctl_init_bucket
+-- A missing bucket starts full; IGNORE: a concurrent acquirer may create it first.
+INSERT IGNORE INTO pinlater_rate_bucket (bucket, tokens, ts)
+VALUES (%(bucket)s, %(burst)s, {now})
+
+-- name: ctl_store_bucket
+UPDATE pinlater_rate_bucket SET tokens = %(tokens)s, ts = %(ts)s WHERE bucket = %(bucket)s
+
+-- name: ctl_release
+UPDATE pinlater_rate_bucket SET tokens = LEAST(%(burst)s, tokens + %(count)s)
+WHERE bucket = %(bucket)s

@@ -1,0 +1,102 @@
+"""The named SQL blocks of ``sql/mysql.sql``, parsed once.
+
+A block starts at a line ``-- name: NAME`` and runs to the next such line;
+blank and comment lines are dropped. ``sql()`` fills the placeholders the
+file documents. Identifiers are the only text ever interpolated, and each is
+checked against a strict regex right here, at the point of interpolation;
+every value travels as a driver parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache, lru_cache
+from importlib import resources
+
+_QUEUE = re.compile(r"[A-Za-z0-9_]{1,50}")
+_TABLE = re.compile(r"q_[A-Za-z0-9_]{1,50}_p[1-9][0-9]{0,2}")
+_DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}")
+_NAME_LINE = re.compile(r"^--\s*name:\s*(\S+)\s*$")
+_LEFTOVER = re.compile(r"\{[a-z_]+\}")
+MAX_PRIORITY = 100
+
+
+def job_table(queue: str, priority: int) -> str:
+    """The table of (queue, priority): ``q_<queue>_p<priority>``. The queue
+    name was validated by the service already; it is checked again because
+    it becomes part of the SQL text."""
+    if not isinstance(queue, str) or not _QUEUE.fullmatch(queue):
+        raise ValueError(f"queue name {queue!r} is not a safe table name part")
+    if type(priority) is not int or not 1 <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority {priority!r} must be an int in 1..{MAX_PRIORITY}")
+    return f"q_{queue}_p{priority}"
+
+
+def parse_blocks(text: str) -> dict[str, str]:
+    """NAME -> statement text (comments dropped, ``{now}`` resolved)."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        match = _NAME_LINE.match(line.strip())
+        if match:
+            name = match.group(1)
+            if name in blocks:
+                raise ValueError(f"duplicate SQL block {name!r}")
+            current = blocks[name] = []
+        elif current is not None and line.strip() and not line.lstrip().startswith("--"):
+            current.append(line.rstrip())
+    out = {name: "\n".join(lines) for name, lines in blocks.items()}
+    now = out.get("_now")
+    if now is not None:
+        out = {name: stmt.replace("{now}", now) for name, stmt in out.items()}
+    return out
+
+
+@cache
+def _blocks() -> dict[str, str]:
+    text = resources.files("pinlater.backends").joinpath("sql/mysql.sql").read_text("utf-8")
+    return parse_blocks(text)
+
+
+@lru_cache(maxsize=4096)
+def sql(
+    name: str,
+    *,
+    table: str | None = None,
+    database: str | None = None,
+    rows: int = 0,
+    ids: int = 0,
+    body: bool = False,
+) -> str:
+    """The statement ``name`` with its placeholders filled.
+
+    ``rows``: how many copies of the block ``<name>.row`` replace ``{rows}``
+    (joined by UNION ALL for SELECT rows, by commas for VALUES tuples).
+    ``ids``: how many ``%s`` markers replace ``{ids}`` (an IN list).
+    ``body``: whether ``{body}`` selects the body column or NULL.
+    """
+    blocks = _blocks()
+    stmt = blocks[name]
+    if "{table}" in stmt:
+        if table is None or not _TABLE.fullmatch(table):
+            raise ValueError(f"{name}: unsafe or missing table name {table!r}")
+        stmt = stmt.replace("{table}", f"`{table}`")
+    if "{database}" in stmt:
+        if database is None or not _DATABASE.fullmatch(database):
+            raise ValueError(f"{name}: unsafe or missing database name {database!r}")
+        stmt = stmt.replace("{database}", f"`{database}`")
+    if "{rows}" in stmt:
+        if rows < 1:
+            raise ValueError(f"{name}: needs at least one row")
+        row = blocks[f"{name}.row"]
+        joiner = "\nUNION ALL " if row.lstrip().upper().startswith("SELECT") else ",\n"
+        stmt = stmt.replace("{rows}", joiner.join([row] * rows))
+    if "{ids}" in stmt:
+        if ids < 1:
+            raise ValueError(f"{name}: needs at least one id")
+        stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
+    stmt = stmt.replace("{body}", "body" if body else "NULL")
+    leftover = _LEFTOVER.search(stmt)
+    if leftover:
+        raise ValueError(f"{name}: unfilled placeholder {leftover.group(0)}")
+    return stmt

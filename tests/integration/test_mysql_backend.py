@@ -1,0 +1,677 @@
+"""The MySQL shard backend and control store against the real MariaDB of
+``scripts/services`` (started if needed). Every test module run uses a
+throwaway database, dropped at the end."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from pinlater.backends.base import (
+    CUSTOM_STATUS_MAX,
+    AckItem,
+    CheckpointItem,
+    EnqueueItem,
+    ExpiredClaims,
+    FailItem,
+    JobRecord,
+    ShardBackend,
+    ShardUnavailable,
+)
+from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
+from pinlater.backends.mysql_pool import Session
+from pinlater.backends.sql_blocks import job_table, sql
+from pinlater.control.base import ControlStore
+from pinlater.control.mysql_control import MySQLControlStore
+from pinlater.errors import ShardConnectionFailed
+from pinlater.queue_config import QueueConfig
+from pinlater.states import JobState
+from tests.servers import ensure_services, mysql_url
+
+P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
+HOUR = 3_600_000
+
+
+def _raw(database: str | None = None) -> pymysql.connections.Connection[Any]:
+    return pymysql.connect(
+        host="127.0.0.1", port=13306, user="pinlater", password="pinlater",
+        database=database, autocommit=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    ensure_services()
+    name = f"pinlater_test_{uuid.uuid4().hex[:10]}"
+    yield name
+    conn = _raw()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+    conn.close()
+
+
+@pytest.fixture
+def backend(database: str) -> Iterator[MySQLBackend]:
+    b = MySQLBackend.from_url("d1", mysql_url(database), socket_timeout_s=5.0)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def queue(backend: MySQLBackend) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    backend.create_queue(name, 3)
+    return name
+
+
+def item(
+    body: bytes = b"body", priority: int = 1, run_after: int | None = None,
+    attempts: int = 3, status: str = "",
+) -> EnqueueItem:
+    return EnqueueItem(body, priority, run_after, attempts, status)
+
+
+def one(b: MySQLBackend, q: str, **kw: Any) -> int:
+    return b.enqueue(q, [item(**kw)])[0]
+
+
+def rec(b: MySQLBackend, q: str, local_id: int, priority: int = 1) -> JobRecord:
+    found = b.lookup(q, priority, [local_id], include_body=True)[0]
+    assert found is not None
+    return found
+
+
+def claimed(b: MySQLBackend, q: str, source: str = "w1", **kw: Any) -> int:
+    local_id = one(b, q, **kw)
+    jobs = b.dequeue(q, kw.get("priority", 1), 10, source)
+    assert [j.local_id for j in jobs] == [local_id]
+    return local_id
+
+
+# -- housekeeping ---------------------------------------------------------------
+
+
+def test_protocol_schema_and_queue_lifecycle(backend: MySQLBackend, database: str) -> None:
+    assert isinstance(backend, ShardBackend)
+    backend.ping()
+    assert abs(backend.now_ms() - time.time() * 1000) < 60_000
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    backend.create_queue(name, 2)
+    backend.create_queue(name, 3)  # idempotent, may grow
+    assert name in backend.queue_names()
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                    (database,))
+        tables = {r[0] for r in cur.fetchall()}
+        assert {f"q_{name}_p{p}" for p in (1, 2, 3)} <= tables
+        cur.execute("SELECT engine FROM information_schema.tables WHERE table_name = %s",
+                    (f"q_{name}_p1",))
+        assert cur.fetchone() == ("InnoDB",)
+    one(backend, name, priority=3)
+    backend.delete_queue(name)
+    backend.delete_queue(name)  # idempotent
+    assert name not in backend.queue_names()
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE %s",
+                    (f"q\\_{name}\\_p%",))
+        assert cur.fetchone() == (0,)
+    conn.close()
+
+
+def test_identifiers_are_validated_where_they_are_interpolated(backend: MySQLBackend) -> None:
+    for bad in ("a`b", "a b", "x;drop", "", "é", "a" * 51):
+        with pytest.raises(ValueError):
+            job_table(bad, 1)
+        with pytest.raises(ValueError):
+            backend.enqueue(bad, [item()])
+    for bad_priority in (0, 101, True):
+        with pytest.raises(ValueError):
+            job_table("ok", bad_priority)
+    with pytest.raises(ValueError):
+        sql("count_state", table="queues")  # not a job table
+    with pytest.raises(ValueError):
+        MySQLBackend.from_url("d1", "mysql://u:p@127.0.0.1:13306/bad-name")
+
+
+def test_unreachable_server_raises_shard_unavailable() -> None:
+    b = MySQLBackend.from_url("dead7", "mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
+    with pytest.raises(ShardUnavailable) as info:
+        b.ping()
+    assert "dead7" in str(info.value)
+    assert isinstance(info.value.__cause__, pymysql.err.OperationalError)
+    with pytest.raises(ShardUnavailable):
+        b.enqueue("q", [item()])
+    c = MySQLControlStore.from_url("mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
+    with pytest.raises(ShardConnectionFailed):
+        c.get_queue("q")
+
+
+def test_other_errors_propagate_unchanged(backend: MySQLBackend, queue: str) -> None:
+    with pytest.raises(pymysql.err.DataError):  # INT out of range (strict mode)
+        backend.enqueue(queue, [item(attempts=2**40)])
+
+
+def test_killed_connections_are_replaced(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    one(backend, queue)
+    backend.ping()
+    conn = _raw()
+    with conn.cursor() as cur:
+        # Only this test's own database: other suites may be running.
+        cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s", (database,))
+        for (pid,) in cur.fetchall():
+            cur.execute("KILL CONNECTION %s", (pid,))
+    conn.close()
+    failures = 0
+    for _ in range(3):
+        try:
+            assert backend.count(queue, 1, P, False) == 1
+        except ShardUnavailable:
+            failures += 1  # at most the one call that met the dead connection
+    assert failures <= 1
+    assert backend.count(queue, 1, P, False) == 1
+
+
+# -- enqueue ----------------------------------------------------------------------
+
+
+def test_enqueue_makes_pending_jobs(backend: MySQLBackend, queue: str) -> None:
+    before = backend.now_ms()
+    local_id = one(backend, queue, attempts=4, status="new", body=b"\x00\xffbin")
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.attempts_allowed, r.attempts_remaining) == (P, 4, 4)
+    assert (r.custom_status, r.body, r.claim) == ("new", b"\x00\xffbin", None)
+    assert r.created_at_ms == r.updated_at_ms == r.run_after_ms
+    assert before <= r.created_at_ms <= backend.now_ms()
+    later = one(backend, queue, run_after=before + HOUR)
+    assert rec(backend, queue, later).run_after_ms == before + HOUR
+    capped = one(backend, queue, status="x" * (CUSTOM_STATUS_MAX + 10) + "tail")
+    assert rec(backend, queue, capped).custom_status == "x" * CUSTOM_STATUS_MAX
+
+
+def test_batch_ids_are_consecutive_and_belong_to_their_rows(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@innodb_autoinc_lock_mode")
+        row = cur.fetchone()
+    conn.close()
+    assert row is not None and row[0] in (0, 1)  # the LAST_INSERT_ID() + offset assumption
+
+    results: dict[int, list[int]] = {}
+
+    def enqueue(worker: int) -> None:
+        for batch in range(5):
+            bodies = [f"{worker}-{batch}-{i}".encode() for i in range(100)]
+            ids = backend.enqueue(queue, [item(body) for body in bodies])
+            results[worker * 100 + batch] = ids
+            assert ids == list(range(ids[0], ids[0] + 100))
+            found = backend.lookup(queue, 1, ids, include_body=True)
+            assert [r.body if r else None for r in found] == bodies
+
+    threads = [threading.Thread(target=enqueue, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    all_ids = [i for ids in results.values() for i in ids]
+    assert len(results) == 20 and len(set(all_ids)) == 2000
+
+
+def test_batch_over_tables_and_chunks_is_all_or_nothing(backend: MySQLBackend, queue: str) -> None:
+    big = b"z" * (INSERT_CHUNK_BYTES // 3)  # one per INSERT: several statements
+    items = [item(big + bytes([i]), priority=1 + i % 3) for i in range(7)]
+    ids = backend.enqueue(queue, items)
+    for it, local_id in zip(items, ids, strict=True):
+        assert rec(backend, queue, local_id, it.priority).body == it.body
+    assert ids[0] < ids[3] < ids[6]  # increasing within a table, in enqueue order
+    counts = [backend.count(queue, p, P, False) for p in (1, 2, 3)]
+    bad = [item(priority=1), item(priority=2), item(priority=3, attempts=2**40)]
+    with pytest.raises(pymysql.err.DataError):
+        backend.enqueue(queue, bad)
+    assert [backend.count(queue, p, P, False) for p in (1, 2, 3)] == counts
+
+
+# -- dequeue, peek, ACKs ------------------------------------------------------------
+
+
+def test_enqueue_dequeue_ack_success(backend: MySQLBackend, queue: str) -> None:
+    now = backend.now_ms()
+    ids = backend.enqueue(queue, [item(b"a", run_after=now - 10), item(b"b", run_after=now - 20),
+                                  item(b"c", run_after=now + HOUR)])
+    assert [j.local_id for j in backend.peek(queue, 1, 10)] == [ids[1], ids[0]]
+    assert all(j.claim == "" for j in backend.peek(queue, 1, 10))
+    jobs = backend.dequeue(queue, 1, 10, "host:1")
+    assert [(j.local_id, j.body) for j in jobs] == [(ids[1], b"b"), (ids[0], b"a")]
+    claim = jobs[0].claim
+    assert {j.claim for j in jobs} == {claim}
+    token, source = claim.split("@", 1)
+    assert source == "host:1" and len(token) == 16 and int(token, 16) >= 0 and token.islower()
+    r = rec(backend, queue, ids[0])
+    assert (r.state, r.claim, r.attempts_remaining) == (R, claim, 3)
+    assert r.updated_at_ms >= r.created_at_ms and r.sort_time_ms == r.updated_at_ms
+    assert backend.dequeue(queue, 1, 10, "host:1") == []
+    assert backend.peek(queue, 1, 10) == []
+
+    acks = [AckItem(1, ids[0], "host:1", " done"), AckItem(1, ids[1], "host:1", "")]
+    assert backend.ack_succeeded(queue, acks) == [True, True]
+    r = rec(backend, queue, ids[0])
+    assert (r.state, r.claim, r.custom_status) == (S, None, " done")
+    assert r.updated_at_ms >= rec(backend, queue, ids[2]).created_at_ms
+
+
+def test_ack_failure_with_retries_left_repends_after_the_delay(
+    backend: MySQLBackend, queue: str
+) -> None:
+    local_id = claimed(backend, queue, attempts=3, status="s")
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "|e1", 5000)]) == [True]
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.attempts_allowed, r.attempts_remaining, r.claim) == (P, 3, 2, None)
+    assert r.run_after_ms == r.updated_at_ms + 5000
+    assert r.custom_status == "s|e1"
+    assert backend.count(queue, 1, P, future=True) == 1
+    assert backend.dequeue(queue, 1, 10, "w1") == []
+
+
+def test_ack_failure_at_the_last_attempt_fails_the_job(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, attempts=1)
+    run_after = rec(backend, queue, local_id).run_after_ms
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "x", 5000)]) == [True]
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.attempts_remaining, r.claim, r.run_after_ms) == (F, 0, None, run_after)
+    assert r.custom_status == "x"
+
+
+def test_ack_failure_attempts_guard(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, attempts=3)
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 0, 2)]) == [False]
+    assert rec(backend, queue, local_id).state is R
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 0, 3)]) == [True]
+    assert rec(backend, queue, local_id).attempts_remaining == 2
+
+
+def test_stale_acks_change_nothing(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, source="w1")
+    before = rec(backend, queue, local_id)
+    for wrong in ("w2", "W1", "w1 ", "", "1"):
+        assert backend.ack_succeeded(queue, [AckItem(1, local_id, wrong, "!")]) == [False]
+        assert backend.ack_failed(queue, [FailItem(1, local_id, wrong, "!", 0)]) == [False]
+        assert backend.checkpoint(queue, [CheckpointItem(
+            1, local_id, wrong, b"new", True, None, 9, "!")]) == [False]
+    assert rec(backend, queue, local_id) == before
+    # The job times out and is re-pended: the old claim's ACK is stale.
+    assert backend.expire_claims(queue, 1, 0, 10) == ExpiredClaims(1, 0)
+    repended = rec(backend, queue, local_id)
+    assert backend.ack_succeeded(queue, [AckItem(1, local_id, "w1", "!")]) == [False]
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "!", 0)]) == [False]
+    assert rec(backend, queue, local_id) == repended
+    # Unknown ids and other priorities are stale too.
+    assert backend.ack_succeeded(queue, [AckItem(1, 10**9, "w1", ""),
+                                         AckItem(2, local_id, "w1", "")]) == [False, False]
+
+
+def test_a_batch_naming_a_job_twice_applies_it_once(backend: MySQLBackend, queue: str) -> None:
+    a, b = claimed(backend, queue), claimed(backend, queue)
+    acks = [AckItem(1, a, "w1", "1"), AckItem(1, a, "w1", "2"), AckItem(1, b, "w2", ""),
+            AckItem(1, b, "w1", "3")]
+    assert backend.ack_succeeded(queue, acks) == [True, False, False, True]
+    assert rec(backend, queue, a).custom_status == "1"
+    c = claimed(backend, queue)
+    beats = [CheckpointItem(1, c, "w1", None, False, None, None, "x"),
+             CheckpointItem(1, c, "w1", None, True, None, None, "y"),
+             CheckpointItem(1, c, "w1", None, False, None, None, "z")]
+    assert backend.checkpoint(queue, beats) == [True, True, False]
+    assert rec(backend, queue, c).custom_status == "yx"
+
+
+def test_custom_status_caps(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, status="a" * 3990)
+    beat = CheckpointItem(1, local_id, "w1", None, False, None, None, "P" * 20)
+    assert backend.checkpoint(queue, [beat]) == [True]
+    assert rec(backend, queue, local_id).custom_status == "P" * 20 + "a" * 3980
+    assert backend.ack_succeeded(queue, [AckItem(1, local_id, "w1", "é" * 30)]) == [True]
+    assert rec(backend, queue, local_id).custom_status == "a" * 3970 + "é" * 30
+
+
+# -- checkpoint ------------------------------------------------------------------------
+
+
+def test_checkpoint_heartbeat_body_attempts_and_status(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, attempts=3, status="old")
+    before = rec(backend, queue, local_id)
+    time.sleep(0.01)
+    assert backend.checkpoint(queue, [CheckpointItem(
+        1, local_id, "w1", None, False, None, None, None)]) == [True]
+    beat = rec(backend, queue, local_id)
+    assert beat.updated_at_ms > before.updated_at_ms
+    assert (beat.state, beat.claim, beat.body, beat.custom_status) == (R, before.claim, b"body",
+                                                                       "old")
+    later = backend.now_ms() + HOUR
+    assert backend.checkpoint(queue, [CheckpointItem(
+        1, local_id, "w1", b"", False, later, 7, "new|")]) == [True]
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.claim, r.body, r.custom_status) == (R, before.claim, b"", "new|old")
+    assert (r.attempts_allowed, r.attempts_remaining, r.run_after_ms) == (7, 7, later)
+
+
+def test_checkpoint_move_to_pending_spends_no_attempt(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, attempts=3)
+    assert backend.checkpoint(queue, [CheckpointItem(
+        1, local_id, "w1", b"next", True, None, None, None)]) == [True]
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.claim, r.attempts_remaining, r.body) == (P, None, 3, b"next")
+    assert r.run_after_ms == r.updated_at_ms
+    [job] = backend.dequeue(queue, 1, 10, "w1")
+    later = backend.now_ms() + HOUR
+    assert backend.checkpoint(queue, [CheckpointItem(
+        1, job.local_id, "w1", None, True, later, 5, None)]) == [True]
+    r = rec(backend, queue, local_id)
+    assert (r.state, r.run_after_ms, r.attempts_allowed, r.attempts_remaining) == (P, later, 5, 5)
+    assert backend.checkpoint(queue, [CheckpointItem(
+        1, local_id, "w1", None, False, None, None, None)]) == [False]
+
+
+# -- monitor operations ---------------------------------------------------------------
+
+
+def test_expire_claims_repends_and_fails(backend: MySQLBackend, queue: str) -> None:
+    twice = claimed(backend, queue, attempts=2)
+    once = claimed(backend, queue, attempts=1)
+    assert backend.expire_claims(queue, 1, HOUR, 10) == ExpiredClaims(0, 0)
+    assert backend.expire_claims(queue, 1, 0, 10) == ExpiredClaims(1, 1)
+    r = rec(backend, queue, twice)
+    assert (r.state, r.attempts_remaining, r.claim) == (P, 1, None)
+    assert r.run_after_ms == r.updated_at_ms
+    r = rec(backend, queue, once)
+    assert (r.state, r.attempts_remaining, r.claim) == (F, 0, None)
+    backend.enqueue(queue, [item(attempts=5)] * 3)
+    assert len(backend.dequeue(queue, 1, 10, "w1")) == 4  # the re-pended one too
+    assert backend.expire_claims(queue, 1, 0, 2) == ExpiredClaims(2, 0)
+    assert backend.expire_claims(queue, 1, 0, 10) == ExpiredClaims(1, 1)
+
+
+def test_gc_deletes_old_terminal_jobs(backend: MySQLBackend, queue: str) -> None:
+    done = [claimed(backend, queue) for _ in range(3)]
+    backend.ack_succeeded(queue, [AckItem(1, i, "w1", "") for i in done])
+    failed = claimed(backend, queue, attempts=1)
+    backend.ack_failed(queue, [FailItem(1, failed, "w1", "", 0)])
+    pending = one(backend, queue)
+    assert backend.gc(queue, 1, S, HOUR, 10) == 0
+    assert backend.gc(queue, 1, S, 0, 2) == 2
+    assert backend.gc(queue, 1, S, 0, 10) == 1
+    assert backend.gc(queue, 1, F, 0, 10) == 1
+    with pytest.raises(ValueError):
+        backend.gc(queue, 1, P, 0, 10)
+    assert backend.lookup(queue, 1, [*done, failed, pending], False)[:4] == [None] * 4
+    assert rec(backend, queue, pending).state is P
+
+
+def test_retry_failed_most_recent_first(backend: MySQLBackend, queue: str) -> None:
+    ids = []
+    for _ in range(3):
+        local_id = claimed(backend, queue, attempts=1)
+        backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 0)])
+        ids.append(local_id)
+        time.sleep(0.005)
+    later = backend.now_ms() + HOUR
+    assert backend.retry_failed(queue, 1, 4, later, 2) == 2
+    states = [rec(backend, queue, i) for i in ids]
+    assert [r.state for r in states] == [F, P, P]
+    assert all((r.attempts_allowed, r.attempts_remaining, r.run_after_ms) == (4, 4, later)
+               for r in states[1:])
+    assert backend.retry_failed(queue, 1, 2, None, 10) == 1
+    r = rec(backend, queue, ids[0])
+    assert (r.state, r.attempts_remaining, r.run_after_ms) == (P, 2, r.updated_at_ms)
+
+
+def test_delete_by_ids_and_by_limit(backend: MySQLBackend, queue: str) -> None:
+    running = claimed(backend, queue)
+    ids = backend.enqueue(queue, [item() for _ in range(6)])
+    assert backend.delete(queue, 1, P, [ids[0], ids[1], running, 10**9], 0) == 2
+    assert backend.delete(queue, 1, P, [], 10) == 0
+    assert backend.delete(queue, 1, P, None, 3) == 3
+    assert backend.count(queue, 1, P, False) == 1
+    assert backend.delete(queue, 1, R, None, 10) == 1
+    assert backend.lookup(queue, 1, [running], False) == [None]
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def test_count_now_and_future(backend: MySQLBackend, queue: str) -> None:
+    now = backend.now_ms()
+    backend.enqueue(queue, [item(), item(run_after=now - 5), item(run_after=now + HOUR)])
+    claimed(backend, queue, priority=2)
+    assert backend.count(queue, 1, P, False) == 2
+    assert backend.count(queue, 1, P, True) == 1
+    assert backend.count(queue, 2, R, False) == backend.count(queue, 2, R, True) == 1
+    assert backend.count(queue, 3, S, False) == 0
+
+
+def test_scan_pages_2500_jobs_of_one_batch_exactly_once(backend: MySQLBackend, queue: str) -> None:
+    at = backend.now_ms() - 1000
+    ids = backend.enqueue(queue, [item(b"%d" % i, run_after=at) for i in range(2500)])
+    seen: list[JobRecord] = []
+    cursor: tuple[int, int] | None = None
+    while True:
+        page = backend.scan(queue, 1, P, False, cursor, 300, include_body=False)
+        if not page:
+            break
+        seen += page
+        cursor = (page[-1].sort_time_ms, page[-1].local_id)
+    assert [r.local_id for r in seen] == sorted(ids, reverse=True)
+    assert all(r.body is None and r.sort_time_ms == at for r in seen)
+    assert backend.scan(queue, 1, P, True, None, 10, False) == []
+    [top] = backend.scan(queue, 1, P, False, None, 1, include_body=True)
+    assert top.body == b"2499"
+
+
+def test_scan_orders_by_sort_time_for_each_state(backend: MySQLBackend, queue: str) -> None:
+    now = backend.now_ms()
+    far = backend.enqueue(queue, [item(run_after=now + 2 * HOUR), item(run_after=now + HOUR)])
+    assert [r.local_id for r in backend.scan(queue, 1, P, True, None, 10, False)] == far
+    first, second = claimed(backend, queue), claimed(backend, queue)
+    time.sleep(0.005)
+    backend.checkpoint(queue, [CheckpointItem(1, first, "w1", None, False, None, None, None)])
+    running = backend.scan(queue, 1, R, False, None, 10, False)
+    assert [r.local_id for r in running] == [first, second]
+    assert [r.local_id for r in backend.scan(
+        queue, 1, R, False, (running[0].sort_time_ms, running[0].local_id), 10, False)] == [second]
+
+
+def test_lookup_in_the_order_asked(backend: MySQLBackend, queue: str) -> None:
+    a, b = backend.enqueue(queue, [item(b"a"), item(b"b")])
+    found = backend.lookup(queue, 1, [b, 10**9, a, b], include_body=False)
+    assert [r.local_id if r else None for r in found] == [b, None, a, b]
+    assert found[0] is not None and found[0].body is None
+    assert backend.lookup(queue, 1, [], True) == []
+    assert backend.lookup(queue, 2, [a], True) == [None]
+
+
+def test_priorities_are_independent(backend: MySQLBackend, queue: str) -> None:
+    p1 = backend.enqueue(queue, [item(b"one", priority=1)])
+    p2 = backend.enqueue(queue, [item(b"two", priority=2)])
+    assert p1 == p2  # ids are per (queue, priority)
+    [job] = backend.dequeue(queue, 2, 10, "w1")
+    assert (job.priority, job.body) == (2, b"two")
+    assert backend.count(queue, 1, P, False) == 1
+    assert backend.ack_succeeded(queue, [AckItem(1, job.local_id, "w1", "")]) == [False]
+    assert backend.ack_succeeded(queue, [AckItem(2, job.local_id, "w1", "")]) == [True]
+    assert rec(backend, queue, p1[0], 1).state is P
+
+
+def test_concurrent_dequeuers_never_share_a_job(backend: MySQLBackend, queue: str) -> None:
+    ids = backend.enqueue(queue, [item() for _ in range(2000)])
+    got: dict[str, list[int]] = {}
+
+    def worker(name: str) -> None:
+        mine = got.setdefault(name, [])
+        while True:
+            jobs = backend.dequeue(queue, 1, 37, name)
+            if not jobs:
+                return
+            mine.extend(j.local_id for j in jobs)
+            assert all(j.claim.endswith("@" + name) for j in jobs)
+            assert backend.ack_succeeded(queue, [AckItem(1, j.local_id, name, "")
+                                                 for j in jobs]) == [True] * len(jobs)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = [i for mine in got.values() for i in mine]
+    assert sorted(everything) == sorted(ids)  # each exactly once
+    assert backend.count(queue, 1, S, False) == 2000
+
+
+def test_a_missing_table_is_created_on_first_use(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE q_{queue}_p2")
+        cur.execute(f"DROP TABLE q_{queue}_p3")
+        cur.execute("DELETE FROM queues WHERE name = %s", (queue,))
+    conn.close()
+    assert backend.enqueue(queue, [item(priority=2)]) == [1]
+    assert backend.dequeue(queue, 3, 10, "w1") == []
+    assert backend.count(queue, 3, P, False) == 0
+    assert queue in backend.queue_names()
+    fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard
+    assert backend.enqueue(fresh, [item(priority=3)]) == [1]
+    assert fresh in backend.queue_names()
+
+
+def test_lock_conflicts_are_retried_then_raised() -> None:
+    class Flaky:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.calls = 0
+
+        def execute(self, query: str, args: object = None) -> int:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise pymysql.err.OperationalError(1213, "Deadlock found")
+            return 7
+
+    ok = Flaky(2)
+    assert Session(ok, in_transaction=False).execute("UPDATE x") == 7  # type: ignore[arg-type]
+    assert ok.calls == 3
+    hopeless = Flaky(100)
+    with pytest.raises(pymysql.err.OperationalError):
+        Session(hopeless, in_transaction=False).execute("UPDATE x")  # type: ignore[arg-type]
+    in_txn = Flaky(1)  # the whole transaction is retried instead, by the pool
+    with pytest.raises(pymysql.err.OperationalError):
+        Session(in_txn, in_transaction=True).execute("UPDATE x")  # type: ignore[arg-type]
+
+
+# -- control store ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def control(database: str) -> Iterator[MySQLControlStore]:
+    store = MySQLControlStore.from_url(mysql_url(database + "_ctl"), socket_timeout_s=5.0)
+    yield store
+    store.close()
+    conn = _raw()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {database}_ctl")
+    conn.close()
+
+
+def test_control_store_queue_configs(control: MySQLControlStore) -> None:
+    assert isinstance(control, ControlStore)
+    config = QueueConfig("cfg_a", priorities=2, max_dequeue_rate=5.0)
+    assert control.get_queue("cfg_a") is None
+    assert control.create_queue(config) is True
+    assert control.create_queue(config.with_changes(priorities=9)) is False
+    assert control.get_queue("cfg_a") == config
+    control.put_queue(config.with_changes(paused=True))
+    control.put_queue(QueueConfig("cfg_b"))
+    assert control.list_queues() == {"cfg_a": config.with_changes(paused=True),
+                                     "cfg_b": QueueConfig("cfg_b")}
+    control.delete_queue("cfg_a")
+    control.delete_queue("cfg_a")
+    assert set(control.list_queues()) == {"cfg_b"}
+
+
+def test_control_store_bucket_starts_full_and_releases(control: MySQLControlStore) -> None:
+    assert control.acquire("b1", 10, 0.001, 4) == 4  # a missing bucket starts full
+    assert control.acquire("b1", 10, 0.001, 4) == 0
+    control.release("b1", 3, 4)
+    control.release("b1", 3, 4)  # never above burst
+    assert control.acquire("b1", 10, 0.001, 4) == 4
+    assert control.acquire("b1", 10, 0, 4) == 0  # paused
+    assert control.acquire("b1", 0, 100, 4) == 0
+    control.release("missing", 5, 4)  # a missing bucket is full: nothing to do
+    control.delete_queue("b1")  # forgets the bucket: full again
+    assert control.acquire("b1", 10, 0.001, 4) == 4
+
+
+def test_control_store_bucket_grants_the_rate_across_threads(control: MySQLControlStore) -> None:
+    rate, burst, seconds = 100.0, 5.0, 2.0
+    granted = [0, 0]
+    deadline = time.monotonic() + seconds
+
+    def taker(k: int) -> None:
+        while time.monotonic() < deadline:
+            granted[k] += control.acquire("shared", 3, rate, burst)
+            time.sleep(0.002)
+
+    threads = [threading.Thread(target=taker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(granted)
+    assert rate * seconds * 0.85 <= total <= burst + rate * (seconds + 0.2)
+    assert min(granted) > 0
+
+
+def test_a_database_dropped_under_a_live_backend_comes_back(database: str) -> None:
+    name = f"{database}_gone"
+    b = MySQLBackend.from_url("d3", mysql_url(name), socket_timeout_s=5.0)
+    c = MySQLControlStore.from_url(mysql_url(name), socket_timeout_s=5.0)
+    try:
+        b.create_queue("q1", 1)
+        c.put_queue(QueueConfig("q1"))
+        conn = _raw()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE {name}")
+        conn.close()
+        assert b.enqueue("q1", [item()]) == [1]
+        assert "q1" in b.queue_names()
+        assert c.get_queue("q1") is None
+        assert c.create_queue(QueueConfig("q1")) is True
+    finally:
+        b.close()
+        c.close()
+        conn = _raw()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.close()
+
+
+def test_control_store_idempotency_keys(control: MySQLControlStore) -> None:
+    assert control.recall_enqueue("k1") is None
+    assert control.reserve_enqueue("k1", 60_000) is True
+    assert control.reserve_enqueue("k1", 60_000) is False
+    assert control.recall_enqueue("k1") == []
+    control.remember_enqueue("k1", ["q:sd1:p1:1", "q:sd1:p1:2"], 60_000)
+    assert control.recall_enqueue("k1") == ["q:sd1:p1:1", "q:sd1:p1:2"]
+    control.forget_enqueue("k1")
+    assert control.recall_enqueue("k1") is None
+    assert control.reserve_enqueue("k2", 1) is True
+    time.sleep(0.01)
+    assert control.recall_enqueue("k2") is None  # expired
+    assert control.reserve_enqueue("k2", 60_000) is True
