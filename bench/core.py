@@ -1,0 +1,241 @@
+"""Core throughput: PinLater's Redis and MySQL backends against this
+machine's ceiling, measured in the same run.
+
+For each backend: enqueue and dequeue+ACK with batches of 1 and 100, two
+client processes. The ceiling is the same work done with no job service in
+between: redis-py pipelining the equivalent raw commands (no atomicity, no
+claims), and on MariaDB a raw multi-row INSERT and an indexed
+``UPDATE ... LIMIT`` claim loop.
+
+    python bench/core.py            # full run, about two minutes
+    python bench/core.py --smoke    # a few seconds, for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import secrets
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pymysql
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pinlater import Ack, Job, JobService  # noqa: E402
+from pinlater.settings import Settings, parse_shards  # noqa: E402
+
+PROCESSES = 2
+REDIS_SHARD = "redis://127.0.0.1:16379/5"
+REDIS_CONTROL = "redis://127.0.0.1:16379/6"
+MYSQL_BASE = "mysql://pinlater:pinlater@127.0.0.1:13306"
+BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
+
+
+def settings_for(backend: str) -> Settings:
+    if backend == "redis":
+        return Settings(shards=parse_shards(f"r1={REDIS_SHARD}"), control_url=REDIS_CONTROL)
+    return Settings(
+        shards=parse_shards(f"d1={MYSQL_BASE}/pinlater_bench"), control_url=REDIS_CONTROL
+    )
+
+
+# -- PinLater workloads (run inside worker processes) ---------------------------
+def pl_enqueue(backend: str, queue: str, jobs: int, batch: int) -> int:
+    with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        done = 0
+        while done < jobs:
+            n = min(batch, jobs - done)
+            client.enqueue(queue, [Job(BODY)] * n)
+            done += n
+    return done
+
+
+def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> int:
+    with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        done = 0
+        acks: list[Ack] = []
+        while done < jobs:
+            got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
+            acks = [Ack(j.descriptor) for j in got]
+            done += len(got)
+            if not got:
+                break
+        if acks:
+            client.ack(queue, succeeded=acks)
+    return done
+
+
+# -- ceilings -----------------------------------------------------------------------
+def raw_redis_enqueue(_: str, key: str, jobs: int, batch: int) -> int:
+    r = redis.Redis.from_url(REDIS_SHARD)
+    done = 0
+    now = int(time.time() * 1000)
+    while done < jobs:
+        n = min(batch, jobs - done)
+        ids = r.incrby(f"{key}:ids", n)
+        pipe = r.pipeline(transaction=False)
+        for i in range(ids - n + 1, ids + 1):
+            pipe.hset(f"{key}:j:{i}", mapping={"body": BODY, "state": 0, "attempts": 2, "run_after": now})
+            pipe.zadd(f"{key}:pending", {str(i): now})
+        pipe.execute()
+        done += n
+    return done
+
+
+def raw_redis_drain(_: str, key: str, jobs: int, batch: int) -> int:
+    r = redis.Redis.from_url(REDIS_SHARD)
+    done = 0
+    while done < jobs:
+        popped = r.zpopmin(f"{key}:pending", min(batch, jobs - done))
+        if not popped:
+            break
+        now = int(time.time() * 1000)
+        pipe = r.pipeline(transaction=False)
+        for member, _score in popped:
+            pipe.hset(f"{key}:j:{member.decode()}", "state", 1)
+            pipe.zadd(f"{key}:running", {member: now})
+            pipe.hget(f"{key}:j:{member.decode()}", "body")
+        pipe.execute()
+        pipe = r.pipeline(transaction=False)
+        for member, _score in popped:
+            pipe.zrem(f"{key}:running", member)
+            pipe.hset(f"{key}:j:{member.decode()}", "state", 2)
+            pipe.zadd(f"{key}:succeeded", {member: now})
+        pipe.execute()
+        done += len(popped)
+    return done
+
+
+def _mysql() -> pymysql.connections.Connection:  # type: ignore[type-arg]
+    return pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater",
+                           database="pinlater_bench_raw", autocommit=True)
+
+
+def raw_mysql_enqueue(_: str, table: str, jobs: int, batch: int) -> int:
+    conn = _mysql()
+    done = 0
+    with conn.cursor() as cur:
+        while done < jobs:
+            n = min(batch, jobs - done)
+            cur.executemany(
+                f"INSERT INTO {table} (state, body, attempts_remaining, run_after, updated_at) "
+                "VALUES (0, %s, 2, %s, %s)",
+                [(BODY, int(time.time() * 1000), int(time.time() * 1000))] * n,
+            )
+            done += n
+    conn.close()
+    return done
+
+
+def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> int:
+    conn = _mysql()
+    done = 0
+    with conn.cursor() as cur:
+        while done < jobs:
+            claim = secrets.token_hex(8)
+            now = int(time.time() * 1000)
+            cur.execute(
+                f"UPDATE {table} SET state = 1, claim = %s, updated_at = %s "
+                "WHERE state = 0 AND run_after <= %s ORDER BY run_after, id LIMIT %s",
+                (claim, now, now, min(batch, jobs - done)),
+            )
+            cur.execute(f"SELECT id, body FROM {table} WHERE claim = %s", (claim,))
+            rows = cur.fetchall()
+            if not rows:
+                break
+            ids = [row[0] for row in rows]
+            cur.execute(
+                f"UPDATE {table} SET state = 2, claim = NULL WHERE id IN ({','.join(['%s'] * len(ids))})",
+                ids,
+            )
+            done += len(rows)
+    conn.close()
+    return done
+
+
+def prepare_raw_mysql() -> str:
+    conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater", autocommit=True)
+    table = f"raw_{uuid.uuid4().hex[:8]}"
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS pinlater_bench_raw")
+        cur.execute(
+            f"CREATE TABLE pinlater_bench_raw.{table} (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, "
+            "state TINYINT NOT NULL, body MEDIUMBLOB, attempts_remaining INT, run_after BIGINT, "
+            "updated_at BIGINT, claim VARCHAR(255), KEY state_run_after (state, run_after, id), "
+            "KEY claim (claim)) ENGINE=InnoDB"
+        )
+    conn.close()
+    return table
+
+
+# -- harness --------------------------------------------------------------------------
+Work = Callable[[str, str, int, int], int]
+
+
+def run_parallel(pool: ProcessPoolExecutor, fn: Work, backend: str, target: str, jobs: int, batch: int) -> float:
+    share = jobs // PROCESSES
+    start = time.perf_counter()
+    futures = [pool.submit(fn, backend, target, share, batch) for _ in range(PROCESSES)]
+    done = sum(f.result() for f in futures)
+    elapsed = time.perf_counter() - start
+    if done < share * PROCESSES:
+        raise RuntimeError(f"{fn.__name__} did only {done} of {share * PROCESSES} jobs")
+    return done / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    parser.add_argument("--backends", default="redis,mysql")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    scale = 0.1 if args.smoke else 1.0
+    sizes = {1: int(4000 * scale), 100: int(60_000 * scale)}
+
+    redis.Redis.from_url(REDIS_SHARD).flushdb()
+    redis.Redis.from_url(REDIS_CONTROL).flushdb()
+    conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater", autocommit=True)
+    with conn.cursor() as cur:  # a fresh start: earlier runs' tables would skew the figures
+        cur.execute("DROP DATABASE IF EXISTS pinlater_bench")
+        cur.execute("DROP DATABASE IF EXISTS pinlater_bench_raw")
+    conn.close()
+    rows: list[dict[str, object]] = []
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:
+        pool.submit(time.sleep, 0).result()  # start the workers before timing
+        for backend in args.backends.split(","):
+            with JobService.from_settings(settings_for(backend), source="bench-setup") as client:
+                for batch, jobs in sizes.items():
+                    queue = f"bench_{backend}_{batch}_{uuid.uuid4().hex[:6]}"
+                    client.create_queue(queue)
+                    if backend == "redis":
+                        raw_target = f"raw:{uuid.uuid4().hex[:8]}"
+                        raw_enq, raw_drain = raw_redis_enqueue, raw_redis_drain
+                    else:
+                        raw_target = prepare_raw_mysql()
+                        raw_enq, raw_drain = raw_mysql_enqueue, raw_mysql_drain
+                    for op, ours, ceiling in (("enqueue", pl_enqueue, raw_enq), ("dequeue+ack", pl_drain, raw_drain)):
+                        rate = run_parallel(pool, ours, backend, queue, jobs, batch)
+                        peak = run_parallel(pool, ceiling, backend, raw_target, jobs, batch)
+                        rows.append({"backend": backend, "op": op, "batch": batch, "jobs": jobs,
+                                     "jobs_per_s": round(rate), "ceiling_per_s": round(peak),
+                                     "ratio": round(rate / peak, 2)})
+                        print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
+                              f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
