@@ -1,0 +1,30 @@
+"""A short run of bench/core.py, so the benchmark cannot rot between full runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import REPO
+
+
+@pytest.mark.slow
+def test_core_benchmark_smoke(servers: None, tmp_path: Path) -> None:
+    out = tmp_path / "core.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "core.py"), "--smoke", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {(r["backend"], r["op"], r["batch"]) for r in rows} == {
+        (backend, op, batch)
+        for backend in ("redis", "mysql")
+        for op in ("enqueue", "dequeue+ack")
+        for batch in (1, 100)
+    }
+    assert all(r["jobs_per_s"] > 0 and r["ceiling_per_s"] > 0 for r in rows)
