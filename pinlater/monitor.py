@@ -11,6 +11,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from pinlater import counters
 from pinlater.backends.base import ShardUnavailable
 from pinlater.service import JobService
 from pinlater.states import JobState
@@ -74,6 +75,9 @@ class Monitor:
                             )
                             stats.claims_repended += expired.repended
                             stats.claims_failed += expired.failed
+                            self.service.counters.add(
+                                config.name, counters.CLAIMS_EXPIRED, expired.repended + expired.failed
+                            )
                             if expired.repended + expired.failed < BATCH:
                                 break
                         stats.succeeded_collected += self._gc(

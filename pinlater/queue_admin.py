@@ -4,6 +4,7 @@ delete and configure queues at run time; retry failed jobs; delete jobs."""
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pinlater.backends.base import JobRecord, ShardBackend
 from pinlater.control.base import ControlStore
+from pinlater.counters import RETRIED_BY_OPERATOR, EventCounters
 from pinlater.errors import InvalidRequest, PasswordInvalid, QueueNotFound, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
@@ -20,6 +22,7 @@ from pinlater.states import JobState
 from pinlater.validation import check_attempts, check_limit, check_priority
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class QueueAdminMixin:
@@ -28,6 +31,7 @@ class QueueAdminMixin:
     control: ControlStore
     _config_cache: dict[str, tuple[float, QueueConfig]]
     _cache_lock: threading.Lock
+    counters: EventCounters
 
     if TYPE_CHECKING:
 
@@ -116,7 +120,16 @@ class QueueAdminMixin:
                 cached = self._config_cache.get(name)
             if cached is not None and now - cached[0] < self.settings.config_ttl_s:
                 return cached[1]
-        config = self.control.get_queue(name)
+        try:
+            config = self.control.get_queue(name)
+        except ShardConnectionFailed as exc:
+            # Keep working on the last known config while the control store is away.
+            with self._cache_lock:
+                stale = self._config_cache.get(name)
+            if stale is None:
+                raise
+            log.warning("control store unreachable, using the cached config of %s: %s", name, exc)
+            return stale[1]
         if config is None:
             self._forget_config(name)
             raise QueueNotFound(f"queue {name!r} does not exist (create it first)")
@@ -174,11 +187,11 @@ class QueueAdminMixin:
         done = 0
         for backend in self.shards.require_healthy():
             for p in priorities:
-                if done >= limit:
-                    return done
-                done += self._on_shard(
-                    backend, lambda b, p=p, n=limit - done: b.retry_failed(queue, p, attempts, run_after_ms, n)  # type: ignore[misc]
-                )
+                if done < limit:
+                    done += self._on_shard(
+                        backend, lambda b, p=p, n=limit - done: b.retry_failed(queue, p, attempts, run_after_ms, n)  # type: ignore[misc]
+                    )
+        self.counters.add(queue, RETRIED_BY_OPERATOR, done)
         return done
 
     def delete_jobs(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pinlater.backends.base import ShardBackend, ShardUnavailable
+from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
 from pinlater.errors import InvalidRequest, NoHealthyShards
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,8 @@ class ShardSet:
             result = fn(backend)
         except ShardUnavailable as exc:
             self.mark_down(backend.shard_id, exc)
+            raise
+        except ShardBusy:
             raise
         except Exception as exc:
             self._record_error(backend.shard_id, exc)

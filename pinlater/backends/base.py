@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pinlater.errors import ShardConnectionFailed
+from pinlater.errors import ShardConnectionFailed, StorageError
 from pinlater.states import JobState
 
 CUSTOM_STATUS_MAX = 4000
@@ -42,6 +42,11 @@ CLAIM_TOKEN_LEN = 16
 
 class ShardUnavailable(ShardConnectionFailed):
     """The shard could not be reached (refused, reset, timed out)."""
+
+
+class ShardBusy(StorageError):
+    """The shard is fine but this process has no free connection to it right
+    now: load, not an outage, so it never takes the shard out of rotation."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from pinlater.backends import keys
 from pinlater.backends.base import (
@@ -37,8 +35,10 @@ from pinlater.backends.base import (
     ExpiredClaims,
     FailItem,
     JobRecord,
+    ShardBusy,
     ShardUnavailable,
 )
+from pinlater.backends.redis_client import is_pool_exhausted, open_redis
 from pinlater.backends.redis_scripts import (
     claimed_jobs,
     job_fields,
@@ -103,13 +103,7 @@ class RedisBackend:
 
     @classmethod
     def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
-        client: redis.Redis[bytes] = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=socket_timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=False,
-        )
+        client = open_redis(url, socket_timeout_s)
         return cls(shard_id, client)
 
     # -- plumbing ------------------------------------------------------------
@@ -119,6 +113,8 @@ class RedisBackend:
         try:
             yield
         except (RedisConnectionError, RedisTimeoutError) as exc:
+            if is_pool_exhausted(exc):
+                raise ShardBusy(f"redis shard {self.shard_id}: every pooled connection is busy") from exc
             raise ShardUnavailable(f"redis shard {self.shard_id} unavailable: {exc}") from exc
 
     def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:

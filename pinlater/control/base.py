@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from pinlater.queue_config import QueueConfig
@@ -49,6 +49,13 @@ class ControlStore(Protocol):
 
     def forget_enqueue(self, key: str) -> None:
         """Drop a reservation (the enqueue failed) or remembered key."""
+
+    def add_counts(self, minute: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """Add ``counts[queue][event]`` to the minute ``minute`` (minutes
+        since the epoch). Every process adds into the same buckets."""
+
+    def read_counts(self, since_minute: int, until_minute: int) -> dict[int, dict[str, dict[str, int]]]:
+        """minute -> queue -> event -> count, for minutes in the range."""
 
     def close(self) -> None:
         """Release connections."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from pinlater.queue_config import QueueConfig
@@ -18,6 +18,7 @@ class MemoryControlStore:
         self._lock = threading.Lock()
         self._queues: dict[str, QueueConfig] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at seconds)
+        self._counts: dict[int, dict[str, dict[str, int]]] = {}  # minute -> queue -> event -> n
         self._enqueues: dict[str, tuple[float, list[str]]] = {}  # idempotency key -> (expires at, descriptors)
 
     @classmethod
@@ -95,6 +96,23 @@ class MemoryControlStore:
     def forget_enqueue(self, key: str) -> None:
         with self._lock:
             self._enqueues.pop(key, None)
+
+    # -- event counters ----------------------------------------------------------
+    def add_counts(self, minute: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        with self._lock:
+            bucket = self._counts.setdefault(minute, {})
+            for queue, events in counts.items():
+                for event, n in events.items():
+                    per_queue = bucket.setdefault(queue, {})
+                    per_queue[event] = per_queue.get(event, 0) + n
+
+    def read_counts(self, since_minute: int, until_minute: int) -> dict[int, dict[str, dict[str, int]]]:
+        with self._lock:
+            return {
+                m: {q: dict(e) for q, e in per_minute.items()}
+                for m, per_minute in self._counts.items()
+                if since_minute <= m <= until_minute
+            }
 
     def close(self) -> None:
         return None

@@ -17,6 +17,7 @@ from pinlater.backends.mysql_pool import (
     error_code,
 )
 from pinlater.backends.sql_blocks import sql
+from pinlater.control.counter_store import MySQLCounterMixin
 from pinlater.control.idempotency_store import MySQLIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
@@ -28,7 +29,7 @@ DUPLICATE_KEY = 1062
 _EPSILON = 1e-9
 
 
-class MySQLControlStore(MySQLIdempotencyMixin):
+class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
     """Idempotency keys of enqueues come from the mixin (table
     ``pinlater_idempotency``, created on first use)."""
 
@@ -55,6 +56,7 @@ class MySQLControlStore(MySQLIdempotencyMixin):
     def _prepare(s: Session) -> None:
         s.execute(sql("ctl_create_config_table"))
         s.execute(sql("ctl_create_bucket_table"))
+        s.execute(sql("ctl_create_counts_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one

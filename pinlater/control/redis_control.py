@@ -17,13 +17,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import redis
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from pinlater.backends import keys
+from pinlater.backends.base import ShardBusy
+from pinlater.backends.redis_client import is_pool_exhausted, open_redis
 from pinlater.backends.redis_scripts import lua_source
+from pinlater.control.counter_store import RedisCounterMixin
 from pinlater.control.idempotency_store import RedisIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
@@ -38,7 +39,7 @@ _T = TypeVar("_T")
 BUCKET_TTL_MS = 60_000
 
 
-class RedisControlStore(RedisIdempotencyMixin):
+class RedisControlStore(RedisIdempotencyMixin, RedisCounterMixin):
     """ControlStore over one Redis server/db."""
 
     def __init__(self, client: redis.Redis[bytes]) -> None:
@@ -48,13 +49,7 @@ class RedisControlStore(RedisIdempotencyMixin):
 
     @classmethod
     def from_url(cls, url: str, socket_timeout_s: float = 5.0) -> RedisControlStore:
-        client: redis.Redis[bytes] = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=socket_timeout_s,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=False,
-        )
+        client = open_redis(url, socket_timeout_s)
         return cls(client)
 
     @contextmanager
@@ -62,6 +57,8 @@ class RedisControlStore(RedisIdempotencyMixin):
         try:
             yield
         except (RedisConnectionError, RedisTimeoutError) as exc:
+            if is_pool_exhausted(exc):
+                raise ShardBusy("redis control store: every pooled connection is busy") from exc
             raise ShardConnectionFailed(f"redis control store unavailable: {exc}") from exc
 
     def _call(self, fn: Callable[[], _T]) -> _T:

@@ -327,3 +327,28 @@ UPDATE pinlater_rate_bucket SET tokens = %(tokens)s, ts = %(ts)s WHERE bucket = 
 -- name: ctl_release
 UPDATE pinlater_rate_bucket SET tokens = LEAST(%(burst)s, tokens + %(count)s)
 WHERE bucket = %(bucket)s
+
+-- ---------------------------------------------------------------- event counters
+
+-- name: ctl_create_counts_table
+CREATE TABLE IF NOT EXISTS pinlater_event_counts (
+  minute BIGINT NOT NULL,
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  event VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  n BIGINT NOT NULL,
+  PRIMARY KEY (minute, queue, event)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: ctl_add_counts
+-- One statement for a whole flush: every process adds into the same rows.
+INSERT INTO pinlater_event_counts (minute, queue, event, n) VALUES {rows}
+ON DUPLICATE KEY UPDATE n = n + VALUES(n)
+
+-- name: ctl_add_counts.row
+(%s, %s, %s, %s)
+
+-- name: ctl_read_counts
+SELECT minute, queue, event, n FROM pinlater_event_counts WHERE minute >= %(since)s
+
+-- name: ctl_purge_counts
+DELETE FROM pinlater_event_counts WHERE minute < %(before)s LIMIT 10000

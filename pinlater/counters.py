@@ -1,0 +1,104 @@
+"""Event counters per queue, for rates on dashboards and in /metrics.
+
+Each process counts its own events in memory and adds them to per-minute
+buckets in the control store about once a second (one round trip per flush,
+never one per job), so every process's work shows up in the same place.
+Counting is best effort: a flush that fails is kept and retried with the
+next one, but a process killed between flushes loses its last second.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from pinlater.control.base import ControlStore
+
+log = logging.getLogger(__name__)
+
+ENQUEUED = "enqueued"
+DEQUEUED = "dequeued"
+SUCCEEDED = "succeeded"
+FAILED = "failed"  # failure ACKs, whether retried or final
+CLAIMS_EXPIRED = "claims_expired"
+RETRIED_BY_OPERATOR = "retried_by_operator"
+EVENTS = (ENQUEUED, DEQUEUED, SUCCEEDED, FAILED, CLAIMS_EXPIRED, RETRIED_BY_OPERATOR)
+
+
+def current_minute(now: float | None = None) -> int:
+    return int((time.time() if now is None else now) // 60)
+
+
+class EventCounters:
+    def __init__(self, control: ControlStore, flush_interval_s: float = 1.0) -> None:
+        self._control = control
+        self._interval = flush_interval_s
+        self._lock = threading.Lock()
+        self._pending: dict[int, dict[str, dict[str, int]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(int))
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, queue: str, event: str, n: int = 1) -> None:
+        if n <= 0:
+            return
+        with self._lock:
+            self._pending[current_minute()][queue][event] += n
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="pinlater-counters", daemon=True)
+                self._thread.start()
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        for minute, counts in list(pending.items()):
+            try:
+                self._control.add_counts(minute, counts)
+            except Exception as exc:  # keep them for the next flush
+                log.warning("could not flush event counters: %s", exc)
+                with self._lock:
+                    for queue, events in counts.items():
+                        for event, n in events.items():
+                            self._pending[minute][queue][event] += n
+                return
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.flush()
+
+
+def recent_rates(
+    control: ControlStore, minutes: int = 5, now: float | None = None
+) -> dict[str, dict[str, float]]:
+    """queue -> event -> events per second over the last ``minutes`` whole
+    minutes plus the current, partial one."""
+    now = time.time() if now is None else now
+    this_minute = current_minute(now)
+    counts = control.read_counts(this_minute - minutes, this_minute)
+    window_s = 60.0 * minutes + max(1.0, now - this_minute * 60)
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for per_minute in counts.values():
+        for queue, events in per_minute.items():
+            for event, n in events.items():
+                totals[queue][event] += n / window_s
+    return {q: dict(e) for q, e in totals.items()}
+
+
+def recent_totals(control: ControlStore, minutes: int = 60, now: float | None = None) -> dict[str, dict[str, int]]:
+    """queue -> event -> events counted in the last ``minutes`` minutes."""
+    this_minute = current_minute(now)
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for per_minute in control.read_counts(this_minute - minutes, this_minute).values():
+        for queue, events in per_minute.items():
+            for event, n in events.items():
+                totals[queue][event] += n
+    return {q: dict(e) for q, e in totals.items()}
