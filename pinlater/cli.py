@@ -18,8 +18,9 @@ from typing import Any
 from pinlater.errors import PinLaterError
 from pinlater.models import Job, JobInfo
 from pinlater.monitor import Monitor
-from pinlater.service import JobService, connect
+from pinlater.service import JobService
 from pinlater.states import JobState
+from pinlater.thrift.cli import add_server_commands
 
 
 def _info_dict(info: JobInfo) -> dict[str, Any]:
@@ -221,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("monitor", cmd_monitor, "expire claims and collect finished jobs (forever, or --once)")
     p.add_argument("--once", action="store_true")
     p.add_argument("--interval", type=float, default=5.0)
+    add_server_commands(sub)
     return parser
 
 
@@ -228,8 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if getattr(args, "run", None) is not None:  # server, server-stats: no client of their own
+        return int(args.run(args))
     try:
-        with connect() as client:
+        # The operators' CLI always talks to the stores (PINLATER_SERVERS is for applications).
+        with JobService.from_settings() as client:
             result = args.fn(client, args)
     except PinLaterError as exc:
         print(f"error ({exc.code.name}): {exc.message}", file=sys.stderr)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from pinlater import counters
 from pinlater.backends import open_backend
 from pinlater.backends.base import (
     AckItem,
@@ -26,19 +27,22 @@ from pinlater.backends.base import (
     ShardBackend,
     ShardUnavailable,
 )
+from pinlater.client_api import PinLaterClient
 from pinlater.control.base import ControlStore
 from pinlater.control.factory import open_control_store
+from pinlater.counters import EventCounters
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import (
-    DequeueRateLimited,
     InvalidRequest,
     NoHealthyShards,
     ShardConnectionFailed,
 )
+from pinlater.idempotency import enqueue_once
 from pinlater.inspection import InspectionMixin
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
 from pinlater.queue_admin import QueueAdminMixin
 from pinlater.queue_config import QueueConfig
+from pinlater.ratelimit import RateLimiter
 from pinlater.settings import Settings, default_source
 from pinlater.shards import ShardSet
 from pinlater.validation import (
@@ -67,6 +71,8 @@ class JobService(QueueAdminMixin, InspectionMixin):
         self.source = check_source(source or default_source())
         self._config_cache: dict[str, tuple[float, QueueConfig]] = {}
         self._cache_lock = threading.Lock()
+        self.rate_limiter = RateLimiter(control, self.settings.rate_burst_s)
+        self.counters = EventCounters(control)
         shards.on_recover(self._ensure_queues_on)
         shards.start_probing()
 
@@ -79,6 +85,7 @@ class JobService(QueueAdminMixin, InspectionMixin):
         return cls(shards, control, settings, source)
 
     def close(self) -> None:
+        self.counters.close()
         self.shards.close()
         self.control.close()
 
@@ -92,12 +99,22 @@ class JobService(QueueAdminMixin, InspectionMixin):
         return self.shards.call(backend, fn)
 
     # -- enqueue -------------------------------------------------------------------
-    def enqueue(self, queue: str, jobs: Sequence[Job]) -> list[str]:
+    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
         """Stores the jobs on one healthy shard chosen at random (free
-        sharding) and returns their descriptors in order. All or nothing."""
+        sharding) and returns their descriptors in order. All or nothing.
+        With ``idempotency_key``, a repeat within the idempotency window
+        returns the first call's descriptors and creates nothing."""
         config = self.queue_config(queue)
         if not jobs:
             return []
+        if idempotency_key is not None:
+            return enqueue_once(
+                self.control, queue, idempotency_key, self.settings.idempotency_window_ms,
+                lambda: self._enqueue(queue, config, jobs),
+            )
+        return self._enqueue(queue, config, jobs)
+
+    def _enqueue(self, queue: str, config: QueueConfig, jobs: Sequence[Job]) -> list[str]:
         for job in jobs:
             check_job(config, job, self.settings.max_body_bytes)
         default_attempts = config.retry.attempts_allowed
@@ -119,6 +136,7 @@ class JobService(QueueAdminMixin, InspectionMixin):
                 # Refused or reset before the script ran: try the next shard.
                 last_error = exc
                 continue
+            self.counters.add(queue, counters.ENQUEUED, len(ids))
             return [
                 str(JobDescriptor(queue, backend.shard_id, item.priority, local_id))
                 for item, local_id in zip(items, ids, strict=True)
@@ -151,15 +169,15 @@ class JobService(QueueAdminMixin, InspectionMixin):
         shards = shards[: max(1, math.ceil(coverage * len(shards)))]
         if dry_run:
             return self._collect(queue, config, shards, limit, lambda b, p, n: b.peek(queue, p, n))
-        granted = self._take_tokens(config, limit)
+        granted = self.rate_limiter.take(config, limit)
         jobs: list[DequeuedJob] = []
         try:
             jobs = self._collect(
                 queue, config, shards, granted, lambda b, p, n: b.dequeue(queue, p, n, source)
             )
         finally:
-            if config.effective_rate is not None and len(jobs) < granted:
-                self.control.release(queue, granted - len(jobs), self._burst(config.effective_rate))
+            self.rate_limiter.give_back(config, granted - len(jobs))
+        self.counters.add(queue, counters.DEQUEUED, len(jobs))
         return jobs
 
     def _collect(
@@ -196,23 +214,6 @@ class JobService(QueueAdminMixin, InspectionMixin):
                 )
         return out
 
-    def _burst(self, rate: float) -> float:
-        return max(1.0, rate * self.settings.rate_burst_s)
-
-    def _take_tokens(self, config: QueueConfig, limit: int) -> int:
-        rate = config.effective_rate
-        if rate is None:
-            return limit
-        if rate <= 0:
-            raise DequeueRateLimited(f"queue {config.name!r} is paused", retry_after_ms=1000)
-        granted = self.control.acquire(config.name, limit, rate, self._burst(rate))
-        if granted <= 0:
-            raise DequeueRateLimited(
-                f"queue {config.name!r} is limited to {rate:g} jobs/s",
-                retry_after_ms=max(1, math.ceil(1000 / rate)),
-            )
-        return granted
-
     # -- ack and checkpoint ------------------------------------------------------------
     def ack(
         self,
@@ -233,10 +234,13 @@ class JobService(QueueAdminMixin, InspectionMixin):
         for backend, acks in self._by_shard(queue, config, succeeded):
             items = [AckItem(d.priority, d.local_id, source, a.append_custom_status) for d, a in acks]
             self._apply(backend, acks, lambda b, i=items: b.ack_succeeded(queue, i), result, errors)  # type: ignore[misc]
+        self.counters.add(queue, counters.SUCCEEDED, len(result.acked))
+        applied_before_failures = len(result.acked)
         for backend, acks in self._by_shard(queue, config, failed):
             self._apply(
                 backend, acks, lambda b, a=acks: self._fail_on(b, queue, config, a, source), result, errors  # type: ignore[misc]
             )
+        self.counters.add(queue, counters.FAILED, len(result.acked) - applied_before_failures)
         if errors:
             raise ShardConnectionFailed(
                 f"ACKs not applied (those jobs will time out and re-run): {'; '.join(errors)}"
@@ -334,6 +338,13 @@ class JobService(QueueAdminMixin, InspectionMixin):
             (result.acked if ok else result.stale).append(str(d))
 
 
-def connect(settings: Settings | None = None, source: str | None = None) -> JobService:
-    """The in-process client for the given (or environment's) settings."""
+def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:
+    """A client for the given (or environment's) settings: the Thrift client
+    of the servers in ``PINLATER_SERVERS`` when set, else the in-process
+    service. Both have the same client methods and model types."""
+    settings = settings or Settings.from_env()
+    if settings.servers:
+        from pinlater.thrift_client import ThriftClient
+
+        return ThriftClient.from_settings(settings, source)
     return JobService.from_settings(settings, source)

@@ -76,6 +76,16 @@ class Settings:
     # sha256 hex of the secret that deleteQueue requires; None refuses all.
     admin_secret_sha256: str | None = None
     socket_timeout_s: float = 5.0
+    # The Thrift server (`pinlater server`) and its metrics endpoint.
+    server_host: str = "127.0.0.1"
+    server_port: int = 9010
+    metrics_port: int = 9011
+    # "host:port" of Thrift servers: when set, connect() returns the Thrift client.
+    servers: tuple[str, ...] = ()
+    client_timeout_s: float = 10.0
+    # A repeated enqueue with the same idempotency key within this window
+    # returns the first enqueue's descriptors.
+    idempotency_window_ms: int = 600_000
 
     @property
     def resolved_control_url(self) -> str:
@@ -97,4 +107,15 @@ class Settings:
             kwargs["admin_secret_sha256"] = env["PINLATER_ADMIN_SECRET_SHA256"].lower()
         elif env.get("PINLATER_ADMIN_SECRET"):
             kwargs["admin_secret_sha256"] = hash_secret(env["PINLATER_ADMIN_SECRET"])
+        for name, var, kind in (
+            ("server_host", "PINLATER_SERVER_HOST", str),
+            ("server_port", "PINLATER_SERVER_PORT", int),
+            ("metrics_port", "PINLATER_METRICS_PORT", int),
+            ("client_timeout_s", "PINLATER_CLIENT_TIMEOUT_S", float),
+            ("idempotency_window_ms", "PINLATER_IDEMPOTENCY_WINDOW_MS", int),
+        ):
+            if env.get(var):
+                kwargs[name] = kind(env[var])
+        if env.get("PINLATER_SERVERS"):
+            kwargs["servers"] = tuple(s.strip() for s in env["PINLATER_SERVERS"].split(",") if s.strip())
         return cls(**kwargs)  # type: ignore[arg-type]

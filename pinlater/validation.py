@@ -44,6 +44,8 @@ def check_source(source: str) -> str:
 def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:
     if not isinstance(job.body, bytes | bytearray | memoryview):
         raise EnqueueRejected(f"job body must be bytes, got {type(job.body).__name__}")
+    if not job.body:
+        raise EnqueueRejected("job body is empty")
     if len(job.body) > max_body_bytes:
         raise EnqueueRejected(
             f"job body is {len(job.body)} bytes; the limit is {max_body_bytes}"

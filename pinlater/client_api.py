@@ -1,0 +1,118 @@
+"""The client interface shared by the in-process service (``JobService``)
+and the remote one (``pinlater.thrift_client.ThriftClient``): application
+code typed against ``PinLaterClient`` switches between them by
+configuration alone (``pinlater.connect``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.states import JobState
+
+if TYPE_CHECKING:
+    from pinlater.queue_config import QueueConfig
+    from pinlater.retry import RetryPolicy
+
+
+class PinLaterClient(Protocol):
+    def create_queue(
+        self,
+        name: str,
+        *,
+        priorities: int | None = None,
+        max_dequeue_rate: float | None = None,
+        claim_timeout_ms: int | None = None,
+        retry: RetryPolicy | None = None,
+        succeeded_retention_ms: int | None = None,
+        failed_retention_ms: int | None = None,
+    ) -> QueueConfig: ...
+
+    def delete_queue(self, name: str, password: str | None) -> None: ...
+
+    def queue_names(self) -> set[str]: ...
+
+    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]: ...
+
+    def dequeue(
+        self,
+        queue: str,
+        limit: int,
+        *,
+        source: str | None = None,
+        dry_run: bool = False,
+        coverage: float = 1.0,
+        succeeded: Sequence[Ack] = (),
+        failed: Sequence[Ack] = (),
+    ) -> list[DequeuedJob]: ...
+
+    def ack(
+        self,
+        queue: str,
+        *,
+        succeeded: Sequence[Ack] = (),
+        failed: Sequence[Ack] = (),
+        source: str | None = None,
+    ) -> AckResult: ...
+
+    def checkpoint(
+        self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
+    ) -> AckResult: ...
+
+    def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]: ...
+
+    def count(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        body_regex: str | None = None,
+    ) -> int: ...
+
+    def scan(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        continuation: str = "0",
+        limit: int = 100,
+        body_regex: str | None = None,
+        include_body: bool = False,
+    ) -> ScanResult: ...
+
+    def retry_failed(
+        self,
+        queue: str,
+        *,
+        priority: int | None = None,
+        attempts: int = 1,
+        run_after_ms: int | None = None,
+        limit: int = 1000,
+    ) -> int: ...
+
+    def delete_jobs(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        body_regex: str | None = None,
+        limit: int = 1000,
+    ) -> int: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> PinLaterClient: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+CLIENT_METHODS = (
+    "create_queue", "delete_queue", "queue_names", "enqueue", "dequeue", "ack", "checkpoint",
+    "lookup", "count", "scan", "retry_failed", "delete_jobs",
+)

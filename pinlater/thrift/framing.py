@@ -1,0 +1,289 @@
+"""Framed transport and binary protocol, bounded for untrusted peers.
+
+Frames are read here, not by thriftpy2's framed transport: the length prefix
+is checked against a maximum before anything is allocated, and a frame's
+bytes are gathered as they arrive (a 2 GB prefix followed by 10 bytes costs
+10 bytes).
+
+Every frame is then *walked* (``check_message``) before thriftpy2's decoder
+sees it. The Cython decoder trusts its input: a container of an unknown
+element type with a length of 2**31 makes it loop for minutes holding the
+GIL, and its memory buffer reads past the end without an error. The walk
+rejects unknown types, negative lengths and any length that cannot fit in
+the rest of the frame, in time linear in the frame's size, so that decoding
+a frame that passed it is bounded by the frame's size as well.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
+from thriftpy2.transport.framed import TCyFramedTransport  # type: ignore[attr-defined]
+from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
+
+CALL, REPLY, EXCEPTION, ONEWAY = 1, 2, 3, 4
+_VERSION_1 = 0x80010000
+_VERSION_MASK = 0xFFFF0000
+
+T_STOP, T_BOOL, T_BYTE, T_DOUBLE, T_I16, T_I32, T_I64 = 0, 2, 3, 4, 6, 8, 10
+T_STRING, T_STRUCT, T_MAP, T_SET, T_LIST = 11, 12, 13, 14, 15
+_FIXED = {T_BOOL: 1, T_BYTE: 1, T_DOUBLE: 8, T_I16: 2, T_I32: 4, T_I64: 8}
+_MIN_SIZE = {**_FIXED, T_STRING: 4, T_STRUCT: 1, T_MAP: 6, T_SET: 5, T_LIST: 5}
+MAX_DEPTH = 24
+MAX_NAME = 128
+
+_I32 = struct.Struct("!i")
+_RECV_CHUNK = 1 << 20
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a well-formed framed binary message."""
+
+
+class FrameTooLarge(FrameError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes is over the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class PeerClosed(Exception):
+    """The peer closed the connection (cleanly between frames, or mid-frame)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    name: str
+    mtype: int
+    seqid: int
+
+
+# -- reading frames ----------------------------------------------------------------
+class FrameReader:
+    """Reads length-prefixed frames from a socket, with one ``recv`` per
+    frame in the common case."""
+
+    def __init__(self, sock: socket.socket, max_frame: int) -> None:
+        self.sock = sock
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    @property
+    def between_frames(self) -> bool:
+        """Nothing of a next frame has arrived yet."""
+        return not self._buf
+
+    def read_frame(self, *, frame_timeout_s: float | None, idle_timeout_s: float | None = None) -> bytes | None:
+        """The next frame's bytes (without the length). None when the peer
+        closed between frames or sent nothing for ``idle_timeout_s``.
+        Raises FrameError for a bad length, PeerClosed for a frame cut
+        short, TimeoutError for one not complete within ``frame_timeout_s``."""
+        if not self._buf:
+            self.sock.settimeout(idle_timeout_s)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                return None
+            if not chunk:
+                return None
+            self._buf += chunk
+        self.sock.settimeout(frame_timeout_s)
+        while len(self._buf) < 4:
+            self._fill(4 - len(self._buf))
+        size = _I32.unpack_from(self._buf, 0)[0]
+        if size <= 0:
+            raise FrameError(f"bad frame length {size} (is the peer using the framed transport?)")
+        if size > self.max_frame:
+            raise FrameTooLarge(size, self.max_frame)
+        while len(self._buf) < 4 + size:
+            self._fill(4 + size - len(self._buf))
+        frame = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return frame
+
+    def discard(self, size: int, keep: int) -> bytes:
+        """Reads and drops an oversized frame whose length was just read (its
+        bytes never held at once); returns its first ``keep`` bytes."""
+        head = bytes(self._buf[4 : 4 + keep])
+        remaining = 4 + size - len(self._buf)
+        del self._buf[: 4 + size]
+        while remaining > 0:
+            chunk = self.sock.recv(min(remaining, _RECV_CHUNK))
+            if not chunk:
+                raise PeerClosed("connection closed in the middle of a frame")
+            remaining -= len(chunk)
+            if len(head) < keep:
+                head += chunk[: keep - len(head)]
+        return head
+
+    def _fill(self, needed: int) -> None:
+        chunk = self.sock.recv(max(65536, min(needed, _RECV_CHUNK)))
+        if not chunk:
+            raise PeerClosed("connection closed in the middle of a frame")
+        self._buf += chunk
+
+
+# -- checking a message ------------------------------------------------------------------
+def read_header(frame: bytes) -> tuple[Header, int]:
+    """The message header and where the message's struct starts."""
+    end = len(frame)
+    if end < 4:
+        raise FrameError("frame too short for a message header")
+    first = _I32.unpack_from(frame, 0)[0]
+    if first < 0:
+        if (first & 0xFFFFFFFF) & _VERSION_MASK != _VERSION_1:
+            raise FrameError("bad binary protocol version")
+        mtype = first & 0xFF
+        name, pos = _string(frame, 4)
+    else:
+        name, pos = _string(frame, 0)
+        if pos >= end:
+            raise FrameError("truncated message header")
+        mtype = frame[pos]
+        pos += 1
+    if pos + 4 > end:
+        raise FrameError("truncated message header")
+    seqid = _I32.unpack_from(frame, pos)[0]
+    return Header(name, mtype, seqid), pos + 4
+
+
+def _string(frame: bytes, pos: int) -> tuple[str, int]:
+    if pos + 4 > len(frame):
+        raise FrameError("truncated message name")
+    n = _I32.unpack_from(frame, pos)[0]
+    pos += 4
+    if n < 0 or n > MAX_NAME or pos + n > len(frame):
+        raise FrameError(f"bad method name length {n}")
+    try:
+        return frame[pos : pos + n].decode("ascii"), pos + n
+    except UnicodeDecodeError:
+        raise FrameError("method name is not ASCII") from None
+
+
+def check_message(frame: bytes) -> Header:
+    """Walks the whole message; raises FrameError unless it is one
+    well-formed header followed by exactly one struct."""
+    header, pos = read_header(frame)
+    end = _skip(frame, pos, T_STRUCT, MAX_DEPTH)
+    if end != len(frame):
+        raise FrameError(f"{len(frame) - end} stray bytes after the message")
+    return header
+
+
+def _skip(buf: bytes, pos: int, ttype: int, depth: int) -> int:
+    end = len(buf)
+    width = _FIXED.get(ttype)
+    if width is not None:
+        pos += width
+        if pos > end:
+            raise FrameError("truncated value")
+        return pos
+    if ttype == T_STRING:
+        if pos + 4 > end:
+            raise FrameError("truncated string length")
+        n: int = _I32.unpack_from(buf, pos)[0]
+        pos += 4
+        if n < 0 or n > end - pos:
+            raise FrameError(f"string length {n} does not fit the frame")
+        return pos + n
+    if depth <= 0:
+        raise FrameError("message nested too deeply")
+    if ttype == T_STRUCT:
+        # The hot loop (a batch of jobs is a list of structs): scalars and
+        # strings inline, containers and structs by recursion.
+        while True:
+            if pos >= end:
+                raise FrameError("truncated struct")
+            ftype = buf[pos]
+            if ftype == T_STOP:
+                return pos + 1
+            pos += 3
+            width = _FIXED.get(ftype)
+            if width is not None:
+                pos += width
+                if pos > end:
+                    raise FrameError("truncated value")
+            elif ftype == T_STRING:
+                if pos + 4 > end:
+                    raise FrameError("truncated string length")
+                n = _I32.unpack_from(buf, pos)[0]
+                pos += 4
+                if n < 0 or n > end - pos:
+                    raise FrameError(f"string length {n} does not fit the frame")
+                pos += n
+            elif ftype in _MIN_SIZE:
+                pos = _skip(buf, pos, ftype, depth - 1)
+            else:
+                raise FrameError(f"unknown field type {ftype}")
+    if ttype in (T_LIST, T_SET):
+        if pos + 5 > end:
+            raise FrameError("truncated list header")
+        etype, n = buf[pos], _I32.unpack_from(buf, pos + 1)[0]
+        return _skip_items(buf, pos + 5, (etype,), n, depth)
+    if ttype == T_MAP:
+        if pos + 6 > end:
+            raise FrameError("truncated map header")
+        ktype, vtype, n = buf[pos], buf[pos + 1], _I32.unpack_from(buf, pos + 2)[0]
+        return _skip_items(buf, pos + 6, (ktype, vtype), n, depth)
+    raise FrameError(f"unknown type {ttype}")
+
+
+def _skip_items(buf: bytes, pos: int, types: tuple[int, ...], n: int, depth: int) -> int:
+    if n < 0:
+        raise FrameError(f"negative container size {n}")
+    if n == 0:
+        return pos
+    if any(t not in _MIN_SIZE for t in types):
+        raise FrameError(f"unknown container element type {types}")
+    if n * sum(_MIN_SIZE[t] for t in types) > len(buf) - pos:
+        raise FrameError(f"container of {n} items does not fit the frame")
+    widths = [_FIXED.get(t) for t in types]
+    if all(w is not None for w in widths):
+        return pos + n * sum(w for w in widths if w is not None)
+    for _ in range(n):
+        for t in types:
+            pos = _skip(buf, pos, t, depth - 1)
+    return pos
+
+
+# -- encoding and decoding with thriftpy2 -----------------------------------------------------
+class _OneFrame:
+    """A read-only source holding one frame (length prefix included): the
+    decoder can read nothing beyond it (reading past the end is EOF)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = memoryview(data)
+        self._pos = 0
+
+    def read(self, n: int) -> bytes:
+        chunk = self._data[self._pos : self._pos + n].tobytes()
+        self._pos += len(chunk)
+        return chunk
+
+    def is_open(self) -> bool:
+        return True
+
+
+S = TypeVar("S")
+
+
+def decode_message(frame: bytes, obj: S) -> S:
+    """Decodes the message's struct (after ``check_message``) into ``obj``."""
+    proto = TCyBinaryProtocol(TCyFramedTransport(_OneFrame(_I32.pack(len(frame)) + frame)), strict_read=False)
+    proto.read_message_begin()
+    proto.read_struct(obj)
+    return obj
+
+
+def encode_message(name: str, mtype: int, seqid: int, obj: Any) -> bytes:
+    """One framed message, ready to send."""
+    buf = TCyMemoryBuffer()
+    proto = TCyBinaryProtocol(buf)
+    proto.write_message_begin(name, mtype, seqid)
+    proto.write_struct(obj)
+    body: bytes = buf.getvalue()
+    return _I32.pack(len(body)) + body

@@ -1,0 +1,189 @@
+"""The twelve wire methods, each mapped onto the JobService.
+
+Arguments arrive as decoded wire structs whose fields may be missing or of
+the wrong kind (a peer may send anything that decodes); every such case ends
+as a PinLaterError, which the server turns into a PinLaterException.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pinlater.errors import InvalidRequest, PriorityNotSupported
+from pinlater.queue_config import validate_queue_name
+from pinlater.service import JobService
+from pinlater.states import JobState
+from pinlater.thrift import convert, idl
+from pinlater.validation import check_source
+
+log = logging.getLogger(__name__)
+
+
+def _request(value: Any, kind: str) -> Any:
+    if value is None:
+        raise InvalidRequest(f"the {kind} argument is required")
+    return value
+
+
+def _state(value: Any) -> JobState:
+    try:
+        return JobState(value)
+    except (ValueError, TypeError):
+        raise InvalidRequest(f"jobState {value!r} is not a PinLaterJobState (0..3)") from None
+
+
+def _int(value: Any, name: str, default: int | None = None) -> int | None:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be an integer")
+    return value
+
+
+def _priority_or_1(value: Any) -> int:
+    """retryFailedJobs and deleteJobs: one priority, 1 unless given."""
+    priority = _int(value, "priority", 1)
+    assert priority is not None
+    if priority < 1:
+        raise PriorityNotSupported(f"priority {priority} is not supported: priorities start at 1")
+    return priority
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or any(item is None for item in value):
+        raise InvalidRequest(f"{name} must be a list of structs")
+    return value
+
+
+class Handler:
+    """What the server calls for each method, with the decoded arguments."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+
+    @staticmethod
+    def _source(context: Any) -> str:
+        context = _request(context, "RequestContext")
+        source = convert.text(context.source)
+        if not source:
+            raise InvalidRequest("RequestContext.source is required: it goes into every claim")
+        return check_source(source)
+
+    def createQueue(self, context: Any, name: Any) -> None:  # noqa: N802
+        self.service.create_queue(validate_queue_name(convert.text(name)))
+
+    def deleteQueue(self, context: Any, name: Any, password: Any) -> None:  # noqa: N802
+        self.service.delete_queue(validate_queue_name(convert.text(name)), convert.text(password))
+
+    def enqueueJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
+        request = _request(request, "PinLaterEnqueueRequest")
+        context = _request(context, "RequestContext")
+        wire_jobs = _list(request.jobs, "jobs")
+        for job in wire_jobs:
+            if job.body is None:
+                raise InvalidRequest("every PinLaterJob needs a body")
+        jobs = [convert.job_from_wire(j) for j in wire_jobs]
+        key = convert.text(context.requestId) or None
+        descriptors = self.service.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
+        return idl.PinLaterEnqueueResponse(jobDescriptors=descriptors)
+
+    def dequeueJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
+        source = self._source(context)
+        request = _request(request, "PinLaterDequeueRequest")
+        queue = convert.text(request.queueName)
+        succeeded, failed = [], []
+        ack = request.jobAckRequest
+        if ack is not None:
+            ack_queue = convert.text(ack.queueName)
+            succeeded = convert.acks_from_wire(_list(ack.jobsSucceeded, "jobsSucceeded"))
+            failed = convert.acks_from_wire(_list(ack.jobsFailed, "jobsFailed"))
+            if ack_queue != queue and (succeeded or failed):
+                self.service.ack(ack_queue, succeeded=succeeded, failed=failed, source=source)  # type: ignore[arg-type]
+                succeeded, failed = [], []
+        jobs = self.service.dequeue(
+            queue,  # type: ignore[arg-type]
+            _int(request.limit, "limit", 0),  # type: ignore[arg-type]
+            source=source,
+            dry_run=bool(request.dryRun),
+            coverage=1.0 if request.coverage is None else float(request.coverage),
+            succeeded=succeeded,
+            failed=failed,
+        )
+        return convert.dequeued_to_wire(jobs)
+
+    def ackDequeuedJobs(self, context: Any, request: Any) -> None:  # noqa: N802
+        source = self._source(context)
+        request = _request(request, "PinLaterJobAckRequest")
+        queue = convert.text(request.queueName)
+        result = self.service.ack(
+            queue,  # type: ignore[arg-type]
+            succeeded=convert.acks_from_wire(_list(request.jobsSucceeded, "jobsSucceeded")),
+            failed=convert.acks_from_wire(_list(request.jobsFailed, "jobsFailed")),
+            source=source,
+        )
+        if result.stale:
+            log.info("ignored %d stale ACKs on %s from %s", len(result.stale), queue, source)
+
+    def checkpointJobs(self, context: Any, request: Any) -> None:  # noqa: N802
+        source = self._source(context)
+        request = _request(request, "PinLaterCheckpointJobsRequest")
+        checkpoints = [convert.checkpoint_from_wire(r) for r in _list(request.requests, "requests")]
+        self.service.checkpoint(convert.text(request.queueName), checkpoints, source=source)  # type: ignore[arg-type]
+
+    def lookupJobs(self, context: Any, request: Any) -> dict[str, Any]:  # noqa: N802
+        request = _request(request, "PinLaterLookupJobRequest")
+        descriptors = [convert.text(d) for d in _list(request.jobDescriptors, "jobDescriptors")]
+        found = self.service.lookup(descriptors, include_body=bool(request.includeBody))  # type: ignore[arg-type]
+        return {d: convert.info_to_wire(info) for d, info in found.items()}
+
+    def getJobCount(self, context: Any, request: Any) -> int:  # noqa: N802
+        request = _request(request, "PinLaterGetJobCountRequest")
+        return self.service.count(
+            convert.text(request.queueName),  # type: ignore[arg-type]
+            _state(request.jobState),
+            priority=_int(request.priority, "priority") or None,
+            future=bool(request.countFutureJobs),
+            body_regex=convert.text(request.bodyRegexToMatch) or None,
+        )
+
+    def getQueueNames(self, context: Any) -> set[str]:  # noqa: N802
+        return self.service.queue_names()
+
+    def scanJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
+        request = _request(request, "PinLaterScanJobsRequest")
+        result = self.service.scan(
+            convert.text(request.queueName),  # type: ignore[arg-type]
+            _state(request.jobState),
+            priority=_int(request.priority, "priority") or None,
+            future=bool(request.scanFutureJobs),
+            continuation=convert.text(request.continuation) or "0",
+            limit=_int(request.limit, "limit", 100),  # type: ignore[arg-type]
+            body_regex=convert.text(request.bodyRegexToMatch) or None,
+            include_body=False,
+        )
+        return idl.PinLaterScanJobsResponse(
+            scannedJobs=[convert.info_to_wire(info) for info in result.jobs], continuation=result.continuation
+        )
+
+    def retryFailedJobs(self, context: Any, request: Any) -> int:  # noqa: N802
+        request = _request(request, "PinLaterRetryFailedJobsRequest")
+        return self.service.retry_failed(
+            convert.text(request.queueName),  # type: ignore[arg-type]
+            priority=_priority_or_1(request.priority),
+            attempts=_int(request.attemptsToAllow, "attemptsToAllow", 1),  # type: ignore[arg-type]
+            run_after_ms=convert.unset_zero(_int(request.runAfterTimestampMillis, "runAfterTimestampMillis")),
+            limit=_int(request.limit, "limit", 1000),  # type: ignore[arg-type]
+        )
+
+    def deleteJobs(self, context: Any, request: Any) -> int:  # noqa: N802
+        request = _request(request, "PinLaterDeleteJobsRequest")
+        return self.service.delete_jobs(
+            convert.text(request.queueName),  # type: ignore[arg-type]
+            _state(request.jobState),
+            priority=_priority_or_1(request.priority),
+            body_regex=convert.text(request.bodyRegexToMatch) or None,
+            limit=_int(request.limit, "limit", 1000),  # type: ignore[arg-type]
+        )

@@ -1,0 +1,27 @@
+"""A short run of bench/server.py, so the server benchmark cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import REPO
+
+
+@pytest.mark.slow
+def test_server_benchmark_smoke(servers: None, tmp_path: Path) -> None:
+    out = tmp_path / "server.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "server.py"), "--smoke", "--processes", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {(r["op"], r["batch"]) for r in rows} == {
+        (op, batch) for op in ("enqueue", "dequeue+ack") for batch in (1, 100)
+    }
+    assert all(r["in_process_per_s"] > 0 and r["server_per_s"] > 0 for r in rows)
