@@ -127,9 +127,11 @@ def raw_mysql_enqueue(_: str, table: str, jobs: int, batch: int) -> int:
         while done < jobs:
             n = min(batch, jobs - done)
             cur.executemany(
+                # All placeholders: PyMySQL only folds executemany into one
+                # multi-row INSERT when the VALUES tuple is nothing but %s.
                 f"INSERT INTO {table} (state, body, attempts_remaining, run_after, updated_at) "
-                "VALUES (0, %s, 2, %s, %s)",
-                [(BODY, int(time.time() * 1000), int(time.time() * 1000))] * n,
+                "VALUES (%s, %s, %s, %s, %s)",
+                [(0, BODY, 2, int(time.time() * 1000), int(time.time() * 1000))] * n,
             )
             done += n
     conn.close()

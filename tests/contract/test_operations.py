@@ -215,3 +215,22 @@ def test_bad_jobs_are_refused_and_nothing_is_stored(cluster: JobService, queue_n
     with pytest.raises(InvalidRequest):
         cluster.dequeue(queue_name, 1_000_000)
     assert cluster.enqueue(queue_name, []) == []
+
+
+def test_event_counters_record_every_transition(cluster: JobService, queue_name: str) -> None:
+    from pinlater.counters import recent_rates, recent_totals
+
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"x", attempts_allowed=1)] * 5)
+    jobs = cluster.dequeue(queue_name, 5)
+    cluster.ack(
+        queue_name,
+        succeeded=[Ack(j.descriptor) for j in jobs[:3]],
+        failed=[Ack(j.descriptor) for j in jobs[3:]],
+    )
+    cluster.ack(queue_name, succeeded=[Ack(jobs[0].descriptor)])  # stale: not counted again
+    assert cluster.retry_failed(queue_name) == 2
+    cluster.counters.flush()
+    totals = recent_totals(cluster.control, minutes=2)[queue_name]
+    assert totals == {"enqueued": 5, "dequeued": 5, "succeeded": 3, "failed": 2, "retried_by_operator": 2}
+    assert recent_rates(cluster.control, minutes=1)[queue_name]["enqueued"] > 0

@@ -72,3 +72,27 @@ def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) 
         }
     finally:
         client.close()
+
+
+@pytest.mark.slow
+def test_queues_keep_working_while_the_control_store_is_down(servers: None, queue_name: str) -> None:
+    """Queue configs and rate buckets on a Redis of their own (16380), jobs on
+    16379: stopping the control store must not stop the queues."""
+    settings = settings_for(
+        "redis", control_url="redis://127.0.0.1:16380/2", config_ttl_s=0.2
+    )
+    with JobService.from_settings(settings, source="control-outage") as client:
+        client.create_queue(queue_name, max_dequeue_rate=500)
+        client.enqueue(queue_name, [Job(b"x")] * 50)
+        assert len(client.dequeue(queue_name, 5)) == 5  # the config is now cached
+        redis_cli("stop-redis", "16380")
+        try:
+            time.sleep(0.3)  # past the config TTL: the control store must be asked again
+            more = client.enqueue(queue_name, [Job(b"during")] * 5)
+            jobs = client.dequeue(queue_name, 20)
+            assert jobs, "dequeues stopped with the control store"
+            assert client.ack(queue_name, succeeded=[Ack(j.descriptor) for j in jobs]).acked
+            assert set(more) <= set(client.lookup(more))
+        finally:
+            redis_cli("start-redis", "16380")
+        assert client.queue_config(queue_name, fresh=True).max_dequeue_rate == 500
