@@ -30,8 +30,8 @@ _EPSILON = 1e-9
 
 
 class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
-    """Idempotency keys of enqueues come from the mixin (table
-    ``pinlater_idempotency``, created on first use)."""
+    """Idempotency keys of enqueues and event counters come from the mixins;
+    their tables are created with the others."""
 
     def __init__(self, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
         self._address = address
@@ -57,6 +57,7 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
         s.execute(sql("ctl_create_config_table"))
         s.execute(sql("ctl_create_bucket_table"))
         s.execute(sql("ctl_create_counts_table"))
+        s.execute(sql("ctl_create_idempotency_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one

@@ -352,3 +352,36 @@ SELECT minute, queue, event, n FROM pinlater_event_counts WHERE minute >= %(sinc
 
 -- name: ctl_purge_counts
 DELETE FROM pinlater_event_counts WHERE minute < %(before)s LIMIT 10000
+
+-- ---------------------------------------------------------------- idempotency keys
+
+-- name: ctl_create_idempotency_table
+CREATE TABLE IF NOT EXISTS pinlater_idempotency (
+  k VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+  descriptors MEDIUMTEXT NULL,
+  expires_at BIGINT NOT NULL,
+  PRIMARY KEY (k),
+  KEY by_expiry (expires_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: idem_delete_expired_key
+DELETE FROM pinlater_idempotency WHERE k = %(k)s AND expires_at <= {now}
+
+-- name: idem_reserve
+-- INSERT IGNORE on the primary key: exactly one caller takes a free key.
+INSERT IGNORE INTO pinlater_idempotency (k, descriptors, expires_at)
+VALUES (%(k)s, NULL, {now} + %(ttl)s)
+
+-- name: idem_remember
+INSERT INTO pinlater_idempotency (k, descriptors, expires_at)
+VALUES (%(k)s, %(d)s, {now} + %(ttl)s)
+ON DUPLICATE KEY UPDATE descriptors = VALUES(descriptors), expires_at = VALUES(expires_at)
+
+-- name: idem_recall
+SELECT descriptors FROM pinlater_idempotency WHERE k = %(k)s AND expires_at > {now}
+
+-- name: idem_forget
+DELETE FROM pinlater_idempotency WHERE k = %(k)s
+
+-- name: idem_purge
+DELETE FROM pinlater_idempotency WHERE expires_at <= {now} LIMIT 1000
