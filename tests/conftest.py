@@ -66,8 +66,8 @@ def servers() -> None:
             redis.Redis.from_url(redis_url(port, db)).flushdb()
     conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater")
     with conn.cursor() as cur:
-        for db in ("pinlater_test_d1", "pinlater_test_d2", "pinlater_test_ctl"):
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        for database in ("pinlater_test_d1", "pinlater_test_d2", "pinlater_test_ctl"):
+            cur.execute(f"DROP DATABASE IF EXISTS {database}")
     conn.close()
 
 

@@ -14,7 +14,9 @@ from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, redis_u
 def pinlater(*args: str, ok: bool = True, stdin: str | None = None) -> Any:
     env = {
         **os.environ,
-        "PINLATER_SHARDS": f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)},r2={redis_url(REDIS_PORTS[1], REDIS_SHARD_DB)}",
+        "PINLATER_SHARDS": ",".join(
+            f"r{i + 1}={redis_url(port, REDIS_SHARD_DB)}" for i, port in enumerate(REDIS_PORTS)
+        ),
         "PINLATER_CONTROL_URL": redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB),
         "PINLATER_ADMIN_SECRET": "cli-secret",
     }
