@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pymysql
 import pytest
-import redis
 
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
@@ -26,6 +25,10 @@ from tests.servers import (
 )
 
 SETUPS = ["memory", "redis", "mysql", "redis_sharded", "mysql_sharded"]
+# Every test uses fresh queue names, so sessions share Redis without stepping
+# on each other; MySQL databases are per session and dropped at its end.
+SESSION = uuid.uuid4().hex[:8]
+MYSQL_DATABASES = {name: f"pinlater_test_{SESSION}_{name}" for name in ("d1", "d2", "ctl")}
 SERVER_SETUPS = ["redis", "mysql", "redis_sharded", "mysql_sharded"]
 
 
@@ -41,10 +44,10 @@ def settings_for(setup: str, **overrides: object) -> Settings:
         )
         control = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
     elif setup == "mysql":
-        shards, control = f"d1={mysql_url('pinlater_test_d1')}", mysql_url("pinlater_test_ctl")
+        shards, control = f"d1={mysql_url(MYSQL_DATABASES['d1'])}", mysql_url(MYSQL_DATABASES["ctl"])
     elif setup == "mysql_sharded":
-        shards = f"d1={mysql_url('pinlater_test_d1')},d2={mysql_url('pinlater_test_d2')}"
-        control = mysql_url("pinlater_test_ctl")
+        shards = f"d1={mysql_url(MYSQL_DATABASES['d1'])},d2={mysql_url(MYSQL_DATABASES['d2'])}"
+        control = mysql_url(MYSQL_DATABASES["ctl"])
     else:
         raise ValueError(setup)
     fields: dict[str, object] = {
@@ -59,14 +62,12 @@ def settings_for(setup: str, **overrides: object) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def servers() -> None:
+def servers() -> Iterator[None]:
     ensure_services()
-    for port in REDIS_PORTS:
-        for db in (REDIS_SHARD_DB, REDIS_CONTROL_DB):
-            redis.Redis.from_url(redis_url(port, db)).flushdb()
+    yield
     conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater")
     with conn.cursor() as cur:
-        for database in ("pinlater_test_d1", "pinlater_test_d2", "pinlater_test_ctl"):
+        for database in MYSQL_DATABASES.values():
             cur.execute(f"DROP DATABASE IF EXISTS {database}")
     conn.close()
 

@@ -33,7 +33,7 @@ def _work(client: JobService, queue: str, done: set[str]) -> None:
 def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) -> None:
     settings = settings_for("redis_sharded", health_probe_interval_s=0.2)
     client = JobService.from_settings(settings, source="outage-test")
-    monitor = Monitor(client)
+    monitor = Monitor(client, queues=[queue_name])
     try:
         client.create_queue(queue_name, claim_timeout_ms=1000)
         enqueued: list[str] = []
