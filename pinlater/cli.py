@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dashboards.cli import add_dashboard_command
 from pinlater.errors import PinLaterError
 from pinlater.models import Job, JobInfo
 from pinlater.monitor import Monitor
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true")
     p.add_argument("--interval", type=float, default=5.0)
     add_server_commands(sub)
+    add_dashboard_command(sub)
     return parser
 
 

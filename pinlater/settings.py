@@ -61,6 +61,15 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def parse_flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected a yes/no flag (1, true, yes, on / 0, false, no, off), got {text!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     shards: tuple[ShardSpec, ...] = field(default_factory=lambda: parse_shards(DEFAULT_SHARDS))
@@ -86,6 +95,15 @@ class Settings:
     # A repeated enqueue with the same idempotency key within this window
     # returns the first enqueue's descriptors.
     idempotency_window_ms: int = 600_000
+    # The operators' dashboard (`pinlater dashboard`).
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8080
+    # sha256 hex of the operator token every dashboard control needs; None
+    # (no PINLATER_DASHBOARD_TOKEN) refuses every control. Never defaulted.
+    dashboard_token_sha256: str | None = None
+    # Ask for the token on the read-only views (JSON API, /metrics) too.
+    dashboard_protect_reads: bool = False
+    flower_url: str = "http://127.0.0.1:5555"
 
     @property
     def resolved_control_url(self) -> str:
@@ -107,7 +125,16 @@ class Settings:
             kwargs["admin_secret_sha256"] = env["PINLATER_ADMIN_SECRET_SHA256"].lower()
         elif env.get("PINLATER_ADMIN_SECRET"):
             kwargs["admin_secret_sha256"] = hash_secret(env["PINLATER_ADMIN_SECRET"])
+        if env.get("PINLATER_DASHBOARD_TOKEN_SHA256"):
+            kwargs["dashboard_token_sha256"] = env["PINLATER_DASHBOARD_TOKEN_SHA256"].lower()
+        elif env.get("PINLATER_DASHBOARD_TOKEN"):
+            kwargs["dashboard_token_sha256"] = hash_secret(env["PINLATER_DASHBOARD_TOKEN"])
+        if env.get("PINLATER_DASHBOARD_PROTECT_READS"):
+            kwargs["dashboard_protect_reads"] = parse_flag(env["PINLATER_DASHBOARD_PROTECT_READS"])
         for name, var, kind in (
+            ("dashboard_host", "PINLATER_DASHBOARD_HOST", str),
+            ("dashboard_port", "PINLATER_DASHBOARD_PORT", int),
+            ("flower_url", "PINLATER_FLOWER_URL", str),
             ("server_host", "PINLATER_SERVER_HOST", str),
             ("server_port", "PINLATER_SERVER_PORT", int),
             ("metrics_port", "PINLATER_METRICS_PORT", int),

@@ -1,0 +1,287 @@
+"""The dashboard's JSON API and /metrics, independent of the HTTP server.
+
+Reads (GET):
+  /api/config                      what the page needs to start (always open)
+  /api/overview                    the snapshot (see dashboards.snapshot)
+  /api/shards                      its shards part
+  /api/queues/{queue}              one queue from the snapshot, with its config
+  /api/jobs?queue=&state=&priority=&future=&limit=&continuation=
+                                   one page of a scan, newest first, no bodies
+  /api/job?descriptor=&body=1      one job; its body only when asked, capped
+  /api/audit?limit=                operator actions, newest first
+  /api/progress                    long operations (see dashboards.progress)
+  /metrics                         Prometheus text
+Controls (POST, JSON object body, token and operator headers):
+  /api/queues/{queue}/{rate|pause|resume|retry-failed|delete-jobs}
+
+Authentication: the operator token travels in a header, ``X-PinLater-Token``
+or ``Authorization: Bearer``, never in a cookie, so another site cannot make
+a browser send it (no CSRF), and controls must also be JSON, which a plain
+HTML form cannot send. Controls are refused while no token is configured.
+Read views need the token only with ``dashboard_protect_reads``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboards.audit import AuditLog
+from dashboards.controls import Caller, Controls
+from dashboards.metrics import render
+from dashboards.progress import ProgressBoard
+from dashboards.snapshot import Collector
+from pinlater.errors import (
+    ErrorCode,
+    InvalidRequest,
+    NoHealthyShards,
+    PinLaterError,
+    QueueNotFound,
+    ShardConnectionFailed,
+)
+from pinlater.models import CONTINUATION_START, JobInfo
+from pinlater.service import JobService
+from pinlater.settings import Settings, hash_secret
+from pinlater.states import JobState
+from pinlater.validation import MAX_LIMIT
+
+MAX_POST_BYTES = 64 * 1024
+DEFAULT_BODY_CAP = 4096
+_CONTROL = re.compile(r"^/api/queues/([^/]+)/([a-z-]+)$")
+_QUEUE = re.compile(r"^/api/queues/([^/]+)$")
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)  # names lower-cased
+    body: bytes = b""
+    remote: str = ""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def json_response(status: int, data: object) -> Response:
+    return Response(status, json.dumps(data, default=str).encode())
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    return json_response(status, {"error": {"code": code, "message": message}})
+
+
+def _status_for(exc: PinLaterError) -> int:
+    if isinstance(exc, QueueNotFound):
+        return 404
+    if isinstance(exc, NoHealthyShards | ShardConnectionFailed):
+        return 503
+    if exc.code is ErrorCode.UNKNOWN and not isinstance(exc, InvalidRequest):
+        return 500
+    return 400
+
+
+class Api:
+    def __init__(
+        self,
+        service: JobService,
+        settings: Settings,
+        collector: Collector,
+        audit: AuditLog,
+        progress: ProgressBoard,
+        *,
+        body_cap: int = DEFAULT_BODY_CAP,
+        refresh_ms: int = 2000,
+    ) -> None:
+        self.service, self.settings, self.collector = service, settings, collector
+        self.audit, self.progress = audit, progress
+        self.controls = Controls(service, audit, collector.invalidate)
+        self.body_cap = body_cap
+        self.refresh_ms = refresh_ms
+        self._gets: dict[str, Callable[[Request], Response]] = {
+            "/api/config": lambda r: json_response(200, self.config()),
+            "/api/overview": lambda r: json_response(200, self.collector.snapshot()),
+            "/api/shards": lambda r: json_response(200, self._shards()),
+            "/api/jobs": self._jobs,
+            "/api/job": self._job,
+            "/api/audit": self._audit,
+            "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
+            "/metrics": self._metrics,
+        }
+
+    @property
+    def controls_enabled(self) -> bool:
+        return self.settings.dashboard_token_sha256 is not None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "flower_url": self.settings.flower_url,
+            "controls_enabled": self.controls_enabled,
+            "reads_protected": self.settings.dashboard_protect_reads,
+            "refresh_ms": self.refresh_ms,
+            "body_cap_bytes": self.body_cap,
+            "shards": self.service.shards.ids,
+        }
+
+    # -- dispatch ---------------------------------------------------------------
+    def handle(self, req: Request) -> Response:
+        try:
+            return self._dispatch(req)
+        except ApiError as exc:
+            return error_response(exc.status, exc.code, exc.message)
+        except PinLaterError as exc:
+            code = "INVALID_REQUEST" if isinstance(exc, InvalidRequest) else exc.code.name
+            return error_response(_status_for(exc), code, exc.message)
+
+    def _dispatch(self, req: Request) -> Response:
+        if req.method == "GET":
+            handler = self._gets.get(req.path)
+            queue_match = _QUEUE.match(req.path)
+            if handler is None and queue_match is None:
+                raise ApiError(404, "NOT_FOUND", f"no such view: {req.path}")
+            if req.path != "/api/config" and self.settings.dashboard_protect_reads:
+                self._require_token(req)
+            if handler is not None:
+                return handler(req)
+            assert queue_match is not None
+            return json_response(200, self._queue(queue_match.group(1)))
+        if req.method == "POST":
+            match = _CONTROL.match(req.path)
+            if match is None:
+                raise ApiError(404, "NOT_FOUND", f"no such control: {req.path}")
+            return self._control(req, match.group(1), match.group(2))
+        raise ApiError(405, "METHOD_NOT_ALLOWED", f"{req.method} is not supported")
+
+    def _require_token(self, req: Request) -> None:
+        expected = self.settings.dashboard_token_sha256
+        if expected is None:
+            raise ApiError(403, "CONTROLS_DISABLED",
+                           "no operator token is configured (PINLATER_DASHBOARD_TOKEN): controls are disabled")
+        auth = req.headers.get("authorization", "")
+        token = req.headers.get("x-pinlater-token") or (auth[7:] if auth.lower().startswith("bearer ") else "")
+        if not token:
+            raise ApiError(401, "TOKEN_REQUIRED", "the operator token is required (X-PinLater-Token header)")
+        if not hmac.compare_digest(hash_secret(token), expected):
+            raise ApiError(403, "TOKEN_INVALID", "wrong operator token")
+
+    # -- reads -------------------------------------------------------------------
+    def _shards(self) -> dict[str, Any]:
+        snap = self.collector.snapshot()
+        return {k: snap[k] for k in ("taken_at_ms", "partial", "shards_down", "shards")}
+
+    def _queue(self, name: str) -> dict[str, Any]:
+        config = self.service.queue_config(name, fresh=True)
+        for q in self.collector.snapshot()["queues"]:
+            if q["name"] == name:
+                return {**q, "config": json.loads(config.to_json())}
+        # Created after the cached snapshot was taken.
+        self.collector.invalidate()
+        for q in self.collector.snapshot()["queues"]:
+            if q["name"] == name:
+                return {**q, "config": json.loads(config.to_json())}
+        raise QueueNotFound(f"queue {name!r} does not exist")
+
+    def _jobs(self, req: Request) -> Response:
+        queue = req.query.get("queue") or ""
+        if not queue:
+            raise InvalidRequest("queue is required")
+        state = _state(req.query.get("state", "failed"))
+        result = self.service.scan(
+            queue,
+            state,
+            priority=_int(req, "priority", None, 1, 100),
+            future=req.query.get("future", "") in ("1", "true"),
+            continuation=req.query.get("continuation") or CONTINUATION_START,
+            limit=_int(req, "limit", 50, 1, MAX_LIMIT) or 50,
+        )
+        jobs = [self._info(j, with_body=False) for j in result.jobs]
+        return json_response(200, {"queue": queue, "state": state.name.lower(), "jobs": jobs,
+                                   "continuation": result.continuation})
+
+    def _job(self, req: Request) -> Response:
+        descriptor = req.query.get("descriptor", "").strip()
+        if not descriptor:
+            raise InvalidRequest("descriptor is required (QUEUE:sSHARD:pPRIORITY:ID)")
+        with_body = req.query.get("body", "") in ("1", "true")
+        found = self.service.lookup([descriptor], include_body=with_body)
+        if descriptor not in found:
+            raise ApiError(404, "JOB_NOT_FOUND", f"no job {descriptor} (finished jobs are collected after retention)")
+        return json_response(200, self._info(found[descriptor], with_body=with_body))
+
+    def _info(self, info: JobInfo, *, with_body: bool) -> dict[str, Any]:
+        claim = info.claim or ""
+        out: dict[str, Any] = {
+            "descriptor": info.descriptor,
+            "state": info.state.name.lower(),
+            "attempts_allowed": info.attempts_allowed,
+            "attempts_remaining": info.attempts_remaining,
+            "custom_status": info.custom_status,
+            "created_at_ms": info.created_at_ms,
+            "run_after_ms": info.run_after_ms,
+            "updated_at_ms": info.updated_at_ms,
+            "claimed_by": claim[17:] if claim else None,  # TOKEN@SOURCE
+        }
+        if with_body and info.body is not None:
+            body = info.body[: self.body_cap]
+            out["body"] = body.decode("utf-8", errors="replace")
+            out["body_bytes"] = len(info.body)
+            out["body_truncated"] = len(info.body) > self.body_cap
+        return out
+
+    def _audit(self, req: Request) -> Response:
+        return json_response(200, {"entries": self.audit.recent(_int(req, "limit", 50, 1, 1000) or 50)})
+
+    def _metrics(self, req: Request) -> Response:
+        stats = {"passes": self.collector.passes, "failed_passes": self.collector.failed_passes}
+        text = render(self.collector.snapshot(), stats)
+        return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    # -- controls ------------------------------------------------------------------
+    def _control(self, req: Request, queue: str, action: str) -> Response:
+        self._require_token(req)
+        if req.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            raise ApiError(415, "JSON_REQUIRED", "controls take a JSON body (Content-Type: application/json)")
+        if len(req.body) > MAX_POST_BYTES:
+            raise ApiError(413, "TOO_LARGE", f"request body over {MAX_POST_BYTES} bytes")
+        try:
+            raw = json.loads(req.body or b"{}")
+        except ValueError as exc:
+            raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+        caller = Caller(req.headers.get("x-pinlater-operator", "").strip(), req.remote)
+        return json_response(200, self.controls.run(action, queue, raw, caller))
+
+
+def _int(req: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    text = req.query.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a whole number, got {text[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise InvalidRequest(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _state(text: str) -> JobState:
+    try:
+        return JobState.parse(text)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None

@@ -1,0 +1,270 @@
+"""What the dashboard shows, read from the shards and the control store.
+
+One snapshot is one pass over every healthy shard, the shards read in
+parallel (one thread each): per queue and priority, jobs by state and the
+oldest runnable pending job. The truth comes from the shards, not from
+worker events, so it includes jobs no worker has touched yet. A pass is
+cached for ``ttl_s`` and shared by every request, so ten open browsers (and
+a Prometheus scraper) cost the shards what one does.
+
+A shard that is out of rotation is not read: the snapshot says so
+(``partial``, ``shards_down``) and shows the numbers of the others. If the
+control store cannot be reached, the last known queue configs are used and
+the rates are left out.
+
+The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
+
+    taken_at_ms, took_ms, rate_window_minutes, partial, shards_down,
+    control_store: {ok, error},
+    totals: {state: n},
+    shards: [{id, healthy, counted, consecutive_errors, last_error,
+              changed_at_ms, last_probe_at_ms, counts: {state: n} | None, error}],
+    queues: [{name, priorities, max_dequeue_rate, paused, claim_timeout_ms,
+              retry, counts, by_priority: {"1": counts}, by_shard: {id: counts},
+              oldest_pending: {descriptor, run_after_ms, age_ms} | None,
+              rates: {event: per_s}, events: {event: n}}]
+
+where a state is one of STATES and an event one of pinlater.counters.EVENTS.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pinlater import counters
+from pinlater.backends.base import ShardBackend
+from pinlater.descriptor import JobDescriptor
+from pinlater.errors import PinLaterError
+from pinlater.queue_config import QueueConfig
+from pinlater.service import JobService
+from pinlater.states import JobState
+
+log = logging.getLogger(__name__)
+
+STATES = ("pending_now", "pending_future", "running", "succeeded", "failed")
+# (key in STATES, backend state, future)
+_READS = (
+    ("pending_now", JobState.PENDING, False),
+    ("pending_future", JobState.PENDING, True),
+    ("running", JobState.RUNNING, False),
+    ("succeeded", JobState.SUCCEEDED, False),
+    ("failed", JobState.FAILED, False),
+)
+
+
+def zero_counts() -> dict[str, int]:
+    return dict.fromkeys(STATES, 0)
+
+
+def add_counts(into: dict[str, int], more: dict[str, int]) -> None:
+    for key, n in more.items():
+        into[key] = into.get(key, 0) + n
+
+
+@dataclass(slots=True)
+class ShardReading:
+    """One shard's part of a snapshot."""
+
+    now_ms: int = 0
+    # queue -> priority -> state -> jobs
+    counts: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    # queue -> (run_after_ms, priority, local_id) of its oldest runnable pending job
+    oldest: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    error: str | None = None
+
+
+def read_shard(service: JobService, backend: ShardBackend, configs: Sequence[QueueConfig]) -> ShardReading:
+    """Counts and oldest pending jobs of every queue on one shard. Calls go
+    through the shard set so that a failure here counts against the shard's
+    health exactly as a worker's would."""
+    reading = ShardReading()
+    try:
+        reading.now_ms = service.shards.call(backend, lambda b: b.now_ms())
+        for config in configs:
+            q = config.name
+            per_priority: dict[int, dict[str, int]] = {}
+            for p in range(1, config.priorities + 1):
+                counts = {key: _count(service, backend, q, p, s, f) for key, s, f in _READS}
+                per_priority[p] = counts
+                if counts["pending_now"]:
+                    _note_oldest(service, backend, q, p, reading)
+            reading.counts[q] = per_priority
+    except Exception as exc:
+        # The shard set has recorded it against the shard's health (a
+        # connection failure takes it out of rotation at once). Show what
+        # failed rather than half a shard's numbers, and keep the others.
+        log.warning("dashboard could not read shard %s: %s", backend.shard_id, exc)
+        reading.counts.clear()
+        reading.oldest.clear()
+        reading.error = f"{type(exc).__name__}: {exc}"
+    return reading
+
+
+def _count(service: JobService, backend: ShardBackend, queue: str, priority: int, state: JobState,
+           future: bool) -> int:
+    return service.shards.call(backend, lambda b: b.count(queue, priority, state, future))
+
+
+def _note_oldest(service: JobService, backend: ShardBackend, queue: str, priority: int, reading: ShardReading) -> None:
+    # Dequeue order is oldest run_after first, so a dry-run peek of one job
+    # finds the oldest runnable one; a lookup then gives its run_after.
+    # (The peek also carries the body: see the report for a core call that
+    # would return only the time.)
+    peeked = service.shards.call(backend, lambda b: b.peek(queue, priority, 1))
+    if not peeked:
+        return
+    local_id = peeked[0].local_id
+    [record] = service.shards.call(backend, lambda b: b.lookup(queue, priority, [local_id], False))
+    if record is None:  # dequeued between the two calls
+        return
+    current = reading.oldest.get(queue)
+    if current is None or record.run_after_ms < current[0]:
+        reading.oldest[queue] = (record.run_after_ms, priority, local_id)
+
+
+class Collector:
+    """Builds snapshots and caches the latest one."""
+
+    def __init__(self, service: JobService, ttl_s: float = 2.0, rate_window_minutes: int = 5) -> None:
+        self.service = service
+        self.ttl_s = ttl_s
+        self.rate_window_minutes = rate_window_minutes
+        self._lock = threading.Lock()
+        self._cached: dict[str, Any] | None = None
+        self._cached_at = 0.0
+        self._configs: dict[str, QueueConfig] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shards.ids)), thread_name_prefix="dash-shard")
+        self.passes = 0
+        self.failed_passes = 0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def invalidate(self) -> None:
+        """After a control changed something: the next request reads afresh."""
+        with self._lock:
+            self._cached = None
+
+    def snapshot(self) -> dict[str, Any]:
+        # One pass at a time: concurrent requests wait for it and share it.
+        with self._lock:
+            if self._cached is not None and time.monotonic() - self._cached_at < self.ttl_s:
+                return self._cached
+            try:
+                snap = self._collect()
+            except Exception:
+                self.failed_passes += 1
+                raise
+            self.passes += 1
+            self._cached, self._cached_at = snap, time.monotonic()
+            return snap
+
+    # -- one pass --------------------------------------------------------------
+    def _collect(self) -> dict[str, Any]:
+        started = time.monotonic()
+        control_error: str | None = None
+        try:
+            self._configs = self.service.control.list_queues()
+        except PinLaterError as exc:
+            control_error = f"queue configs: {exc.message}"
+        configs = sorted(self._configs.values(), key=lambda c: c.name)
+        rates: dict[str, dict[str, float]] = {}
+        events: dict[str, dict[str, int]] = {}
+        try:
+            rates = counters.recent_rates(self.service.control, self.rate_window_minutes)
+            events = counters.recent_totals(self.service.control, self.rate_window_minutes)
+        except PinLaterError as exc:
+            control_error = control_error or f"event counters: {exc.message}"
+
+        healthy = self.service.shards.healthy()
+        futures = {b.shard_id: self._pool.submit(read_shard, self.service, b, configs) for b in healthy}
+        readings = {sid: f.result() for sid, f in futures.items()}
+        status = self.service.shards.status()  # after the reads, which may have changed it
+
+        shard_views = [self._shard_view(sid, status[sid], readings.get(sid)) for sid in self.service.shards.ids]
+        counted = {sid: r for sid, r in readings.items() if r.error is None}
+        queues = [self._queue_view(c, counted, rates.get(c.name, {}), events.get(c.name, {})) for c in configs]
+        totals = zero_counts()
+        for q in queues:
+            add_counts(totals, q["counts"])
+        down = [v["id"] for v in shard_views if not v["counted"]]
+        return {
+            "taken_at_ms": int(time.time() * 1000),
+            "took_ms": round((time.monotonic() - started) * 1000, 1),
+            "rate_window_minutes": self.rate_window_minutes,
+            "partial": bool(down),
+            "shards_down": down,
+            "control_store": {"ok": control_error is None, "error": control_error},
+            "totals": totals,
+            "shards": shard_views,
+            "queues": queues,
+        }
+
+    @staticmethod
+    def _shard_view(sid: str, health: dict[str, object], reading: ShardReading | None) -> dict[str, Any]:
+        counts: dict[str, int] | None = None
+        if reading is not None and reading.error is None:
+            counts = zero_counts()
+            for per_priority in reading.counts.values():
+                for c in per_priority.values():
+                    add_counts(counts, c)
+        error = reading.error if reading is not None else None
+        return {
+            "id": sid,
+            # As the shard set's health monitor sees it; "counted" says whether
+            # this snapshot's numbers include the shard.
+            "healthy": bool(health["healthy"]),
+            "counted": counts is not None,
+            "consecutive_errors": health["consecutive_errors"],
+            "last_error": health["last_error"],
+            "changed_at_ms": int(float(health["changed_at"]) * 1000),  # type: ignore[arg-type]
+            "last_probe_at_ms": int(float(health["last_probe_at"]) * 1000),  # type: ignore[arg-type]
+            "counts": counts,
+            "error": error,
+        }
+
+    @staticmethod
+    def _queue_view(
+        config: QueueConfig,
+        readings: dict[str, ShardReading],
+        rates: dict[str, float],
+        events: dict[str, int],
+    ) -> dict[str, Any]:
+        counts = zero_counts()
+        by_priority = {str(p): zero_counts() for p in range(1, config.priorities + 1)}
+        by_shard: dict[str, dict[str, int]] = {}
+        oldest: dict[str, Any] | None = None
+        for sid, reading in readings.items():
+            shard_counts = zero_counts()
+            for p, c in reading.counts.get(config.name, {}).items():
+                add_counts(by_priority[str(p)], c)
+                add_counts(shard_counts, c)
+            by_shard[sid] = shard_counts
+            add_counts(counts, shard_counts)
+            found = reading.oldest.get(config.name)
+            if found is not None:
+                run_after, p, local_id = found
+                age = max(0, reading.now_ms - run_after)
+                if oldest is None or age > oldest["age_ms"]:
+                    descriptor = str(JobDescriptor(config.name, sid, p, local_id))
+                    oldest = {"descriptor": descriptor, "run_after_ms": run_after, "age_ms": age}
+        return {
+            "name": config.name,
+            "priorities": config.priorities,
+            "max_dequeue_rate": config.max_dequeue_rate,
+            "paused": config.paused,
+            "claim_timeout_ms": config.claim_timeout_ms,
+            "retry": config.retry.kind,
+            "counts": counts,
+            "by_priority": by_priority,
+            "by_shard": by_shard,
+            "oldest_pending": oldest,
+            "rates": {e: round(rates.get(e, 0.0), 4) for e in counters.EVENTS},
+            "events": {e: int(events.get(e, 0)) for e in counters.EVENTS},
+        }

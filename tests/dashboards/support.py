@@ -1,0 +1,130 @@
+"""Helpers of the dashboard tests: settings, the workload, backend counts.
+
+The cluster uses Redis dbs of its own (12: shards on 16379 and 16380, 13:
+control store on 16379), flushed at the start, so the page shows only what
+these tests put there, whatever other suites left behind.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from dashboards.server import Dashboard
+from pinlater import Ack, DequeuedJob, Job, JobService, JobState
+from pinlater.settings import Settings, hash_secret, parse_shards
+from tests.servers import REDIS_PORTS, REPO, redis_url
+
+SHARD_DB, CONTROL_DB = 12, 13
+TOKEN = "test-operator-token"
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+# The dashboard's keys for the five job counts, and how to ask the backend for each.
+STATE_QUERIES = {
+    "pending_now": (JobState.PENDING, False),
+    "pending_future": (JobState.PENDING, True),
+    "running": (JobState.RUNNING, False),
+    "succeeded": (JobState.SUCCEEDED, False),
+    "failed": (JobState.FAILED, False),
+}
+
+
+def dashboard_settings(**overrides: object) -> Settings:
+    fields: dict[str, Any] = {
+        "shards": parse_shards(",".join(
+            f"r{i + 1}={redis_url(port, SHARD_DB)}" for i, port in enumerate(REDIS_PORTS)
+        )),
+        "control_url": redis_url(REDIS_PORTS[0], CONTROL_DB),
+        "health_probe_interval_s": 0.2,
+        "config_ttl_s": 0.2,
+        "socket_timeout_s": 2.0,
+        "dashboard_token_sha256": hash_secret(TOKEN),
+    }
+    fields.update(overrides)
+    return Settings(**fields)
+
+
+def backend_counts(svc: JobService, queue: str, priority: int | None = None) -> dict[str, int]:
+    """The truth, straight from the job service."""
+    return {key: svc.count(queue, state, priority=priority, future=future)
+            for key, (state, future) in STATE_QUERIES.items()}
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Workload:
+    queue: str
+    enqueued: list[str] = field(default_factory=list)
+    dequeued: int = 0
+    succeeded: int = 0
+    failed_final: int = 0
+    retried_later: int = 0
+
+
+def run_workload(svc: JobService, queue: str, scale: int = 1) -> Workload:
+    """~3,000 jobs (times ``scale``/1): some scheduled for later, some failing
+    for good (one attempt), some failing with a retry an hour away, some left
+    running, the rest pending."""
+    w = Workload(queue)
+    svc.create_queue(queue, priorities=3, claim_timeout_ms=600_000)
+    later = int(time.time() * 1000) + 3_600_000
+    groups: list[tuple[int, Callable[[int], Job]]] = [
+        (2000 // scale, lambda i: Job(b"once-%d" % i, priority=1 + i % 3, attempts_allowed=1)),
+        (700 // scale, lambda i: Job(b"retry-%d" % i, priority=1 + i % 2, attempts_allowed=5)),
+        (300 // scale, lambda i: Job(b"later-%d" % i, priority=3, run_after_ms=later)),
+    ]
+    for n, make in groups:
+        for start in range(0, n, 50):  # many calls: each picks a shard at random
+            w.enqueued += svc.enqueue(queue, [make(i) for i in range(start, min(n, start + 50))])
+    jobs: list[DequeuedJob] = []
+    while len(jobs) < 1600 // scale:
+        jobs += svc.dequeue(queue, min(500, 1600 // scale - len(jobs)))
+    w.dequeued = len(jobs)
+    keep_running = 200 // scale
+    done, running = jobs[:-keep_running], jobs[-keep_running:]
+    failures = [j for i, j in enumerate(done) if i % 5 == 0]
+    successes = [j for i, j in enumerate(done) if i % 5 != 0]
+    svc.ack(queue, succeeded=[Ack(j.descriptor) for j in successes])
+    # An explicit hour-long delay keeps retried jobs "pending later" for the whole test.
+    svc.ack(queue, failed=[Ack(j.descriptor, "boom: ValueError", retry_delay_ms=3_600_000) for j in failures])
+    w.succeeded = len(successes)
+    w.failed_final = sum(1 for j in failures if j.body.startswith(b"once-"))
+    w.retried_later = len(failures) - w.failed_final
+    assert len(running) == keep_running
+    svc.counters.flush()  # events reach the control store now, not within a second
+    return w
+
+
+@dataclass
+class Cluster:
+    svc: JobService
+    dashboard: Dashboard
+    work: Workload
+
+    @property
+    def url(self) -> str:
+        return self.dashboard.url
+
+
+def flush_dashboard_dbs() -> None:
+    for port in REDIS_PORTS:
+        redis.Redis.from_url(redis_url(port, SHARD_DB)).flushdb()
+    redis.Redis.from_url(redis_url(REDIS_PORTS[0], CONTROL_DB)).flushdb()

@@ -1,0 +1,274 @@
+"""The JSON API and /metrics agree with the backend after the workload, and
+every control is authenticated, validated and audited."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboards.progress import ProgressBoard
+from dashboards.server import Dashboard
+from pinlater import Job, JobService, JobState
+from pinlater.counters import EVENTS, recent_rates, recent_totals
+from pinlater.settings import Settings, hash_secret, parse_shards
+from tests.dashboards.http import call, control
+from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, wait_for
+
+
+def fresh_overview(c: Cluster) -> dict:  # type: ignore[type-arg]
+    c.dashboard.collector.invalidate()
+    status, snap = call(c.url + "/api/overview")
+    assert status == 200, snap
+    return snap  # type: ignore[no-any-return]
+
+
+def queue_view(snap: dict, name: str) -> dict:  # type: ignore[type-arg]
+    [q] = [q for q in snap["queues"] if q["name"] == name]
+    return q  # type: ignore[no-any-return]
+
+
+def test_overview_agrees_with_the_backend(cluster: Cluster) -> None:
+    svc, queue, work = cluster.svc, cluster.work.queue, cluster.work
+    snap = fresh_overview(cluster)
+    q = queue_view(snap, queue)
+    assert q["counts"] == backend_counts(svc, queue)
+    for p in ("1", "2", "3"):
+        assert q["by_priority"][p] == backend_counts(svc, queue, int(p)), p
+    by_shard = svc.count_by_shard(queue)
+    for shard, counts in q["by_shard"].items():
+        assert counts["pending_now"] == by_shard[shard]["pending"]
+        for key in ("pending_future", "running", "succeeded", "failed"):
+            assert counts[key] == by_shard[shard][key], (shard, key)
+    assert {s["id"] for s in snap["shards"]} == {"r1", "r2"}
+    assert all(s["healthy"] and s["counted"] for s in snap["shards"]) and not snap["partial"]
+    assert snap["control_store"]["ok"]
+
+    # Event counts in the rate window are the control store's, and the
+    # workload's own numbers (this queue is new).
+    totals = recent_totals(svc.control, snap["rate_window_minutes"])[queue]
+    assert q["events"] == {e: totals.get(e, 0) for e in EVENTS}
+    assert q["events"]["enqueued"] == len(work.enqueued) == 3000
+    assert q["events"]["dequeued"] >= work.dequeued  # the pause test may have dequeued one more
+    rates = recent_rates(svc.control, snap["rate_window_minutes"])[queue]
+    assert q["rates"]["enqueued"] == pytest.approx(rates["enqueued"], rel=0.25)  # the window grows
+
+    # The oldest runnable pending job: its run_after is the smallest of all.
+    pending = svc.scan(queue, JobState.PENDING, limit=10_000).jobs
+    assert len(pending) == q["counts"]["pending_now"]
+    oldest = min(j.run_after_ms for j in pending)
+    assert q["oldest_pending"]["run_after_ms"] == oldest
+    assert q["oldest_pending"]["age_ms"] >= 0
+    assert q["max_dequeue_rate"] is None and q["paused"] is False
+
+
+def test_metrics_agree_with_the_backend(cluster: Cluster) -> None:
+    svc, queue = cluster.svc, cluster.work.queue
+    cluster.dashboard.collector.invalidate()
+    status, text = call(cluster.url + "/metrics")
+    assert status == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)  # the official parser: the format is valid
+        for s in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    for p in (1, 2, 3):
+        expected = backend_counts(svc, queue, p)
+        for state in STATE_QUERIES:
+            assert value("pinlater_queue_jobs", queue=queue, state=state, priority=str(p)) == expected[state]
+    by_shard = svc.count_by_shard(queue)
+    for shard in ("r1", "r2"):
+        assert value("pinlater_queue_shard_jobs", queue=queue, state="failed", shard=shard) == by_shard[shard]["failed"]
+        assert value("pinlater_shard_up", shard=shard) == 1
+    totals = recent_totals(svc.control, 5)[queue]
+    for event in ("enqueued", "dequeued", "succeeded", "failed"):
+        assert value("pinlater_queue_events", queue=queue, event=event, window="5m") == totals[event]
+    assert value("pinlater_queue_events_per_second", queue=queue, event="enqueued", window="5m") > 0
+    assert math.isinf(value("pinlater_queue_max_dequeue_rate", queue=queue))
+    assert value("pinlater_queue_paused", queue=queue) == 0
+    assert value("pinlater_queue_oldest_pending_age_seconds", queue=queue) >= 0
+    assert value("pinlater_control_store_up") == 1
+
+
+def test_controls_need_the_token_and_valid_input(cluster: Cluster) -> None:
+    base, queue = cluster.url, cluster.work.queue
+    assert control(base, queue, "pause", token=None)[0] == 401
+    status, body = control(base, queue, "pause", token="wrong")
+    assert status == 403 and body["error"]["code"] == "TOKEN_INVALID"
+    # The token must come in a header: a form post (no JSON) is refused too.
+    status, body = call(f"{base}/api/queues/{queue}/pause", raw=b"a=1", token=TOKEN,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 415
+    cases = [
+        ("pause", {}, {"operator": ""}, "operator name"),
+        ("rate", {"rate": -1}, {}, "rate must be between"),
+        ("rate", {"rate": "fast"}, {}, "rate must be a number"),
+        ("rate", {}, {}, "rate is required"),
+        ("retry-failed", {"limit": 0}, {}, "limit must be between"),
+        ("retry-failed", {"limt": 5}, {}, "unknown field"),
+        ("retry-failed", {"priority": 9}, {}, "priority must be between 1 and 3"),
+        ("retry-failed", {"delay_s": 5, "run_after_ms": 1}, {}, "not both"),
+        ("delete-jobs", {"state": "gone"}, {}, "unknown job state"),
+        ("delete-jobs", {"state": "failed", "body_regex": "(unclosed"}, {}, "invalid body regex"),
+        ("delete-jobs", {}, {}, "state is required"),
+        ("explode", {}, {}, "unknown control"),
+    ]
+    for action, body, kw, message in cases:
+        status, answer = control(base, queue, action, body, **kw)
+        assert status == 400 and message in answer["error"]["message"], (action, body, answer)
+    assert control(base, "no_such_queue", "pause")[0] == 404
+    assert control(base, "bad-name!", "pause")[0] == 400
+    assert call(f"{base}/api/nothing")[0] == 404
+    assert cluster.svc.queue_config(queue, fresh=True).paused is False  # nothing above changed anything
+    entries = call(f"{base}/api/audit")[1]["entries"]
+    assert not [e for e in entries if e["queue"] == queue and e["action"] == "pause"]
+
+
+def test_rate_control_is_applied_and_audited(cluster: Cluster) -> None:
+    base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
+    status, body = control(base, queue, "rate", {"rate": 250}, operator="alice")
+    assert status == 200 and body["max_dequeue_rate"] == 250 and body["audited"] is True
+    assert svc.queue_config(queue, fresh=True).max_dequeue_rate == 250
+    assert queue_view(fresh_overview(cluster), queue)["max_dequeue_rate"] == 250
+    assert control(base, queue, "rate", {"rate": None})[1]["max_dequeue_rate"] is None
+    entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
+    first = next(e for e in entries if e["params"].get("rate") == 250)
+    assert first["operator"] == "alice" and first["remote"] == "127.0.0.1" and first["ok"] is True
+    assert first["queue"] == queue and first["at_ms"] > 0
+
+
+def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:
+    base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
+    failed = svc.count(queue, "failed")
+    status, body = control(base, queue, "retry-failed", {"dry_run": True, "limit": 10_000})
+    assert status == 200 and body == {"dry_run": True, "would_affect": failed, "matching": failed}
+    status, body = control(base, queue, "delete-jobs", {"state": "pending", "body_regex": "^later-", "dry_run": True})
+    assert body["matching"] == 0  # later- jobs are scheduled, and a regex delete takes runnable ones only
+    status, body = control(base, queue, "delete-jobs", {"state": "failed", "body_regex": "^once-", "dry_run": True,
+                                                        "limit": 5})
+    assert body["would_affect"] == min(5, failed)
+    assert svc.count(queue, "failed") == failed
+
+
+def test_jobs_listing_and_lookup(cluster: Cluster) -> None:
+    base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
+    status, page = call(f"{base}/api/jobs?queue={queue}&state=running&limit=7")
+    assert status == 200 and len(page["jobs"]) == 7 and page["continuation"] != "-1"
+    job = page["jobs"][0]
+    assert job["state"] == "running" and job["claimed_by"] == "dashboard-test" and "body" not in job
+    status, more = call(f"{base}/api/jobs?queue={queue}&state=running&limit=7&continuation={page['continuation']}")
+    assert not {j["descriptor"] for j in more["jobs"]} & {j["descriptor"] for j in page["jobs"]}
+    assert call(f"{base}/api/jobs?queue={queue}&state=nope")[0] == 400
+    assert call(f"{base}/api/jobs?queue={queue}&state=failed&limit=abc")[0] == 400
+
+    status, info = call(f"{base}/api/job?descriptor={job['descriptor']}")
+    assert status == 200 and "body" not in info and info["attempts_allowed"] >= 1
+    # A queue of its own, so that the workload queue's counts stay the workload's.
+    other = svc.create_queue(f"{queue}_big").name
+    [big] = svc.enqueue(other, [Job(b"x" * 10_000)])
+    status, info = call(f"{base}/api/job?descriptor={big}&body=1")
+    assert info["body"] == "x" * 4096 and info["body_bytes"] == 10_000 and info["body_truncated"] is True
+    assert call(f"{base}/api/job?descriptor={queue}:sr1:p1:999999999")[0] == 404
+    assert call(f"{base}/api/job?descriptor=garbage")[0] == 400
+
+
+def test_progress_records_published_by_any_process(cluster: Cluster) -> None:
+    board = ProgressBoard.open(cluster.svc.settings.resolved_control_url)
+    op = f"backfill-{uuid.uuid4().hex[:6]}"
+    try:
+        board.publish(op, "Typeahead backfill", done=250, total=1000, detail="users 0-250")
+        ops = {o["id"]: o for o in call(cluster.url + "/api/progress")[1]["operations"]}
+        assert ops[op]["fraction"] == 0.25 and ops[op]["status"] == "running" and not ops[op]["stale"]
+        board.publish(op, "Typeahead backfill", done=1000, total=1000, status="done")
+        ops = {o["id"]: o for o in call(cluster.url + "/api/progress")[1]["operations"]}
+        assert ops[op]["status"] == "done" and ops[op]["fraction"] == 1.0
+        with pytest.raises(Exception, match="progress id"):
+            board.publish("bad id!", "x", done=1)
+    finally:
+        board.remove(op)
+        board.close()
+
+
+def test_protected_reads_disabled_controls_and_host_check(servers: None) -> None:
+    memory = dict(shards=parse_shards("m1=memory://"), control_url=f"memory://{uuid.uuid4().hex}")
+    with pytest.raises(ValueError, match="PROTECT_READS needs"):
+        Dashboard.from_settings(Settings(**memory, dashboard_protect_reads=True), port=0)  # type: ignore[arg-type]
+
+    settings = Settings(**memory, dashboard_protect_reads=True, dashboard_token_sha256=hash_secret("s3"))  # type: ignore[arg-type]
+    svc = JobService.from_settings(settings)
+    svc.create_queue("q")
+    dash = Dashboard(svc, settings, port=0).start()
+    try:
+        assert call(dash.url + "/api/overview")[0] == 401
+        assert call(dash.url + "/metrics")[0] == 401
+        assert call(dash.url + "/api/overview", headers={"Authorization": "Bearer s3"})[0] == 200
+        assert call(dash.url + "/metrics", token="s3")[0] == 200
+        status, config = call(dash.url + "/api/config")  # what the page needs to ask for the token
+        assert status == 200 and config["reads_protected"] is True
+        status, page = call(dash.url + "/")
+        assert status == 200 and "<title>PinLater status</title>" in page
+        # DNS rebinding: a page of another site reaching 127.0.0.1 under its own name.
+        assert call(dash.url + "/api/config", headers={"Host": "evil.example"})[0] == 421
+    finally:
+        dash.close()
+        svc.close()
+
+    open_settings = Settings(**memory)  # type: ignore[arg-type]
+    svc = JobService.from_settings(open_settings)
+    dash = Dashboard(svc, open_settings, port=0).start()
+    try:
+        status, body = call(dash.url + "/api/queues/q/pause", {}, token="anything")
+        assert status == 403 and body["error"]["code"] == "CONTROLS_DISABLED"
+        assert call(dash.url + "/api/config")[1]["controls_enabled"] is False
+    finally:
+        dash.close()
+        svc.close()
+
+
+def test_settings_from_the_environment() -> None:
+    s = Settings.from_env({})
+    assert (s.dashboard_host, s.dashboard_port, s.dashboard_token_sha256) == ("127.0.0.1", 8080, None)
+    assert s.dashboard_protect_reads is False and s.flower_url == "http://127.0.0.1:5555"
+    s = Settings.from_env({"PINLATER_DASHBOARD_TOKEN": "t", "PINLATER_DASHBOARD_PROTECT_READS": "yes",
+                           "PINLATER_DASHBOARD_PORT": "9020", "PINLATER_FLOWER_URL": "http://127.0.0.1:5556"})
+    assert s.dashboard_token_sha256 == hash_secret("t") and "'t'" not in repr(s)
+    assert s.dashboard_protect_reads is True and s.dashboard_port == 9020
+    with pytest.raises(ValueError, match="flag"):
+        Settings.from_env({"PINLATER_DASHBOARD_PROTECT_READS": "maybe"})
+
+
+def test_pinlater_dashboard_command(cluster: Cluster) -> None:
+    settings = cluster.svc.settings
+    env = {
+        **os.environ,
+        "PINLATER_SHARDS": ",".join(f"{s.id}={s.url}" for s in settings.shards),
+        "PINLATER_CONTROL_URL": settings.resolved_control_url,
+        "PINLATER_DASHBOARD_TOKEN": TOKEN,
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "pinlater.cli", "dashboard", "--port", "0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert "controls enabled" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        url = line.split(" on ", 1)[1].split("/ ", 1)[0]
+        assert url.startswith("http://127.0.0.1:")
+        assert call(url + "/healthz")[1] == "ok\n"
+        snap = wait_for(lambda: call(url + "/api/overview")[1], what="overview")
+        assert cluster.work.queue in {q["name"] for q in snap["queues"]}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,177 @@
+"""The page in headless Chromium: its numbers are the backend's, its
+controls work (and are refused without the token), it updates live, and it
+fetches nothing from anywhere but the dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pinlater import Checkpoint
+from pinlater.errors import DequeueRateLimited
+from tests.dashboards.support import ARTIFACTS, STATE_QUERIES, TOKEN, Cluster, backend_counts, wait_for
+
+
+def number(text: str) -> int:
+    return int(text.replace(",", "").strip())
+
+
+@pytest.fixture
+def page(browser_context: Any, cluster: Cluster) -> Iterator[Any]:
+    page = browser_context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 800})
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(cluster.url + "/")
+    page.wait_for_selector(f'#queues tr[data-queue="{cluster.work.queue}"]')
+    yield page
+    page.close()
+    outside = [u for u in requests if not u.startswith(cluster.url) and not u.startswith("data:")]
+    assert not outside, f"the page fetched from elsewhere: {outside}"
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def row_counts(page: Any, queue: str) -> dict[str, int]:
+    row = page.locator(f'#queues tr[data-queue="{queue}"]')
+    return {key: number(row.locator(f'td[data-field="{key}"]').inner_text()) for key in STATE_QUERIES}
+
+
+def sign_in(page: Any, token: str = TOKEN, name: str = "Pat Operator") -> None:
+    if not page.locator("#auth").evaluate("details => details.open"):  # the page may have opened it already
+        page.click("#auth-summary")
+    page.fill("#operator", name)
+    page.fill("#token", token)
+    page.click("#save-auth")
+
+
+def open_queue(page: Any, queue: str) -> None:
+    page.click(f'#queues tr[data-queue="{queue}"] td[data-field="name"] button')
+    page.wait_for_selector("#detail:not([hidden])")
+
+
+def confirm(page: Any, expect: str, screenshot: str | None = None) -> str:
+    page.wait_for_selector("#confirm[open]")
+    text: str = page.inner_text("#confirm-text")
+    assert expect in text, text
+    if screenshot:
+        page.screenshot(path=str(ARTIFACTS / screenshot))
+    page.click("#confirm-ok")
+    return text
+
+
+def test_page_numbers_equal_the_backend_counts(page: Any, cluster: Cluster) -> None:
+    svc, queue = cluster.svc, cluster.work.queue
+    cluster.dashboard.collector.invalidate()
+    expected = backend_counts(svc, queue)
+    assert expected["failed"] > 0 and expected["running"] > 0 and expected["pending_future"] > 0
+    wait_for(lambda: row_counts(page, queue) == backend_counts(svc, queue), what="queue row == backend")
+    # Totals over every queue, per shard, and per priority in the detail panel.
+    totals = {key: number(page.inner_text(f'[data-total="{key}"] .value')) for key in STATE_QUERIES}
+    every_queue = [backend_counts(svc, q) for q in svc.queue_names()]
+    assert totals == {key: sum(c[key] for c in every_queue) for key in STATE_QUERIES}
+    by_shard = svc.count_by_shard(queue)
+    for shard in ("r1", "r2"):
+        card = page.locator(f'#shards [data-shard="{shard}"]')
+        assert card.locator('[data-field="health"]').inner_text() == "up"
+        assert number(card.locator('[data-field="failed"] b').inner_text()) == by_shard[shard]["failed"]
+        assert number(card.locator('[data-field="running"] b').inner_text()) == by_shard[shard]["running"]
+    open_queue(page, queue)
+    for p in (1, 2, 3):
+        row = page.locator(f'#detail-priorities tr[data-row="p{p}"]')
+        shown = {key: number(row.locator(f'td[data-field="{key}"]').inner_text()) for key in STATE_QUERIES}
+        assert shown == backend_counts(svc, queue, p), p
+    assert "unlimited" in page.inner_text(f'#queues tr[data-queue="{queue}"] td[data-field="rate"]')
+    assert page.inner_text("#cluster-status") == "2/2 shards up"
+    assert page.get_attribute("#flower-link", "href") == "http://127.0.0.1:5555"
+
+    # Screenshots for people: the whole page at 1280x800, and on a narrow 800px screen.
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-1280x800.png"))
+    page.screenshot(path=str(ARTIFACTS / "dashboard-1280-full.png"), full_page=True)
+    page.set_viewport_size({"width": 800, "height": 1000})
+    page.evaluate("window.scrollTo(0, 0)")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 800, f"the page is {width}px wide on an 800px screen (tables should scroll inside their cards)"
+    page.screenshot(path=str(ARTIFACTS / "dashboard-800.png"), full_page=True)
+
+
+def test_a_control_without_the_token_is_refused(page: Any, cluster: Cluster) -> None:
+    queue = cluster.work.queue
+    open_queue(page, queue)
+    page.click("#btn-pause")  # not signed in: the page says so and sends nothing
+    page.wait_for_selector("#toast:not([hidden])")
+    assert "operator token" in page.inner_text("#toast")
+    sign_in(page, token="not-the-token")
+    page.click("#btn-pause")
+    confirm(page, "Pause")
+    wait_for(lambda: "refused" in page.inner_text("#toast"), what="refusal toast")
+    assert "wrong operator token" in page.inner_text("#toast")
+    assert cluster.svc.queue_config(queue, fresh=True).paused is False
+
+
+def test_pausing_from_the_page_stops_dequeues(page: Any, cluster: Cluster) -> None:
+    svc, queue = cluster.svc, cluster.work.queue
+    sign_in(page)
+    open_queue(page, queue)
+    page.click("#btn-pause")
+    confirm(page, f"Pause {queue}?")
+    rate_cell = f'#queues tr[data-queue="{queue}"] td[data-field="rate"]'
+    wait_for(lambda: page.inner_text(rate_cell) == "paused", what="rate cell says paused")
+    assert svc.queue_config(queue, fresh=True).paused is True
+    with pytest.raises(DequeueRateLimited):
+        svc.dequeue(queue, 10)  # fresh=True above refreshed this client's cached config
+    entry = page.locator("#audit tbody tr").nth(1)  # row 0 is the header
+    wait_for(lambda: "pause" in entry.inner_text() and "Pat Operator" in entry.inner_text(), what="audit row")
+
+    page.click("#btn-resume")
+    confirm(page, f"Resume {queue}")
+    wait_for(lambda: page.inner_text(rate_cell) == "unlimited", what="rate cell says unlimited")
+    assert svc.queue_config(queue, fresh=True).paused is False
+    [job] = svc.dequeue(queue, 1)
+    svc.checkpoint(queue, [Checkpoint(job.descriptor, move_to_pending=True)])  # leave the counts as they were
+
+
+def test_retry_failed_from_the_page_moves_failed_jobs_back(page: Any, cluster: Cluster) -> None:
+    svc, queue = cluster.svc, cluster.work.queue
+    before = backend_counts(svc, queue)
+    assert before["failed"] == cluster.work.failed_final > 0
+    sign_in(page)
+    open_queue(page, queue)
+    page.fill("#retry-limit", "10000")
+    page.fill("#retry-attempts", "2")
+    page.click("#btn-retry")
+    text = confirm(page, "failed job(s)", screenshot="dashboard-confirm-retry.png")
+    assert f"Move {before['failed']:,} failed job(s)" in text  # the dry run counted them
+    wait_for(lambda: "retried" in page.inner_text("#toast"), what="result toast")
+    assert f"retried: {before['failed']}" in page.inner_text("#toast")
+    after = backend_counts(svc, queue)
+    assert after["failed"] == 0
+    assert after["pending_now"] == before["pending_now"] + before["failed"]
+    # The page catches up by itself (no reload): failed goes to 0 in the table.
+    wait_for(lambda: row_counts(page, queue) == after, what="page shows the retried jobs as pending")
+    retried = svc.scan(queue, "pending", limit=5).jobs
+    assert all(j.attempts_allowed == 2 for j in retried)
+
+
+def test_jobs_view_and_lookup_show_bodies_only_on_request(page: Any, cluster: Cluster) -> None:
+    queue = cluster.work.queue
+    page.select_option("#jobs-queue", queue)
+    page.select_option("#jobs-state", "running")
+    page.click("#btn-jobs")
+    first = page.locator("#jobs tr[data-descriptor]").first
+    first.wait_for()
+    assert page.locator("#jobs tr[data-descriptor]").count() == 25
+    descriptor = first.get_attribute("data-descriptor")
+    assert "dashboard-test" in first.inner_text()  # claimed by
+    page.fill("#lookup-descriptor", descriptor)
+    page.click("#btn-lookup")
+    page.wait_for_selector("#job-detail:not([hidden])")
+    assert page.locator("#job-body").count() == 0  # no body until asked
+    page.click("#job-detail button")
+    page.wait_for_selector("#job-body")
+    body = page.inner_text("#job-body")
+    assert body.startswith(("once-", "retry-")), body

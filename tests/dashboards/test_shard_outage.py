@@ -1,0 +1,65 @@
+"""One of two Redis shards stops: the dashboard keeps working, says the
+shard is down, and shows the other shard's numbers; when the shard comes
+back, so do its numbers."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pinlater import Job
+from tests.dashboards.http import call
+from tests.dashboards.support import ARTIFACTS, STATE_QUERIES, Cluster, run_workload, wait_for
+from tests.servers import redis_cli
+
+
+def overview(c: Cluster) -> dict[str, Any]:
+    status, snap = call(c.url + "/api/overview")
+    assert status == 200, snap
+    return snap  # type: ignore[no-any-return]
+
+
+def test_dashboard_keeps_working_while_a_shard_is_down(cluster: Cluster, browser_context: Any) -> None:
+    svc = cluster.svc
+    queue = run_workload(svc, f"outage_{uuid.uuid4().hex[:8]}", scale=5).queue
+    for _ in range(100):  # enqueue picks a shard at random per call: make sure both have jobs
+        by_shard = svc.count_by_shard(queue)
+        if by_shard["r1"]["pending"] and by_shard["r2"]["pending"]:
+            break
+        svc.enqueue(queue, [Job(b"more")] * 10)
+    assert by_shard["r1"]["pending"] and by_shard["r2"]["pending"], by_shard
+    r1 = {key: by_shard["r1"]["pending" if key == "pending_now" else key] for key in STATE_QUERIES}
+
+    page = browser_context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(cluster.url + "/")
+    row = page.locator(f'#queues tr[data-queue="{queue}"]')
+    row.wait_for()
+    redis_cli("stop-redis", "16380")
+    try:
+        snap = wait_for(lambda: (s := overview(cluster))["shards_down"] == ["r2"] and s, what="r2 marked down")
+        assert snap["partial"] is True
+        [shard] = [s for s in snap["shards"] if s["id"] == "r2"]
+        assert shard["healthy"] is False and shard["counts"] is None and shard["last_error"]
+        [q] = [q for q in snap["queues"] if q["name"] == queue]
+        assert q["counts"] == r1 and set(q["by_shard"]) == {"r1"}
+        metrics = call(cluster.url + "/metrics")[1]
+        assert 'pinlater_shard_up{shard="r2"} 0' in metrics and 'pinlater_shard_up{shard="r1"} 1' in metrics
+
+        # The page says so, and still shows r1's numbers.
+        card = page.locator('#shards [data-shard="r2"]')
+        wait_for(lambda: card.locator('[data-field="health"]').inner_text() == "down", what="page marks r2 down")
+        assert "r2 down" in page.inner_text("#banner")
+        assert page.inner_text("#cluster-status") == "1/2 shards up"
+        failed = row.locator('td[data-field="failed"]')
+        assert int(failed.inner_text().replace(",", "")) == r1["failed"]
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-shard-down.png"))
+    finally:
+        redis_cli("start-redis", "16380")
+    wait_for(lambda: overview(cluster)["shards_down"] == [], timeout_s=20, what="r2 back")
+    assert [q for q in overview(cluster)["queues"] if q["name"] == queue][0]["counts"]["pending_now"] == (
+        by_shard["r1"]["pending"] + by_shard["r2"]["pending"]
+    )
+    wait_for(lambda: page.inner_text("#cluster-status") == "2/2 shards up", what="page shows r2 back")
+    page.close()
