@@ -215,10 +215,12 @@ class QueueAdminMixin:
                 if done >= limit:
                     return done
                 if body_regex:
+                    # PENDING means runnable and scheduled alike, as without a regex.
                     ids = [
                         r.local_id
-                        for r in self._matching_records(backend, queue, p, state, body_regex, limit - done)
-                    ]
+                        for future in ((False, True) if state is JobState.PENDING else (False,))
+                        for r in self._matching_records(backend, queue, p, state, body_regex, limit - done, future)
+                    ][: limit - done]
                     if ids:
                         done += self._on_shard(
                             backend, lambda b, p=p, ids=ids: b.delete(queue, p, state, ids, len(ids))  # type: ignore[misc]

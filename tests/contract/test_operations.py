@@ -96,9 +96,12 @@ def test_scan_filters_by_body_regex_and_shows_body_on_request(cluster: JobServic
 
 def test_delete_jobs_by_state_and_regex(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    cluster.enqueue(queue_name, [Job(b"spam-%d" % i) for i in range(4)] + [Job(b"ham")] * 3)
+    later = cluster.shards.all()[0].now_ms() + 3_600_000
+    cluster.enqueue(queue_name, [Job(b"spam-%d" % i) for i in range(3)] + [Job(b"ham")] * 3)
+    cluster.enqueue(queue_name, [Job(b"spam-later", run_after_ms=later)])  # scheduled jobs are pending too
     assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam", limit=3) == 3
     assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam") == 1
+    assert cluster.count(queue_name, "pending", future=True) == 0
     assert cluster.delete_jobs(queue_name, "failed") == 0
     assert cluster.count(queue_name, "pending") == 3
     assert cluster.delete_jobs(queue_name, "pending", limit=2) == 2
