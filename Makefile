@@ -31,4 +31,4 @@ down:
 	scripts/services down
 
 lint: venv
-	$(VENV)/bin/ruff check pinlater tests && $(VENV)/bin/mypy pinlater
+	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers

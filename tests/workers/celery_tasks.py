@@ -1,0 +1,127 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""Tasks of the worker tests: the test workers import this module
+(``PINLATER_CELERY_IMPORTS``) and the test process binds the same shared
+tasks to its own app.
+
+Test sessions share Redis, so queue names carry a per-session suffix
+(``qname``), and every task records what it did in the results Redis
+(``RESULTS_URL``) under keys of the test that started its worker
+(``key``: ``PINLATER_TEST_KEYS`` in the worker's environment), by PinLater
+descriptor, so duplicates show."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+from typing import Any
+
+import redis
+from celery import shared_task
+
+from pinlater.retry import RetryPolicy
+from workers.task import PinLaterTask
+
+# Redis db 10: no other suite or benchmark uses it.
+RESULTS_URL = "redis://127.0.0.1:16379/10"
+# Inherited by the worker processes (tests.workers.harness.worker_env).
+RUN = os.environ.setdefault("PINLATER_WORKER_TESTS_RUN", uuid.uuid4().hex[:6])
+
+
+def qname(base: str) -> str:
+    return f"{base}_{RUN}"
+
+
+def key(name: str) -> str:
+    return f"{os.environ.get('PINLATER_TEST_KEYS', 'none')}:{name}"
+_results: redis.Redis[bytes] | None = None
+
+
+def results() -> redis.Redis[bytes]:
+    global _results
+    if _results is None or getattr(_results, "_pid", None) != os.getpid():
+        _results = redis.Redis.from_url(RESULTS_URL)
+        _results._pid = os.getpid()  # type: ignore[attr-defined]
+    return _results
+
+
+def _descriptor(task: Any) -> str:
+    return str((getattr(task.request, "pinlater", None) or {}).get("descriptor", task.request.id))
+
+
+def task(base: str, **options: Any) -> Any:
+    return shared_task(base=PinLaterTask, bind=True, name=f"tests.{base}", pinlater_queue=qname(base), **options)
+
+
+# -- publishing and shutdown -------------------------------------------------------------
+@task("w_pub")
+def pub_noop(self: Any, *args: Any) -> None:
+    results().hincrby(key("runs:w_pub"), _descriptor(self), 1)
+
+
+@task("w_raw")
+def raw_echo(self: Any, body: bytes) -> None:
+    results().rpush(key("raw:w_raw"), body)
+
+
+@task("w_slow", claim_timeout_ms=30_000)
+def slow(self: Any, seconds: float) -> None:
+    results().rpush(key("started:w_slow"), _descriptor(self))
+    time.sleep(seconds)
+
+
+# -- chaos --------------------------------------------------------------------------------
+@task("w_chaos", claim_timeout_ms=3000, retry_policy=RetryPolicy.constant(100, retries=30))
+def chaos(self: Any, n: int) -> None:
+    time.sleep(random.uniform(0.01, 0.03))
+    results().hincrby(key("runs:w_chaos"), _descriptor(self), 1)
+
+
+# -- retries ------------------------------------------------------------------------------
+@task("w_fail", retry_policy=RetryPolicy.custom([1000, 2000]))
+def fail_until_allowed(self: Any) -> str:
+    r = results()
+    r.rpush(key("attempts:w_fail"), f"{_descriptor(self)} {time.time()}")
+    if not r.exists(key("allow:w_fail")):
+        raise RuntimeError("failing on purpose")
+    return "ok"
+
+
+@task("w_retry")
+def retry_once(self: Any) -> str:
+    r = results()
+    if r.incr(key("runs:w_retry")) == 1:
+        raise self.retry(countdown=2)
+    return "ok"
+
+
+# -- rate limits ---------------------------------------------------------------------------
+@task("w_rate", max_dequeue_rate=50)
+def rated(self: Any, body: bytes) -> None:
+    results().rpush(key("starts:w_rate"), time.time())
+
+
+# -- heartbeats ----------------------------------------------------------------------------
+@task("w_long_hb", claim_timeout_ms=3000)
+def long_with_heartbeats(self: Any, seconds: float) -> None:
+    results().hincrby(key("runs:w_long_hb"), _descriptor(self), 1)
+    time.sleep(seconds)
+
+
+@task("w_long_nohb", claim_timeout_ms=3000, auto_heartbeat=False)
+def long_without_heartbeats(self: Any, seconds: float) -> None:
+    results().hincrby(key("runs:w_long_nohb"), _descriptor(self), 1)
+    time.sleep(seconds)
+
+
+# -- flower --------------------------------------------------------------------------------
+@task("w_flower_ok")
+def flower_ok(self: Any, x: int) -> int:
+    return x * 2
+
+
+@task("w_flower_fail", retry_policy=RetryPolicy.constant(1000, retries=0))
+def flower_fail(self: Any) -> None:
+    raise ValueError("fails for Flower")

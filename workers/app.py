@@ -1,0 +1,106 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""The Celery app of the workers, with PinLater as its broker.
+
+    celery -A workers.app worker            # consumes every PinLater task queue
+    celery -A workers.app worker -Q a,b     # or only these
+    celery -A workers.app flower --address=127.0.0.1
+
+Every process that imports this module can use ``pinlater://`` broker URLs
+(the transport alias is registered here). Configuration, all from the
+environment:
+
+* ``PINLATER_*``: the job service (shards, control store...), as for the
+  ``pinlater`` command;
+* ``PINLATER_BUS_URL`` (default ``redis://127.0.0.1:16379/0``) and
+  ``PINLATER_BUS_PREFIX``: Redis pub/sub for events, remote control,
+  replies and wake-ups;
+* ``PINLATER_CELERY_IMPORTS``: comma-separated task modules the workers
+  import (``workers.builtin_tasks`` always).
+
+Tasks use ``PinLaterTask`` (``workers.task``) as their base: one task type
+per PinLater queue.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+from celery.signals import celeryd_after_setup
+from kombu.entity import Exchange, Queue
+from kombu.transport import TRANSPORT_ALIASES
+
+from workers import registry
+from workers.message_format import RAW_CONTENT_TYPE
+from workers.raw_serializer import register_raw_serializer
+from workers.task import PinLaterTask
+
+TRANSPORT_ALIASES["pinlater"] = "workers.transport:Transport"
+register_raw_serializer()
+
+BUILTIN_IMPORTS = ("workers.builtin_tasks",)
+
+
+def task_queue(name: str) -> Queue:
+    # Each task queue gets its own direct exchange: a Queue without one would
+    # bind to the default exchange.
+    return Queue(name, Exchange(name, type="direct"), routing_key=name)
+
+
+def make_app(
+    main: str = "workers",
+    *,
+    broker_url: str = "pinlater://",
+    transport_options: dict[str, Any] | None = None,
+    imports: tuple[str, ...] | None = None,
+    **config: Any,
+) -> Celery:
+    if imports is None:
+        extra = os.environ.get("PINLATER_CELERY_IMPORTS", "")
+        imports = BUILTIN_IMPORTS + tuple(m.strip() for m in extra.split(",") if m.strip())
+    app = Celery(main, broker=broker_url, task_cls=PinLaterTask, set_as_current=False)
+    app.conf.update(
+        broker_transport_options=dict(transport_options or {}),
+        broker_connection_retry_on_startup=True,
+        imports=imports,
+        task_routes=(registry.route,),
+        task_acks_late=True,
+        task_serializer="json",
+        accept_content=["json", RAW_CONTENT_TYPE],
+        result_backend=None,
+        task_ignore_result=True,
+        enable_utc=True,
+        timezone="UTC",
+        # Prefetch is a window of claimed jobs; the rest waits on the shards.
+        worker_prefetch_multiplier=4,
+        # Flower turns task events on when it runs; workers start quiet.
+        worker_send_task_events=False,
+        event_queue_expires=60,
+        event_queue_ttl=5,
+    )
+    app.conf.update(config)
+    return app
+
+
+def consume_task_queues(app: Celery) -> None:
+    """Without ``-Q``, a worker consumes every PinLater task queue its
+    imported tasks declare (and not Celery's default queue)."""
+    app.finalize(auto=True)
+    queues = app.amqp.queues
+    names = registry.queues()
+    for name in names:
+        if name not in queues:
+            queues.add(task_queue(name))
+    if queues._consume_from is None and names:
+        queues.select(names)
+
+
+@celeryd_after_setup.connect
+def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
+    if instance is not None and isinstance(instance.app.amqp.queues, dict):
+        consume_task_queues(instance.app)
+
+
+app = make_app()

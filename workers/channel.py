@@ -1,0 +1,391 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""The Kombu channel over PinLater.
+
+Task queues (PinLater queue names) map publish -> enqueue and consume ->
+batched dequeue under the queue's rate limit; every other queue is
+transient broadcast traffic over Redis pub/sub (``workers.bus``).
+
+Consuming a task queue: the transport calls ``pump`` on every turn of the
+worker's event loop (or of ``drain_events``). A queue is claimed from when
+it is *due*: woken (a publish pushed a wake-up), known to have a backlog
+(the last claim came back full), or its slow-poll time came; never while
+rate-limited, and never for more jobs than the prefetch window has room
+for (``qos.can_consume_max_estimate()``), so the worker holds no more than
+Celery's prefetch and the rest stays on the shard, where a dead worker
+cannot lose it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from queue import Empty
+from typing import TYPE_CHECKING, Any
+
+from kombu.transport import virtual
+
+from pinlater.errors import DequeueRateLimited, PinLaterError, QueueNotFound
+from pinlater.models import Checkpoint, DequeuedJob, Job
+from pinlater.states import JobState
+from workers import registry
+from workers.bus import encode_transient
+from workers.client import queue_config
+from workers.message_format import decode, encode, eta_to_ms, kombu_payload, raw_message
+from workers.publish_info import remember_descriptor
+from workers.qos import PendingAcks, PinLaterQoS, queue_of
+from workers.waker import WAKER
+
+if TYPE_CHECKING:
+    from workers.transport import Transport
+
+log = logging.getLogger(__name__)
+_DUE_SLACK_MS = 50
+# After a failed call to the job service, wait this long before the next try.
+ERROR_BACKOFF_S = 1.0
+
+
+@dataclass(slots=True)
+class QueueState:
+    hot: bool = True  # claim as soon as there is room
+    next_poll: float = 0.0  # monotonic: slow poll
+    blocked_until: float = 0.0  # monotonic: rate limited or erroring
+    next_heartbeat: float = 0.0
+
+
+class Channel(virtual.Channel):
+    QoS = PinLaterQoS
+    supports_fanout = True
+    do_restore = True
+
+    connection: Transport
+
+    def __init__(self, connection: Transport, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        self._buffer: deque[tuple[str, DequeuedJob]] = deque()
+        self._states: dict[str, QueueState] = {}
+        self._rotation = 0
+
+    @property
+    def client(self) -> Any:
+        return self.connection.service
+
+    # -- publishing -------------------------------------------------------------------
+    def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
+        props = message["properties"]
+        props.setdefault("delivery_info", {}).update(exchange=exchange, routing_key=routing_key)
+        if not exchange:
+            targets = [routing_key]
+        else:
+            try:
+                targets = list(self.typeof(exchange).lookup(self.get_table(exchange), exchange, routing_key, None))
+            except KeyError:
+                targets = []
+        task_queues = [q for q in targets if registry.is_task_queue(q)]
+        for queue in task_queues:
+            self._put(queue, message)
+        if task_queues:
+            return
+        # Broadcast: published once, to whoever is bound (subscribed) now.
+        if exchange:
+            channel = self.connection.names.exchange(exchange, self.typeof(exchange).type, routing_key)
+        else:
+            channel = self.connection.names.queue(routing_key)
+        props["delivery_tag"] = self._next_delivery_tag()
+        self.connection.bus.publish(channel, encode_transient(message))
+
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        if not registry.is_task_queue(queue):
+            self.connection.bus.publish(self.connection.names.queue(queue), encode_transient(message))
+            return
+        headers = message.get("headers") or {}
+        body = message.get("body") or b""
+        if isinstance(body, str):
+            body = body.encode(message.get("content-encoding") or "utf-8")
+        run_after_ms = eta_to_ms(headers.get("eta"))
+        attempts = headers.pop("pinlater_attempts", None)
+        priority = self._priority(queue, message["properties"].get("priority"))
+        job = Job(encode(message, body), priority=priority, run_after_ms=run_after_ms,
+                  attempts_allowed=int(attempts) if attempts else None)
+        try:
+            [descriptor] = self.client.enqueue(queue, [job])
+        except QueueNotFound:
+            # Deleted since this process declared it (an operator, a test
+            # reset): declare again, as a fresh process would.
+            self.connection.ensure_queue(queue, again=True)
+            [descriptor] = self.client.enqueue(queue, [job])
+        remember_descriptor(descriptor)
+        if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
+            WAKER.wake(self.connection.bus, self.connection.names.wake(queue))
+
+    def _priority(self, queue: str, celery_priority: Any) -> int:
+        # PinLater priority 1 is the highest, as Celery's 0 is with the stock
+        # Redis broker: 0 and 1 -> 1, larger numbers clamp to the queue's
+        # lowest priority.
+        try:
+            wanted = int(celery_priority or 1)
+        except (TypeError, ValueError):
+            wanted = 1
+        if wanted <= 1:
+            return 1
+        return min(wanted, queue_config(self.client, queue).priorities)
+
+    # -- declaring --------------------------------------------------------------------
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        if registry.is_task_queue(queue):
+            self.connection.ensure_queue(queue)
+        else:
+            self.connection.subscriber.add_queue(queue)
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        if registry.is_task_queue(queue):
+            return queue in self.client.queue_names()
+        return True
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: Any, queue: str) -> None:
+        if not registry.is_task_queue(queue):
+            self.connection.subscriber.bind(queue, exchange, self.typeof(exchange).type, routing_key)
+
+    def queue_delete(self, queue: str, if_unused: bool = False, if_empty: bool = False, **kwargs: Any) -> None:
+        # Never drops a PinLater queue: that is an operator's act
+        # (``pinlater delete-queue``), not a side effect of a Kombu call.
+        self.state.queue_bindings_delete(queue)
+        if not registry.is_task_queue(queue):
+            self.connection.subscriber.remove_queue(queue)
+
+    def _purge(self, queue: str) -> int:
+        if not registry.is_task_queue(queue):
+            buffer = self.connection.subscriber.buffers.get(queue)
+            n = len(buffer) if buffer else 0
+            if buffer:
+                buffer.clear()
+            return n
+        total = 0
+        while True:
+            n = int(self.client.delete_jobs(queue, JobState.PENDING, limit=10_000))
+            total += n
+            if n < 10_000:
+                return total
+
+    def _size(self, queue: str) -> int:
+        if registry.is_task_queue(queue):
+            return int(self.client.count(queue, JobState.PENDING))
+        buffer = self.connection.subscriber.buffers.get(queue)
+        return len(buffer) if buffer else 0
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        """One message for ``basic_get``."""
+        if not registry.is_task_queue(queue):
+            self.connection.subscriber.read(0.0)
+            buffer = self.connection.subscriber.buffers.get(queue)
+            if not buffer:
+                raise Empty()
+            return buffer.popleft()
+        jobs = self.client.dequeue(queue, 1, source=self.connection.source)
+        if not jobs:
+            raise Empty()
+        return self._payload(queue, jobs[0])
+
+    # -- consuming --------------------------------------------------------------------
+    def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
+        result = super().basic_consume(queue, no_ack, *args, **kwargs)
+        if registry.is_task_queue(queue):
+            self._states.setdefault(queue, QueueState())
+            self.connection.subscriber.watch(queue)
+        return result
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        queue = self._tag_to_queue.get(consumer_tag)
+        result = super().basic_cancel(consumer_tag)
+        if queue and queue not in self._active_queues and registry.is_task_queue(queue):
+            self._states.pop(queue, None)
+            self.connection.subscriber.unwatch(queue)
+        return result
+
+    def pump(self, now: float) -> int:
+        """Delivers what can be delivered now; returns how many messages."""
+        delivered = self._deliver_transient()
+        if self._states:
+            woken = self.connection.subscriber.woken
+            for queue in list(woken):
+                state = self._states.get(queue)
+                if state is not None:
+                    state.hot = True
+                    woken.discard(queue)
+            self._claim(now)
+            delivered += self._deliver_buffer()
+            self._heartbeat(now)
+        self.flush_acks()
+        return delivered
+
+    def next_due(self, now: float) -> float:
+        """When this channel next has work of its own (claims, heartbeats)."""
+        due = now + 3600.0
+        room = self._room() > 0
+        for state in self._states.values():
+            if room:
+                due = min(due, max(state.blocked_until, now if state.hot else state.next_poll))
+            if state.next_heartbeat:
+                due = min(due, state.next_heartbeat)
+        return due
+
+    def _room(self) -> int:
+        if not self._states:
+            return 0
+        estimate = self.qos.can_consume_max_estimate()
+        room = self.connection.settings.max_batch if estimate is None else estimate
+        return int(room) - len(self._buffer)
+
+    def _claim(self, now: float) -> None:
+        queues = list(self._states)
+        self._rotation = (self._rotation + 1) % len(queues)
+        for queue in queues[self._rotation:] + queues[: self._rotation]:
+            room = min(self._room(), self.connection.settings.max_batch)
+            if room <= 0:
+                return
+            state = self._states[queue]
+            if now < state.blocked_until or (not state.hot and now < state.next_poll):
+                continue
+            pending = self.qos.take_pending(queue)
+            acks = pending.get(queue, PendingAcks())
+            try:
+                # ACKs ride along with the claim: one call, one round trip
+                # through a Thrift server.
+                jobs = self.client.dequeue(
+                    queue, room, source=self.connection.source, succeeded=acks.succeeded, failed=acks.failed
+                )
+            except DequeueRateLimited as exc:
+                state.blocked_until = now + max(exc.retry_after_ms, 5) / 1000
+                acks.succeeded, acks.failed = [], []
+                if acks:
+                    self.qos.put_back({queue: acks})
+                continue
+            except (PinLaterError, OSError) as exc:
+                log.warning("claiming from %s failed, retrying in %.0fs: %s", queue, ERROR_BACKOFF_S, exc)
+                state.blocked_until = now + ERROR_BACKOFF_S
+                self.qos.put_back(pending)
+                continue
+            acks.succeeded, acks.failed = [], []
+            if acks:
+                self.qos.put_back({queue: acks})
+            # Short of the room may mean the rate limiter granted fewer, not
+            # that the queue ran dry: stay hot until a claim comes back empty.
+            state.hot = bool(jobs)
+            state.next_poll = now + self.connection.settings.poll_interval_s
+            if jobs and state.next_heartbeat <= now:
+                state.next_heartbeat = now + self._heartbeat_interval(queue)
+            self._buffer.extend((queue, job) for job in jobs)
+
+    def _deliver_buffer(self) -> int:
+        delivered = 0
+        callbacks = self.connection._callbacks
+        while self._buffer and self.qos.can_consume():
+            queue, job = self._buffer[0]
+            callback = callbacks.get(queue)
+            if callback is None:
+                break
+            self._buffer.popleft()
+            callback(self._payload(queue, job))
+            delivered += 1
+        return delivered
+
+    def _deliver_transient(self) -> int:
+        delivered = 0
+        buffers = self.connection.subscriber.buffers
+        callbacks = self.connection._callbacks
+        for queue in list(self._active_queues):
+            buffer = buffers.get(queue)
+            callback = callbacks.get(queue)
+            while buffer and callback is not None:
+                callback(buffer.popleft())
+                delivered += 1
+        return delivered
+
+    def _payload(self, queue: str, job: DequeuedJob) -> dict[str, Any]:
+        """The Kombu message of a claimed job; the delivery tag is its descriptor."""
+        stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
+        return kombu_payload(stored, queue, job, self.connection.source)
+
+    # -- acks, heartbeats, release ----------------------------------------------------------
+    def on_settled(self) -> None:
+        self.connection.on_settled()
+
+    def flush_acks(self, final: bool = False) -> None:
+        pending = self.qos.take_pending()
+        if not pending:
+            return
+        failed_queues: dict[str, PendingAcks] = {}
+        for queue, acks in pending.items():
+            try:
+                if acks.succeeded or acks.failed:
+                    self.client.ack(queue, succeeded=acks.succeeded, failed=acks.failed,
+                                    source=self.connection.source)
+                    acks.succeeded, acks.failed = [], []
+                if acks.released:
+                    self.client.checkpoint(
+                        queue, [Checkpoint(d, move_to_pending=True) for d in acks.released],
+                        source=self.connection.source,
+                    )
+                    acks.released = []
+            except (PinLaterError, OSError) as exc:
+                log.warning("%s ACKs/releases on %s not sent yet: %s", "final" if final else "", queue, exc)
+                failed_queues[queue] = acks
+        if failed_queues and not final:
+            self.qos.put_back(failed_queues)
+        elif failed_queues:
+            log.error("giving up on ACKs at shutdown; those jobs will time out and run again: %s",
+                      {q: len(a.succeeded) + len(a.failed) + len(a.released) for q, a in failed_queues.items()})
+
+    def _heartbeat_interval(self, queue: str) -> float:
+        try:
+            timeout_ms = queue_config(self.client, queue).claim_timeout_ms
+        except (PinLaterError, OSError):
+            timeout_ms = 30_000
+        return max(0.05, timeout_ms / 1000 * self.connection.settings.heartbeat_share)
+
+    def _heartbeat(self, now: float) -> None:
+        """Keeps the claims of jobs this worker holds but has not started:
+        prefetched jobs must not time out while they wait for a pool slot."""
+        due = [q for q, s in self._states.items() if s.next_heartbeat and s.next_heartbeat <= now]
+        if not due:
+            return
+        held: dict[str, list[str]] = {q: [] for q in due}
+        for tag in self.qos.unstarted():
+            queue = queue_of(tag)
+            if queue in held:
+                held[queue].append(tag)
+        for queue, job in self._buffer:
+            if queue in held:
+                held[queue].append(job.descriptor)
+        for queue, tags in held.items():
+            state = self._states[queue]
+            state.next_heartbeat = now + self._heartbeat_interval(queue) if tags else 0.0
+            if not tags:
+                continue
+            try:
+                result = self.client.checkpoint(queue, [Checkpoint(t) for t in tags], source=self.connection.source)
+            except (PinLaterError, OSError) as exc:
+                log.warning("heartbeat of %d held jobs on %s failed: %s", len(tags), queue, exc)
+                continue
+            if result.stale:
+                log.warning("%d held jobs on %s had timed out before their heartbeat", len(result.stale), queue)
+
+    def release_buffer(self) -> None:
+        """Jobs claimed but never handed to Celery go back to PENDING."""
+        released: dict[str, PendingAcks] = {}
+        while self._buffer:
+            queue, job = self._buffer.popleft()
+            released.setdefault(queue, PendingAcks()).released.append(job.descriptor)
+        if released:
+            self.qos.put_back(released)
+
+    def close(self) -> None:
+        if not self.closed:
+            for consumer in list(self._consumers):
+                self.basic_cancel(consumer)
+            self.release_buffer()
+            if self._qos is None:
+                self.flush_acks(final=True)
+        super().close()

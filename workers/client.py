@@ -1,0 +1,76 @@
+"""The job-service client of a process: one per process and settings,
+shared by every Kombu connection in it (the producer pool, the consumer,
+the event dispatcher) and made again after a fork.
+
+``pinlater.connect`` gives the in-process ``JobService``, or the Thrift
+client when ``PINLATER_SERVERS`` is set; the transport only uses the
+client interface both share.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from pinlater import connect
+from pinlater.client_api import PinLaterClient
+from pinlater.queue_config import QueueConfig
+from pinlater.settings import Settings
+from workers import registry
+
+_lock = threading.Lock()
+_clients: dict[tuple[int, Settings], PinLaterClient] = {}
+_configs: dict[tuple[int, str], tuple[float, QueueConfig]] = {}
+_source: tuple[int, str] | None = None
+# How long a process trusts a queue config it got from create_queue (the
+# Thrift client has no cheaper read); the in-process service caches itself.
+CONFIG_TTL_S = 5.0
+
+
+def process_source() -> str:
+    """The claim source of this process: dequeues, ACKs and checkpoints must
+    all give it. New per process (a restarted worker never owns the claims
+    of the one it replaces), and handed to pool processes in the message so
+    their heartbeats count for the claim."""
+    global _source
+    pid = os.getpid()
+    with _lock:
+        if _source is None or _source[0] != pid:
+            _source = (pid, f"celery@{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:6]}")
+        return _source[1]
+
+
+def shared_client(settings: Settings) -> PinLaterClient:
+    key = (os.getpid(), settings)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            client = connect(settings, source=None)
+            _clients[key] = client
+        return client
+
+
+def ensure_queue(client: PinLaterClient, queue: str) -> QueueConfig:
+    """Creates the queue with its task's defaults if missing (idempotent:
+    an existing queue keeps the config its operators gave it)."""
+    spec = registry.spec_for(queue)
+    config = client.create_queue(queue, **(spec.create if spec else {}))
+    with _lock:
+        _configs[(os.getpid(), queue)] = (time.monotonic(), config)
+    return config
+
+
+def queue_config(client: PinLaterClient, queue: str) -> QueueConfig:
+    getter: Any = getattr(client, "queue_config", None)
+    if getter is not None:
+        config: QueueConfig = getter(queue)
+        return config
+    with _lock:
+        cached = _configs.get((os.getpid(), queue))
+    if cached is not None and time.monotonic() - cached[0] < CONFIG_TTL_S:
+        return cached[1]
+    return ensure_queue(client, queue)

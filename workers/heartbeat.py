@@ -1,0 +1,85 @@
+"""Heartbeats of running PinLater tasks, from the process that runs them.
+
+A claim lives as long as its holder checkpoints it within the queue's
+claim timeout. The worker main process heartbeats the jobs it holds but
+has not started; a started job is the task's: with ``auto_heartbeat`` (the
+default) one thread per pool process checkpoints every job that has run
+for more than a third of its claim timeout, and a task can also call
+``self.heartbeat()`` itself. Short tasks cost nothing: the thread only
+sends for jobs that have run long.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pinlater.errors import PinLaterError
+from pinlater.models import Checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Running:
+    queue: str
+    descriptor: str
+    source: str
+    interval_s: float
+    client: Any
+    next_beat: float
+
+
+def beat(client: Any, queue: str, descriptor: str, source: str) -> bool:
+    """One checkpoint; False when the claim is gone (timed out: the job may
+    be running elsewhere already)."""
+    result = client.checkpoint(queue, [Checkpoint(descriptor)], source=source)
+    return descriptor in result.acked
+
+
+class Heartbeats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._running: dict[int, Running] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def start(self, key: int, job: Running) -> None:
+        with self._lock:
+            self._running[key] = job
+            if self._thread is None or self._pid != os.getpid():
+                # First job in this process (or first after a fork).
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="pinlater-heartbeat", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def stop(self, key: int) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                due = [j for j in self._running.values() if j.next_beat <= now]
+                for job in due:
+                    job.next_beat = now + job.interval_s
+                upcoming = [j.next_beat for j in self._running.values()]
+                if not due:
+                    self._wake.wait(timeout=(min(upcoming) - now) if upcoming else None)
+                    continue
+            for job in due:
+                try:
+                    if not beat(job.client, job.queue, job.descriptor, job.source):
+                        log.warning("job %s lost its claim (timed out); it may run again elsewhere", job.descriptor)
+                except (PinLaterError, OSError) as exc:
+                    log.warning("heartbeat of %s failed: %s", job.descriptor, exc)
+
+
+HEARTBEATS = Heartbeats()

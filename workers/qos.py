@@ -1,0 +1,151 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""QoS for a claim-based broker: the delivered-but-unacked window, and
+what ack, reject and restore mean when PinLater holds the only copy.
+
+Kombu's virtual QoS acks by forgetting the tag, rejects with requeue by
+re-publishing a copy, and on close re-publishes every unacked message.
+Here a job never leaves its shard, so:
+
+* ack      -> ACK success (batched: flushed by the channel on its next pump)
+* reject   -> ACK failure; the delay is the one the task asked for
+              (``set_retry_delay``), else the queue's retry policy
+* reject(requeue=True), restore -> release: back to PENDING without
+              spending an attempt (checkpoint with move_to_pending)
+
+Acks may come from another thread (pool result handlers), so the pending
+lists are under a lock; delivery tags are job descriptors
+(``QUEUE:sSHARD:pN:ID``), so a tag alone names the job and its queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kombu.transport import virtual
+
+from pinlater.models import Ack
+
+log = logging.getLogger(__name__)
+
+
+def queue_of(tag: Any) -> str | None:
+    """The PinLater queue of a delivery tag, or None for transient traffic."""
+    if isinstance(tag, str) and tag.count(":") == 3:
+        return tag.split(":", 1)[0]
+    return None
+
+
+@dataclass(slots=True)
+class PendingAcks:
+    succeeded: list[Ack] = field(default_factory=list)
+    failed: list[Ack] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.succeeded or self.failed or self.released)
+
+    def extend(self, other: PendingAcks) -> None:
+        self.succeeded += other.succeeded
+        self.failed += other.failed
+        self.released += other.released
+
+
+class PinLaterQoS(virtual.QoS):
+    def __init__(self, channel: Any, prefetch_count: int = 0) -> None:
+        super().__init__(channel, prefetch_count)
+        self._lock = threading.Lock()
+        self._pending: dict[str, PendingAcks] = defaultdict(PendingAcks)
+        self._delays: dict[str, int] = {}
+        self._started: set[str] = set()
+
+    # -- called by the Celery side ----------------------------------------------------
+    def set_retry_delay(self, delivery_tag: str, delay_ms: int, *, replace: bool = True) -> None:
+        """The delay of the failure ACK that the next reject of this tag
+        sends (0: the queue's retry policy)."""
+        with self._lock:
+            if replace or delivery_tag not in self._delays:
+                self._delays[delivery_tag] = max(0, int(delay_ms))
+
+    def mark_started(self, delivery_tag: str) -> None:
+        """A pool process took the job: from now on the task heartbeats it,
+        not the transport (a hung task must be able to time out)."""
+        with self._lock:
+            self._started.add(delivery_tag)
+
+    def ack(self, delivery_tag: Any) -> None:
+        queue = queue_of(delivery_tag)
+        if queue is not None:
+            with self._lock:
+                self._pending[queue].succeeded.append(Ack(delivery_tag))
+                self._started.discard(delivery_tag)
+                self._delays.pop(delivery_tag, None)
+        self._quick_ack(delivery_tag)
+        self.channel.on_settled()
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        queue = queue_of(delivery_tag)
+        if queue is not None:
+            with self._lock:
+                delay = self._delays.pop(delivery_tag, 0)
+                self._started.discard(delivery_tag)
+                if requeue:
+                    self._pending[queue].released.append(delivery_tag)
+                else:
+                    self._pending[queue].failed.append(Ack(delivery_tag, retry_delay_ms=delay))
+        self._quick_ack(delivery_tag)
+        self.channel.on_settled()
+
+    # -- called by the channel --------------------------------------------------------
+    def take_pending(self, queue: str | None = None) -> dict[str, PendingAcks]:
+        with self._lock:
+            if queue is None:
+                taken, self._pending = dict(self._pending), defaultdict(PendingAcks)
+                return taken
+            one = self._pending.pop(queue, None)
+            return {queue: one} if one else {}
+
+    def put_back(self, pending: dict[str, PendingAcks]) -> None:
+        """ACKs that could not be sent: tried again on the next flush (an
+        ACK that did land the first time is then reported stale, harmlessly)."""
+        with self._lock:
+            for queue, acks in pending.items():
+                self._pending[queue].extend(acks)
+
+    def has_pending(self) -> bool:
+        with self._lock:
+            return any(self._pending.values())
+
+    def unstarted(self) -> list[str]:
+        """Delivered to Celery, not acked, not yet taken by a pool process."""
+        dirty = self._dirty
+        with self._lock:
+            started = set(self._started)
+        return [t for t in list(self._delivered) if t not in dirty and t not in started and queue_of(t)]
+
+    def restore_unacked(self) -> list[Any]:
+        """Release every unacked job (no re-publish, no attempt spent)."""
+        self._flush()
+        tags = [t for t in list(self._delivered) if queue_of(t)]
+        self._delivered.clear()
+        with self._lock:
+            self._started.clear()
+            for tag in tags:
+                self._pending[queue_of(tag) or ""].released.append(tag)
+        return []
+
+    def restore_unacked_once(self, stderr: Any = None) -> None:
+        # Kombu runs this on channel close and from an exit finalizer; both
+        # must send what is pending, not only what is unacked.
+        self._on_collect.cancel()
+        if getattr(self._delivered, "restored", False):
+            return
+        try:
+            self.restore_unacked()
+            self.channel.flush_acks(final=True)
+        finally:
+            self._delivered.restored = True  # type: ignore[attr-defined]

@@ -1,0 +1,83 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""The worker-side request of a PinLater task: turns Celery's outcomes into
+PinLater ACKs.
+
+* success              -> ACK success (Celery's late ack)
+* exception            -> ACK failure; delay from the task's retry policy
+                          if it has one, else the queue's (PinLater's)
+* ``self.retry(...)``  -> ACK failure with the countdown/eta as the delay:
+                          the same job runs again, no new message
+* worker lost, time limit, ``Reject`` -> ACK failure as well: releasing
+  without spending an attempt (Kombu's requeue) would loop forever on a
+  task that always kills its process or always times out.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from billiard.einfo import ExceptionWithTraceback
+from celery.exceptions import Retry
+from celery.utils.serialization import get_pickled_exception
+from celery.worker.request import Request
+
+from pinlater.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+def retry_delay_ms(when: Any) -> int:
+    """Retry(when=...) is seconds (countdown) or a datetime (eta)."""
+    if when is None:
+        return 0
+    if isinstance(when, datetime):
+        aware = when if when.tzinfo else when.replace(tzinfo=UTC)
+        seconds = (aware - datetime.now(UTC)).total_seconds()
+    else:
+        seconds = float(when)
+    # 0 would mean "the policy's delay"; an explicit zero countdown means now.
+    return max(1, int(seconds * 1000))
+
+
+class PinLaterRequest(Request):
+    def _qos(self) -> Any:
+        channel = getattr(self.message, "channel", None)
+        return getattr(channel, "qos", None)
+
+    def on_accepted(self, pid: int, time_accepted: float) -> None:
+        qos = self._qos()
+        if qos is not None and hasattr(qos, "mark_started"):
+            qos.mark_started(self.message.delivery_tag)
+        super().on_accepted(pid, time_accepted)
+
+    def _set_delay(self, delay_ms: int, *, replace: bool = True) -> None:
+        qos = self._qos()
+        if qos is not None and hasattr(qos, "set_retry_delay"):
+            qos.set_retry_delay(self.message.delivery_tag, delay_ms, replace=replace)
+
+    def _policy_delay_ms(self) -> int:
+        policy: RetryPolicy | None = getattr(self.task, "retry_policy", None)
+        if policy is None:
+            return 0  # the queue's policy, applied by the job service
+        info = (self._request_dict or {}).get("pinlater") or {}
+        used = int(info.get("attempts_allowed", 1)) - int(info.get("attempts_remaining", 1))
+        return max(1, policy.delay_ms(used + 1))
+
+    def on_retry(self, exc_info: Any) -> None:
+        exc = exc_info.exception
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        exc = get_pickled_exception(exc)
+        when = getattr(exc, "when", None) if isinstance(exc, Retry) else None
+        self._set_delay(retry_delay_ms(when) if when is not None else self._policy_delay_ms())
+        self.reject(requeue=False)
+        self.send_event("task-retried", exception=str(exc), traceback="")
+
+    def reject(self, requeue: bool = False) -> None:
+        if not self.acknowledged:
+            # A retry() already chose its delay; any other failure takes the policy's.
+            self._set_delay(self._policy_delay_ms(), replace=False)
+        super().reject(requeue=False)

@@ -1,0 +1,136 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""``PinLaterTask``: the base class of tasks whose jobs live in PinLater.
+
+    @app.task(pinlater_queue="send_email", retry_policy=RetryPolicy.linear(30_000, retries=5))
+    def send_email(user_id): ...
+
+* One task type per queue (``pinlater_queue=``; default: the task name made
+  a queue name). A job enqueued on that queue by non-Celery code runs this task
+  with the job body (bytes) as its only argument.
+* Late ACKs: the job is ACKed when the task returns, so a worker that dies
+  leaves it to the claim timeout. An exception is a failure ACK: PinLater
+  retries it on the retry policy (the task's ``retry_policy`` if given,
+  else the queue's) and marks it FAILED after its last attempt.
+* ``self.retry(countdown=...)`` is a failure ACK with that delay: the same
+  job runs again (it spends an attempt), no new message is published.
+* ``self.heartbeat()`` keeps a long task's claim; ``auto_heartbeat`` (on by
+  default) does it from a thread every third of the claim timeout.
+* ``priorities``, ``max_dequeue_rate``, ``claim_timeout_ms`` and
+  ``retry_policy`` configure the queue when it is first created; after that
+  the queue's config is the operators' (``pinlater set-rate`` ...).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Retry
+from celery.signals import task_postrun, task_prerun
+
+from pinlater.retry import RetryPolicy
+from workers import registry
+from workers.client import queue_config, shared_client
+from workers.heartbeat import HEARTBEATS, Running, beat
+from workers.publish_info import take_descriptor
+from workers.settings import TransportSettings
+
+
+class PinLaterTask(Task):  # type: ignore[misc]
+    Request = "workers.request:PinLaterRequest"
+    acks_late = True
+    acks_on_failure = False
+    acks_on_timeout = False
+    reject_on_worker_lost = False
+    # The PinLater queue of this task (routed by workers.app's router, since
+    # Celery 6 drops the ``queue`` task attribute; ``queue=`` still works).
+    pinlater_queue: str | None = None
+    # Queue config used only when the queue is first created.
+    retry_policy: RetryPolicy | None = None
+    priorities: int | None = None
+    max_dequeue_rate: float | None = None
+    claim_timeout_ms: int | None = None
+    auto_heartbeat: bool = True
+
+    @classmethod
+    def on_bound(cls, app: Any) -> None:
+        if cls.name is None or cls.name.startswith("celery."):
+            # Celery's own tasks (chord_unlock, chain...) get this base too
+            # since it is the app's task class; they keep Celery's routing.
+            return
+        queue = cls.pinlater_queue or cls.__dict__.get("queue") or registry.queue_for_task(cls.name)
+        cls.pinlater_queue = queue
+        create: dict[str, Any] = {}
+        for key in ("priorities", "max_dequeue_rate", "claim_timeout_ms"):
+            if getattr(cls, key) is not None:
+                create[key] = getattr(cls, key)
+        if cls.retry_policy is not None:
+            create["retry"] = cls.retry_policy
+        registry.register(queue, registry.QueueSpec(cls.name, create))
+
+    @property
+    def pinlater_client(self) -> Any:
+        return shared_client(TransportSettings.from_options(self.app.conf.broker_transport_options).pinlater)
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
+                    link: Any = None, link_error: Any = None, shadow: Any = None, **options: Any) -> Any:
+        """As Celery's; the result also has ``descriptor``, the PinLater job."""
+        if self.retry_policy is not None:
+            headers = dict(options.pop("headers", None) or {})
+            headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            options["headers"] = headers
+        take_descriptor()
+        result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
+        if result is not None:
+            result.descriptor = take_descriptor()
+        return result
+
+    def retry(self, args: Any = None, kwargs: Any = None, exc: BaseException | None = None, throw: bool = True,
+              eta: datetime | None = None, countdown: float | None = None, max_retries: int | None = None,
+              **options: Any) -> Any:
+        """Runs this job again after ``countdown`` seconds (or at ``eta``; with
+        neither, after the retry policy's delay), spending one attempt. The
+        job's attempts, not ``max_retries``, decide when it is FAILED."""
+        info = getattr(self.request, "pinlater", None)
+        if not info or self.request.is_eager:
+            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+        if args is not None or kwargs is not None:
+            raise ValueError("a PinLater retry runs the same job: its arguments cannot change")
+        ret = Retry(exc=exc, when=eta if eta is not None else countdown)
+        if throw:
+            raise ret
+        return ret
+
+    def heartbeat(self) -> bool:
+        """Keeps this job's claim; False if it was already lost (timed out)."""
+        info = getattr(self.request, "pinlater", None)
+        if not info:
+            return True
+        queue = info["descriptor"].split(":", 1)[0]
+        return beat(self.pinlater_client, queue, info["descriptor"], info["source"])
+
+
+@task_prerun.connect
+def _start_heartbeats(sender: Any = None, **_: Any) -> None:
+    if not isinstance(sender, PinLaterTask) or not sender.auto_heartbeat:
+        return
+    info = getattr(sender.request, "pinlater", None)
+    if not info:
+        return
+    client = sender.pinlater_client
+    queue = info["descriptor"].split(":", 1)[0]
+    interval = queue_config(client, queue).claim_timeout_ms / 1000 / 3
+    HEARTBEATS.start(
+        threading.get_ident(),
+        Running(queue, info["descriptor"], info["source"], interval, client, time.monotonic() + interval),
+    )
+
+
+@task_postrun.connect
+def _stop_heartbeats(sender: Any = None, **_: Any) -> None:
+    if isinstance(sender, PinLaterTask) and sender.auto_heartbeat:
+        HEARTBEATS.stop(threading.get_ident())

@@ -1,0 +1,234 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""``pinlater://``: a Kombu transport whose task queues are PinLater queues.
+
+Broker URL: ``pinlater://`` (the alias is registered by ``workers.app``);
+the job service is configured by the ``PINLATER_*`` environment, broadcast
+traffic goes to ``PINLATER_BUS_URL`` (see ``workers.settings``).
+
+The transport is asynchronous: in a worker it hooks into Celery's event
+loop (the hub) with one file descriptor, its pub/sub connection, which
+carries wake-ups and broadcast messages, and one tick callback that
+delivers, claims (batched, capped by the prefetch window), flushes ACKs
+and heartbeats. An idle worker sleeps in the hub until a wake-up, a
+broadcast, or the slow poll of its queues. Clients without a hub
+(``celery inspect``, Flower's event receiver) use ``drain_events``, which
+does the same in a blocking loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import threading
+import time
+from typing import Any
+
+import redis
+from kombu.transport import virtual
+
+from pinlater.errors import NoHealthyShards, ShardConnectionFailed
+from workers.bus import BusNames, Subscriber
+from workers.channel import Channel
+from workers.client import ensure_queue, process_source, shared_client
+from workers.settings import TransportSettings
+
+log = logging.getLogger(__name__)
+
+_bus_lock = threading.Lock()
+_bus_clients: dict[tuple[int, str], redis.Redis[bytes]] = {}
+# drain_events: while messages are out for processing on other threads
+# (pool result handlers ack there), look for freed room this often.
+UNSETTLED_POLL_S = 0.01
+MAX_ROUNDS_PER_TICK = 8
+
+
+def bus_client(url: str) -> redis.Redis[bytes]:
+    key = (os.getpid(), url)
+    with _bus_lock:
+        client = _bus_clients.get(key)
+        if client is None:
+            client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+            _bus_clients[key] = client
+        return client
+
+
+class Transport(virtual.Transport):
+    Channel = Channel
+    driver_type = "pinlater"
+    driver_name = "pinlater"
+    implements = virtual.Transport.implements.extend(
+        asynchronous=True,
+        exchange_type=frozenset(["direct", "topic", "fanout"]),
+        heartbeats=False,
+    )
+    connection_errors = virtual.Transport.connection_errors + (  # type: ignore[assignment]
+        ShardConnectionFailed, NoHealthyShards, redis.ConnectionError, redis.TimeoutError, OSError,
+    )
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self.settings = TransportSettings.from_options(client.transport_options)
+        self.names = BusNames(self.settings.bus_prefix)
+        self.subscriber = Subscriber(self.bus, self.names)
+        self._loop: Any = None
+        self._reader_fd: int | None = None
+        self._wake_at = math.inf
+        self._pipe: tuple[int, int] | None = None
+        self._poked = False
+        self._ensured: set[tuple[int, str]] = set()
+
+    # Looked up on every use, so a transport object that crossed a fork
+    # never uses its parent's sockets or claim source.
+    @property
+    def service(self) -> Any:
+        return shared_client(self.settings.pinlater)
+
+    @property
+    def source(self) -> str:
+        return process_source()
+
+    @property
+    def bus(self) -> redis.Redis[bytes]:
+        return bus_client(self.settings.bus_url)
+
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        # No host: the job service and bus come from settings, not the URL.
+        return {"hostname": None, "port": None}
+
+    def driver_version(self) -> str:
+        return "pinlater"
+
+    def ensure_queue(self, queue: str, again: bool = False) -> None:
+        key = (os.getpid(), queue)
+        if again or key not in self._ensured:
+            ensure_queue(self.service, queue)
+            self._ensured.add(key)
+
+    def establish_connection(self) -> Any:
+        self.bus.ping()
+        return super().establish_connection()
+
+    def close_connection(self, connection: Any) -> None:
+        try:
+            super().close_connection(connection)
+        finally:
+            if self._loop is not None and self._reader_fd is not None:
+                self._loop.remove_reader(self._reader_fd)
+                self._reader_fd = None
+            if self._loop is not None and self._pipe is not None:
+                self._loop.remove_reader(self._pipe[0])
+                for fd in self._pipe:
+                    os.close(fd)
+                self._pipe = None
+            self.subscriber.close()
+
+    def on_settled(self) -> None:
+        """A message was acked or rejected (any thread)."""
+
+    # -- the work of one turn ---------------------------------------------------------
+    def pump(self) -> int:
+        now = time.monotonic()
+        delivered = 0
+        for channel in list(self.channels):
+            if not channel.closed:
+                delivered += channel.pump(now)
+        return delivered
+
+    def _next_due(self, now: float) -> float:
+        due = now + 3600.0
+        for channel in list(self.channels):
+            if not channel.closed:
+                due = min(due, channel.next_due(now))
+        return due
+
+    def _unsettled(self) -> bool:
+        for channel in list(self.channels):
+            qos = channel._qos
+            if qos is not None and (len(qos._delivered) > len(qos._dirty) or qos.has_pending()):
+                return True
+        return False
+
+    # -- blocking clients -------------------------------------------------------------
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
+        start = time.monotonic()
+        while True:
+            self.subscriber.read(0.0)
+            if self.pump():
+                return
+            now = time.monotonic()
+            if timeout is not None and now - start >= timeout:
+                raise TimeoutError()
+            wait = self._next_due(now) - now
+            if timeout is not None:
+                wait = min(wait, start + timeout - now)
+            if self._unsettled():
+                wait = min(wait, UNSETTLED_POLL_S)
+            self.subscriber.read(max(0.0, wait))
+
+    # -- the worker's event loop ------------------------------------------------------
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        self._loop = loop
+        if self._pipe is None:
+            # Readable while this transport has work due now: the hub computes
+            # its poll timeout before the tick callbacks run, so work found
+            # during a tick must wake the poll that follows.
+            self._pipe = os.pipe()
+            os.set_blocking(self._pipe[0], False)
+            os.set_blocking(self._pipe[1], False)
+            loop.add_reader(self._pipe[0], self._on_poked)
+        loop.on_tick.add(self._on_tick)
+
+    def _poke(self) -> None:
+        if not self._poked and self._pipe is not None:
+            self._poked = True
+            os.write(self._pipe[1], b"\0")
+
+    def _on_poked(self) -> None:
+        self._poked = False
+        if self._pipe is not None:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._pipe[0], 4096)
+
+    def _on_tick(self) -> None:
+        loop = self._loop
+        fd = self.subscriber.fileno()
+        if fd != self._reader_fd:
+            # (Re)connected pub/sub socket: watch the new one.
+            if self._reader_fd is not None:
+                loop.remove_reader(self._reader_fd)
+            if fd is not None:
+                loop.add_reader(fd, self._on_readable)
+            self._reader_fd = fd
+        # A few rounds per tick while work is due now (a solo pool runs and
+        # ACKs tasks inside the delivery, so room comes back at once).
+        delivered = 0
+        for _ in range(MAX_ROUNDS_PER_TICK):
+            n = self.pump()
+            delivered += n
+            now = time.monotonic()
+            due = self._next_due(now)
+            if not n or due > now:
+                break
+        if due <= now or delivered:
+            # Also after a delivery: Celery may have queued the task with
+            # call_soon, which runs only once the poll returns.
+            self._poke()
+        elif due < self._wake_at - 0.001 or self._wake_at <= now:
+            # Nothing else may wake the hub when a claim comes due (slow
+            # poll, end of a rate-limit wait, heartbeat): a timer does. The
+            # hub computed this turn's poll timeout before the tick, so the
+            # poke makes it compute the next one with this timer in it.
+            self._wake_at = due
+            loop.call_later(max(0.0, due - now), self._on_wake_timer)
+            self._poke()
+
+    def _on_wake_timer(self) -> None:
+        self._wake_at = math.inf
+
+    def _on_readable(self) -> None:
+        self.subscriber.read(0.0)
+        self.pump()
