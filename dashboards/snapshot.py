@@ -251,7 +251,9 @@ class Collector:
             if found is not None:
                 run_after, p, local_id = found
                 age = max(0, reading.now_ms - run_after)
-                if oldest is None or age > oldest["age_ms"]:
+                # Compare run_after, not ages: each shard's age is taken at its
+                # own read time, so ages of different shards are not comparable.
+                if oldest is None or run_after < oldest["run_after_ms"]:
                     descriptor = str(JobDescriptor(config.name, sid, p, local_id))
                     oldest = {"descriptor": descriptor, "run_after_ms": run_after, "age_ms": age}
         return {
