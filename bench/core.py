@@ -49,20 +49,28 @@ def settings_for(backend: str) -> Settings:
 
 
 # -- PinLater workloads (run inside worker processes) ---------------------------
-def pl_enqueue(backend: str, queue: str, jobs: int, batch: int) -> int:
+Timed = tuple[int, float, float]  # jobs done, wall clock at start and end (after set-up)
+
+
+def pl_enqueue(backend: str, queue: str, jobs: int, batch: int) -> Timed:
     with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        client.queue_config(queue)  # set-up (connections, scripts, config) is not timed
         done = 0
+        started = time.time()
         while done < jobs:
             n = min(batch, jobs - done)
             client.enqueue(queue, [Job(BODY)] * n)
             done += n
-    return done
+        ended = time.time()
+    return done, started, ended
 
 
-def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> int:
+def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> Timed:
     with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        client.queue_config(queue)
         done = 0
         acks: list[Ack] = []
+        started = time.time()
         while done < jobs:
             got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
             acks = [Ack(j.descriptor) for j in got]
@@ -71,13 +79,16 @@ def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> int:
                 break
         if acks:
             client.ack(queue, succeeded=acks)
-    return done
+        ended = time.time()
+    return done, started, ended
 
 
 # -- ceilings -----------------------------------------------------------------------
-def raw_redis_enqueue(_: str, key: str, jobs: int, batch: int) -> int:
+def raw_redis_enqueue(_: str, key: str, jobs: int, batch: int) -> Timed:
     r = redis.Redis.from_url(REDIS_SHARD)
+    r.ping()
     done = 0
+    started = time.time()
     now = int(time.time() * 1000)
     while done < jobs:
         n = min(batch, jobs - done)
@@ -88,12 +99,14 @@ def raw_redis_enqueue(_: str, key: str, jobs: int, batch: int) -> int:
             pipe.zadd(f"{key}:pending", {str(i): now})
         pipe.execute()
         done += n
-    return done
+    return done, started, time.time()
 
 
-def raw_redis_drain(_: str, key: str, jobs: int, batch: int) -> int:
+def raw_redis_drain(_: str, key: str, jobs: int, batch: int) -> Timed:
     r = redis.Redis.from_url(REDIS_SHARD)
+    r.ping()
     done = 0
+    started = time.time()
     while done < jobs:
         popped = r.zpopmin(f"{key}:pending", min(batch, jobs - done))
         if not popped:
@@ -112,7 +125,7 @@ def raw_redis_drain(_: str, key: str, jobs: int, batch: int) -> int:
             pipe.zadd(f"{key}:succeeded", {member: now})
         pipe.execute()
         done += len(popped)
-    return done
+    return done, started, time.time()
 
 
 def _mysql() -> pymysql.connections.Connection:  # type: ignore[type-arg]
@@ -120,9 +133,10 @@ def _mysql() -> pymysql.connections.Connection:  # type: ignore[type-arg]
                            database="pinlater_bench_raw", autocommit=True)
 
 
-def raw_mysql_enqueue(_: str, table: str, jobs: int, batch: int) -> int:
+def raw_mysql_enqueue(_: str, table: str, jobs: int, batch: int) -> Timed:
     conn = _mysql()
     done = 0
+    started = time.time()
     with conn.cursor() as cur:
         while done < jobs:
             n = min(batch, jobs - done)
@@ -134,13 +148,15 @@ def raw_mysql_enqueue(_: str, table: str, jobs: int, batch: int) -> int:
                 [(0, BODY, 2, int(time.time() * 1000), int(time.time() * 1000))] * n,
             )
             done += n
+    ended = time.time()
     conn.close()
-    return done
+    return done, started, ended
 
 
-def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> int:
+def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> Timed:
     conn = _mysql()
     done = 0
+    started = time.time()
     with conn.cursor() as cur:
         while done < jobs:
             claim = secrets.token_hex(8)
@@ -160,8 +176,9 @@ def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> int:
                 ids,
             )
             done += len(rows)
+    ended = time.time()
     conn.close()
-    return done
+    return done, started, ended
 
 
 def prepare_raw_mysql() -> str:
@@ -180,15 +197,17 @@ def prepare_raw_mysql() -> str:
 
 
 # -- harness --------------------------------------------------------------------------
-Work = Callable[[str, str, int, int], int]
+Work = Callable[[str, str, int, int], Timed]
 
 
 def run_parallel(pool: ProcessPoolExecutor, fn: Work, backend: str, target: str, jobs: int, batch: int) -> float:
+    """Jobs per second of PROCESSES workers together, from the first one's
+    start to the last one's end (each starts its clock after its set-up)."""
     share = jobs // PROCESSES
-    start = time.perf_counter()
     futures = [pool.submit(fn, backend, target, share, batch) for _ in range(PROCESSES)]
-    done = sum(f.result() for f in futures)
-    elapsed = time.perf_counter() - start
+    results = [f.result() for f in futures]
+    done = sum(r[0] for r in results)
+    elapsed = max(r[2] for r in results) - min(r[1] for r in results)
     if done < share * PROCESSES:
         raise RuntimeError(f"{fn.__name__} did only {done} of {share * PROCESSES} jobs")
     return done / elapsed
@@ -201,7 +220,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     scale = 0.1 if args.smoke else 1.0
-    sizes = {1: int(4000 * scale), 100: int(60_000 * scale)}
+    sizes = {1: int(10_000 * scale), 100: int(60_000 * scale)}
 
     redis.Redis.from_url(REDIS_SHARD).flushdb()
     redis.Redis.from_url(REDIS_CONTROL).flushdb()
@@ -219,6 +238,8 @@ def main() -> int:
                 for batch, jobs in sizes.items():
                     queue = f"bench_{backend}_{batch}_{uuid.uuid4().hex[:6]}"
                     client.create_queue(queue)
+                    raw_enq: Work
+                    raw_drain: Work
                     if backend == "redis":
                         raw_target = f"raw:{uuid.uuid4().hex[:8]}"
                         raw_enq, raw_drain = raw_redis_enqueue, raw_redis_drain
