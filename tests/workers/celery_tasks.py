@@ -104,13 +104,20 @@ def rated(self: Any, body: bytes) -> None:
 
 
 # -- heartbeats ----------------------------------------------------------------------------
-@task("w_long_hb", claim_timeout_ms=3000)
+# PINLATER_SOAK=1 runs the heartbeat test at the issue's own numbers (a 60 s
+# task, a 10 s claim timeout) instead of CI's scaled ones (12 s, 3 s).
+SOAK = os.environ.get("PINLATER_SOAK") == "1"
+LONG_CLAIM_TIMEOUT_MS = 10_000 if SOAK else 3000
+LONG_TASK_S = 60.0 if SOAK else 12.0
+
+
+@task("w_long_hb", claim_timeout_ms=LONG_CLAIM_TIMEOUT_MS)
 def long_with_heartbeats(self: Any, seconds: float) -> None:
     results().hincrby(key("runs:w_long_hb"), _descriptor(self), 1)
     time.sleep(seconds)
 
 
-@task("w_long_nohb", claim_timeout_ms=3000, auto_heartbeat=False)
+@task("w_long_nohb", claim_timeout_ms=LONG_CLAIM_TIMEOUT_MS, auto_heartbeat=False)
 def long_without_heartbeats(self: Any, seconds: float) -> None:
     results().hincrby(key("runs:w_long_nohb"), _descriptor(self), 1)
     time.sleep(seconds)
