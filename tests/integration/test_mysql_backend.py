@@ -1,4 +1,4 @@
-"""The MySQL shard backend and control store against the real MariaDB of
+"""The MySQL shard backend against the real MariaDB of
 ``scripts/services`` (started if needed). Every test module run uses a
 throwaway database, dropped at the end."""
 
@@ -22,38 +22,21 @@ from pinlater.backends.base import (
     FailItem,
     JobRecord,
     ShardBackend,
-    ShardUnavailable,
 )
 from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
-from pinlater.backends.mysql_pool import Session
 from pinlater.backends.sql_blocks import job_table, sql
-from pinlater.control.base import ControlStore
-from pinlater.control.mysql_control import MySQLControlStore
-from pinlater.errors import ShardConnectionFailed
-from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from tests.servers import ensure_services, mysql_url
+from tests.integration.mysql_support import raw_connection as _raw
+from tests.integration.mysql_support import throwaway_database
+from tests.servers import mysql_url
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
 HOUR = 3_600_000
 
 
-def _raw(database: str | None = None) -> pymysql.connections.Connection[Any]:
-    return pymysql.connect(
-        host="127.0.0.1", port=13306, user="pinlater", password="pinlater",
-        database=database, autocommit=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    ensure_services()
-    name = f"pinlater_test_{uuid.uuid4().hex[:10]}"
-    yield name
-    conn = _raw()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
-    conn.close()
+    yield from throwaway_database()
 
 
 @pytest.fixture
@@ -140,44 +123,9 @@ def test_identifiers_are_validated_where_they_are_interpolated(backend: MySQLBac
         MySQLBackend.from_url("d1", "mysql://u:p@127.0.0.1:13306/bad-name")
 
 
-def test_unreachable_server_raises_shard_unavailable() -> None:
-    b = MySQLBackend.from_url("dead7", "mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
-    with pytest.raises(ShardUnavailable) as info:
-        b.ping()
-    assert "dead7" in str(info.value)
-    assert isinstance(info.value.__cause__, pymysql.err.OperationalError)
-    with pytest.raises(ShardUnavailable):
-        b.enqueue("q", [item()])
-    c = MySQLControlStore.from_url("mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
-    with pytest.raises(ShardConnectionFailed):
-        c.get_queue("q")
-
-
 def test_other_errors_propagate_unchanged(backend: MySQLBackend, queue: str) -> None:
     with pytest.raises(pymysql.err.DataError):  # INT out of range (strict mode)
         backend.enqueue(queue, [item(attempts=2**40)])
-
-
-def test_killed_connections_are_replaced(
-    backend: MySQLBackend, queue: str, database: str
-) -> None:
-    one(backend, queue)
-    backend.ping()
-    conn = _raw()
-    with conn.cursor() as cur:
-        # Only this test's own database: other suites may be running.
-        cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s", (database,))
-        for (pid,) in cur.fetchall():
-            cur.execute("KILL CONNECTION %s", (pid,))
-    conn.close()
-    failures = 0
-    for _ in range(3):
-        try:
-            assert backend.count(queue, 1, P, False) == 1
-        except ShardUnavailable:
-            failures += 1  # at most the one call that met the dead connection
-    assert failures <= 1
-    assert backend.count(queue, 1, P, False) == 1
 
 
 # -- enqueue ----------------------------------------------------------------------
@@ -532,146 +480,3 @@ def test_concurrent_dequeuers_never_share_a_job(backend: MySQLBackend, queue: st
     everything = [i for mine in got.values() for i in mine]
     assert sorted(everything) == sorted(ids)  # each exactly once
     assert backend.count(queue, 1, S, False) == 2000
-
-
-def test_a_missing_table_is_created_on_first_use(
-    backend: MySQLBackend, queue: str, database: str
-) -> None:
-    conn = _raw(database)
-    with conn.cursor() as cur:
-        cur.execute(f"DROP TABLE q_{queue}_p2")
-        cur.execute(f"DROP TABLE q_{queue}_p3")
-        cur.execute("DELETE FROM queues WHERE name = %s", (queue,))
-    conn.close()
-    assert backend.enqueue(queue, [item(priority=2)]) == [1]
-    assert backend.dequeue(queue, 3, 10, "w1") == []
-    assert backend.count(queue, 3, P, False) == 0
-    assert queue in backend.queue_names()
-    fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard
-    assert backend.enqueue(fresh, [item(priority=3)]) == [1]
-    assert fresh in backend.queue_names()
-
-
-def test_lock_conflicts_are_retried_then_raised() -> None:
-    class Flaky:
-        def __init__(self, failures: int) -> None:
-            self.failures = failures
-            self.calls = 0
-
-        def execute(self, query: str, args: object = None) -> int:
-            self.calls += 1
-            if self.calls <= self.failures:
-                raise pymysql.err.OperationalError(1213, "Deadlock found")
-            return 7
-
-    ok = Flaky(2)
-    assert Session(ok, in_transaction=False).execute("UPDATE x") == 7  # type: ignore[arg-type]
-    assert ok.calls == 3
-    hopeless = Flaky(100)
-    with pytest.raises(pymysql.err.OperationalError):
-        Session(hopeless, in_transaction=False).execute("UPDATE x")  # type: ignore[arg-type]
-    in_txn = Flaky(1)  # the whole transaction is retried instead, by the pool
-    with pytest.raises(pymysql.err.OperationalError):
-        Session(in_txn, in_transaction=True).execute("UPDATE x")  # type: ignore[arg-type]
-
-
-# -- control store ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def control(database: str) -> Iterator[MySQLControlStore]:
-    store = MySQLControlStore.from_url(mysql_url(database + "_ctl"), socket_timeout_s=5.0)
-    yield store
-    store.close()
-    conn = _raw()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {database}_ctl")
-    conn.close()
-
-
-def test_control_store_queue_configs(control: MySQLControlStore) -> None:
-    assert isinstance(control, ControlStore)
-    config = QueueConfig("cfg_a", priorities=2, max_dequeue_rate=5.0)
-    assert control.get_queue("cfg_a") is None
-    assert control.create_queue(config) is True
-    assert control.create_queue(config.with_changes(priorities=9)) is False
-    assert control.get_queue("cfg_a") == config
-    control.put_queue(config.with_changes(paused=True))
-    control.put_queue(QueueConfig("cfg_b"))
-    assert control.list_queues() == {"cfg_a": config.with_changes(paused=True),
-                                     "cfg_b": QueueConfig("cfg_b")}
-    control.delete_queue("cfg_a")
-    control.delete_queue("cfg_a")
-    assert set(control.list_queues()) == {"cfg_b"}
-
-
-def test_control_store_bucket_starts_full_and_releases(control: MySQLControlStore) -> None:
-    assert control.acquire("b1", 10, 0.001, 4) == 4  # a missing bucket starts full
-    assert control.acquire("b1", 10, 0.001, 4) == 0
-    control.release("b1", 3, 4)
-    control.release("b1", 3, 4)  # never above burst
-    assert control.acquire("b1", 10, 0.001, 4) == 4
-    assert control.acquire("b1", 10, 0, 4) == 0  # paused
-    assert control.acquire("b1", 0, 100, 4) == 0
-    control.release("missing", 5, 4)  # a missing bucket is full: nothing to do
-    control.delete_queue("b1")  # forgets the bucket: full again
-    assert control.acquire("b1", 10, 0.001, 4) == 4
-
-
-def test_control_store_bucket_grants_the_rate_across_threads(control: MySQLControlStore) -> None:
-    rate, burst, seconds = 100.0, 20.0, 2.0  # a burst that tolerates 200 ms gaps on a loaded machine
-    granted = [0, 0]
-    deadline = time.monotonic() + seconds
-
-    def taker(k: int) -> None:
-        while time.monotonic() < deadline:
-            granted[k] += control.acquire("shared", 3, rate, burst)
-            time.sleep(0.002)
-
-    threads = [threading.Thread(target=taker, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    total = sum(granted)
-    assert rate * seconds * 0.85 <= total <= burst + rate * (seconds + 0.2)
-    assert min(granted) > 0
-
-
-def test_a_database_dropped_under_a_live_backend_comes_back(database: str) -> None:
-    name = f"{database}_gone"
-    b = MySQLBackend.from_url("d3", mysql_url(name), socket_timeout_s=5.0)
-    c = MySQLControlStore.from_url(mysql_url(name), socket_timeout_s=5.0)
-    try:
-        b.create_queue("q1", 1)
-        c.put_queue(QueueConfig("q1"))
-        conn = _raw()
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE {name}")
-        conn.close()
-        assert b.enqueue("q1", [item()]) == [1]
-        assert "q1" in b.queue_names()
-        assert c.get_queue("q1") is None
-        assert c.create_queue(QueueConfig("q1")) is True
-    finally:
-        b.close()
-        c.close()
-        conn = _raw()
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.close()
-
-
-def test_control_store_idempotency_keys(control: MySQLControlStore) -> None:
-    assert control.recall_enqueue("k1") is None
-    assert control.reserve_enqueue("k1", 60_000) is True
-    assert control.reserve_enqueue("k1", 60_000) is False
-    assert control.recall_enqueue("k1") == []
-    control.remember_enqueue("k1", ["q:sd1:p1:1", "q:sd1:p1:2"], 60_000)
-    assert control.recall_enqueue("k1") == ["q:sd1:p1:1", "q:sd1:p1:2"]
-    control.forget_enqueue("k1")
-    assert control.recall_enqueue("k1") is None
-    assert control.reserve_enqueue("k2", 1) is True
-    time.sleep(0.01)
-    assert control.recall_enqueue("k2") is None  # expired
-    assert control.reserve_enqueue("k2", 60_000) is True

@@ -1,4 +1,4 @@
-"""The Redis backend and control store against a real Redis server.
+"""The Redis backend against a real Redis server.
 
 Uses db 9 of the first local test Redis (``scripts/services``, port
 16379), flushed before each test. If that server does not answer, the
@@ -30,41 +30,17 @@ from pinlater.backends.base import (
     ShardUnavailable,
 )
 from pinlater.backends.redis_backend import RedisBackend
-from pinlater.control.redis_control import RedisControlStore
-from pinlater.errors import ShardConnectionFailed
-from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from tests.servers import REDIS_PORTS, redis_cli, redis_url
+from tests.integration.redis_support import URL, ensure_redis
 
-PORT = REDIS_PORTS[0]
-URL = redis_url(PORT, 9)  # a db of its own: the shared suites use 1 and 2
 Q = "jobs"
 HOUR = 3_600_000
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
 
 
-def _ensure_redis() -> None:
-    client = redis.Redis.from_url(URL, socket_timeout=2)
-    try:
-        client.ping()
-        return
-    except redis.ConnectionError:
-        pass
-    redis_cli("start-redis", str(PORT))  # only Redis: these tests need no MariaDB
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.ping()
-            return
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def _server() -> None:
-    _ensure_redis()
+    ensure_redis()
 
 
 @pytest.fixture
@@ -510,68 +486,3 @@ def test_any_text_round_trips_through_the_json_batches(be: RedisBackend) -> None
     assert be.ack_failed(Q, [FailItem(1, i, "hôst@1", odd, 0)]) == [True]
     rec = one(be, i, body=True)
     assert rec.custom_status == "€" + odd + odd and rec.body == b"\x00n"
-
-
-# -- control store --------------------------------------------------------------------
-
-
-@pytest.fixture
-def control(raw: redis.Redis[bytes]) -> Iterator[RedisControlStore]:
-    store = RedisControlStore.from_url(URL, socket_timeout_s=5.0)
-    yield store
-    store.close()
-
-
-def test_control_queue_configs(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
-    cfg = QueueConfig("emails", priorities=2, max_dequeue_rate=50.0)
-    assert control.get_queue("emails") is None
-    assert control.create_queue(cfg) is True
-    assert control.create_queue(cfg.with_changes(priorities=5)) is False
-    assert control.get_queue("emails") == cfg
-    control.put_queue(cfg.with_changes(paused=True))
-    assert control.list_queues() == {"emails": cfg.with_changes(paused=True)}
-    assert raw.hget("plc:queues", "emails") == cfg.with_changes(paused=True).to_json().encode()
-    control.acquire("emails", 1, 10.0, 5.0)
-    control.delete_queue("emails")
-    control.delete_queue("emails")
-    assert control.list_queues() == {} and raw.dbsize() == 0
-
-
-def test_control_token_bucket_on_real_clock(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
-    assert control.acquire("b", 100, 20.0, 4.0) == 4  # starts full
-    assert control.acquire("b", 100, 20.0, 4.0) == 0
-    time.sleep(0.16)  # ~3.2 tokens at 20/s (a slow machine may see a few ms more)
-    assert control.acquire("b", 100, 20.0, 4.0) in (3, 4)
-    control.release("b", 2, 4.0)
-    assert control.acquire("b", 2, 20.0, 4.0) == 2
-    assert 0 < raw.pttl("plc:rate:b") <= 60_000
-    assert control.acquire("paused", 5, 0.0, 4.0) == 0
-
-
-def test_control_token_bucket_shared_by_threads(control: RedisControlStore) -> None:
-    taken: list[int] = []
-    stores = [RedisControlStore.from_url(URL) for _ in range(4)]
-
-    def grab(store: RedisControlStore) -> None:
-        for _ in range(50):
-            taken.append(store.acquire("shared", 3, 0.001, 40.0))
-
-    threads = [threading.Thread(target=grab, args=(s,)) for s in stores]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
-    assert sum(taken) == 40  # burst, and practically no refill at 0.001/s
-
-
-def test_control_unreachable_is_connection_failed() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = RedisControlStore.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout_s=0.5)
-    with pytest.raises(ShardConnectionFailed):
-        store.acquire("b", 1, 1.0, 1.0)
-    with pytest.raises(ShardConnectionFailed):
-        store.get_queue("x")

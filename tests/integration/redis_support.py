@@ -1,0 +1,32 @@
+"""Helpers shared by the Redis integration suites: db 9 of the first local
+test Redis (the shared suites use 1 and 2), started if it does not answer."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from tests.servers import REDIS_PORTS, redis_cli, redis_url
+
+PORT = REDIS_PORTS[0]
+URL = redis_url(PORT, 9)
+
+
+def ensure_redis() -> None:
+    client = redis.Redis.from_url(URL, socket_timeout=2)
+    try:
+        client.ping()
+        return
+    except redis.ConnectionError:
+        pass
+    redis_cli("start-redis", str(PORT))  # only Redis: these tests need no MariaDB
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

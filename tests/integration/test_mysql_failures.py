@@ -1,0 +1,152 @@
+"""How the MySQL backend and control store meet failures: an unreachable
+server, killed connections, missing tables, a dropped database, lock
+conflicts. Against the real MariaDB of ``scripts/services`` (started if
+needed), in a throwaway database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pymysql
+import pytest
+
+from pinlater.backends.base import EnqueueItem, ShardUnavailable
+from pinlater.backends.mysql_backend import MySQLBackend
+from pinlater.backends.mysql_pool import Session
+from pinlater.control.mysql_control import MySQLControlStore
+from pinlater.errors import ShardConnectionFailed
+from pinlater.queue_config import QueueConfig
+from pinlater.states import JobState
+from tests.integration.mysql_support import raw_connection as _raw
+from tests.integration.mysql_support import throwaway_database
+from tests.servers import mysql_url
+
+P = JobState.PENDING
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    yield from throwaway_database()
+
+
+@pytest.fixture
+def backend(database: str) -> Iterator[MySQLBackend]:
+    b = MySQLBackend.from_url("d1", mysql_url(database), socket_timeout_s=5.0)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def queue(backend: MySQLBackend) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    backend.create_queue(name, 3)
+    return name
+
+
+def item(priority: int = 1) -> EnqueueItem:
+    return EnqueueItem(b"body", priority, None, 3, "")
+
+
+def one(b: MySQLBackend, q: str) -> int:
+    return b.enqueue(q, [item()])[0]
+
+
+def test_unreachable_server_raises_shard_unavailable() -> None:
+    b = MySQLBackend.from_url("dead7", "mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
+    with pytest.raises(ShardUnavailable) as info:
+        b.ping()
+    assert "dead7" in str(info.value)
+    assert isinstance(info.value.__cause__, pymysql.err.OperationalError)
+    with pytest.raises(ShardUnavailable):
+        b.enqueue("q", [item()])
+    c = MySQLControlStore.from_url("mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
+    with pytest.raises(ShardConnectionFailed):
+        c.get_queue("q")
+
+
+def test_killed_connections_are_replaced(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    one(backend, queue)
+    backend.ping()
+    conn = _raw()
+    with conn.cursor() as cur:
+        # Only this test's own database: other suites may be running.
+        cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s", (database,))
+        for (pid,) in cur.fetchall():
+            cur.execute("KILL CONNECTION %s", (pid,))
+    conn.close()
+    failures = 0
+    for _ in range(3):
+        try:
+            assert backend.count(queue, 1, P, False) == 1
+        except ShardUnavailable:
+            failures += 1  # at most the one call that met the dead connection
+    assert failures <= 1
+    assert backend.count(queue, 1, P, False) == 1
+
+
+def test_a_database_dropped_under_a_live_backend_comes_back(database: str) -> None:
+    name = f"{database}_gone"
+    b = MySQLBackend.from_url("d3", mysql_url(name), socket_timeout_s=5.0)
+    c = MySQLControlStore.from_url(mysql_url(name), socket_timeout_s=5.0)
+    try:
+        b.create_queue("q1", 1)
+        c.put_queue(QueueConfig("q1"))
+        conn = _raw()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE {name}")
+        conn.close()
+        assert b.enqueue("q1", [item()]) == [1]
+        assert "q1" in b.queue_names()
+        assert c.get_queue("q1") is None
+        assert c.create_queue(QueueConfig("q1")) is True
+    finally:
+        b.close()
+        c.close()
+        conn = _raw()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.close()
+
+
+def test_a_missing_table_is_created_on_first_use(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE q_{queue}_p2")
+        cur.execute(f"DROP TABLE q_{queue}_p3")
+        cur.execute("DELETE FROM queues WHERE name = %s", (queue,))
+    conn.close()
+    assert backend.enqueue(queue, [item(priority=2)]) == [1]
+    assert backend.dequeue(queue, 3, 10, "w1") == []
+    assert backend.count(queue, 3, P, False) == 0
+    assert queue in backend.queue_names()
+    fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard
+    assert backend.enqueue(fresh, [item(priority=3)]) == [1]
+    assert fresh in backend.queue_names()
+
+
+def test_lock_conflicts_are_retried_then_raised() -> None:
+    class Flaky:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.calls = 0
+
+        def execute(self, query: str, args: object = None) -> int:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise pymysql.err.OperationalError(1213, "Deadlock found")
+            return 7
+
+    ok = Flaky(2)
+    assert Session(ok, in_transaction=False).execute("UPDATE x") == 7  # type: ignore[arg-type]
+    assert ok.calls == 3
+    hopeless = Flaky(100)
+    with pytest.raises(pymysql.err.OperationalError):
+        Session(hopeless, in_transaction=False).execute("UPDATE x")  # type: ignore[arg-type]
+    in_txn = Flaky(1)  # the whole transaction is retried instead, by the pool
+    with pytest.raises(pymysql.err.OperationalError):
+        Session(in_txn, in_transaction=True).execute("UPDATE x")  # type: ignore[arg-type]

@@ -1,0 +1,92 @@
+"""The Redis control store (queue configs, token buckets) against a real
+Redis server (db 9 of the first local test Redis, flushed before each test;
+started if it does not answer: these tests never skip)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from pinlater.control.redis_control import RedisControlStore
+from pinlater.errors import ShardConnectionFailed
+from pinlater.queue_config import QueueConfig
+from tests.integration.redis_support import URL, ensure_redis
+
+
+@pytest.fixture
+def raw() -> Iterator[redis.Redis[bytes]]:
+    ensure_redis()
+    client: redis.Redis[bytes] = redis.Redis.from_url(URL)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+# -- control store --------------------------------------------------------------------
+
+
+@pytest.fixture
+def control(raw: redis.Redis[bytes]) -> Iterator[RedisControlStore]:
+    store = RedisControlStore.from_url(URL, socket_timeout_s=5.0)
+    yield store
+    store.close()
+
+
+def test_control_queue_configs(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
+    cfg = QueueConfig("emails", priorities=2, max_dequeue_rate=50.0)
+    assert control.get_queue("emails") is None
+    assert control.create_queue(cfg) is True
+    assert control.create_queue(cfg.with_changes(priorities=5)) is False
+    assert control.get_queue("emails") == cfg
+    control.put_queue(cfg.with_changes(paused=True))
+    assert control.list_queues() == {"emails": cfg.with_changes(paused=True)}
+    assert raw.hget("plc:queues", "emails") == cfg.with_changes(paused=True).to_json().encode()
+    control.acquire("emails", 1, 10.0, 5.0)
+    control.delete_queue("emails")
+    control.delete_queue("emails")
+    assert control.list_queues() == {} and raw.dbsize() == 0
+
+
+def test_control_token_bucket_on_real_clock(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
+    assert control.acquire("b", 100, 20.0, 4.0) == 4  # starts full
+    assert control.acquire("b", 100, 20.0, 4.0) == 0
+    time.sleep(0.16)  # ~3.2 tokens at 20/s (a slow machine may see a few ms more)
+    assert control.acquire("b", 100, 20.0, 4.0) in (3, 4)
+    control.release("b", 2, 4.0)
+    assert control.acquire("b", 2, 20.0, 4.0) == 2
+    assert 0 < raw.pttl("plc:rate:b") <= 60_000
+    assert control.acquire("paused", 5, 0.0, 4.0) == 0
+
+
+def test_control_token_bucket_shared_by_threads(control: RedisControlStore) -> None:
+    taken: list[int] = []
+    stores = [RedisControlStore.from_url(URL) for _ in range(4)]
+
+    def grab(store: RedisControlStore) -> None:
+        for _ in range(50):
+            taken.append(store.acquire("shared", 3, 0.001, 40.0))
+
+    threads = [threading.Thread(target=grab, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert sum(taken) == 40  # burst, and practically no refill at 0.001/s
+
+
+def test_control_unreachable_is_connection_failed() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RedisControlStore.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout_s=0.5)
+    with pytest.raises(ShardConnectionFailed):
+        store.acquire("b", 1, 1.0, 1.0)
+    with pytest.raises(ShardConnectionFailed):
+        store.get_queue("x")
