@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinlater.models import AckResult
 
 
 class ErrorCode(IntEnum):
@@ -79,6 +83,17 @@ class NoHealthyShards(PinLaterError):
 
 class ShardConnectionFailed(PinLaterError):
     code = ErrorCode.SHARD_CONNECTION_FAILED
+
+
+class AckNotApplied(ShardConnectionFailed):
+    """Part of an ACK or checkpoint call could not be applied because a
+    shard was unreachable. ``result`` says per descriptor what was applied,
+    what was stale and what was not applied, so the caller retries only
+    ``result.unapplied``."""
+
+    def __init__(self, message: str, result: AckResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class StorageError(PinLaterError):

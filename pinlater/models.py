@@ -41,8 +41,14 @@ class Ack:
 
 @dataclass(frozen=True, slots=True)
 class AckResult:
+    """Per descriptor, what an ACK or checkpoint call did: ``acked`` were
+    applied; ``stale`` changed nothing (the caller no longer holds the
+    claim); ``unapplied`` (descriptor -> cause) were not tried because their
+    shard could not be reached: retry only those."""
+
     acked: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    unapplied: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,10 @@ from pinlater.control.factory import open_control_store
 from pinlater.counters import EventCounters
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import (
+    AckNotApplied,
     InvalidRequest,
     NoHealthyShards,
-    ShardConnectionFailed,
+    PinLaterError,
 )
 from pinlater.idempotency import enqueue_once
 from pinlater.inspection import InspectionMixin
@@ -242,8 +243,10 @@ class JobService(QueueAdminMixin, InspectionMixin):
             )
         self.counters.add(queue, counters.FAILED, len(result.acked) - applied_before_failures)
         if errors:
-            raise ShardConnectionFailed(
-                f"ACKs not applied (those jobs will time out and re-run): {'; '.join(errors)}"
+            raise AckNotApplied(
+                f"{len(result.unapplied)} ACKs not applied (retry them, or they time out and re-run): "
+                f"{'; '.join(errors)}",
+                result,
             )
         return result
 
@@ -302,7 +305,9 @@ class JobService(QueueAdminMixin, InspectionMixin):
             ]
             self._apply(backend, pairs, lambda b, i=items: b.checkpoint(queue, i), result, errors)  # type: ignore[misc]
         if errors:
-            raise ShardConnectionFailed(f"checkpoints not applied: {'; '.join(errors)}")
+            raise AckNotApplied(
+                f"{len(result.unapplied)} checkpoints not applied: {'; '.join(errors)}", result
+            )
         stale = result.stale
         if stale:
             log.info("ignored %d stale checkpoints on %s from %s", len(stale), queue, source)
@@ -331,8 +336,13 @@ class JobService(QueueAdminMixin, InspectionMixin):
     ) -> None:
         try:
             applied = self._on_shard(backend, op)
-        except ShardUnavailable as exc:
+        except PinLaterError as exc:
+            # Unreachable, or failed there: either way these are not known
+            # to be applied, and every transition is safe to repeat.
             errors.append(f"shard {backend.shard_id}: {len(pairs)} jobs ({exc})")
+            cause = f"shard {backend.shard_id}: {exc}"
+            for d, _ in pairs:
+                result.unapplied[str(d)] = cause
             return
         for (d, _), ok in zip(pairs, applied, strict=True):
             (result.acked if ok else result.stale).append(str(d))

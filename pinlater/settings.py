@@ -8,10 +8,11 @@ process is configured without code: ``PINLATER_SHARDS``,
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
@@ -104,6 +105,20 @@ class Settings:
     # Ask for the token on the read-only views (JSON API, /metrics) too.
     dashboard_protect_reads: bool = False
     flower_url: str = "http://127.0.0.1:5555"
+    # Jobs in one enqueue call (and ACKs, checkpoints or lookups in one call):
+    # one call is one script or transaction on its shard, so this bounds how
+    # long one caller can hold a shard.
+    max_jobs_per_call: int = 1000
+    # A body-regex count, scan or delete examines at most this many bodies
+    # and runs at most this long; past either it fails with a clear error.
+    regex_max_bodies: int = 100_000
+    regex_budget_s: float = 2.0
+    # Thrift server connection and memory caps (see pinlater.thrift.server).
+    server_max_connections: int = 1024
+    server_max_connections_per_client: int = 64
+    server_max_buffered_bytes: int = 256 * 1024 * 1024
+    server_frame_timeout_s: float = 30.0
+    server_idle_timeout_s: float = 600.0
 
     @property
     def resolved_control_url(self) -> str:
@@ -111,16 +126,15 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Raises SettingError naming the variable at fault."""
         env = os.environ if env is None else env
-        kwargs: dict[str, object] = {"shards": parse_shards(env.get("PINLATER_SHARDS", DEFAULT_SHARDS))}
+        kwargs: dict[str, object] = {}
+        try:
+            kwargs["shards"] = parse_shards(env.get("PINLATER_SHARDS", DEFAULT_SHARDS))
+        except ValueError as exc:
+            raise SettingError("PINLATER_SHARDS", str(exc)) from None
         if env.get("PINLATER_CONTROL_URL"):
             kwargs["control_url"] = env["PINLATER_CONTROL_URL"]
-        if env.get("PINLATER_MAX_BODY_BYTES"):
-            kwargs["max_body_bytes"] = int(env["PINLATER_MAX_BODY_BYTES"])
-        if env.get("PINLATER_DEFAULT_PRIORITIES"):
-            kwargs["default_priorities"] = int(env["PINLATER_DEFAULT_PRIORITIES"])
-        if env.get("PINLATER_CONFIG_TTL_S"):
-            kwargs["config_ttl_s"] = float(env["PINLATER_CONFIG_TTL_S"])
         if env.get("PINLATER_ADMIN_SECRET_SHA256"):
             kwargs["admin_secret_sha256"] = env["PINLATER_ADMIN_SECRET_SHA256"].lower()
         elif env.get("PINLATER_ADMIN_SECRET"):
@@ -129,20 +143,90 @@ class Settings:
             kwargs["dashboard_token_sha256"] = env["PINLATER_DASHBOARD_TOKEN_SHA256"].lower()
         elif env.get("PINLATER_DASHBOARD_TOKEN"):
             kwargs["dashboard_token_sha256"] = hash_secret(env["PINLATER_DASHBOARD_TOKEN"])
-        if env.get("PINLATER_DASHBOARD_PROTECT_READS"):
-            kwargs["dashboard_protect_reads"] = parse_flag(env["PINLATER_DASHBOARD_PROTECT_READS"])
-        for name, var, kind in (
-            ("dashboard_host", "PINLATER_DASHBOARD_HOST", str),
-            ("dashboard_port", "PINLATER_DASHBOARD_PORT", int),
-            ("flower_url", "PINLATER_FLOWER_URL", str),
-            ("server_host", "PINLATER_SERVER_HOST", str),
-            ("server_port", "PINLATER_SERVER_PORT", int),
-            ("metrics_port", "PINLATER_METRICS_PORT", int),
-            ("client_timeout_s", "PINLATER_CLIENT_TIMEOUT_S", float),
-            ("idempotency_window_ms", "PINLATER_IDEMPOTENCY_WINDOW_MS", int),
-        ):
-            if env.get(var):
-                kwargs[name] = kind(env[var])
+        for name, var, parse in _FROM_ENV:
+            text = env.get(var)
+            if text:
+                try:
+                    kwargs[name] = parse(text)
+                except ValueError as exc:
+                    raise SettingError(var, str(exc)) from None
         if env.get("PINLATER_SERVERS"):
-            kwargs["servers"] = tuple(s.strip() for s in env["PINLATER_SERVERS"].split(",") if s.strip())
+            servers = tuple(s.strip() for s in env["PINLATER_SERVERS"].split(",") if s.strip())
+            for server in servers:
+                try:
+                    parse_address(server)
+                except ValueError as exc:
+                    raise SettingError("PINLATER_SERVERS", str(exc)) from None
+            kwargs["servers"] = servers
         return cls(**kwargs)  # type: ignore[arg-type]
+
+
+class SettingError(ValueError):
+    """A PINLATER_* variable has a value the service cannot use."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or not 0 < value <= high:
+            raise ValueError(f"must be a number above 0 and at most {high:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+_PORT = _bounded_int(0, 65535)
+_FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
+    ("max_body_bytes", "PINLATER_MAX_BODY_BYTES", _bounded_int(1, 64 * 1024 * 1024)),
+    ("default_priorities", "PINLATER_DEFAULT_PRIORITIES", _bounded_int(1, 100)),
+    ("config_ttl_s", "PINLATER_CONFIG_TTL_S", _positive_float(3600)),
+    ("dashboard_protect_reads", "PINLATER_DASHBOARD_PROTECT_READS", parse_flag),
+    ("dashboard_host", "PINLATER_DASHBOARD_HOST", _text),
+    ("dashboard_port", "PINLATER_DASHBOARD_PORT", _PORT),
+    ("flower_url", "PINLATER_FLOWER_URL", _text),
+    ("server_host", "PINLATER_SERVER_HOST", _text),
+    ("server_port", "PINLATER_SERVER_PORT", _PORT),
+    ("metrics_port", "PINLATER_METRICS_PORT", _PORT),
+    ("client_timeout_s", "PINLATER_CLIENT_TIMEOUT_S", _positive_float(3600)),
+    ("idempotency_window_ms", "PINLATER_IDEMPOTENCY_WINDOW_MS", _bounded_int(1, 30 * 86_400_000)),
+    ("max_jobs_per_call", "PINLATER_MAX_JOBS_PER_CALL", _bounded_int(1, 100_000)),
+    ("regex_max_bodies", "PINLATER_REGEX_MAX_BODIES", _bounded_int(1, 100_000_000)),
+    ("regex_budget_s", "PINLATER_REGEX_BUDGET_S", _positive_float(3600)),
+    ("server_max_connections", "PINLATER_SERVER_MAX_CONNECTIONS", _bounded_int(1, 100_000)),
+    ("server_max_connections_per_client", "PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT", _bounded_int(1, 100_000)),
+    ("server_max_buffered_bytes", "PINLATER_SERVER_MAX_BUFFERED_BYTES", _bounded_int(1024 * 1024, 2**40)),
+    ("server_frame_timeout_s", "PINLATER_SERVER_FRAME_TIMEOUT_S", _positive_float(3600)),
+    ("server_idle_timeout_s", "PINLATER_SERVER_IDLE_TIMEOUT_S", _positive_float(86_400)),
+)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port``."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"server address {text!r} must look like HOST:PORT")
+    return host.strip("[]"), int(port)

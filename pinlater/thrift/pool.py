@@ -24,6 +24,7 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException
 
 from pinlater.errors import PinLaterError, ShardConnectionFailed
+from pinlater.settings import parse_address
 from pinlater.thrift.framing import (
     CALL,
     EXCEPTION,
@@ -54,14 +55,6 @@ class CallFailed(ShardConnectionFailed):
 
 class _NotSent(Exception):
     pass
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port``."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"server address {text!r} must look like HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 class Connection:

@@ -1,0 +1,24 @@
+"""The service's hard limits on input, defined once.
+
+Every entry point (Python API, Thrift server, CLI, dashboard) checks against
+these, so a value is accepted or refused the same way everywhere. The
+configurable limits (body size, jobs per call, regex budget, server
+connection and buffer caps) live in ``pinlater.settings.Settings``.
+"""
+
+from __future__ import annotations
+
+# Timestamps and delays reach Redis as Lua numbers (IEEE doubles): integers
+# above 2**53 - 1 are not exact there, and i64 values of 2**63 and above do
+# not fit MySQL's BIGINT. 2**53 - 1 ms is the year 287,396: a far-future
+# "never" fits, and every backend stores it exactly.
+MAX_TIMESTAMP_MS = 2**53 - 1
+# A retry delay is added to the shard's clock: 100 years keeps now + delay
+# far below MAX_TIMESTAMP_MS.
+MAX_DELAY_MS = 100 * 365 * 86_400_000
+# Claim timeouts and retention are durations too.
+MAX_DURATION_MS = MAX_DELAY_MS
+# Jobs per second across every dequeuer; above this a limit means nothing.
+MAX_DEQUEUE_RATE = 1e9
+# Priorities per queue.
+MAX_PRIORITIES = 100
