@@ -17,8 +17,10 @@ from typing import Any
 
 from dashboards.cli import add_dashboard_command
 from pinlater.errors import PinLaterError
+from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.models import Job, JobInfo
 from pinlater.monitor import Monitor
+from pinlater.queue_config import check_rate
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.thrift.cli import add_server_commands
@@ -120,8 +122,7 @@ def cmd_delete(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_set_rate(c: JobService, a: argparse.Namespace) -> Any:
-    rate = None if a.rate in ("unlimited", "none") else float(a.rate)
-    return json.loads(c.set_rate(a.queue, rate).to_json())
+    return json.loads(c.set_rate(a.queue, a.rate).to_json())
 
 
 def cmd_pause(c: JobService, a: argparse.Namespace) -> Any:
@@ -157,6 +158,18 @@ def _state(text: str) -> str:
     return text
 
 
+def _rate(text: str) -> float | None:
+    """jobs/s: a finite number from 0 (pauses), or 'unlimited'."""
+    if text.strip().lower() in ("unlimited", "none"):
+        return None
+    try:
+        return check_rate(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a rate: give jobs per second from 0 to {MAX_DEQUEUE_RATE:g}, or 'unlimited'"
+        ) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinlater", description="Operate a PinLater job service.")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -172,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("create-queue", cmd_create_queue, "create a queue (idempotent)")
     p.add_argument("queue")
     p.add_argument("--priorities", type=int)
-    p.add_argument("--rate", type=float, help="max dequeues per second (0 pauses)")
+    p.add_argument("--rate", type=_rate, help="max dequeues per second (0 pauses; 'unlimited')")
     p.add_argument("--claim-timeout-ms", type=int)
     p = add("delete-queue", cmd_delete_queue, "delete a queue and all its jobs (needs the admin secret)")
     p.add_argument("queue")
@@ -212,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=1000)
     p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
     p.add_argument("queue")
-    p.add_argument("rate")
+    p.add_argument("rate", type=_rate)
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")
@@ -228,25 +241,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that run until stopped log their progress; one-shot commands only
+# print their answer (and one line on error).
+_LONG_RUNNING = {"server", "dashboard", "monitor"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0 done, 2 refused (bad input, setting or store), 1 an
+    internal error. A user never sees a traceback unless asked (-v)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if getattr(args, "run", None) is not None:  # server, server-stats: no client of their own
-        return int(args.run(args))
+    if args.verbose:
+        level = logging.DEBUG
+    elif args.command in _LONG_RUNNING and not getattr(args, "once", False):
+        level = logging.INFO
+    else:
+        level = logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        # The operators' CLI always talks to the stores (PINLATER_SERVERS is for applications).
-        with JobService.from_settings() as client:
-            result = args.fn(client, args)
+        return _run(args)
     except PinLaterError as exc:
-        print(f"error ({exc.code.name}): {exc.message}", file=sys.stderr)
+        print(f"error ({exc.code.name}): {_one_line(exc.message)}", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # settings (SettingError names the variable) and argument values
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 -- the last line of defence: one line, not a traceback
+        if args.verbose:
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for details)",
+              file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "run", None) is not None:  # server, server-stats, dashboard: no client of their own
+        return int(args.run(args))
+    # The operators' CLI always talks to the stores (PINLATER_SERVERS is for applications).
+    with JobService.from_settings() as client:
+        result = args.fn(client, args)
     if result is not None:
         _print(args, result)
     return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

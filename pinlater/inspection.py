@@ -19,10 +19,11 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import InvalidRequest
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.states import JobState
-from pinlater.validation import check_limit, check_priority, compile_body_regex
+from pinlater.validation import check_batch, check_limit, check_priority, compile_body_regex
 
 if TYPE_CHECKING:
     from pinlater.queue_config import QueueConfig
+    from pinlater.settings import Settings
     from pinlater.shards import ShardSet
 
 T = TypeVar("T")
@@ -50,6 +51,7 @@ def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
 
 class InspectionMixin:
     shards: ShardSet
+    settings: Settings
 
     if TYPE_CHECKING:
 
@@ -67,6 +69,7 @@ class InspectionMixin:
     # -- lookup ----------------------------------------------------------------
     def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
         """Jobs by descriptor; unknown descriptors (and queues) are left out."""
+        check_batch(len(descriptors), self.settings.max_jobs_per_call, "descriptors")
         groups: dict[tuple[str, str, int], list[JobDescriptor]] = defaultdict(list)
         for text in descriptors:
             d = JobDescriptor.parse(text)

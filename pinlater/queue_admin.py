@@ -19,7 +19,7 @@ from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, hash_secret
 from pinlater.shards import ShardSet
 from pinlater.states import JobState
-from pinlater.validation import check_attempts, check_limit, check_priority
+from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -64,7 +64,10 @@ class QueueAdminMixin:
     ) -> QueueConfig:
         """Idempotent: an existing queue keeps its config and is returned."""
         validate_queue_name(name)
-        fields: dict[str, object] = {"priorities": priorities or self.settings.default_priorities}
+        # None means "the default"; any other value is checked, never replaced.
+        fields: dict[str, object] = {
+            "priorities": self.settings.default_priorities if priorities is None else priorities
+        }
         for key, value in (
             ("max_dequeue_rate", max_dequeue_rate),
             ("claim_timeout_ms", claim_timeout_ms),
@@ -183,6 +186,7 @@ class QueueAdminMixin:
         config = self.queue_config(queue)
         check_attempts(attempts)
         check_limit(limit)
+        check_timestamp(run_after_ms)
         priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
         done = 0
         for backend in self.shards.require_healthy():

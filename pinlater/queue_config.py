@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pinlater.errors import QueueNameInvalid, QueueNameTooLong
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES
 from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 # MySQL keeps one table per (queue, priority) named q_<queue>_p<N>: within
 # the 64-character identifier limit with room to spare.
@@ -46,14 +51,19 @@ class QueueConfig:
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
-        if not 1 <= self.priorities <= 100:
-            raise ValueError("priorities must be between 1 and 100")
-        if self.max_dequeue_rate is not None and self.max_dequeue_rate < 0:
-            raise ValueError("max_dequeue_rate must be >= 0 (0 pauses) or None for unlimited")
-        if self.claim_timeout_ms < 100:
-            raise ValueError("claim_timeout_ms must be at least 100")
-        if self.succeeded_retention_ms < 0 or self.failed_retention_ms < 0:
-            raise ValueError("retention must be >= 0")
+        if not _is_int(self.priorities) or not 1 <= self.priorities <= MAX_PRIORITIES:
+            raise ValueError(f"priorities must be a whole number from 1 to {MAX_PRIORITIES}, got {self.priorities!r}")
+        check_rate(self.max_dequeue_rate)
+        if not isinstance(self.paused, bool):
+            raise ValueError("paused must be true or false")
+        if not _is_int(self.claim_timeout_ms) or not 100 <= self.claim_timeout_ms <= MAX_DURATION_MS:
+            raise ValueError(f"claim_timeout_ms must be from 100 to {MAX_DURATION_MS}, got {self.claim_timeout_ms!r}")
+        for name in ("succeeded_retention_ms", "failed_retention_ms"):
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value <= MAX_DURATION_MS:
+                raise ValueError(f"{name} must be from 0 to {MAX_DURATION_MS}, got {value!r}")
+        if not isinstance(self.retry, RetryPolicy):
+            raise ValueError("retry must be a RetryPolicy")
 
     @property
     def effective_rate(self) -> float | None:
@@ -80,7 +90,39 @@ class QueueConfig:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> QueueConfig:
+        """Reads a stored config. A rate that today's validation refuses but
+        an older version stored (NaN, Infinity, negative) is read as what it
+        did then, unlimited, with a warning, so the queue stays usable."""
         data = json.loads(text)
         data["retry"] = RetryPolicy.from_dict(data.get("retry") or {})
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        rate = known.get("max_dequeue_rate")
+        if rate is not None:
+            try:
+                check_rate(rate)
+            except ValueError as exc:
+                log.warning("queue %s: stored rate ignored, treated as unlimited: %s", known.get("name"), exc)
+                known["max_dequeue_rate"] = None
         return cls(**known)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_rate(rate: object) -> float | None:
+    """A max dequeue rate: None (unlimited), or a finite number of jobs per
+    second from 0 (paused) to MAX_DEQUEUE_RATE."""
+    if rate is None:
+        return None
+    if (
+        not isinstance(rate, int | float)
+        or isinstance(rate, bool)
+        or not math.isfinite(rate)
+        or not 0 <= rate <= MAX_DEQUEUE_RATE
+    ):
+        raise ValueError(
+            f"max_dequeue_rate must be a finite number of jobs per second from 0 (pauses) to "
+            f"{MAX_DEQUEUE_RATE:g}, or unlimited; got {rate!r}"
+        )
+    return float(rate)

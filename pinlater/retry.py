@@ -7,8 +7,14 @@ a downstream system without an operator.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from pinlater.limits import MAX_DELAY_MS
+
+# attempts_allowed is at most 1000 (pinlater.validation.MAX_ATTEMPTS).
+MAX_RETRIES = 999
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,16 +37,21 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"unknown retry policy kind {self.kind!r}: use one of {sorted(_KINDS)}")
-        if self.retries < 0:
-            raise ValueError("retries must be >= 0")
-        if self.base_ms < 0 or self.max_delay_ms < 0:
-            raise ValueError("delays must be >= 0")
-        if self.factor < 1.0:
-            raise ValueError("factor must be >= 1")
+        for name in ("retries", "base_ms", "linear_retries", "max_delay_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
+        if not 0 <= self.retries <= MAX_RETRIES:
+            raise ValueError(f"retries must be 0 to {MAX_RETRIES}")
+        if not 0 <= self.linear_retries <= MAX_RETRIES:
+            raise ValueError(f"linear_retries must be 0 to {MAX_RETRIES}")
+        delays = (self.base_ms, self.max_delay_ms, *self.delays_ms)
+        if any(not isinstance(d, int) or isinstance(d, bool) or not 0 <= d <= MAX_DELAY_MS for d in delays):
+            raise ValueError(f"delays must be whole milliseconds from 0 to {MAX_DELAY_MS} (100 years)")
+        if not isinstance(self.factor, int | float) or not math.isfinite(self.factor) or not 1.0 <= self.factor <= 100:
+            raise ValueError(f"factor must be a finite number from 1 to 100, got {self.factor!r}")
         if self.kind == "custom" and not self.delays_ms:
             raise ValueError("a custom retry policy needs delays_ms")
-        if any(d < 0 for d in self.delays_ms):
-            raise ValueError("delays must be >= 0")
 
     @property
     def attempts_allowed(self) -> int:
@@ -88,7 +99,15 @@ _KINDS = {"constant", "linear", "exponential", "linear_then_exponential", "custo
 
 def backoff_delay_ms(policy: RetryPolicy, retry_number: int) -> int:
     """Delay before retry ``retry_number`` (1-based), capped at max_delay_ms."""
-    n = max(1, retry_number)
+    n = max(1, min(retry_number, MAX_RETRIES + 1))
+    try:
+        delay = _raw_delay(policy, n)
+    except OverflowError:  # factor ** n past a double: the cap applies
+        delay = math.inf
+    return int(min(delay, policy.max_delay_ms))
+
+
+def _raw_delay(policy: RetryPolicy, n: int) -> float:
     if policy.kind == "constant":
         delay = float(policy.base_ms)
     elif policy.kind == "linear":
@@ -103,7 +122,7 @@ def backoff_delay_ms(policy: RetryPolicy, retry_number: int) -> int:
             delay = last_linear * policy.factor ** (n - policy.linear_retries)
     else:  # custom: the last delay repeats past the end of the list
         delay = float(policy.delays_ms[min(n, len(policy.delays_ms)) - 1])
-    return int(min(delay, policy.max_delay_ms))
+    return delay
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy()

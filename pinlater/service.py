@@ -48,10 +48,14 @@ from pinlater.settings import Settings, default_source
 from pinlater.shards import ShardSet
 from pinlater.validation import (
     check_attempts,
+    check_batch,
+    check_delay,
     check_job,
     check_limit,
     check_priority,
     check_source,
+    check_status,
+    check_timestamp,
 )
 
 log = logging.getLogger(__name__)
@@ -116,6 +120,7 @@ class JobService(QueueAdminMixin, InspectionMixin):
         return self._enqueue(queue, config, jobs)
 
     def _enqueue(self, queue: str, config: QueueConfig, jobs: Sequence[Job]) -> list[str]:
+        check_batch(len(jobs), self.settings.max_jobs_per_call)
         for job in jobs:
             check_job(config, job, self.settings.max_body_bytes)
         default_attempts = config.retry.attempts_allowed
@@ -230,14 +235,22 @@ class JobService(QueueAdminMixin, InspectionMixin):
         nothing and are reported stale."""
         source = check_source(source or self.source)
         config = self.queue_config(queue)
+        check_batch(len(succeeded) + len(failed), self.settings.max_jobs_per_call, "ACKs")
+        for a in failed:
+            check_delay(a.retry_delay_ms)
+        for a in (*succeeded, *failed):
+            check_status(a.append_custom_status)
+        # Parse and route everything before applying anything.
+        succeeded_by_shard = self._by_shard(queue, config, succeeded)
+        failed_by_shard = self._by_shard(queue, config, failed)
         result = AckResult()
         errors: list[str] = []
-        for backend, acks in self._by_shard(queue, config, succeeded):
+        for backend, acks in succeeded_by_shard:
             items = [AckItem(d.priority, d.local_id, source, a.append_custom_status) for d, a in acks]
             self._apply(backend, acks, lambda b, i=items: b.ack_succeeded(queue, i), result, errors)  # type: ignore[misc]
         self.counters.add(queue, counters.SUCCEEDED, len(result.acked))
         applied_before_failures = len(result.acked)
-        for backend, acks in self._by_shard(queue, config, failed):
+        for backend, acks in failed_by_shard:
             self._apply(
                 backend, acks, lambda b, a=acks: self._fail_on(b, queue, config, a, source), result, errors  # type: ignore[misc]
             )
@@ -288,9 +301,13 @@ class JobService(QueueAdminMixin, InspectionMixin):
         """Heartbeats (and optional changes) for running jobs held by ``source``."""
         source = check_source(source or self.source)
         config = self.queue_config(queue)
+        check_batch(len(checkpoints), self.settings.max_jobs_per_call, "checkpoints")
         for c in checkpoints:
             if c.attempts_allowed is not None:
                 check_attempts(c.attempts_allowed)
+            check_timestamp(c.run_after_ms)
+            if c.prepend_custom_status is not None:
+                check_status(c.prepend_custom_status)
             if c.new_body is not None and len(c.new_body) > self.settings.max_body_bytes:
                 raise InvalidRequest(f"new body is over {self.settings.max_body_bytes} bytes")
         result = AckResult()

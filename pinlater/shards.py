@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
-from pinlater.errors import InvalidRequest, NoHealthyShards
+from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, StorageError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,9 +107,13 @@ class ShardSet:
             raise
         except ShardBusy:
             raise
-        except Exception as exc:
+        except PinLaterError as exc:
             self._record_error(backend.shard_id, exc)
             raise
+        except Exception as exc:
+            # Callers catch PinLaterError: nothing of a driver's gets past here.
+            self._record_error(backend.shard_id, exc)
+            raise StorageError(f"shard {backend.shard_id}: {type(exc).__name__}: {exc}") from exc
         self._record_ok(backend.shard_id)
         return result
 

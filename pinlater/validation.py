@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from pinlater.errors import EnqueueRejected, InvalidRequest, PriorityNotSupported
+from pinlater.errors import EnqueueRejected, InvalidRequest, PinLaterError, PriorityNotSupported
+from pinlater.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS
 from pinlater.models import Job
 from pinlater.queue_config import QueueConfig
 
@@ -15,7 +16,7 @@ MAX_STATUS_LEN = 4000
 
 
 def check_priority(config: QueueConfig, priority: int) -> int:
-    if not isinstance(priority, int) or not 1 <= priority <= config.priorities:
+    if not _is_int(priority) or not 1 <= priority <= config.priorities:
         raise PriorityNotSupported(
             f"priority {priority!r} is not supported by queue {config.name!r}: "
             f"use 1 (highest) to {config.priorities}"
@@ -24,15 +25,48 @@ def check_priority(config: QueueConfig, priority: int) -> int:
 
 
 def check_limit(limit: int, what: str = "limit") -> int:
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if not _is_int(limit) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"{what} must be between 1 and {MAX_LIMIT}, got {limit!r}")
     return limit
 
 
 def check_attempts(attempts: int) -> int:
-    if not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
+    if not _is_int(attempts) or not 1 <= attempts <= MAX_ATTEMPTS:
         raise EnqueueRejected(f"attempts allowed must be between 1 and {MAX_ATTEMPTS}, got {attempts!r}")
     return attempts
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_timestamp(
+    value: int | None, what: str = "run_after", error: type[PinLaterError] = InvalidRequest
+) -> int | None:
+    """A time in ms since the epoch: 0 to MAX_TIMESTAMP_MS (2**53 - 1), the
+    range every backend stores exactly. None (now) passes."""
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= value <= MAX_TIMESTAMP_MS:
+        raise error(
+            f"{what} must be milliseconds since the epoch from 0 to {MAX_TIMESTAMP_MS} (2**53 - 1), got {value!r}"
+        )
+    return value
+
+
+def check_delay(value: int, what: str = "retry delay") -> int:
+    """A delay in ms: 0 to MAX_DELAY_MS (100 years)."""
+    if not _is_int(value) or not 0 <= value <= MAX_DELAY_MS:
+        raise InvalidRequest(f"{what} must be 0 to {MAX_DELAY_MS} ms (100 years), got {value!r}")
+    return value
+
+
+def check_batch(count: int, max_per_call: int, what: str = "jobs") -> None:
+    """One call is one script or transaction on a shard: bounded."""
+    if count > max_per_call:
+        raise InvalidRequest(
+            f"{count} {what} in one call; the limit is {max_per_call} (PINLATER_MAX_JOBS_PER_CALL): split the batch"
+        )
 
 
 def check_source(source: str) -> str:
@@ -53,10 +87,14 @@ def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:
     check_priority(config, job.priority)
     if job.attempts_allowed is not None:
         check_attempts(job.attempts_allowed)
-    if job.run_after_ms is not None and (not isinstance(job.run_after_ms, int) or job.run_after_ms < 0):
-        raise EnqueueRejected(f"run_after must be milliseconds since the epoch, got {job.run_after_ms!r}")
-    if len(job.custom_status) > MAX_STATUS_LEN:
-        raise EnqueueRejected(f"custom status is longer than {MAX_STATUS_LEN} characters")
+    check_timestamp(job.run_after_ms, "run_after", EnqueueRejected)
+    check_status(job.custom_status, EnqueueRejected)
+
+
+def check_status(status: str, error: type[PinLaterError] = InvalidRequest) -> str:
+    if not isinstance(status, str) or len(status) > MAX_STATUS_LEN:
+        raise error(f"custom status must be text of at most {MAX_STATUS_LEN} characters")
+    return status
 
 
 def compile_body_regex(pattern: str | None) -> re.Pattern[bytes] | None:

@@ -21,8 +21,6 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-import pymysql
-
 from pinlater.backends.base import (
     CLAIM_TOKEN_LEN,
     AckItem,
@@ -38,6 +36,7 @@ from pinlater.backends.mysql_pool import (
     NO_SUCH_TABLE,
     ConnectionPool,
     MySQLAddress,
+    MySQLStorageError,
     Session,
     error_code,
 )
@@ -159,7 +158,7 @@ class MySQLBackend:
         ``queues`` table."""
         try:
             return self._pool.run(work, transaction=transaction)
-        except pymysql.MySQLError as exc:
+        except MySQLStorageError as exc:
             if error_code(exc) != NO_SUCH_TABLE:
                 raise
         self._pool.invalidate_schema()

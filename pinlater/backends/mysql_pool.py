@@ -20,7 +20,7 @@ from pymysql.constants import CLIENT
 from pymysql.cursors import Cursor
 
 from pinlater.backends.sql_blocks import sql
-from pinlater.errors import PinLaterError
+from pinlater.errors import PinLaterError, StorageError
 
 T = TypeVar("T")
 
@@ -28,6 +28,9 @@ T = TypeVar("T")
 # gone away (2006), lost connection (2013, 2055), shutdown in progress
 # (1053), connection killed (1927).
 UNREACHABLE = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055})
+# The server answers but will not let us in (wrong credentials, host not
+# allowed, too many connections): as unusable as a server that is down.
+REFUSED = frozenset({1040, 1044, 1045, 1129, 1130, 1698})
 # Lost a deadlock (1213) or waited too long for a lock (1205): nothing was
 # changed, running it again is safe.
 LOCK_CONFLICT = frozenset({1205, 1213})
@@ -42,7 +45,18 @@ IDLE_PING_S = 2.0
 _DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
+class MySQLStorageError(StorageError):
+    """A MySQL error that is not a connection failure, as the job service
+    reports it: one line, with the server's error number kept in ``errno``."""
+
+    def __init__(self, message: str, errno: int | None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
 def error_code(exc: BaseException) -> int | None:
+    if isinstance(exc, MySQLStorageError):
+        return exc.errno
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
 
@@ -51,7 +65,27 @@ def is_unreachable(exc: BaseException) -> bool:
     # PyMySQL raises InterfaceError for a connection it already knows is dead.
     if isinstance(exc, pymysql.err.InterfaceError | OSError):
         return True
-    return isinstance(exc, pymysql.err.OperationalError) and error_code(exc) in UNREACHABLE
+    return isinstance(exc, pymysql.err.OperationalError) and error_code(exc) in UNREACHABLE | REFUSED
+
+
+def is_foreign(exc: BaseException) -> bool:
+    """Not a MySQL error at all while connecting: PyMySQL choking on what
+    another kind of server (Redis, HTTP...) sent back."""
+    return not isinstance(exc, pymysql.MySQLError | PinLaterError)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an error of PyMySQL's."""
+    code = error_code(exc)
+    args: tuple[object, ...] = getattr(exc, "args", ())
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    if is_foreign(exc):
+        return f"not a MySQL server? ({type(exc).__name__}: {exc})"
+    return f"MySQL error {code}: {text}" if code is not None else f"{type(exc).__name__}: {text}"
+
+
+class _OneLine(Exception):
+    """A cause already described in one line."""
 
 
 def _backoff(attempt: int) -> None:
@@ -172,11 +206,13 @@ class ConnectionPool:
                     self._create_database()
                     continue
                 if not transaction or error_code(exc) not in LOCK_CONFLICT:
-                    raise
+                    raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
                 attempt += 1
                 if attempt > LOCK_RETRIES:
-                    raise
+                    raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
                 _backoff(attempt)
+            except pymysql.MySQLError as exc:
+                raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
 
     def _run_once(self, work: Callable[[Session], T], transaction: bool) -> T:
         conn, generation = self._checkout()
@@ -196,7 +232,7 @@ class ConnectionPool:
         except Exception as exc:
             if is_unreachable(exc):
                 self.flush()
-                raise self._unavailable(exc) from exc
+                raise self._unavailable(_OneLine(describe(exc))) from exc
             reusable = not transaction or self._rolled_back(conn)
             raise
         finally:
@@ -235,8 +271,8 @@ class ConnectionPool:
         try:
             return self._open(), generation
         except Exception as exc:
-            if is_unreachable(exc):
-                raise self._unavailable(exc) from exc
+            if is_unreachable(exc) or is_foreign(exc):
+                raise self._unavailable(_OneLine(describe(exc))) from exc
             raise
 
     def _checkin(self, conn: Connection[Cursor], generation: int) -> None:
@@ -288,8 +324,8 @@ class ConnectionPool:
         try:
             bootstrap = self._connect(with_database=False)
         except Exception as exc:
-            if is_unreachable(exc):
-                raise self._unavailable(exc) from exc
+            if is_unreachable(exc) or is_foreign(exc):
+                raise self._unavailable(_OneLine(describe(exc))) from exc
             raise
         try:
             with bootstrap.cursor() as cursor:

@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pinlater.backends import keys
 from pinlater.backends.base import (
@@ -38,7 +36,7 @@ from pinlater.backends.base import (
     ShardBusy,
     ShardUnavailable,
 )
-from pinlater.backends.redis_client import is_pool_exhausted, open_redis
+from pinlater.backends.redis_client import describe, is_pool_exhausted, is_unusable, open_redis
 from pinlater.backends.redis_scripts import (
     claimed_jobs,
     job_fields,
@@ -46,6 +44,7 @@ from pinlater.backends.redis_scripts import (
     member_id,
     register_job_scripts,
 )
+from pinlater.errors import StorageError
 from pinlater.states import JobState
 
 if TYPE_CHECKING:
@@ -112,10 +111,12 @@ class RedisBackend:
     def _guard(self) -> Iterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except redis.exceptions.RedisError as exc:
             if is_pool_exhausted(exc):
                 raise ShardBusy(f"redis shard {self.shard_id}: every pooled connection is busy") from exc
-            raise ShardUnavailable(f"redis shard {self.shard_id} unavailable: {exc}") from exc
+            if is_unusable(exc):
+                raise ShardUnavailable(f"redis shard {self.shard_id} unavailable: {describe(exc)}") from exc
+            raise StorageError(f"redis shard {self.shard_id}: {describe(exc)}") from exc
 
     def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
         with self._guard():

@@ -29,3 +29,23 @@ def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
 
 def is_pool_exhausted(exc: BaseException) -> bool:
     return isinstance(exc, redis.exceptions.ConnectionError) and POOL_EXHAUSTED in str(exc)
+
+
+def is_unusable(exc: redis.exceptions.RedisError) -> bool:
+    """The server cannot be used at all: down, not a Redis server, wrong
+    credentials or a db number it does not have. Anything else is one
+    command failing on a server that works."""
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return True  # includes AuthenticationError
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return True
+    text = str(exc)
+    return any(marker in text for marker in ("DB index is out of range", "NOAUTH", "WRONGPASS", "NOPERM"))
+
+
+def describe(exc: redis.exceptions.RedisError) -> str:
+    """One line for an error of redis-py's."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return f"not a Redis server? ({text})"
+    return text

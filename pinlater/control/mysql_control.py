@@ -7,12 +7,11 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-import pymysql
-
 from pinlater.backends.mysql_pool import (
     NO_SUCH_TABLE,
     ConnectionPool,
     MySQLAddress,
+    MySQLStorageError,
     Session,
     error_code,
 )
@@ -64,7 +63,7 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
         have gone missing (the database was dropped and recreated)."""
         try:
             return self._pool.run(work, transaction=transaction)
-        except pymysql.MySQLError as exc:
+        except MySQLStorageError as exc:
             if error_code(exc) != NO_SUCH_TABLE:
                 raise
         self._pool.invalidate_schema()
@@ -90,7 +89,7 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
         args = {"name": config.name, "config": config.to_json()}
         try:
             self._run(lambda s: s.execute(sql("ctl_insert_config"), args))
-        except pymysql.err.IntegrityError as exc:
+        except MySQLStorageError as exc:
             if error_code(exc) != DUPLICATE_KEY:
                 raise
             return False

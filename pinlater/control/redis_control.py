@@ -17,16 +17,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pinlater.backends import keys
 from pinlater.backends.base import ShardBusy
-from pinlater.backends.redis_client import is_pool_exhausted, open_redis
+from pinlater.backends.redis_client import describe, is_pool_exhausted, is_unusable, open_redis
 from pinlater.backends.redis_scripts import lua_source
 from pinlater.control.counter_store import RedisCounterMixin
 from pinlater.control.idempotency_store import RedisIdempotencyMixin
-from pinlater.errors import ShardConnectionFailed
+from pinlater.errors import ShardConnectionFailed, StorageError
 from pinlater.queue_config import QueueConfig
 
 if TYPE_CHECKING:
@@ -56,10 +54,12 @@ class RedisControlStore(RedisIdempotencyMixin, RedisCounterMixin):
     def _guard(self) -> Iterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except redis.exceptions.RedisError as exc:
             if is_pool_exhausted(exc):
                 raise ShardBusy("redis control store: every pooled connection is busy") from exc
-            raise ShardConnectionFailed(f"redis control store unavailable: {exc}") from exc
+            if is_unusable(exc):
+                raise ShardConnectionFailed(f"redis control store unavailable: {describe(exc)}") from exc
+            raise StorageError(f"redis control store: {describe(exc)}") from exc
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         with self._guard():

@@ -24,7 +24,9 @@ from pinlater.backends.base import (
     ShardBackend,
 )
 from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
+from pinlater.backends.mysql_pool import MySQLStorageError
 from pinlater.backends.sql_blocks import job_table, sql
+from pinlater.errors import PinLaterError
 from pinlater.states import JobState
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.integration.mysql_support import throwaway_database
@@ -123,9 +125,12 @@ def test_identifiers_are_validated_where_they_are_interpolated(backend: MySQLBac
         MySQLBackend.from_url("d1", "mysql://u:p@127.0.0.1:13306/bad-name")
 
 
-def test_other_errors_propagate_unchanged(backend: MySQLBackend, queue: str) -> None:
-    with pytest.raises(pymysql.err.DataError):  # INT out of range (strict mode)
+def test_other_errors_propagate_as_storage_errors(backend: MySQLBackend, queue: str) -> None:
+    with pytest.raises(MySQLStorageError) as info:  # INT out of range (strict mode)
         backend.enqueue(queue, [item(attempts=2**40)])
+    assert isinstance(info.value, PinLaterError)
+    assert isinstance(info.value.__cause__, pymysql.err.DataError)
+    assert "\n" not in str(info.value) and "1264" in str(info.value)
 
 
 # -- enqueue ----------------------------------------------------------------------
@@ -184,7 +189,7 @@ def test_batch_over_tables_and_chunks_is_all_or_nothing(backend: MySQLBackend, q
     assert ids[0] < ids[3] < ids[6]  # increasing within a table, in enqueue order
     counts = [backend.count(queue, p, P, False) for p in (1, 2, 3)]
     bad = [item(priority=1), item(priority=2), item(priority=3, attempts=2**40)]
-    with pytest.raises(pymysql.err.DataError):
+    with pytest.raises(MySQLStorageError):
         backend.enqueue(queue, bad)
     assert [backend.count(queue, p, P, False) for p in (1, 2, 3)] == counts
 
