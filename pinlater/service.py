@@ -34,6 +34,7 @@ from pinlater.counters import EventCounters
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import (
     AckNotApplied,
+    EnqueueRejected,
     InvalidRequest,
     NoHealthyShards,
     PinLaterError,
@@ -120,7 +121,7 @@ class JobService(QueueAdminMixin, InspectionMixin):
         return self._enqueue(queue, config, jobs)
 
     def _enqueue(self, queue: str, config: QueueConfig, jobs: Sequence[Job]) -> list[str]:
-        check_batch(len(jobs), self.settings.max_jobs_per_call)
+        check_batch(len(jobs), self.settings.max_jobs_per_call, "jobs", EnqueueRejected)
         for job in jobs:
             check_job(config, job, self.settings.max_body_bytes)
         default_attempts = config.retry.attempts_allowed

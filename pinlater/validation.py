@@ -61,10 +61,12 @@ def check_delay(value: int, what: str = "retry delay") -> int:
     return value
 
 
-def check_batch(count: int, max_per_call: int, what: str = "jobs") -> None:
+def check_batch(
+    count: int, max_per_call: int, what: str = "jobs", error: type[PinLaterError] = InvalidRequest
+) -> None:
     """One call is one script or transaction on a shard: bounded."""
     if count > max_per_call:
-        raise InvalidRequest(
+        raise error(
             f"{count} {what} in one call; the limit is {max_per_call} (PINLATER_MAX_JOBS_PER_CALL): split the batch"
         )
 

@@ -85,7 +85,7 @@ def test_retry_failed_refuses_a_run_after_out_of_range(cluster: JobService, queu
 def test_jobs_per_call_are_capped(cluster: JobService, queue_name: str) -> None:
     cap = cluster.settings.max_jobs_per_call
     cluster.create_queue(queue_name)
-    with pytest.raises(InvalidRequest, match=f"{cap + 1} jobs in one call; the limit is {cap}"):
+    with pytest.raises(EnqueueRejected, match=f"{cap + 1} jobs in one call; the limit is {cap}"):
         cluster.enqueue(queue_name, [Job(b"x")] * (cap + 1))
     assert _total(cluster, queue_name) == 0
     assert len(cluster.enqueue(queue_name, [Job(b"x")] * cap)) == cap

@@ -1,0 +1,123 @@
+"""Wrong settings and unusable stores, as a user meets them: the CLI prints
+one line naming the setting or shard at fault and exits non-zero, and the
+Python API raises PinLaterErrors, never a driver's exception."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pinlater import Job
+from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
+from pinlater.service import JobService
+from pinlater.settings import SettingError, Settings, parse_shards
+from tests.servers import MYSQL, REDIS_CONTROL_DB, REDIS_PORTS, redis_url
+
+GOOD_CONTROL = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
+WRONG_PASSWORD = MYSQL.replace("pinlater:pinlater@", "pinlater:wrong@") + "/pinlater_cli_errors"
+NO_SUCH_DB = redis_url(REDIS_PORTS[0], 99)
+REDIS_ON_MYSQL_PORT = "redis://127.0.0.1:13306/0"
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PINLATER_")}
+    full.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "pinlater.cli", *args],
+        capture_output=True, text=True, env=full, timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize(
+    ("shards", "control", "needles"),
+    [
+        (f"d1={WRONG_PASSWORD}", None, ["control store", "1045", "Access denied"]),
+        (f"d1={WRONG_PASSWORD}", GOOD_CONTROL, ["shard d1", "1045", "Access denied"]),
+        (f"r1={NO_SUCH_DB}", None, ["control store", "DB index is out of range"]),
+        (f"r1={NO_SUCH_DB}", GOOD_CONTROL, ["shard r1", "DB index is out of range"]),
+        (f"r1={REDIS_ON_MYSQL_PORT}", None, ["control store", "not a Redis server?"]),
+        (f"r1={REDIS_ON_MYSQL_PORT}", GOOD_CONTROL, ["shard r1", "not a Redis server?"]),
+        ("r1=bogus://nowhere", None, ["PINLATER_SHARDS", "unsupported URL scheme 'bogus'"]),
+    ],
+)
+def test_an_unusable_store_is_one_line_naming_it(
+    servers: None, queue_name: str, shards: str, control: str | None, needles: list[str]
+) -> None:
+    env = {"PINLATER_SHARDS": shards}
+    if control:
+        env["PINLATER_CONTROL_URL"] = control
+    assert_one_line(run_cli(["create-queue", queue_name], env), *needles)
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value", "needle"),
+    [
+        (["server", "--port", "0"], "PINLATER_SERVER_PORT", "abc", "expected a whole number, got 'abc'"),
+        (["dashboard", "--port", "0"], "PINLATER_DASHBOARD_PROTECT_READS", "maybe", "expected a yes/no flag"),
+        (["queues"], "PINLATER_MAX_BODY_BYTES", "-5", "must be between 1 and"),
+        (["queues"], "PINLATER_CONFIG_TTL_S", "nan", "must be a number above 0"),
+        (["queues"], "PINLATER_SERVERS", "localhost", "must look like HOST:PORT"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_the_variable(
+    command: list[str], variable: str, value: str, needle: str
+) -> None:
+    assert_one_line(run_cli(command, {variable: value}, timeout=30), variable, needle)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["set-rate", "q", "inf"], "'inf' is not a rate"),
+        (["set-rate", "q", "nan"], "'nan' is not a rate"),
+        (["set-rate", "q", "1e309"], "'1e309' is not a rate"),
+        (["create-queue", "q", "--rate", "nan"], "'nan' is not a rate"),
+        (["create-queue", "q", "--rate", "-1"], "'-1' is not a rate"),
+    ],
+)
+def test_non_finite_rates_are_refused_by_the_cli(args: list[str], needle: str) -> None:
+    result = run_cli(args, {"PINLATER_SHARDS": "m1=memory://"})
+    assert result.returncode == 2
+    assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_priorities_zero_is_refused_not_replaced(servers: None, queue_name: str) -> None:
+    env = {"PINLATER_SHARDS": f"r1={redis_url(REDIS_PORTS[0], 1)}", "PINLATER_CONTROL_URL": GOOD_CONTROL}
+    assert_one_line(run_cli(["create-queue", queue_name, "--priorities", "0"], env),
+                    "priorities must be a whole number from 1 to 100")
+    assert queue_name not in run_cli(["--json", "queues"], env).stdout
+
+
+def test_the_python_api_raises_pinlater_errors_for_unusable_stores(servers: None, queue_name: str) -> None:
+    for shard_url in (WRONG_PASSWORD, NO_SUCH_DB, REDIS_ON_MYSQL_PORT):
+        settings = Settings(shards=parse_shards(f"s1={shard_url}"), control_url=GOOD_CONTROL, socket_timeout_s=2.0)
+        with JobService.from_settings(settings, source="bad-store") as service:
+            with pytest.raises(ShardConnectionFailed) as created:
+                service.create_queue(queue_name)
+            assert "shard s1" in created.value.message
+            with pytest.raises(NoHealthyShards):  # taken out of rotation, not retried forever
+                service.enqueue(queue_name, [Job(b"x")])
+        control_only = Settings(shards=parse_shards("m1=memory://"), control_url=shard_url, socket_timeout_s=2.0)
+        with JobService.from_settings(control_only, source="bad-control") as service:
+            with pytest.raises(PinLaterError) as listed:
+                service.queue_names()
+            assert "control store" in listed.value.message
+
+
+def test_settings_errors_name_the_variable() -> None:
+    with pytest.raises(SettingError) as info:
+        Settings.from_env({"PINLATER_SERVER_PORT": "70000"})
+    assert info.value.variable == "PINLATER_SERVER_PORT"
+    assert str(info.value) == "PINLATER_SERVER_PORT: must be between 0 and 65535, got 70000"
