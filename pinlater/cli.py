@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -158,6 +159,16 @@ def _state(text: str) -> str:
     return text
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0.01 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0.01 to 86400")
+    return value
+
+
 def _rate(text: str) -> float | None:
     """jobs/s: a finite number from 0 (pauses), or 'unlimited'."""
     if text.strip().lower() in ("unlimited", "none"):
@@ -235,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("shards", cmd_shards, "show each shard's health")
     p = add("monitor", cmd_monitor, "expire claims and collect finished jobs (forever, or --once)")
     p.add_argument("--once", action="store_true")
-    p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
     add_server_commands(sub)
     add_dashboard_command(sub)
     return parser
