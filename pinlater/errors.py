@@ -39,6 +39,12 @@ class InvalidRequest(PinLaterError):
     code = ErrorCode.UNKNOWN
 
 
+class RegexBudgetExceeded(InvalidRequest):
+    """A body-regex count or delete would examine more bodies, or run longer,
+    than one call may (PINLATER_REGEX_MAX_BODIES, PINLATER_REGEX_BUDGET_S).
+    The message says which bound was hit and how to narrow the request."""
+
+
 class ContinuationInvalid(PinLaterError):
     code = ErrorCode.CONTINUATION_INVALID
 

@@ -1,13 +1,18 @@
 """Read-side operations of the job service: lookup, count, scan.
 
-Body regexes are applied in Python (the same ``re`` semantics on every
-backend), by scanning in pages; counts without a regex are answered by the
-shards directly.
+Body regexes are applied by the service (RE2 syntax and semantics on every
+backend, linear time in a body's length), by scanning in pages; counts
+without a regex are answered by the shards directly. One body-regex call
+examines at most ``regex_max_bodies`` bodies and runs at most
+``regex_budget_s`` seconds (see ``BodySearch``): a count or delete past
+either fails with RegexBudgetExceeded, a scan returns the page so far and a
+continuation.
 """
 
 from __future__ import annotations
 
 import heapq
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -16,10 +21,10 @@ from typing import TYPE_CHECKING, TypeVar
 from pinlater import continuation as cont
 from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable
 from pinlater.descriptor import JobDescriptor
-from pinlater.errors import InvalidRequest
+from pinlater.errors import RegexBudgetExceeded
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.states import JobState
-from pinlater.validation import check_batch, check_limit, check_priority, compile_body_regex
+from pinlater.validation import BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 
 if TYPE_CHECKING:
     from pinlater.queue_config import QueueConfig
@@ -28,10 +33,45 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# A regex scan reads at most this many jobs per (shard, priority) per call,
-# so that a rare pattern cannot turn one request into a full table read.
+# A regex scan examines at most this many jobs per call (fewer if
+# regex_max_bodies is lower), then returns its page so far and a
+# continuation, so that a rare pattern cannot turn one request into a full
+# table read.
 REGEX_SCAN_BUDGET = 20_000
 _PAGE = 500
+
+
+class BodySearch:
+    """One call's body regex and the work it may still do: bodies examined
+    (``max_bodies``) and wall time from the start of the call (``budget_s``,
+    reading pages from the shards included)."""
+
+    def __init__(self, pattern: str, regex: BodyRegex, max_bodies: int, budget_s: float) -> None:
+        self.pattern = pattern
+        self.regex = regex
+        self.max_bodies = max_bodies
+        self.budget_s = budget_s
+        self.deadline = time.monotonic() + budget_s
+        self.examined = 0
+
+    def bound_hit(self) -> str | None:
+        """Which bound, if any, stops the search from examining another body."""
+        if self.examined >= self.max_bodies:
+            return f"examined {self.examined} bodies, the most one call may (PINLATER_REGEX_MAX_BODIES)"
+        if time.monotonic() >= self.deadline:
+            return (f"ran {self.budget_s:g} s, the longest one call may (PINLATER_REGEX_BUDGET_S), "
+                    f"after {self.examined} bodies")
+        return None
+
+    def check(self, what: str, narrow: str) -> None:
+        """Before examining another body: fail clearly if a bound is hit."""
+        hit = self.bound_hit()
+        if hit is not None:
+            raise RegexBudgetExceeded(f"{what} with body regex {self.pattern!r} stopped: it {hit}; {narrow}")
+
+    def matches(self, body: bytes | None) -> bool:
+        self.examined += 1
+        return body is not None and self.regex.search(body) is not None
 
 
 def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
@@ -99,13 +139,15 @@ class InspectionMixin:
         picks jobs whose run_after is still ahead instead of runnable ones."""
         state = JobState.parse(state)
         config = self.queue_config(queue)
+        search = self._body_search(body_regex)
+        priorities = self._priorities(config, priority)
         total = 0
         for backend in self.shards.require_healthy():
-            for p in self._priorities(config, priority):
-                if body_regex:
-                    total += sum(
-                        1 for _ in self._matching_records(backend, queue, p, state, body_regex, None, future)
-                    )
+            for p in priorities:
+                if search is not None:
+                    total += sum(1 for _ in self._matching_records(
+                        backend, queue, p, state, search, None, future, what="count",
+                        narrow="give a priority, a state with fewer jobs, or count without a regex"))
                 else:
                     total += self._on_shard(backend, lambda b, p=p: b.count(queue, p, state, future))  # type: ignore[misc]
         return total
@@ -151,7 +193,9 @@ class InspectionMixin:
         config = self.queue_config(queue)
         check_limit(limit)
         after = cont.decode(continuation)
-        regex = compile_body_regex(body_regex)
+        # With a regex, a page ends early (with a continuation) once it has
+        # examined its share of bodies or used its time budget.
+        search = self._body_search(body_regex, max_bodies=REGEX_SCAN_BUDGET)
         sources = [
             (backend, p)
             for backend in self.shards.require_healthy()
@@ -159,22 +203,22 @@ class InspectionMixin:
         ]
         streams = [
             self._stream(backend, queue, p, state, future, cont.source_cursor(after, backend.shard_id, p),
-                         include_body or regex is not None)
+                         include_body or search is not None)
             for backend, p in sources
         ]
         merged = heapq.merge(*streams, key=lambda kr: kr[0], reverse=True)
         jobs: list[JobInfo] = []
         last: cont.ScanKey | None = None
-        for examined, (key, shard, record) in enumerate(merged, start=1):
+        for key, shard, record in merged:
             last = key
-            if regex is None or (record.body is not None and regex.search(record.body)):
+            if search is None or search.matches(record.body):
                 info = to_info(queue, shard, record)
-                if regex is not None and not include_body:
+                if search is not None and not include_body:
                     info = replace(info, body=None)
                 jobs.append(info)
                 if len(jobs) >= limit:
                     break
-            if examined >= REGEX_SCAN_BUDGET:
+            if search is not None and search.bound_hit() is not None:
                 break
         else:
             return ScanResult(jobs, CONTINUATION_END)
@@ -203,22 +247,37 @@ class InspectionMixin:
                 return
             before = (page[-1].sort_time_ms, page[-1].local_id)
 
+    def _body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
+        """The call's regex and budget (None without a regex); a bad pattern
+        fails here, before any shard is read."""
+        regex = compile_body_regex(body_regex)
+        if regex is None or body_regex is None:
+            return None
+        bodies = self.settings.regex_max_bodies
+        if max_bodies is not None:
+            bodies = min(bodies, max_bodies)
+        return BodySearch(body_regex, regex, bodies, self.settings.regex_budget_s)
+
     def _matching_records(
         self,
         backend: ShardBackend,
         queue: str,
         priority: int,
         state: JobState,
-        body_regex: str,
+        search: BodySearch,
         limit: int | None,
         future: bool = False,
+        *,
+        what: str,
+        narrow: str,
     ) -> Iterator[JobRecord]:
-        regex = compile_body_regex(body_regex)
-        if regex is None:
-            raise InvalidRequest("empty body regex")
+        """Records whose body matches, up to ``limit``; RegexBudgetExceeded
+        (saying ``what`` stopped and how to ``narrow`` it) once the search
+        would examine a body past its budget."""
         found = 0
         for _, _, record in self._stream(backend, queue, priority, state, future, None, True):
-            if record.body is not None and regex.search(record.body):
+            search.check(what, narrow)
+            if search.matches(record.body):
                 yield record
                 found += 1
                 if limit is not None and found >= limit:

@@ -7,7 +7,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from pinlater.backends.base import JobRecord, ShardBackend
@@ -20,6 +20,9 @@ from pinlater.settings import Settings, hash_secret
 from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
+
+if TYPE_CHECKING:
+    from pinlater.inspection import BodySearch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -38,15 +41,21 @@ class QueueAdminMixin:
         def _on_shard(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
             raise NotImplementedError
 
+        def _body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
+            raise NotImplementedError
+
         def _matching_records(
             self,
             backend: ShardBackend,
             queue: str,
             priority: int,
             state: JobState,
-            body_regex: str,
+            search: BodySearch,
             limit: int | None,
             future: bool = False,
+            *,
+            what: str,
+            narrow: str,
         ) -> Iterator[JobRecord]:
             raise NotImplementedError
 
@@ -208,30 +217,58 @@ class QueueAdminMixin:
         limit: int = 1000,
     ) -> int:
         """Deletes up to ``limit`` jobs in ``state`` (optionally only those
-        whose body matches ``body_regex``)."""
+        whose body matches ``body_regex``). With a regex, every match is found
+        first, within the call's regex budget, and only then deleted: a search
+        that hits the budget fails with RegexBudgetExceeded having deleted
+        nothing."""
         state = JobState.parse(state)
         config = self.queue_config(queue)
         check_limit(limit)
+        search = self._body_search(body_regex)
         priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
+        backends = self.shards.require_healthy()
+        if search is not None:
+            return self._delete_matching(queue, state, priorities, backends, search, limit)
         done = 0
-        for backend in self.shards.require_healthy():
+        for backend in backends:
             for p in priorities:
                 if done >= limit:
                     return done
-                if body_regex:
-                    # PENDING means runnable and scheduled alike, as without a regex.
-                    ids = [
-                        r.local_id
-                        for future in ((False, True) if state is JobState.PENDING else (False,))
-                        for r in self._matching_records(backend, queue, p, state, body_regex, limit - done, future)
-                    ][: limit - done]
-                    if ids:
-                        done += self._on_shard(
-                            backend, lambda b, p=p, ids=ids: b.delete(queue, p, state, ids, len(ids))  # type: ignore[misc]
-                        )
-                else:
-                    done += self._on_shard(
-                        backend, lambda b, p=p, n=limit - done: b.delete(queue, p, state, None, n)  # type: ignore[misc]
-                    )
+                done += self._on_shard(
+                    backend, lambda b, p=p, n=limit - done: b.delete(queue, p, state, None, n)  # type: ignore[misc]
+                )
+        return done
+
+    def _delete_matching(
+        self,
+        queue: str,
+        state: JobState,
+        priorities: Sequence[int],
+        backends: Sequence[ShardBackend],
+        search: BodySearch,
+        limit: int,
+    ) -> int:
+        found: list[tuple[ShardBackend, int, list[int]]] = []
+        wanted = limit
+        for backend in backends:
+            for p in priorities:
+                if wanted <= 0:
+                    break
+                # PENDING means runnable and scheduled alike, as without a regex.
+                ids = [
+                    r.local_id
+                    for future in ((False, True) if state is JobState.PENDING else (False,))
+                    for r in self._matching_records(
+                        backend, queue, p, state, search, wanted, future, what="delete",
+                        narrow="nothing was deleted; give a priority, a smaller limit, or a state with fewer jobs")
+                ][:wanted]
+                if ids:
+                    found.append((backend, p, ids))
+                    wanted -= len(ids)
+        done = 0
+        for backend, p, ids in found:
+            done += self._on_shard(
+                backend, lambda b, p=p, ids=ids: b.delete(queue, p, state, ids, len(ids))  # type: ignore[misc]
+            )
         return done
 

@@ -110,7 +110,10 @@ class Settings:
     # long one caller can hold a shard.
     max_jobs_per_call: int = 1000
     # A body-regex count, scan or delete examines at most this many bodies
-    # and runs at most this long; past either it fails with a clear error.
+    # and runs at most this long (reading pages included); past either a
+    # count or delete fails with RegexBudgetExceeded, a scan returns its page
+    # so far and a continuation. Measured: ~55,000 bodies/s on Redis and
+    # MySQL, so the two bounds are about equal for small bodies.
     regex_max_bodies: int = 100_000
     regex_budget_s: float = 2.0
     # Thrift server connection and memory caps (see pinlater.thrift.server).

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -19,7 +20,7 @@ from pinlater import Job, JobService, JobState
 from pinlater.counters import EVENTS, recent_rates, recent_totals
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.dashboards.http import call, control
-from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, wait_for
+from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, dashboard_settings, wait_for
 
 
 def fresh_overview(c: Cluster) -> dict:  # type: ignore[type-arg]
@@ -158,6 +159,39 @@ def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:
                                                         "limit": 5})
     assert body["would_affect"] == min(5, failed)
     assert svc.count(queue, "failed") == failed
+
+
+def test_delete_dry_run_with_a_hostile_regex_answers_promptly(cluster: Cluster) -> None:
+    svc = cluster.svc
+    queue = f"dash_regex_{uuid.uuid4().hex[:8]}"  # its own queue: the workload's counts stay as they are
+    svc.create_queue(queue)
+    for _ in range(8):  # one call each, so both shards hold some
+        svc.enqueue(queue, [Job(b"a" * 25 + b"!")])
+    dry_run = {"state": "pending", "body_regex": "(a+)+$", "dry_run": True}
+    started = time.monotonic()
+    status, body = control(cluster.url, queue, "delete-jobs", dry_run)
+    elapsed = time.monotonic() - started
+    assert status == 200 and body == {"dry_run": True, "would_affect": 0, "matching": 0}, body
+    assert elapsed < 1.0, f"the dry run took {elapsed:.1f} s"
+
+    status, body = control(cluster.url, queue, "delete-jobs", {**dry_run, "body_regex": r"(a)\1"})
+    assert status == 400 and body["error"]["code"] == "INVALID_REQUEST"
+    assert r"'(a)\\1' (RE2 syntax): invalid escape sequence" in body["error"]["message"]
+
+    # Past the bodies budget, a clear input error that says how to narrow it.
+    settings = dashboard_settings(regex_max_bodies=3)
+    small = JobService.from_settings(settings)
+    dash = Dashboard(small, settings, port=0).start()
+    try:
+        status, body = control(dash.url, queue, "delete-jobs", {**dry_run, "body_regex": "^a"})
+        assert status == 400 and body["error"]["code"] == "INVALID_REQUEST", body
+        message = body["error"]["message"]
+        assert "examined 3 bodies" in message and "PINLATER_REGEX_MAX_BODIES" in message
+        assert "give a priority" in message
+    finally:
+        dash.close()
+        small.close()
+    assert svc.count(queue, "pending") == 8
 
 
 def test_jobs_listing_and_lookup(cluster: Cluster) -> None:

@@ -1,0 +1,30 @@
+"""The CLI's ``--regex`` (count, scan, delete) against real Redis: RE2
+syntax, a hostile pattern answered promptly, and the budget's clear error."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_cli import pinlater
+
+
+def test_cli_regex_is_re2_prompt_and_budgeted(servers: None, queue_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pinlater("create-queue", queue_name)
+    for _ in range(8):
+        pinlater("enqueue", queue_name, "a" * 25 + "!")
+    started = time.monotonic()
+    assert pinlater("count", queue_name, "pending", "--regex", "(a+)+$")["count"] == 0
+    assert pinlater("scan", queue_name, "pending", "--regex", "(a+)+$")["jobs"] == []
+    assert pinlater("delete", queue_name, "pending", "--regex", "(a+)+$")["deleted"] == 0
+    elapsed = time.monotonic() - started
+    assert elapsed < 10, f"three CLI runs took {elapsed:.1f} s"  # mostly interpreter start-up
+
+    error = pinlater("count", queue_name, "pending", "--regex", r"(a)\1", ok=False)
+    assert r"'(a)\\1' (RE2 syntax): invalid escape sequence: \1" in error
+
+    monkeypatch.setenv("PINLATER_REGEX_MAX_BODIES", "5")
+    error = pinlater("delete", queue_name, "pending", "--regex", "^a", ok=False)
+    assert "PINLATER_REGEX_MAX_BODIES" in error and "nothing was deleted" in error
+    assert pinlater("count", queue_name, "pending")["count"] == 8
