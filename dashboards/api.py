@@ -283,11 +283,17 @@ class Api:
         if len(req.body) > MAX_POST_BYTES:
             raise ApiError(413, "TOO_LARGE", f"request body over {MAX_POST_BYTES} bytes")
         try:
-            raw = json.loads(req.body or b"{}")
-        except ValueError as exc:
-            raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+            raw = json.loads(req.body or b"{}", parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            raise InvalidRequest(f"request body is not valid JSON: {reason}") from None
         caller = Caller(req.headers.get("x-pinlater-operator", "").strip(), req.remote)
         return json_response(200, self.controls.run(action, queue, raw, caller))
+
+
+def _refuse_constant(token: str) -> None:
+    # Python's json reads NaN, Infinity and -Infinity; JSON has no such numbers.
+    raise ValueError(f"{token} is not a JSON number (numbers must be finite)")
 
 
 def _int(req: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:

@@ -1,7 +1,8 @@
 """Whatever the control store holds, the dashboard answers valid JSON and
 lists every queue: a rate stored as NaN, Infinity, 1e309 or a negative
 number (written by an older version, or by hand, bypassing validation) and
-even a config that cannot be read at all."""
+even a config that cannot be read at all. The controls refuse such rates
+before doing anything."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from dashboards.server import Dashboard
 from pinlater import JobService
 from pinlater.backends.keys import CONTROL_QUEUES
 from tests.conftest import MYSQL_DATABASES, settings_for
-from tests.dashboards.support import UNREADABLE, Cluster, plant_odd_queues, restore
+from tests.dashboards.http import call, control
+from tests.dashboards.support import TOKEN, UNREADABLE, Cluster, plant_odd_queues, restore
 
 
 def strict_json(text: str) -> Any:
@@ -121,3 +123,30 @@ def test_progress_records_with_non_finite_numbers(cluster: Cluster) -> None:
     finally:
         r.hdel("pld:map:progress", op)
         r.close()
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"rate": NaN}', b'{"rate": Infinity}', b'{"rate": -Infinity}', b'{"rate": 1e309}', b'{"rate": -1}',
+    b'{"rate": 1e10}', b'{"rate": "inf"}', b'{"rate": "nan"}', b'{"rate": "1e309"}', b'{"rate": true}',
+    b'{"rate": 1' + b"0" * 400 + b"}",
+])
+def test_rate_control_refuses_non_finite_negative_and_absurd_rates(cluster: Cluster, raw: bytes) -> None:
+    queue, svc = cluster.work.queue, cluster.svc
+    before = svc.queue_config(queue, fresh=True)
+    audit_before = len(call(cluster.url + "/api/audit?limit=1000")[1]["entries"])
+    status, body = call(f"{cluster.url}/api/queues/{queue}/rate", raw=raw, token=TOKEN,
+                        headers={"Content-Type": "application/json"})
+    assert status == 400, (raw, body)
+    message = body["error"]["message"]
+    assert "rate" in message or "JSON" in message, message
+    assert svc.queue_config(queue, fresh=True) == before
+    assert len(call(cluster.url + "/api/audit?limit=1000")[1]["entries"]) == audit_before  # nothing was run
+
+
+def test_rate_control_accepts_the_largest_rate(cluster: Cluster) -> None:
+    queue, svc = cluster.work.queue, cluster.svc
+    status, body = control(cluster.url, queue, "rate", {"rate": 1e9})
+    assert status == 200 and body["max_dequeue_rate"] == 1e9, body
+    status, body = control(cluster.url, queue, "rate", {"rate": None})
+    assert status == 200 and body["max_dequeue_rate"] is None
+    assert svc.queue_config(queue, fresh=True).max_dequeue_rate is None
