@@ -19,18 +19,24 @@ or ``Authorization: Bearer``, never in a cookie, so another site cannot make
 a browser send it (no CSRF), and controls must also be JSON, which a plain
 HTML form cannot send. Controls are refused while no token is configured.
 Read views need the token only with ``dashboard_protect_reads``.
+
+Every answer is strict JSON (RFC 8259), which a browser's ``JSON.parse``
+accepts: NaN and the infinities, which Python's json module would write as
+bare tokens, are sent as null whatever the stores hold.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.audit import AuditLog
+from dashboards.configs import PARSE_ERRORS, ConfigUnreadable
 from dashboards.controls import Caller, Controls
 from dashboards.metrics import render
 from dashboards.progress import ProgressBoard
@@ -79,8 +85,19 @@ class ApiError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def finite_json(data: object) -> object:
+    """``data`` with every NaN and infinity replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite_json(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite_json(v) for v in data]
+    return data
+
+
 def json_response(status: int, data: object) -> Response:
-    return Response(status, json.dumps(data, default=str).encode())
+    return Response(status, json.dumps(finite_json(data), default=str, allow_nan=False).encode())
 
 
 def error_response(status: int, code: str, message: str) -> Response:
@@ -90,6 +107,8 @@ def error_response(status: int, code: str, message: str) -> Response:
 def _status_for(exc: PinLaterError) -> int:
     if isinstance(exc, QueueNotFound):
         return 404
+    if isinstance(exc, ConfigUnreadable):
+        return 409
     if isinstance(exc, NoHealthyShards | ShardConnectionFailed):
         return 503
     if exc.code is ErrorCode.UNKNOWN and not isinstance(exc, InvalidRequest):
@@ -146,7 +165,8 @@ class Api:
         except ApiError as exc:
             return error_response(exc.status, exc.code, exc.message)
         except PinLaterError as exc:
-            code = "INVALID_REQUEST" if isinstance(exc, InvalidRequest) else exc.code.name
+            code = ("INVALID_REQUEST" if isinstance(exc, InvalidRequest)
+                    else "CONFIG_UNREADABLE" if isinstance(exc, ConfigUnreadable) else exc.code.name)
             return error_response(_status_for(exc), code, exc.message)
 
     def _dispatch(self, req: Request) -> Response:
@@ -186,15 +206,18 @@ class Api:
         return {k: snap[k] for k in ("taken_at_ms", "partial", "shards_down", "shards")}
 
     def _queue(self, name: str) -> dict[str, Any]:
-        config = self.service.queue_config(name, fresh=True)
+        try:
+            stored: Any = json.loads(self.service.queue_config(name, fresh=True).to_json())
+        except PARSE_ERRORS:
+            stored = None  # the snapshot's config_error says why
         for q in self.collector.snapshot()["queues"]:
             if q["name"] == name:
-                return {**q, "config": json.loads(config.to_json())}
+                return {**q, "config": stored}
         # Created after the cached snapshot was taken.
         self.collector.invalidate()
         for q in self.collector.snapshot()["queues"]:
             if q["name"] == name:
-                return {**q, "config": json.loads(config.to_json())}
+                return {**q, "config": stored}
         raise QueueNotFound(f"queue {name!r} does not exist")
 
     def _jobs(self, req: Request) -> Response:
@@ -260,11 +283,17 @@ class Api:
         if len(req.body) > MAX_POST_BYTES:
             raise ApiError(413, "TOO_LARGE", f"request body over {MAX_POST_BYTES} bytes")
         try:
-            raw = json.loads(req.body or b"{}")
-        except ValueError as exc:
-            raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+            raw = json.loads(req.body or b"{}", parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            raise InvalidRequest(f"request body is not valid JSON: {reason}") from None
         caller = Caller(req.headers.get("x-pinlater-operator", "").strip(), req.remote)
         return json_response(200, self.controls.run(action, queue, raw, caller))
+
+
+def _refuse_constant(token: str) -> None:
+    # Python's json reads NaN, Infinity and -Infinity; JSON has no such numbers.
+    raise ValueError(f"{token} is not a JSON number (numbers must be finite)")
 
 
 def _int(req: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:

@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboards.audit import AuditEntry, AuditLog
+from dashboards.configs import PARSE_ERRORS, ConfigUnreadable
 from pinlater.errors import InvalidRequest, PinLaterError
+from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
 
 ACTIONS = ("rate", "pause", "resume", "retry-failed", "delete-jobs")
 OPERATOR = re.compile(r"^[A-Za-z0-9_.@ -]{1,64}$")
-MAX_RATE = 1_000_000.0
+MAX_RATE = MAX_DEQUEUE_RATE  # the job service's own limit: refused here before any work
 MAX_DELAY_S = 366 * 86_400
 MAX_REGEX = 500
 
@@ -56,14 +58,19 @@ class Params:
             raise InvalidRequest(f"{name} must be between {lo} and {hi}, got {value}")
         return value
 
-    def number(self, name: str, lo: float, hi: float) -> float | None:
+    def number(self, name: str, lo: float, hi: float, hint: str = "") -> float | None:
+        """A finite number between lo and hi. A text such as "inf" or "1e309"
+        is not a number here, and the body's JSON has no NaN or Infinity
+        (``api`` refuses them); a float that overflowed to infinity and a
+        whole number too big for a float are out of range."""
         value = self.raw.get(name)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidRequest(f"{name} must be a number, got {value!r}")
-        if not lo <= value <= hi:
-            raise InvalidRequest(f"{name} must be between {lo:g} and {hi:g}, got {value:g}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidRequest(f"{name} must be a number{hint}, got {_shown(value)}")
+        # Compared before any conversion: float(10**400) would overflow.
+        if (isinstance(value, float) and not math.isfinite(value)) or not lo <= value <= hi:
+            raise InvalidRequest(f"{name} must be between {lo:g} and {hi:g}{hint}, got {_shown(value)}")
         return float(value)
 
     def flag(self, name: str) -> bool:
@@ -79,6 +86,11 @@ class Params:
         if not isinstance(value, str) or len(value) > max_len:
             raise InvalidRequest(f"{name} must be text of at most {max_len} characters")
         return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +115,12 @@ class Controls:
             raise InvalidRequest(f"unknown control {action!r}; use one of {', '.join(ACTIONS)}")
         if not OPERATOR.match(caller.operator):
             raise InvalidRequest("operator name: 1-64 letters, digits, spaces and _.@- (who is acting?)")
-        self.service.queue_config(queue, fresh=True)  # QueueNotFound / QueueNameInvalid first
+        try:
+            self.service.queue_config(queue, fresh=True)  # QueueNotFound / QueueNameInvalid first
+        except PARSE_ERRORS as exc:
+            raise ConfigUnreadable(f"the stored config of queue {queue!r} cannot be read "
+                                   f"({type(exc).__name__}: {str(exc)[:200]}); no control can change it "
+                                   "until it is repaired in the control store") from None
         params = Params(raw if raw is not None else {}, _ALLOWED[action])
         plan: Plan = getattr(self, "_" + action.replace("-", "_"))(queue, params)
         if plan.dry_run:
@@ -128,7 +145,7 @@ class Controls:
     def _rate(self, queue: str, p: Params) -> Plan:
         if "rate" not in p.raw:
             raise InvalidRequest("rate is required: jobs per second, or null for unlimited")
-        rate = p.number("rate", 0.0, MAX_RATE)
+        rate = p.number("rate", 0.0, MAX_RATE, " (jobs per second, or null for unlimited)")
         return Plan({"rate": rate}, lambda: _config_result(self.service.set_rate(queue, rate)))
 
     def _pause(self, queue: str, p: Params) -> Plan:

@@ -27,8 +27,9 @@ def _labels(**labels: object) -> str:
 
 
 def _num(value: float | int) -> str:
-    if isinstance(value, float) and math.isinf(value):
-        return "+Inf"
+    # The text format's spellings: Python's "nan" and "inf" are not them.
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -67,9 +68,14 @@ def render(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> str
     rate_limit = _Family(families, "pinlater_queue_max_dequeue_rate", "gauge",
                          "Configured dequeue rate limit in jobs/s (+Inf: unlimited).")
     paused = _Family(families, "pinlater_queue_paused", "gauge", "1 while the queue is paused.")
+    config_ok = _Family(families, "pinlater_queue_config_ok", "gauge",
+                        "0 if the queue's stored config cannot be read or holds an odd value (see the dashboard).")
     for q in snap["queues"]:
         age = (q["oldest_pending"] or {}).get("age_ms", 0) / 1000
         oldest.add(round(age, 3), queue=q["name"])
+        config_ok.add(int(q.get("config_error") is None), queue=q["name"])
+        if q["paused"] is None:
+            continue  # its config cannot be read: neither value is known
         limit = q["max_dequeue_rate"]
         rate_limit.add(math.inf if limit is None else float(limit), queue=q["name"])
         paused.add(int(q["paused"]), queue=q["name"])

@@ -4,13 +4,24 @@ step, nothing fetched from anywhere else) and the API of ``dashboards.api``.
 Stdlib ``ThreadingHTTPServer``: a few operators and a scraper need nothing
 more, and it adds no dependency. Binds 127.0.0.1 unless told otherwise.
 Requests are logged without query strings, and bodies are never logged.
+
+Malformed HTTP (a Content-Length that is not a number, a body over
+``MAX_REQUEST_BYTES`` or shorter than announced, chunked bodies, bad
+percent-encoding, a broken request line) is answered with a 4xx and a
+one-line JSON error, like every other error, and the connection is closed;
+it is not a traceback in the log. Every socket read and write waits at most
+``request_timeout_s``, so a client that stops sending ties up one thread
+for that long, not forever.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import re
+import sys
 import threading
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -24,6 +35,10 @@ from pinlater.service import JobService
 from pinlater.settings import Settings
 
 log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 1024 * 1024  # bodies above are refused (413) unread; controls take far less
+REQUEST_TIMEOUT_S = 10.0
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 
 _STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -59,16 +74,37 @@ def _is_loopback(host: str) -> bool:
 class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, api: Api, host: str, port: int) -> None:
+    def __init__(self, api: Api, host: str, port: int, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.api = api
         self.static = _load_static()
         self.loopback = _is_loopback(host)
+        self.request_timeout_s = request_timeout_s
         super().__init__((host, port), _Handler)
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:  # type: ignore[override]
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            # Reset, broken pipe, timeout: the client went away. Not our bug.
+            log.info("dashboard connection from %s ended: %s", client_address[0], exc)
+        else:
+            log.exception("dashboard connection from %s failed", client_address[0])
+
+
+class _Refused(Exception):
+    """A request refused before it reaches the API."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
 
     def do_GET(self) -> None:  # noqa: N802
         self._serve("GET")
@@ -80,13 +116,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(error_response(405, "METHOD_NOT_ALLOWED", "HEAD is not supported"))
 
     def _serve(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        path = unquote(parts.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 1024 * 1024:
-            self._send(error_response(413, "TOO_LARGE", "request body too large"), close=True)
+        try:
+            body = self._read_body()
+        except _Refused as exc:
+            # Where the next request would start is unknown: close.
+            code = "TOO_LARGE" if exc.status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE else exc.status.name  # as the API's
+            self._send(error_response(exc.status, code, exc.message), close=True)
             return
-        body = self.rfile.read(length) if length > 0 else b""
+        try:
+            parts = urlsplit(self.path)
+            path = unquote(parts.path, errors="strict")
+            query = dict(parse_qsl(parts.query, keep_blank_values=True, errors="strict", max_num_fields=100))
+        except ValueError as exc:  # UnicodeDecodeError is one
+            reason = "bad percent-encoding (not UTF-8)" if isinstance(exc, UnicodeDecodeError) else str(exc)[:100]
+            self._send(error_response(400, "BAD_REQUEST", f"malformed URL: {reason}"))
+            return
         if not self._host_allowed():
             # A page on another site that rebinds its DNS name to 127.0.0.1
             # would otherwise read the open views through the victim's browser.
@@ -102,7 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
         request = Request(
             method=method,
             path=path,
-            query=dict(parse_qsl(parts.query, keep_blank_values=True)),
+            query=query,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             remote=self.client_address[0],
@@ -114,6 +158,50 @@ class _Handler(BaseHTTPRequestHandler):
             response = error_response(500, "INTERNAL", "internal error (see the dashboard's log)")
         response.headers.setdefault("Cache-Control", "no-store")
         self._send(response)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise _Refused(HTTPStatus.LENGTH_REQUIRED, "send the body with a Content-Length (no Transfer-Encoding)")
+        lengths = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+        if not lengths:
+            return b""
+        if len(lengths) > 1:
+            raise _Refused(HTTPStatus.BAD_REQUEST, "conflicting Content-Length headers")
+        [text] = lengths
+        if not _CONTENT_LENGTH.fullmatch(text):
+            raise _Refused(HTTPStatus.BAD_REQUEST, f"Content-Length must be a number of bytes, got {text[:20]!r}")
+        length = int(text)
+        if length > MAX_REQUEST_BYTES:
+            raise _Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_REQUEST_BYTES} bytes")
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            raise _Refused(HTTPStatus.REQUEST_TIMEOUT,
+                           f"the body did not arrive within {self.server.request_timeout_s:g}s") from None
+        if len(body) < length:
+            raise _Refused(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {length} bytes")
+        return body
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # a request line without a version
+            self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 is not supported: end the request line with HTTP/1.1")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What the stdlib answers itself (a broken request line, headers too
+        long, an unknown method): JSON like every other error, then close."""
+        if self.request_version == "HTTP/0.9":
+            # The stdlib's default until the request line is parsed; an HTTP/0.9
+            # answer would have no status line at all.
+            self.request_version = "HTTP/1.0"
+        try:
+            status = HTTPStatus(code)
+        except ValueError:
+            status = HTTPStatus.BAD_REQUEST
+        self._send(error_response(status.value, status.name, message or status.phrase), close=True)
 
     def _host_allowed(self) -> bool:
         if not self.server.loopback:
@@ -137,7 +225,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # replaced by log_request below: no query strings in logs
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        log.info("%s %s %s %s", self.client_address[0], self.command, urlsplit(self.path).path, code)
+        # command and path are unset when the request line could not be parsed.
+        path = (getattr(self, "path", None) or "").split("?", 1)[0]
+        log.info("%s %s %s %s", self.client_address[0], getattr(self, "command", None) or "-", path[:200],
+                 int(code) if isinstance(code, HTTPStatus) else code)
 
 
 class Dashboard:
@@ -155,6 +246,7 @@ class Dashboard:
         refresh_s: float = 2.0,
         rate_window_minutes: int = 5,
         owns_service: bool = False,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         if settings.dashboard_protect_reads and settings.dashboard_token_sha256 is None:
             raise ValueError("PINLATER_DASHBOARD_PROTECT_READS needs PINLATER_DASHBOARD_TOKEN")
@@ -169,6 +261,7 @@ class Dashboard:
                 self.api,
                 settings.dashboard_host if host is None else host,
                 settings.dashboard_port if port is None else port,
+                request_timeout_s,
             )
         except BaseException:  # e.g. the port is taken: release what was opened
             self.collector.close()

@@ -10,7 +10,9 @@ a Prometheus scraper) cost the shards what one does.
 A shard that is out of rotation is not read: the snapshot says so
 (``partial``, ``shards_down``) and shows the numbers of the others. If the
 control store cannot be reached, the last known queue configs are used and
-the rates are left out.
+the rates are left out. A queue whose stored config cannot be read, or
+holds an odd rate, is shown with ``config_error`` (see dashboards.configs)
+rather than hiding every queue.
 
 The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
 
@@ -20,16 +22,20 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
     shards: [{id, healthy, counted, consecutive_errors, last_error,
               changed_at_ms, last_probe_at_ms, counts: {state: n} | None, error}],
     queues: [{name, priorities, max_dequeue_rate, paused, claim_timeout_ms,
-              retry, counts, by_priority: {"1": counts}, by_shard: {id: counts},
+              retry, config_error, counts, by_priority: {"1": counts},
+              by_shard: {id: counts},
               oldest_pending: {descriptor, run_after_ms, age_ms} | None,
               rates: {event: per_s}, events: {event: n}}]
 
 where a state is one of STATES and an event one of pinlater.counters.EVENTS.
+When ``config_error`` is set, the config fields that could not be read are
+null (and ``counts`` too when not even the priorities could be).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from dashboards.configs import ConfigReader, QueueEntry
 from pinlater import counters
 from pinlater.backends.base import ShardBackend
 from pinlater.descriptor import JobDescriptor
@@ -138,13 +145,16 @@ class Collector:
         self._lock = threading.Lock()
         self._cached: dict[str, Any] | None = None
         self._cached_at = 0.0
-        self._configs: dict[str, QueueConfig] = {}
+        self._entries: dict[str, QueueEntry] = {}
+        self._reader = ConfigReader(service.control, service.settings.resolved_control_url,
+                                    service.settings.socket_timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shards.ids)), thread_name_prefix="dash-shard")
         self.passes = 0
         self.failed_passes = 0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._reader.close()
 
     def invalidate(self) -> None:
         """After a control changed something: the next request reads afresh."""
@@ -170,10 +180,11 @@ class Collector:
         started = time.monotonic()
         control_error: str | None = None
         try:
-            self._configs = self.service.control.list_queues()
+            self._entries = self._reader.read()
         except PinLaterError as exc:
             control_error = f"queue configs: {exc.message}"
-        configs = sorted(self._configs.values(), key=lambda c: c.name)
+        entries = sorted(self._entries.values(), key=lambda e: e.name)
+        configs = [e.config for e in entries if e.config is not None]
         rates: dict[str, dict[str, float]] = {}
         events: dict[str, dict[str, int]] = {}
         try:
@@ -189,10 +200,10 @@ class Collector:
 
         shard_views = [self._shard_view(sid, status[sid], readings.get(sid)) for sid in self.service.shards.ids]
         counted = {sid: r for sid, r in readings.items() if r.error is None}
-        queues = [self._queue_view(c, counted, rates.get(c.name, {}), events.get(c.name, {})) for c in configs]
+        queues = [self._queue_view(e, counted, rates.get(e.name, {}), events.get(e.name, {})) for e in entries]
         totals = zero_counts()
         for q in queues:
-            add_counts(totals, q["counts"])
+            add_counts(totals, q["counts"] or {})
         down = [v["id"] for v in shard_views if not v["counted"]]
         return {
             "taken_at_ms": int(time.time() * 1000),
@@ -231,11 +242,21 @@ class Collector:
 
     @staticmethod
     def _queue_view(
-        config: QueueConfig,
+        entry: QueueEntry,
         readings: dict[str, ShardReading],
         rates: dict[str, float],
         events: dict[str, int],
     ) -> dict[str, Any]:
+        config = entry.config
+        common = {
+            "config_error": entry.error,
+            "rates": {e: _finite(round(rates.get(e, 0.0), 4)) for e in counters.EVENTS},
+            "events": {e: int(events.get(e, 0)) for e in counters.EVENTS},
+        }
+        if config is None:  # not even the priorities are known: nothing to count
+            return {"name": entry.name, "priorities": None, "max_dequeue_rate": None, "paused": None,
+                    "claim_timeout_ms": None, "retry": None, "counts": None, "by_priority": {}, "by_shard": {},
+                    "oldest_pending": None, **common}
         counts = zero_counts()
         by_priority = {str(p): zero_counts() for p in range(1, config.priorities + 1)}
         by_shard: dict[str, dict[str, int]] = {}
@@ -256,17 +277,23 @@ class Collector:
                 if oldest is None or run_after < oldest["run_after_ms"]:
                     descriptor = str(JobDescriptor(config.name, sid, p, local_id))
                     oldest = {"descriptor": descriptor, "run_after_ms": run_after, "age_ms": age}
+        stored = entry.as_stored  # else a stand-in: only its name and priorities are real
         return {
             "name": config.name,
             "priorities": config.priorities,
-            "max_dequeue_rate": config.max_dequeue_rate,
-            "paused": config.paused,
-            "claim_timeout_ms": config.claim_timeout_ms,
-            "retry": config.retry.kind,
+            # A stored NaN or Infinity limits nothing; config_error says it is odd.
+            "max_dequeue_rate": _finite(config.max_dequeue_rate) if stored else None,
+            "paused": config.paused if stored else None,
+            "claim_timeout_ms": config.claim_timeout_ms if stored else None,
+            "retry": config.retry.kind if stored else None,
             "counts": counts,
             "by_priority": by_priority,
             "by_shard": by_shard,
             "oldest_pending": oldest,
-            "rates": {e: round(rates.get(e, 0.0), 4) for e in counters.EVENTS},
-            "events": {e: int(events.get(e, 0)) for e in counters.EVENTS},
+            **common,
         }
+
+
+def _finite(value: float | None) -> float | None:
+    """None for NaN and the infinities, which JSON cannot carry."""
+    return value if value is None or math.isfinite(value) else None

@@ -28,10 +28,14 @@ PL.el = function (tag, attrs, ...children) {
 };
 const el = PL.el;
 
-PL.fmtInt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
-PL.fmtRate = (x) => (!x ? "0" : x < 10 ? x.toFixed(2) : x.toFixed(1));
+// The server sends null for what it does not know (and for NaN or Infinity,
+// which JSON cannot carry): shown as a dash, never as "NaN".
+const known = (x) => typeof x === "number" && Number.isFinite(x);
+PL.MAX_RATE = 1e9; // pinlater.limits.MAX_DEQUEUE_RATE
+PL.fmtInt = (n) => (known(n) ? n.toLocaleString("en-US") : "—");
+PL.fmtRate = (x) => (!known(x) ? "—" : x === 0 ? "0" : x < 10 ? x.toFixed(2) : x.toFixed(1));
 PL.fmtAge = function (ms) {
-  if (ms === null || ms === undefined) return "—";
+  if (!known(ms)) return "—";
   const s = Math.floor(ms / 1000);
   if (s < 60) return s + "s";
   if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
@@ -44,7 +48,8 @@ PL.fmtTime = function (ms) {
   const pad = (n) => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 };
-PL.rateText = (q) => (q.paused ? "paused" : q.max_dequeue_rate === null ? "unlimited" : q.max_dequeue_rate + "/s");
+PL.rateText = (q) => (q.config_error ? "config error" : q.paused ? "paused"
+  : known(q.max_dequeue_rate) ? q.max_dequeue_rate + "/s" : "unlimited");
 
 PL.auth = {
   get token() { return sessionStorage.getItem("pl-token") || ""; },
@@ -127,18 +132,28 @@ function renderShards(snap) {
   document.getElementById("shards").replaceChildren(...cards);
 }
 
+function queueRow(q) {
+  const r = q.rates || {}, counts = q.counts || {}, events = q.events || {};
+  const cells = [
+    el("td", { class: "name", "data-field": "name" }, el("button", { class: "link", onclick: () => PL.select(q.name) }, q.name)),
+    el("td", { "data-field": "rate" }, el("span", { class: "pill " + (q.paused || q.config_error ? "bad" : ""), title: q.config_error }, PL.rateText(q))),
+    ...STATES.map(([key]) => el("td", { "data-field": key, class: key === "failed" && counts.failed ? "hot" : "" }, PL.fmtInt(counts[key]))),
+    el("td", { "data-field": "oldest" }, q.oldest_pending ? PL.fmtAge(q.oldest_pending.age_ms) : "—"),
+    ...["enqueued", "dequeued", "succeeded", "failed", "claims_expired"].map((e) =>
+      el("td", { class: "rate-col", "data-field": "rate_" + e, title: PL.fmtInt(events[e]) + " in the window" }, PL.fmtRate(r[e]))),
+  ];
+  return el("tr", { "data-queue": q.name, class: q.name === PL.selected ? "selected" : "" }, cells);
+}
+
 function renderQueues(snap) {
+  // One odd queue must not hide the others: a row that cannot be drawn says so.
   const rows = snap.queues.map((q) => {
-    const r = q.rates;
-    const cells = [
-      el("td", { class: "name", "data-field": "name" }, el("button", { class: "link", onclick: () => PL.select(q.name) }, q.name)),
-      el("td", { "data-field": "rate" }, el("span", { class: "pill " + (q.paused ? "bad" : "") }, PL.rateText(q))),
-      ...STATES.map(([key]) => el("td", { "data-field": key, class: key === "failed" && q.counts.failed ? "hot" : "" }, PL.fmtInt(q.counts[key]))),
-      el("td", { "data-field": "oldest" }, q.oldest_pending ? PL.fmtAge(q.oldest_pending.age_ms) : "—"),
-      ...["enqueued", "dequeued", "succeeded", "failed", "claims_expired"].map((e) =>
-        el("td", { class: "rate-col", "data-field": "rate_" + e, title: PL.fmtInt(q.events[e]) + " in the window" }, PL.fmtRate(r[e]))),
-    ];
-    return el("tr", { "data-queue": q.name, class: q.name === PL.selected ? "selected" : "" }, cells);
+    try {
+      return queueRow(q);
+    } catch (err) {
+      return el("tr", { "data-queue": q.name }, el("td", { class: "name", "data-field": "name" }, String(q.name)),
+        el("td", { class: "error", colspan: 12 }, "cannot show this queue: " + err.message));
+    }
   });
   document.querySelector("#queues tbody").replaceChildren(...rows);
   document.getElementById("no-queues").hidden = snap.queues.length > 0;
@@ -160,9 +175,12 @@ function renderDetail(snap) {
   document.getElementById("detail-name").textContent = q.name;
   const pill = document.getElementById("detail-rate");
   pill.textContent = PL.rateText(q);
-  pill.className = "pill " + (q.paused ? "bad" : "ok");
+  pill.className = "pill " + (q.paused || q.config_error ? "bad" : "ok");
   document.getElementById("detail-config").textContent =
-    `${q.priorities} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry}`;
+    `${q.priorities ?? "?"} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry ?? "?"}`;
+  const configError = document.getElementById("detail-config-error");
+  configError.textContent = q.config_error || "";
+  configError.hidden = !q.config_error;
   countsTable(document.getElementById("detail-priorities"), "Priority",
     Object.entries(q.by_priority).map(([p, c]) => ["p" + p, c]));
   countsTable(document.getElementById("detail-shards"), "Shard", Object.entries(q.by_shard));
@@ -171,8 +189,8 @@ function renderDetail(snap) {
     ? `Oldest runnable job ${o.descriptor} has waited ${PL.fmtAge(o.age_ms)} (run after ${PL.fmtTime(o.run_after_ms)}).`
     : "No runnable job is waiting.";
   document.getElementById("detail-rates").textContent = `Last ${snap.rate_window_minutes} min: ` + EVENTS.map(([e, label]) =>
-    `${label} ${PL.fmtRate(q.rates[e])}/s (${PL.fmtInt(q.events[e])})`).join(" · ");
-  for (const sel of document.querySelectorAll(".priority-select")) PL.fillPriorities(sel, q.priorities, "all");
+    `${label} ${PL.fmtRate((q.rates || {})[e])}/s (${PL.fmtInt((q.events || {})[e])})`).join(" · ");
+  for (const sel of document.querySelectorAll(".priority-select")) PL.fillPriorities(sel, q.priorities || 1, "all");
 }
 
 PL.fillPriorities = function (select, n, allLabel) {
@@ -204,7 +222,7 @@ function renderStatus(snap) {
     select.dataset.names = names.join(",");
   }
   const jq = snap.queues.find((q) => q.name === select.value);
-  if (jq) PL.fillPriorities(document.getElementById("jobs-priority"), jq.priorities, "all");
+  if (jq && jq.priorities) PL.fillPriorities(document.getElementById("jobs-priority"), jq.priorities, "all");
 }
 
 function renderProgress(ops) {

@@ -63,7 +63,9 @@
     $("rate-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       const rate = num("rate-input");
-      if (rate !== null && (!(rate >= 0) || !Number.isFinite(rate))) return PL.toast("Rate must be a number ≥ 0, or empty for unlimited.", true);
+      // The server refuses these too (and anything not finite); asking first saves a confirmation.
+      if (rate !== null && (!Number.isFinite(rate) || !(rate >= 0) || rate > PL.MAX_RATE))
+        return PL.toast(`Rate must be a number from 0 to ${PL.MAX_RATE.toLocaleString("en-US")} jobs/s, or empty for unlimited.`, true);
       control("rate", { rate }, "Change rate limit",
         `Set the dequeue rate of ${PL.selected} to ${rate === null ? "unlimited" : rate + " jobs/s"} for every worker?`);
     });

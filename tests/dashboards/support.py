@@ -8,6 +8,7 @@ these tests put there, whatever other suites left behind.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ import redis
 
 from dashboards.server import Dashboard
 from pinlater import Ack, DequeuedJob, Job, JobService, JobState
+from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.servers import REDIS_PORTS, REPO, redis_url
 
@@ -50,6 +52,36 @@ def dashboard_settings(**overrides: object) -> Settings:
     }
     fields.update(overrides)
     return Settings(**fields)
+
+
+# What an older version (Python's json.dumps writes NaN and Infinity) or a
+# person may have left in the control store.
+ODD_RATES = {"nan": "NaN", "inf": "Infinity", "neg_inf": "-Infinity", "overflow": "1e309", "negative": "-5"}
+UNREADABLE = "{this is not json"
+
+
+def config_text(name: str, rate_token: str) -> str:
+    text = QueueConfig(name, priorities=2).to_json()
+    assert '"max_dequeue_rate": null' in text
+    return text.replace('"max_dequeue_rate": null', f'"max_dequeue_rate": {rate_token}')
+
+
+def plant_odd_queues(svc: JobService, write_raw: Callable[[str, str], None]) -> dict[str, str]:
+    """Queues created properly (so their storage exists on every shard), then
+    their stored config overwritten. Returns queue name -> what was stored."""
+    tag = uuid.uuid4().hex[:6]
+    planted = {f"odd_{label}_{tag}": config_text(f"odd_{label}_{tag}", token) for label, token in ODD_RATES.items()}
+    planted[f"odd_unreadable_{tag}"] = UNREADABLE
+    for name, text in planted.items():
+        svc.create_queue(name, priorities=2)
+        write_raw(name, text)
+    return planted
+
+
+def restore(svc: JobService, planted: dict[str, str]) -> None:
+    # Leave valid (empty) queues behind: other tests list every queue.
+    for name in planted:
+        svc.control.put_queue(QueueConfig(name, priorities=2))
 
 
 def backend_counts(svc: JobService, queue: str, priority: int | None = None) -> dict[str, int]:

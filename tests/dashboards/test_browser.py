@@ -8,10 +8,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from pinlater import Checkpoint
+from pinlater.backends.keys import CONTROL_QUEUES
 from pinlater.errors import DequeueRateLimited
-from tests.dashboards.support import ARTIFACTS, STATE_QUERIES, TOKEN, Cluster, backend_counts, wait_for
+from tests.dashboards.support import (
+    ARTIFACTS,
+    STATE_QUERIES,
+    TOKEN,
+    UNREADABLE,
+    Cluster,
+    backend_counts,
+    plant_odd_queues,
+    restore,
+    wait_for,
+)
 
 
 def number(text: str) -> int:
@@ -175,3 +187,31 @@ def test_jobs_view_and_lookup_show_bodies_only_on_request(page: Any, cluster: Cl
     page.wait_for_selector("#job-body")
     body = page.inner_text("#job-body")
     assert body.startswith(("once-", "retry-")), body
+
+
+def test_the_page_shows_every_queue_whatever_its_stored_config(page: Any, cluster: Cluster) -> None:
+    """NaN, Infinity, 1e309 or a negative rate in the control store, and a
+    config that cannot be read: every queue still has its row, the odd ones
+    say so, and the others keep their numbers."""
+    svc, queue = cluster.svc, cluster.work.queue
+    r = redis.Redis.from_url(svc.settings.resolved_control_url)
+    planted = plant_odd_queues(svc, lambda name, text: r.hset(CONTROL_QUEUES, name, text) and None)
+    try:
+        cluster.dashboard.collector.invalidate()
+        for name in planted:
+            page.wait_for_selector(f'#queues tr[data-queue="{name}"]')
+        wait_for(lambda: row_counts(page, queue) == backend_counts(svc, queue), what="workload row == backend")
+        [unreadable] = [n for n, text in planted.items() if text == UNREADABLE]
+        row = page.locator(f'#queues tr[data-queue="{unreadable}"]')
+        assert row.locator('td[data-field="rate"]').inner_text() == "config error"
+        assert row.locator('td[data-field="failed"]').inner_text() == "—"  # not known, not 0
+        for name in planted:
+            rate = page.inner_text(f'#queues tr[data-queue="{name}"] td[data-field="rate"]')
+            assert "NaN" not in rate and "Infinity" not in rate, (name, rate)
+        open_queue(page, unreadable)
+        page.wait_for_selector("#detail-config-error:not([hidden])")
+        assert "cannot be read" in page.inner_text("#detail-config-error")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-odd-configs.png"), full_page=True)
+    finally:
+        restore(svc, planted)
+        r.close()
