@@ -1,17 +1,11 @@
 """Queue configs as the dashboard reads them: every queue, even one whose
 stored config cannot be read.
 
-The control store's ``list_queues`` parses every config at once, so one bad
-config (written by an older version, or by hand) fails the whole list, and a
-dashboard built on it would show no queue at all: exactly when an operator
-needs it most. When that happens the dashboard reads the stored texts itself
-(the layout the control stores document: the Redis hash ``plc:queues``, the
-MySQL table ``pinlater_queue_config``) and parses them one by one. A config
-that still cannot be read is shown with its error; if its number of
+The control store's ``list_queues`` leaves a damaged config out (logged), so
+that it never hides the other queues; the dashboard, which must show every
+queue, parses the stored texts (``queue_config_texts``) one by one instead. A
+config that cannot be read is shown with its error; if its number of
 priorities can be made out, its jobs are counted too.
-
-A config that parses but holds a rate that is not a finite number >= 0 (NaN,
-Infinity: older versions accepted them) is flagged the same way.
 """
 
 from __future__ import annotations
@@ -21,20 +15,14 @@ import logging
 import math
 from dataclasses import dataclass
 
-from pinlater.backends import keys
-from pinlater.backends.mysql_pool import ConnectionPool, MySQLAddress, Session
-from pinlater.backends.redis_client import open_redis
-from pinlater.backends.sql_blocks import sql
 from pinlater.control.base import ControlStore
-from pinlater.errors import PinLaterError, ShardConnectionFailed
+from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_PRIORITIES
-from pinlater.queue_config import QueueConfig
+from pinlater.queue_config import CONFIG_PARSE_ERRORS, QueueConfig
 
 log = logging.getLogger(__name__)
 
-# Anything QueueConfig.from_json may raise on a bad text (JSONDecodeError and
-# UnicodeDecodeError are ValueErrors).
-PARSE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError)
+PARSE_ERRORS = CONFIG_PARSE_ERRORS
 
 
 class ConfigUnreadable(PinLaterError):
@@ -82,86 +70,17 @@ def parse_entry(name: str, text: str | bytes) -> QueueEntry:
 
 
 class ConfigReader:
-    """Reads every queue's config; see the module's docstring. The raw
-    connection to the control store is opened only when a config fails to
-    parse, and kept for the next passes."""
+    """Reads every queue's config; see the module's docstring."""
 
-    def __init__(self, control: ControlStore, control_url: str, socket_timeout_s: float) -> None:
+    def __init__(self, control: ControlStore) -> None:
         self._control = control
-        self._url = control_url
-        self._timeout = socket_timeout_s
-        self._raw: _RawReader | None = None
         self._warned: set[str] = set()
 
     def read(self) -> dict[str, QueueEntry]:
         """Raises PinLaterError when the control store cannot be reached."""
-        try:
-            return {name: entry_for(config) for name, config in self._control.list_queues().items()}
-        except PinLaterError:
-            raise
-        except PARSE_ERRORS as exc:
-            first_error = exc
-        if self._raw is None:
-            self._raw = _open_raw(self._url, self._timeout)
-        if self._raw is None:  # a store with nothing stored as text (memory://)
-            raise ConfigUnreadable(f"queue configs cannot be read: {first_error}")
-        entries = {name: parse_entry(name, text) for name, text in self._raw.texts().items()}
+        entries = {name: parse_entry(name, text) for name, text in self._control.queue_config_texts().items()}
         for entry in entries.values():
             if entry.error and entry.name not in self._warned:
                 self._warned.add(entry.name)
                 log.warning("queue %s: %s", entry.name, entry.error)
         return entries
-
-    def close(self) -> None:
-        if self._raw is not None:
-            self._raw.close()
-
-
-class _RawReader:
-    def texts(self) -> dict[str, str | bytes]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class _RedisRaw(_RawReader):
-    def __init__(self, url: str, timeout: float) -> None:
-        self._r = open_redis(url, timeout)
-
-    def texts(self) -> dict[str, str | bytes]:
-        try:
-            raw = self._r.hgetall(keys.CONTROL_QUEUES)
-        except Exception as exc:  # redis' connection and timeout errors
-            raise ShardConnectionFailed(f"control store (redis) unavailable: {exc}") from exc
-        return {k.decode("utf-8", errors="replace"): v for k, v in raw.items()}
-
-    def close(self) -> None:
-        self._r.close()
-
-
-class _MySQLRaw(_RawReader):
-    def __init__(self, url: str, timeout: float) -> None:
-        self._pool = ConnectionPool(
-            MySQLAddress.parse(url), socket_timeout_s=timeout, prepare=lambda s: None,
-            unavailable=lambda exc: ShardConnectionFailed(f"control store (mysql) unavailable: {exc}"), max_idle=1,
-        )
-
-    def texts(self) -> dict[str, str | bytes]:
-        def work(s: Session) -> dict[str, str | bytes]:
-            s.execute(sql("ctl_list_configs"))
-            return {str(name): text for name, text in s.fetchall()}
-
-        return self._pool.run(work)
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-def _open_raw(url: str, timeout: float) -> _RawReader | None:
-    scheme = url.split("://", 1)[0]
-    if scheme in ("redis", "rediss"):
-        return _RedisRaw(url, timeout)
-    if scheme == "mysql":
-        return _MySQLRaw(url, timeout)
-    return None

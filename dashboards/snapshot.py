@@ -146,15 +146,13 @@ class Collector:
         self._cached: dict[str, Any] | None = None
         self._cached_at = 0.0
         self._entries: dict[str, QueueEntry] = {}
-        self._reader = ConfigReader(service.control, service.settings.resolved_control_url,
-                                    service.settings.socket_timeout_s)
+        self._reader = ConfigReader(service.control)
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shards.ids)), thread_name_prefix="dash-shard")
         self.passes = 0
         self.failed_passes = 0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._reader.close()
 
     def invalidate(self) -> None:
         """After a control changed something: the next request reads afresh."""

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pinlater.errors import QueueNameInvalid, QueueNameTooLong
+from pinlater.errors import QueueNameInvalid, QueueNameTooLong, StorageError
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES
 from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
@@ -104,6 +104,34 @@ class QueueConfig:
                 log.warning("queue %s: stored rate ignored, treated as unlimited: %s", known.get("name"), exc)
                 known["max_dequeue_rate"] = None
         return cls(**known)
+
+
+# What from_json may raise on a damaged text (JSONDecodeError and
+# UnicodeDecodeError are ValueErrors).
+CONFIG_PARSE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError)
+
+
+def read_stored_config(name: str, text: str | bytes) -> QueueConfig:
+    """A config as a control store holds it; StorageError if it cannot be read."""
+    try:
+        return QueueConfig.from_json(text)
+    except CONFIG_PARSE_ERRORS as exc:
+        raise StorageError(
+            f"stored config of queue {name!r} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
+            "set it again, e.g. with pinlater set-rate"
+        ) from None
+
+
+def read_stored_configs(texts: dict[str, str | bytes]) -> dict[str, QueueConfig]:
+    """Every readable config. One damaged config is logged and left out, so
+    that it never hides the other queues (from the monitor, for one)."""
+    configs: dict[str, QueueConfig] = {}
+    for name, text in texts.items():
+        try:
+            configs[name] = read_stored_config(name, text)
+        except StorageError as exc:
+            log.error("%s", exc.message)
+    return configs
 
 
 def _is_int(value: object) -> bool:

@@ -16,6 +16,10 @@ class ControlStore(Protocol):
     def list_queues(self) -> dict[str, QueueConfig]:
         """Every queue's config by name."""
 
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        """Every queue's config as stored, unparsed: for tools (the
+        dashboard) that must show a queue even when its config cannot be read."""
+
     def create_queue(self, config: QueueConfig) -> bool:
         """Store ``config`` unless the queue exists. True if created."""
 

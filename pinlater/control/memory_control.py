@@ -35,6 +35,9 @@ class MemoryControlStore:
         with self._lock:
             return dict(self._queues)
 
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        return {name: config.to_json() for name, config in self.list_queues().items()}
+
     def create_queue(self, config: QueueConfig) -> bool:
         with self._lock:
             if config.name in self._queues:

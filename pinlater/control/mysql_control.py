@@ -19,7 +19,7 @@ from pinlater.backends.sql_blocks import sql
 from pinlater.control.counter_store import MySQLCounterMixin
 from pinlater.control.idempotency_store import MySQLIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
-from pinlater.queue_config import QueueConfig
+from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 
 T = TypeVar("T")
 
@@ -74,14 +74,17 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
         def work(s: Session) -> QueueConfig | None:
             s.execute(sql("ctl_get_config"), {"name": name})
             rows = s.fetchall()
-            return QueueConfig.from_json(rows[0][0]) if rows else None
+            return read_stored_config(name, rows[0][0]) if rows else None
 
         return self._run(work)
 
     def list_queues(self) -> dict[str, QueueConfig]:
-        def work(s: Session) -> dict[str, QueueConfig]:
+        return read_stored_configs(self.queue_config_texts())
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        def work(s: Session) -> dict[str, str | bytes]:
             s.execute(sql("ctl_list_configs"))
-            return {str(name): QueueConfig.from_json(text) for name, text in s.fetchall()}
+            return {str(name): text for name, text in s.fetchall()}
 
         return self._run(work)
 

@@ -25,7 +25,7 @@ from pinlater.backends.redis_scripts import lua_source
 from pinlater.control.counter_store import RedisCounterMixin
 from pinlater.control.idempotency_store import RedisIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed, StorageError
-from pinlater.queue_config import QueueConfig
+from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -69,11 +69,14 @@ class RedisControlStore(RedisIdempotencyMixin, RedisCounterMixin):
 
     def get_queue(self, name: str) -> QueueConfig | None:
         raw = self._call(lambda: self._r.hget(keys.CONTROL_QUEUES, name))
-        return None if raw is None else QueueConfig.from_json(raw)
+        return None if raw is None else read_stored_config(name, raw)
 
     def list_queues(self) -> dict[str, QueueConfig]:
+        return read_stored_configs(self.queue_config_texts())
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
         raw = self._call(lambda: self._r.hgetall(keys.CONTROL_QUEUES))
-        return {k.decode("utf-8"): QueueConfig.from_json(v) for k, v in raw.items()}
+        return {k.decode("utf-8", errors="replace"): v for k, v in raw.items()}
 
     def create_queue(self, config: QueueConfig) -> bool:
         created = self._call(lambda: self._r.hsetnx(keys.CONTROL_QUEUES, config.name, config.to_json()))

@@ -26,6 +26,7 @@ from pinlater.backends.redis_backend import RedisBackend
 from pinlater.backends.redis_scripts import JOB_SCRIPTS, job_script_source
 from pinlater.control.base import ControlStore
 from pinlater.control.redis_control import RedisControlStore
+from pinlater.errors import StorageError
 from pinlater.states import JobState
 
 Q = "q"
@@ -86,8 +87,9 @@ def test_enqueue_ids_increase_across_priorities_and_batches(be: RedisBackend) ->
 
 
 def test_enqueue_validation_stores_nothing(be: RedisBackend, client: fakeredis.FakeRedis) -> None:
-    with pytest.raises(redis.ResponseError, match="attempts_allowed"):
+    with pytest.raises(StorageError, match="redis shard f1: pinlater: enqueue: attempts_allowed") as info:
         be.enqueue(Q, [item(), item(attempts=0)])
+    assert isinstance(info.value.__cause__, redis.ResponseError)
     assert client.keys("*") == []
 
 
