@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.audit import AuditLog
-from dashboards.configs import PARSE_ERRORS, ConfigUnreadable
 from dashboards.controls import Caller, Controls
 from dashboards.metrics import render
 from dashboards.progress import ProgressBoard
 from dashboards.snapshot import Collector
 from pinlater.errors import (
+    ConfigUnreadable,
     ErrorCode,
     InvalidRequest,
     NoHealthyShards,
@@ -208,7 +208,7 @@ class Api:
     def _queue(self, name: str) -> dict[str, Any]:
         try:
             stored: Any = json.loads(self.service.queue_config(name, fresh=True).to_json())
-        except PARSE_ERRORS:
+        except ConfigUnreadable:
             stored = None  # the snapshot's config_error says why
         for q in self.collector.snapshot()["queues"]:
             if q["name"] == name:

@@ -16,17 +16,12 @@ import math
 from dataclasses import dataclass
 
 from pinlater.control.base import ControlStore
-from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_PRIORITIES
 from pinlater.queue_config import CONFIG_PARSE_ERRORS, QueueConfig
 
 log = logging.getLogger(__name__)
 
 PARSE_ERRORS = CONFIG_PARSE_ERRORS
-
-
-class ConfigUnreadable(PinLaterError):
-    """The queue exists but its stored config cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)

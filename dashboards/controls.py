@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboards.audit import AuditEntry, AuditLog
-from dashboards.configs import PARSE_ERRORS, ConfigUnreadable
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.service import JobService
@@ -115,12 +114,8 @@ class Controls:
             raise InvalidRequest(f"unknown control {action!r}; use one of {', '.join(ACTIONS)}")
         if not OPERATOR.match(caller.operator):
             raise InvalidRequest("operator name: 1-64 letters, digits, spaces and _.@- (who is acting?)")
-        try:
-            self.service.queue_config(queue, fresh=True)  # QueueNotFound / QueueNameInvalid first
-        except PARSE_ERRORS as exc:
-            raise ConfigUnreadable(f"the stored config of queue {queue!r} cannot be read "
-                                   f"({type(exc).__name__}: {str(exc)[:200]}); no control can change it "
-                                   "until it is repaired in the control store") from None
+        # QueueNotFound / QueueNameInvalid / ConfigUnreadable first
+        self.service.queue_config(queue, fresh=True)
         params = Params(raw if raw is not None else {}, _ALLOWED[action])
         plan: Plan = getattr(self, "_" + action.replace("-", "_"))(queue, params)
         if plan.dry_run:

@@ -108,6 +108,11 @@ class StorageError(PinLaterError):
     code = ErrorCode.UNKNOWN
 
 
+class ConfigUnreadable(StorageError):
+    """The queue exists but its stored config cannot be read (damaged by hand
+    or by a bug); no change can be made to it until it is repaired."""
+
+
 _BY_CODE: dict[ErrorCode, type[PinLaterError]] = {
     ErrorCode.CONTINUATION_INVALID: ContinuationInvalid,
     ErrorCode.PASSWORD_INVALID: PasswordInvalid,

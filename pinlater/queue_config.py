@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pinlater.errors import QueueNameInvalid, QueueNameTooLong, StorageError
+from pinlater.errors import ConfigUnreadable, QueueNameInvalid, QueueNameTooLong
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES
 from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
@@ -116,9 +116,9 @@ def read_stored_config(name: str, text: str | bytes) -> QueueConfig:
     try:
         return QueueConfig.from_json(text)
     except CONFIG_PARSE_ERRORS as exc:
-        raise StorageError(
-            f"stored config of queue {name!r} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
-            "set it again, e.g. with pinlater set-rate"
+        raise ConfigUnreadable(
+            f"the stored config of queue {name!r} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
+            "no change can be made to it until it is repaired in the control store"
         ) from None
 
 
@@ -129,7 +129,7 @@ def read_stored_configs(texts: dict[str, str | bytes]) -> dict[str, QueueConfig]
     for name, text in texts.items():
         try:
             configs[name] = read_stored_config(name, text)
-        except StorageError as exc:
+        except ConfigUnreadable as exc:
             log.error("%s", exc.message)
     return configs
 

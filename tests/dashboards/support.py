@@ -134,7 +134,8 @@ def run_workload(svc: JobService, queue: str, scale: int = 1) -> Workload:
     done, running = jobs[:-keep_running], jobs[-keep_running:]
     failures = [j for i, j in enumerate(done) if i % 5 == 0]
     successes = [j for i, j in enumerate(done) if i % 5 != 0]
-    svc.ack(queue, succeeded=[Ack(j.descriptor) for j in successes])
+    for start in range(0, len(successes), 500):  # ACKs per call are capped (max_jobs_per_call)
+        svc.ack(queue, succeeded=[Ack(j.descriptor) for j in successes[start : start + 500]])
     # An explicit hour-long delay keeps retried jobs "pending later" for the whole test.
     svc.ack(queue, failed=[Ack(j.descriptor, "boom: ValueError", retry_delay_ms=3_600_000) for j in failures])
     w.succeeded = len(successes)
