@@ -15,6 +15,7 @@ MAX_ATTEMPTS = 1000
 MAX_LIMIT = 10_000
 MAX_SOURCE_LEN = 200
 MAX_STATUS_LEN = 4000
+MAX_REGEX_LEN = 1000
 
 
 def check_priority(config: QueueConfig, priority: int) -> int:
@@ -117,6 +118,9 @@ def _re2_options() -> re2.Options:
     options.log_errors = False
     # Only "does it match" is asked: no submatch work.
     options.never_capture = True
+    # Program and DFA cache of one pattern; re2 keeps up to 128 compiled
+    # patterns, so this bounds them all to 256 MiB.
+    options.max_mem = 2 << 20
     return options
 
 
@@ -130,6 +134,8 @@ def compile_body_regex(pattern: str | None) -> BodyRegex | None:
     backtracking engine."""
     if not pattern:
         return None
+    if len(pattern) > MAX_REGEX_LEN:
+        raise InvalidRequest(f"body regex is {len(pattern)} characters; the limit is {MAX_REGEX_LEN}")
     try:
         regex: BodyRegex = re2.compile(pattern.encode(), _OPTIONS)
     except re2.error as exc:
