@@ -101,7 +101,9 @@ def add_server_commands(sub: Any) -> None:
     p.add_argument("--no-monitor", action="store_true",
                    help="do not run the monitor here (a separate `pinlater monitor` process runs it)")
     p.add_argument("--monitor-interval", type=float, default=5.0, help="seconds between monitor passes")
-    p.add_argument("--max-connections", type=int, default=1024, help="open client connections (a thread each)")
+    p.add_argument("--max-connections", type=int,
+                   help="open client connections, a thread each (default $PINLATER_SERVER_MAX_CONNECTIONS or 1024); "
+                        "see also PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT, _MAX_BUFFERED_BYTES, _FRAME_TIMEOUT_S")
     p.add_argument("--max-concurrent-calls", type=int, default=64,
                    help="calls run at once; keep it below the shard clients' connection pools")
     p.add_argument("--max-frame-bytes", type=int, help="largest request accepted (default 16 bodies + 1 MiB)")

@@ -16,8 +16,11 @@ a frame that passed it is bounded by the frame's size as well.
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -38,6 +41,12 @@ MAX_NAME = 128
 
 _I32 = struct.Struct("!i")
 _RECV_CHUNK = 1 << 20
+# A frame's bytes: bytes, or the bytearray a large frame was read into.
+Frame = bytes | bytearray
+
+# Frames up to this size need no reservation: they fit in the connection's
+# receive buffer, which never holds more.
+SMALL_FRAME = 64 * 1024
 
 
 class FrameError(Exception):
@@ -63,35 +72,74 @@ class Header:
 
 
 # -- reading frames ----------------------------------------------------------------
+class FrameTimeout(TimeoutError):
+    """A frame did not arrive whole within the frame timeout (counted from
+    its first byte, however the bytes trickle in)."""
+
+
+class FrameRejected(FrameError):
+    """A frame the reader's ``reserve`` refused: no room to buffer it now."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"no room to buffer a frame of {size} bytes now")
+        self.size = size
+
+
+# A reader is given (size, deadline) and says whether a frame of ``size``
+# bytes may be buffered; it may wait until ``deadline`` (time.monotonic()).
+Reserve = Callable[[int, float], bool]
+
+
 class FrameReader:
     """Reads length-prefixed frames from a socket, with one ``recv`` per
-    frame in the common case."""
+    frame in the common case.
 
-    def __init__(self, sock: socket.socket, max_frame: int) -> None:
+    A frame must arrive whole within ``frame_timeout_s`` of its first byte:
+    each ``recv`` waits only for the time left. Frames up to ``SMALL_FRAME``
+    bytes are gathered in the connection's receive buffer (at most 64 KiB);
+    a larger one is first granted by ``reserve`` (the server's budget of
+    bytes buffered across connections), then read into a buffer of its
+    declared size."""
+
+    def __init__(self, sock: socket.socket, max_frame: int, reserve: Reserve | None = None) -> None:
         self.sock = sock
         self.max_frame = max_frame
+        self.reserve = reserve
         self._buf = bytearray()
+        self._deadline = math.inf
+        self._timeout_s: float | None = None
+        # When the current frame's first byte arrived (None between frames),
+        # and when it last progressed: bytes arrived, or its reservation was
+        # granted (time spent waiting for one is the server's, not the peer's).
+        self.frame_started: float | None = None
+        self.last_progress = time.monotonic()
 
     @property
     def between_frames(self) -> bool:
         """Nothing of a next frame has arrived yet."""
-        return not self._buf
+        return self.frame_started is None
 
-    def read_frame(self, *, frame_timeout_s: float | None, idle_timeout_s: float | None = None) -> bytes | None:
+    def read_frame(
+        self, *, frame_timeout_s: float | None, idle_timeout_s: float | None = None
+    ) -> Frame | None:
         """The next frame's bytes (without the length). None when the peer
         closed between frames or sent nothing for ``idle_timeout_s``.
-        Raises FrameError for a bad length, PeerClosed for a frame cut
-        short, TimeoutError for one not complete within ``frame_timeout_s``."""
+        Raises FrameError for a bad length (FrameTooLarge over the maximum,
+        FrameRejected when ``reserve`` refuses it), PeerClosed for a frame
+        cut short, FrameTimeout for one not whole within ``frame_timeout_s``
+        of its first byte."""
         if not self._buf:
             self.sock.settimeout(idle_timeout_s)
             try:
-                chunk = self.sock.recv(65536)
+                chunk = self.sock.recv(SMALL_FRAME)
             except TimeoutError:
                 return None
             if not chunk:
                 return None
-            self._buf += chunk
-        self.sock.settimeout(frame_timeout_s)
+            self._got(chunk)
+        assert self.frame_started is not None
+        self._timeout_s = frame_timeout_s
+        self._deadline = math.inf if frame_timeout_s is None else self.frame_started + frame_timeout_s
         while len(self._buf) < 4:
             self._fill(4 - len(self._buf))
         size = _I32.unpack_from(self._buf, 0)[0]
@@ -99,36 +147,105 @@ class FrameReader:
             raise FrameError(f"bad frame length {size} (is the peer using the framed transport?)")
         if size > self.max_frame:
             raise FrameTooLarge(size, self.max_frame)
+        if size > SMALL_FRAME:
+            if self.reserve is not None:
+                if not self.reserve(size, self._deadline):
+                    raise FrameRejected(size)
+                self.last_progress = time.monotonic()
+            return self._read_large(size)
         while len(self._buf) < 4 + size:
             self._fill(4 + size - len(self._buf))
         frame = bytes(self._buf[4 : 4 + size])
         del self._buf[: 4 + size]
+        self._frame_done()
         return frame
 
+    def _read_large(self, size: int) -> bytearray:
+        """A frame over SMALL_FRAME: the receive buffer holds only its
+        beginning (it never holds more than SMALL_FRAME bytes)."""
+        head = self._buf[4:]
+        self._buf = bytearray()
+        if self.reserve is not None:
+            # Granted: its declared size, allocated once, filled in place.
+            body = bytearray(size)
+            have = len(head)
+            body[:have] = head
+            view = memoryview(body)
+            while have < size:
+                self.sock.settimeout(self._time_left())
+                n = self._recv_into(view[have : have + min(size - have, _RECV_CHUNK)])
+                have += n
+            view.release()
+        else:
+            # Nothing granted (a client reading replies): memory grows with
+            # the bytes that actually arrive, not with the declared size.
+            body = head
+            while len(body) < size:
+                self.sock.settimeout(self._time_left())
+                body += self._recv(min(size - len(body), _RECV_CHUNK))
+        self._frame_done()
+        return body
+
     def discard(self, size: int, keep: int) -> bytes:
-        """Reads and drops an oversized frame whose length was just read (its
-        bytes never held at once); returns its first ``keep`` bytes."""
+        """Reads and drops a frame whose length was just read (its bytes
+        never held at once), within the same deadline; returns its first
+        ``keep`` bytes."""
         head = bytes(self._buf[4 : 4 + keep])
         remaining = 4 + size - len(self._buf)
         del self._buf[: 4 + size]
+        scratch = memoryview(bytearray(SMALL_FRAME))
         while remaining > 0:
-            chunk = self.sock.recv(min(remaining, _RECV_CHUNK))
-            if not chunk:
-                raise PeerClosed("connection closed in the middle of a frame")
-            remaining -= len(chunk)
+            self.sock.settimeout(self._time_left())
+            n = self._recv_into(scratch[: min(remaining, SMALL_FRAME)])
+            remaining -= n
             if len(head) < keep:
-                head += chunk[: keep - len(head)]
+                head += bytes(scratch[: min(n, keep - len(head))])
+        self._frame_done()
         return head
 
+    def _time_left(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise FrameTimeout(f"frame not complete within {self._timeout_s:g}s")
+        return left
+
     def _fill(self, needed: int) -> None:
-        chunk = self.sock.recv(max(65536, min(needed, _RECV_CHUNK)))
+        self.sock.settimeout(self._time_left())
+        self._got(self._recv(min(needed, SMALL_FRAME)))
+
+    def _recv(self, n: int) -> bytes:
+        try:
+            chunk = self.sock.recv(n)
+        except TimeoutError:
+            raise FrameTimeout(f"frame not complete within {self._timeout_s:g}s") from None
         if not chunk:
             raise PeerClosed("connection closed in the middle of a frame")
+        self.last_progress = time.monotonic()
+        return chunk
+
+    def _recv_into(self, view: memoryview) -> int:
+        try:
+            n = self.sock.recv_into(view)
+        except TimeoutError:
+            raise FrameTimeout(f"frame not complete within {self._timeout_s:g}s") from None
+        if not n:
+            raise PeerClosed("connection closed in the middle of a frame")
+        self.last_progress = time.monotonic()
+        return n
+
+    def _got(self, chunk: bytes) -> None:
+        self.last_progress = time.monotonic()
+        if self.frame_started is None:
+            self.frame_started = self.last_progress
         self._buf += chunk
+
+    def _frame_done(self) -> None:
+        # Bytes of a next frame already here (a pipelining peer) start its clock.
+        self.frame_started = self.last_progress if self._buf else None
 
 
 # -- checking a message ------------------------------------------------------------------
-def read_header(frame: bytes) -> tuple[Header, int]:
+def read_header(frame: Frame) -> tuple[Header, int]:
     """The message header and where the message's struct starts."""
     end = len(frame)
     if end < 4:
@@ -151,7 +268,7 @@ def read_header(frame: bytes) -> tuple[Header, int]:
     return Header(name, mtype, seqid), pos + 4
 
 
-def _string(frame: bytes, pos: int) -> tuple[str, int]:
+def _string(frame: Frame, pos: int) -> tuple[str, int]:
     if pos + 4 > len(frame):
         raise FrameError("truncated message name")
     n = _I32.unpack_from(frame, pos)[0]
@@ -164,7 +281,7 @@ def _string(frame: bytes, pos: int) -> tuple[str, int]:
         raise FrameError("method name is not ASCII") from None
 
 
-def check_message(frame: bytes) -> Header:
+def check_message(frame: Frame) -> Header:
     """Walks the whole message; raises FrameError unless it is one
     well-formed header followed by exactly one struct."""
     header, pos = read_header(frame)
@@ -174,7 +291,7 @@ def check_message(frame: bytes) -> Header:
     return header
 
 
-def _skip(buf: bytes, pos: int, ttype: int, depth: int) -> int:
+def _skip(buf: Frame, pos: int, ttype: int, depth: int) -> int:
     end = len(buf)
     width = _FIXED.get(ttype)
     if width is not None:
@@ -232,7 +349,7 @@ def _skip(buf: bytes, pos: int, ttype: int, depth: int) -> int:
     raise FrameError(f"unknown type {ttype}")
 
 
-def _skip_items(buf: bytes, pos: int, types: tuple[int, ...], n: int, depth: int) -> int:
+def _skip_items(buf: Frame, pos: int, types: tuple[int, ...], n: int, depth: int) -> int:
     if n < 0:
         raise FrameError(f"negative container size {n}")
     if n == 0:
@@ -271,7 +388,7 @@ class _OneFrame:
 S = TypeVar("S")
 
 
-def decode_message(frame: bytes, obj: S) -> S:
+def decode_message(frame: Frame, obj: S) -> S:
     """Decodes the message's struct (after ``check_message``) into ``obj``."""
     proto = TCyBinaryProtocol(TCyFramedTransport(_OneFrame(_I32.pack(len(frame)) + frame)), strict_read=False)
     proto.read_message_begin()

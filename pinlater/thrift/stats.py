@@ -42,7 +42,12 @@ class ServerStats:
         self.connections_open = 0
         self.connections_total = 0
         self.connections_refused = 0
+        self.connections_over_client_limit = 0
+        self.connections_shed = 0
         self.bad_frames = 0
+        self.frame_timeouts = 0
+        self.frames_over_budget = 0
+        self.buffered_bytes = 0
         self.in_flight = 0
 
     def record(self, method: str, seconds: float, error_code: str | None) -> None:
@@ -71,7 +76,12 @@ class ServerStats:
                 "connections_open": self.connections_open,
                 "connections_total": self.connections_total,
                 "connections_refused": self.connections_refused,
+                "connections_over_client_limit": self.connections_over_client_limit,
+                "connections_shed": self.connections_shed,
                 "bad_frames": self.bad_frames,
+                "frame_timeouts": self.frame_timeouts,
+                "frames_over_budget": self.frames_over_budget,
+                "buffered_bytes": self.buffered_bytes,
                 "in_flight": self.in_flight,
             }
         out["methods"] = {
@@ -118,8 +128,14 @@ class ServerStats:
         for key, kind, text in (
             ("connections_open", "gauge", "Open client connections."),
             ("connections_total", "counter", "Client connections accepted."),
-            ("connections_refused", "counter", "Connections closed at once: over the connection limit."),
+            ("connections_refused", "counter", "Connections closed at once: every slot busy, none idle to shed."),
+            ("connections_over_client_limit", "counter",
+             "Connections closed at once: their address already held its limit."),
+            ("connections_shed", "counter", "Idle or stalled connections closed to make room for others."),
             ("bad_frames", "counter", "Malformed, truncated or oversized frames (connection closed)."),
+            ("frame_timeouts", "counter", "Connections closed: a frame not complete within the frame timeout."),
+            ("frames_over_budget", "counter", "Requests refused: no room in the budget of buffered bytes."),
+            ("buffered_bytes", "gauge", "Bytes reserved for requests over 64 KiB being read or handled."),
             ("in_flight", "gauge", "Calls being handled now."),
             ("uptime_s", "gauge", "Seconds since the server started."),
         ):

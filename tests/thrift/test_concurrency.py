@@ -18,6 +18,7 @@ from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
 from tests.thrift.conftest import make_service
+from tests.thrift.rawwire import closed_by_server
 
 CONNECTIONS = 200
 SLOW_S = 30.0
@@ -43,7 +44,8 @@ class SlowHandler(Handler):
 @pytest.fixture
 def slow(service: JobService, start_server: Callable[..., ThriftServer]) -> tuple[ThriftServer, SlowHandler]:
     handler = SlowHandler(service)
-    return start_server(service, handler=handler), handler
+    # Every client here is 127.0.0.1: lift the per-address cap above the 201.
+    return start_server(service, handler=handler, max_connections_per_client=CONNECTIONS + 8), handler
 
 
 @pytest.fixture
@@ -124,20 +126,41 @@ def test_graceful_stop_finishes_calls_in_flight(
     busy.close()
 
 
-def test_connection_limit_refuses_extra_connections(
-    memory_service: JobService, start_server: Callable[..., ThriftServer]
+def test_connection_limit_sheds_idle_connections_then_refuses(
+    memory_service: JobService, start_server: Callable[..., ThriftServer], queue_name: str
 ) -> None:
-    server = start_server(memory_service, max_connections=3)
+    """All slots taken: a new connection takes the slot of the longest idle
+    one; when none is idle (every connection is in a call) it is refused."""
+    handler = SlowHandler(memory_service)
+    server = start_server(memory_service, handler=handler, max_connections=3)
+    address = [f"127.0.0.1:{server.port}"]
     held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
     time.sleep(0.3)
-    extra = socket.create_connection(("127.0.0.1", server.port), timeout=3)
-    assert extra.recv(1) == b""  # closed at once
-    for s in held + [extra]:
+    newcomer = ThriftClient(address, source="new", retries=0)
+    newcomer.create_queue(queue_name)  # got in: one held connection was shed
+    assert closed_by_server(held[0], timeout_s=3)  # the longest idle
+    assert server.stats.connections_shed == 1 and server.stats.connections_refused == 0
+
+    # Three slow calls in flight hold every slot: nothing can be shed.
+    handler.release.clear()
+    busy = [ThriftClient(address, source=f"busy{i}", timeout_s=SLOW_S + 10, retries=0) for i in range(3)]
+    newcomer.close()
+    for s in held:
         s.close()
     time.sleep(0.3)
-    with ThriftClient([f"127.0.0.1:{server.port}"], source="after") as c:
-        assert isinstance(c.queue_names(), set)
-    assert server.stats.connections_refused == 1
+    with ThreadPoolExecutor(3) as pool:
+        calls = [pool.submit(c.count, queue_name, "pending", body_regex="__slow__") for c in busy]
+        deadline = time.monotonic() + 5
+        while server.stats.in_flight < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=3)
+        assert extra.recv(1) == b""  # closed at once
+        extra.close()
+        assert server.stats.connections_refused == 1
+        handler.release.set()
+        assert [c.result(timeout=10) for c in calls] == [42, 42, 42]
+    for c in busy:
+        c.close()
 
 
 def test_one_client_shared_by_threads(
