@@ -29,7 +29,7 @@ Hostile or broken clients (defaults from ``pinlater.settings``):
   refused. So a flood, even from many addresses, sheds its own idle
   connections and not a normal client's.
 * Requests over 64 KiB are buffered only within ``max_buffered_bytes``
-  (256 MiB) across connections (``pinlater.thrift.limits.ByteBudget``);
+  (256 MiB) across connections (``pinlater.thrift.resources.ByteBudget``);
   stalled ones are shed to make room, and past that a request is drained
   unread and answered with an error.
 
@@ -44,7 +44,6 @@ import contextlib
 import heapq
 import logging
 import socket
-import struct
 import threading
 import time
 from typing import Any
@@ -54,6 +53,7 @@ from thriftpy2.thrift import TApplicationException
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import idl, service
+from pinlater.thrift.connection import Connection
 from pinlater.thrift.convert import to_wire_error
 from pinlater.thrift.framing import (
     CALL,
@@ -62,24 +62,18 @@ from pinlater.thrift.framing import (
     REPLY,
     Frame,
     FrameError,
-    FrameReader,
-    FrameRejected,
-    FrameTimeout,
-    FrameTooLarge,
-    PeerClosed,
     check_message,
     decode_message,
     encode_message,
     read_header,
 )
 from pinlater.thrift.handler import Handler
-from pinlater.thrift.limits import STALL_S, ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
+from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
 from pinlater.thrift.stats import MetricsServer, ServerStats
 
 log = logging.getLogger(__name__)
 
 FRAME_SLACK = 1024 * 1024
-_RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close sends a reset
 METHODS = frozenset(service.thrift_services)
 
 
@@ -125,13 +119,13 @@ class ThriftServer:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
-        self._conns: set[_Connection] = set()
-        self._by_address: dict[str, set[_Connection]] = {}
+        self._conns: set[Connection] = set()
+        self._by_address: dict[str, set[Connection]] = {}
         self._last_refusal_log: dict[str, float] = {}
         self._accept_thread: threading.Thread | None = None
         # Accepted connections whose thread is not started yet, fewest
         # connections from their address first (see _starter_loop).
-        self._to_start: list[tuple[int, int, _Connection]] = []
+        self._to_start: list[tuple[int, int, Connection]] = []
         self._to_start_cond = threading.Condition(self._lock)
         self._seq = 0
         self._starter_thread: threading.Thread | None = None
@@ -221,7 +215,7 @@ class ThriftServer:
             with self._lock:
                 refusal = self._admit(address)
                 if refusal is None:
-                    conn = _Connection(self, sock, address, f"{addr[0]}:{addr[1]}")
+                    conn = Connection(self, sock, address, f"{addr[0]}:{addr[1]}")
                     self._conns.add(conn)
                     held = self._by_address.setdefault(address, set())
                     held.add(conn)
@@ -280,7 +274,7 @@ class ThriftServer:
     def _shed_one(self) -> bool:
         now = time.monotonic()
         for conns in sorted(self._by_address.values(), key=len, reverse=True):
-            for conn in sorted(conns, key=_Connection.last_activity):
+            for conn in sorted(conns, key=Connection.last_activity):
                 if conn.stalled(now, idle_ok=True) and conn.shed():
                     self._remove(conn)
                     self.stats.count("connections_shed")
@@ -304,7 +298,7 @@ class ThriftServer:
         with contextlib.suppress(OSError):
             sock.close()
 
-    def _remove(self, conn: _Connection) -> None:
+    def _remove(self, conn: Connection) -> None:
         """Frees ``conn``'s slot (under the lock)."""
         if conn not in self._conns:
             return
@@ -316,7 +310,7 @@ class ThriftServer:
                 del self._by_address[conn.address]
         self.stats.count("connections_open", -1)
 
-    def _forget(self, conn: _Connection) -> None:
+    def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._remove(conn)
 
@@ -397,165 +391,3 @@ class ThriftServer:
         result = getattr(service, header.name + "_result")()
         result.e = idl.PinLaterException(errorCode=int(code), message=message)
         return encode_message(header.name, REPLY, header.seqid, result)
-
-
-class _Connection:
-    """One client connection and its thread.
-
-    ``busy``: a call is being handled (from its frame's last byte to its
-    reply sent); a busy connection is never shed. ``closing``: it was shed
-    or is being closed, its thread exits quietly. Both change under
-    ``_lock``, and the socket is shut down and closed only under it."""
-
-    def __init__(self, server: ThriftServer, sock: socket.socket, address: str, peer: str) -> None:
-        self.server = server
-        self.sock = sock
-        self.address = address
-        self.peer = peer
-        self.reader = FrameReader(sock, server.max_frame, self._reserve)
-        self.busy = False
-        self.closing = False
-        self._replied_at = 0.0
-        self._lock = threading.Lock()
-        self.thread = threading.Thread(target=self.run, name=f"pinlater-conn-{peer}", daemon=True)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-
-    def run(self) -> None:
-        server = self.server
-        try:
-            while not server.stopping:
-                try:
-                    frame = self.reader.read_frame(
-                        frame_timeout_s=server.frame_timeout_s, idle_timeout_s=server.idle_timeout_s
-                    )
-                except FrameTooLarge as exc:
-                    server.stats.count("bad_frames")
-                    message = f"request of {exc.size} bytes is over the server's limit of {exc.limit} bytes"
-                    if exc.size > 4 * exc.limit or not self._drop(exc.size, message):
-                        log.warning("closing connection from %s: %s", self.peer, exc)
-                        return
-                    log.warning("dropped a request from %s: %s", self.peer, exc)
-                    continue
-                except FrameRejected as exc:
-                    server.stats.count("frames_over_budget")
-                    message = (f"server busy: no room to buffer a request of {exc.size} bytes now "
-                               f"(the server buffers at most {server.budget.capacity} bytes); retry later")
-                    if not self._drop(exc.size, message):
-                        log.info("closing connection from %s: %s", self.peer, exc)
-                        return
-                    log.info("refused a request from %s: %s", self.peer, exc)
-                    continue
-                except FrameTimeout as exc:
-                    if not self.closing:
-                        server.stats.count("frame_timeouts")
-                        log.info("closing connection from %s: %s", self.peer, exc)
-                    return
-                except (FrameError, PeerClosed, OSError) as exc:
-                    if not self.closing:
-                        server.stats.count("bad_frames")
-                        log.info("closing connection from %s: %s", self.peer, exc or type(exc).__name__)
-                    return
-                if frame is None:
-                    return
-                with self._lock:
-                    if self.closing:  # shed as its last byte came in: the call never ran
-                        return
-                    self.busy = True
-                try:
-                    reply, keep = server.handle(frame)
-                finally:
-                    del frame
-                    server.budget.release(self)
-                if reply is not None:
-                    self.sock.settimeout(server.frame_timeout_s)
-                    self.sock.sendall(reply)
-                with self._lock:
-                    self.busy = False
-                    self._replied_at = time.monotonic()
-                if not keep:
-                    log.info("closed connection from %s after a malformed frame", self.peer)
-                    return
-        except OSError as exc:
-            if not self.closing:
-                log.info("connection from %s failed: %s", self.peer, exc)
-        except Exception:  # noqa: BLE001 -- a connection thread must never take the server down
-            log.exception("connection from %s failed", self.peer)
-        finally:
-            self._close()
-            server.budget.release(self)
-            server._forget(self)
-
-    def _reserve(self, size: int, deadline: float) -> bool:
-        return self.server.budget.reserve(self, size, deadline)
-
-    def _drop(self, size: int, message: str) -> bool:
-        """Drains a frame whose length was just read, within its deadline
-        and without keeping it, and answers it with ``message``; False if
-        the connection is to be closed instead."""
-        try:
-            head = self.reader.discard(size, keep=512)
-        except FrameTimeout as exc:
-            self.server.stats.count("frame_timeouts")
-            log.info("closing connection from %s: %s", self.peer, exc)
-            return False
-        except (PeerClosed, OSError):
-            return False
-        reply = self.server.refusal_reply(head, message)
-        if reply is None:
-            return False
-        self.sock.settimeout(self.server.frame_timeout_s)
-        self.sock.sendall(reply)
-        return True
-
-    # -- seen from other threads (accept loop, byte budget, shutdown) ----------------------
-    def last_activity(self) -> float:
-        return max(self.reader.last_progress, self._replied_at)
-
-    def frame_started(self) -> float | None:
-        return self.reader.frame_started
-
-    def stalled(self, now: float, idle_ok: bool = False) -> bool:
-        """In the middle of a frame with nothing received for STALL_S
-        (or, with ``idle_ok``, between frames)."""
-        if self.busy or self.closing:
-            return False
-        if self.reader.frame_started is None:
-            return idle_ok
-        return now - self.reader.last_progress >= STALL_S
-
-    def shed(self) -> bool:
-        """Closes the connection unless a call is being handled on it: with
-        a reset, so that a peer still sending learns at once (after a
-        plain shutdown Linux stops reading and the peer's send hangs
-        until its own timeout)."""
-        with self._lock:
-            if self.busy or self.closing:
-                return False
-            self.closing = True
-            with contextlib.suppress(OSError):
-                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
-            self._shutdown()
-        return True
-
-    def wake_if_idle(self) -> None:
-        """Shutdown: an idle connection's blocked recv returns at once."""
-        with self._lock:
-            if not self.busy and self.reader.between_frames:
-                self.closing = True
-                self._shutdown()
-
-    def force_close(self) -> None:
-        with self._lock:
-            self.closing = True
-            self._shutdown()
-
-    def _shutdown(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-
-    def _close(self) -> None:
-        with self._lock:
-            self.closing = True
-            with contextlib.suppress(OSError):
-                self.sock.close()
