@@ -189,10 +189,9 @@ class Controls:
 
     def _count_deletable(self, queue: str, state: JobState, priority: int | None, regex: str | None) -> int:
         count = self.service.count
-        if state is JobState.PENDING and regex is None:
-            # delete_jobs without a regex takes scheduled (future) pending jobs
-            # too; with a regex it matches runnable ones only. Mirror both.
-            return sum(count(queue, state, priority=priority, future=f) for f in (False, True))
+        if state is JobState.PENDING:
+            # delete_jobs takes scheduled (future) pending jobs too, with a regex or without.
+            return sum(count(queue, state, priority=priority, future=f, body_regex=regex) for f in (False, True))
         return count(queue, state, priority=priority, body_regex=regex)
 
 
