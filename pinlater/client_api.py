@@ -31,6 +31,18 @@ class PinLaterClient(Protocol):
 
     def delete_queue(self, name: str, password: str | None) -> None: ...
 
+    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
+        """The queue's config, cached for ``config_ttl_s`` unless ``fresh``."""
+        ...
+
+    def update_queue(self, name: str, **changes: object) -> QueueConfig: ...
+
+    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig: ...
+
+    def pause(self, name: str) -> QueueConfig: ...
+
+    def resume(self, name: str) -> QueueConfig: ...
+
     def queue_names(self) -> set[str]: ...
 
     def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]: ...
@@ -54,7 +66,11 @@ class PinLaterClient(Protocol):
         succeeded: Sequence[Ack] = (),
         failed: Sequence[Ack] = (),
         source: str | None = None,
-    ) -> AckResult: ...
+    ) -> AckResult:
+        """Per descriptor: ``acked`` (applied) or ``stale`` (the caller no
+        longer holds the claim). Raises ``AckNotApplied`` (with the same
+        result, ``unapplied`` filled) when some job's shard was unreachable."""
+        ...
 
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
@@ -113,6 +129,7 @@ class PinLaterClient(Protocol):
 
 
 CLIENT_METHODS = (
-    "create_queue", "delete_queue", "queue_names", "enqueue", "dequeue", "ack", "checkpoint",
+    "create_queue", "delete_queue", "queue_config", "update_queue", "set_rate", "pause", "resume",
+    "queue_names", "enqueue", "dequeue", "ack", "checkpoint",
     "lookup", "count", "scan", "retry_failed", "delete_jobs",
 )

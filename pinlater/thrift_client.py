@@ -14,40 +14,63 @@ dequeues, and enqueues that carry an ``idempotency_key`` (sent as
 call's descriptors). A plain enqueue, a dequeue, retry_failed and
 delete_jobs raise ``CallFailed`` instead: they may have run.
 
-What the wire cannot carry, and how this client handles it:
+Beyond the published interface this client uses the server's extensions
+(the EXTENSIONS block of ``pinlater.thrift``): ``create_queue`` with
+options, ``queue_config`` and ``update_queue`` (and ``set_rate``, ``pause``,
+``resume``) carry queue configs; ``ack`` and ``checkpoint`` get a per
+descriptor answer, so stale ones are reported stale and, when a shard was
+unreachable, ``AckNotApplied`` carries what was applied (retry only
+``result.unapplied``). ``queue_config`` is cached for ``config_ttl_s``, as
+in ``JobService``.
 
-* ``create_queue`` takes only a name: other options raise InvalidRequest
-  (set them with the ``pinlater`` CLI); the QueueConfig returned is the
-  default one for that name, not read back from the server.
-* ACKs and checkpoints return nothing: the AckResult lists every
-  descriptor as acked (the server logs stale ones).
+Against a server without the extensions (a stock PinLater server answers
+UNKNOWN_METHOD) the client logs a warning and falls back to the published
+methods: ACKs and checkpoints then report every descriptor as acked (stale
+ones cannot be told), ``queue_config`` is the default config for the name,
+and ``create_queue`` with options, or ``update_queue``, raises
+InvalidRequest rather than silently drop them. It asks again after
+``EXTENSION_RECHECK_S`` (servers get upgraded).
+
+What the wire still does not carry:
+
 * Dequeued jobs carry no claim string (``claim`` is "").
 * ``scan(include_body=True)`` fetches the bodies with a lookup.
 * ``retry_failed``/``delete_jobs`` with ``priority=None`` (every priority)
   walk priorities 1, 2, ... until the server says there are no more.
+* An ACK or checkpoint retried after a lost reply reports the jobs the
+  lost call applied as stale (they changed nothing the second time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential, wait_random
 
-from pinlater.errors import InvalidRequest, PinLaterError, PriorityNotSupported
+from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, PriorityNotSupported, ShardConnectionFailed
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl, service
-from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable
+from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable, UnknownMethod
 from pinlater.validation import check_source
 
-__all__ = ["CallFailed", "ServerUnavailable", "ThriftClient"]
+__all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_PRIORITIES = 100
+# After a server answered UNKNOWN_METHOD for an extension, the client uses
+# the published fallback for this long before asking again.
+EXTENSION_RECHECK_S = 300.0
 
 
 class ThriftClient:
@@ -62,12 +85,18 @@ class ThriftClient:
         retry_deadline_s: float = 30.0,
         pool_size: int = 8,
         default_priorities: int = 3,
+        config_ttl_s: float = 1.0,
     ) -> None:
         self.source = check_source(source or default_source())
         self.servers = list(servers)
         self.retries = retries
         self.retry_deadline_s = retry_deadline_s
         self.default_priorities = default_priorities
+        self.config_ttl_s = config_ttl_s
+        self._config_cache: dict[str, tuple[float, QueueConfig]] = {}
+        self._lock = threading.Lock()
+        # Extension method -> monotonic time until which it is taken as missing.
+        self._missing: dict[str, float] = {}
         self._pool = ServerPool(
             self.servers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, pool_size=pool_size
         )
@@ -80,6 +109,7 @@ class ThriftClient:
             source=source,
             timeout_s=settings.client_timeout_s,
             default_priorities=settings.default_priorities,
+            config_ttl_s=settings.config_ttl_s,
         )
 
     def close(self) -> None:
@@ -116,6 +146,29 @@ class ThriftClient:
             raise PinLaterError(f"{method}: the server sent an empty reply")
         return success
 
+    def _extension(self, method: str, fallback: Callable[[], T], /, **kwargs: Any) -> Any:
+        """Calls an extension method; against a server without it, runs
+        ``fallback`` (the published way) instead, with a warning."""
+        with self._lock:
+            missing_until = self._missing.get(method, 0.0)
+        if missing_until <= time.monotonic():
+            try:
+                return self._call(method, idempotent=True, **kwargs)
+            except UnknownMethod:
+                with self._lock:
+                    self._missing[method] = time.monotonic() + EXTENSION_RECHECK_S
+                log.warning(
+                    "PinLater server %s has no %s (a server without this project's extensions): "
+                    "using the published interface for %.0fs",
+                    self.servers, method, EXTENSION_RECHECK_S,
+                )
+        return fallback()
+
+    def _cache_config(self, config: QueueConfig) -> QueueConfig:
+        with self._lock:
+            self._config_cache[config.name] = (time.monotonic(), config)
+        return config
+
     # -- queues ------------------------------------------------------------------------
     def create_queue(
         self,
@@ -128,15 +181,97 @@ class ThriftClient:
         succeeded_retention_ms: int | None = None,
         failed_retention_ms: int | None = None,
     ) -> QueueConfig:
-        """Idempotent. The wire's createQueue takes a name only."""
+        """Idempotent: an existing queue keeps its config, which is returned."""
+        wire = idl.PinLaterQueueConfig(
+            name=name,
+            priorities=priorities,
+            maxDequeueRate=max_dequeue_rate,
+            claimTimeoutMillis=claim_timeout_ms,
+            retryPolicy=None if retry is None else convert.retry_to_wire(retry),
+            succeededRetentionMillis=succeeded_retention_ms,
+            failedRetentionMillis=failed_retention_ms,
+        )
         options = (priorities, max_dequeue_rate, claim_timeout_ms, retry, succeeded_retention_ms, failed_retention_ms)
-        if any(o is not None for o in options):
-            raise InvalidRequest("queue options are not part of the wire contract: set them with the pinlater CLI")
-        self._call("createQueue", idempotent=True, context=self._context(), name=name)
-        return QueueConfig(name=name, priorities=self.default_priorities)
+
+        def published() -> Any:
+            if any(o is not None for o in options):
+                raise InvalidRequest(
+                    f"queue options for {name!r} cannot be sent: the server has no createQueueWithConfig "
+                    "(not this project's server); create the queue with the pinlater CLI"
+                )
+            self._call("createQueue", idempotent=True, context=self._context(), name=name)
+            return None
+
+        created = self._extension("createQueueWithConfig", published, context=self._context(), config=wire)
+        if created is None:
+            return QueueConfig(name=name, priorities=self.default_priorities)
+        return self._cache_config(convert.queue_config_from_wire(created))
+
+    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
+        """The queue's config from the server, cached for ``config_ttl_s``
+        (``fresh`` reads it again). While no server answers, the last known
+        config is used. Without the extension: the default config."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._config_cache.get(name)
+        if not fresh and cached is not None and now - cached[0] < self.config_ttl_s:
+            return cached[1]
+        try:
+            wire = self._extension("getQueueConfig", lambda: None, context=self._context(), name=name)
+        except ShardConnectionFailed as exc:
+            if cached is None:
+                raise
+            log.warning("no PinLater server answered, using the cached config of %s: %s", name, exc)
+            return cached[1]
+        if wire is None:
+            return QueueConfig(name=name, priorities=self.default_priorities)
+        return self._cache_config(convert.queue_config_from_wire(wire))
+
+    def update_queue(self, name: str, **changes: Any) -> QueueConfig:
+        """As ``JobService.update_queue``: changes ``max_dequeue_rate`` (None:
+        unlimited), ``paused``, ``claim_timeout_ms``, ``retry``,
+        ``succeeded_retention_ms``, ``failed_retention_ms`` at run time."""
+        known = {
+            "max_dequeue_rate", "paused", "claim_timeout_ms", "retry", "succeeded_retention_ms", "failed_retention_ms",
+        }
+        unknown = set(changes) - known
+        if unknown:
+            raise InvalidRequest(f"invalid queue change: {sorted(unknown)} cannot be changed over the wire")
+        rate = changes.get("max_dequeue_rate")
+        retry = changes.get("retry")
+        update = idl.PinLaterQueueConfigUpdate(
+            name=name,
+            maxDequeueRate=rate,
+            unlimitedRate=True if "max_dequeue_rate" in changes and rate is None else None,
+            paused=changes.get("paused"),
+            claimTimeoutMillis=changes.get("claim_timeout_ms"),
+            retryPolicy=None if retry is None else convert.retry_to_wire(retry),
+            succeededRetentionMillis=changes.get("succeeded_retention_ms"),
+            failedRetentionMillis=changes.get("failed_retention_ms"),
+        )
+
+        def published() -> Any:
+            raise InvalidRequest(
+                "the server has no updateQueueConfig (not this project's server): "
+                "change the queue with the pinlater CLI"
+            )
+
+        wire = self._extension("updateQueueConfig", published, context=self._context(), update=update)
+        return self._cache_config(convert.queue_config_from_wire(wire))
+
+    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
+        return self.update_queue(name, max_dequeue_rate=jobs_per_second)
+
+    def pause(self, name: str) -> QueueConfig:
+        return self.update_queue(name, paused=True)
+
+    def resume(self, name: str) -> QueueConfig:
+        return self.update_queue(name, paused=False)
 
     def delete_queue(self, name: str, password: str | None) -> None:
         self._call("deleteQueue", idempotent=True, context=self._context(), name=name, password=password)
+        with self._lock:
+            self._config_cache.pop(name, None)
 
     def queue_names(self) -> set[str]:
         return set(self._call("getQueueNames", idempotent=True, context=self._context()))
@@ -187,8 +322,14 @@ class ThriftClient:
         request = idl.PinLaterJobAckRequest(
             queueName=queue, jobsSucceeded=convert.acks_to_wire(succeeded), jobsFailed=convert.acks_to_wire(failed)
         )
-        self._call("ackDequeuedJobs", idempotent=True, context=self._context(source), request=request)
-        return AckResult(acked=[a.descriptor for a in (*succeeded, *failed)])
+        context = self._context(source)
+
+        def published() -> Any:
+            self._call("ackDequeuedJobs", idempotent=True, context=context, request=request)
+            return idl.PinLaterAckResult(acked=[a.descriptor for a in (*succeeded, *failed)])
+
+        wire = self._extension("ackDequeuedJobsWithResult", published, context=context, request=request)
+        return _checked(convert.ack_result_from_wire(wire), "ACKs")
 
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
@@ -196,8 +337,14 @@ class ThriftClient:
         request = idl.PinLaterCheckpointJobsRequest(
             queueName=queue, requests=[convert.checkpoint_to_wire(c) for c in checkpoints]
         )
-        self._call("checkpointJobs", idempotent=True, context=self._context(source), request=request)
-        return AckResult(acked=[c.descriptor for c in checkpoints])
+        context = self._context(source)
+
+        def published() -> Any:
+            self._call("checkpointJobs", idempotent=True, context=context, request=request)
+            return idl.PinLaterAckResult(acked=[c.descriptor for c in checkpoints])
+
+        wire = self._extension("checkpointJobsWithResult", published, context=context, request=request)
+        return _checked(convert.ack_result_from_wire(wire), "checkpoints")
 
     def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
         request = idl.PinLaterLookupJobRequest(jobDescriptors=list(descriptors), includeBody=include_body)
@@ -301,3 +448,13 @@ class ThriftClient:
             return int(self._call("deleteJobs", idempotent=False, context=self._context(), request=request))
 
         return self._each_priority(priority, limit, run)
+
+
+def _checked(result: AckResult, what: str) -> AckResult:
+    """Raises AckNotApplied, as JobService does, when part was not applied."""
+    if result.unapplied:
+        causes = sorted(set(result.unapplied.values()))
+        raise AckNotApplied(
+            f"{len(result.unapplied)} {what} not applied (retry them): {'; '.join(causes)}", result
+        )
+    return result

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kombu.transport import virtual
 
-from pinlater.errors import DequeueRateLimited, PinLaterError, QueueNotFound
+from pinlater.errors import AckNotApplied, DequeueRateLimited, PinLaterError, QueueNotFound
 from pinlater.models import Checkpoint, DequeuedJob, Job
 from pinlater.states import JobState
 from workers import registry
@@ -320,15 +320,27 @@ class Channel(virtual.Channel):
         for queue, acks in pending.items():
             try:
                 if acks.succeeded or acks.failed:
-                    self.client.ack(queue, succeeded=acks.succeeded, failed=acks.failed,
-                                    source=self.connection.source)
-                    acks.succeeded, acks.failed = [], []
+                    try:
+                        self.client.ack(queue, succeeded=acks.succeeded, failed=acks.failed,
+                                        source=self.connection.source)
+                        acks.succeeded, acks.failed = [], []
+                    except AckNotApplied as exc:
+                        # Part landed: keep only what did not, or the retry
+                        # would report the applied ones stale.
+                        left = exc.result.unapplied
+                        acks.succeeded = [a for a in acks.succeeded if a.descriptor in left]
+                        acks.failed = [a for a in acks.failed if a.descriptor in left]
+                        raise
                 if acks.released:
-                    self.client.checkpoint(
-                        queue, [Checkpoint(d, move_to_pending=True) for d in acks.released],
-                        source=self.connection.source,
-                    )
-                    acks.released = []
+                    try:
+                        self.client.checkpoint(
+                            queue, [Checkpoint(d, move_to_pending=True) for d in acks.released],
+                            source=self.connection.source,
+                        )
+                        acks.released = []
+                    except AckNotApplied as exc:
+                        acks.released = [d for d in acks.released if d in exc.result.unapplied]
+                        raise
             except (PinLaterError, OSError) as exc:
                 log.warning("%s ACKs/releases on %s not sent yet: %s", "final" if final else "", queue, exc)
                 failed_queues[queue] = acks

@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 import uuid
-from typing import Any
 
 from pinlater import connect
 from pinlater.client_api import PinLaterClient
@@ -24,11 +22,7 @@ from workers import registry
 
 _lock = threading.Lock()
 _clients: dict[tuple[int, Settings], PinLaterClient] = {}
-_configs: dict[tuple[int, str], tuple[float, QueueConfig]] = {}
 _source: tuple[int, str] | None = None
-# How long a process trusts a queue config it got from create_queue (the
-# Thrift client has no cheaper read); the in-process service caches itself.
-CONFIG_TTL_S = 5.0
 
 
 def process_source() -> str:
@@ -58,19 +52,10 @@ def ensure_queue(client: PinLaterClient, queue: str) -> QueueConfig:
     """Creates the queue with its task's defaults if missing (idempotent:
     an existing queue keeps the config its operators gave it)."""
     spec = registry.spec_for(queue)
-    config = client.create_queue(queue, **(spec.create if spec else {}))
-    with _lock:
-        _configs[(os.getpid(), queue)] = (time.monotonic(), config)
-    return config
+    return client.create_queue(queue, **(spec.create if spec else {}))
 
 
 def queue_config(client: PinLaterClient, queue: str) -> QueueConfig:
-    getter: Any = getattr(client, "queue_config", None)
-    if getter is not None:
-        config: QueueConfig = getter(queue)
-        return config
-    with _lock:
-        cached = _configs.get((os.getpid(), queue))
-    if cached is not None and time.monotonic() - cached[0] < CONFIG_TTL_S:
-        return cached[1]
-    return ensure_queue(client, queue)
+    """The queue's config as its operators set it; both clients cache it
+    for ``config_ttl_s``, so a change reaches every worker within that."""
+    return client.queue_config(queue)

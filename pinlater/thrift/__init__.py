@@ -2,8 +2,11 @@
 the wire contract), the server (``pinlater.thrift.server``) and the client
 (``pinlater.thrift_client``).
 
-``idl`` is the IDL loaded by thriftpy2 (structs, enums, the ``PinLater``
-service), parsed once at import time.
+``idl`` is the IDL loaded by thriftpy2 (structs, enums, services), parsed
+once at import time. ``service`` is ``PinLaterExtended``: the published
+``PinLater`` methods and this server's extensions (marked as such in the
+IDL), which the server dispatches and the client calls; ``published`` is
+the published ``PinLater`` service alone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ DEFAULT_METRICS_PORT = 9011
 
 # The module name must end in "_thrift" for its structs to pickle.
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
-service: ModuleType = idl.PinLater
+published: ModuleType = idl.PinLater
+service: ModuleType = idl.PinLaterExtended
+EXTENSION_METHODS = frozenset(service.thrift_services) - frozenset(published.thrift_services)
 
-__all__ = ["DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "IDL_PATH", "idl", "service"]
+__all__ = [
+    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "idl", "published", "service",
+]

@@ -4,12 +4,16 @@ opposite), and between errors and PinLaterException."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pinlater.errors import DequeueRateLimited, ErrorCode, PinLaterError, error_for_code
-from pinlater.models import Ack, Checkpoint, DequeuedJob, Job, JobInfo
+from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
+from pinlater.limits import MAX_DELAY_MS, MAX_DEQUEUE_RATE, MAX_DURATION_MS
+from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo
+from pinlater.queue_config import QueueConfig
+from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from pinlater.states import JobState
 from pinlater.thrift import idl
 
@@ -183,4 +187,123 @@ def info_from_wire(w: Any) -> JobInfo:
         updated_at_ms=w.updatedAtTimestampMillis or 0,
         claim=w.claimDescriptor or None,
         body=blob(w.body),
+    )
+
+
+# -- extensions: queue configs and ACK results ------------------------------------------
+def retry_to_wire(policy: RetryPolicy) -> Any:
+    return idl.PinLaterRetryPolicy(
+        kind=policy.kind,
+        retries=policy.retries,
+        baseMillis=policy.base_ms,
+        linearRetries=policy.linear_retries,
+        factor=policy.factor,
+        maxDelayMillis=policy.max_delay_ms,
+        delaysMillis=list(policy.delays_ms),
+    )
+
+
+def wire_int(value: Any, name: str, low: int, high: int) -> int | None:
+    """An optional integer field of a request: None if unset, else checked."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidRequest(f"{name} must be an integer between {low} and {high}, got {value!r}")
+    return value
+
+
+def wire_rate(value: Any, name: str = "maxDequeueRate") -> float | None:
+    """A rate limit from the wire: finite, 0 (paused) to MAX_DEQUEUE_RATE."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, (int, float)) or isinstance(value, bool)
+        or not math.isfinite(value) or not 0 <= value <= MAX_DEQUEUE_RATE
+    ):
+        raise InvalidRequest(f"{name} must be a finite number between 0 and {MAX_DEQUEUE_RATE:g}, got {value!r}")
+    return float(value)
+
+
+def retry_from_wire(wire: Any) -> RetryPolicy:
+    """Unset fields take the default policy's values; refuses bad ones."""
+    base = DEFAULT_RETRY_POLICY
+    kind = text(wire.kind)
+    delays = wire.delaysMillis
+    if delays is not None and not isinstance(delays, list):
+        raise InvalidRequest("delaysMillis must be a list of integers")
+    factor = wire.factor
+    if factor is not None and (
+        not isinstance(factor, (int, float)) or isinstance(factor, bool) or not math.isfinite(factor)
+    ):
+        raise InvalidRequest(f"factor must be a finite number, got {factor!r}")
+    fields: dict[str, Any] = {
+        "kind": base.kind if kind is None else kind,
+        "retries": wire_int(wire.retries, "retries", 0, 1_000_000),
+        "base_ms": wire_int(wire.baseMillis, "baseMillis", 0, MAX_DELAY_MS),
+        "linear_retries": wire_int(wire.linearRetries, "linearRetries", 0, 1_000_000),
+        "factor": None if factor is None else float(factor),
+        "max_delay_ms": wire_int(wire.maxDelayMillis, "maxDelayMillis", 0, MAX_DELAY_MS),
+        "delays_ms": None if delays is None else tuple(
+            wire_int(d, "delaysMillis[]", 0, MAX_DELAY_MS) for d in delays  # type: ignore[misc]
+        ),
+    }
+    if fields["kind"] == "custom" and fields["retries"] is None and fields["delays_ms"]:
+        fields["retries"] = len(fields["delays_ms"])  # as RetryPolicy.custom
+    try:
+        return RetryPolicy(**{k: v for k, v in fields.items() if v is not None})
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"invalid retryPolicy: {exc}") from None
+
+
+def queue_config_to_wire(config: QueueConfig) -> Any:
+    return idl.PinLaterQueueConfig(
+        name=config.name,
+        priorities=config.priorities,
+        maxDequeueRate=config.max_dequeue_rate,
+        paused=config.paused,
+        claimTimeoutMillis=config.claim_timeout_ms,
+        retryPolicy=retry_to_wire(config.retry),
+        succeededRetentionMillis=config.succeeded_retention_ms,
+        failedRetentionMillis=config.failed_retention_ms,
+    )
+
+
+def queue_config_from_wire(wire: Any) -> QueueConfig:
+    """A config as a server sends it (every field set; defaults if not)."""
+    fields: dict[str, Any] = {
+        "priorities": wire.priorities,
+        "max_dequeue_rate": wire.maxDequeueRate,
+        "paused": bool(wire.paused),
+        "claim_timeout_ms": wire.claimTimeoutMillis,
+        "retry": None if wire.retryPolicy is None else retry_from_wire(wire.retryPolicy),
+        "succeeded_retention_ms": wire.succeededRetentionMillis,
+        "failed_retention_ms": wire.failedRetentionMillis,
+    }
+    return QueueConfig(
+        name=text(wire.name) or "",
+        **{k: v for k, v in fields.items() if v is not None or k == "max_dequeue_rate"},
+    )
+
+
+def duration_fields_from_wire(wire: Any) -> dict[str, Any]:
+    """The options a create or update request sets, as QueueConfig fields
+    (rate, pause and priorities are the caller's to read)."""
+    fields: dict[str, Any] = {
+        "claim_timeout_ms": wire_int(wire.claimTimeoutMillis, "claimTimeoutMillis", 0, MAX_DURATION_MS),
+        "succeeded_retention_ms": wire_int(
+            wire.succeededRetentionMillis, "succeededRetentionMillis", 0, MAX_DURATION_MS
+        ),
+        "failed_retention_ms": wire_int(wire.failedRetentionMillis, "failedRetentionMillis", 0, MAX_DURATION_MS),
+        "retry": None if wire.retryPolicy is None else retry_from_wire(wire.retryPolicy),
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def ack_result_to_wire(result: AckResult) -> Any:
+    return idl.PinLaterAckResult(acked=list(result.acked), stale=list(result.stale), notApplied=dict(result.unapplied))
+
+
+def ack_result_from_wire(wire: Any) -> AckResult:
+    return AckResult(
+        acked=list(wire.acked or ()), stale=list(wire.stale or ()), unapplied=dict(wire.notApplied or {})
     )

@@ -1,4 +1,6 @@
-"""The twelve wire methods, each mapped onto the JobService.
+"""The wire methods, each mapped onto the JobService: the twelve published
+ones and this server's extensions (queue configs, ACK results; see the
+EXTENSIONS block of pinlater.thrift).
 
 Arguments arrive as decoded wire structs whose fields may be missing or of
 the wrong kind (a peer may send anything that decodes); every such case ends
@@ -10,7 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pinlater.errors import InvalidRequest, PriorityNotSupported
+from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported
+from pinlater.limits import MAX_PRIORITIES
+from pinlater.models import AckResult
 from pinlater.queue_config import validate_queue_name
 from pinlater.service import JobService
 from pinlater.states import JobState
@@ -187,3 +191,70 @@ class Handler:
             body_regex=convert.text(request.bodyRegexToMatch) or None,
             limit=_int(request.limit, "limit", 1000),  # type: ignore[arg-type]
         )
+
+    # -- extensions ----------------------------------------------------------------------
+    def createQueueWithConfig(self, context: Any, config: Any) -> Any:  # noqa: N802
+        """createQueue with options; idempotent: an existing queue keeps its
+        config, which is returned."""
+        config = _request(config, "PinLaterQueueConfig")
+        name = validate_queue_name(convert.text(config.name))
+        if config.paused:
+            raise InvalidRequest("a queue cannot be created paused: create it, then pause it with updateQueueConfig")
+        created = self.service.create_queue(
+            name,
+            priorities=convert.wire_int(config.priorities, "priorities", 0, MAX_PRIORITIES) or None,
+            max_dequeue_rate=convert.wire_rate(config.maxDequeueRate),
+            **convert.duration_fields_from_wire(config),
+        )
+        return convert.queue_config_to_wire(created)
+
+    def getQueueConfig(self, context: Any, name: Any) -> Any:  # noqa: N802
+        # Fresh from the control store: clients cache it themselves.
+        config = self.service.queue_config(validate_queue_name(convert.text(name)), fresh=True)
+        return convert.queue_config_to_wire(config)
+
+    def updateQueueConfig(self, context: Any, update: Any) -> Any:  # noqa: N802
+        update = _request(update, "PinLaterQueueConfigUpdate")
+        name = validate_queue_name(convert.text(update.name))
+        changes: dict[str, object] = convert.duration_fields_from_wire(update)
+        rate = convert.wire_rate(update.maxDequeueRate)
+        if update.unlimitedRate:
+            if rate is not None:
+                raise InvalidRequest("give maxDequeueRate or unlimitedRate, not both")
+            changes["max_dequeue_rate"] = None
+        elif rate is not None:
+            changes["max_dequeue_rate"] = rate
+        if update.paused is not None:
+            changes["paused"] = bool(update.paused)
+        if not changes:
+            raise InvalidRequest("the update changes nothing: set at least one field besides name")
+        return convert.queue_config_to_wire(self.service.update_queue(name, **changes))
+
+    def ackDequeuedJobsWithResult(self, context: Any, request: Any) -> Any:  # noqa: N802
+        """ackDequeuedJobs, answered per descriptor. A shard that could not
+        be reached is reported in notApplied, not raised: the caller sees
+        what was applied and retries only the rest."""
+        source = self._source(context)
+        request = _request(request, "PinLaterJobAckRequest")
+        try:
+            result = self.service.ack(
+                convert.text(request.queueName),  # type: ignore[arg-type]
+                succeeded=convert.acks_from_wire(_list(request.jobsSucceeded, "jobsSucceeded")),
+                failed=convert.acks_from_wire(_list(request.jobsFailed, "jobsFailed")),
+                source=source,
+            )
+        except AckNotApplied as exc:
+            result = exc.result
+        return convert.ack_result_to_wire(result)
+
+    def checkpointJobsWithResult(self, context: Any, request: Any) -> Any:  # noqa: N802
+        """checkpointJobs, answered per descriptor as ackDequeuedJobsWithResult."""
+        source = self._source(context)
+        request = _request(request, "PinLaterCheckpointJobsRequest")
+        checkpoints = [convert.checkpoint_from_wire(r) for r in _list(request.requests, "requests")]
+        result: AckResult
+        try:
+            result = self.service.checkpoint(convert.text(request.queueName), checkpoints, source=source)  # type: ignore[arg-type]
+        except AckNotApplied as exc:
+            result = exc.result
+        return convert.ack_result_to_wire(result)

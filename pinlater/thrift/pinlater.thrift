@@ -211,3 +211,110 @@ service PinLater {
   i32 deleteJobs(1: RequestContext context, 2: PinLaterDeleteJobsRequest request)
       throws (1: PinLaterException e),
 }
+
+/*
+ * ===================================================================
+ * EXTENSIONS: not part of the published PinLater interface.
+ *
+ * Everything from here to "END OF EXTENSIONS" is an addition of this
+ * server: the structs and methods above are exactly the published ones,
+ * so stock clients keep working unchanged. A client generated from this
+ * file can call the methods below against this server; a stock PinLater
+ * server answers them with TApplicationException UNKNOWN_METHOD (the
+ * Python ThriftClient then falls back to the published methods, with a
+ * warning). The methods are in service PinLaterExtended, which extends
+ * PinLater: on the wire a method is named alone, so one connection serves
+ * both, and the PinLater service above stays the published one byte for
+ * byte. They give remote clients what the in-process API has:
+ *
+ * - createQueueWithConfig / getQueueConfig / updateQueueConfig: queue
+ *   options (priorities, rate limit, pause, claim timeout, retry policy,
+ *   retention) at creation, read back, and changed at run time.
+ * - ackDequeuedJobsWithResult / checkpointJobsWithResult: the same
+ *   requests as ackDequeuedJobs / checkpointJobs, answered per
+ *   descriptor: applied (acked), stale (the caller no longer holds the
+ *   claim: nothing changed), or not applied because the job's shard could
+ *   not be reached (notApplied: descriptor -> cause; retry only those).
+ *   Such a partial outcome is a reply, not a PinLaterException.
+ *
+ * Durations are milliseconds. Unset optional fields of a request take the
+ * server's defaults (create) or stay as they are (update). Like
+ * retryFailedJobs and deleteJobs, none of them takes a password: keep the
+ * server on a network of trusted clients.
+ * ===================================================================
+ */
+
+// A queue's retry policy: the wait before retry n (1 = the first retry).
+// kind: "constant" (baseMillis), "linear" (baseMillis * n), "exponential"
+// (baseMillis * factor^(n-1)), "linear_then_exponential" (linear for
+// linearRetries retries, then exponential), "custom" (delaysMillis[n-1],
+// the last one repeating). Every wait is capped at maxDelayMillis.
+// retries: how many retries a job gets when its enqueue does not say
+// (numAttemptsAllowed 0). Unset fields take the defaults of
+// linear_then_exponential: 10 retries (custom: one per delay), 30 s base,
+// 5 linear retries, factor 2, at most 6 h.
+struct PinLaterRetryPolicy {
+  1: optional string kind,
+  2: optional i32 retries,
+  3: optional i64 baseMillis,
+  4: optional i32 linearRetries,
+  5: optional double factor,
+  6: optional i64 maxDelayMillis,
+  7: optional list<i64> delaysMillis,
+}
+
+// A queue's config. Replies set every field (maxDequeueRate only when the
+// queue has a rate limit). In createQueueWithConfig unset fields (and
+// priorities 0) take the server's defaults; paused may only be false there.
+struct PinLaterQueueConfig {
+  1: required string name,
+  2: optional i32 priorities,
+  // Jobs per second across every dequeuer together; unset: unlimited.
+  // Finite and between 0 and 1e9.
+  3: optional double maxDequeueRate,
+  4: optional bool paused,
+  5: optional i64 claimTimeoutMillis,
+  6: optional PinLaterRetryPolicy retryPolicy,
+  7: optional i64 succeededRetentionMillis,
+  8: optional i64 failedRetentionMillis,
+}
+
+// Changes to a queue's config; unset fields stay as they are. The number
+// of priorities of an existing queue cannot change.
+struct PinLaterQueueConfigUpdate {
+  1: required string name,
+  // Sets the rate limit; unlimitedRate = true removes it (not both).
+  2: optional double maxDequeueRate,
+  3: optional bool unlimitedRate,
+  4: optional bool paused,
+  5: optional i64 claimTimeoutMillis,
+  6: optional PinLaterRetryPolicy retryPolicy,
+  7: optional i64 succeededRetentionMillis,
+  8: optional i64 failedRetentionMillis,
+}
+
+// Per descriptor, what an ACK or checkpoint request did.
+struct PinLaterAckResult {
+  1: list<string> acked,
+  2: list<string> stale,
+  3: map<string, string> notApplied,
+}
+
+service PinLaterExtended extends PinLater {
+  PinLaterQueueConfig createQueueWithConfig(1: RequestContext context, 2: PinLaterQueueConfig config)
+      throws (1: PinLaterException e),
+
+  PinLaterQueueConfig getQueueConfig(1: RequestContext context, 2: string name)
+      throws (1: PinLaterException e),
+
+  PinLaterQueueConfig updateQueueConfig(1: RequestContext context, 2: PinLaterQueueConfigUpdate update)
+      throws (1: PinLaterException e),
+
+  PinLaterAckResult ackDequeuedJobsWithResult(1: RequestContext context, 2: PinLaterJobAckRequest request)
+      throws (1: PinLaterException e),
+
+  PinLaterAckResult checkpointJobsWithResult(1: RequestContext context, 2: PinLaterCheckpointJobsRequest request)
+      throws (1: PinLaterException e),
+}
+
+/* END OF EXTENSIONS */

@@ -53,6 +53,11 @@ class CallFailed(ShardConnectionFailed):
     """The request was sent but no reply came: it may or may not have run."""
 
 
+class UnknownMethod(PinLaterError):
+    """The server does not have the method (TApplicationException
+    UNKNOWN_METHOD): a stock PinLater server asked for an extension."""
+
+
 class _NotSent(Exception):
     pass
 
@@ -99,7 +104,8 @@ class Connection:
         self.last_used = time.monotonic()
         if header.mtype == EXCEPTION:
             app = decode_message(frame, TApplicationException())
-            raise PinLaterError(f"server refused {name}: {app.message or app.type}")
+            error = UnknownMethod if app.type == TApplicationException.UNKNOWN_METHOD else PinLaterError
+            raise error(f"server refused {name}: {app.message or app.type}")
         if header.mtype != REPLY:
             raise CallFailed(f"{name}: unexpected message type {header.mtype}")
         return decode_message(frame, result)

@@ -72,6 +72,13 @@ def slow(self: Any, seconds: float) -> None:
     time.sleep(seconds)
 
 
+# The README's example: options that configure the queue when a publish or a
+# worker first creates it (over Thrift too).
+@task("w_readme", max_dequeue_rate=200)
+def send_email(self: Any, user_id: int) -> None:
+    results().rpush(key("sent:w_readme"), user_id)
+
+
 # -- chaos --------------------------------------------------------------------------------
 @task("w_chaos", claim_timeout_ms=3000, retry_policy=RetryPolicy.constant(100, retries=30))
 def chaos(self: Any, n: int) -> None:

@@ -1,12 +1,21 @@
 """Fixtures of the worker tests: a setup's environment for worker
 processes, an app in the test process, the job service, a monitor (claim
 timeouts) and the results store (keys of this test only: test sessions
-share Redis and never flush it)."""
+share Redis and never flush it).
+
+``backend`` is a store setup of ``tests.conftest.settings_for`` ("redis",
+"mysql"), or one with "+thrift" ("redis+thrift"): then the workers and the
+test's app reach the job service through a ``pinlater server`` process
+over the same stores (``PINLATER_SERVERS``), as a remote deployment does,
+while the test's own ``service`` still inspects the stores directly."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +25,11 @@ from celery import Celery
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from tests.conftest import settings_for
-from tests.workers.celery_tasks import RESULTS_URL
+from tests.servers import REPO
+from tests.workers.celery_tasks import RESULTS_URL, RUN
 from tests.workers.harness import Processes, make_test_app, processes, worker_env
+
+THRIFT = "+thrift"
 
 
 @pytest.fixture
@@ -26,10 +38,71 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def env(servers: None, backend: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def stores(backend: str) -> str:
+    """The setup of the shards and control store ("redis" for "redis+thrift")."""
+    return backend.removesuffix(THRIFT)
+
+
+@pytest.fixture(scope="session")
+def thrift_server(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """``pinlater server`` processes, one per store setup, started when a
+    test first needs one and kept for the session: address by setup."""
+    started: dict[str, tuple[subprocess.Popen[str], str]] = {}
+    logdir = tmp_path_factory.mktemp("thrift_servers")
+
+    def address(setup: str) -> str:
+        if setup not in started:
+            env = worker_env(setup, "unused:")
+            env["PINLATER_ADMIN_SECRET"] = "secret"
+            log = open(logdir / f"{setup}.log", "ab")  # noqa: SIM115 (closed once the child has it)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pinlater.cli", "server", "--port", "0", "--metrics-port", "-1",
+                 "--no-monitor", "--grace", "2"],
+                env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+            )
+            log.close()
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # "pinlater server listening on HOST:PORT", or EOF if it died
+            if "listening on" not in line:
+                proc.kill()
+                raise RuntimeError(f"pinlater server did not start: {line!r}\n{(logdir / f'{setup}.log').read_text()}")
+            started[setup] = (proc, line.split("listening on ")[1].split(",")[0].strip())
+        return started[setup][1]
+
+    yield address
+    for proc, _ in started.values():
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+# Store setups a test of this session has used: "redis" and "redis+thrift"
+# share stores and the session's queue names.
+_USED_STORES: set[str] = set()
+
+
+@pytest.fixture
+def env(
+    servers: None, backend: str, stores: str, service: JobService, request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    if stores in _USED_STORES:
+        # An earlier test ran on these stores: its jobs are still in the
+        # queues (a variant's counts must not see them). Queues come back
+        # when this test's publishes and workers declare them.
+        for queue in service.queue_names():
+            if queue.endswith(f"_{RUN}"):
+                service.delete_queue(queue, "secret")
+    _USED_STORES.add(stores)
     # Results keys of this test, here and in its workers (which inherit it).
     monkeypatch.setenv("PINLATER_TEST_KEYS", uuid.uuid4().hex[:10])
-    return worker_env(backend, f"t{uuid.uuid4().hex[:8]}:")
+    env = worker_env(stores, f"t{uuid.uuid4().hex[:8]}:")
+    if backend.endswith(THRIFT):
+        env["PINLATER_SERVERS"] = request.getfixturevalue("thrift_server")(stores)
+    return env
 
 
 @pytest.fixture
@@ -40,8 +113,8 @@ def app(env: dict[str, str]) -> Iterator[Celery]:
 
 
 @pytest.fixture
-def service(backend: str) -> Iterator[JobService]:
-    with JobService.from_settings(settings_for(backend), source="worker-tests") as client:
+def service(stores: str) -> Iterator[JobService]:
+    with JobService.from_settings(settings_for(stores), source="worker-tests") as client:
         yield client
 
 

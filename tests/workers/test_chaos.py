@@ -26,7 +26,7 @@ KILL_EVERY_S = (1.5, 2.5)
 KILLING_FOR_S = 20.0
 
 
-@pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
+@pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 @pytest.mark.timeout(150)
 def test_sigkilled_workers_lose_nothing(
     app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes], monitor: Monitor

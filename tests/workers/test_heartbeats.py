@@ -23,7 +23,7 @@ from tests.workers.harness import Processes, wait_for_workers, wait_until
 TASK_S = LONG_TASK_S
 
 
-@pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
+@pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 @pytest.mark.timeout(int(3 * LONG_TASK_S) + 60)
 def test_heartbeats_keep_a_long_task_and_their_absence_reruns_it(
     app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes], monitor: Monitor

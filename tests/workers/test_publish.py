@@ -17,7 +17,8 @@ from pinlater.service import JobService
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until
 
-BOTH = pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
+BOTH = pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
+REDIS_AND_THRIFT = pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
 
 
 @BOTH
@@ -69,6 +70,26 @@ def test_raw_body_from_a_non_celery_client_runs_as_the_queue_task(
     assert service.count(qname("w_raw"), JobState.SUCCEEDED) == 2
 
 
+@REDIS_AND_THRIFT
+@pytest.mark.timeout(60)
+def test_the_readme_task_options_configure_the_queue(
+    app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]
+) -> None:
+    """``@app.task(pinlater_queue=..., max_dequeue_rate=200)``: the first
+    publish creates the queue with that rate, in-process or over Thrift."""
+    queue = qname("w_readme")
+    service.delete_queue(queue, "secret")  # made again by this test's publish, whatever ran before
+    result = app.tasks["tests.w_readme"].apply_async((42,), priority=1)
+    config = service.queue_config(queue, fresh=True)
+    assert config.max_dequeue_rate == 200
+    assert result.descriptor.startswith(queue + ":")
+    procs.worker("readme", [queue], 1)
+    wait_until(lambda: service.lookup([result.descriptor])[result.descriptor].state == JobState.SUCCEEDED,
+               30, what="the README task to run")
+    assert results.lrange(key("sent:w_readme"), 0, -1) == [b"42"]
+
+
+@REDIS_AND_THRIFT
 @pytest.mark.timeout(60)
 def test_warm_shutdown_releases_unstarted_prefetched_jobs_without_spending_attempts(
     app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]

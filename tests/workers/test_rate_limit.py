@@ -28,7 +28,7 @@ def _between(starts: list[float], a: float, b: float) -> int:
     return sum(1 for t in starts if a <= t < b)
 
 
-@pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
+@pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 @pytest.mark.timeout(120)
 def test_rate_limit_pause_resume_and_live_change(
     app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]

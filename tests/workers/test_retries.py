@@ -20,7 +20,7 @@ from tests.servers import REPO
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_until
 
-BOTH = pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
+BOTH = pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 
 
 Seen = list[tuple[JobState, int, int, int]]

@@ -1,0 +1,213 @@
+/*
+ * The PinLater wire interface, written from the contract tables in
+ * shared/pinlater-wire.md. Transport: framed. Protocol: binary.
+ *
+ * A client generated from this file (any language, stock Thrift code
+ * generation) talks to `pinlater server`. Conventions of this server that
+ * the tables leave open, all wire compatible:
+ *
+ * - RequestContext.requestId on enqueueJobs is an idempotency key: a second
+ *   enqueueJobs with the same non-empty requestId on the same queue within
+ *   the server's window (10 minutes by default) returns the first call's
+ *   descriptors and creates nothing. Other methods ignore requestId, so a
+ *   client may retry an enqueue that carries one.
+ * - RequestContext.source goes into the claim of every dequeued job; ACKs
+ *   and checkpoints apply only with the source that holds the claim.
+ * - PinLaterJob.runAfterTimestampMillis unset or 0: now (the shard's clock).
+ * - PinLaterJob.numAttemptsAllowed 0: the queue retry policy's default.
+ * - PinLaterJobAckInfo.retryDelayMillis 0: the queue retry policy's delay.
+ * - getJobCount / scanJobs: priority unset or 0 means every priority.
+ * - scanJobs never returns bodies (use lookupJobs with includeBody).
+ */
+
+namespace py pinlater_wire
+
+const string CONTINUATION_START = "0"
+const string CONTINUATION_END = "-1"
+
+enum ErrorCode {
+  CONTINUATION_INVALID = 400,
+  PASSWORD_INVALID = 403,
+  QUEUE_NAME_INVALID = 410,
+  QUEUE_NAME_TOO_LONG = 411,
+  QUEUE_NOT_FOUND = 413,
+  PRIORITY_NOT_SUPPORTED = 416,
+  DEQUEUE_RATE_LIMITED = 429,
+  ENQUEUE_REJECTED = 430,
+  UNKNOWN = 500,
+  NO_HEALTHY_SHARDS = 501,
+  SHARD_CONNECTION_FAILED = 502,
+}
+
+enum PinLaterJobState {
+  PENDING = 0,
+  IN_PROGRESS = 1,
+  SUCCEEDED = 2,
+  FAILED = 3,
+}
+
+struct RequestContext {
+  1: required string source,
+  2: string requestId = "",
+}
+
+exception PinLaterException {
+  1: required ErrorCode errorCode,
+  2: required string message,
+}
+
+struct PinLaterJob {
+  1: required binary body,
+  2: byte priority = 1,
+  3: optional i64 runAfterTimestampMillis,
+  4: i32 numAttemptsAllowed = 2,
+  5: string customStatus = "",
+}
+
+struct PinLaterEnqueueRequest {
+  1: required string queueName,
+  2: required list<PinLaterJob> jobs,
+}
+
+struct PinLaterEnqueueResponse {
+  1: required list<string> jobDescriptors,
+}
+
+struct PinLaterJobAckInfo {
+  1: required string jobDescriptor,
+  2: string appendCustomStatus = "",
+  3: i64 retryDelayMillis = 0,
+}
+
+struct PinLaterJobAckRequest {
+  1: required string queueName,
+  2: optional list<PinLaterJobAckInfo> jobsSucceeded,
+  3: optional list<PinLaterJobAckInfo> jobsFailed,
+}
+
+struct PinLaterDequeueRequest {
+  1: required string queueName,
+  2: required i32 limit,
+  3: optional PinLaterJobAckRequest jobAckRequest,
+  4: bool dryRun = false,
+  5: double coverage = 1.0,
+}
+
+struct PinLaterDequeueMetadata {
+  1: optional i32 attemptsAllowed,
+  2: optional i32 attemptsRemaining,
+}
+
+struct PinLaterDequeueResponse {
+  1: optional map<string, binary> jobs,
+  2: optional map<string, PinLaterDequeueMetadata> jobMetadata,
+}
+
+struct PinLaterCheckpointJobRequest {
+  1: required string jobDescriptor,
+  2: optional string newBody,
+  3: bool moveToPending = false,
+  4: optional i64 runAfterTimestampMillis,
+  5: optional i32 numOfAttemptsAllowed,
+  6: optional string prependCustomStatus,
+}
+
+struct PinLaterCheckpointJobsRequest {
+  1: required string queueName,
+  2: required list<PinLaterCheckpointJobRequest> requests,
+}
+
+struct PinLaterLookupJobRequest {
+  1: required list<string> jobDescriptors,
+  2: bool includeBody = false,
+}
+
+struct PinLaterJobInfo {
+  1: required string jobDescriptor,
+  2: required PinLaterJobState jobState,
+  10: required i32 attemptsAllowed,
+  3: required i32 attemptsRemaining,
+  4: required string customStatus,
+  5: required i64 createdAtTimestampMillis,
+  6: optional i64 runAfterTimestampMillis,
+  7: optional i64 updatedAtTimestampMillis,
+  8: optional string claimDescriptor,
+  9: optional binary body,
+}
+
+struct PinLaterGetJobCountRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: optional byte priority,
+  4: bool countFutureJobs = false,
+  5: optional string bodyRegexToMatch,
+}
+
+struct PinLaterScanJobsRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: optional byte priority,
+  4: bool scanFutureJobs = false,
+  5: string continuation = "0",
+  6: i32 limit = 100,
+  7: optional string bodyRegexToMatch,
+}
+
+struct PinLaterScanJobsResponse {
+  1: required list<PinLaterJobInfo> scannedJobs,
+  2: string continuation = "-1",
+}
+
+struct PinLaterRetryFailedJobsRequest {
+  1: required string queueName,
+  2: byte priority = 1,
+  3: i32 attemptsToAllow = 1,
+  4: optional i64 runAfterTimestampMillis,
+  5: i32 limit = 1000,
+}
+
+struct PinLaterDeleteJobsRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: byte priority = 1,
+  4: optional string bodyRegexToMatch,
+  5: i32 limit = 1000,
+}
+
+service PinLater {
+  void createQueue(1: RequestContext context, 2: string name)
+      throws (1: PinLaterException e),
+
+  void deleteQueue(1: RequestContext context, 2: string name, 3: string password)
+      throws (1: PinLaterException e),
+
+  PinLaterEnqueueResponse enqueueJobs(1: RequestContext context, 2: PinLaterEnqueueRequest request)
+      throws (1: PinLaterException e),
+
+  PinLaterDequeueResponse dequeueJobs(1: RequestContext context, 2: PinLaterDequeueRequest request)
+      throws (1: PinLaterException e),
+
+  void ackDequeuedJobs(1: RequestContext context, 2: PinLaterJobAckRequest request)
+      throws (1: PinLaterException e),
+
+  void checkpointJobs(1: RequestContext context, 2: PinLaterCheckpointJobsRequest request)
+      throws (1: PinLaterException e),
+
+  map<string, PinLaterJobInfo> lookupJobs(1: RequestContext context, 2: PinLaterLookupJobRequest request)
+      throws (1: PinLaterException e),
+
+  i32 getJobCount(1: RequestContext context, 2: PinLaterGetJobCountRequest request)
+      throws (1: PinLaterException e),
+
+  set<string> getQueueNames(1: RequestContext context)
+      throws (1: PinLaterException e),
+
+  PinLaterScanJobsResponse scanJobs(1: RequestContext context, 2: PinLaterScanJobsRequest request)
+      throws (1: PinLaterException e),
+
+  i32 retryFailedJobs(1: RequestContext context, 2: PinLaterRetryFailedJobsRequest request)
+      throws (1: PinLaterException e),
+
+  i32 deleteJobs(1: RequestContext context, 2: PinLaterDeleteJobsRequest request)
+      throws (1: PinLaterException e),
+}
