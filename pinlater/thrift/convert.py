@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
-from pinlater.limits import MAX_DELAY_MS, MAX_DEQUEUE_RATE, MAX_DURATION_MS
+from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo
-from pinlater.queue_config import QueueConfig
-from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from pinlater.queue_config import QueueConfig, check_rate
+from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
 from pinlater.states import JobState
 from pinlater.thrift import idl
 
@@ -212,16 +212,12 @@ def wire_int(value: Any, name: str, low: int, high: int) -> int | None:
     return value
 
 
-def wire_rate(value: Any, name: str = "maxDequeueRate") -> float | None:
-    """A rate limit from the wire: finite, 0 (paused) to MAX_DEQUEUE_RATE."""
-    if value is None:
-        return None
-    if (
-        not isinstance(value, (int, float)) or isinstance(value, bool)
-        or not math.isfinite(value) or not 0 <= value <= MAX_DEQUEUE_RATE
-    ):
-        raise InvalidRequest(f"{name} must be a finite number between 0 and {MAX_DEQUEUE_RATE:g}, got {value!r}")
-    return float(value)
+def wire_rate(value: Any) -> float | None:
+    """A rate limit from the wire, checked as everywhere (QueueConfig's rule)."""
+    try:
+        return check_rate(value)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def retry_from_wire(wire: Any) -> RetryPolicy:
@@ -238,9 +234,9 @@ def retry_from_wire(wire: Any) -> RetryPolicy:
         raise InvalidRequest(f"factor must be a finite number, got {factor!r}")
     fields: dict[str, Any] = {
         "kind": base.kind if kind is None else kind,
-        "retries": wire_int(wire.retries, "retries", 0, 1_000_000),
+        "retries": wire_int(wire.retries, "retries", 0, MAX_RETRIES),
         "base_ms": wire_int(wire.baseMillis, "baseMillis", 0, MAX_DELAY_MS),
-        "linear_retries": wire_int(wire.linearRetries, "linearRetries", 0, 1_000_000),
+        "linear_retries": wire_int(wire.linearRetries, "linearRetries", 0, MAX_RETRIES),
         "factor": None if factor is None else float(factor),
         "max_delay_ms": wire_int(wire.maxDelayMillis, "maxDelayMillis", 0, MAX_DELAY_MS),
         "delays_ms": None if delays is None else tuple(

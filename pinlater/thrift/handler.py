@@ -202,7 +202,7 @@ class Handler:
             raise InvalidRequest("a queue cannot be created paused: create it, then pause it with updateQueueConfig")
         created = self.service.create_queue(
             name,
-            priorities=convert.wire_int(config.priorities, "priorities", 0, MAX_PRIORITIES) or None,
+            priorities=convert.wire_int(config.priorities, "priorities", 1, MAX_PRIORITIES),
             max_dequeue_rate=convert.wire_rate(config.maxDequeueRate),
             **convert.duration_fields_from_wire(config),
         )

@@ -93,11 +93,11 @@ def test_update_queue_over_the_wire(client: ThriftClient, service: JobService, q
 def test_bad_rates_are_refused_over_the_wire(
     client: ThriftClient, service: JobService, queue_name: str, rate: float
 ) -> None:
-    with pytest.raises(PinLaterError, match="maxDequeueRate must be a finite number"):
+    with pytest.raises(PinLaterError, match="max_dequeue_rate must be a finite number"):
         client.create_queue(queue_name, max_dequeue_rate=rate)
     assert queue_name not in client.queue_names()
     client.create_queue(queue_name, max_dequeue_rate=5.0)
-    with pytest.raises(PinLaterError, match="maxDequeueRate must be a finite number"):
+    with pytest.raises(PinLaterError, match="max_dequeue_rate must be a finite number"):
         client.set_rate(queue_name, rate)
     assert service.queue_config(queue_name, fresh=True).max_dequeue_rate == 5.0
 
