@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from workers.transport import Transport
 
 log = logging.getLogger(__name__)
+# ACKs or releases per call: well under any sane PINLATER_MAX_JOBS_PER_CALL.
+ACK_CHUNK = 100
 _DUE_SLACK_MS = 50
 # After a failed call to the job service, wait this long before the next try.
 ERROR_BACKOFF_S = 1.0
@@ -319,28 +321,8 @@ class Channel(virtual.Channel):
         failed_queues: dict[str, PendingAcks] = {}
         for queue, acks in pending.items():
             try:
-                if acks.succeeded or acks.failed:
-                    try:
-                        self.client.ack(queue, succeeded=acks.succeeded, failed=acks.failed,
-                                        source=self.connection.source)
-                        acks.succeeded, acks.failed = [], []
-                    except AckNotApplied as exc:
-                        # Part landed: keep only what did not, or the retry
-                        # would report the applied ones stale.
-                        left = exc.result.unapplied
-                        acks.succeeded = [a for a in acks.succeeded if a.descriptor in left]
-                        acks.failed = [a for a in acks.failed if a.descriptor in left]
-                        raise
-                if acks.released:
-                    try:
-                        self.client.checkpoint(
-                            queue, [Checkpoint(d, move_to_pending=True) for d in acks.released],
-                            source=self.connection.source,
-                        )
-                        acks.released = []
-                    except AckNotApplied as exc:
-                        acks.released = [d for d in acks.released if d in exc.result.unapplied]
-                        raise
+                self._send_acks(queue, acks)
+                self._send_releases(queue, acks)
             except (PinLaterError, OSError) as exc:
                 log.warning("%s ACKs/releases on %s not sent yet: %s", "final" if final else "", queue, exc)
                 failed_queues[queue] = acks
@@ -349,6 +331,35 @@ class Channel(virtual.Channel):
         elif failed_queues:
             log.error("giving up on ACKs at shutdown; those jobs will time out and run again: %s",
                       {q: len(a.succeeded) + len(a.failed) + len(a.released) for q, a in failed_queues.items()})
+
+    def _send_acks(self, queue: str, acks: PendingAcks) -> None:
+        """ACKs in calls of at most ACK_CHUNK (the service caps ACKs per call,
+        and ACKs that piled up during an outage must still go out). What was
+        not applied stays in ``acks``: never what landed, or a retry would
+        report it stale."""
+        while acks.succeeded or acks.failed:
+            succeeded = acks.succeeded[:ACK_CHUNK]
+            failed = acks.failed[: ACK_CHUNK - len(succeeded)]
+            try:
+                self.client.ack(queue, succeeded=succeeded, failed=failed, source=self.connection.source)
+            except AckNotApplied as exc:
+                left = exc.result.unapplied
+                acks.succeeded = [a for a in succeeded if a.descriptor in left] + acks.succeeded[len(succeeded):]
+                acks.failed = [a for a in failed if a.descriptor in left] + acks.failed[len(failed):]
+                raise
+            acks.succeeded, acks.failed = acks.succeeded[len(succeeded):], acks.failed[len(failed):]
+
+    def _send_releases(self, queue: str, acks: PendingAcks) -> None:
+        while acks.released:
+            chunk = acks.released[:ACK_CHUNK]
+            try:
+                self.client.checkpoint(
+                    queue, [Checkpoint(d, move_to_pending=True) for d in chunk], source=self.connection.source
+                )
+            except AckNotApplied as exc:
+                acks.released = [d for d in chunk if d in exc.result.unapplied] + acks.released[len(chunk):]
+                raise
+            acks.released = acks.released[len(chunk):]
 
     def _heartbeat_interval(self, queue: str) -> float:
         try:
