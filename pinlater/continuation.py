@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pinlater.errors import ContinuationInvalid
+from pinlater.limits import MAX_PRIORITIES, MAX_TIMESTAMP_MS
 from pinlater.models import CONTINUATION_END, CONTINUATION_START
 
 _MAX_ID = 2**63 - 1
@@ -33,13 +34,17 @@ def decode(continuation: str) -> ScanKey | None:
         return None
     if continuation == CONTINUATION_END:
         raise ContinuationInvalid("the scan already ended (continuation -1)")
-    parts = continuation.split(":")
+    parts = continuation.split(":") if isinstance(continuation, str) and len(continuation) <= 200 else []
     try:
-        if len(parts) != 4 or not parts[1].isalnum():
+        if len(parts) != 4 or not parts[1].isalnum() or not all(p.isdigit() for p in (parts[0], *parts[2:])):
             raise ValueError
-        return ScanKey(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
+        key = ScanKey(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
+        # Numbers reach the shards' queries and scripts: only what a scan can have returned.
+        if key.sort_time > MAX_TIMESTAMP_MS or not 1 <= key.priority <= MAX_PRIORITIES or key.local_id > _MAX_ID:
+            raise ValueError
+        return key
     except ValueError:
-        raise ContinuationInvalid(f"malformed scan continuation {continuation!r}") from None
+        raise ContinuationInvalid(f"malformed scan continuation {str(continuation)[:100]!r}") from None
 
 
 def source_cursor(after: ScanKey | None, shard: str, priority: int) -> tuple[int, int] | None:

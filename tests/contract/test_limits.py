@@ -8,7 +8,7 @@ import math
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
-from pinlater.errors import EnqueueRejected, InvalidRequest
+from pinlater.errors import ContinuationInvalid, EnqueueRejected, InvalidRequest
 from pinlater.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS
 from pinlater.retry import RetryPolicy
 
@@ -147,3 +147,14 @@ def test_backoff_never_overflows() -> None:
     assert steep.delay_ms(999) == MAX_DELAY_MS
     assert RetryPolicy().delay_ms(10**9) == RetryPolicy().max_delay_ms
 
+
+
+@pytest.mark.parametrize(
+    "continuation",
+    ["9" * 30 + ":r1:1:5", "-5:r1:1:5", "5:r1:0:5", "5:r1:1:" + "9" * 25, "5:r1:1", "1" * 5000, "5:r-1:1:5"],
+)
+def test_forged_continuations_are_refused(cluster: JobService, queue_name: str, continuation: str) -> None:
+    cluster.create_queue(queue_name)
+    cluster.enqueue(queue_name, [Job(b"x")])
+    with pytest.raises(ContinuationInvalid, match="malformed scan continuation"):
+        cluster.scan(queue_name, "pending", continuation=continuation)
