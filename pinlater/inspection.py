@@ -24,7 +24,7 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import RegexBudgetExceeded
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.states import JobState
-from pinlater.validation import BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
+from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 
 if TYPE_CHECKING:
     from pinlater.queue_config import QueueConfig
@@ -109,7 +109,7 @@ class InspectionMixin:
     # -- lookup ----------------------------------------------------------------
     def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
         """Jobs by descriptor; unknown descriptors (and queues) are left out."""
-        check_batch(len(descriptors), self.settings.max_jobs_per_call, "descriptors")
+        check_batch(len(descriptors), MAX_LIMIT, "descriptors")
         groups: dict[tuple[str, str, int], list[JobDescriptor]] = defaultdict(list)
         for text in descriptors:
             d = JobDescriptor.parse(text)

@@ -105,7 +105,7 @@ class Settings:
     # Ask for the token on the read-only views (JSON API, /metrics) too.
     dashboard_protect_reads: bool = False
     flower_url: str = "http://127.0.0.1:5555"
-    # Jobs in one enqueue call (and ACKs, checkpoints or lookups in one call):
+    # Jobs in one enqueue call (and ACKs or checkpoints in one call):
     # one call is one script or transaction on its shard, so this bounds how
     # long one caller can hold a shard.
     max_jobs_per_call: int = 1000

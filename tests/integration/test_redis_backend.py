@@ -30,6 +30,7 @@ from pinlater.backends.base import (
     ShardUnavailable,
 )
 from pinlater.backends.redis_backend import RedisBackend
+from pinlater.errors import StorageError
 from pinlater.states import JobState
 from tests.integration.redis_support import URL, ensure_redis
 
@@ -141,8 +142,9 @@ def test_silent_server_times_out_as_shard_unavailable() -> None:
 
 def test_other_errors_propagate(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
     raw.set(keys.pending_key(Q, 1), "not a zset")
-    with pytest.raises(redis.ResponseError):
+    with pytest.raises(StorageError, match="WRONGTYPE") as info:  # a PinLaterError, the driver's as its cause
         be.dequeue(Q, 1, 1, "w")
+    assert isinstance(info.value.__cause__, redis.ResponseError)
 
 
 def test_scripts_survive_script_flush(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
