@@ -113,7 +113,7 @@ class Connection:
         except Exception:  # noqa: BLE001 -- a connection thread must never take the server down
             log.exception("connection from %s failed", self.peer)
         finally:
-            self._close()
+            self.close()
             server.budget.release(self)
             server._forget(self)
 
@@ -185,7 +185,7 @@ class Connection:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
 
-    def _close(self) -> None:
+    def close(self) -> None:
         with self._lock:
             self.closing = True
             with contextlib.suppress(OSError):

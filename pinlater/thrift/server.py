@@ -250,7 +250,7 @@ class ThriftServer:
                 _, _, conn = heapq.heappop(self._to_start)
             conn.thread.start()
         for conn in waiting:  # never started: close them here
-            conn._close()
+            conn.close()
             self._forget(conn)
 
     def _admit(self, address: str) -> str | None:
