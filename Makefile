@@ -31,4 +31,4 @@ down:
 	scripts/services down
 
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers
+	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers tasks
