@@ -35,6 +35,9 @@ class ObjectType(IntEnum):
     PIN = 3
 
 
+_TYPES: dict[int, ObjectType] = {t.value: t for t in ObjectType}
+
+
 class InvalidId(ValueError):
     """Not an id this system could have made: out of range, reserved bits
     set, an unknown type, or the wrong type for the place it was given."""
@@ -58,14 +61,17 @@ def make_id(shard: int, type: ObjectType | int, local: int) -> int:
 
 def split_id(object_id: int) -> IdParts:
     """The parts of an id; InvalidId for anything ``make_id`` cannot produce."""
-    if not _is_int(object_id) or object_id < 0:
-        raise InvalidId(f"id {object_id!r} is not a non-negative integer")
-    if object_id >= ID_LIMIT:
+    if type(object_id) is not int or not 0 <= object_id < ID_LIMIT:
+        if not _is_int(object_id) or object_id < 0:
+            raise InvalidId(f"id {object_id!r} is not a non-negative integer")
         raise InvalidId(f"id {object_id} has its reserved top bits set (or is wider than 64 bits)")
     local = object_id & MAX_LOCAL
+    kind = _TYPES.get((object_id >> TYPE_SHIFT) & MAX_TYPE)
     if local == 0:
         raise InvalidId(f"id {object_id} has local id 0")
-    kind = _known_type((object_id >> TYPE_SHIFT) & MAX_TYPE)
+    if kind is None:
+        _known_type((object_id >> TYPE_SHIFT) & MAX_TYPE)  # raises, naming the known types
+        raise AssertionError("unreachable")
     return IdParts((object_id >> SHARD_SHIFT) & MAX_SHARD, kind, local)
 
 
