@@ -16,7 +16,10 @@ def test_objects_on_every_shard_and_batch_get_keeps_order(appdata: AppData) -> N
     users = [graph.create_user(appdata, {"name": f"ü{shard}"}, shard=shard) for shard in (0, 1, 2, 3)]
     assert [split_id(u.id).shard for u in users] == [0, 1, 2, 3]
     boards = [graph.create_board(appdata, u.id, {"name": "b"}) for u in users]
-    pins = [graph.create_pin(appdata, u.id, b.id, {"details": "p", "n": i}) for i, (u, b) in enumerate(zip(users, boards, strict=True))]
+    pins = [
+        graph.create_pin(appdata, u.id, b.id, {"details": "p", "n": i})
+        for i, (u, b) in enumerate(zip(users, boards, strict=True))
+    ]
     assert all(split_id(b.id).shard == split_id(u.id).shard for u, b in zip(users, boards, strict=True))
     assert all(split_id(p.id).shard == split_id(b.id).shard for p, b in zip(pins, boards, strict=True))
 
@@ -57,8 +60,8 @@ def test_create_many_gives_consecutive_ids_in_order(appdata: AppData) -> None:
 
 
 def test_many_ids_across_shards_in_one_call(appdata: AppData) -> None:
-    ids = [i for shard in range(4) for i in objects.create_many(appdata, ObjectType.PIN, shard, [(1, {"s": shard})] * 700)]
-    got = objects.get_many(appdata, ids[::-1])  # 2,800 ids: more than one IN list per shard
+    ids = [i for shard in range(4) for i in objects.create_many(appdata, ObjectType.PIN, shard, [(1, {"s": 0})] * 1200)]
+    got = objects.get_many(appdata, ids[::-1])  # 4,800 ids: two IN lists per shard
     assert [o.id for o in got] == ids[::-1]
 
 
