@@ -32,6 +32,72 @@ def page_filter(limit: int, offset: int = 0, after: bytes | None = None) -> byte
     return b"ColumnRangeFilter(" + _quote(after) + b", false, '', false) AND " + paging
 
 
+def read_cells(
+    pool: ClusterPool,
+    table: str,
+    row: bytes,
+    *,
+    family: str,
+    limit: int,
+    offset: int = 0,
+    after: bytes | None = None,
+) -> list[tuple[bytes, bytes, int]]:
+    """``read_columns`` with each cell's timestamp: ``(qualifier, value,
+    timestamp)``. Trims need it: a delete at the newest excess cell's
+    timestamp masks every excess cell, and nothing written later."""
+    scan_filter = page_filter(limit, offset, after)
+    prefix = family.encode() + b":"
+
+    def work(connection: Any) -> list[tuple[bytes, bytes, int]]:
+        out: list[tuple[bytes, bytes, int]] = []
+        for _key, data in connection.table(table).scan(
+            row_start=row,
+            row_stop=row + b"\x00",
+            columns=[family.encode()],
+            filter=scan_filter,
+            limit=1,
+            sorted_columns=True,
+            include_timestamp=True,
+        ):
+            out.extend((column[len(prefix) :], value, int(ts)) for column, (value, ts) in data.items())
+        return out
+
+    return pool.run(f"read {table} row {row[:40]!r} with timestamps", work)
+
+
+def rows_longer_than(
+    pool: ClusterPool,
+    table: str,
+    *,
+    family: str,
+    count: int,
+    limit: int,
+    start: bytes = b"",
+) -> list[bytes]:
+    """Up to ``limit`` row keys from ``start`` (inclusive) on whose ``family``
+    has more than ``count`` columns, in key order. The filter
+    ``ColumnPaginationFilter(1, count)`` leaves a row a cell only if it has a
+    column at offset ``count``, and rows left empty are not returned, so
+    short rows never cross the wire (the region server still reads them)."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    scan_filter = page_filter(1, count)
+
+    def work(connection: Any) -> list[bytes]:
+        return [
+            key
+            for key, _data in connection.table(table).scan(
+                row_start=start or None,
+                columns=[family.encode()],
+                filter=scan_filter,
+                limit=limit,
+                batch_size=min(limit, 1000),
+            )
+        ]
+
+    return pool.run(f"scan {table} for rows over {count} columns from {start[:40]!r}", work)
+
+
 def read_columns(
     pool: ClusterPool,
     table: str,
