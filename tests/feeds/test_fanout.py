@@ -8,7 +8,7 @@ from tasks.appdata.store import AppData
 from tasks.feeds.fanout import HUGE_PRIORITY, NORMAL_PRIORITY, FanoutJob, FanoutStep, fanout_page
 from tasks.feeds.writes import WriteBody
 from tasks.hbase import ClusterPair
-from tests.feeds.conftest import apply_all, feed, feeds, pin, tick, user
+from tests.feeds.helpers import apply_all, feed, feeds, pin, tick, user
 
 
 def run_fanout(store: AppData, job: FanoutJob, **kwargs: int) -> tuple[list[WriteBody], list[FanoutStep]]:

@@ -8,7 +8,7 @@ from tasks.appdata import graph
 from tasks.appdata.store import AppData
 from tasks.feeds.follow import FollowAction, follow_writes
 from tasks.hbase import ClusterPair
-from tests.feeds.conftest import apply_all, feeds, pin, tick, user
+from tests.feeds.helpers import apply_all, feeds, pin, tick, user
 
 
 def test_follow_and_unfollow_in_either_order_end_the_same(appdata: AppData, pair: ClusterPair) -> None:

@@ -11,7 +11,7 @@ from tasks.feeds.cells import qualifier
 from tasks.feeds.trim import sweep_page, trim_writes
 from tasks.feeds.writes import WriteBody, make_bodies
 from tasks.hbase import ClusterPair
-from tests.feeds.conftest import apply_all, feeds, tick
+from tests.feeds.helpers import apply_all, feeds, tick
 
 BASE = 1_650_000_000_000
 

@@ -1,0 +1,123 @@
+"""Feed reads: newest first with a cursor, from the primary, with a
+speculative read of the standby.
+
+The primary is asked first. If it fails, or has not answered after
+``cutoff_s`` (near its p99.9), the standby is asked too, and the first good
+answer wins; the loser's answer is dropped. A ``shadow_share`` of reads is
+also sent to the standby and dropped, to keep its block cache warm for the
+day it has to serve. Both clusters get every write (one job each), so
+either answer is a feed; the standby's may lag by its queue's backlog.
+
+The cursor is the last qualifier of the page (printable ASCII), and the
+next page reads the columns after it, so a pin fanned out meanwhile does
+not shift the pages.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from tasks.appdata import graph
+from tasks.appdata.objects import AppObject
+from tasks.appdata.store import AppData
+from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, HBaseError, read_columns
+
+MAX_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    pins: list[AppObject]  # newest first; pins gone from the app data are left out
+    next_cursor: str | None  # None: the end of the feed
+    served_by: str  # "primary" or "standby"
+
+
+class FeedUnavailable(Exception):
+    """Neither cluster answered."""
+
+
+class FeedReader:
+    def __init__(
+        self,
+        pair: ClusterPair,
+        store: AppData,
+        cutoff_s: float,
+        shadow_share: float = 0.0,
+        *,
+        threads: int = 8,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not cutoff_s >= 0:
+            raise ValueError(f"cutoff_s must be >= 0, got {cutoff_s}")
+        if not 0.0 <= shadow_share <= 1.0:
+            raise ValueError(f"shadow_share must be in 0..1, got {shadow_share}")
+        self.pair = pair
+        self.store = store
+        self.cutoff_s = cutoff_s
+        self.shadow_share = shadow_share
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="feed-read")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def read(self, user: int, cursor: str | None = None, limit: int = 50) -> FeedPage:
+        if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+            raise ValueError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
+        after = None if cursor is None else cursor.encode("ascii")
+        if after is not None:
+            parse_qualifier(after)  # a bad cursor is the caller's error, not an outage
+        served_by, qualifiers = self._speculative(row_key(user), after, limit + 1)
+        more = len(qualifiers) > limit
+        qualifiers = qualifiers[:limit]
+        pin_ids = [parse_qualifier(q).pin_id for q in qualifiers]
+        pins = graph.get_pins(self.store, pin_ids) if pin_ids else []
+        next_cursor = qualifiers[-1].decode("ascii") if more else None
+        return FeedPage(pins, next_cursor, served_by)
+
+    def _read_one(self, cluster: str, row: bytes, after: bytes | None, limit: int) -> list[bytes]:
+        columns = read_columns(self.pair[cluster], TABLE, row, family=FAMILY, limit=limit, after=after)
+        return [q for q, _value in columns]
+
+    def _speculative(self, row: bytes, after: bytes | None, limit: int) -> tuple[str, list[bytes]]:
+        submit = self._executor.submit
+        primary = submit(self._read_one, PRIMARY, row, after, limit)
+        done, _ = wait([primary], timeout=self.cutoff_s)
+        if done and primary.exception() is None:
+            if self._shadow():
+                submit(self._read_one, STANDBY, row, after, limit).add_done_callback(_drop)
+            return PRIMARY, primary.result()
+        # Failed or late: ask the standby as well; the first good answer wins.
+        standby = submit(self._read_one, STANDBY, row, after, limit)
+        names: dict[Future[list[bytes]], str] = {primary: PRIMARY, standby: STANDBY}
+        pending = set(names)
+        errors: list[BaseException] = []
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                error = future.exception()
+                if error is None:
+                    for loser in pending:
+                        loser.add_done_callback(_drop)
+                    return names[future], future.result()
+                if not isinstance(error, HBaseError):
+                    raise error
+                errors.append(error)
+        raise FeedUnavailable("; ".join(str(e) for e in errors))
+
+    def _shadow(self) -> bool:
+        if self.shadow_share <= 0:
+            return False
+        with self._rng_lock:
+            return self._rng.random() < self.shadow_share
+
+
+def _drop(future: Future[list[bytes]]) -> None:
+    """A dropped read: its answer and its error are not anyone's concern."""
+    if not future.cancelled():
+        future.exception()
