@@ -15,7 +15,6 @@ Deduplicating across phases would need state the job does not carry.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ from tasks.appdata import graph
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.appdata.store import AppData
+from tasks.feeds import bodies
 from tasks.feeds.cells import qualifier
 from tasks.feeds.writes import WriteBody, make_bodies
 
@@ -81,19 +81,13 @@ class FanoutJob:
             "page_size": self.page_size,
             "priority": self.priority,
         }
-        return json.dumps(fields, separators=(",", ":"))
+        return bodies.dump(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> FanoutJob:
-        try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidFanoutJob(f"fanout job: not JSON ({exc})") from None
-        required = {"pin_id", "pinner_id", "board_id", "created_at_ms"}
-        known = required | {"phase", "cursor", "page_size", "priority"}
-        if not isinstance(data, dict) or not required <= set(data) or not set(data) <= known:
-            raise InvalidFanoutJob(f"fanout job: expected keys {sorted(required)} (and {sorted(known - required)})")
-        return cls(**data)
+        required = ("pin_id", "pinner_id", "board_id", "created_at_ms")
+        optional = ("phase", "cursor", "page_size", "priority")
+        return cls(**bodies.load(text, "fanout job", required, optional, InvalidFanoutJob))
 
 
 @dataclass(frozen=True, slots=True)

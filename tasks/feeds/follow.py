@@ -24,7 +24,6 @@ graph write of the action itself (the task does that first).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +32,7 @@ from tasks.appdata.ids import ObjectType, expect_type, split_id
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_FOLLOWS_USER
+from tasks.feeds import bodies
 from tasks.feeds.cells import qualifier
 from tasks.feeds.writes import WriteBody, make_bodies
 
@@ -77,17 +77,12 @@ class FollowAction:
             "action": self.action,
             "at_ms": self.at_ms,
         }
-        return json.dumps(fields, separators=(",", ":"))
+        return bodies.dump(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> FollowAction:
-        try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidFollowAction(f"follow action: not JSON ({exc})") from None
-        if not isinstance(data, dict) or set(data) != {"follower_id", "followee_id", "action", "at_ms"}:
-            raise InvalidFollowAction("follow action: expected keys follower_id, followee_id, action, at_ms")
-        return cls(**data)
+        required = ("follower_id", "followee_id", "action", "at_ms")
+        return cls(**bodies.load(text, "follow action", required, (), InvalidFollowAction))
 
 
 def follow_writes(store: AppData, action: FollowAction, *, recent: int = DEFAULT_RECENT_PINS) -> list[WriteBody]:

@@ -15,10 +15,10 @@ same time, so retries are safe.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
+from tasks.feeds import bodies
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_cells, put_cells
 from tasks.hbase.cells import check_timestamp
@@ -51,25 +51,20 @@ class WriteBody:
             raise InvalidWriteBody(f"write body: {problem}")
 
     def to_json(self) -> str:
-        return json.dumps(
+        return bodies.dump(
             {
                 "op": self.op,
                 "cluster": self.cluster,
                 "rows": list(self.rows),
                 "columns": list(self.columns),
                 "timestamp": self.timestamp,
-            },
-            separators=(",", ":"),
+            }
         )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> WriteBody:
-        try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidWriteBody(f"write body: not JSON ({exc})") from None
-        if not isinstance(data, dict) or set(data) != {"op", "cluster", "rows", "columns", "timestamp"}:
-            raise InvalidWriteBody(f"write body: expected keys op, cluster, rows, columns, timestamp: {data!r:.200}")
+        keys = ("op", "cluster", "rows", "columns", "timestamp")
+        data = bodies.load(text, "write body", keys, (), InvalidWriteBody)
         rows, columns = data["rows"], data["columns"]
         if not isinstance(rows, list) or not isinstance(columns, list):
             raise InvalidWriteBody("write body: rows and columns must be lists")
