@@ -20,6 +20,10 @@ class AppDataStorageError(AppDataError):
         super().__init__(message)
         self.errno = errno
 
+    def __reduce__(self) -> tuple[type[AppDataStorageError], tuple[str, int | None]]:
+        # Celery pool processes pickle a task's exception to its worker.
+        return type(self), (str(self), self.errno)
+
 
 class UnknownShard(AppDataError, LookupError):
     """An id names a shard that the shard map does not place on any server."""

@@ -31,6 +31,10 @@ class HBaseError(Exception):
         self.cause = cause
         super().__init__(f"hbase {cluster} ({address}): {operation}: {cause}")
 
+    def __reduce__(self) -> tuple[type[HBaseError], tuple[str, str, str, str]]:
+        # Celery pool processes pickle a task's exception to its worker.
+        return type(self), (self.cluster, self.address, self.operation, self.cause)
+
 
 class HBaseUnavailable(HBaseError):
     """The cluster could not be reached, the connection broke, or the call
