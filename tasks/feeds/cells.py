@@ -54,17 +54,26 @@ def parse_qualifier(value: bytes) -> FeedCell:
     return FeedCell(MAX_TIME - int(value[:TIME_DIGITS]), pin_id)
 
 
+_ROW_LIMIT = 10**ROW_DIGITS
+
+
 def column(created_at_ms: int, pin_id: int) -> bytes:
     """``b"feed:<qualifier>"``, as the write functions take it."""
     return FAMILY.encode() + b":" + qualifier(created_at_ms, pin_id)
 
 
+def check_user(user_id: int) -> int:
+    """A user id that has a feed row (the check of ``row_key``, without
+    making the key: bodies check every row they carry)."""
+    if type(user_id) is not int or not 0 < user_id < _ROW_LIMIT:
+        raise ValueError(f"user id must be a positive int below 10**{ROW_DIGITS}, got {user_id!r}")
+    return user_id
+
+
 def row_key(user_id: int) -> bytes:
     """A user's feed row: the id in fixed-width decimal (so row order is id
     order, and a sweep cursor is printable)."""
-    if type(user_id) is not int or not 0 < user_id < 10**ROW_DIGITS:
-        raise ValueError(f"user id must be a positive int below 10**{ROW_DIGITS}, got {user_id!r}")
-    return b"%0*d" % (ROW_DIGITS, user_id)
+    return b"%0*d" % (ROW_DIGITS, check_user(user_id))
 
 
 def parse_row_key(key: bytes) -> int:

@@ -18,14 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,11 +38,11 @@ from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_HAS_BOARDS
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
+from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
 from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables
 
-REPO = Path(__file__).resolve().parents[2]
 DEMO_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_demo_",
     "PINLATER_HBASE_TABLE_PREFIX": "demo",
@@ -55,7 +50,6 @@ DEMO_ENV = {
     "PINLATER_BUS_PREFIX": "plkdemo:",
     "PINLATER_POLL_INTERVAL_S": "0.2",
 }
-STATES = ("pending", "running", "succeeded", "failed")
 
 
 @dataclass(frozen=True)
@@ -80,41 +74,6 @@ def demo_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PINLATER_SERVERS", None)
     return env
-
-
-@contextmanager
-def workers(env: dict[str, str], count: int, logdir: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs = []
-    for i in range(count):
-        log = open(logdir / f"worker{i + 1}.log", "wb")  # noqa: SIM115 (the child keeps it)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-n", f"demo{i + 1}@%h", "-c", "2",
-             "-Q", ",".join(queues.ALL), "--without-gossip", "--without-mingle", "-l", "warning"],
-            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        ))
-        log.close()
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            with suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
-def counts(service: JobService) -> dict[str, dict[str, int]]:
-    out = {}
-    for queue in queues.ALL:
-        by_state = {state: service.count(queue, state) for state in STATES}
-        by_state["pending"] += service.count(queue, "pending", future=True)
-        out[queue] = by_state
-    return out
 
 
 def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
@@ -170,7 +129,7 @@ def run(plan: DemoPlan, console: Console) -> int:
         monitor = Monitor(service, interval_s=1.0)
         monitor.start_thread()
         try:
-            with workers(env, plan.workers, logdir):
+            with worker_processes(env, plan.workers, logdir, name="demo"):
                 ok = drive(plan, console, actions, service, summary.user_ids, summary.celebrity_ids, rng)
         finally:
             monitor.stop()
@@ -225,7 +184,7 @@ def drive(
 
 def update(progress: Progress, task: object, service: JobService) -> int:
     """Refreshes the bar; the jobs still to run."""
-    now = counts(service)
+    now = feed_counts(service)
     done = sum(c["succeeded"] + c["failed"] for c in now.values())
     todo = sum(c["pending"] + c["running"] for c in now.values())
     progress.update(task, completed=done, total=max(done + todo, 1))  # type: ignore[arg-type]
@@ -266,7 +225,7 @@ def show(
     table.add_column("queue")
     for state in STATES:
         table.add_column(state, justify="right")
-    for queue, by_state in counts(service).items():
+    for queue, by_state in feed_counts(service).items():
         table.add_row(queue, *(f"{by_state[s]:,}" for s in STATES))
     console.print(table)
 

@@ -61,10 +61,20 @@ class FeedReader:
         self.shadow_share = shadow_share
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="feed-read")
+        # One pool per cluster, each with a cap on reads in flight: a stalled
+        # cluster ties up its own threads only, and once they are all waiting
+        # on it, reads skip it rather than queue behind them.
+        self._threads = threads
+        self._executors = {
+            name: ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"feed-read-{name}")
+            for name in (PRIMARY, STANDBY)
+        }
+        self._in_flight = dict.fromkeys((PRIMARY, STANDBY), 0)
+        self._flight_lock = threading.Lock()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for executor in self._executors.values():
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def read(self, user: int, cursor: str | None = None, limit: int = 50) -> FeedPage:
         if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
@@ -84,17 +94,39 @@ class FeedReader:
         columns = read_columns(self.pair[cluster], TABLE, row, family=FAMILY, limit=limit, after=after)
         return [q for q, _value in columns]
 
+    def _submit(self, cluster: str, row: bytes, after: bytes | None, limit: int) -> Future[list[bytes]] | None:
+        """The read on ``cluster``'s pool, or None when all its threads are busy."""
+        with self._flight_lock:
+            if self._in_flight[cluster] >= self._threads:
+                return None
+            self._in_flight[cluster] += 1
+        future = self._executors[cluster].submit(self._read_one, cluster, row, after, limit)
+        future.add_done_callback(lambda _f: self._landed(cluster))
+        return future
+
+    def _landed(self, cluster: str) -> None:
+        with self._flight_lock:
+            self._in_flight[cluster] -= 1
+
     def _speculative(self, row: bytes, after: bytes | None, limit: int) -> tuple[str, list[bytes]]:
-        submit = self._executor.submit
-        primary = submit(self._read_one, PRIMARY, row, after, limit)
-        done, _ = wait([primary], timeout=self.cutoff_s)
-        if done and primary.exception() is None:
-            if self._shadow():
-                submit(self._read_one, STANDBY, row, after, limit).add_done_callback(_drop)
-            return PRIMARY, primary.result()
-        # Failed or late: ask the standby as well; the first good answer wins.
-        standby = submit(self._read_one, STANDBY, row, after, limit)
-        names: dict[Future[list[bytes]], str] = {primary: PRIMARY, standby: STANDBY}
+        primary = self._submit(PRIMARY, row, after, limit)
+        if primary is not None:
+            done, _ = wait([primary], timeout=self.cutoff_s)
+            if done and primary.exception() is None:
+                if self._shadow():
+                    shadow = self._submit(STANDBY, row, after, limit)
+                    if shadow is not None:
+                        shadow.add_done_callback(_drop)
+                return PRIMARY, primary.result()
+        # Failed, late or saturated: ask the standby as well; the first good answer wins.
+        standby = self._submit(STANDBY, row, after, limit)
+        names: dict[Future[list[bytes]], str] = {}
+        if primary is not None:
+            names[primary] = PRIMARY
+        if standby is not None:
+            names[standby] = STANDBY
+        if not names:
+            raise FeedUnavailable(f"both clusters have {self._threads} reads in flight")
         pending = set(names)
         errors: list[BaseException] = []
         while pending:

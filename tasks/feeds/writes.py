@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tasks.feeds import bodies
-from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
+from tasks.feeds.cells import FAMILY, TABLE, check_user, parse_qualifier, row_key
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_cells, put_cells
 from tasks.hbase.cells import check_timestamp
 
@@ -86,7 +86,7 @@ def _problem(body: WriteBody) -> str | None:
     try:
         check_timestamp(body.timestamp)
         for user in body.rows:
-            row_key(user)
+            check_user(user)
         for q in body.columns:
             if not isinstance(q, str):
                 raise ValueError(f"column {q!r} is not a string")

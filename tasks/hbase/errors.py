@@ -16,9 +16,9 @@ from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 # happybase loads HBase's Thrift1 IDL at import time as the module Hbase_thrift.
-_IDL = sys.modules["Hbase_thrift"]
-AlreadyExists: type[Exception] = _IDL.AlreadyExists
-_SERVER_ERRORS: tuple[type[Exception], ...] = (_IDL.IOError, _IDL.IllegalArgument, TApplicationException)
+IDL = sys.modules["Hbase_thrift"]
+AlreadyExists: type[Exception] = IDL.AlreadyExists
+_SERVER_ERRORS: tuple[type[Exception], ...] = (IDL.IOError, IDL.IllegalArgument, TApplicationException)
 
 
 class HBaseError(Exception):

@@ -17,9 +17,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tasks.hbase.cells import check_column, check_timestamp
+from tasks.hbase.errors import IDL
 from tasks.hbase.pool import ClusterPool
 
 DEFAULT_BATCH_SIZE = 1000  # cells per mutateRows call
+Mutation = IDL.Mutation
+BatchMutation = IDL.BatchMutation
 
 
 def put_cells(
@@ -31,21 +34,44 @@ def put_cells(
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> int:
     """Write ``{row: {b"family:qualifier": value}}`` at ``timestamp``, in
-    batches of ``batch_size`` cells. Returns the number of cells written."""
+    calls of about ``batch_size`` cells (whole rows). Returns the number of
+    cells written.
+
+    Builds Thrift's mutations itself rather than through happybase's
+    ``Batch``: a fan-out puts one cell into a thousand rows, and sharing one
+    ``Mutation`` per distinct cell halves the client's work per cell."""
     check_timestamp(timestamp)
+    shared: dict[tuple[bytes, bytes], Any] = {}
+    plan: list[tuple[bytes, list[Any]]] = []
     cells = 0
-    for columns in rows.values():
-        for column in columns:
-            check_column(column)
-        cells += len(columns)
+    # Rows in key order: the region server inserts a sorted batch into its
+    # memstore with better locality, and splits it by region in one pass.
+    for row, columns in sorted(rows.items()):
+        mutations = []
+        for column, value in columns.items():
+            mutation = shared.get((column, value))
+            if mutation is None:
+                check_column(column)
+                mutation = shared[(column, value)] = Mutation(isDelete=False, column=column, value=value)
+            mutations.append(mutation)
+        if mutations:
+            plan.append((row, mutations))
+            cells += len(mutations)
     if not cells:
         return 0
 
     def work(connection: Any) -> int:
-        with connection.table(table).batch(timestamp=timestamp, batch_size=batch_size) as batch:
-            for row, columns in rows.items():
-                if columns:
-                    batch.put(row, dict(columns))
+        handle = connection.table(table)
+        chunk: list[Any] = []
+        size = 0
+        for row, mutations in plan:
+            chunk.append(BatchMutation(row, mutations))
+            size += len(mutations)
+            if size >= batch_size:
+                handle.connection.client.mutateRowsTs(handle.name, chunk, timestamp, {})
+                chunk, size = [], 0
+        if chunk:
+            handle.connection.client.mutateRowsTs(handle.name, chunk, timestamp, {})
         return cells
 
     return pool.run(f"put {cells} cells into {table} at {timestamp}", work)
