@@ -1,12 +1,17 @@
-"""The feed endpoint on the real servers: pages through HTTP match the
-feed newest first, every refusal is a one-line JSON error with its status,
-and a black-holed primary is served by the standby within the cut-off."""
+"""The feed endpoint and ``pinlater-feeds`` on the real servers: pages
+through HTTP match the feed newest first, every refusal is a one-line JSON
+error with its status, a black-holed primary is served by the standby
+within the cut-off, and the CLI's errors are one line and exit 2."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +25,10 @@ from tasks.feeds.http import FeedServer
 from tasks.feeds.read import FeedReader
 from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.settings import Address
+from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.feeds.helpers import feed_of, silent_port, user
+from tests.hbase.conftest import PREFIX as HBASE_PREFIX
+from tests.servers import REPO
 
 MARGIN_S = 1.5
 CUTOFF_S = 0.3
@@ -219,3 +227,87 @@ def test_connections_over_the_cap_wait_and_stop_closes_the_reader(appdata: AppDa
         server.stop()
     with pytest.raises(RuntimeError):  # its executor is shut down
         reader.read(USER_1)
+
+
+# -- the CLI ------------------------------------------------------------------------
+CLI_ENV = {**os.environ, **APPDATA_ENV, "PINLATER_HBASE_TABLE_PREFIX": HBASE_PREFIX}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tasks.feeds.cli", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env={**CLI_ENV, **(env or {})},
+    )
+
+
+def test_cli_read_prints_a_page(feed: tuple[int, list[int]]) -> None:
+    follower, newest_first = feed
+    done = cli("read", str(follower), "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [int(line.split()[0]) for line in lines[:2]] == newest_first[:2]
+    _id, created, title = lines[0].split("  ", 2)
+    assert created.endswith("Z") and title.startswith("pin at ")
+    assert lines[2].startswith("next cursor: ") and lines[3] == "served by: primary"
+    cursor = lines[2].removeprefix("next cursor: ")
+    done = cli("read", str(follower), "--cursor", cursor, "--limit", "500", "--json")
+    assert done.returncode == 0, done.stderr
+    page = json.loads(done.stdout)
+    assert [p["id"] for p in page["pins"]] == newest_first[2:] and page["next_cursor"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (("read", "abc"), None, "user id must be a decimal number"),
+        (("read", str(make_id(0, ObjectType.BOARD, 1))), None, "not a user id"),
+        (("read", str(USER_1), "--limit", "0"), None, "limit"),
+        (("read", str(USER_1), "--cursor", "bad"), None, "cursor"),
+        (("read", str(USER_1), "--limit", "x"), None, "--limit"),
+        (("read", str(USER_1)), {"PINLATER_FEED_READ_CUTOFF_MS": "soon"}, "PINLATER_FEED_READ_CUTOFF_MS"),
+        (("read", str(USER_1)), {"PINLATER_HBASE_PRIMARY": "127.0.0.1:19099", "PINLATER_HBASE_STANDBY":
+                                 "127.0.0.1:19099"}, "feed unavailable: hbase primary"),
+        (("sweep",), {"PINLATER_SHARDS": "r1=redis://127.0.0.1:1/0"}, "unavailable"),
+        (("serve", "--port", "{taken}"), None, "cannot listen on 127.0.0.1:{taken}"),
+        (("bogus",), None, "invalid choice"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_2(args: tuple[str, ...], env: dict[str, str] | None, says: str) -> None:
+    with silent_port() as taken:
+        done = cli(*(a.format(taken=taken.port) for a in args), env=env)
+        says = says.format(taken=taken.port)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error") and says in done.stderr, done.stderr
+    assert done.stdout == ""
+
+
+def test_cli_sweep_enqueues_a_sweep() -> None:
+    # An in-memory job service: the sweep job goes nowhere shared.
+    done = cli("sweep", env={"PINLATER_SHARDS": "m1=memory://", "PINLATER_CONTROL_URL": "memory://feeds-cli"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("trim sweep enqueued: feed_trim_sweep:")
+
+
+def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list[int]]) -> None:
+    follower, newest_first = feed
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tasks.feeds.cli", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=CLI_ENV,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("pinlater-feeds listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", f"/v1/feeds/{follower}")
+        page = json.loads(connection.getresponse().read())
+        connection.close()
+        assert [p["id"] for p in page["pins"]] == newest_first
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert "Traceback" not in (process.stderr.read() if process.stderr else "")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
