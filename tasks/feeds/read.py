@@ -40,6 +40,22 @@ class FeedUnavailable(Exception):
     """Neither cluster answered."""
 
 
+def check_page(cursor: str | None, limit: int) -> bytes | None:
+    """The qualifier a page starts after; ValueError for a limit out of
+    1..MAX_LIMIT or a cursor no page handed out. Callers that must tell the
+    caller's error from an outage check here first: ``read`` calls it too."""
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
+    if cursor is None:
+        return None
+    after = cursor.encode("ascii", errors="replace")
+    try:
+        parse_qualifier(after)
+    except ValueError:
+        raise ValueError(f"not a cursor of this feed: {cursor[:40]!r}") from None
+    return after
+
+
 class FeedReader:
     def __init__(
         self,
@@ -77,11 +93,7 @@ class FeedReader:
             executor.shutdown(wait=False, cancel_futures=True)
 
     def read(self, user: int, cursor: str | None = None, limit: int = 50) -> FeedPage:
-        if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-            raise ValueError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
-        after = None if cursor is None else cursor.encode("ascii")
-        if after is not None:
-            parse_qualifier(after)  # a bad cursor is the caller's error, not an outage
+        after = check_page(cursor, limit)
         served_by, qualifiers = self._speculative(row_key(user), after, limit + 1)
         more = len(qualifiers) > limit
         qualifiers = qualifiers[:limit]

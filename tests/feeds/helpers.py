@@ -1,17 +1,16 @@
 """Helpers of the feed tests: apply write bodies as the write jobs would,
-read a feed row back, make users and pins, hand out action times."""
+read a feed row back, make users and pins, hand out action times, make a
+fanned-out feed, and a port that never answers."""
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 from tasks.appdata import graph
 from tasks.appdata.objects import AppObject
 from tasks.appdata.store import AppData
-from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, parse_row_key, row_key
+from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
 from tasks.feeds.writes import WriteBody, apply_write
 from tasks.hbase import ClusterPair, read_columns
 
@@ -51,16 +50,3 @@ def pin(store: AppData, pinner: int, board: int, at_ms: int) -> AppObject:
     return graph.create_pin(store, pinner, board, {"title": f"pin at {at_ms}"}, created_at_ms=at_ms)
 
 
-def rows_with_column(pair: ClusterPair, cluster: str, qualifier: bytes) -> Counter[int]:
-    """Every user whose row on ``cluster`` has ``qualifier``, with how many
-    cells of it the row holds: one scan of the whole table, filtered on the
-    region server, so checking a 100,000-follower fan-out reads only its cells."""
-    scan_filter = b"QualifierFilter(=, 'binary:" + qualifier + b"') AND KeyOnlyFilter()"
-
-    def work(connection: Any) -> Counter[int]:
-        found: Counter[int] = Counter()
-        for key, data in connection.table(TABLE).scan(filter=scan_filter, batch_size=5000):
-            found[parse_row_key(key)] += len(data)
-        return found
-
-    return pair[cluster].run(f"scan {TABLE} for {qualifier!r}", work)

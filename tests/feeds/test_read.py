@@ -3,51 +3,25 @@ pin objects; the standby answers when the primary is slow or down."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tasks.appdata import graph
 from tasks.appdata.store import AppData
-from tasks.feeds.fanout import FanoutJob, fanout_page
 from tasks.feeds.read import FeedReader, FeedUnavailable
 from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.settings import Address
-from tests.feeds.helpers import apply_all, pin, tick, user
+from tests.feeds.helpers import feed_of, silent_port, user
 from tests.servers import services
 
 MARGIN_S = 1.5
 
 
-def feed_of(store: AppData, pair: ClusterPair, count: int) -> tuple[int, list[int]]:
-    """A follower whose feed has ``count`` pins, fanned out to both clusters: the user and the pin ids, newest first."""
-    pinner = user(store, "pinner")
-    board = graph.create_board(store, pinner, {"name": "b"}).id
-    follower = user(store, "reader")
-    graph.follow_user(store, follower, pinner, at_ms=tick())
-    pins = []
-    for _ in range(count):
-        created = tick()
-        p = pin(store, pinner, board, created)
-        pins.append(p.id)
-        job: FanoutJob | None = FanoutJob(p.id, pinner, board, created)
-        while job is not None:
-            step = fanout_page(store, job)
-            apply_all(pair, step.writes)
-            job = step.next_job
-    return follower, pins[::-1]
-
-
 @pytest.fixture
 def black_hole() -> Iterator[Address]:
-    """A port that accepts connections (the kernel's backlog) and never answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    yield Address("127.0.0.1", sock.getsockname()[1])
-    sock.close()
+    with silent_port() as address:
+        yield address
 
 
 def test_read_pages_newest_first_joined_to_pins(appdata: AppData, pair: ClusterPair) -> None:
