@@ -10,7 +10,7 @@ import pytest
 from tasks.appdata import graph
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
-from tests.feeds.helpers import feeds, pin, user
+from tests.feeds.helpers import feeds, user
 from tests.feeds.world import FeedWorld, longest_run_ms
 
 BACKENDS = ["redis", "redis+thrift", "mysql"]
