@@ -47,6 +47,7 @@ _STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/controls.js": ("controls.js", "text/javascript; charset=utf-8"),
+    "/static/hbase.js": ("hbase.js", "text/javascript; charset=utf-8"),
 }
 # The page may talk to this server only; the Flower link is a navigation,
 # which this policy does not restrict.
