@@ -101,11 +101,19 @@ class PinLaterTask(Task):  # type: ignore[misc]
         return shared_client(TransportSettings.from_options(self.app.conf.broker_transport_options).pinlater)
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
-                    link: Any = None, link_error: Any = None, shadow: Any = None, **options: Any) -> Any:
-        """As Celery's; the result also has ``descriptor``, the PinLater job."""
-        if self.retry_policy is not None:
+                    link: Any = None, link_error: Any = None, shadow: Any = None, *,
+                    idempotency_key: str | None = None, **options: Any) -> Any:
+        """As Celery's; the result also has ``descriptor``, the PinLater job.
+        ``idempotency_key``: a publish with a key already used on this queue
+        within the job service's window (``PINLATER_IDEMPOTENCY_WINDOW_MS``)
+        makes no new job, and its descriptor is the first one's; a task that
+        is run again after a crash then does not publish its successors twice."""
+        if self.retry_policy is not None or idempotency_key is not None:
             headers = dict(options.pop("headers", None) or {})
-            headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            if self.retry_policy is not None:
+                headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            if idempotency_key is not None:
+                headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
         take_descriptor()
         result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)

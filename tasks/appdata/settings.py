@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tasks.appdata.shardmap import DEFAULT_PREFIX, ShardMap
+from tasks.errors import SettingError
 
 DEFAULT_SHARDS = "0-3=mysql://pinlater:pinlater@127.0.0.1:13306"
 SHARDS_VAR = "PINLATER_APPDATA_SHARDS"
@@ -22,13 +23,8 @@ PREFIX_VAR = "PINLATER_APPDATA_DATABASE_PREFIX"
 TIMEOUT_VAR = "PINLATER_APPDATA_SOCKET_TIMEOUT_S"
 
 
-class AppDataSettingError(ValueError):
-    """A PINLATER_APPDATA_* variable has a value we cannot use; the message
-    starts with the variable's name."""
-
-    def __init__(self, variable: str, problem: str) -> None:
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+class AppDataSettingError(SettingError):
+    """A PINLATER_APPDATA_* variable has a value we cannot use."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,16 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tasks.appdata.mappings import MAX_PAGE
+from tasks.errors import SettingError
 from tasks.hbase.settings import Address
 
 
-class FeedSettingError(ValueError):
-    """A PINLATER_FEED_* variable has a value we cannot use; the message
-    starts with the variable's name."""
-
-    def __init__(self, variable: str, problem: str) -> None:
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+class FeedSettingError(SettingError):
+    """A PINLATER_FEED_* variable has a value we cannot use."""
 
 
 @dataclass(frozen=True, slots=True)

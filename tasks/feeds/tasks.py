@@ -31,7 +31,7 @@ from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, Unknow
 from tasks.feeds import queues
 from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes
-from tasks.feeds.runtime import runtime
+from tasks.feeds.runtime import FeedRuntime, runtime
 from tasks.feeds.settings import FeedSettings
 from tasks.feeds.trim import InvalidTrimJob, SweepJob, TrimJob, over, sweep_page, trim_writes
 from tasks.feeds.writes import CLUSTERS, InvalidWriteBody, WriteBody, apply_write
@@ -69,9 +69,24 @@ def _run(task: PinLaterTask, work: Callable[[], T]) -> T:
         raise task.retry(exc=exc) from None
 
 
-def publish_writes(writes: list[WriteBody], priority: int) -> None:
+def publish_writes(writes: list[WriteBody], priority: int, key: str | None = None) -> None:
+    """One write job per cluster. With ``key`` (what made the writes), a
+    replay of the job that made them publishes none again."""
     for body in writes:
-        WRITE_TASKS[body.cluster].apply_async(args=[body.to_json()], priority=priority)
+        WRITE_TASKS[body.cluster].apply_async(
+            args=[body.to_json()], priority=priority,
+            idempotency_key=None if key is None else f"{key}:{body.cluster}",
+        )
+
+
+def _key(rt: FeedRuntime, what: str) -> str:
+    """An idempotency key, in the namespace of this app data (ids are unique
+    within it; a test or demo database made again reuses them)."""
+    return f"{rt.store.shard_map.database_prefix}{what}"
+
+
+def _page_key(rt: FeedRuntime, job: FanoutJob) -> str:
+    return _key(rt, f"fanout:{job.pin_id}:{job.created_at_ms}:{job.phase}:{job.cursor or ''}")
 
 
 @shared_task(name="feeds.fanout", **_options(queues.FANOUT))
@@ -83,17 +98,21 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
         job = FanoutJob.from_json(body)
         rt = runtime()
         step = fanout_page(rt.store, job, huge_followers=rt.settings.huge_followers)
-        publish_writes(step.writes, step.priority)
+        # Keyed by page: a page run again (its worker died before the ACK)
+        # publishes neither its writes nor its successor twice, so a crash
+        # does not start a second chain down the rest of the followers.
+        publish_writes(step.writes, step.priority, _page_key(rt, job))
         if step.writes:
             _trim_if_long(rt, job, list(step.writes[0].rows))
         if step.next_job is not None:
-            fanout.apply_async(args=[step.next_job.to_json()], priority=step.priority)
+            fanout.apply_async(args=[step.next_job.to_json()], priority=step.priority,
+                               idempotency_key=_page_key(rt, step.next_job))
         return len(step.writes[0].rows) if step.writes else 0
 
     return _run(self, work)
 
 
-def _trim_if_long(rt: Any, job: FanoutJob, followers: list[int]) -> None:
+def _trim_if_long(rt: FeedRuntime, job: FanoutJob, followers: list[int]) -> None:
     """Checks a few of the page's rows on the primary (the same ones on a
     replay) and enqueues trims of those well over the cap. A feed that keeps
     growing is in many pages, so it is found soon; the sweep finds the rest.
@@ -120,8 +139,10 @@ def follow(self: PinLaterTask, body: str | bytes) -> int:
 
     def work() -> int:
         rt = runtime()
-        writes = follow_writes(rt.store, FollowAction.from_json(body), recent=rt.settings.recent_pins)
-        publish_writes(writes, 1)
+        action = FollowAction.from_json(body)
+        writes = follow_writes(rt.store, action, recent=rt.settings.recent_pins)
+        key = _key(rt, f"follow:{action.follower_id}:{action.followee_id}:{action.action}:{action.at_ms}")
+        publish_writes(writes, 1, key)
         return writes[0].cells() if writes else 0
 
     return _run(self, work)

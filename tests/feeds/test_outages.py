@@ -94,6 +94,11 @@ def test_a_worker_killed_during_fanout_leaves_every_feed_complete_and_duplicate_
     print(f"\nkilled {len(pids)} processes after {done_before} of 81 pages; the rest took "
           f"{time.monotonic() - started:.1f} s")
     assert world.failed_jobs() == {}
-    assert counts[queues.FANOUT]["succeeded"] == 81  # 80 pages of 250, then the empty board phase
+    # 80 pages of 250, then the empty board phase. Pages the dead worker was
+    # running ran again, but their successors were published once (keyed),
+    # so no second chain ran down the rest of the followers. (A kill between
+    # a publish and the key's record can still cost one extra page.)
+    assert 81 <= counts[queues.FANOUT]["succeeded"] <= 83, counts[queues.FANOUT]
+    assert counts[queues.WRITE_PRIMARY]["succeeded"] <= 82, counts[queues.WRITE_PRIMARY]
     for cluster in ("primary", "standby"):
         assert reached(world, cluster, pin) == dict.fromkeys(fans, 1), cluster
