@@ -5,7 +5,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: venv services test demo bench down lint
+.PHONY: venv services test demo demo-core bench down lint
 
 venv: $(STAMP)
 
@@ -22,6 +22,9 @@ test: venv services
 	$(VPY) -m pytest -q
 
 demo: venv services
+	$(VPY) -m tasks.feeds.demo
+
+demo-core: venv services
 	$(VPY) -m pinlater.demo
 
 bench: venv services
@@ -31,4 +34,4 @@ down:
 	scripts/services down
 
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers
+	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers tasks

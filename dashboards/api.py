@@ -10,6 +10,7 @@ Reads (GET):
   /api/job?descriptor=&body=1      one job; its body only when asked, capped
   /api/audit?limit=                operator actions, newest first
   /api/progress                    long operations (see dashboards.progress)
+  /api/hbase                       HBase clusters and feed queues (see dashboards.hbase_panel)
   /metrics                         Prometheus text
 Controls (POST, JSON object body, token and operator headers):
   /api/queues/{queue}/{rate|pause|resume|retry-failed|delete-jobs}
@@ -37,6 +38,8 @@ from typing import Any
 
 from dashboards.audit import AuditLog
 from dashboards.controls import Caller, Controls
+from dashboards.hbase_health import HBaseHealth
+from dashboards.hbase_panel import hbase_panel
 from dashboards.metrics import render
 from dashboards.progress import ProgressBoard
 from dashboards.snapshot import Collector
@@ -124,12 +127,13 @@ class Api:
         collector: Collector,
         audit: AuditLog,
         progress: ProgressBoard,
+        hbase: HBaseHealth,
         *,
         body_cap: int = DEFAULT_BODY_CAP,
         refresh_ms: int = 2000,
     ) -> None:
         self.service, self.settings, self.collector = service, settings, collector
-        self.audit, self.progress = audit, progress
+        self.audit, self.progress, self.hbase = audit, progress, hbase
         self.controls = Controls(service, audit, collector.invalidate)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
@@ -141,6 +145,7 @@ class Api:
             "/api/job": self._job,
             "/api/audit": self._audit,
             "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
+            "/api/hbase": lambda r: json_response(200, hbase_panel(self.collector.snapshot(), self.hbase)),
             "/metrics": self._metrics,
         }
 

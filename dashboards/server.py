@@ -28,11 +28,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dashboards.api import Api, Request, Response, error_response
 from dashboards.audit import AuditLog
+from dashboards.hbase_health import HBaseHealth
 from dashboards.progress import ProgressBoard
 from dashboards.records import open_records
 from dashboards.snapshot import Collector
 from pinlater.service import JobService
 from pinlater.settings import Settings
+from tasks.hbase import HBaseSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ _STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/controls.js": ("controls.js", "text/javascript; charset=utf-8"),
+    "/static/hbase.js": ("hbase.js", "text/javascript; charset=utf-8"),
 }
 # The page may talk to this server only; the Flower link is a navigation,
 # which this policy does not restrict.
@@ -233,8 +236,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 class Dashboard:
     """The whole dashboard: its own job service client, the snapshot
-    collector, the records and the HTTP server. ``start()`` serves in a
-    thread; ``close()`` stops everything."""
+    collector, the records, the HBase probes and the HTTP server.
+    ``start()`` serves in a thread; ``close()`` stops everything.
+
+    ``hbase`` says where the feed tasks' clusters are; by default
+    ``HBaseSettings.from_env()``, and settings it cannot read leave the
+    HBase panel saying why instead of stopping the dashboard."""
 
     def __init__(
         self,
@@ -247,6 +254,7 @@ class Dashboard:
         rate_window_minutes: int = 5,
         owns_service: bool = False,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        hbase: HBaseSettings | None = None,
     ) -> None:
         if settings.dashboard_protect_reads and settings.dashboard_token_sha256 is None:
             raise ValueError("PINLATER_DASHBOARD_PROTECT_READS needs PINLATER_DASHBOARD_TOKEN")
@@ -254,8 +262,10 @@ class Dashboard:
         self._owns_service = owns_service
         self.collector = Collector(service, ttl_s=refresh_s, rate_window_minutes=rate_window_minutes)
         self.records = open_records(settings.resolved_control_url, settings.socket_timeout_s)
+        self.hbase = (HBaseHealth.from_env(interval_s=refresh_s) if hbase is None
+                      else HBaseHealth(hbase, interval_s=refresh_s))
         self.api = Api(service, settings, self.collector, AuditLog(self.records), ProgressBoard(self.records),
-                       refresh_ms=int(refresh_s * 1000))
+                       self.hbase, refresh_ms=int(refresh_s * 1000))
         try:
             self.http = DashboardServer(
                 self.api,
@@ -264,6 +274,7 @@ class Dashboard:
                 request_timeout_s,
             )
         except BaseException:  # e.g. the port is taken: release what was opened
+            self.hbase.close()
             self.collector.close()
             self.records.close()
             raise
@@ -284,6 +295,7 @@ class Dashboard:
         return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def start(self) -> Dashboard:
+        self.hbase.start()
         self._thread = threading.Thread(target=self.http.serve_forever, name="pinlater-dashboard", daemon=True)
         self._thread.start()
         return self
@@ -293,6 +305,7 @@ class Dashboard:
             self.http.shutdown()
             self._thread.join(timeout=5)
         self.http.server_close()
+        self.hbase.close()
         self.collector.close()
         self.records.close()
         if self._owns_service:

@@ -13,6 +13,9 @@ SERVICES = REPO / "scripts" / "services"
 
 REDIS_PORTS = (16379, 16380)
 MYSQL = "mysql://pinlater:pinlater@127.0.0.1:13306"
+# Thrift1 servers of the two HBase clusters (scripts/hbase).
+HBASE_PRIMARY = "127.0.0.1:19090"
+HBASE_STANDBY = "127.0.0.1:19091"
 
 # Tests use their own Redis db numbers and database names, apart from the demo's.
 REDIS_SHARD_DB = 1
@@ -28,7 +31,7 @@ def mysql_url(database: str) -> str:
 
 
 def ensure_services() -> None:
-    """Start Redis and MariaDB with the project's script (idempotent)."""
+    """Start Redis, MariaDB and HBase with the project's script (idempotent)."""
     if os.environ.get("PINLATER_TEST_SERVICES_STARTED") == "1":
         return
     result = subprocess.run([str(SERVICES), "up"], capture_output=True, text=True, timeout=900)
@@ -41,3 +44,13 @@ def ensure_services() -> None:
 
 def redis_cli(*args: str) -> None:
     subprocess.run([str(SERVICES), *args], check=True, capture_output=True, timeout=120)
+
+
+def services(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``scripts/services ARGS``; fail loudly with its output."""
+    result = subprocess.run([str(SERVICES), *args], capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"scripts/services {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return result

@@ -79,6 +79,8 @@ def make_app(
         worker_send_task_events=False,
         event_queue_expires=60,
         event_queue_ttl=5,
+        # Adds the tasks' own periodic entries (run_every_s) to beat_schedule.
+        beat_scheduler="workers.beat:PinLaterScheduler",
     )
     app.conf.update(config)
     return app

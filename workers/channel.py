@@ -108,16 +108,17 @@ class Channel(virtual.Channel):
             body = body.encode(message.get("content-encoding") or "utf-8")
         run_after_ms = eta_to_ms(headers.get("eta"))
         attempts = headers.pop("pinlater_attempts", None)
+        idempotency_key = headers.pop("pinlater_idempotency_key", None)
         priority = self._priority(queue, message["properties"].get("priority"))
         job = Job(encode(message, body), priority=priority, run_after_ms=run_after_ms,
                   attempts_allowed=int(attempts) if attempts else None)
         try:
-            [descriptor] = self.client.enqueue(queue, [job])
+            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
         except QueueNotFound:
             # Deleted since this process declared it (an operator, a test
             # reset): declare again, as a fresh process would.
             self.connection.ensure_queue(queue, again=True)
-            [descriptor] = self.client.enqueue(queue, [job])
+            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
         remember_descriptor(descriptor)
         if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
             WAKER.wake(self.connection.bus, self.connection.names.wake(queue))

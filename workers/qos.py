@@ -30,6 +30,9 @@ from kombu.transport import virtual
 
 from pinlater.models import Ack
 
+# Custom statuses stay short: they are appended on every attempt.
+STATUS_MAX = 240
+
 log = logging.getLogger(__name__)
 
 
@@ -61,6 +64,7 @@ class PinLaterQoS(virtual.QoS):
         self._lock = threading.Lock()
         self._pending: dict[str, PendingAcks] = defaultdict(PendingAcks)
         self._delays: dict[str, int] = {}
+        self._statuses: dict[str, str] = {}
         self._started: set[str] = set()
 
     # -- called by the Celery side ----------------------------------------------------
@@ -70,6 +74,12 @@ class PinLaterQoS(virtual.QoS):
         with self._lock:
             if replace or delivery_tag not in self._delays:
                 self._delays[delivery_tag] = max(0, int(delay_ms))
+
+    def set_status(self, delivery_tag: str, status: str) -> None:
+        """Custom status the ACK of this tag appends to the job (how long
+        it ran, or why it failed): operators see it in lookups and scans."""
+        with self._lock:
+            self._statuses[delivery_tag] = status[:STATUS_MAX]
 
     def mark_started(self, delivery_tag: str) -> None:
         """A pool process took the job: from now on the task heartbeats it,
@@ -81,7 +91,8 @@ class PinLaterQoS(virtual.QoS):
         queue = queue_of(delivery_tag)
         if queue is not None:
             with self._lock:
-                self._pending[queue].succeeded.append(Ack(delivery_tag))
+                status = self._statuses.pop(delivery_tag, "")
+                self._pending[queue].succeeded.append(Ack(delivery_tag, status))
                 self._started.discard(delivery_tag)
                 self._delays.pop(delivery_tag, None)
         self._quick_ack(delivery_tag)
@@ -92,11 +103,12 @@ class PinLaterQoS(virtual.QoS):
         if queue is not None:
             with self._lock:
                 delay = self._delays.pop(delivery_tag, 0)
+                status = self._statuses.pop(delivery_tag, "")
                 self._started.discard(delivery_tag)
                 if requeue:
                     self._pending[queue].released.append(delivery_tag)
                 else:
-                    self._pending[queue].failed.append(Ack(delivery_tag, retry_delay_ms=delay))
+                    self._pending[queue].failed.append(Ack(delivery_tag, status, retry_delay_ms=delay))
         self._quick_ack(delivery_tag)
         self.channel.on_settled()
 

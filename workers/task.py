@@ -19,25 +19,40 @@
 * ``priorities``, ``max_dequeue_rate``, ``claim_timeout_ms`` and
   ``retry_policy`` configure the queue when it is first created; after that
   the queue's config is the operators' (``pinlater set-rate`` ...).
+  ``retry_policy`` also stays the task's own (its delays and attempts win
+  over the queue's); ``queue_retry_policy`` only seeds the queue's.
+* ``self.refuse(reason)`` fails a job that can never succeed (a body the
+  task cannot parse) at once: FAILED, with no retries spent on it.
+* ``run_every_s`` (with ``run_every_args``) makes ``celery beat`` publish
+  the task periodically (``workers.app`` adds it to the beat schedule).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import task_postrun, task_prerun
 
+from pinlater.errors import PinLaterError
+from pinlater.models import Checkpoint
 from pinlater.retry import RetryPolicy
 from workers import registry
 from workers.client import queue_config, shared_client
 from workers.heartbeat import HEARTBEATS, Running, beat
 from workers.publish_info import take_descriptor
 from workers.settings import TransportSettings
+
+log = logging.getLogger(__name__)
+
+
+class JobRefused(Exception):
+    """A job its task can never run (``PinLaterTask.refuse``)."""
 
 
 class PinLaterTask(Task):  # type: ignore[misc]
@@ -51,10 +66,17 @@ class PinLaterTask(Task):  # type: ignore[misc]
     pinlater_queue: str | None = None
     # Queue config used only when the queue is first created.
     retry_policy: RetryPolicy | None = None
+    # The queue's retry policy when it is first created, without the task
+    # overriding it afterwards: retry delays and attempts then follow the
+    # queue's config, which operators can change at run time.
+    queue_retry_policy: RetryPolicy | None = None
     priorities: int | None = None
     max_dequeue_rate: float | None = None
     claim_timeout_ms: int | None = None
     auto_heartbeat: bool = True
+    # Published by ``celery beat`` every this many seconds, with these args.
+    run_every_s: float | None = None
+    run_every_args: tuple[Any, ...] = ()
 
     @classmethod
     def on_bound(cls, app: Any) -> None:
@@ -70,6 +92,8 @@ class PinLaterTask(Task):  # type: ignore[misc]
                 create[key] = getattr(cls, key)
         if cls.retry_policy is not None:
             create["retry"] = cls.retry_policy
+        elif cls.queue_retry_policy is not None:
+            create["retry"] = cls.queue_retry_policy
         registry.register(queue, registry.QueueSpec(cls.name, create))
 
     @property
@@ -77,11 +101,19 @@ class PinLaterTask(Task):  # type: ignore[misc]
         return shared_client(TransportSettings.from_options(self.app.conf.broker_transport_options).pinlater)
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
-                    link: Any = None, link_error: Any = None, shadow: Any = None, **options: Any) -> Any:
-        """As Celery's; the result also has ``descriptor``, the PinLater job."""
-        if self.retry_policy is not None:
+                    link: Any = None, link_error: Any = None, shadow: Any = None, *,
+                    idempotency_key: str | None = None, **options: Any) -> Any:
+        """As Celery's; the result also has ``descriptor``, the PinLater job.
+        ``idempotency_key``: a publish with a key already used on this queue
+        within the job service's window (``PINLATER_IDEMPOTENCY_WINDOW_MS``)
+        makes no new job, and its descriptor is the first one's; a task that
+        is run again after a crash then does not publish its successors twice."""
+        if self.retry_policy is not None or idempotency_key is not None:
             headers = dict(options.pop("headers", None) or {})
-            headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            if self.retry_policy is not None:
+                headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            if idempotency_key is not None:
+                headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
         take_descriptor()
         result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
@@ -104,6 +136,21 @@ class PinLaterTask(Task):  # type: ignore[misc]
         if throw:
             raise ret
         return ret
+
+    def refuse(self, reason: str) -> NoReturn:
+        """Fails this job for good: its attempts are set to one (a checkpoint
+        of the claim), so the failure ACK that follows makes it FAILED.
+        Retrying a body that cannot be parsed would only repeat the error."""
+        info = getattr(self.request, "pinlater", None)
+        if info and not self.request.is_eager:
+            queue = info["descriptor"].split(":", 1)[0]
+            try:
+                self.pinlater_client.checkpoint(
+                    queue, [Checkpoint(info["descriptor"], attempts_allowed=1)], source=info["source"]
+                )
+            except PinLaterError as exc:
+                log.warning("could not end %s at once (it will be retried): %s", info["descriptor"], exc)
+        raise JobRefused(reason)
 
     def heartbeat(self) -> bool:
         """Keeps this job's claim; False if it was already lost (timed out)."""

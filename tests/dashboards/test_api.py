@@ -247,6 +247,7 @@ def test_protected_reads_disabled_controls_and_host_check(servers: None) -> None
     try:
         assert call(dash.url + "/api/overview")[0] == 401
         assert call(dash.url + "/metrics")[0] == 401
+        assert call(dash.url + "/api/hbase")[0] == 401
         assert call(dash.url + "/api/overview", headers={"Authorization": "Bearer s3"})[0] == 200
         assert call(dash.url + "/metrics", token="s3")[0] == 200
         status, config = call(dash.url + "/api/config")  # what the page needs to ask for the token

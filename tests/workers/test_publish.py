@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 
 import pytest
 import redis
@@ -110,3 +111,15 @@ def test_warm_shutdown_releases_unstarted_prefetched_jobs_without_spending_attem
     assert pending, "nothing was left to give back"
     assert all(j.attempts_remaining == j.attempts_allowed for j in pending), "a release spent an attempt"
     assert "Restoring" not in procs.log("slow")
+
+
+@REDIS_AND_THRIFT
+@pytest.mark.timeout(60)
+def test_a_publish_with_an_idempotency_key_makes_one_job(app: Celery, service: JobService) -> None:
+    pub = app.tasks["tests.w_pub"]
+    key = uuid.uuid4().hex  # keys outlive a test's queues (the window is 10 minutes)
+    first = pub.apply_async((7,), idempotency_key=f"{key}-3")
+    again = pub.apply_async((7,), idempotency_key=f"{key}-3")
+    other = pub.apply_async((7,), idempotency_key=f"{key}-4")
+    assert again.descriptor == first.descriptor != other.descriptor
+    assert service.count(qname("w_pub"), "pending") == 2

@@ -1,0 +1,366 @@
+"""Following feeds on HBase: fan-out write throughput against a raw
+happybase ceiling, and feed-read latency with the primary up and stalled.
+
+Fan-out: one account with F followers pins P times; the fan-out tasks
+(Celery workers on PinLater: pages of 1,000 followers, one write job per
+page and cluster) put F x P cells into each cluster. Timed from the first
+enqueue to the last write job's ACK. Beside it, in the same run, the
+ceiling: a raw happybase loop putting the same cells (batches of 1,000
+rows at the pin's timestamp, the write jobs' shape) with as many processes
+as the workers have pool processes, half per cluster. Rounds alternate
+which goes first; the medians are compared.
+
+Reads: feeds of 100 pins for 2,000 users; a FeedReader (pins joined from
+MySQL) at a fixed request rate, latency measured from each request's
+scheduled time (so a stall is not hidden by the client waiting). The
+primary is reached through a local TCP relay that the benchmark can stall
+(it stops forwarding, as a hung region server would): "up" and "stalled"
+both go through it.
+
+    python bench/feeds.py              # F=50,000, P=4, 2 rounds; reads 100/s for 10 s
+    python bench/feeds.py --smoke      # small and quick (CI)
+    python bench/feeds.py --json out.json
+
+Uses the local servers of ``scripts/services`` with its own PinLater Redis
+dbs (14, 15), app-data databases (``appdata_bench_``) and HBase tables
+(prefix ``bench``), all made fresh each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import socket
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import happybase  # noqa: E402
+import redis  # noqa: E402
+
+from pinlater.errors import QueueNotFound  # noqa: E402
+from pinlater.service import JobService  # noqa: E402
+from pinlater.settings import Settings  # noqa: E402
+from tasks.appdata import generate, graph, schema  # noqa: E402
+from tasks.appdata.generate import GraphSpec  # noqa: E402
+from tasks.appdata.settings import AppDataSettings  # noqa: E402
+from tasks.appdata.store import AppData  # noqa: E402
+from tasks.feeds import queues  # noqa: E402
+from tasks.feeds.actions import FeedActions  # noqa: E402
+from tasks.feeds.cells import FAMILY, TABLE, qualifier, row_key  # noqa: E402
+from tasks.feeds.local import worker_processes  # noqa: E402
+from tasks.feeds.read import FeedReader  # noqa: E402
+from tasks.feeds.settings import FeedSettings  # noqa: E402
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.hbase.settings import Address  # noqa: E402
+
+SHARD_URL = "redis://127.0.0.1:16379/14"
+CONTROL_URL = "redis://127.0.0.1:16379/15"
+BENCH_ENV = {
+    "PINLATER_SHARDS": f"b1={SHARD_URL}",
+    "PINLATER_CONTROL_URL": CONTROL_URL,
+    "PINLATER_BUS_PREFIX": "benchfeeds:",
+    "PINLATER_CELERY_IMPORTS": "tasks.feeds.tasks",
+    "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_bench_",
+    "PINLATER_HBASE_TABLE_PREFIX": "bench",
+    "PINLATER_FEED_PAGE_SIZE": "1000",
+    "PINLATER_FEED_TRIM_SAMPLE": "0",  # writes only: trims are not what is measured
+    "PINLATER_POLL_INTERVAL_S": "0.2",
+}
+
+
+def bench_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(BENCH_ENV)
+    env.pop("PINLATER_SERVERS", None)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+# ------------------------------------------------------------------ fan-out
+
+
+def raw_put(address: str, prefix: str, pages: list[list[int]], column: bytes, timestamp: int) -> None:
+    """One mutateRows per page (1,000 rows, in key order), as the write jobs send them."""
+    host, port = address.rsplit(":", 1)
+    connection = happybase.Connection(host, int(port), table_prefix=prefix, timeout=60_000)
+    try:
+        table = connection.table(TABLE)
+        for page in pages:
+            with table.batch(timestamp=timestamp) as batch:
+                for user in sorted(page):
+                    batch.put(row_key(user), {column: b""})
+    finally:
+        connection.close()
+
+
+def raw_round(hbase: HBaseSettings, pages: list[list[int]], pins: list[tuple[int, int]], procs: int) -> float:
+    """The ceiling: the same cells in the same batches, plain happybase,
+    ``procs`` processes (half per cluster)."""
+    per_cluster = max(1, procs // 2)
+    work = []
+    for address in (str(hbase.primary), str(hbase.standby)):
+        for pin_id, created in pins:
+            column = f"{FAMILY}:".encode() + qualifier(created, pin_id)
+            for part in range(per_cluster):
+                work.append((address, hbase.table_prefix, pages[part::per_cluster], column, created))
+    ctx = multiprocessing.get_context("fork")
+    started = time.perf_counter()
+    with ctx.Pool(per_cluster * 2) as pool:
+        pool.starmap(raw_put, work)
+    return time.perf_counter() - started
+
+
+def task_round(service: JobService, actions: FeedActions, celebrity: int, board: int, count: int) -> float:
+    """From the first enqueue to the last ACK, in the shard's clock: the end
+    is read from the finished jobs, so the wait for them can poll slowly and
+    cost the machine next to nothing."""
+    shard = service.shards.all()[0]
+    started_ms = shard.now_ms()
+    for _ in range(count):
+        actions.create_pin(celebrity, board, {"title": "bench"})
+    deadline = time.monotonic() + 600
+    while left := sum(service.count(q, s) for q in MEASURED for s in ("pending", "running")):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench/feeds.py: {left} feed jobs still not done after 10 minutes")
+        time.sleep(0.5)
+    ended_ms = max(_finished_since(service, queue, started_ms) for queue in MEASURED)
+    return (ended_ms - started_ms) / 1000
+
+
+MEASURED = (queues.FANOUT, queues.WRITE_PRIMARY, queues.WRITE_STANDBY)
+
+
+def _finished_since(service: JobService, queue: str, since_ms: int) -> int:
+    latest = since_ms
+    for priority in (1, 2, 3):
+        continuation = "0"
+        while continuation != "-1":
+            result = service.scan(queue, "succeeded", priority=priority, continuation=continuation, limit=1000)
+            latest = max([latest, *(job.updated_at_ms for job in result.jobs if job.created_at_ms >= since_ms)])
+            continuation = result.continuation
+    return latest
+
+
+def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobService, store: AppData,
+                 hbase: HBaseSettings) -> dict[str, Any]:
+    spec = GraphSpec(users=args.followers + 1, boards=10, pins=0, follows_per_user=0, board_follows_per_user=0,
+                     celebrities=1, celebrity_followers=args.followers, seed=4)
+    summary = generate.generate(store, spec)
+    celebrity = summary.celebrity_ids[0]
+    board = graph.create_board(store, celebrity, {"name": "bench"}).id
+    fans: list[int] = []
+    pages: list[list[int]] = []  # the fan-out's pages, in its order
+    cursor = None
+    while True:
+        page = graph.followers_of_user(store, celebrity, limit=1000, cursor=cursor)
+        if page.ids:
+            pages.append(page.ids)
+            fans.extend(page.ids)
+        if page.next is None:
+            break
+        cursor = page.next
+    actions = FeedActions(store, service, FeedSettings.from_env(env))
+    actions.ensure_queues()
+    logdir = REPO / ".var" / "bench"
+    logdir.mkdir(parents=True, exist_ok=True)
+    pool_procs = args.workers * args.concurrency
+    cells = len(fans) * args.pins * 2
+    raw_s: list[float] = []
+    task_s: list[float] = []
+    with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeeds"):
+        task_round(service, actions, celebrity, board, 1)  # warm: workers up, connections open
+        for round_ in range(args.rounds):
+            # Alternate which goes first: HBase flushes its memstore as data
+            # piles up, and the later phase of a round would pay for both.
+            pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
+            if round_ % 2 == 0:
+                raw_s.append(raw_round(hbase, pages, pins, pool_procs))
+                task_s.append(task_round(service, actions, celebrity, board, args.pins))
+            else:
+                task_s.append(task_round(service, actions, celebrity, board, args.pins))
+                raw_s.append(raw_round(hbase, pages, pins, pool_procs))
+    raw_rate = cells / statistics.median(raw_s)
+    task_rate = cells / statistics.median(task_s)
+    return {
+        "followers": len(fans), "pins": args.pins, "cells_per_round": cells, "rounds": args.rounds,
+        "workers": args.workers, "concurrency": args.concurrency,
+        "tasks_cells_per_s": task_rate, "raw_cells_per_s": raw_rate, "ratio": task_rate / raw_rate,
+        "tasks_s": task_s, "raw_s": raw_s,
+    }
+
+
+# ------------------------------------------------------------------ reads
+
+
+class StallableRelay:
+    """A TCP relay to ``target`` on 127.0.0.1; while stalled it forwards
+    nothing in either direction (connections stay open, calls hang)."""
+
+    def __init__(self, target: Address) -> None:
+        self.target = target
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = Address("127.0.0.1", self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection((self.target.host, self.target.port))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        with suppress(OSError):
+            while data := src.recv(65536):
+                self.flowing.wait()
+                dst.sendall(data)
+        with suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.flowing.set()
+        self.listener.close()
+
+
+def read_phase(reader: FeedReader, users: list[int], rate: float, seconds: float) -> dict[str, Any]:
+    """Open loop: request i is due at start + i/rate; its latency counts from then."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    served: dict[str, int] = {}
+    errors = 0
+    lock = threading.Lock()
+    rng = random.Random(5)
+
+    def one(due: float, user: int) -> None:
+        nonlocal errors
+        try:
+            page = reader.read(user, None, 25)
+        except Exception:  # noqa: BLE001 (counted, and the run goes on)
+            with lock:
+                errors += 1
+            return
+        with lock:
+            latencies.append(time.perf_counter() - due)
+            served[page.served_by] = served.get(page.served_by, 0) + 1
+
+    start = time.perf_counter() + 0.1
+    with ThreadPoolExecutor(max_workers=64) as executor:
+        for i in range(total):
+            due = start + i / rate
+            time.sleep(max(0.0, due - time.perf_counter()))
+            executor.submit(one, due, rng.choice(users))
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
+
+    return {"requests": total, "errors": errors, "served_by": served,
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": pct(1.0)}
+
+
+def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbase: HBaseSettings,
+               settings: FeedSettings) -> dict[str, Any]:
+    owner = graph.create_user(store, {"name": "bench pinner"}).id
+    board = graph.create_board(store, owner, {"name": "bench"}).id
+    pins = [graph.create_pin(store, owner, board, {"title": f"p{i}"}) for i in range(100)]
+    users = [graph.create_user(store, {"name": f"reader {i}"}).id for i in range(args.readers)]
+    # Feeds written directly (the fan-out is measured above): 100 pins per reader.
+    for pin in pins:
+        column = f"{FAMILY}:".encode() + qualifier(pin.created_at_ms, pin.id)
+        for pool in pair:
+            raw_put(str(pool.address), hbase.table_prefix, [users[i:i + 1000] for i in range(0, len(users), 1000)],
+                    column, pin.created_at_ms)
+    relay = StallableRelay(hbase.primary)
+    through_relay = ClusterPair.from_settings(
+        HBaseSettings(relay.address, hbase.standby, hbase.table_prefix, pool_size=16, call_timeout_s=5.0))
+    cutoff_s = settings.read_cutoff_ms / 1000
+    reader = FeedReader(through_relay, store, cutoff_s, settings.shadow_share, threads=16)
+    try:
+        read_phase(reader, users, args.read_rate, min(2.0, args.read_seconds))  # warm caches and pools
+        up = read_phase(reader, users, args.read_rate, args.read_seconds)
+        relay.flowing.clear()
+        stalled = read_phase(reader, users, args.read_rate, args.read_seconds)
+    finally:
+        relay.close()
+        reader.close()
+        through_relay.close()
+    return {"rate_per_s": args.read_rate, "seconds": args.read_seconds, "cutoff_ms": settings.read_cutoff_ms,
+            "shadow_share": settings.shadow_share, "up": up, "stalled": stalled}
+
+
+# ------------------------------------------------------------------ main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--followers", type=int, default=50_000)
+    parser.add_argument("--pins", type=int, default=4, help="pins per round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
+    parser.add_argument("--concurrency", type=int, default=2, help="pool processes per worker")
+    parser.add_argument("--readers", type=int, default=2000)
+    parser.add_argument("--read-rate", type=float, default=100.0)
+    parser.add_argument("--read-seconds", type=float, default=10.0)
+    parser.add_argument("--smoke", action="store_true", help="small and quick")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.smoke:
+        args.followers, args.pins, args.rounds, args.readers = 3000, 1, 1, 200
+        args.read_rate, args.read_seconds = 50.0, 2.0
+
+    env = bench_env()
+    for url in (SHARD_URL, CONTROL_URL):
+        redis.Redis.from_url(url).flushdb()
+    settings = Settings.from_env(env)
+    store = AppData(AppDataSettings.from_env(env))
+    hbase = HBaseSettings.from_env(env)
+    pair = ClusterPair.from_settings(hbase)
+    schema.drop_shards(store)
+    schema.create_shards(store)
+    for pool in pair:
+        drop_table(pool, TABLE)
+    ensure_tables(pair)
+    with JobService.from_settings(settings, source="bench-feeds") as service:
+        for name in queues.ALL:
+            with suppress(QueueNotFound):
+                service.create_queue(name, **queues.create_options(name))
+        fanout = fanout_bench(args, env, service, store, hbase)
+    print(f"fan-out: {fanout['followers']:,} followers x {fanout['pins']} pins x 2 clusters = "
+          f"{fanout['cells_per_round']:,} cells per round, {fanout['rounds']} round(s), "
+          f"{fanout['workers']} workers x {fanout['concurrency']} processes")
+    print(f"  tasks (Celery on PinLater): {fanout['tasks_cells_per_s']:,.0f} cells/s")
+    print(f"  raw happybase batch puts:   {fanout['raw_cells_per_s']:,.0f} cells/s")
+    print(f"  ratio: {fanout['ratio']:.2f}")
+    reads = read_bench(args, store, pair, hbase, FeedSettings.from_env(env))
+    print(f"reads: {reads['rate_per_s']:.0f}/s for {reads['seconds']:.0f} s, 25 pins a page, "
+          f"cut-off {reads['cutoff_ms']:.0f} ms, shadow share {reads['shadow_share']}")
+    for phase in ("up", "stalled"):
+        r = reads[phase]
+        print(f"  primary {phase:8} p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  "
+              f"p99.9 {r['p999_ms']:7.1f} ms  served by {r['served_by']}  errors {r['errors']}")
+    store.close()
+    pair.close()
+    if args.json:
+        args.json.write_text(json.dumps({"fanout": fanout, "reads": reads}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""The HBase panel (``GET /api/hbase``): the health of both clusters and the
+PinLater queues of the following-feed tasks, built from the snapshot the
+rest of the page shows and the last probes of ``dashboards.hbase_health``,
+so it reads nothing more from the shards or the clusters. Its shape:
+
+    taken_at_ms, partial, settings_error,
+    clusters: [{name, address, reachable, latency_ms, error, checked_at_ms,
+                write_queue, backlog: QUEUE}],
+    fanout: QUEUE and {lag_ms, oldest_run_after_ms},
+    trim: QUEUE,           (succeeded: trims done within the queue's retention)
+    trim_sweep: QUEUE      (pending or running: a sweep in progress)
+
+where QUEUE is {queue, exists, config_error, pending_now, pending_future,
+pending, running, succeeded, failed}: pending_now is due, pending_future
+waits for its run_after (retries waiting among them), pending is both. A
+queue not created yet shows zeros with ``exists`` false; counts are null
+when its stored config cannot be read (``config_error`` says why). Like the
+snapshot, ``partial`` means a shard is down and its jobs are not counted.
+
+Fan-out lag is now - run_after of the oldest due pending job of the fan-out
+queue (0 when none is due). It is the snapshot's ``oldest_pending`` of that
+queue, which the pass finds for every queue anyway: per shard and priority
+holding due jobs, one dry-run peek at the job dequeue would take next (the
+oldest run_after first) and a lookup of its run_after, and nothing more
+here. ``scan`` would cost far more: it returns pending jobs newest first,
+so the oldest comes last, after every other pending job has been read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from dashboards.hbase_health import HBaseHealth
+from dashboards.snapshot import STATES
+from tasks.feeds.queues import FANOUT, TRIM, TRIM_SWEEP, WRITE
+
+
+def _queue(snap: Mapping[str, Any], name: str) -> dict[str, Any]:
+    view = next((q for q in snap["queues"] if q["name"] == name), None)
+    counts = dict.fromkeys(STATES, 0) if view is None else view["counts"]
+    out: dict[str, Any] = {"queue": name, "exists": view is not None,
+                           "config_error": None if view is None else view["config_error"]}
+    if counts is None:  # not even its priorities could be read: nothing was counted
+        return {**out, **dict.fromkeys(STATES), "pending": None}
+    return {**out, **counts, "pending": counts["pending_now"] + counts["pending_future"]}
+
+
+def _fanout(snap: Mapping[str, Any]) -> dict[str, Any]:
+    view = next((q for q in snap["queues"] if q["name"] == FANOUT), None)
+    oldest = view["oldest_pending"] if view is not None else None
+    return {
+        **_queue(snap, FANOUT),
+        "lag_ms": oldest["age_ms"] if oldest else 0,
+        "oldest_run_after_ms": oldest["run_after_ms"] if oldest else None,
+    }
+
+
+def hbase_panel(snap: Mapping[str, Any], health: HBaseHealth) -> dict[str, Any]:
+    clusters = [
+        {**dataclasses.asdict(c), "write_queue": WRITE[c.name], "backlog": _queue(snap, WRITE[c.name])}
+        for c in health.clusters()
+    ]
+    return {
+        "taken_at_ms": snap["taken_at_ms"],
+        "partial": snap["partial"],
+        "settings_error": health.settings_error,
+        "clusters": clusters,
+        "fanout": _fanout(snap),
+        "trim": _queue(snap, TRIM),
+        "trim_sweep": _queue(snap, TRIM_SWEEP),
+    }

@@ -1,0 +1,177 @@
+"""The social graph on top of objects and mappings: users, boards, pins and
+follows, with the shard rules and the reverse mappings.
+
+Where new objects go:
+- a user: a random mapped shard (``shard=`` to choose one);
+- a board: its owner's shard;
+- a pin: its board's shard (seed 000's preference), so a board's pins and
+  the board_has_pins rows sit together.
+
+Reverse mappings (a follow is user_follows_X on the follower's shard and
+X_followed_by_user on the followee's shard) are two writes to two shards,
+with no transaction across them. The order keeps one invariant at every
+moment: **the reverse rows are a subset of the forward rows.**
+- follow: forward first, then reverse;
+- unfollow: reverse first, then forward.
+So a failure between the two writes leaves a follow that fan-out does not
+see yet (a missed pin), never a non-follower who gets pins. Both writes are
+idempotent (an existing pair keeps its sequence; removing a missing one is
+a no-op), so the remedy is to run the whole call again: the follow/unfollow
+tasks call these functions inside a PinLater job, and a failure raises out
+of the task, and PinLater retries the job until both writes are done.
+``repair_reverse`` re-adds missing reverse rows of one user from the forward
+table (a backfill/verify job can walk users with it).
+
+The forward table is the truth for "does U follow P / B"
+(``follows_user``, ``follows_board``); the reverse tables feed fan-out.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tasks.appdata import mappings, objects
+from tasks.appdata.ids import InvalidId, ObjectType, expect_type, split_id
+from tasks.appdata.mappings import Cursor, Edge, Page
+from tasks.appdata.objects import AppObject
+from tasks.appdata.store import AppData, now_ms
+from tasks.appdata.tables import (
+    BOARD_FOLLOWED_BY_USER,
+    BOARD_HAS_PINS,
+    REVERSE,
+    USER_FOLLOWED_BY_USER,
+    USER_FOLLOWS_BOARD,
+    USER_FOLLOWS_USER,
+    USER_HAS_BOARDS,
+    USER_HAS_PINS,
+    MappingTable,
+)
+
+# ---------------------------------------------------------------- objects
+
+
+def create_user(
+    store: AppData,
+    data: Mapping[str, Any],
+    *,
+    shard: int | None = None,
+    created_at_ms: int | None = None,
+    rng: random.Random | None = None,
+) -> AppObject:
+    if shard is None:
+        shard = (rng or random).choice(store.shard_map.shards)
+    return objects.create(store, ObjectType.USER, shard, data, created_at_ms=created_at_ms)
+
+
+def create_board(
+    store: AppData, owner_id: int, data: Mapping[str, Any], *, created_at_ms: int | None = None
+) -> AppObject:
+    """A board on its owner's shard; ``user_id`` is set in its data."""
+    shard = expect_type(owner_id, ObjectType.USER).shard
+    board = objects.create(store, ObjectType.BOARD, shard, {**data, "user_id": owner_id}, created_at_ms=created_at_ms)
+    mappings.add(store, USER_HAS_BOARDS, owner_id, board.id, board.created_at_ms)
+    return board
+
+
+def create_pin(
+    store: AppData, pinner_id: int, board_id: int, data: Mapping[str, Any], *, created_at_ms: int | None = None
+) -> AppObject:
+    """A pin on its board's shard; ``user_id`` and ``board_id`` are set in
+    its data; board_has_pins and user_has_pins get sequence = created_at.
+    The object is written first: if a mapping write fails, the pin exists
+    but nothing points at it (invisible, harmless); a retry makes another."""
+    expect_type(pinner_id, ObjectType.USER)
+    shard = expect_type(board_id, ObjectType.BOARD).shard
+    pin = objects.create(
+        store, ObjectType.PIN, shard, {**data, "user_id": pinner_id, "board_id": board_id}, created_at_ms=created_at_ms
+    )
+    mappings.add(store, BOARD_HAS_PINS, board_id, pin.id, pin.created_at_ms)
+    mappings.add(store, USER_HAS_PINS, pinner_id, pin.id, pin.created_at_ms)
+    return pin
+
+
+def get_pins(store: AppData, pin_ids: Sequence[int]) -> list[AppObject]:
+    """Feed reads: pins by id across shards, in the order given, unknown ids left out."""
+    return objects.get_many(store, pin_ids, ObjectType.PIN)
+
+
+# ---------------------------------------------------------------- follows
+
+
+def _link(store: AppData, forward: MappingTable, from_id: int, to_id: int, at_ms: int | None) -> bool:
+    if from_id == to_id:
+        raise InvalidId(f"{from_id} cannot follow itself")
+    sequence = now_ms() if at_ms is None else at_ms
+    added = mappings.add(store, forward, from_id, to_id, sequence)
+    # Also when the forward row was there: a retry completes a half-done follow.
+    mappings.add(store, REVERSE[forward], to_id, from_id, sequence)
+    return added
+
+
+def _unlink(store: AppData, forward: MappingTable, from_id: int, to_id: int) -> bool:
+    mappings.remove(store, REVERSE[forward], to_id, from_id)
+    return mappings.remove(store, forward, from_id, to_id)
+
+
+def follow_user(store: AppData, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
+    """True if this is a new follow. ``at_ms`` (the action's time) is the sequence."""
+    return _link(store, USER_FOLLOWS_USER, follower_id, followee_id, at_ms)
+
+
+def unfollow_user(store: AppData, follower_id: int, followee_id: int) -> bool:
+    return _unlink(store, USER_FOLLOWS_USER, follower_id, followee_id)
+
+
+def follow_board(store: AppData, follower_id: int, board_id: int, *, at_ms: int | None = None) -> bool:
+    return _link(store, USER_FOLLOWS_BOARD, follower_id, board_id, at_ms)
+
+
+def unfollow_board(store: AppData, follower_id: int, board_id: int) -> bool:
+    return _unlink(store, USER_FOLLOWS_BOARD, follower_id, board_id)
+
+
+def follows_user(store: AppData, user_id: int, pinner_id: int) -> bool:
+    return mappings.exists(store, USER_FOLLOWS_USER, user_id, pinner_id)
+
+
+def follows_board(store: AppData, user_id: int, board_id: int) -> bool:
+    return mappings.exists(store, USER_FOLLOWS_BOARD, user_id, board_id)
+
+
+def followers_of_user(store: AppData, user_id: int, *, limit: int, cursor: Cursor | str | None = None) -> Page:
+    """One page of a pinner's followers (newest follow first); see
+    ``tasks.appdata.mappings`` for the cursor's stability."""
+    return mappings.page(store, USER_FOLLOWED_BY_USER, user_id, limit=limit, cursor=cursor)
+
+
+def followers_of_board(store: AppData, board_id: int, *, limit: int, cursor: Cursor | str | None = None) -> Page:
+    return mappings.page(store, BOARD_FOLLOWED_BY_USER, board_id, limit=limit, cursor=cursor)
+
+
+def follower_count(store: AppData, object_id: int) -> int:
+    """Followers of a user or a board (an index range count: fine for
+    dashboards and tests, not for every page view)."""
+    table = BOARD_FOLLOWED_BY_USER if split_id(object_id).type is ObjectType.BOARD else USER_FOLLOWED_BY_USER
+    return mappings.count(store, table, object_id)
+
+
+def recent_pins_of_user(store: AppData, user_id: int, n: int) -> list[Edge]:
+    """The pinner's ``n`` newest pins, newest first; each edge's sequence is
+    the pin's created_at (what a feed column needs, without the object)."""
+    return mappings.recent(store, USER_HAS_PINS, user_id, n)
+
+
+def recent_pins_of_board(store: AppData, board_id: int, n: int) -> list[Edge]:
+    return mappings.recent(store, BOARD_HAS_PINS, board_id, n)
+
+
+def repair_reverse(store: AppData, forward: MappingTable, from_id: int, *, page_size: int = 1000) -> int:
+    """Re-add every reverse row missing for ``from_id``'s forward rows; how
+    many were missing."""
+    reverse = REVERSE[forward]
+    edges = mappings.walk(store, forward, from_id, page_size=page_size)
+    rows = [(edge.to_id, from_id, edge.sequence) for edge in edges]
+    return mappings.add_many(store, reverse, rows)
+

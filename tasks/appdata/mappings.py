@@ -1,0 +1,209 @@
+"""Mapping tables: (from_id, to_id, sequence) rows on the shard of
+``from_id``, one direction per table (``tasks.appdata.tables``).
+
+Order: newest first, by sequence then to_id (both descending). A page walk
+carries a ``Cursor`` (the last row's sequence and to_id) and each page reads
+strictly past it (keyset paging, never OFFSET), so a walk is stable while
+rows change under it:
+
+- a row present when the walk starts and not removed before the walk
+  reaches it is seen exactly once;
+- a row removed before the walk reaches it is not seen;
+- a row added during the walk with a sequence above the cursor (with
+  sequence = action time, every new follow) is not seen, and a pair removed
+  and added again gets a new, higher sequence, so it is never seen twice.
+  Adding a pair that exists keeps its sequence (nothing moves).
+
+Cursors are plain text (``"<sequence>:<to_id>"``) so a chained job can
+carry one in its body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pymysql.cursors import Cursor as DbCursor
+
+from tasks.appdata.ids import expect_type
+from tasks.appdata.sql import sql
+from tasks.appdata.store import AppData
+from tasks.appdata.tables import MappingTable
+
+MAX_PAGE = 10_000
+IN_LIST_MAX = 1000
+_CURSOR = re.compile(r"(-?[0-9]{1,19}):([0-9]{1,20})")
+SEQUENCE_MIN = -(1 << 63)
+SEQUENCE_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    to_id: int
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a walk stopped: the last row returned."""
+
+    sequence: int
+    to_id: int
+
+    def encode(self) -> str:
+        return f"{self.sequence}:{self.to_id}"
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        match = _CURSOR.fullmatch(text.strip()) if isinstance(text, str) else None
+        if not match:
+            raise ValueError(f"not a mapping cursor: {text!r}")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    edges: list[Edge]
+    next: Cursor | None  # None: the walk is over
+
+    @property
+    def ids(self) -> list[int]:
+        return [e.to_id for e in self.edges]
+
+
+def _check(table: MappingTable, from_id: int, to_id: int | None = None) -> int:
+    shard = expect_type(from_id, table.from_type).shard
+    if to_id is not None:
+        expect_type(to_id, table.to_type)
+    return shard
+
+
+def _check_sequence(sequence: int) -> None:
+    if type(sequence) is not int or not SEQUENCE_MIN <= sequence <= SEQUENCE_MAX:
+        raise ValueError(f"sequence {sequence!r} must be a 64-bit signed integer")
+
+
+def add(store: AppData, table: MappingTable, from_id: int, to_id: int, sequence: int) -> bool:
+    """Map from_id -> to_id; True if added, False if the pair was there
+    (its sequence is left as it was)."""
+    shard = _check(table, from_id, to_id)
+    _check_sequence(sequence)
+    stmt = sql("map_add", database=store.locate(shard).database, table=table.name)
+    return store.run(shard, lambda c, _db: c.execute(stmt, (from_id, to_id, sequence))) == 1
+
+
+def add_many(store: AppData, table: MappingTable, rows: Iterable[tuple[int, int, int]], *, chunk: int = 5000) -> int:
+    """Add ``(from_id, to_id, sequence)`` rows with multi-row INSERTs, grouped
+    by the shard of from_id; how many were new."""
+    by_shard: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for from_id, to_id, sequence in rows:
+        _check_sequence(sequence)
+        by_shard[_check(table, from_id, to_id)].append((from_id, to_id, sequence))
+    added = 0
+    for shard, shard_rows in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(shard_rows), chunk):
+            part = shard_rows[start : start + chunk]
+            stmt = sql("map_add_many", database=database, table=table.name, rows=len(part))
+            added += store.run(shard, _executor(stmt, [v for row in part for v in row]))
+    return added
+
+
+def _executor(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], int]:
+    def run(cursor: DbCursor, _database: str) -> int:
+        return cursor.execute(stmt, args)
+
+    return run
+
+
+def remove(store: AppData, table: MappingTable, from_id: int, to_id: int) -> bool:
+    """True if the pair was there."""
+    shard = _check(table, from_id, to_id)
+    stmt = sql("map_remove", database=store.locate(shard).database, table=table.name)
+    return store.run(shard, lambda c, _db: c.execute(stmt, (from_id, to_id))) > 0
+
+
+def exists(store: AppData, table: MappingTable, from_id: int, to_id: int) -> bool:
+    shard = _check(table, from_id, to_id)
+    stmt = sql("map_exists", database=store.locate(shard).database, table=table.name)
+    return store.run(shard, lambda c, _db: c.execute(stmt, (from_id, to_id))) > 0
+
+
+def existing(store: AppData, table: MappingTable, from_id: int, to_ids: Iterable[int]) -> set[int]:
+    """Which of ``to_ids`` from_id maps to (one query per 1,000)."""
+    shard = _check(table, from_id)
+    wanted = list(dict.fromkeys(to_ids))
+    for to_id in wanted:
+        expect_type(to_id, table.to_type)
+    database = store.locate(shard).database
+    found: set[int] = set()
+    for start in range(0, len(wanted), IN_LIST_MAX):
+        part = wanted[start : start + IN_LIST_MAX]
+        stmt = sql("map_existing", database=database, table=table.name, ids=len(part))
+        rows = store.run(shard, _fetcher(stmt, [from_id, *part]))
+        found.update(int(r[0]) for r in rows)
+    return found
+
+
+def count(store: AppData, table: MappingTable, from_id: int) -> int:
+    shard = _check(table, from_id)
+    stmt = sql("map_count", database=store.locate(shard).database, table=table.name)
+    rows = store.run(shard, lambda c, _db: _fetch(c, stmt, [from_id]))
+    return int(rows[0][0])
+
+
+def page(
+    store: AppData, table: MappingTable, from_id: int, *, limit: int, cursor: Cursor | str | None = None
+) -> Page:
+    """Up to ``limit`` rows after ``cursor`` (from the newest when None),
+    newest first; ``next`` is None when no row follows this page."""
+    shard = _check(table, from_id)
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"page limit {limit!r} must be an int in 1..{MAX_PAGE}")
+    if isinstance(cursor, str):
+        cursor = Cursor.decode(cursor)
+    database = store.locate(shard).database
+    args: list[Any]
+    if cursor is None:
+        stmt = sql("map_first_page", database=database, table=table.name)
+        args = [from_id, limit + 1]
+    else:
+        stmt = sql("map_next_page", database=database, table=table.name)
+        args = [from_id, cursor.sequence, cursor.sequence, cursor.to_id, limit + 1]
+    rows = store.run(shard, lambda c, _db: _fetch(c, stmt, args))
+    edges = [Edge(int(to_id), int(sequence)) for to_id, sequence in rows[:limit]]
+    more = len(rows) > limit
+    return Page(edges, Cursor(edges[-1].sequence, edges[-1].to_id) if more else None)
+
+
+def recent(store: AppData, table: MappingTable, from_id: int, n: int) -> list[Edge]:
+    """The ``n`` newest rows (highest sequence first)."""
+    return page(store, table, from_id, limit=n).edges
+
+
+def walk(store: AppData, table: MappingTable, from_id: int, *, page_size: int = 1000) -> Iterable[Edge]:
+    """Every row, newest first, page by page (for tools and repairs; tasks
+    chain pages through their jobs instead)."""
+    cursor: Cursor | None = None
+    while True:
+        p = page(store, table, from_id, limit=page_size, cursor=cursor)
+        yield from p.edges
+        if p.next is None:
+            return
+        cursor = p.next
+
+
+def _fetch(cursor: DbCursor, stmt: str, args: Sequence[Any]) -> tuple[tuple[Any, ...], ...]:
+    cursor.execute(stmt, args)
+    return cursor.fetchall()
+
+
+def _fetcher(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], tuple[tuple[Any, ...], ...]]:
+    def run(cursor: DbCursor, _database: str) -> tuple[tuple[Any, ...], ...]:
+        return _fetch(cursor, stmt, args)
+
+    return run
+

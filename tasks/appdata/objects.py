@@ -1,0 +1,155 @@
+"""Object tables: users, boards and pins, each row a local id, created_at
+(ms) and a JSON blob. Create (one or many on one shard), get, and batch get
+across shards (one round trip per server, order kept)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pymysql.cursors import Cursor
+
+from tasks.appdata.ids import IdParts, InvalidId, ObjectType, make_id, split_id
+from tasks.appdata.shardmap import Server
+from tasks.appdata.sql import sql
+from tasks.appdata.store import AppData, now_ms
+from tasks.appdata.tables import OBJECT_TABLES
+
+IN_LIST_MAX = 1000
+# SELECTs joined by UNION ALL in one statement (one per database and type).
+UNION_MAX = 64
+# Rows and bytes of data per multi-row INSERT (below MariaDB's default 16 MB
+# max_allowed_packet, with room for escaping).
+INSERT_CHUNK_BYTES = 4 * 1024 * 1024
+INSERT_CHUNK_ROWS = 5000
+JSONObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AppObject:
+    id: int
+    type: ObjectType
+    created_at_ms: int
+    data: JSONObject
+
+
+def _encode(data: Mapping[str, Any]) -> str:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"object data must be a JSON object (a mapping), got {type(data).__name__}")
+    return json.dumps(dict(data), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def create(
+    store: AppData, kind: ObjectType, shard: int, data: Mapping[str, Any], *, created_at_ms: int | None = None
+) -> AppObject:
+    """Insert one object on ``shard``; its id is composed from the
+    auto-increment local id MySQL hands back."""
+    created = now_ms() if created_at_ms is None else created_at_ms
+    blob = _encode(data)
+    table = OBJECT_TABLES[kind]
+
+    def insert(cursor: Cursor, database: str) -> int:
+        cursor.execute(sql("insert_object", database=database, table=table), (created, blob))
+        return int(cursor.lastrowid)
+
+    local = store.run(shard, insert)
+    return AppObject(make_id(shard, kind, local), kind, created, json.loads(blob))
+
+
+def create_many(
+    store: AppData, kind: ObjectType, shard: int, rows: Sequence[tuple[int, Mapping[str, Any]]]
+) -> list[int]:
+    """Insert ``(created_at_ms, data)`` rows on ``shard`` with multi-row
+    INSERTs; their ids, in order. Ids of one INSERT are consecutive from its
+    first (LAST_INSERT_ID) when the server's auto-increment lock mode is 0
+    or 1 and the increment 1 (MariaDB's defaults); otherwise rows go one by
+    one."""
+    table = OBJECT_TABLES[kind]
+    encoded = [(created, _encode(data)) for created, data in rows]
+    chunks: list[list[tuple[int, str]]] = [[]]
+    size = 0
+    for row in encoded:
+        if chunks[-1] and (size + len(row[1]) + 32 > INSERT_CHUNK_BYTES or len(chunks[-1]) >= INSERT_CHUNK_ROWS):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(row)
+        size += len(row[1]) + 32
+
+    def insert(cursor: Cursor, database: str) -> list[int]:
+        cursor.execute(sql("autoinc_mode"))
+        mode, increment = cursor.fetchone() or (2, 1)
+        if int(mode) == 2 or int(increment) != 1:
+            one = sql("insert_object", database=database, table=table)
+            out: list[int] = []
+            for row in encoded:
+                cursor.execute(one, row)
+                out.append(int(cursor.lastrowid))
+            return out
+        locals_: list[int] = []
+        for chunk in chunks:
+            if not chunk:
+                continue
+            stmt = sql("insert_objects", database=database, table=table, rows=len(chunk))
+            written = cursor.execute(stmt, [value for row in chunk for value in row])
+            if written != len(chunk):
+                raise RuntimeError(f"multi-row insert wrote {written} of {len(chunk)} rows")
+            first = int(cursor.lastrowid)  # LAST_INSERT_ID(): the statement's first row
+            locals_.extend(range(first, first + len(chunk)))
+        return locals_
+
+    if not encoded:
+        return []
+    return [make_id(shard, kind, local) for local in store.run(shard, insert)]
+
+
+def get(store: AppData, object_id: int) -> AppObject | None:
+    found = get_many(store, [object_id])
+    return found[0] if found else None
+
+
+def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None) -> list[AppObject]:
+    """The objects of ``ids`` in the order given, leaving out ids with no row
+    (deleted or never made). Ids of any types may be mixed; with ``kind``,
+    an id of another type is refused (InvalidId). An id whose shard is not
+    in the shard map raises UnknownShard: that is a config error, not a
+    missing object. One statement per server and up to 1,000 ids (the
+    server's databases joined by UNION ALL: independent SELECTs, no join)."""
+    parts: dict[int, IdParts] = {}
+    for object_id in ids:
+        p = split_id(object_id)
+        if kind is not None and p.type is not kind:
+            raise InvalidId(f"id {object_id} is a {p.type.name.lower()}, not a {kind.name.lower()}")
+        parts[object_id] = p
+    # server -> (database, shard, type) -> local ids
+    wanted: dict[Server, dict[tuple[str, int, ObjectType], list[int]]] = defaultdict(lambda: defaultdict(list))
+    for p in parts.values():
+        where = store.locate(p.shard)
+        wanted[where.server][(where.database, p.shard, p.type)].append(p.local)
+    found: dict[int, AppObject] = {}
+    for server, groups in wanted.items():
+        pieces: list[tuple[str, list[int]]] = []
+        for (database, shard, type_), locals_ in groups.items():
+            stmt = sql("get_objects", database=database, table=OBJECT_TABLES[type_], ids=min(len(locals_), IN_LIST_MAX))
+            for start in range(0, len(locals_), IN_LIST_MAX):
+                chunk = locals_[start : start + IN_LIST_MAX]
+                if len(chunk) < IN_LIST_MAX:
+                    stmt = sql("get_objects", database=database, table=OBJECT_TABLES[type_], ids=len(chunk))
+                pieces.append((stmt, [shard, int(type_), *chunk]))
+        for start in range(0, len(pieces), UNION_MAX):
+            batch = pieces[start : start + UNION_MAX]
+            stmt = "\nUNION ALL\n".join(f"({text})" for text, _ in batch)
+            args = [a for _, piece_args in batch for a in piece_args]
+
+            def fetch(cursor: Cursor, stmt: str = stmt, args: list[int] = args) -> tuple[tuple[Any, ...], ...]:
+                cursor.execute(stmt, args)
+                return cursor.fetchall()
+
+            for shard, type_number, local, created, blob in store.pool(server).run(fetch):
+                type_ = ObjectType(int(type_number))
+                oid = make_id(int(shard), type_, int(local))
+                found[oid] = AppObject(oid, type_, int(created), json.loads(blob))
+    return [found[i] for i in ids if i in found]
+

@@ -1,0 +1,114 @@
+-- Every statement of the app-data layer (tasks/appdata). Parsed once by
+-- tasks/appdata/sql.py: a block starts at a line "-- name: NAME" and runs to
+-- the next one; comment lines are dropped.
+--
+-- Placeholders the loader fills (never with caller input):
+--   {database}  a shard database <prefix>s<NNNNN>, checked against a strict regex
+--   {table}     one of the fixed object or mapping table names (a whitelist)
+--   {ids}       n positional %s markers for an IN (...) list
+--   {rows}      n VALUES tuples "(%s, ...)", each as wide as the INSERT's column list
+-- Every value is a %s parameter. Statements name their database
+-- (db.table): one connection per server serves all of its shard databases,
+-- and no statement ever touches two databases (joins happen in Python).
+
+-- ---------------------------------------------------------------- session
+
+-- name: session_isolation
+-- READ COMMITTED: no gap locks between concurrent follows of one user.
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: session_setup
+SET SESSION time_zone = '+00:00'
+
+-- name: autoinc_mode
+-- Multi-row INSERTs get consecutive auto-increment ids unless the lock mode
+-- is 2 ("interleaved") or the increment is not 1.
+SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment
+
+-- ---------------------------------------------------------------- schema
+
+-- name: create_database
+CREATE DATABASE IF NOT EXISTS {database} CHARACTER SET utf8mb4
+
+-- name: drop_database
+DROP DATABASE IF EXISTS {database}
+
+-- name: create_object_table
+-- An object: local_id is the low 36 bits of its 64-bit id; data is a JSON
+-- object (the application's fields); created_at is ms since the epoch, UTC
+-- (a pin's feed column is reverse created_at + pin id).
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  local_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  created_at BIGINT NOT NULL,
+  data MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  PRIMARY KEY (local_id)
+) ENGINE=InnoDB
+
+-- name: create_mapping_table
+-- A one-directional mapping, on the shard of from_id. The primary key makes
+-- a pair unique (a follow exists once) and answers "exists"; by_sequence
+-- serves the newest-first pages (InnoDB appends the primary key to it, so
+-- it covers every page query).
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  from_id BIGINT UNSIGNED NOT NULL,
+  to_id BIGINT UNSIGNED NOT NULL,
+  sequence BIGINT NOT NULL,
+  PRIMARY KEY (from_id, to_id),
+  KEY by_sequence (from_id, sequence, to_id)
+) ENGINE=InnoDB
+
+-- ---------------------------------------------------------------- objects
+
+-- name: insert_object
+INSERT INTO {database}.{table} (created_at, data) VALUES (%s, %s)
+
+-- name: insert_objects
+-- Multi-row: {rows} is n "(%s, %s)" tuples. LAST_INSERT_ID() is the first
+-- row's id; the rest follow it (lock mode 0 or 1, increment 1).
+INSERT INTO {database}.{table} (created_at, data) VALUES {rows}
+
+-- name: get_objects
+-- The first columns are the shard and type, so that one server can answer
+-- for several of its databases and tables in one round trip (these SELECTs
+-- joined by UNION ALL). Args: shard, type, then the local ids.
+SELECT %s AS shard, %s AS type, local_id, created_at, data FROM {database}.{table} WHERE local_id IN ({ids})
+
+-- ---------------------------------------------------------------- mappings
+
+-- name: map_add
+-- An existing pair keeps its sequence: adding twice changes nothing (so a
+-- retried write is harmless and a page walk never sees the pair move).
+-- Row count: 1 when added, 0 when it was there.
+INSERT INTO {database}.{table} (from_id, to_id, sequence) VALUES (%s, %s, %s)
+ON DUPLICATE KEY UPDATE to_id = to_id
+
+-- name: map_add_many
+-- map_add with {rows} "(%s, %s, %s)" tuples. Row count: the rows added.
+INSERT INTO {database}.{table} (from_id, to_id, sequence) VALUES {rows}
+ON DUPLICATE KEY UPDATE to_id = to_id
+
+-- name: map_remove
+DELETE FROM {database}.{table} WHERE from_id = %s AND to_id = %s
+
+-- name: map_exists
+SELECT 1 FROM {database}.{table} WHERE from_id = %s AND to_id = %s
+
+-- name: map_existing
+-- Which of these to_ids are mapped from from_id.
+SELECT to_id FROM {database}.{table} WHERE from_id = %s AND to_id IN ({ids})
+
+-- name: map_count
+SELECT COUNT(*) FROM {database}.{table} WHERE from_id = %s
+
+-- name: map_first_page
+-- Newest first: by sequence, ties by to_id, both descending.
+SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+WHERE from_id = %s
+ORDER BY sequence DESC, to_id DESC LIMIT %s
+
+-- name: map_next_page
+-- Keyset paging: strictly after the cursor's (sequence, to_id) in the
+-- newest-first order. Args: from_id, sequence, sequence, to_id, limit.
+SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
+ORDER BY sequence DESC, to_id DESC LIMIT %s

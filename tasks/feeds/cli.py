@@ -1,0 +1,163 @@
+"""``pinlater-feeds``: serve, read and sweep following feeds.
+
+    pinlater-feeds serve [--host H] [--port P]    the JSON endpoint (tasks.feeds.http)
+    pinlater-feeds read USER_ID [--limit N] [--cursor C] [--json]
+    pinlater-feeds sweep                          enqueue a trim sweep of both clusters
+
+Settings come from the environment: PINLATER_FEED_* (``tasks.feeds.settings``;
+``serve`` listens on PINLATER_FEED_HTTP), PINLATER_APPDATA_*, PINLATER_HBASE_*
+and, for ``sweep``, the PINLATER_* of the job service. Exit status: 0 done,
+2 refused (bad input or setting, a server down, no cluster answered), 1 an
+internal error; an error is one line on stderr, never a traceback (unless -v).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import NoReturn
+
+from pinlater.errors import PinLaterError
+from tasks.appdata.errors import AppDataError
+from tasks.appdata.store import AppData
+from tasks.feeds.http import MAX_CONNECTIONS, FeedServer, one_line, page_json, parse_user_id
+from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
+from tasks.feeds.settings import FeedSettings
+from tasks.hbase import ClusterPair, HBaseError
+
+# The caller's or the environment's fault: exit 2 (anything else is our bug: 1).
+_REFUSED = (ValueError, FeedUnavailable, AppDataError, HBaseError, OSError, PinLaterError)
+
+
+@contextlib.contextmanager
+def _reader(settings: FeedSettings, *, threads: int, shadow: bool) -> Iterator[FeedReader]:
+    """A reader over the environment's app data and clusters, all closed after."""
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(AppData.from_env())
+        pair = ClusterPair.from_settings()
+        stack.callback(pair.close)
+        reader = FeedReader(pair, store, settings.read_cutoff_ms / 1000,
+                            settings.shadow_share if shadow else 0.0, threads=threads)
+        stack.callback(reader.close)
+        yield reader
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = FeedSettings.from_env()
+    host = settings.http.host if args.host is None else args.host
+    port = settings.http.port if args.port is None else args.port
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # Each request runs at most two reads at a time (primary, then the standby).
+    with _reader(settings, threads=2 * MAX_CONNECTIONS, shadow=True) as reader:
+        try:
+            server = FeedServer(reader, host, port, max_connections=MAX_CONNECTIONS).start()
+        except OSError as exc:  # the port is taken, the host is not ours...
+            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        try:
+            bound_host, bound_port = server.address
+            print(f"pinlater-feeds listening on {bound_host}:{bound_port}", flush=True)
+            # Wake now and then: a signal the kernel hands to another thread
+            # runs its handler only when the main thread runs Python again.
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.stop()
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    user_id = parse_user_id(args.user_id)
+    settings = FeedSettings.from_env()
+    with _reader(settings, threads=2, shadow=False) as reader:  # a one-off read warms no cache
+        page = reader.read(user_id, args.cursor, args.limit)
+    if args.json:
+        print(json.dumps(page_json(user_id, page), indent=2))
+    else:
+        _print_page(page)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pinlater import connect
+    from pinlater.settings import Settings
+    from tasks.feeds.actions import FeedActions
+
+    settings = FeedSettings.from_env()
+    with AppData.from_env() as store, connect(Settings.from_env(), source="pinlater-feeds") as client:
+        descriptor = FeedActions(store, client, settings).start_sweep()
+    print(f"trim sweep enqueued: {descriptor}")
+    return 0
+
+
+def _print_page(page: FeedPage) -> None:
+    for pin in page.pins:
+        created = datetime.fromtimestamp(pin.created_at_ms / 1000, UTC).isoformat(timespec="milliseconds")
+        title = pin.data.get("title")
+        # Titles are user input: one line, no terminal control characters.
+        shown = one_line("".join(c if c.isprintable() else " " for c in title), 200) if isinstance(title, str) else ""
+        print(f"{pin.id}  {created.replace('+00:00', 'Z')}  {shown}".rstrip())
+    print(f"next cursor: {page.next_cursor or '(end of feed)'}")
+    print(f"served by: {page.served_by}")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
+    p.set_defaults(fn=cmd_serve)
+    p.add_argument("--host", help="address to bind (default from PINLATER_FEED_HTTP: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default from PINLATER_FEED_HTTP: 8090; 0 picks a free one)")
+    p = sub.add_parser("read", help="print a page of a user's feed, newest first")
+    p.set_defaults(fn=cmd_read)
+    p.add_argument("user_id")
+    p.add_argument("--limit", type=int, default=50, help="pins per page (1..500)")
+    p.add_argument("--cursor", help="next cursor of the previous page")
+    p.add_argument("--json", action="store_true", help="print the endpoint's JSON")
+    p = sub.add_parser("sweep", help="enqueue a trim sweep of both clusters on PinLater")
+    p.set_defaults(fn=cmd_sweep)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.INFO if args.command == "serve" else logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.fn(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 -- one line, not a traceback
+        if args.verbose:
+            raise
+        print(f"error: {_describe(exc)}", file=sys.stderr)
+        return 2 if isinstance(exc, _REFUSED) else 1
+
+
+def _describe(exc: Exception) -> str:
+    text = one_line(exc.message if isinstance(exc, PinLaterError) else str(exc)) or type(exc).__name__
+    if isinstance(exc, PinLaterError):
+        return f"{exc.code.name}: {text}"
+    if isinstance(exc, FeedUnavailable):
+        return f"feed unavailable: {text}"
+    if isinstance(exc, _REFUSED):
+        return text
+    return f"internal error: {type(exc).__name__}: {text} (run with -v for details)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

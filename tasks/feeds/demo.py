@@ -1,0 +1,234 @@
+"""The following-feed demo: the whole system on this machine.
+
+Seeds a heavy-tailed graph in sharded MySQL (with a few accounts of
+thousands of followers), starts Celery worker processes running the feed
+tasks on PinLater (Redis and MySQL shards), creates pins and follows through
+the application API (``FeedActions``) while a progress bar follows the jobs,
+then prints a few users' feeds (read with the speculative reader, joined to
+the pins in MySQL) and the counts of jobs by state per queue.
+
+    python -m tasks.feeds.demo          # make demo (after scripts/services up)
+
+Each run starts clean: its app-data databases (``appdata_demo_``), HBase
+tables (prefix ``demo``) and feed queues are dropped and made again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pinlater.demo import DEMO_SECRET, demo_settings
+from pinlater.errors import QueueNotFound
+from pinlater.monitor import Monitor
+from pinlater.service import JobService
+from tasks.appdata import generate, graph, mappings, objects, schema
+from tasks.appdata.generate import GraphSpec
+from tasks.appdata.ids import ObjectType
+from tasks.appdata.settings import AppDataSettings
+from tasks.appdata.store import AppData
+from tasks.appdata.tables import USER_HAS_BOARDS
+from tasks.feeds import queues
+from tasks.feeds.actions import FeedActions
+from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
+from tasks.feeds.read import FeedReader
+from tasks.feeds.settings import FeedSettings
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables
+
+DEMO_ENV = {
+    "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_demo_",
+    "PINLATER_HBASE_TABLE_PREFIX": "demo",
+    "PINLATER_CELERY_IMPORTS": "tasks.feeds.tasks",
+    "PINLATER_BUS_PREFIX": "plkdemo:",
+    "PINLATER_POLL_INTERVAL_S": "0.2",
+}
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    users: int
+    celebrity_followers: int
+    pins: int
+    follows: int
+    workers: int
+    timeout_s: float
+
+
+def demo_env() -> dict[str, str]:
+    """The workers' environment: the demo's job-service shards, and the demo's
+    databases and tables unless the caller's environment names others."""
+    settings = demo_settings()
+    env = dict(os.environ)
+    for key, value in DEMO_ENV.items():
+        env.setdefault(key, value)
+    env["PINLATER_SHARDS"] = ",".join(f"{s.id}={s.url}" for s in settings.shards)
+    env["PINLATER_CONTROL_URL"] = str(settings.control_url)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("PINLATER_SERVERS", None)
+    return env
+
+
+def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
+    for name in queues.ALL:
+        with suppress(QueueNotFound):
+            service.delete_queue(name, DEMO_SECRET)
+    schema.drop_shards(store)
+    schema.create_shards(store)
+    for pool in pair:
+        drop_table(pool, "following_feed")
+    ensure_tables(pair)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=20_000)
+    parser.add_argument("--celebrity-followers", type=int, default=8_000)
+    parser.add_argument("--pins", type=int, default=300, help="pins created through the task path")
+    parser.add_argument("--follows", type=int, default=200, help="follows and unfollows through the task path")
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (2 pool processes each)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    plan = DemoPlan(args.users, args.celebrity_followers, args.pins, args.follows, args.workers, args.timeout)
+    try:
+        return run(plan, Console())
+    except KeyboardInterrupt:
+        return 130
+
+
+def run(plan: DemoPlan, console: Console) -> int:
+    env = demo_env()
+    feed_settings = FeedSettings.from_env(env)
+    store = AppData(AppDataSettings.from_env(env))
+    pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
+    rng = random.Random(11)
+    logdir = REPO / ".var" / "demo"
+    logdir.mkdir(parents=True, exist_ok=True)
+    with JobService.from_settings(demo_settings(), source="feeds-demo") as service:
+        console.print("[bold]Following feeds demo[/]: app data in sharded MySQL, jobs on PinLater "
+                      f"({', '.join(service.shards.ids)}), feeds in two HBase clusters")
+        reset(service, store, pair)
+        started = time.monotonic()
+        spec = GraphSpec(users=plan.users, boards=plan.users // 2, pins=0, follows_per_user=6,
+                         board_follows_per_user=1, celebrities=3,
+                         celebrity_followers=min(plan.celebrity_followers, plan.users - 1), seed=7)
+        summary = generate.generate(store, spec)
+        console.print(f"seeded {summary.users:,} users, {summary.boards:,} boards, "
+                      f"{summary.user_follows + summary.board_follows:,} follows in "
+                      f"{time.monotonic() - started:.1f} s; most followed: "
+                      + ", ".join(f"{n:,}" for _, n in summary.top_accounts[:3]))
+
+        actions = FeedActions(store, service, feed_settings)
+        monitor = Monitor(service, interval_s=1.0)
+        monitor.start_thread()
+        try:
+            with worker_processes(env, plan.workers, logdir, name="demo"):
+                ok = drive(plan, console, actions, service, summary.user_ids, summary.celebrity_ids, rng)
+        finally:
+            monitor.stop()
+        show(console, store, pair, feed_settings, service, summary.celebrity_ids, rng)
+        store.close()
+        pair.close()
+        if not ok:
+            console.print(f"[red]the feed jobs did not finish within {plan.timeout_s:.0f} s "
+                          f"(worker logs: {logdir})[/]")
+            return 1
+        console.print("[green]every feed job finished[/]")
+        return 0
+
+
+def drive(
+    plan: DemoPlan, console: Console, actions: FeedActions, service: JobService,
+    users: list[int], celebrities: list[int], rng: random.Random,
+) -> bool:
+    """Pins and follows through the application API, with a bar over the
+    feed jobs (the total grows as fan-outs chain their pages)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    deadline = time.monotonic() + plan.timeout_s
+    with Progress(*columns, console=console) as progress:
+        made = progress.add_task("pins and follows", total=plan.pins + plan.follows)
+        jobs = progress.add_task("feed jobs finished", total=1)
+        kinds = ["pin"] * plan.pins + ["follow"] * plan.follows
+        last = 0.0
+        rng.shuffle(kinds)
+        for kind in kinds:
+            if kind == "pin":
+                # Popular accounts pin more: a third of the pins are theirs.
+                pinner = rng.choice(celebrities) if rng.random() < 0.33 else rng.choice(users)
+                actions.create_pin(pinner, board_of(actions.store, pinner), {"title": f"pin {rng.randrange(10**6)}"})
+            else:
+                follower, followee = rng.sample(users, 2)
+                if rng.random() < 0.2:
+                    actions.unfollow(follower, followee)
+                else:
+                    actions.follow(follower, followee)
+            progress.advance(made)
+            if time.monotonic() - last > 0.5:  # counting is a few round trips per shard
+                update(progress, jobs, service)
+                last = time.monotonic()
+        while time.monotonic() < deadline:
+            if update(progress, jobs, service) == 0:
+                time.sleep(0.5)  # a job between its ACK and its successor's enqueue
+                if update(progress, jobs, service) == 0:
+                    return True
+            time.sleep(0.25)
+    return False
+
+
+def update(progress: Progress, task: object, service: JobService) -> int:
+    """Refreshes the bar; the jobs still to run."""
+    now = feed_counts(service)
+    done = sum(c["succeeded"] + c["failed"] for c in now.values())
+    todo = sum(c["pending"] + c["running"] for c in now.values())
+    progress.update(task, completed=done, total=max(done + todo, 1))  # type: ignore[arg-type]
+    return todo
+
+
+def board_of(store: AppData, user: int) -> int:
+    boards = mappings.recent(store, USER_HAS_BOARDS, user, 5)
+    if boards:
+        return boards[0].to_id
+    return graph.create_board(store, user, {"name": "my pins"}).id
+
+
+def show(
+    console: Console, store: AppData, pair: ClusterPair, settings: FeedSettings, service: JobService,
+    celebrities: list[int], rng: random.Random,
+) -> None:
+    reader = FeedReader(pair, store, settings.read_cutoff_ms / 1000, settings.shadow_share)
+    try:
+        fans = graph.followers_of_user(store, celebrities[0], limit=50).ids
+        for user in rng.sample(fans, min(3, len(fans))):
+            page = reader.read(user, None, 5)
+            total = len(reader.read(user, None, 500).pins)
+            names = {u.id: str(u.data.get("name", u.id)) for u in objects.get_many(
+                store, [int(p.data["user_id"]) for p in page.pins], ObjectType.USER)}
+            console.print(f"[bold]feed of user {user}[/] ({total} pins, newest first, served by the {page.served_by})")
+            table = Table()
+            for column in ("pin", "pinned by", "created (UTC)", "title"):
+                table.add_column(column)
+            for pin in page.pins:
+                when = time.strftime("%H:%M:%S", time.gmtime(pin.created_at_ms / 1000))
+                pinner = names.get(int(pin.data["user_id"]), "?")
+                table.add_row(str(pin.id), pinner, when, str(pin.data.get("title", "")))
+            console.print(table)
+    finally:
+        reader.close()
+    table = Table(title="feed jobs by state per queue")
+    table.add_column("queue")
+    for state in STATES:
+        table.add_column(state, justify="right")
+    for queue, by_state in feed_counts(service).items():
+        table.add_row(queue, *(f"{by_state[s]:,}" for s in STATES))
+    console.print(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""What the feed tasks of one process share: settings, the app-data store
+and the HBase pair, made on first use and again after a fork (a pool
+process must not share its parent's sockets). The feed table is ensured on
+a cluster the first time the process uses that cluster, so a worker starts
+while a cluster is down and its jobs for the other cluster still run."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from tasks.appdata.store import AppData
+from tasks.feeds.settings import FeedSettings
+from tasks.hbase import FOLLOWING_FEED, ClusterPair, ensure_table
+
+
+@dataclass
+class FeedRuntime:
+    settings: FeedSettings
+    store: AppData
+    pair: ClusterPair
+    _ready: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def from_env(cls) -> FeedRuntime:
+        return cls(FeedSettings.from_env(), AppData.from_env(), ClusterPair.from_settings())
+
+    def ready(self, cluster: str) -> ClusterPair:
+        """The pair, with the feed table ensured on ``cluster`` (raises
+        ``HBaseError`` while it is down: the job is retried)."""
+        if cluster not in self._ready:
+            with self._lock:
+                if cluster not in self._ready:
+                    ensure_table(self.pair[cluster], FOLLOWING_FEED)
+                    self._ready.add(cluster)
+        return self.pair
+
+    def close(self) -> None:
+        self.store.close()
+        self.pair.close()
+
+
+_lock = threading.Lock()
+_current: tuple[int, FeedRuntime] | None = None
+
+
+def runtime() -> FeedRuntime:
+    """This process's runtime (from the environment)."""
+    global _current
+    with _lock:
+        if _current is None or _current[0] != os.getpid():
+            _current = (os.getpid(), FeedRuntime.from_env())
+        return _current[1]

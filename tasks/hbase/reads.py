@@ -1,0 +1,136 @@
+"""Paged reads of one wide row, server-side with ColumnPaginationFilter.
+
+Columns come back in HBase's order (lexicographic by qualifier), so with the
+feed's qualifiers (reverse creation time + pin id) the newest pins first.
+Two ways to page: ``offset`` (ColumnPaginationFilter(limit, offset), simple,
+but a write between pages shifts them) or ``after`` (the last qualifier of
+the previous page, via ColumnRangeFilter: stable under concurrent writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.hbase.cells import check_timestamp
+from tasks.hbase.pool import ClusterPool
+
+
+def _quote(value: bytes) -> bytes:
+    """A filter-language string literal (quotes are doubled)."""
+    return b"'" + value.replace(b"'", b"''") + b"'"
+
+
+def page_filter(limit: int, offset: int = 0, after: bytes | None = None) -> bytes:
+    if not 0 < limit <= 100_000:
+        raise ValueError(f"limit must be in 1..100000, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    paging = b"ColumnPaginationFilter(%d, %d)" % (limit, offset)
+    if after is None:
+        return paging
+    # Qualifiers strictly after `after`, no upper bound ('' means none).
+    return b"ColumnRangeFilter(" + _quote(after) + b", false, '', false) AND " + paging
+
+
+def read_cells(
+    pool: ClusterPool,
+    table: str,
+    row: bytes,
+    *,
+    family: str,
+    limit: int,
+    offset: int = 0,
+    after: bytes | None = None,
+) -> list[tuple[bytes, bytes, int]]:
+    """``read_columns`` with each cell's timestamp: ``(qualifier, value,
+    timestamp)``. Trims need it: a delete at the newest excess cell's
+    timestamp masks every excess cell, and nothing written later."""
+    scan_filter = page_filter(limit, offset, after)
+    prefix = family.encode() + b":"
+
+    def work(connection: Any) -> list[tuple[bytes, bytes, int]]:
+        out: list[tuple[bytes, bytes, int]] = []
+        for _key, data in connection.table(table).scan(
+            row_start=row,
+            row_stop=row + b"\x00",
+            columns=[family.encode()],
+            filter=scan_filter,
+            limit=1,
+            sorted_columns=True,
+            include_timestamp=True,
+        ):
+            out.extend((column[len(prefix) :], value, int(ts)) for column, (value, ts) in data.items())
+        return out
+
+    return pool.run(f"read {table} row {row[:40]!r} with timestamps", work)
+
+
+def rows_longer_than(
+    pool: ClusterPool,
+    table: str,
+    *,
+    family: str,
+    count: int,
+    limit: int,
+    start: bytes = b"",
+) -> list[bytes]:
+    """Up to ``limit`` row keys from ``start`` (inclusive) on whose ``family``
+    has more than ``count`` columns, in key order. The filter
+    ``ColumnPaginationFilter(1, count)`` leaves a row a cell only if it has a
+    column at offset ``count``, and rows left empty are not returned, so
+    short rows never cross the wire (the region server still reads them)."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    scan_filter = page_filter(1, count)
+
+    def work(connection: Any) -> list[bytes]:
+        return [
+            key
+            for key, _data in connection.table(table).scan(
+                row_start=start or None,
+                columns=[family.encode()],
+                filter=scan_filter,
+                limit=limit,
+                batch_size=min(limit, 1000),
+            )
+        ]
+
+    return pool.run(f"scan {table} for rows over {count} columns from {start[:40]!r}", work)
+
+
+def read_columns(
+    pool: ClusterPool,
+    table: str,
+    row: bytes,
+    *,
+    family: str,
+    limit: int,
+    offset: int = 0,
+    after: bytes | None = None,
+    before_timestamp: int | None = None,
+) -> list[tuple[bytes, bytes]]:
+    """One page of ``(qualifier, value)`` from ``row``'s ``family``, at most
+    ``limit`` long; shorter only at the end of the row. ``before_timestamp``
+    reads as of then (exclusive: versions with ts < it)."""
+    if before_timestamp is not None:
+        check_timestamp(before_timestamp)
+    scan_filter = page_filter(limit, offset, after)
+    prefix = family.encode() + b":"
+
+    def work(connection: Any) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        # One row: a scan from the row to the next possible key (Thrift1's
+        # single-row get takes no filter). Sorted: happybase returns dicts.
+        for _key, data in connection.table(table).scan(
+            row_start=row,
+            row_stop=row + b"\x00",
+            columns=[family.encode()],
+            filter=scan_filter,
+            timestamp=before_timestamp,
+            limit=1,
+            sorted_columns=True,
+        ):
+            out.extend((column[len(prefix) :], value) for column, value in data.items())
+        return out
+
+    return pool.run(f"read {table} row {row[:40]!r}", work)

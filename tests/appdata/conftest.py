@@ -1,0 +1,30 @@
+"""App-data fixtures: 4 shards in two ranges on the one test MariaDB (so
+"several databases per server" is exercised), databases named per test
+session and dropped at its end. MariaDB is started by scripts/services if
+it is not up; tests never skip for it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tasks.appdata import schema
+from tasks.appdata.settings import AppDataSettings
+from tasks.appdata.store import AppData
+from tests.servers import MYSQL, ensure_services
+
+PREFIX = f"appdata_test_{uuid.uuid4().hex[:8]}_"
+SHARDS = f"0-1={MYSQL},2-3={MYSQL}"
+ENV = {"PINLATER_APPDATA_SHARDS": SHARDS, "PINLATER_APPDATA_DATABASE_PREFIX": PREFIX}
+
+
+@pytest.fixture(scope="session")
+def appdata() -> Iterator[AppData]:
+    ensure_services()
+    store = AppData(AppDataSettings.from_env(ENV))
+    schema.create_shards(store)
+    yield store
+    schema.drop_shards(store)
+    store.close()

@@ -1,0 +1,145 @@
+"""Mapping tables: add/remove/exists/count, stable cursor walks, most recent
+N, and the follow graph with its reverse rows."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tasks.appdata import graph, mappings, objects
+from tasks.appdata.ids import InvalidId, ObjectType
+from tasks.appdata.mappings import Cursor
+from tasks.appdata.store import AppData
+from tasks.appdata.tables import (
+    BOARD_FOLLOWED_BY_USER,
+    USER_FOLLOWED_BY_USER,
+    USER_FOLLOWS_USER,
+)
+
+T0 = 1_750_000_000_000
+
+
+def _users(appdata: AppData, n: int) -> list[int]:
+    ids: list[int] = []
+    for shard in range(4):
+        ids += objects.create_many(appdata, ObjectType.USER, shard, [(T0, {"i": i}) for i in range(n // 4 + 1)])
+    random.Random(n).shuffle(ids)
+    return ids[:n]
+
+
+def test_add_remove_exists_count(appdata: AppData) -> None:
+    a, b, c = _users(appdata, 3)
+    assert mappings.add(appdata, USER_FOLLOWS_USER, a, b, 5)
+    assert not mappings.add(appdata, USER_FOLLOWS_USER, a, b, 9)  # there: keeps sequence 5
+    assert mappings.page(appdata, USER_FOLLOWS_USER, a, limit=10).edges == [mappings.Edge(b, 5)]
+    assert mappings.exists(appdata, USER_FOLLOWS_USER, a, b)
+    assert not mappings.exists(appdata, USER_FOLLOWS_USER, b, a)  # one direction only
+    assert mappings.add_many(appdata, USER_FOLLOWS_USER, [(a, c, 6), (a, b, 7)]) == 1
+    assert mappings.count(appdata, USER_FOLLOWS_USER, a) == 2
+    assert mappings.existing(appdata, USER_FOLLOWS_USER, a, [c, b, a]) == {b, c}
+    assert mappings.remove(appdata, USER_FOLLOWS_USER, a, b)
+    assert not mappings.remove(appdata, USER_FOLLOWS_USER, a, b)
+    assert mappings.count(appdata, USER_FOLLOWS_USER, a) == 1
+    board = graph.create_board(appdata, a, {})
+    with pytest.raises(InvalidId):
+        mappings.add(appdata, USER_FOLLOWS_USER, a, board.id, 1)  # a board is not a user
+    with pytest.raises(ValueError):
+        mappings.page(appdata, USER_FOLLOWS_USER, a, limit=0)
+    with pytest.raises(ValueError):
+        mappings.page(appdata, USER_FOLLOWS_USER, a, limit=5, cursor="12;x")
+
+
+def test_walk_is_stable_while_follows_change(appdata: AppData) -> None:
+    """Page through a board's followers (as chained fan-out jobs do, the
+    cursor travelling as text) while followers leave, come back and join:
+    each follower present at the start and not removed before being reached
+    is seen exactly once; nobody is seen twice."""
+    owner, *followers = _users(appdata, 401)
+    board = graph.create_board(appdata, owner, {"name": "popular"})
+    rng = random.Random(7)
+    # Many follows in the same millisecond: ties are broken by follower id.
+    for i, user in enumerate(followers):
+        graph.follow_board(appdata, user, board.id, at_ms=T0 + i // 10)
+    initial = set(followers)
+
+    seen: list[int] = []
+    removed_unseen: set[int] = set()
+    cursor: str | None = None
+    newcomers = _users(appdata, 40)
+    now = T0 + 10_000
+    for page_number in range(1000):
+        page = graph.followers_of_board(appdata, board.id, limit=37, cursor=cursor)
+        seen += page.ids
+        if page.next is None:
+            break
+        cursor = page.next.encode()
+        # Mid-walk: 5 not-yet-seen followers leave, 3 seen ones leave and come back, 4 newcomers join.
+        unseen = sorted(initial - set(seen) - removed_unseen)
+        for user in rng.sample(unseen, min(5, len(unseen))):
+            assert graph.unfollow_board(appdata, user, board.id)
+            removed_unseen.add(user)
+        for user in rng.sample(seen, 3):
+            if graph.unfollow_board(appdata, user, board.id):
+                now += 1
+                graph.follow_board(appdata, user, board.id, at_ms=now)
+        for user in newcomers[4 * (page_number % 10) : 4 * (page_number % 10) + 4]:
+            now += 1
+            graph.follow_board(appdata, user, board.id, at_ms=now)
+    assert len(seen) == len(set(seen)), "a follower was seen twice"
+    assert set(seen) == initial - removed_unseen
+    assert removed_unseen  # the walk really was disturbed
+
+
+def test_walk_pages_in_newest_first_order_with_equal_sequences(appdata: AppData) -> None:
+    owner, *followers = _users(appdata, 101)
+    mappings.add_many(appdata, USER_FOLLOWED_BY_USER, [(owner, f, T0) for f in followers])
+    walked = list(mappings.walk(appdata, USER_FOLLOWED_BY_USER, owner, page_size=7))
+    assert [e.to_id for e in walked] == sorted(followers, reverse=True)
+    first = graph.followers_of_user(appdata, owner, limit=99)
+    assert first.next == Cursor(T0, first.ids[-1])
+    last = graph.followers_of_user(appdata, owner, limit=99, cursor=first.next)
+    assert len(last.ids) == 1 and last.next is None
+    assert graph.follower_count(appdata, owner) == 100
+
+
+def test_most_recent_pins_of_user_and_board(appdata: AppData) -> None:
+    pinner = graph.create_user(appdata, {}, shard=0)
+    boards = [graph.create_board(appdata, pinner.id, {"n": n}) for n in range(2)]
+    times = list(range(T0, T0 + 60_000, 1000))
+    random.Random(3).shuffle(times)  # created out of order
+    pins = {t: graph.create_pin(appdata, pinner.id, boards[i % 2].id, {}, created_at_ms=t) for i, t in enumerate(times)}
+    newest = sorted(pins, reverse=True)
+    recent = graph.recent_pins_of_user(appdata, pinner.id, 10)
+    assert [e.to_id for e in recent] == [pins[t].id for t in newest[:10]]
+    assert [e.sequence for e in recent] == newest[:10]  # the feed column's time, without reading pins
+    on_board = [t for t in newest if pins[t].data["board_id"] == boards[1].id]
+    assert [e.to_id for e in graph.recent_pins_of_board(appdata, boards[1].id, 5)] == [pins[t].id for t in on_board[:5]]
+    assert len(graph.recent_pins_of_board(appdata, boards[0].id, 1000)) == 30
+
+
+def test_follow_writes_both_directions_and_repair_fills_a_lost_reverse(appdata: AppData) -> None:
+    u, p, q = _users(appdata, 3)
+    board = graph.create_board(appdata, p, {})
+    assert graph.follow_user(appdata, u, p, at_ms=T0)
+    assert not graph.follow_user(appdata, u, p, at_ms=T0 + 5)  # again: nothing changes
+    assert graph.follow_board(appdata, u, board.id)
+    assert graph.follows_user(appdata, u, p) and graph.follows_board(appdata, u, board.id)
+    assert not graph.follows_user(appdata, u, q)
+    assert graph.followers_of_user(appdata, p, limit=10).edges == [mappings.Edge(u, T0)]
+    assert graph.followers_of_board(appdata, board.id, limit=10).ids == [u]
+    with pytest.raises(InvalidId):
+        graph.follow_user(appdata, u, u)
+
+    # A reverse write lost (the process died between the two writes): repair re-adds it.
+    graph.follow_user(appdata, u, q, at_ms=T0 + 1)
+    mappings.remove(appdata, USER_FOLLOWED_BY_USER, q, u)
+    assert graph.followers_of_user(appdata, q, limit=10).ids == []
+    assert graph.repair_reverse(appdata, USER_FOLLOWS_USER, u) == 1
+    assert graph.followers_of_user(appdata, q, limit=10).edges == [mappings.Edge(u, T0 + 1)]
+
+    assert graph.unfollow_board(appdata, u, board.id)
+    assert not graph.follows_board(appdata, u, board.id)
+    assert mappings.count(appdata, BOARD_FOLLOWED_BY_USER, board.id) == 0
+    assert graph.unfollow_user(appdata, u, p) and not graph.unfollow_user(appdata, u, p)
+    assert graph.followers_of_user(appdata, p, limit=10).ids == []

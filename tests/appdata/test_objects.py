@@ -1,0 +1,80 @@
+"""Object tables on 4 shards of the real MariaDB."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.appdata import graph, objects
+from tasks.appdata.errors import AppDataUnavailable, UnknownShard
+from tasks.appdata.ids import InvalidId, ObjectType, make_id, split_id
+from tasks.appdata.settings import AppDataSettings
+from tasks.appdata.shardmap import ShardMap
+from tasks.appdata.store import AppData
+
+
+def test_objects_on_every_shard_and_batch_get_keeps_order(appdata: AppData) -> None:
+    users = [graph.create_user(appdata, {"name": f"ü{shard}"}, shard=shard) for shard in (0, 1, 2, 3)]
+    assert [split_id(u.id).shard for u in users] == [0, 1, 2, 3]
+    boards = [graph.create_board(appdata, u.id, {"name": "b"}) for u in users]
+    pins = [
+        graph.create_pin(appdata, u.id, b.id, {"details": "p", "n": i})
+        for i, (u, b) in enumerate(zip(users, boards, strict=True))
+    ]
+    assert all(split_id(b.id).shard == split_id(u.id).shard for u, b in zip(users, boards, strict=True))
+    assert all(split_id(p.id).shard == split_id(b.id).shard for p, b in zip(pins, boards, strict=True))
+
+    missing = make_id(2, ObjectType.PIN, 10**9)  # a shard we have, a row we don't
+    wanted = [pins[3].id, users[0].id, missing, boards[2].id, pins[0].id, users[0].id]
+    got = objects.get_many(appdata, wanted)
+    assert [o.id for o in got] == [pins[3].id, users[0].id, boards[2].id, pins[0].id, users[0].id]
+    assert got[0].data == {"details": "p", "n": 3, "user_id": users[3].id, "board_id": boards[3].id}
+    assert got[0].type is ObjectType.PIN and got[0].created_at_ms == pins[3].created_at_ms
+    assert got[1].data == {"name": "ü0"}
+    assert objects.get(appdata, missing) is None
+    assert objects.get(appdata, users[1].id) == users[1]
+    assert [p.id for p in graph.get_pins(appdata, [pins[1].id, missing, pins[2].id])] == [pins[1].id, pins[2].id]
+    with pytest.raises(InvalidId, match="is a user, not a pin"):
+        graph.get_pins(appdata, [users[0].id])
+    assert objects.get_many(appdata, []) == []
+
+
+def test_same_local_id_in_two_tables_of_one_shard_stays_apart(appdata: AppData) -> None:
+    # One UNION ALL statement reads users and pins of the same database.
+    user = graph.create_user(appdata, {"k": "user"}, shard=1)
+    board = graph.create_board(appdata, user.id, {"k": "board"})
+    pin = graph.create_pin(appdata, user.id, board.id, {"k": "pin"})
+    same_local = [make_id(1, kind, split_id(pin.id).local) for kind in ObjectType]
+    got = {o.id: o for o in objects.get_many(appdata, same_local)}
+    assert got[pin.id].data["k"] == "pin"
+    for object_id, obj in got.items():
+        assert obj.type is split_id(object_id).type
+
+
+def test_create_many_gives_consecutive_ids_in_order(appdata: AppData) -> None:
+    rows = [(1_700_000_000_000 + i, {"i": i}) for i in range(12_345)]  # more than one INSERT
+    ids = objects.create_many(appdata, ObjectType.USER, 3, rows)
+    locals_ = [split_id(i).local for i in ids]
+    assert locals_ == list(range(locals_[0], locals_[0] + len(rows)))
+    got = objects.get_many(appdata, ids[::1000])
+    assert [(o.created_at_ms, o.data["i"]) for o in got] == [(1_700_000_000_000 + i, i) for i in range(0, 12_345, 1000)]
+
+
+def test_many_ids_across_shards_in_one_call(appdata: AppData) -> None:
+    ids = [i for shard in range(4) for i in objects.create_many(appdata, ObjectType.PIN, shard, [(1, {"s": 0})] * 1200)]
+    got = objects.get_many(appdata, ids[::-1])  # 4,800 ids: two IN lists per shard
+    assert [o.id for o in got] == ids[::-1]
+
+
+def test_unknown_shard_and_bad_data_are_refused(appdata: AppData) -> None:
+    with pytest.raises(UnknownShard):
+        objects.get_many(appdata, [make_id(4, ObjectType.PIN, 1)])
+    with pytest.raises(TypeError):
+        objects.create(appdata, ObjectType.USER, 0, ["not", "an", "object"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidId):
+        graph.create_board(appdata, make_id(0, ObjectType.PIN, 1), {})
+
+
+def test_unreachable_server_is_app_data_unavailable() -> None:
+    store = AppData(AppDataSettings(ShardMap.parse("0-3=mysql://pinlater:pinlater@127.0.0.1:1"), socket_timeout_s=1))
+    with pytest.raises(AppDataUnavailable, match="127.0.0.1:1"):
+        objects.get(store, make_id(0, ObjectType.USER, 1))

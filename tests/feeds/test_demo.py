@@ -1,0 +1,46 @@
+"""The README's demo, small: it seeds a graph, runs pins and follows through
+Celery workers on PinLater into both clusters, and prints feeds and job
+counts. Its own databases and tables (this session's prefixes), so a
+developer's ``make demo`` data is left alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+from tasks.appdata import schema
+from tasks.appdata.settings import AppDataSettings
+from tasks.appdata.store import AppData
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table
+from tests.servers import REPO, ensure_services
+
+
+def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
+    ensure_services()
+    tag = uuid.uuid4().hex[:8]
+    env = dict(os.environ, PINLATER_APPDATA_DATABASE_PREFIX=f"appdata_demotest_{tag}_",
+               PINLATER_HBASE_TABLE_PREFIX=f"demotest{tag}", COLUMNS="120")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "tasks.feeds.demo", "--users", "3000", "--celebrity-followers", "1500",
+             "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120"],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=240,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        out = result.stdout
+        assert "every feed job finished" in out
+        assert "feed jobs finished" in out and "pins and follows" in out  # the progress bars
+        assert out.count("served by the primary") == 3
+        assert "feed jobs by state per queue" in out
+        for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby"):
+            assert queue in out
+    finally:
+        store = AppData(AppDataSettings.from_env(env))
+        schema.drop_shards(store)
+        store.close()
+        pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
+        for pool in pair:
+            drop_table(pool, "following_feed")
+        pair.close()

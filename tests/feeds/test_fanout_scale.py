@@ -1,0 +1,76 @@
+"""A pin of an account with 100,000 followers, fanned out by Celery
+workers on PinLater into both HBase clusters: every follower of the pinner
+or the board gets it exactly once, nobody else does, and no single job runs
+for more than a few seconds (pages of 1,000 followers, chained)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from tasks.appdata import generate, graph
+from tasks.appdata.generate import GraphSpec
+from tasks.feeds import queues
+from tasks.feeds.cells import qualifier
+from tasks.feeds.fanout import HUGE_PRIORITY
+from tests.feeds.helpers import rows_with_column
+from tests.feeds.world import FeedWorld, longest_run_ms
+
+FOLLOWERS = 100_000
+LONGEST_JOB_MS = 3000
+
+
+@pytest.mark.slow
+@pytest.mark.feed_settings(page_size=1000, huge_followers=50_000)
+def test_a_pin_of_a_100k_follower_account_reaches_each_follower_exactly_once(world: FeedWorld) -> None:
+    store = world.store
+    spec = GraphSpec(users=FOLLOWERS + 1_000, boards=500, pins=0, follows_per_user=0.2,
+                     board_follows_per_user=0.05, celebrities=1, celebrity_followers=FOLLOWERS, seed=9)
+    summary = generate.generate(store, spec)
+    celebrity = summary.celebrity_ids[0]
+    board = graph.create_board(store, celebrity, {"name": "new board"}).id
+    # The board's followers: some also follow the celebrity (reached twice,
+    # stored once), some do not.
+    rng = random.Random(3)
+    fans = set(_all_followers(world, celebrity, "user"))
+    others = [u for u in summary.user_ids if u not in fans and u != celebrity]
+    for follower in rng.sample(sorted(fans), 300) + rng.sample(others, 200):
+        graph.follow_board(store, follower, board)
+    expected = set(_all_followers(world, celebrity, "user")) | set(_all_followers(world, board, "board"))
+    assert len(expected) >= FOLLOWERS + 200
+    world.start_workers(concurrency=2)
+
+    started = time.monotonic()
+    new = world.actions.create_pin(celebrity, board, {"title": "to 100k followers"})
+    counts = world.settle(300, "the 100k fan-out")
+    elapsed = time.monotonic() - started
+
+    column = qualifier(new.created_at_ms, new.id)
+    for cluster in ("primary", "standby"):
+        reached = rows_with_column(world.pair, cluster, column)
+        assert set(reached) == expected, f"{cluster}: {len(set(reached) - expected)} extra, " \
+                                         f"{len(expected - set(reached))} missing"
+        assert set(reached.values()) == {1}
+    assert world.failed_jobs() == {}
+    # Pages of 1,000: the celebrity's followers at the huge accounts' priority, then the board's.
+    pinner_pages = graph.follower_count(store, celebrity) // 1000 + 1
+    assert counts[queues.FANOUT]["succeeded"] == pinner_pages + 1
+    assert world.service.count(queues.FANOUT, "succeeded", priority=HUGE_PRIORITY) == pinner_pages
+    longest = {q: longest_run_ms(world.statuses(q)) for q in (queues.FANOUT, *queues.WRITE.values())}
+    print(f"\n100k fan-out: {len(expected):,} feeds x 2 clusters in {elapsed:.1f} s; "
+          f"longest job per queue (ms): {longest}")
+    assert 0 < max(longest.values()) < LONGEST_JOB_MS
+
+
+def _all_followers(world: FeedWorld, account: int, kind: str) -> list[int]:
+    walk = graph.followers_of_user if kind == "user" else graph.followers_of_board
+    out: list[int] = []
+    cursor = None
+    while True:
+        page = walk(world.store, account, limit=10_000, cursor=cursor)
+        out.extend(page.ids)
+        if page.next is None:
+            return out
+        cursor = page.next

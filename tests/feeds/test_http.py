@@ -1,0 +1,313 @@
+"""The feed endpoint and ``pinlater-feeds`` on the real servers: pages
+through HTTP match the feed newest first, every refusal is a one-line JSON
+error with its status, a black-holed primary is served by the standby
+within the cut-off, and the CLI's errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tasks.appdata import graph
+from tasks.appdata.ids import ID_LIMIT, ObjectType, make_id
+from tasks.appdata.store import AppData
+from tasks.feeds.http import FeedServer
+from tasks.feeds.read import FeedReader
+from tasks.hbase import ClusterPair, ClusterPool
+from tasks.hbase.settings import Address
+from tests.appdata.conftest import ENV as APPDATA_ENV
+from tests.feeds.helpers import feed_of, silent_port, user
+from tests.hbase.conftest import PREFIX as HBASE_PREFIX
+from tests.servers import REPO
+
+MARGIN_S = 1.5
+CUTOFF_S = 0.3
+
+
+def serve(reader: FeedReader) -> FeedServer:
+    return FeedServer(reader, "127.0.0.1", 0, request_timeout_s=5.0).start()
+
+
+@pytest.fixture(scope="module")
+def server(appdata: AppData, pair: ClusterPair) -> Iterator[FeedServer]:
+    server = serve(FeedReader(pair, appdata, cutoff_s=2.0, shadow_share=0.5))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def feed(appdata: AppData, pair: ClusterPair) -> tuple[int, list[int]]:
+    return feed_of(appdata, pair, 5)
+
+
+def request(server: FeedServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:
+    """Status, parsed JSON (None for an empty body) and the raw body."""
+    host, port = server.address
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        connection.request(method, path, headers=headers)
+        response = connection.getresponse()
+        raw = response.read()
+        if raw:
+            assert response.getheader("Content-Type") == "application/json"
+        return response.status, json.loads(raw) if raw else None, raw
+    finally:
+        connection.close()
+
+
+def assert_error(raw: bytes, answer: Any) -> None:
+    """One line of JSON holding only a one-line message: no traceback."""
+    assert raw.count(b"\n") == 1 and raw.endswith(b"\n")
+    assert set(answer) == {"error"} and answer["error"] and "Traceback" not in answer["error"]
+
+
+def test_pages_newest_first_through_the_cursor(server: FeedServer, feed: tuple[int, list[int]]) -> None:
+    follower, newest_first = feed
+    seen: list[int] = []
+    cursor: str | None = None
+    for _ in range(3):
+        status, page, _ = request(server, f"/v1/feeds/{follower}?limit=2" + (f"&cursor={cursor}" if cursor else ""))
+        assert status == 200 and page["served_by"] == "primary"
+        assert page["user_id"] == follower and page["user_id_str"] == str(follower)
+        for pin in page["pins"]:
+            assert pin["id_str"] == str(pin["id"])
+            assert pin["data"]["title"] == f"pin at {pin['created_at_ms']}"
+        seen.extend(pin["id"] for pin in page["pins"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == newest_first and cursor is None
+    status, whole, _ = request(server, f"/v1/feeds/{follower}")  # the default limit takes it all
+    assert status == 200 and [p["id"] for p in whole["pins"]] == newest_first and whole["next_cursor"] is None
+
+
+def test_healthz_and_an_empty_feed(server: FeedServer, appdata: AppData) -> None:
+    assert request(server, "/healthz")[:2] == (200, {"ok": True})
+    nobody = user(appdata, "follows nobody")
+    status, page, _ = request(server, f"/v1/feeds/{nobody}")
+    assert status == 200 and page["pins"] == [] and page["next_cursor"] is None
+
+
+USER_1 = make_id(0, ObjectType.USER, 1)
+BAD_REQUESTS = [
+    "/v1/feeds/abc",
+    "/v1/feeds/-1",
+    "/v1/feeds/%2B1",  # "+1"
+    "/v1/feeds/1.0",
+    f"/v1/feeds/{2**64}",
+    f"/v1/feeds/{ID_LIMIT + USER_1}",  # reserved bits set
+    f"/v1/feeds/{make_id(0, ObjectType.PIN, 1)}",
+    "/v1/feeds/%FF",  # not UTF-8
+    f"/v1/feeds/{USER_1}?limit=0",
+    f"/v1/feeds/{USER_1}?limit=501",
+    f"/v1/feeds/{USER_1}?limit=ten",
+    f"/v1/feeds/{USER_1}?limit=2.5",
+    f"/v1/feeds/{USER_1}?limit=",
+    f"/v1/feeds/{USER_1}?limit=1&limit=2",
+    f"/v1/feeds/{USER_1}?cursor=nope",
+    f"/v1/feeds/{USER_1}?cursor=" + "9" * 31,
+    f"/v1/feeds/{USER_1}?cursor=%C3%A9" + "9" * 31,
+    f"/v1/feeds/{USER_1}?cursor=" + "x" * 5000,
+    f"/v1/feeds/{USER_1}?page=2",
+]
+
+
+@pytest.mark.parametrize("path", BAD_REQUESTS)
+def test_bad_requests_are_400(server: FeedServer, path: str) -> None:
+    status, answer, raw = request(server, path)
+    assert status == 400, answer
+    assert_error(raw, answer)
+    assert len(answer["error"]) < 600
+
+
+def test_a_board_id_is_not_a_user_id(server: FeedServer, appdata: AppData) -> None:
+    board = graph.create_board(appdata, user(appdata, "owner"), {"name": "b"}).id
+    status, answer, raw = request(server, f"/v1/feeds/{board}")
+    assert status == 400 and "not a user" in answer["error"]
+    assert_error(raw, answer)
+
+
+@pytest.mark.parametrize("path", ["/", "/v1/feeds", "/v1/feeds/", f"/v1/feeds/{USER_1}/x", f"/v2/feeds/{USER_1}"])
+def test_unknown_paths_are_404(server: FeedServer, path: str) -> None:
+    status, answer, raw = request(server, path)
+    assert status == 404
+    assert_error(raw, answer)
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW", "HEAD"])
+def test_other_methods_are_405(server: FeedServer, method: str) -> None:
+    status, answer, raw = request(server, f"/v1/feeds/{USER_1}", method)
+    assert status == 405
+    if method == "HEAD":
+        assert answer is None  # no body after a HEAD
+    else:
+        assert_error(raw, answer)
+
+
+def raw_exchange(server: FeedServer, data: bytes) -> bytes:
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"NONSENSE\r\n\r\n", b"400"),
+        (b"GET /healthz\r\n\r\n", b"400"),  # HTTP/0.9
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", b"400"),  # a body on a GET
+        (b"GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", b"421"),  # DNS rebinding
+    ],
+)
+def test_malformed_http_is_a_json_error_and_closes(server: FeedServer, data: bytes, status: bytes) -> None:
+    answer = raw_exchange(server, data)  # returns once the server closes the connection
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == status, answer
+    assert_error(body, json.loads(body))
+
+
+def test_both_clusters_down_is_503_with_the_cause(appdata: AppData) -> None:
+    nowhere = Address("127.0.0.1", 19099)  # nothing listens there
+    dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1), ClusterPool("standby", nowhere, attempts=1))
+    server = serve(FeedReader(dead, appdata, cutoff_s=0.2))
+    try:
+        status, answer, raw = request(server, f"/v1/feeds/{USER_1}")
+        assert status == 503
+        assert_error(raw, answer)
+        assert answer["error"].startswith("feed unavailable: ")
+        assert "hbase primary" in answer["error"] and "hbase standby" in answer["error"]
+    finally:
+        server.stop()
+        dead.close()
+
+
+def test_a_black_holed_primary_is_served_by_the_standby(
+    appdata: AppData, pair: ClusterPair, feed: tuple[int, list[int]]
+) -> None:
+    follower, newest_first = feed
+    with silent_port() as hole:
+        slow = ClusterPool("primary", hole, call_timeout_s=3.0, attempts=1, table_prefix=pair.primary.table_prefix)
+        server = serve(FeedReader(ClusterPair(slow, pair.standby), appdata, cutoff_s=CUTOFF_S))
+        try:
+            started = time.monotonic()
+            status, page, _ = request(server, f"/v1/feeds/{follower}")
+            elapsed = time.monotonic() - started
+            assert status == 200 and page["served_by"] == "standby"
+            assert [p["id"] for p in page["pins"]] == newest_first
+            assert CUTOFF_S <= elapsed < CUTOFF_S + MARGIN_S
+        finally:
+            server.stop()
+            slow.close()
+
+
+def test_connections_over_the_cap_wait_and_stop_closes_the_reader(appdata: AppData, pair: ClusterPair) -> None:
+    reader = FeedReader(pair, appdata, cutoff_s=2.0)
+    server = FeedServer(reader, "127.0.0.1", 0, request_timeout_s=0.5, max_connections=2).start()
+    try:
+        idle = [socket.create_connection(server.address, timeout=5) for _ in range(2)]
+        started = time.monotonic()
+        assert request(server, "/healthz")[0] == 200  # once an idle connection times out
+        assert 0.3 < time.monotonic() - started < 0.5 + MARGIN_S
+        for sock in idle:
+            sock.close()
+    finally:
+        server.stop()
+    with pytest.raises(RuntimeError):  # its executor is shut down
+        reader.read(USER_1)
+
+
+# -- the CLI ------------------------------------------------------------------------
+CLI_ENV = {**os.environ, **APPDATA_ENV, "PINLATER_HBASE_TABLE_PREFIX": HBASE_PREFIX}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tasks.feeds.cli", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env={**CLI_ENV, **(env or {})},
+    )
+
+
+def test_cli_read_prints_a_page(feed: tuple[int, list[int]]) -> None:
+    follower, newest_first = feed
+    done = cli("read", str(follower), "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [int(line.split()[0]) for line in lines[:2]] == newest_first[:2]
+    _id, created, title = lines[0].split("  ", 2)
+    assert created.endswith("Z") and title.startswith("pin at ")
+    assert lines[2].startswith("next cursor: ") and lines[3] == "served by: primary"
+    cursor = lines[2].removeprefix("next cursor: ")
+    done = cli("read", str(follower), "--cursor", cursor, "--limit", "500", "--json")
+    assert done.returncode == 0, done.stderr
+    page = json.loads(done.stdout)
+    assert [p["id"] for p in page["pins"]] == newest_first[2:] and page["next_cursor"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (("read", "abc"), None, "user id must be a decimal number"),
+        (("read", str(make_id(0, ObjectType.BOARD, 1))), None, "not a user id"),
+        (("read", str(USER_1), "--limit", "0"), None, "limit"),
+        (("read", str(USER_1), "--cursor", "bad"), None, "cursor"),
+        (("read", str(USER_1), "--limit", "x"), None, "--limit"),
+        (("read", str(USER_1)), {"PINLATER_FEED_READ_CUTOFF_MS": "soon"}, "PINLATER_FEED_READ_CUTOFF_MS"),
+        (("read", str(USER_1)), {"PINLATER_HBASE_PRIMARY": "127.0.0.1:19099", "PINLATER_HBASE_STANDBY":
+                                 "127.0.0.1:19099"}, "feed unavailable: hbase primary"),
+        (("sweep",), {"PINLATER_SHARDS": "r1=redis://127.0.0.1:1/0"}, "unavailable"),
+        (("serve", "--port", "{taken}"), None, "cannot listen on 127.0.0.1:{taken}"),
+        (("bogus",), None, "invalid choice"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_2(args: tuple[str, ...], env: dict[str, str] | None, says: str) -> None:
+    with silent_port() as taken:
+        done = cli(*(a.format(taken=taken.port) for a in args), env=env)
+        says = says.format(taken=taken.port)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error") and says in done.stderr, done.stderr
+    assert done.stdout == ""
+
+
+def test_cli_sweep_enqueues_a_sweep() -> None:
+    # An in-memory job service: the sweep job goes nowhere shared.
+    done = cli("sweep", env={"PINLATER_SHARDS": "m1=memory://", "PINLATER_CONTROL_URL": "memory://feeds-cli"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("trim sweep enqueued: feed_trim_sweep:")
+
+
+def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list[int]]) -> None:
+    follower, newest_first = feed
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tasks.feeds.cli", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=CLI_ENV,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("pinlater-feeds listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", f"/v1/feeds/{follower}")
+        page = json.loads(connection.getresponse().read())
+        connection.close()
+        assert [p["id"] for p in page["pins"]] == newest_first
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert "Traceback" not in (process.stderr.read() if process.stderr else "")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

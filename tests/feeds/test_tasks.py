@@ -1,0 +1,133 @@
+"""The feed tasks end to end: application actions enqueue JSON jobs on
+PinLater, Celery worker processes run them, both HBase clusters get every
+write. Each test runs on the in-process stores and, where it says so, also
+through a ``pinlater server`` (the Thrift client) and on MySQL shards."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinlater.models import Job
+from pinlater.states import JobState
+from tasks.appdata import graph
+from tasks.appdata.store import AppData
+from tasks.feeds import queues
+from tasks.feeds.settings import FeedSettings
+from tasks.feeds.trim import SweepJob
+from tasks.feeds.writes import WriteBody
+from tests.feeds.helpers import feeds, pin, tick, user
+from tests.feeds.world import FeedWorld, longest_run_ms
+
+BACKENDS = ["redis", "redis+thrift", "mysql"]
+
+
+def followers(store: AppData, account: int, count: int, name: str) -> list[int]:
+    out = []
+    for i in range(count):
+        follower = user(store, f"{name}{i}")
+        graph.follow_user(store, follower, account)
+        out.append(follower)
+    return out
+
+
+@pytest.mark.parametrize("world", BACKENDS, indirect=True)
+@pytest.mark.feed_settings(page_size=50)
+def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld) -> None:
+    store = world.store
+    pinner = user(store, "pinner")
+    board = graph.create_board(store, pinner, {"name": "b"}).id
+    of_pinner = followers(store, pinner, 120, "fp")
+    of_board = [user(store, f"fb{i}") for i in range(30)]
+    both = of_pinner[:20]  # follow the pinner and the board: still one cell
+    for follower in of_board + both:
+        graph.follow_board(store, follower, board)
+    bystander = user(store, "bystander")
+    world.start_workers()
+
+    new = world.actions.create_pin(pinner, board, {"title": "hello"})
+    counts = world.settle(60)
+
+    for follower in of_pinner + of_board:
+        assert feeds(world.pair, follower) == [new.id], follower
+    assert feeds(world.pair, bystander) == []
+    assert feeds(world.pair, pinner) == []
+    assert world.failed_jobs() == {}
+    # 120 pinner followers in pages of 50 (3), 50 board followers (1 page).
+    assert counts[queues.FANOUT]["succeeded"] == 4
+    assert counts[queues.WRITE_PRIMARY]["succeeded"] == counts[queues.WRITE_STANDBY]["succeeded"] == 4
+    assert 0 < longest_run_ms(world.statuses(queues.FANOUT)) < 5000
+
+
+@pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.feed_settings(recent_pins=3)
+def test_follow_and_unfollow_delivered_in_either_order_end_the_same(world: FeedWorld) -> None:
+    store, actions = world.store, world.actions
+    followee = user(store, "followee")
+    board = graph.create_board(store, followee, {"name": "b"}).id
+    pins = [pin(store, followee, board, tick()) for _ in range(4)]
+    newest = [p.id for p in reversed(pins)][:3]
+    in_order, out_of_order, together = user(store, "a"), user(store, "b"), user(store, "c")
+    world.start_workers()
+
+    # The app's actions, as the graph records them: follow at t1, unfollow at t2.
+    times = {}
+    for follower in (in_order, out_of_order, together):
+        t1, t2 = tick(), tick()
+        graph.follow_user(store, follower, followee, at_ms=t1)
+        graph.unfollow_user(store, follower, followee)
+        times[follower] = (t1, t2)
+    # Their feed jobs, delivered in order, in reverse order, and at once.
+    t1, t2 = times[in_order]
+    actions.enqueue_follow(in_order, followee, "follow", t1)
+    world.settle(30)
+    assert feeds(world.pair, in_order) == newest
+    actions.enqueue_follow(in_order, followee, "unfollow", t2)
+    t1, t2 = times[out_of_order]
+    actions.enqueue_follow(out_of_order, followee, "unfollow", t2)
+    world.settle(30)
+    actions.enqueue_follow(out_of_order, followee, "follow", t1)  # late: masked by the delete at t2
+    t1, t2 = times[together]
+    actions.enqueue_follow(together, followee, "unfollow", t2)
+    actions.enqueue_follow(together, followee, "follow", t1)
+    world.settle(30)
+    assert feeds(world.pair, in_order) == feeds(world.pair, out_of_order) == feeds(world.pair, together) == []
+
+    # Follow, unfollow, re-follow: the re-follow (a later time) shows the pins again.
+    actions.follow(out_of_order, followee)
+    world.settle(30)
+    assert feeds(world.pair, out_of_order) == newest
+    assert world.failed_jobs() == {}
+
+
+def test_a_body_no_retry_can_fix_fails_at_once_with_its_reason(world: FeedWorld) -> None:
+    world.actions.ensure_queues()
+    world.start_workers()
+    bad = {
+        queues.FANOUT: b'{"pin_id": 1}',
+        queues.FOLLOW: b"not json",
+        queues.WRITE_PRIMARY: WriteBody("put", "standby", (user(world.store, "u"),), ("0" * 32,), 5).to_json().encode(),
+        queues.TRIM: b'{"user_id": 5, "cluster": "elsewhere", "cap": 10}',
+    }
+    descriptors = {q: world.client.enqueue(q, [Job(body)])[0] for q, body in bad.items()}
+    world.settle(30)
+    for queue, descriptor in descriptors.items():
+        info = world.service.lookup([descriptor])[descriptor]
+        assert info.state is JobState.FAILED, queue
+        assert info.attempts_remaining == 0
+        assert "[failed: JobRefused: " in info.custom_status, info.custom_status
+        assert "retry" not in info.custom_status  # failed on the first attempt
+    assert "standby cluster on the primary queue" in world.service.lookup(
+        [descriptors[queues.WRITE_PRIMARY]])[descriptors[queues.WRITE_PRIMARY]].custom_status
+
+
+def test_beat_schedules_the_sweep_from_the_task() -> None:
+    from tasks.feeds import tasks as feed_tasks  # noqa: F401  (binds the shared tasks)
+    from workers.app import make_app
+    from workers.beat import periodic_schedule
+
+    app = make_app("beat_check", imports=())
+    entry = periodic_schedule(app)["pinlater:feeds.trim_sweep"]
+    assert entry["task"] == "feeds.trim_sweep"
+    assert entry["schedule"] == FeedSettings.from_env({}).sweep_interval_s
+    assert entry["args"] == ("{}",)
+    assert SweepJob.from_json(entry["args"][0]) == SweepJob()

@@ -1,0 +1,60 @@
+"""Trimming by the tasks: a fan-out that samples a row well over the cap
+enqueues its trim, and the periodic sweep (started here by hand, as
+``celery beat`` would) caps every feed, including those grown by follows,
+keeping the newest pins on both clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.appdata import graph
+from tasks.feeds import queues
+from tests.feeds.helpers import feed, feeds, pin, tick, user
+from tests.feeds.world import FeedWorld
+
+CAP = 20
+
+
+@pytest.mark.feed_settings(cap=CAP, trim_slack=5, trim_sample=1000, recent_pins=40, page_size=100)
+def test_fanout_trims_and_the_sweep_caps_every_feed_keeping_the_newest(world: FeedWorld) -> None:
+    store, actions = world.store, world.actions
+    pinner = user(store, "prolific")
+    board = graph.create_board(store, pinner, {"name": "b"}).id
+    readers = [user(store, f"reader{i}") for i in range(5)]
+    for reader in readers:
+        graph.follow_user(store, reader, pinner)
+    world.start_workers()
+
+    created = []
+    for _ in range(4):  # a fan-out checks rows as its page's writes left them
+        for _ in range(10):
+            created.append(actions.create_pin(pinner, board, {"title": "p"}, created_at_ms=tick()))
+        world.settle(60)
+    newest = [p.id for p in reversed(created)]
+    # Sampled during fan-out: each feed went over cap + slack and was trimmed
+    # back; the pins fanned out since are within the slack.
+    assert world.service.count(queues.TRIM, "succeeded") > 0
+    for reader in readers:
+        got = feeds(world.pair, reader)
+        assert CAP <= len(got) <= CAP + 5 and got == newest[: len(got)]
+
+    # A follow adds 40 older pins of another account to a new follower: only the sweep sees it.
+    other = user(store, "other")
+    other_board = graph.create_board(store, other, {"name": "o"}).id
+    older = [pin(store, other, other_board, 1_600_000_000_000 + i) for i in range(40)]
+    follower = user(store, "follower")
+    actions.follow(follower, other)
+    world.settle(30)
+    assert len(feeds(world.pair, follower)) == 40
+
+    actions.start_sweep()
+    counts = world.settle(60)
+    assert counts[queues.TRIM_SWEEP]["succeeded"] >= 3  # the start, then a page per cluster
+    for reader in readers:
+        assert feeds(world.pair, reader) == newest[:CAP]
+    assert feeds(world.pair, follower) == [p.id for p in reversed(older)][:CAP]
+    assert world.failed_jobs() == {}
+    # A later pin is not hidden by the trims' deletes.
+    late = actions.create_pin(pinner, board, {"title": "late"})
+    world.settle(30)
+    assert feed(world.pair, "primary", readers[0])[0] == late.id

@@ -1,0 +1,154 @@
+"""The feed tasks end to end: Celery worker processes running
+``tasks.feeds.tasks`` on PinLater (in-process stores, or through a
+``pinlater server`` for "+thrift"), the session's app-data databases and
+HBase tables, and ``FeedActions`` in the test process enqueuing through the
+same kind of client the workers use.
+
+The feed queues have fixed names, so a world deletes them first and creates
+them with test-sized configs (claim timeout 3 s, retries every 200 ms to
+1 s), as an operator may; nothing else shares them within a session."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pinlater.client_api import PinLaterClient
+from pinlater.errors import QueueNotFound
+from pinlater.monitor import Monitor
+from pinlater.retry import RetryPolicy
+from pinlater.service import JobService
+from pinlater.settings import Settings
+from pinlater.thrift_client import ThriftClient
+from tasks.appdata.store import AppData
+from tasks.feeds import queues
+from tasks.feeds.actions import FeedActions
+from tasks.feeds.settings import FeedSettings
+from tasks.hbase import ClusterPair
+from tests.appdata.conftest import ENV as APPDATA_ENV
+from tests.conftest import settings_for
+from tests.hbase.conftest import PREFIX as HBASE_PREFIX
+from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
+from tests.workers.harness import Processes, wait_until, worker_env
+
+STATES = ("pending", "running", "succeeded", "failed")
+TEST_CLAIM_TIMEOUT_MS = 3000
+TEST_RETRY = RetryPolicy(kind="linear_then_exponential", retries=500, base_ms=200, linear_retries=3,
+                         max_delay_ms=1000)
+
+
+def feed_env(stores: str, bus_prefix: str, **feed: str) -> dict[str, str]:
+    env = worker_env(stores, bus_prefix)
+    env.update(APPDATA_ENV)
+    env.update(
+        PINLATER_CELERY_IMPORTS="tasks.feeds.tasks",
+        PINLATER_HBASE_PRIMARY=HBASE_PRIMARY,
+        PINLATER_HBASE_STANDBY=HBASE_STANDBY,
+        PINLATER_HBASE_TABLE_PREFIX=HBASE_PREFIX,
+        PINLATER_HBASE_CALL_TIMEOUT_S="10",
+        PINLATER_POLL_INTERVAL_S="0.2",
+    )
+    env.update({f"PINLATER_FEED_{k.upper()}": v for k, v in feed.items()})
+    return env
+
+
+@dataclass
+class FeedWorld:
+    env: dict[str, str]
+    service: JobService  # the stores, directly: counts and lookups
+    client: PinLaterClient  # what the application uses: in-process or Thrift
+    actions: FeedActions
+    store: AppData
+    pair: ClusterPair
+    procs: Processes
+    workers: list[str] = field(default_factory=list)
+
+    def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
+        for i in range(count):
+            name = f"feeds{len(self.workers) + 1}"
+            self.procs.worker(name, list(queues.ALL), concurrency, *extra)
+            self.workers.append(name)
+            del i
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for queue in queues.ALL:
+            out[queue] = {state: self.service.count(queue, state) for state in STATES}
+            out[queue]["pending"] += self.service.count(queue, "pending", future=True)
+        return out
+
+    def busy(self) -> int:
+        return sum(c["pending"] + c["running"] for c in self.counts().values())
+
+    def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain") -> dict[str, dict[str, int]]:
+        """Waits until no feed job is pending or running (twice in a row,
+        a moment apart: a job may be between its ACK and its successor)."""
+        def quiet() -> bool:
+            if self.busy():
+                return False
+            time.sleep(0.3)
+            return self.busy() == 0
+
+        try:
+            wait_until(quiet, timeout, interval=0.2, what=what)
+        except AssertionError:
+            logs = "\n".join(f"--- {name}\n{self.procs.log(name)[-3000:]}" for name in self.workers)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}: {self.counts()}\n{logs}") from None
+        return self.counts()
+
+    def failed_jobs(self) -> dict[str, int]:
+        return {q: c["failed"] for q, c in self.counts().items() if c["failed"]}
+
+    def statuses(self, queue: str, state: str = "succeeded") -> list[str]:
+        """The custom statuses of every job of ``queue`` in ``state``."""
+        out: list[str] = []
+        for priority in (1, 2, 3):
+            continuation = "0"
+            while continuation != "-1":
+                result = self.service.scan(queue, state, priority=priority, continuation=continuation, limit=1000)
+                out.extend(job.custom_status for job in result.jobs)
+                continuation = result.continuation
+        return out
+
+
+def longest_run_ms(statuses: list[str]) -> int:
+    """The longest "[ran N ms]" among job statuses (PinLaterRequest writes them)."""
+    return max((int(ms) for s in statuses for ms in re.findall(r"\[ran (\d+) ms\]", s)), default=0)
+
+
+def reset_queues(service: JobService) -> None:
+    for name in queues.ALL:
+        with suppress(QueueNotFound):
+            service.delete_queue(name, "secret")
+    for name in queues.ALL:
+        service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS)
+
+
+@contextmanager
+def feed_world(
+    stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, **feed: Any
+) -> Iterator[FeedWorld]:
+    env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", **{k: str(v) for k, v in feed.items()})
+    settings: Settings = settings_for(stores)
+    with JobService.from_settings(settings, source="feed-tests") as service:
+        reset_queues(service)
+        client: PinLaterClient = service
+        if thrift_address is not None:
+            env["PINLATER_SERVERS"] = thrift_address
+            client = ThriftClient([thrift_address], source="feed-tests")
+        actions = FeedActions(store, client, FeedSettings.from_env(env))
+        procs = Processes(env, logdir)
+        monitor = Monitor(service, interval_s=0.5)
+        monitor.start_thread()
+        try:
+            yield FeedWorld(env, service, client, actions, store, pair, procs)
+        finally:
+            procs.close()
+            monitor.stop()
+            if client is not service:
+                client.close()  # type: ignore[attr-defined]

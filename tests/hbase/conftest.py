@@ -1,0 +1,48 @@
+"""Fixtures of the HBase tests: the two real clusters ``scripts/services up``
+starts (never skipped: started, or the session fails loudly), a per-session
+table prefix so sessions never share tables, and a fresh row per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables
+from tasks.hbase.settings import Address
+from tests.servers import HBASE_PRIMARY, HBASE_STANDBY, ensure_services
+
+PREFIX = f"t{uuid.uuid4().hex[:8]}"
+
+
+def test_settings(**overrides: object) -> HBaseSettings:
+    fields: dict[str, object] = {
+        "primary": Address.parse(HBASE_PRIMARY),
+        "standby": Address.parse(HBASE_STANDBY),
+        "table_prefix": PREFIX,
+        "call_timeout_s": 20.0,
+    }
+    fields.update(overrides)
+    return HBaseSettings(**fields)  # type: ignore[arg-type]
+
+
+test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
+
+
+@pytest.fixture(scope="session")
+def pair() -> Iterator[ClusterPair]:
+    ensure_services()
+    pair = ClusterPair.from_settings(test_settings())
+    ensure_tables(pair)
+    yield pair
+    for pool in pair:
+        names = pool.run("list tables", lambda connection: [t.decode() for t in connection.tables()])
+        for name in names:
+            drop_table(pool, name)
+    pair.close()
+
+
+@pytest.fixture
+def row() -> bytes:
+    return f"user-{uuid.uuid4().hex[:12]}".encode()

@@ -1,0 +1,58 @@
+"""Argument checks and settings of tasks.hbase (no server involved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.hbase import ClusterPool, HBaseSettings, delete_cells, put_cells
+from tasks.hbase.reads import page_filter
+from tasks.hbase.settings import Address
+
+POOL = ClusterPool("unused", Address("127.0.0.1", 1))  # never reached: the checks fail first
+
+
+@pytest.mark.parametrize("timestamp", [0, -1, 2**63, 1.5, True])
+def test_cell_timestamps_are_positive_ints(timestamp: object) -> None:
+    with pytest.raises(ValueError, match="cell timestamp"):
+        put_cells(POOL, "t", {b"r": {b"f:q": b""}}, timestamp=timestamp)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("column", [b"noqualifier", b":q", "f:q"])
+def test_columns_are_family_qualifier_bytes(column: object) -> None:
+    with pytest.raises(ValueError, match="family:qualifier"):
+        put_cells(POOL, "t", {b"r": {column: b""}}, timestamp=1)  # type: ignore[dict-item]
+
+
+def test_whole_row_deletes_are_refused() -> None:
+    with pytest.raises(ValueError, match="whole-row deletes"):
+        delete_cells(POOL, "t", {b"r": []}, timestamp=1)
+
+
+def test_empty_writes_touch_nothing() -> None:
+    assert put_cells(POOL, "t", {b"r": {}}, timestamp=1) == 0
+
+
+def test_page_filter() -> None:
+    assert page_filter(10, 20) == b"ColumnPaginationFilter(10, 20)"
+    expected = b"ColumnRangeFilter('it''s', false, '', false) AND ColumnPaginationFilter(5, 0)"
+    assert page_filter(5, after=b"it's") == expected
+    with pytest.raises(ValueError):
+        page_filter(0)
+
+
+def test_settings_from_env() -> None:
+    settings = HBaseSettings.from_env(
+        {
+            "PINLATER_HBASE_PRIMARY": "10.0.0.1:9090",
+            "PINLATER_HBASE_STANDBY": "10.0.0.2:9091",
+            "PINLATER_HBASE_TABLE_PREFIX": "demo",
+            "PINLATER_HBASE_CALL_TIMEOUT_S": "0.5",
+        }
+    )
+    assert (str(settings.primary), str(settings.standby)) == ("10.0.0.1:9090", "10.0.0.2:9091")
+    assert settings.table_prefix == "demo" and settings.call_timeout_s == 0.5
+    assert str(HBaseSettings.from_env({}).primary) == "127.0.0.1:19090"
+    with pytest.raises(ValueError, match="PINLATER_HBASE_STANDBY: expected HOST:PORT"):
+        HBaseSettings.from_env({"PINLATER_HBASE_STANDBY": "nohost"})
+    with pytest.raises(ValueError, match="PINLATER_HBASE_POOL_SIZE"):
+        HBaseSettings.from_env({"PINLATER_HBASE_POOL_SIZE": "0"})

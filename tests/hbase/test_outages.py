@@ -1,0 +1,83 @@
+"""Cluster outages: the project's errors, fast, with the other cluster
+unaffected; and the service script's HBase commands."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.hbase import (
+    FOLLOWING_FEED,
+    ClusterPair,
+    ClusterPool,
+    HBaseError,
+    HBaseRequestFailed,
+    HBaseUnavailable,
+    put_cells,
+    read_columns,
+)
+from tasks.hbase.settings import Address
+from tests.servers import REPO, services
+
+FEED = FOLLOWING_FEED.name
+VAR = Path(os.environ.get("PINLATER_VAR", REPO / ".var"))
+
+
+def hbase_pids() -> dict[str, str]:
+    return {
+        f"{cluster}/{jvm}": (VAR / "hbase" / cluster / f"{jvm}.pid").read_text().strip()
+        for cluster in ("primary", "standby")
+        for jvm in ("master", "thrift")
+    }
+
+
+def test_unreachable_cluster_is_a_clear_error_at_once() -> None:
+    pool = ClusterPool("nowhere", Address("127.0.0.1", 19099), attempts=2)  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(HBaseUnavailable) as caught:
+        put_cells(pool, FEED, {b"r": {b"feed:q": b""}}, timestamp=1)
+    assert time.monotonic() - started < 2
+    message = str(caught.value)
+    assert message.startswith("hbase nowhere (127.0.0.1:19099): put 1 cells into following_feed at 1: ")
+    assert "Could not connect" in message and "\n" not in message
+
+
+def test_server_side_errors_are_one_line(pair: ClusterPair, row: bytes) -> None:
+    with pytest.raises(HBaseRequestFailed) as caught:
+        read_columns(pair.primary, "no_such_table", row, family="feed", limit=1)
+    message = str(caught.value)
+    assert "TableNotFoundException" in message and "\n" not in message
+    assert message.startswith("hbase primary (127.0.0.1:19090): read no_such_table row ")
+
+
+@pytest.mark.slow
+def test_standby_outage_fails_fast_and_primary_keeps_working(pair: ClusterPair, row: bytes) -> None:
+    put_cells(pair.standby, FEED, {row: {b"feed:before": b""}}, timestamp=10)
+    services("stop-hbase", "standby")
+    try:
+        for _ in range(3):  # pooled connections were open: each is replaced, none hangs
+            started = time.monotonic()
+            with pytest.raises(HBaseUnavailable, match=r"^hbase standby \(127\.0\.0\.1:19091\): "):
+                put_cells(pair.standby, FEED, {row: {b"feed:during": b""}}, timestamp=20)
+            assert time.monotonic() - started < 2
+            with pytest.raises(HBaseError, match=r"^hbase standby .*: read following_feed"):
+                read_columns(pair.standby, FEED, row, family="feed", limit=10)
+        put_cells(pair.primary, FEED, {row: {b"feed:during": b""}}, timestamp=20)
+        assert read_columns(pair.primary, FEED, row, family="feed", limit=10) == [(b"during", b"")]
+    finally:
+        services("start-hbase", "standby")
+    # Back: the same pool works again, and what was written before the clean stop is there.
+    put_cells(pair.standby, FEED, {row: {b"feed:after": b""}}, timestamp=30)
+    assert [q for q, _ in read_columns(pair.standby, FEED, row, family="feed", limit=10)] == [b"after", b"before"]
+
+
+def test_services_up_twice_is_a_no_op(pair: ClusterPair) -> None:
+    before = hbase_pids()
+    result = services("up")
+    assert "hbase: primary: already running" in result.stdout
+    assert "hbase: standby: already running" in result.stdout
+    assert "starting" not in result.stdout
+    assert hbase_pids() == before

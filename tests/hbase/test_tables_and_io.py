@@ -1,0 +1,117 @@
+"""Writes, reads and table definitions against the two real clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.hbase import (
+    FOLLOWING_FEED,
+    ClusterPair,
+    Family,
+    HBaseSchemaMismatch,
+    TableDef,
+    delete_cells,
+    drop_table,
+    ensure_table,
+    ensure_tables,
+    put_cells,
+    read_columns,
+)
+
+FEED = FOLLOWING_FEED.name
+
+
+def qualifier(i: int) -> bytes:
+    return b"feed:%08d" % i
+
+
+def test_round_trip_on_both_clusters(pair: ClusterPair, row: bytes) -> None:
+    for pool in pair:
+        cells = {qualifier(i): pool.name.encode() for i in range(5)}
+        assert put_cells(pool, FEED, {row: cells}, timestamp=1_000) == 5
+    for pool in pair:
+        got = read_columns(pool, FEED, row, family="feed", limit=100)
+        assert got == [(b"%08d" % i, pool.name.encode()) for i in range(5)]
+
+
+def test_following_feed_family_settings(pair: ClusterPair) -> None:
+    for pool in pair:
+        families = pool.run("families", lambda c: c.table(FEED).families())
+        feed = families[b"feed"]
+        assert feed["max_versions"] == 1
+        assert feed["block_cache_enabled"] is True
+    # Ensuring again creates nothing and finds the schema as defined.
+    assert ensure_tables(pair) == {"primary": [], "standby": []}
+
+
+def test_ensure_table_refuses_a_table_with_other_families(pair: ClusterPair) -> None:
+    pool = pair.primary
+    assert ensure_table(pool, TableDef("odd", (Family("a", max_versions=3),))) is True
+    try:
+        with pytest.raises(HBaseSchemaMismatch, match=r"hbase primary .*family 'a' keeps 3 versions, not 1"):
+            ensure_table(pool, TableDef("odd", (Family("a", max_versions=1),)))
+        with pytest.raises(HBaseSchemaMismatch, match=r"family 'b' missing"):
+            ensure_table(pool, TableDef("odd", (Family("a", max_versions=3), Family("b"))))
+    finally:
+        assert drop_table(pool, "odd") is True
+
+
+def test_delete_at_t_masks_late_older_puts_and_not_newer(pair: ClusterPair, row: bytes) -> None:
+    """Out-of-order follow/unfollow (seed 002): the unfollow's delete at T
+    wins over the follow's put at T-1 even when the put is processed later;
+    a re-follow at T+1 shows."""
+    column = qualifier(7)
+    for pool in pair:
+        put_cells(pool, FEED, {row: {column: b""}}, timestamp=1_000)
+        delete_cells(pool, FEED, {row: [column]}, timestamp=2_000)
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == []
+        put_cells(pool, FEED, {row: {column: b"late"}}, timestamp=1_999)  # the late follow
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == []
+        put_cells(pool, FEED, {row: {column: b"same"}}, timestamp=2_000)  # <= T is masked too
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == []
+        put_cells(pool, FEED, {row: {column: b"again"}}, timestamp=2_001)  # the re-follow
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == [(b"00000007", b"again")]
+
+
+def test_delete_masks_only_its_columns(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    put_cells(pool, FEED, {row: {qualifier(i): b"" for i in range(4)}}, timestamp=5_000)
+    assert delete_cells(pool, FEED, {row: [qualifier(1), qualifier(2)]}, timestamp=5_000) == 2
+    got = read_columns(pool, FEED, row, family="feed", limit=10)
+    assert [q for q, _ in got] == [b"00000000", b"00000003"]
+
+
+def test_reads_as_of_a_timestamp_are_exclusive(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    put_cells(pool, FEED, {row: {qualifier(1): b""}}, timestamp=100)
+    put_cells(pool, FEED, {row: {qualifier(2): b""}}, timestamp=200)
+    assert read_columns(pool, FEED, row, family="feed", limit=10, before_timestamp=200) == [(b"00000001", b"")]
+    assert len(read_columns(pool, FEED, row, family="feed", limit=10, before_timestamp=201)) == 2
+
+
+def test_paging_with_column_pagination_filter(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.standby
+    # More cells than one batch, to cross mutateRows calls.
+    put_cells(pool, FEED, {row: {qualifier(i): b"%d" % i for i in range(25)}}, timestamp=9_000, batch_size=10)
+    pages = [read_columns(pool, FEED, row, family="feed", limit=10, offset=o) for o in (0, 10, 20, 30)]
+    assert [len(p) for p in pages] == [10, 10, 5, 0]
+    assert [q for p in pages for q, _ in p] == [b"%08d" % i for i in range(25)]
+    # By cursor: the qualifiers after the previous page's last one.
+    seen: list[bytes] = []
+    after = None
+    while True:
+        page = read_columns(pool, FEED, row, family="feed", limit=7, after=after)
+        if not page:
+            break
+        seen.extend(q for q, _ in page)
+        after = page[-1][0]
+    assert seen == [b"%08d" % i for i in range(25)]
+
+
+def test_paging_cursor_with_quotes_and_binary_qualifiers(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    qualifiers = [b"a'b", b"a'c", b"\x00\x01", b"\xff\xfe'", b"z"]
+    put_cells(pool, FEED, {row: {b"feed:" + q: b"" for q in qualifiers}}, timestamp=1)
+    first = read_columns(pool, FEED, row, family="feed", limit=2)
+    rest = read_columns(pool, FEED, row, family="feed", limit=10, after=first[-1][0])
+    assert [q for q, _ in first + rest] == sorted(qualifiers)
