@@ -38,6 +38,7 @@ from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_HAS_BOARDS
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
+from tasks.feeds.cells import TABLE
 from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
 from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
@@ -83,7 +84,7 @@ def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
     schema.drop_shards(store)
     schema.create_shards(store)
     for pool in pair:
-        drop_table(pool, "following_feed")
+        drop_table(pool, TABLE)
     ensure_tables(pair)
 
 

@@ -32,6 +32,34 @@ def page_filter(limit: int, offset: int = 0, after: bytes | None = None) -> byte
     return b"ColumnRangeFilter(" + _quote(after) + b", false, '', false) AND " + paging
 
 
+def _scan_row(
+    pool: ClusterPool, table: str, row: bytes, family: str, scan_filter: bytes, *,
+    timestamp: int | None = None, include_timestamp: bool = False,
+) -> list[tuple[bytes, Any]]:
+    """One row's ``family`` through a filter, in column order, qualifiers
+    without the family: a scan from the row to the next possible key
+    (Thrift1's single-row get takes no filter). Sorted: happybase returns dicts."""
+    prefix = family.encode() + b":"
+
+    def work(connection: Any) -> list[tuple[bytes, Any]]:
+        out: list[tuple[bytes, Any]] = []
+        for _key, data in connection.table(table).scan(
+            row_start=row,
+            row_stop=row + b"\x00",
+            columns=[family.encode()],
+            filter=scan_filter,
+            timestamp=timestamp,
+            limit=1,
+            sorted_columns=True,
+            include_timestamp=include_timestamp,
+        ):
+            out.extend((column[len(prefix) :], value) for column, value in data.items())
+        return out
+
+    what = "with timestamps" if include_timestamp else ""
+    return pool.run(f"read {table} row {row[:40]!r} {what}".rstrip(), work)
+
+
 def read_cells(
     pool: ClusterPool,
     table: str,
@@ -45,24 +73,8 @@ def read_cells(
     """``read_columns`` with each cell's timestamp: ``(qualifier, value,
     timestamp)``. Trims need it: a delete at the newest excess cell's
     timestamp masks every excess cell, and nothing written later."""
-    scan_filter = page_filter(limit, offset, after)
-    prefix = family.encode() + b":"
-
-    def work(connection: Any) -> list[tuple[bytes, bytes, int]]:
-        out: list[tuple[bytes, bytes, int]] = []
-        for _key, data in connection.table(table).scan(
-            row_start=row,
-            row_stop=row + b"\x00",
-            columns=[family.encode()],
-            filter=scan_filter,
-            limit=1,
-            sorted_columns=True,
-            include_timestamp=True,
-        ):
-            out.extend((column[len(prefix) :], value, int(ts)) for column, (value, ts) in data.items())
-        return out
-
-    return pool.run(f"read {table} row {row[:40]!r} with timestamps", work)
+    cells = _scan_row(pool, table, row, family, page_filter(limit, offset, after), include_timestamp=True)
+    return [(qualifier, value, int(ts)) for qualifier, (value, ts) in cells]
 
 
 def rows_longer_than(
@@ -114,23 +126,4 @@ def read_columns(
     reads as of then (exclusive: versions with ts < it)."""
     if before_timestamp is not None:
         check_timestamp(before_timestamp)
-    scan_filter = page_filter(limit, offset, after)
-    prefix = family.encode() + b":"
-
-    def work(connection: Any) -> list[tuple[bytes, bytes]]:
-        out: list[tuple[bytes, bytes]] = []
-        # One row: a scan from the row to the next possible key (Thrift1's
-        # single-row get takes no filter). Sorted: happybase returns dicts.
-        for _key, data in connection.table(table).scan(
-            row_start=row,
-            row_stop=row + b"\x00",
-            columns=[family.encode()],
-            filter=scan_filter,
-            timestamp=before_timestamp,
-            limit=1,
-            sorted_columns=True,
-        ):
-            out.extend((column[len(prefix) :], value) for column, value in data.items())
-        return out
-
-    return pool.run(f"read {table} row {row[:40]!r}", work)
+    return _scan_row(pool, table, row, family, page_filter(limit, offset, after), timestamp=before_timestamp)

@@ -13,6 +13,7 @@ import uuid
 from tasks.appdata import schema
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
+from tasks.feeds.cells import TABLE
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table
 from tests.servers import REPO, ensure_services
 
@@ -42,5 +43,5 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
         store.close()
         pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
         for pool in pair:
-            drop_table(pool, "following_feed")
+            drop_table(pool, TABLE)
         pair.close()

@@ -28,6 +28,7 @@ from pinlater.thrift_client import ThriftClient
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
+from tasks.feeds.local import feed_counts, jobs_left
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair
 from tests.appdata.conftest import ENV as APPDATA_ENV
@@ -36,7 +37,6 @@ from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
 from tests.workers.harness import Processes, wait_until, worker_env
 
-STATES = ("pending", "running", "succeeded", "failed")
 TEST_CLAIM_TIMEOUT_MS = 3000
 TEST_RETRY = RetryPolicy(kind="linear_then_exponential", retries=500, base_ms=200, linear_retries=3,
                          max_delay_ms=1000)
@@ -69,21 +69,16 @@ class FeedWorld:
     workers: list[str] = field(default_factory=list)
 
     def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
-        for i in range(count):
+        for _ in range(count):
             name = f"feeds{len(self.workers) + 1}"
             self.procs.worker(name, list(queues.ALL), concurrency, *extra)
             self.workers.append(name)
-            del i
 
     def counts(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for queue in queues.ALL:
-            out[queue] = {state: self.service.count(queue, state) for state in STATES}
-            out[queue]["pending"] += self.service.count(queue, "pending", future=True)
-        return out
+        return feed_counts(self.service)
 
     def busy(self) -> int:
-        return sum(c["pending"] + c["running"] for c in self.counts().values())
+        return jobs_left(self.service)
 
     def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain") -> dict[str, dict[str, int]]:
         """Waits until no feed job is pending or running (twice in a row,
