@@ -75,7 +75,6 @@ BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_bench_",
     "PINLATER_HBASE_TABLE_PREFIX": "bench",
     "PINLATER_FEED_PAGE_SIZE": "1000",
-    "PINLATER_FEED_TRIM_SAMPLE": "0",  # writes only: trims are not what is measured
     "PINLATER_POLL_INTERVAL_S": "0.2",
 }
 
