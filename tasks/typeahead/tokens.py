@@ -1,0 +1,73 @@
+"""The one tokenizer of the typeahead: contact names when they are indexed,
+and queries when they are looked up, so both always agree (seed 003).
+
+A token is a run of letters and digits of any script, casefolded, without
+accents. Tokens are the byte prefixes of the index's column qualifiers and
+row keys (``token_bytes``), where b"\\x00" separates a token from what
+follows it: a token never contains it.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+MAX_TOKEN_CHARS = 32
+MAX_TOKENS = 8
+# Enough for MAX_TOKENS full tokens and their separators, so that
+# tokenize(" ".join(tokenize(text))) == tokenize(text) for every text.
+MAX_INPUT_CHARS = MAX_TOKENS * (MAX_TOKEN_CHARS + 1)
+
+# Letters NFKD does not decompose into a base letter and a mark: what a
+# person types on a keyboard without them (after casefold, so lower case).
+_LOOKALIKES = str.maketrans({
+    "ø": "o", "ł": "l", "æ": "ae", "œ": "oe", "đ": "d", "ð": "d", "þ": "th", "ħ": "h", "ŧ": "t", "ı": "i",
+})
+# Inside a word they are dropped ("O'Brien" is one token); elsewhere they separate.
+_APOSTROPHES = frozenset("'’‘ʼ`´")
+_MARKS_DROPPED = frozenset({"Mn", "Me"})  # accents; spacing marks (Mc) are vowels of Indic scripts: kept
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of a name or a query, in order, repeats kept (the ranking
+    needs positions; the index keeps one entry per distinct token).
+
+    Bounded: only the first ``MAX_INPUT_CHARS`` (264) characters are read,
+    each token is cut to ``MAX_TOKEN_CHARS`` (32) characters and at most
+    ``MAX_TOKENS`` (8) tokens are returned; a longer name is found by its
+    first eight tokens.
+
+    >>> tokenize("José O'Brien-Łukasz, SMITH")
+    ['jose', 'obrien', 'lukasz', 'smith']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"tokenize takes a str, got {type(text).__name__}")
+    folded = unicodedata.normalize("NFKD", text[:MAX_INPUT_CHARS].casefold())
+    chars = [c for c in folded if unicodedata.category(c) not in _MARKS_DROPPED]
+    plain = "".join(chars).translate(_LOOKALIKES)
+    tokens: list[str] = []
+    current: list[str] = []
+    for i, char in enumerate(plain):
+        if _is_word_char(char):
+            current.append(char)
+        elif char in _APOSTROPHES and current and i + 1 < len(plain) and _is_word_char(plain[i + 1]):
+            continue  # inside a word: "o'brien" -> "obrien"
+        elif current:
+            tokens.append("".join(current[:MAX_TOKEN_CHARS]))
+            current = []
+            if len(tokens) == MAX_TOKENS:
+                return tokens
+    if current:
+        tokens.append("".join(current[:MAX_TOKEN_CHARS]))
+    return tokens[:MAX_TOKENS]
+
+
+def token_bytes(token: str) -> bytes:
+    """A token as the index stores it: UTF-8, never empty, never holding
+    b"\\x00" (UTF-8 writes that byte only for U+0000, which is no letter)."""
+    if not token or "\x00" in token:
+        raise ValueError(f"not a token: {token[:40]!r}")
+    return token.encode("utf-8")
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or unicodedata.category(char) == "Mc"
