@@ -71,15 +71,15 @@ class UpdateJob:
     def parse(cls, data: dict[str, Any]) -> UpdateJob:
         op = data.get("op")
         if op == "follow":
-            need = ("op", "cluster", "follower_id", "followee_id", "at_ms")
-            data = bodies.load(bodies.dump(data), "typeahead follow job", need, (), InvalidTypeaheadJob)
+            data = bodies.load(bodies.dump(data), "typeahead follow job",
+                               ("op", "cluster", "follower_id", "followee_id", "at_ms"), (), InvalidTypeaheadJob)
             follower, followee = _user(data["follower_id"], "follower_id"), _user(data["followee_id"], "followee_id")
             if follower == followee:
                 raise InvalidTypeaheadJob(f"typeahead follow job: {follower} cannot follow itself")
             _time(data["at_ms"], "at_ms")
         elif op == "source":
-            need = ("op", "cluster", "user_id", "source")
-            data = bodies.load(bodies.dump(data), "typeahead source job", need, (), InvalidTypeaheadJob)
+            data = bodies.load(bodies.dump(data), "typeahead source job",
+                               ("op", "cluster", "user_id", "source"), (), InvalidTypeaheadJob)
             _user(data["user_id"], "user_id")
             try:
                 if source_named(str(data["source"])) not in IMPORTED:

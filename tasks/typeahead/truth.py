@@ -130,8 +130,10 @@ def follow_slots(store: AppData, follower: int, followee: int, at_ms: int) -> li
         (followee, MUTUAL, follower, (forward, back)),
     ):
         name = names.get(contact)
-        present = name is not None and all(t is not None for t in times)
-        entry = _graph_entry(owner, source, contact, name, *[t for t in times if t is not None]) if present else None
+        edge_times = [t for t in times if t is not None]
+        entry = None
+        if name is not None and len(edge_times) == len(times):
+            entry = _graph_entry(owner, source, contact, name, *edge_times)
         gone_at = max(at_ms, name.at_ms if name else 0)
         slots.append(Slot(owner, source, user_key(contact), entry, gone_at, token_set(name.name) if name else ()))
     return slots

@@ -128,8 +128,8 @@ def repair(pool: ClusterPool, diffs: Sequence[ContactDifference], round_no: int)
     for d in diffs:
         for (table, row, column), ts in d.unexpected:
             deletes[(table, ts)][row].append(column)
-    for (table, ts), rows in sorted(deletes.items()):
-        changed += delete_cells(pool, table, rows, timestamp=ts)
+    for (table, ts), columns in sorted(deletes.items()):
+        changed += delete_cells(pool, table, columns, timestamp=ts)
     now = now_ms()
     puts: dict[tuple[str, int], dict[bytes, dict[bytes, bytes]]] = defaultdict(lambda: defaultdict(dict))
     for d in diffs:
@@ -137,9 +137,9 @@ def repair(pool: ClusterPool, diffs: Sequence[ContactDifference], round_no: int)
             continue
         at = d.expected.version if round_no <= 1 else max(d.expected.version, now)
         for table, rows in d.expected.cells().items():
-            for row, columns in rows.items():
-                puts[(table, at)][row].update(columns)
-    for (table, ts), rows in sorted(puts.items()):
-        changed += put_cells(pool, table, rows, timestamp=ts)
+            for row, cells in rows.items():
+                puts[(table, at)][row].update(cells)
+    for (table, ts), planned in sorted(puts.items()):
+        changed += put_cells(pool, table, planned, timestamp=ts)
     return changed
 
