@@ -167,7 +167,7 @@ def flush_dashboard_dbs() -> None:
 WORK = {"enqueued": 30, "dequeued": 20, "succeeded": 12, "failed": 8}
 
 
-def clear_of_minute_end(margin_s: float = 5.0) -> None:
+def clear_of_minute_end(margin_s: float = 10.0) -> None:
     """Sleep into the next minute if this one ends within ``margin_s``, so
     that a short workload happens within one minute."""
     left = 60 - time.time() % 60
