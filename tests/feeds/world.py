@@ -27,12 +27,12 @@ from pinlater.settings import Settings
 from pinlater.thrift_client import ThriftClient
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
-from tasks.typeahead import queues as typeahead_queues
-from tasks.typeahead.actions import ContactActions
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.local import feed_counts, jobs_left
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair
+from tasks.typeahead import queues as typeahead_queues
+from tasks.typeahead.actions import ContactActions
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.conftest import settings_for
 from tests.hbase.conftest import PREFIX as HBASE_PREFIX
