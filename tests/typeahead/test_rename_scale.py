@@ -1,0 +1,73 @@
+"""A rename of an account with 100,000 followers reaches every index that
+holds it, through chained rename jobs of 1,000 followers each on both
+clusters, and the old name no longer finds the account anywhere."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from tasks.appdata import generate, graph, mappings
+from tasks.appdata.generate import GraphSpec
+from tasks.appdata.tables import USER_FOLLOWED_BY_USER
+from tasks.hbase import ClusterPair
+from tasks.hbase.reads import prefix_filter, scan_range
+from tasks.typeahead import queues, truth
+from tasks.typeahead.entries import SEPARATOR, TOKEN_FAMILY, WIDE_TABLE
+from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.writer import put_entries
+from tests.feeds.world import FeedWorld, longest_run_ms
+from tests.typeahead.helpers import found
+
+FOLLOWERS = 100_000
+
+
+def holders(pair: ClusterPair, cluster: str, token: str, key: str) -> set[int]:
+    """Owners whose wide rows hold ``key`` under a token starting with ``token``."""
+    out = set()
+    for row, columns in scan_range(pair[cluster], WIDE_TABLE, start=b"", stop=b"", columns=[b"c"],
+                                   scan_filter=prefix_filter(token.encode()), batch_size=5000):
+        if any(c[len(TOKEN_FAMILY):].partition(SEPARATOR)[2] == key.encode() for c in columns):
+            out.add(int.from_bytes(row[:8], "big"))
+    return out
+
+
+@pytest.mark.slow
+def test_a_rename_of_a_100k_follower_account_reaches_every_index(world: FeedWorld) -> None:
+    store = world.store
+    spec = GraphSpec(users=FOLLOWERS + 500, boards=0, pins=0, follows_per_user=0.05, board_follows_per_user=0,
+                     celebrities=1, celebrity_followers=FOLLOWERS, seed=11)
+    star = generate.generate(store, spec).celebrity_ids[0]
+    graph.rename_user(store, star, "Oldceleb Starr")
+    # The index as it stood before the rename: the star in every follower's "following".
+    followers = [e for e in mappings.walk(store, USER_FOLLOWED_BY_USER, star, page_size=10_000)]
+    assert len(followers) >= FOLLOWERS
+    entries = truth.rename_entries(store, star, followers, "followers")
+    for cluster in world.pair:
+        put_entries(cluster, entries)
+    key = truth.user_key(star)
+    fans = {e.to_id for e in followers}
+    assert holders(world.pair, "primary", "oldceleb", key) == fans
+
+    world.start_workers(concurrency=2)
+    started = time.monotonic()
+    world.contacts.rename(star, "Newceleb Starr")
+    counts = world.settle(300, "the rename of a 100k-follower account")
+    elapsed = time.monotonic() - started
+
+    assert world.failed_jobs() == {}
+    follower_pages = -(-len(fans) // 1000)  # then one page of followees, on each cluster
+    assert counts[queues.RENAME]["succeeded"] == 2 * (follower_pages + 1)
+    for cluster in ("primary", "standby"):
+        assert holders(world.pair, cluster, "oldceleb", key) == set(), f"{cluster}: the old name still finds"
+        assert holders(world.pair, cluster, "newceleb", key) == fans, f"{cluster}: the new name is not everywhere"
+        assert holders(world.pair, cluster, "starr", key) == fans
+    index = ContactsIndex(world.pair)
+    for fan in random.Random(5).sample(sorted(fans), 20):
+        assert ("Newceleb Starr", "following") in found(index, fan, "newceleb"), fan
+        assert all(name != "Oldceleb Starr" for name, _ in found(index, fan, "oldceleb starr"))
+    longest = longest_run_ms(world.statuses(queues.RENAME))
+    print(f"\n100k rename: {len(fans):,} indexes x 2 clusters in {elapsed:.1f} s; longest page {longest} ms")
+    assert 0 < longest < 5000
