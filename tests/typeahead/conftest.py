@@ -1,0 +1,30 @@
+"""Fixtures of the typeahead tests: headless Chromium (the dashboard tests'
+``browser_context``) and a typeahead server over ``tests.typeahead.support``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tasks.typeahead.http import TypeaheadServer
+from tests.dashboards.conftest import browser_context  # noqa: F401  (a fixture, used by name)
+from tests.typeahead.support import FakeIndex
+
+
+@pytest.fixture(scope="module")
+def fake_index() -> FakeIndex:
+    return FakeIndex()
+
+
+@pytest.fixture(autouse=True)
+def _forget_calls(request: pytest.FixtureRequest) -> None:
+    if "fake_index" in request.fixturenames:
+        request.getfixturevalue("fake_index").calls.clear()
+
+
+@pytest.fixture(scope="module")
+def server(fake_index: FakeIndex) -> Iterator[TypeaheadServer]:
+    server = TypeaheadServer(fake_index.lookup, "127.0.0.1", 0, request_timeout_s=5.0).start()
+    yield server
+    server.stop()
