@@ -11,6 +11,7 @@ Reads (GET):
   /api/audit?limit=                operator actions, newest first
   /api/progress                    long operations (see dashboards.progress)
   /api/hbase                       HBase clusters and feed queues (see dashboards.hbase_panel)
+  /api/rates?minutes=&limit=       per-minute rates of the busiest queues (see dashboards.rates)
   /metrics                         Prometheus text
 Controls (POST, JSON object body, token and operator headers):
   /api/queues/{queue}/{rate|pause|resume|retry-failed|delete-jobs}
@@ -42,6 +43,7 @@ from dashboards.hbase_health import HBaseHealth
 from dashboards.hbase_panel import hbase_panel
 from dashboards.metrics import render
 from dashboards.progress import ProgressBoard
+from dashboards.rates import DEFAULT_QUEUES, MAX_MINUTES, MAX_QUEUES, RateCharts
 from dashboards.snapshot import Collector
 from pinlater.errors import (
     ConfigUnreadable,
@@ -135,6 +137,9 @@ class Api:
         self.service, self.settings, self.collector = service, settings, collector
         self.audit, self.progress, self.hbase = audit, progress, hbase
         self.controls = Controls(service, audit, collector.invalidate)
+        # The charts show the queues of the snapshot, which the page reads anyway.
+        self.rates = RateCharts(service.control, lambda: [q["name"] for q in collector.snapshot()["queues"]],
+                                ttl_s=collector.ttl_s)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
         self._gets: dict[str, Callable[[Request], Response]] = {
@@ -146,6 +151,7 @@ class Api:
             "/api/audit": self._audit,
             "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
             "/api/hbase": lambda r: json_response(200, hbase_panel(self.collector.snapshot(), self.hbase)),
+            "/api/rates": self._rates,
             "/metrics": self._metrics,
         }
 
@@ -274,6 +280,11 @@ class Api:
 
     def _audit(self, req: Request) -> Response:
         return json_response(200, {"entries": self.audit.recent(_int(req, "limit", 50, 1, 1000) or 50)})
+
+    def _rates(self, req: Request) -> Response:
+        minutes = _int(req, "minutes", MAX_MINUTES, 1, MAX_MINUTES) or MAX_MINUTES
+        limit = _int(req, "limit", DEFAULT_QUEUES, 1, MAX_QUEUES) or DEFAULT_QUEUES
+        return json_response(200, self.rates.charts(minutes, limit))
 
     def _metrics(self, req: Request) -> Response:
         stats = {"passes": self.collector.passes, "failed_passes": self.collector.failed_passes}

@@ -48,6 +48,7 @@ _STATIC = {
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/controls.js": ("controls.js", "text/javascript; charset=utf-8"),
     "/static/hbase.js": ("hbase.js", "text/javascript; charset=utf-8"),
+    "/static/charts.js": ("charts.js", "text/javascript; charset=utf-8"),
 }
 # The page may talk to this server only; the Flower link is a navigation,
 # which this policy does not restrict.

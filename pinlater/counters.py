@@ -13,8 +13,10 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Collection
 
 from pinlater.control.base import ControlStore
+from pinlater.control.counter_store import RETENTION_MINUTES
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,33 @@ def recent_rates(
             for event, n in events.items():
                 totals[queue][event] += n / window_s
     return {q: dict(e) for q, e in totals.items()}
+
+
+def minute_series(
+    control: ControlStore,
+    queues: Collection[str] | None = None,
+    minutes: int = 60,
+    now: float | None = None,
+) -> dict[str, dict[str, list[int]]]:
+    """queue -> event -> events counted in each of the last ``minutes``
+    minutes, oldest first; the last is the current, partial minute (minute
+    ``current_minute(now)``). One read of the control store. Every event of
+    EVENTS has a series, zeros where nothing happened; ``queues`` limits the
+    answer to those (each present, even without events), else every queue
+    with an event in the window."""
+    if not 1 <= minutes <= RETENTION_MINUTES:
+        raise ValueError(f"minutes must be between 1 and {RETENTION_MINUTES}, got {minutes}")
+    last = current_minute(now)
+    first = last - minutes + 1
+    counts = control.read_counts(first, last)
+    names = set(queues) if queues is not None else {q for per_minute in counts.values() for q in per_minute}
+    series = {q: {e: [0] * minutes for e in EVENTS} for q in names}
+    for minute, per_minute in counts.items():
+        for queue, events in per_minute.items():
+            for event, n in events.items():
+                if queue in series and event in series[queue] and first <= minute <= last:
+                    series[queue][event][minute - first] += n
+    return series
 
 
 def recent_totals(control: ControlStore, minutes: int = 60, now: float | None = None) -> dict[str, dict[str, int]]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from tasks.appdata import mappings, objects, schema
 from tasks.appdata.ids import ObjectType
+from tasks.appdata.names import person_name
 from tasks.appdata.settings import AppDataSettingError, AppDataSettings
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import (
@@ -92,6 +93,7 @@ class GraphPlan:
     user_follows: list[tuple[int, int, int]]  # follower, followee, ms
     board_follows: list[tuple[int, int, int]]  # follower, board, ms
     celebrities: list[int]  # user indexes, most followed first
+    user_names: list[str]
 
 
 @dataclass(slots=True)
@@ -182,9 +184,11 @@ def plan(spec: GraphSpec, shards: Sequence[int]) -> GraphPlan:
             if board_owner[board] != follower and (follower, board) not in seen:
                 seen.add((follower, board))
                 board_follows.append((follower, board, when()))
+    # Names from their own generator: the rest of the graph stays what it was for a seed.
+    names = random.Random(f"names:{spec.seed}")
     return GraphPlan(
         user_shard, user_created, board_owner, board_created, pin_board, pin_created,
-        user_follows, board_follows, celebrities,
+        user_follows, board_follows, celebrities, [person_name(names) for _ in user_created],
     )
 
 
@@ -251,7 +255,7 @@ def write(store: AppData, graph: GraphPlan, *, progress: ProgressFn | None = Non
 
     t = time.monotonic()
     user_rows: list[tuple[int, dict[str, object]]] = [
-        (created, {"username": f"user{i}", "name": f"User {i}"}) for i, created in enumerate(graph.user_created)
+        (created, {"username": f"user{i}", "name": graph.user_names[i]}) for i, created in enumerate(graph.user_created)
     ]
     user_ids = _create_objects(store, ObjectType.USER, graph.user_shard, user_rows, "users", report)
     summary.seconds["users"] = time.monotonic() - t

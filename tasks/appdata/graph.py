@@ -175,3 +175,33 @@ def repair_reverse(store: AppData, forward: MappingTable, from_id: int, *, page_
     rows = [(edge.to_id, from_id, edge.sequence) for edge in edges]
     return mappings.add_many(store, reverse, rows)
 
+
+
+# ---------------------------------------------------------------- names
+
+
+def name_of(user: AppObject) -> tuple[str, int]:
+    """A user's display name and its version: the time it was last set
+    (``name_at``; the creation time for a name never changed)."""
+    return str(user.data.get("name") or user.data.get("username") or ""), int(
+        user.data.get("name_at", user.created_at_ms)
+    )
+
+
+def rename_user(store: AppData, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:
+    """Sets a user's name; ``(old name, new name, name_at)``. ``name_at``
+    only grows (at least the old one + 1), so it orders renames for the
+    index writes stamped with it."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
+        raise ValueError("a name is 1..200 characters of text, without NUL")
+    name = name.strip()
+
+    def change(current: AppObject) -> dict[str, Any]:
+        at = max(now_ms() if at_ms is None else at_ms, name_of(current)[1] + 1)
+        return {**current.data, "name": name, "name_at": at}
+
+    result = objects.update(store, user_id, ObjectType.USER, change)
+    if result is None:
+        raise InvalidId(f"no user {user_id}")
+    before, after = result
+    return name_of(before)[0], name, name_of(after)[1]

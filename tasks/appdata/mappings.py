@@ -108,11 +108,11 @@ def add_many(store: AppData, table: MappingTable, rows: Iterable[tuple[int, int,
         for start in range(0, len(shard_rows), chunk):
             part = shard_rows[start : start + chunk]
             stmt = sql("map_add_many", database=database, table=table.name, rows=len(part))
-            added += store.run(shard, _executor(stmt, [v for row in part for v in row]))
+            added += store.run(shard, executor(stmt, [v for row in part for v in row]))
     return added
 
 
-def _executor(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], int]:
+def executor(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], int]:
     def run(cursor: DbCursor, _database: str) -> int:
         return cursor.execute(stmt, args)
 
@@ -134,18 +134,43 @@ def exists(store: AppData, table: MappingTable, from_id: int, to_id: int) -> boo
 
 def existing(store: AppData, table: MappingTable, from_id: int, to_ids: Iterable[int]) -> set[int]:
     """Which of ``to_ids`` from_id maps to (one query per 1,000)."""
+    return set(sequences(store, table, from_id, to_ids))
+
+
+def sequences(store: AppData, table: MappingTable, from_id: int, to_ids: Iterable[int]) -> dict[int, int]:
+    """The sequence of each of ``to_ids`` that from_id maps to (one query
+    per 1,000); ids not mapped are left out."""
     shard = _check(table, from_id)
     wanted = list(dict.fromkeys(to_ids))
     for to_id in wanted:
         expect_type(to_id, table.to_type)
     database = store.locate(shard).database
-    found: set[int] = set()
+    found: dict[int, int] = {}
     for start in range(0, len(wanted), IN_LIST_MAX):
         part = wanted[start : start + IN_LIST_MAX]
-        stmt = sql("map_existing", database=database, table=table.name, ids=len(part))
-        rows = store.run(shard, _fetcher(stmt, [from_id, *part]))
-        found.update(int(r[0]) for r in rows)
+        stmt = sql("map_sequences", database=database, table=table.name, ids=len(part))
+        rows = store.run(shard, fetcher(stmt, [from_id, *part]))
+        found.update((int(to_id), int(sequence)) for to_id, sequence in rows)
     return found
+
+
+def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, dict[int, int]]:
+    """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
+    shards; one query per shard and 1,000 ids). For pages of a backfill or
+    a verify pass: the whole mapping of each id, so keep pages small when
+    some ids have huge ones."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for from_id in dict.fromkeys(from_ids):
+        by_shard[_check(table, from_id)].append(from_id)
+    out: dict[int, dict[int, int]] = {}
+    for shard, ids in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(ids), IN_LIST_MAX):
+            part = ids[start : start + IN_LIST_MAX]
+            stmt = sql("map_rows_from_many", database=database, table=table.name, ids=len(part))
+            for from_id, to_id, sequence in store.run(shard, fetcher(stmt, part)):
+                out.setdefault(int(from_id), {})[int(to_id)] = int(sequence)
+    return out
 
 
 def count(store: AppData, table: MappingTable, from_id: int) -> int:
@@ -201,7 +226,7 @@ def _fetch(cursor: DbCursor, stmt: str, args: Sequence[Any]) -> tuple[tuple[Any,
     return cursor.fetchall()
 
 
-def _fetcher(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], tuple[tuple[Any, ...], ...]]:
+def fetcher(stmt: str, args: Sequence[Any]) -> Callable[[DbCursor, str], tuple[tuple[Any, ...], ...]]:
     def run(cursor: DbCursor, _database: str) -> tuple[tuple[Any, ...], ...]:
         return _fetch(cursor, stmt, args)
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pymysql.cursors import Cursor
 
 from tasks.appdata.ids import IdParts, InvalidId, ObjectType, make_id, split_id
+from tasks.appdata.mappings import executor
 from tasks.appdata.shardmap import Server
 from tasks.appdata.sql import sql
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import OBJECT_TABLES
 
 IN_LIST_MAX = 1000
+UPDATE_ATTEMPTS = 20
 # SELECTs joined by UNION ALL in one statement (one per database and type).
 UNION_MAX = 64
 # Rows and bytes of data per multi-row INSERT (below MariaDB's default 16 MB
@@ -152,4 +154,39 @@ def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None)
                 oid = make_id(int(shard), type_, int(local))
                 found[oid] = AppObject(oid, type_, int(created), json.loads(blob))
     return [found[i] for i in ids if i in found]
+
+
+
+def update(
+    store: AppData, object_id: int, kind: ObjectType, change: Callable[[AppObject], Mapping[str, Any]]
+) -> tuple[AppObject, AppObject] | None:
+    """Replaces an object's data with ``change(current)``; ``(before,
+    after)``, or None when there is no such object. A compare-and-set on the
+    stored blob: a concurrent update of the same object makes the UPDATE
+    match no row, and ``change`` runs again on what is stored now."""
+    parts = split_id(object_id)
+    if parts.type is not kind:
+        raise InvalidId(f"id {object_id} is a {parts.type.name.lower()}, not a {kind.name.lower()}")
+    table = OBJECT_TABLES[kind]
+    database = store.locate(parts.shard).database
+    read, write = sql("get_object_data", database=database, table=table), sql(
+        "replace_object_data", database=database, table=table
+    )
+    for _attempt in range(UPDATE_ATTEMPTS):
+
+        def fetch(cursor: Cursor, _db: str) -> tuple[Any, ...] | None:
+            cursor.execute(read, (parts.local,))
+            return cursor.fetchone()
+
+        row = store.run(parts.shard, fetch)
+        if row is None:
+            return None
+        created, blob = int(row[0]), str(row[1])
+        before = AppObject(object_id, kind, created, json.loads(blob))
+        new_blob = _encode(change(before))
+        if new_blob == blob:  # MySQL counts an unchanged row as not matched
+            return before, before
+        if store.run(parts.shard, executor(write, (new_blob, parts.local, blob))) == 1:
+            return before, AppObject(object_id, kind, created, json.loads(new_blob))
+    raise RuntimeError(f"object {object_id}: {UPDATE_ATTEMPTS} concurrent updates in a row, gave up")
 

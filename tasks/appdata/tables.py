@@ -60,4 +60,13 @@ REVERSE: dict[MappingTable, MappingTable] = {
     USER_FOLLOWS_BOARD: BOARD_FOLLOWED_BY_USER,
 }
 
-TABLE_NAMES = frozenset(OBJECT_TABLES.values()) | frozenset(m.name for m in MAPPING_TABLES)
+# Imported contacts per (user, source), on the user's shard, and external
+# accounts -> user ids, on the shard an account's name hashes to
+# (tasks.appdata.contacts).
+CONTACT_SOURCES = "contact_sources"
+EXTERNAL_ACCOUNTS = "external_accounts"
+CONTACT_TABLES = (CONTACT_SOURCES, EXTERNAL_ACCOUNTS)
+
+TABLE_NAMES = (
+    frozenset(OBJECT_TABLES.values()) | frozenset(m.name for m in MAPPING_TABLES) | frozenset(CONTACT_TABLES)
+)

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -22,7 +22,8 @@ STATES = ("pending", "running", "succeeded", "failed")
 
 @contextmanager
 def worker_processes(
-    env: dict[str, str], count: int, logdir: Path, *, concurrency: int = 2, name: str = "feeds"
+    env: dict[str, str], count: int, logdir: Path, *, concurrency: int = 2, name: str = "feeds",
+    queue_names: Sequence[str] = queues.ALL,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     procs = []
     try:
@@ -30,7 +31,7 @@ def worker_processes(
             log = open(logdir / f"{name}{i + 1}.log", "wb")  # noqa: SIM115 (the child keeps it)
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-n", f"{name}{i + 1}@%h",
-                 "-c", str(concurrency), "-Q", ",".join(queues.ALL), "--without-gossip", "--without-mingle",
+                 "-c", str(concurrency), "-Q", ",".join(queue_names), "--without-gossip", "--without-mingle",
                  "-l", "warning"],
                 env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             ))
@@ -49,16 +50,16 @@ def worker_processes(
                 proc.wait()
 
 
-def feed_counts(client: PinLaterClient) -> dict[str, dict[str, int]]:
-    """Jobs by state per feed queue; pending includes those scheduled later
-    (retries waiting out their delay)."""
+def feed_counts(client: PinLaterClient, queue_names: Sequence[str] = queues.ALL) -> dict[str, dict[str, int]]:
+    """Jobs by state per queue (the feed queues by default); pending
+    includes those scheduled later (retries waiting out their delay)."""
     out = {}
-    for queue in queues.ALL:
+    for queue in queue_names:
         by_state = {state: client.count(queue, state) for state in STATES}
         by_state["pending"] += client.count(queue, "pending", future=True)
         out[queue] = by_state
     return out
 
 
-def jobs_left(client: PinLaterClient) -> int:
-    return sum(c["pending"] + c["running"] for c in feed_counts(client).values())
+def jobs_left(client: PinLaterClient, queue_names: Sequence[str] = queues.ALL) -> int:
+    return sum(c["pending"] + c["running"] for c in feed_counts(client, queue_names).values())

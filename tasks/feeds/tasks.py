@@ -26,8 +26,6 @@ from typing import Any, TypeVar
 
 from celery import shared_task
 
-from pinlater.errors import PinLaterError
-from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.feeds import queues
 from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes
@@ -36,37 +34,23 @@ from tasks.feeds.settings import FeedSettings
 from tasks.feeds.trim import InvalidTrimJob, SweepJob, TrimJob, over, sweep_page, trim_writes
 from tasks.feeds.writes import CLUSTERS, InvalidWriteBody, WriteBody, apply_write
 from tasks.hbase import PRIMARY, STANDBY, HBaseError
+from tasks.shell import run_job, task_options
 from workers.task import PinLaterTask
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Conditions that end when a server comes back: the job is retried.
-OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
-# Bodies no retry can fix: an id on a shard the map does not have is one.
-_INVALID = (InvalidFanoutJob, InvalidFollowAction, InvalidWriteBody, InvalidTrimJob, UnknownShard)
+# Bodies no retry can fix.
+_INVALID = (InvalidFanoutJob, InvalidFollowAction, InvalidWriteBody, InvalidTrimJob)
 _SETTINGS = FeedSettings.from_env()
 
 
 def _options(queue: str) -> dict[str, Any]:
-    return {
-        "base": PinLaterTask,
-        "bind": True,
-        "pinlater_queue": queue,
-        "queue_retry_policy": queues.RETRY[queue],
-        "claim_timeout_ms": queues.CLAIM_TIMEOUT_MS,
-    }
+    return task_options(queue, queues.RETRY[queue], queues.CLAIM_TIMEOUT_MS)
 
 
 def _run(task: PinLaterTask, work: Callable[[], T]) -> T:
-    """``work()``, with a bad body refused and an outage retried."""
-    try:
-        return work()
-    except _INVALID as exc:
-        task.refuse(str(exc))
-    except OUTAGES as exc:
-        log.info("%s: will retry after an outage: %s", task.name, exc)
-        raise task.retry(exc=exc) from None
+    return run_job(task, work, _INVALID)
 
 
 def publish_writes(writes: list[WriteBody], priority: int, key: str | None = None) -> None:

@@ -8,7 +8,17 @@ from tasks.hbase.pair import PRIMARY, STANDBY, ClusterPair
 from tasks.hbase.pool import ClusterPool
 from tasks.hbase.reads import read_columns
 from tasks.hbase.settings import Address, HBaseSettings
-from tasks.hbase.tables import FOLLOWING_FEED, TABLES, Family, TableDef, drop_table, ensure_table, ensure_tables
+from tasks.hbase.tables import (
+    FOLLOWING_FEED,
+    TABLES,
+    TYPEAHEAD_TALL,
+    TYPEAHEAD_WIDE,
+    Family,
+    TableDef,
+    drop_table,
+    ensure_table,
+    ensure_tables,
+)
 from tasks.hbase.writes import delete_cells, put_cells
 
 __all__ = [
@@ -16,6 +26,8 @@ __all__ = [
     "PRIMARY",
     "STANDBY",
     "TABLES",
+    "TYPEAHEAD_TALL",
+    "TYPEAHEAD_WIDE",
     "Address",
     "ClusterPair",
     "ClusterPool",

@@ -127,3 +127,48 @@ def read_columns(
     if before_timestamp is not None:
         check_timestamp(before_timestamp)
     return _scan_row(pool, table, row, family, page_filter(limit, offset, after), timestamp=before_timestamp)
+
+
+def prefix_filter(prefix: bytes) -> bytes:
+    """Columns whose qualifier starts with ``prefix`` (a filter-language string)."""
+    return b"ColumnPrefixFilter(" + _quote(prefix) + b")"
+
+
+def get_rows(
+    pool: ClusterPool, table: str, rows: list[bytes], *, columns: list[bytes] | None = None,
+) -> dict[bytes, dict[bytes, bytes]]:
+    """``{row: {b"family:qualifier": value}}`` of the given rows, in one call
+    (``getRowsWithColumns``); rows with none of the columns are left out."""
+    if not rows:
+        return {}
+
+    def work(connection: Any) -> dict[bytes, dict[bytes, bytes]]:
+        return {key: data for key, data in connection.table(table).rows(rows, columns=columns) if data}
+
+    return pool.run(f"get {len(rows)} rows of {table}", work)
+
+
+def scan_range(
+    pool: ClusterPool,
+    table: str,
+    *,
+    start: bytes,
+    stop: bytes,
+    columns: list[bytes] | None = None,
+    scan_filter: bytes | None = None,
+    limit: int | None = None,
+    include_timestamp: bool = False,
+    batch_size: int = 1000,
+) -> list[tuple[bytes, dict[bytes, Any]]]:
+    """Rows with keys in [start, stop), in key order; values are
+    ``(value, timestamp)`` pairs with ``include_timestamp``."""
+
+    def work(connection: Any) -> list[tuple[bytes, dict[bytes, Any]]]:
+        return list(
+            connection.table(table).scan(
+                row_start=start, row_stop=stop, columns=columns, filter=scan_filter, limit=limit,
+                include_timestamp=include_timestamp, batch_size=min(batch_size, limit or batch_size),
+            )
+        )
+
+    return pool.run(f"scan {table} from {start[:40]!r}", work)

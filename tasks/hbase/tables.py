@@ -51,7 +51,13 @@ class TableDef:
 # cell timestamps are the time of the action that wrote them.
 FOLLOWING_FEED = TableDef("following_feed", (Family("feed", max_versions=1, block_cache_enabled=True),))
 
-TABLES = (FOLLOWING_FEED,)
+# The typeahead's contacts index (seed 003; layout in tasks/typeahead/entries.py):
+# wide rows per (user, source) with token columns "c" and member records "m",
+# and tall rows per (user, source, token, contact) for huge sources.
+TYPEAHEAD_WIDE = TableDef("typeahead_wide", (Family("c"), Family("m")))
+TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c"),))
+
+TABLES = (FOLLOWING_FEED, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
 
 def _check(pool: ClusterPool, table: TableDef, found: dict[bytes, dict[str, Any]]) -> None:

@@ -161,3 +161,31 @@ def flush_dashboard_dbs() -> None:
     for port in REDIS_PORTS:
         redis.Redis.from_url(redis_url(port, SHARD_DB)).flushdb()
     redis.Redis.from_url(redis_url(REDIS_PORTS[0], CONTROL_DB)).flushdb()
+
+
+# Events of ``run_known_work``, for the rate charts.
+WORK = {"enqueued": 30, "dequeued": 20, "succeeded": 12, "failed": 8}
+
+
+def clear_of_minute_end(margin_s: float = 10.0) -> None:
+    """Sleep into the next minute if this one ends within ``margin_s``, so
+    that a short workload happens within one minute."""
+    left = 60 - time.time() % 60
+    if left < margin_s:
+        time.sleep(left + 0.1)
+
+
+def run_known_work(svc: JobService, queue: str) -> None:
+    """A new queue with the events of ``WORK``, flushed to the control store.
+    Its jobs are then deleted: the events stay (they are all the charts
+    read), and the shards' totals, which other tests check against the
+    workload queue alone, stay as they were."""
+    svc.create_queue(queue, priorities=1)
+    svc.enqueue(queue, [Job(b"x", attempts_allowed=1)] * WORK["enqueued"])
+    jobs = svc.dequeue(queue, WORK["dequeued"])
+    ok = WORK["succeeded"]
+    svc.ack(queue, succeeded=[Ack(j.descriptor) for j in jobs[:ok]], failed=[Ack(j.descriptor) for j in jobs[ok:]])
+    svc.counters.flush()
+    for state in ("pending", "succeeded", "failed"):
+        svc.delete_jobs(queue, state)
+    assert backend_counts(svc, queue) == dict.fromkeys(STATE_QUERIES, 0)

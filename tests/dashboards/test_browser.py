@@ -4,6 +4,8 @@ fetches nothing from anywhere but the dashboard."""
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +20,13 @@ from tests.dashboards.support import (
     STATE_QUERIES,
     TOKEN,
     UNREADABLE,
+    WORK,
     Cluster,
     backend_counts,
+    clear_of_minute_end,
     plant_odd_queues,
     restore,
+    run_known_work,
     wait_for,
 )
 
@@ -215,3 +220,68 @@ def test_the_page_shows_every_queue_whatever_its_stored_config(page: Any, cluste
     finally:
         restore(svc, planted)
         r.close()
+
+
+def chart_texts(page: Any, queue: str) -> tuple[int, str, str]:
+    """The taken_at_ms of the answer the charts were drawn from, and the
+    queue's chart's aria-label and y-axis label, read together (the page
+    redraws on every refresh)."""
+    taken, label, y_max = page.evaluate("""q => {
+        const svg = document.querySelector(`#rate-charts figure[data-queue="${q}"] svg`);
+        return [Number(document.getElementById("rate-charts").dataset.takenAtMs), svg.getAttribute("aria-label"),
+                svg.querySelector('[data-field="y-max"]').textContent];
+    }""", queue)
+    return int(taken), str(label), str(y_max)
+
+
+def polyline_points(chart: Any) -> dict[str, list[tuple[float, float]]]:
+    lines = chart.locator("polyline")
+    return {lines.nth(i).get_attribute("data-event"): [
+        (float(x), float(y)) for x, y in (p.split(",") for p in lines.nth(i).get_attribute("points").split())
+    ] for i in range(lines.count())}
+
+
+def test_rate_charts_draw_what_the_api_says(page: Any, cluster: Cluster) -> None:
+    queue, quiet = f"rates_{uuid.uuid4().hex[:8]}", f"a_quiet_{uuid.uuid4().hex[:6]}"
+    answers: dict[int, Any] = {}  # taken_at_ms -> /api/rates answer, as the page received it
+    page.on("response", lambda r: "/api/rates" in r.url and r.ok and answers.setdefault(0, []).append(r))
+    clear_of_minute_end()
+    run_known_work(cluster.svc, queue)
+    cluster.svc.create_queue(quiet, priorities=1)
+    cluster.dashboard.collector.invalidate()
+    chart = page.locator(f'#rate-charts figure[data-queue="{queue}"]')
+    chart.wait_for()
+
+    points = polyline_points(chart)
+    assert sorted(points) == ["dequeued", "enqueued", "failed", "succeeded"]
+    assert all(len(p) == 60 for p in points.values())
+    ticks = chart.locator("svg text").all_text_contents()
+    assert "\u221260 min" in ticks and "now" in ticks
+
+    taken, label, y_max_text = chart_texts(page, queue)
+    by_time = {r.json()["taken_at_ms"]: r.json() for r in answers[0]}
+    assert taken in by_time, "the chart was drawn from an answer the page did not fetch"
+    [q] = [q for q in by_time[taken]["queues"] if q["name"] == queue]
+    # "rates_x: latest minute enqueued 0.55/s, ...; last hour: 30 enqueued, 20 dequeued, ..."
+    latest = dict((e, float(x)) for e, x in re.findall(r"(\w+) ([0-9.]+)/s", label.split(";")[0]))
+    totals = {e: int(n.replace(",", "")) for n, e in re.findall(r"(\d[\d,]*) ([a-z]+)", label.split(";")[1])}
+    assert totals == q["events"] == WORK
+    assert latest.keys() == WORK.keys()
+    for event, rate in latest.items():
+        assert rate == pytest.approx(q["rates"][event][-1], abs=0.006), event  # shown with 2 decimals
+    y_max = float(y_max_text.removesuffix("/s"))
+    assert y_max >= max(max(s) for s in q["rates"].values()) > 0
+    # Drawn to scale: the enqueued line's last point is the highest point of all
+    # (the smallest y), and before this minute every line lies on the baseline.
+    baseline = points["enqueued"][0][1]
+    assert points["enqueued"][-1][1] == min(y for p in points.values() for _, y in p) < baseline
+    assert {y for p in points.values() for _, y in p[:-1]} == {baseline}
+
+    still = page.locator(f'#rate-charts figure[data-queue="{quiet}"]')
+    still.wait_for()
+    assert "no events in the last hour" in still.inner_text()
+    assert len({y for p in polyline_points(still).values() for _, y in p}) == 1  # flat
+    _, quiet_label, _ = chart_texts(page, quiet)
+    assert "latest minute enqueued 0/s, dequeued 0/s, succeeded 0/s, failed 0/s" in quiet_label
+    page.locator("#rates").scroll_into_view_if_needed()  # the section stays; its charts are redrawn
+    page.locator("#rates").screenshot(path=str(ARTIFACTS / "dashboard-rates.png"))

@@ -31,12 +31,17 @@ from tasks.feeds.actions import FeedActions
 from tasks.feeds.local import feed_counts, jobs_left
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair
+from tasks.typeahead import queues as typeahead_queues
+from tasks.typeahead.actions import ContactActions
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.conftest import settings_for
 from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
 from tests.workers.harness import Processes, wait_until, worker_env
 
+# Every task module the world's workers run, and their queues.
+TASK_MODULES = ("tasks.feeds.tasks", "tasks.typeahead.tasks")
+QUEUES = (*queues.ALL, *typeahead_queues.ALL)
 TEST_CLAIM_TIMEOUT_MS = 3000
 TEST_RETRY = RetryPolicy(kind="linear_then_exponential", retries=500, base_ms=200, linear_retries=3,
                          max_delay_ms=1000)
@@ -46,7 +51,7 @@ def feed_env(stores: str, bus_prefix: str, **feed: str) -> dict[str, str]:
     env = worker_env(stores, bus_prefix)
     env.update(APPDATA_ENV)
     env.update(
-        PINLATER_CELERY_IMPORTS="tasks.feeds.tasks",
+        PINLATER_CELERY_IMPORTS=",".join(TASK_MODULES),
         PINLATER_HBASE_PRIMARY=HBASE_PRIMARY,
         PINLATER_HBASE_STANDBY=HBASE_STANDBY,
         PINLATER_HBASE_TABLE_PREFIX=HBASE_PREFIX,
@@ -63,6 +68,7 @@ class FeedWorld:
     service: JobService  # the stores, directly: counts and lookups
     client: PinLaterClient  # what the application uses: in-process or Thrift
     actions: FeedActions
+    contacts: ContactActions  # the typeahead's actions, follows through ``actions``
     store: AppData
     pair: ClusterPair
     procs: Processes
@@ -71,14 +77,14 @@ class FeedWorld:
     def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
         for _ in range(count):
             name = f"feeds{len(self.workers) + 1}"
-            self.procs.worker(name, list(queues.ALL), concurrency, *extra)
+            self.procs.worker(name, list(QUEUES), concurrency, *extra)
             self.workers.append(name)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return feed_counts(self.service)
+        return feed_counts(self.service, QUEUES)
 
     def busy(self) -> int:
-        return jobs_left(self.service)
+        return jobs_left(self.service, QUEUES)
 
     def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain") -> dict[str, dict[str, int]]:
         """Waits until no feed job is pending or running (twice in a row,
@@ -117,10 +123,10 @@ def longest_run_ms(statuses: list[str]) -> int:
 
 
 def reset_queues(service: JobService) -> None:
-    for name in queues.ALL:
+    for name in QUEUES:
         with suppress(QueueNotFound):
             service.delete_queue(name, "secret")
-    for name in queues.ALL:
+    for name in QUEUES:
         service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS)
 
 
@@ -141,7 +147,8 @@ def feed_world(
         monitor = Monitor(service, interval_s=0.5)
         monitor.start_thread()
         try:
-            yield FeedWorld(env, service, client, actions, store, pair, procs)
+            contact_actions = ContactActions(store, client, feeds=actions)
+            yield FeedWorld(env, service, client, actions, contact_actions, store, pair, procs)
         finally:
             procs.close()
             monitor.stop()

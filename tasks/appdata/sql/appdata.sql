@@ -93,10 +93,6 @@ DELETE FROM {database}.{table} WHERE from_id = %s AND to_id = %s
 -- name: map_exists
 SELECT 1 FROM {database}.{table} WHERE from_id = %s AND to_id = %s
 
--- name: map_existing
--- Which of these to_ids are mapped from from_id.
-SELECT to_id FROM {database}.{table} WHERE from_id = %s AND to_id IN ({ids})
-
 -- name: map_count
 SELECT COUNT(*) FROM {database}.{table} WHERE from_id = %s
 
@@ -112,3 +108,63 @@ ORDER BY sequence DESC, to_id DESC LIMIT %s
 SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
 WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
 ORDER BY sequence DESC, to_id DESC LIMIT %s
+
+-- name: map_sequences
+-- The sequence (follow time) of each of these to_ids mapped from from_id.
+SELECT to_id, sequence FROM {database}.{table} WHERE from_id = %s AND to_id IN ({ids})
+
+-- ---------------------------------------------------------------- object updates
+
+-- name: get_object_data
+SELECT created_at, data FROM {database}.{table} WHERE local_id = %s
+
+-- name: replace_object_data
+-- Compare-and-set on the whole blob: a concurrent update of the same
+-- object makes this match no row (row count 0) and the caller reads again.
+UPDATE {database}.{table} SET data = %s WHERE local_id = %s AND data = %s
+
+-- ---------------------------------------------------------------- contacts
+
+-- name: create_contact_sources_table
+-- A user's imported contacts of one external source (an address book, a
+-- social network): the whole list as JSON, replaced by every newer import.
+-- updated_at (ms) is the import's time: the cell timestamp of its index
+-- writes, so an older import never hides a newer one.
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  user_id BIGINT UNSIGNED NOT NULL,
+  source VARCHAR(32) CHARACTER SET ascii NOT NULL,
+  updated_at BIGINT NOT NULL,
+  data MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  PRIMARY KEY (user_id, source)
+) ENGINE=InnoDB
+
+-- name: put_contact_source
+-- Newer wins: assignments run left to right, so data is chosen against the
+-- stored updated_at before updated_at itself moves.
+INSERT INTO {database}.{table} (user_id, source, updated_at, data) VALUES (%s, %s, %s, %s)
+ON DUPLICATE KEY UPDATE
+  data = IF(VALUES(updated_at) > updated_at, VALUES(data), data),
+  updated_at = GREATEST(updated_at, VALUES(updated_at))
+
+-- name: contact_sources_of_users
+SELECT user_id, source, updated_at, data FROM {database}.{table} WHERE user_id IN ({ids})
+
+-- name: create_external_accounts_table
+-- External account -> Pinterest user ("email:ann@example.com",
+-- "social:12345"), on the shard its name hashes to (tasks.appdata.contacts).
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  account VARBINARY(255) NOT NULL,
+  user_id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (account)
+) ENGINE=InnoDB
+
+-- name: link_account
+INSERT INTO {database}.{table} (account, user_id) VALUES (%s, %s)
+ON DUPLICATE KEY UPDATE user_id = VALUES(user_id)
+
+-- name: resolve_accounts
+SELECT account, user_id FROM {database}.{table} WHERE account IN ({ids})
+
+-- name: map_rows_from_many
+-- Every row of several from_ids of one shard (a backfill or verify page).
+SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids})

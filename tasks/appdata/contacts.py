@@ -1,0 +1,189 @@
+"""Imported contacts and external accounts: the app data behind the
+typeahead's external sources (``tasks.typeahead``).
+
+* An import is one user's whole contact list from one external source (an
+  address book, a social network), stored as JSON on the user's shard and
+  replaced by every newer import (an older one changes nothing).
+* An external account ("email:ann@example.com", "social:12345") maps to the
+  Pinterest user who owns it, on the shard its name hashes to (crc32 over
+  the shard map's shards: a new shard range needs the table rehashed, a
+  step this project has not needed yet).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tasks.appdata.ids import ObjectType, expect_type
+from tasks.appdata.mappings import fetcher
+from tasks.appdata.sql import sql
+from tasks.appdata.store import AppData, now_ms
+from tasks.appdata.tables import CONTACT_SOURCES, EXTERNAL_ACCOUNTS
+
+IN_LIST_MAX = 1000
+MAX_CONTACTS = 5000
+MAX_NAME_CHARS = 200
+MAX_ADDRESS_CHARS = 200
+_SOURCE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+class InvalidContacts(ValueError):
+    """An import no retry can fix: a bad source name, contact or list."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContactRecord:
+    """One imported contact: a name and an email or an external id (or both)."""
+
+    name: str
+    email: str | None = None
+    external_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The contact's key within its owner's source (email first)."""
+        return f"e:{self.email}" if self.email else f"x:{self.external_id}"
+
+    def accounts(self, source: str) -> list[str]:
+        """The external accounts that may name this contact's Pinterest user."""
+        out = [f"email:{self.email}"] if self.email else []
+        if self.external_id:
+            out.append(f"{source}:{self.external_id}")
+        return out
+
+    def to_json(self) -> dict[str, str]:
+        data = {"name": self.name}
+        if self.email:
+            data["email"] = self.email
+        if self.external_id:
+            data["external_id"] = self.external_id
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SourceImport:
+    user_id: int
+    source: str
+    updated_at_ms: int
+    contacts: tuple[ContactRecord, ...]
+
+
+def check_source(source: object) -> str:
+    if not isinstance(source, str) or not _SOURCE.fullmatch(source):
+        raise InvalidContacts(f"source must match {_SOURCE.pattern}, got {str(source)[:40]!r}")
+    return source
+
+
+def _text(value: object, what: str, limit: int) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidContacts(f"contact {what} must be a string, got {type(value).__name__}")
+    value = value.strip()
+    if len(value) > limit or "\x00" in value:
+        raise InvalidContacts(f"contact {what} must be at most {limit} characters, without NUL")
+    return value or None
+
+
+def parse_contact(raw: object) -> ContactRecord:
+    """One contact of an import: ``{"name": ..., "email": ... | "external_id": ...}``."""
+    if isinstance(raw, ContactRecord):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidContacts(f"a contact must be a JSON object, got {type(raw).__name__}")
+    unknown = set(raw) - {"name", "email", "external_id"}
+    if unknown:
+        raise InvalidContacts(f"unknown contact fields: {sorted(unknown)[:5]}")
+    name = _text(raw.get("name"), "name", MAX_NAME_CHARS)
+    if name is None:
+        raise InvalidContacts("a contact needs a name")
+    email = _text(raw.get("email"), "email", MAX_ADDRESS_CHARS)
+    if email is not None:
+        if not _EMAIL.fullmatch(email):
+            raise InvalidContacts(f"not an email address: {email[:60]!r}")
+        email = email.lower()
+    external_id = _text(raw.get("external_id"), "external_id", MAX_ADDRESS_CHARS)
+    if email is None and external_id is None:
+        raise InvalidContacts(f"contact {name[:40]!r} needs an email or an external_id")
+    return ContactRecord(name, email, external_id)
+
+
+def parse_contacts(raw: object) -> tuple[ContactRecord, ...]:
+    """A whole import; a contact listed twice (same key) is kept once, the last one."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+        raise InvalidContacts("contacts must be a JSON list")
+    if len(raw) > MAX_CONTACTS:
+        raise InvalidContacts(f"at most {MAX_CONTACTS} contacts per import, got {len(raw)}")
+    by_key = {c.key: c for c in map(parse_contact, raw)}
+    return tuple(by_key.values())
+
+
+def put_source(
+    store: AppData, user_id: int, source: str, contacts: object, *, at_ms: int | None = None
+) -> SourceImport:
+    """Stores ``user_id``'s import from ``source`` (replacing an older one)."""
+    shard = expect_type(user_id, ObjectType.USER).shard
+    check_source(source)
+    records = parse_contacts(contacts)
+    at = now_ms() if at_ms is None else at_ms
+    blob = json.dumps([c.to_json() for c in records], separators=(",", ":"), ensure_ascii=False)
+    stmt = sql("put_contact_source", database=store.locate(shard).database, table=CONTACT_SOURCES)
+    store.run(shard, lambda c, _db: c.execute(stmt, (user_id, source, at, blob)))
+    return SourceImport(user_id, source, at, records)
+
+
+def sources_of(store: AppData, user_ids: Iterable[int]) -> dict[int, list[SourceImport]]:
+    """Every stored import of each user (users without any are left out)."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for user_id in dict.fromkeys(user_ids):
+        by_shard[expect_type(user_id, ObjectType.USER).shard].append(user_id)
+    out: dict[int, list[SourceImport]] = defaultdict(list)
+    for shard, ids in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(ids), IN_LIST_MAX):
+            part = ids[start : start + IN_LIST_MAX]
+            stmt = sql("contact_sources_of_users", database=database, table=CONTACT_SOURCES, ids=len(part))
+            for user_id, source, updated_at, blob in store.run(shard, fetcher(stmt, part)):
+                records = tuple(ContactRecord(**c) for c in json.loads(blob))
+                out[int(user_id)].append(SourceImport(int(user_id), str(source), int(updated_at), records))
+    return dict(out)
+
+
+def _account_shard(store: AppData, account: str) -> int:
+    shards = sorted(store.shard_map.shards)
+    return shards[zlib.crc32(account.encode()) % len(shards)]
+
+
+def _check_account(account: object) -> str:
+    if not isinstance(account, str) or not 3 <= len(account.encode()) <= 255 or ":" not in account:
+        raise InvalidContacts(f"an account is 'kind:name', at most 255 bytes, got {str(account)[:40]!r}")
+    return account
+
+
+def link_account(store: AppData, account: str, user_id: int) -> None:
+    """Records that ``account`` belongs to ``user_id`` (a later link moves it)."""
+    expect_type(user_id, ObjectType.USER)
+    shard = _account_shard(store, _check_account(account))
+    stmt = sql("link_account", database=store.locate(shard).database, table=EXTERNAL_ACCOUNTS)
+    store.run(shard, lambda c, _db: c.execute(stmt, (account.encode(), user_id)))
+
+
+def resolve_accounts(store: AppData, accounts: Iterable[str]) -> dict[str, int]:
+    """The Pinterest user of each account that has one."""
+    by_shard: dict[int, list[str]] = defaultdict(list)
+    for account in dict.fromkeys(accounts):
+        by_shard[_account_shard(store, _check_account(account))].append(account)
+    found: dict[str, int] = {}
+    for shard, names in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(names), IN_LIST_MAX):
+            part = [n.encode() for n in names[start : start + IN_LIST_MAX]]
+            stmt = sql("resolve_accounts", database=database, table=EXTERNAL_ACCOUNTS, ids=len(part))
+            found.update((bytes(a).decode(), int(u)) for a, u in store.run(shard, fetcher(stmt, part)))
+    return found

@@ -1,0 +1,44 @@
+"""What every task shell shares (``tasks.*.tasks``): the options of a
+PinLater-backed Celery task, and running a job's work with a bad body
+refused and an outage retried."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pinlater.errors import PinLaterError
+from pinlater.retry import RetryPolicy
+from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
+from tasks.hbase import HBaseError
+from workers.task import PinLaterTask
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Conditions that end when a server comes back: the job is retried.
+OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
+
+
+def task_options(queue: str, retry: RetryPolicy, claim_timeout_ms: int) -> dict[str, Any]:
+    return {
+        "base": PinLaterTask,
+        "bind": True,
+        "pinlater_queue": queue,
+        "queue_retry_policy": retry,
+        "claim_timeout_ms": claim_timeout_ms,
+    }
+
+
+def run_job(task: PinLaterTask, work: Callable[[], T], invalid: tuple[type[Exception], ...]) -> T:
+    """``work()``; a body no retry can fix (``invalid``, or an id on a shard
+    the map does not have) is refused, an outage retried on the queue's policy."""
+    refused: tuple[type[Exception], ...] = (*invalid, UnknownShard)
+    try:
+        return work()
+    except refused as exc:
+        task.refuse(str(exc))
+    except OUTAGES as exc:
+        log.info("%s: will retry after an outage: %s", task.name, exc)
+        raise task.retry(exc=exc) from None

@@ -1,0 +1,102 @@
+"""What application code calls when a user's contacts change: MySQL is
+written first (the truth), then a typeahead job per cluster is enqueued
+through any PinLater client (in-process or Thrift). With ``feeds``, a
+follow also goes through ``FeedActions`` (its feed job too).
+
+    actions = ContactActions(store, client, feeds=FeedActions(store, client))
+    actions.follow(user, other_user)
+    actions.rename(user, "Ann Lee")
+    actions.connect_source(user, "address_book", [{"name": "Bo", "email": "bo@example.com"}])
+
+An action whose enqueue failed raises after MySQL changed: the caller
+retries it (a job enqueued twice writes the same cells).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pinlater.client_api import PinLaterClient
+from pinlater.models import Job
+from tasks.appdata import contacts, graph
+from tasks.appdata.store import AppData, now_ms
+from tasks.feeds.actions import FeedActions
+from tasks.typeahead import queues
+from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob
+from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
+from tasks.typeahead.tasks import rename_key
+
+
+class ContactActions:
+    def __init__(self, store: AppData, client: PinLaterClient, *, feeds: FeedActions | None = None) -> None:
+        self.store = store
+        self.client = client
+        self.feeds = feeds
+        self._queues_ready = False
+
+    def ensure_queues(self) -> None:
+        for name in queues.ALL:
+            self.client.create_queue(name, **queues.create_options(name))
+        self._queues_ready = True
+
+    def _enqueue(self, queue: str, bodies: Sequence[str], key: str | None = None) -> list[str]:
+        if not self._queues_ready:
+            self.ensure_queues()
+        return [
+            self.client.enqueue(queue, [Job(body.encode())], idempotency_key=None if key is None else f"{key}:{i}")[0]
+            for i, body in enumerate(bodies)
+        ]
+
+    # -- the follow graph -----------------------------------------------------------
+    def follow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
+        """``follower_id`` follows the user ``followee_id``; True if new."""
+        at = now_ms() if at_ms is None else at_ms
+        if self.feeds is not None:
+            added = self.feeds.follow(follower_id, followee_id, at_ms=at)
+        else:
+            added = graph.follow_user(self.store, follower_id, followee_id, at_ms=at)
+        self.enqueue_follow(follower_id, followee_id, at)
+        return added
+
+    def unfollow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
+        at = now_ms() if at_ms is None else at_ms
+        if self.feeds is not None:
+            removed = self.feeds.unfollow(follower_id, followee_id, at_ms=at)
+        else:
+            removed = graph.unfollow_user(self.store, follower_id, followee_id)
+        self.enqueue_follow(follower_id, followee_id, at)
+        return removed
+
+    def enqueue_follow(self, follower_id: int, followee_id: int, at_ms: int) -> list[str]:
+        """Only the index jobs of a follow or unfollow (the graph already changed)."""
+        jobs = [UpdateJob.follow(c, follower_id, followee_id, at_ms).to_json() for c in CLUSTERS]
+        return self._enqueue(queues.UPDATE, jobs)
+
+    # -- names ----------------------------------------------------------------------
+    def rename(self, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:
+        """Sets the user's name, then starts the chained rename jobs that
+        rewrite it in every index holding the user; ``(old, new, name_at)``."""
+        old, new, name_at = graph.rename_user(self.store, user_id, name, at_ms=at_ms)
+        self.enqueue_rename(user_id, name_at)
+        return old, new, name_at
+
+    def enqueue_rename(self, user_id: int, name_at: int) -> list[str]:
+        jobs = [RenameJob(c, user_id, name_at) for c in CLUSTERS]
+        prefix = self.store.shard_map.database_prefix
+        if not self._queues_ready:
+            self.ensure_queues()
+        return [
+            self.client.enqueue(queues.RENAME, [Job(j.to_json().encode())], idempotency_key=rename_key(prefix, j))[0]
+            for j in jobs
+        ]
+
+    # -- imported sources -----------------------------------------------------------
+    def connect_source(
+        self, user_id: int, source: str, contact_list: object, *, at_ms: int | None = None
+    ) -> contacts.SourceImport:
+        """Stores an import (connecting or refreshing ``source``), then its index jobs."""
+        if source_named(source) not in IMPORTED:
+            raise UnknownSource(f"{source!r} is not an imported source; those are {[s.name for s in IMPORTED]}")
+        imp = contacts.put_source(self.store, user_id, source, contact_list, at_ms=at_ms)
+        self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS])
+        return imp

@@ -1,0 +1,165 @@
+"""An index entry (one contact in one user's source) and the HBase cells
+that store it.
+
+Wide table ``typeahead_wide``, row = owner (8 bytes, big-endian) + source
+code (1 byte):
+  * ``c:<token>\\0<contact key>`` = the contact, one column per name token
+    (the lookup's ColumnPrefixFilter matches these);
+  * ``m:<contact key>`` = the contact and its tokens ("member"), so a later
+    change knows which token columns to delete without knowing old names.
+Tall table ``typeahead_tall``, for sources with huge lists:
+  * row owner + code + ``<token>\\0<contact key>``, column ``c:v`` = the contact
+    (a prefix scan of owner + code + query token answers a lookup);
+  * row owner + code + ``\\0<contact key>``, column ``c:m`` = the member record
+    (tokens are never empty, so these rows never meet a lookup's scan).
+
+Every cell of an entry carries the entry's ``version`` as its timestamp: the
+newest update time of the app-data records it comes from (the follow
+edges, the contact's name, the import). See docs/typeahead.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from tasks.hbase.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
+from tasks.typeahead.sources import BY_CODE, Schema, Source
+from tasks.typeahead.tokens import tokenize
+
+SEPARATOR = b"\x00"
+WIDE_TABLE = TYPEAHEAD_WIDE.name
+TALL_TABLE = TYPEAHEAD_TALL.name
+TOKEN_FAMILY = b"c:"
+MEMBER_FAMILY = b"m:"
+TALL_VALUE = b"c:v"
+TALL_MEMBER = b"c:m"
+# Rows by table: {table: {row: {column: value}}}
+Cells = dict[str, dict[bytes, dict[bytes, bytes]]]
+
+
+class CorruptCell(ValueError):
+    """A cell this code did not write (or a newer version did)."""
+
+
+def owner_key(owner: int) -> bytes:
+    return owner.to_bytes(8, "big")
+
+
+def row_prefix(owner: int, source: Source) -> bytes:
+    return owner_key(owner) + source.code_byte
+
+
+def token_set(name: str) -> tuple[str, ...]:
+    """The distinct tokens a name is indexed under, sorted."""
+    return tuple(sorted(set(tokenize(name))))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    owner: int
+    source: Source
+    key: str  # "u:<user id>", "e:<email>" or "x:<external id>"
+    name: str
+    user_id: int | None
+    version: int
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return token_set(self.name)
+
+    def value(self) -> bytes:
+        return json.dumps({"n": self.name, "u": self.user_id}, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def member_value(self) -> bytes:
+        data = {"n": self.name, "u": self.user_id, "t": list(self.tokens)}
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def cells(self) -> Cells:
+        return cells_of(self.owner, self.source, self.key, self.tokens, self.value(), self.member_value())
+
+
+def token_qualifier(token: str, key: str) -> bytes:
+    return token.encode() + SEPARATOR + key.encode()
+
+
+def cells_of(
+    owner: int, source: Source, key: str, tokens: tuple[str, ...], value: bytes, member: bytes | None
+) -> Cells:
+    """The cells of one entry: its token cells, and its member record unless ``member`` is None."""
+    prefix = row_prefix(owner, source)
+    if source.schema is Schema.WIDE:
+        columns = {TOKEN_FAMILY + token_qualifier(t, key): value for t in tokens}
+        if member is not None:
+            columns[MEMBER_FAMILY + key.encode()] = member
+        return {WIDE_TABLE: {prefix: columns}}
+    rows = {prefix + token_qualifier(t, key): {TALL_VALUE: value} for t in tokens}
+    if member is not None:
+        rows[member_row(owner, source, key)] = {TALL_MEMBER: member}
+    return {TALL_TABLE: rows}
+
+
+def token_columns(owner: int, source: Source, key: str, tokens: tuple[str, ...]) -> Cells:
+    """Where the token cells of ``tokens`` live (values empty, no member
+    record): what a delete of those tokens names."""
+    return cells_of(owner, source, key, tokens, b"", None)
+
+
+def member_row(owner: int, source: Source, key: str) -> bytes:
+    return row_prefix(owner, source) + SEPARATOR + key.encode()
+
+
+def member_column(key: str) -> bytes:
+    return MEMBER_FAMILY + key.encode()
+
+
+def merge(into: Cells, more: Cells) -> Cells:
+    for table, rows in more.items():
+        target = into.setdefault(table, {})
+        for row, columns in rows.items():
+            target.setdefault(row, {}).update(columns)
+    return into
+
+
+def decode_contact(value: bytes) -> tuple[str, int | None]:
+    try:
+        data: Any = json.loads(value)
+        name, user_id = data["n"], data["u"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptCell(f"not a contact cell: {value[:60]!r}") from exc
+    if not isinstance(name, str) or not (user_id is None or isinstance(user_id, int)):
+        raise CorruptCell(f"not a contact cell: {value[:60]!r}")
+    return name, user_id
+
+
+def member_tokens(value: bytes) -> tuple[str, ...]:
+    """The tokens a member record lists (none if it is unreadable: the
+    verify pass finds and repairs such rows)."""
+    try:
+        tokens = json.loads(value)["t"]
+    except (ValueError, KeyError, TypeError):
+        return ()
+    return tuple(t for t in tokens if isinstance(t, str)) if isinstance(tokens, list) else ()
+
+
+def split_wide_row(row: bytes) -> tuple[int, Source]:
+    if len(row) != 9 or row[8] not in BY_CODE:
+        raise CorruptCell(f"not a typeahead wide row: {row[:20]!r}")
+    return int.from_bytes(row[:8], "big"), BY_CODE[row[8]]
+
+
+def split_tall_row(row: bytes) -> tuple[int, Source, str | None, str]:
+    """``(owner, source, token or None for a member row, contact key)``."""
+    if len(row) < 11 or row[8] not in BY_CODE or SEPARATOR not in row[9:]:
+        raise CorruptCell(f"not a typeahead tall row: {row[:40]!r}")
+    token, _, key = row[9:].partition(SEPARATOR)
+    return int.from_bytes(row[:8], "big"), BY_CODE[row[8]], token.decode() or None, key.decode()
+
+
+def group_by_version(items: list[tuple[int, Cells]]) -> dict[int, Cells]:
+    out: dict[int, Cells] = defaultdict(dict)
+    for version, cells in items:
+        merge(out[version], cells)
+    return dict(out)

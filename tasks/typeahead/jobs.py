@@ -1,0 +1,131 @@
+"""The JSON bodies of the typeahead's jobs. Each names the cluster it
+writes: a job per cluster, so an outage of one delays only its own jobs.
+
+* ``{"op": "follow", "cluster", "follower_id", "followee_id", "at_ms"}``: a
+  follow or unfollow happened at ``at_ms`` (the graph in MySQL already
+  says which);
+* ``{"op": "source", "cluster", "user_id", "source"}``: an import of
+  ``source`` was stored for ``user_id``;
+* a rename page: ``{"cluster", "user_id", "name_at", "phase", "cursor"}``:
+  the renamed user's followers ("followers") then followees ("following"),
+  a page a job, chained by cursor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tasks.appdata.ids import InvalidId, ObjectType, expect_type
+from tasks.appdata.mappings import Cursor
+from tasks.feeds import bodies
+from tasks.hbase import PRIMARY, STANDBY
+from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
+
+CLUSTERS = (PRIMARY, STANDBY)
+Phase = Literal["followers", "following"]
+
+
+class InvalidTypeaheadJob(ValueError):
+    """A body no retry can fix."""
+
+
+def _user(value: object, what: str) -> int:
+    try:
+        if type(value) is not int:
+            raise InvalidId(f"must be an int, got {type(value).__name__}")
+        expect_type(value, ObjectType.USER)
+        return value
+    except (InvalidId, ValueError) as exc:
+        raise InvalidTypeaheadJob(f"{what}: {exc}") from None
+
+
+def _cluster(value: object) -> str:
+    if value not in CLUSTERS:
+        raise InvalidTypeaheadJob(f"cluster must be one of {CLUSTERS}, got {str(value)[:40]!r}")
+    return str(value)
+
+
+def _time(value: object, what: str) -> int:
+    if type(value) is not int or not 0 < value < 2**53:
+        raise InvalidTypeaheadJob(f"{what} must be a positive int (ms), got {str(value)[:40]!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    op: Literal["follow", "source"]
+    cluster: str
+    fields: dict[str, Any]
+
+    @classmethod
+    def follow(cls, cluster: str, follower_id: int, followee_id: int, at_ms: int) -> UpdateJob:
+        return cls.parse({"op": "follow", "cluster": cluster, "follower_id": follower_id,
+                          "followee_id": followee_id, "at_ms": at_ms})
+
+    @classmethod
+    def source(cls, cluster: str, user_id: int, source: str) -> UpdateJob:
+        return cls.parse({"op": "source", "cluster": cluster, "user_id": user_id, "source": source})
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> UpdateJob:
+        op = data.get("op")
+        if op == "follow":
+            data = bodies.load(bodies.dump(data), "typeahead follow job",
+                               ("op", "cluster", "follower_id", "followee_id", "at_ms"), (), InvalidTypeaheadJob)
+            follower, followee = _user(data["follower_id"], "follower_id"), _user(data["followee_id"], "followee_id")
+            if follower == followee:
+                raise InvalidTypeaheadJob(f"typeahead follow job: {follower} cannot follow itself")
+            _time(data["at_ms"], "at_ms")
+        elif op == "source":
+            data = bodies.load(bodies.dump(data), "typeahead source job",
+                               ("op", "cluster", "user_id", "source"), (), InvalidTypeaheadJob)
+            _user(data["user_id"], "user_id")
+            try:
+                if source_named(str(data["source"])) not in IMPORTED:
+                    raise UnknownSource(f"{data['source']!r} is not an imported source")
+            except UnknownSource as exc:
+                raise InvalidTypeaheadJob(f"typeahead source job: {exc}") from None
+        else:
+            raise InvalidTypeaheadJob(f"typeahead job: op must be 'follow' or 'source', got {str(op)[:40]!r}")
+        return cls(op, _cluster(data["cluster"]), data)
+
+    def to_json(self) -> str:
+        return bodies.dump(self.fields)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> UpdateJob:
+        data = bodies.load(text, "typeahead job", ("op", "cluster"),
+                           ("follower_id", "followee_id", "at_ms", "user_id", "source"), InvalidTypeaheadJob)
+        return cls.parse(data)
+
+
+@dataclass(frozen=True, slots=True)
+class RenameJob:
+    cluster: str
+    user_id: int
+    name_at: int
+    phase: Phase = "followers"
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        _cluster(self.cluster)
+        _user(self.user_id, "user_id")
+        _time(self.name_at, "name_at")
+        if self.phase not in ("followers", "following"):
+            raise InvalidTypeaheadJob(f"rename job: phase must be followers or following, got {self.phase!r}")
+        if self.cursor is not None:
+            try:
+                Cursor.decode(self.cursor)
+            except (ValueError, TypeError) as exc:
+                raise InvalidTypeaheadJob(f"rename job: bad cursor: {exc}") from None
+
+    def to_json(self) -> str:
+        return bodies.dump({"cluster": self.cluster, "user_id": self.user_id, "name_at": self.name_at,
+                            "phase": self.phase, "cursor": self.cursor})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RenameJob:
+        data = bodies.load(text, "rename job", ("cluster", "user_id", "name_at"), ("phase", "cursor"),
+                           InvalidTypeaheadJob)
+        return cls(**data)

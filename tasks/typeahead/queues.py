@@ -1,0 +1,32 @@
+"""The PinLater queues of the typeahead's tasks (one task type each) and
+the config each gets when first created (after that it is the operators').
+
+* ``typeahead_update``: follows, unfollows and imports, a job per cluster;
+* ``typeahead_rename``: the pages of a rename, a chain per cluster, at
+  most ``RENAME_RATE`` pages a second by default, so a celebrity's rename
+  (100 pages per million followers) never crowds out the rest of HBase's
+  work. Operators turn the rate at run time (dashboard, ``pinlater``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.feeds.queues import CLAIM_TIMEOUT_MS, WRITE_RETRY
+
+__all__ = ["ALL", "CLAIM_TIMEOUT_MS", "RENAME", "RETRY", "UPDATE", "create_options"]
+
+UPDATE = "typeahead_update"
+RENAME = "typeahead_rename"
+ALL = (UPDATE, RENAME)
+RENAME_RATE = 20.0
+
+# Both write HBase: retried through an outage of its cluster like the feed writes.
+RETRY = {UPDATE: WRITE_RETRY, RENAME: WRITE_RETRY}
+
+
+def create_options(queue: str) -> dict[str, Any]:
+    options: dict[str, Any] = {"retry": RETRY[queue], "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+    if queue == RENAME:
+        options["max_dequeue_rate"] = RENAME_RATE
+    return options

@@ -1,0 +1,50 @@
+"""What the typeahead tasks of one process share: settings, the app-data
+store and the HBase pair, made on first use and again after a fork; the
+index tables are ensured on a cluster the first time the process uses it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from tasks.appdata.store import AppData
+from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool, ensure_table
+from tasks.typeahead.settings import TypeaheadSettings
+
+
+@dataclass
+class TypeaheadRuntime:
+    settings: TypeaheadSettings
+    store: AppData
+    pair: ClusterPair
+    _ready: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def from_env(cls) -> TypeaheadRuntime:
+        return cls(TypeaheadSettings.from_env(), AppData.from_env(), ClusterPair.from_settings())
+
+    def ready(self, cluster: str) -> ClusterPool:
+        """``cluster``'s pool with the index tables ensured (HBaseError while
+        it is down: the job is retried)."""
+        if cluster not in self._ready:
+            with self._lock:
+                if cluster not in self._ready:
+                    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+                        ensure_table(self.pair[cluster], table)
+                    self._ready.add(cluster)
+        return self.pair[cluster]
+
+
+_lock = threading.Lock()
+_current: tuple[int, TypeaheadRuntime] | None = None
+
+
+def runtime() -> TypeaheadRuntime:
+    """This process's runtime (from the environment)."""
+    global _current
+    with _lock:
+        if _current is None or _current[0] != os.getpid():
+            _current = (os.getpid(), TypeaheadRuntime.from_env())
+        return _current[1]

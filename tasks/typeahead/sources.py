@@ -1,0 +1,74 @@
+"""The contact sources of the typeahead (seed 003) and the HBase schema
+each is stored in.
+
+* ``mutual``, ``following``: from the follow graph, small per user: wide.
+* ``followers``: a celebrity has millions, more than one HBase row should
+  hold (a row never splits across regions): tall.
+* ``social``, ``address_book``: imported lists (``tasks.appdata.contacts``),
+  at most 5,000 contacts each: wide.
+
+A source's one-byte code is part of its row keys: codes are forever; add
+new sources with new codes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Schema(enum.Enum):
+    WIDE = "wide"  # one row per (user, source); a column per name token + contact
+    TALL = "tall"  # a row per name token + contact, neighbours per (user, source)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    name: str
+    code: int
+    schema: Schema
+    imported: bool = False  # filled from imports, not from the follow graph
+
+    @property
+    def code_byte(self) -> bytes:
+        return bytes([self.code])
+
+
+MUTUAL = Source("mutual", 1, Schema.WIDE)
+FOLLOWING = Source("following", 2, Schema.WIDE)
+FOLLOWERS = Source("followers", 3, Schema.TALL)
+SOCIAL = Source("social", 4, Schema.WIDE, imported=True)
+ADDRESS_BOOK = Source("address_book", 5, Schema.WIDE, imported=True)
+
+SOURCES: tuple[Source, ...] = (MUTUAL, FOLLOWING, FOLLOWERS, SOCIAL, ADDRESS_BOOK)
+BY_NAME = {s.name: s for s in SOURCES}
+BY_CODE = {s.code: s for s in SOURCES}
+GRAPH_SOURCES = (MUTUAL, FOLLOWING, FOLLOWERS)
+IMPORTED = tuple(s for s in SOURCES if s.imported)
+WIDE = tuple(s for s in SOURCES if s.schema is Schema.WIDE)
+TALL = tuple(s for s in SOURCES if s.schema is Schema.TALL)
+
+# Mutual follows are the strongest signal (seed 003), then whom the user
+# follows, then people from their own networks, then followers.
+DEFAULT_ORDER = ("mutual", "following", "social", "address_book", "followers")
+
+
+class UnknownSource(ValueError):
+    pass
+
+
+def source_named(name: str) -> Source:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise UnknownSource(f"unknown contact source {name[:40]!r}; known: {', '.join(BY_NAME)}") from None
+
+
+def parse_order(text: str) -> tuple[str, ...]:
+    """A ranking order from ``"mutual,following,..."``: known names, each once."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    for name in names:
+        source_named(name)
+    if len(set(names)) != len(names):
+        raise UnknownSource(f"a source is listed twice in the ranking order {text[:80]!r}")
+    return names

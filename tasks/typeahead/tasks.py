@@ -1,0 +1,74 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Celery ships without complete type hints; its calls are untyped.)
+"""The typeahead's tasks: thin Celery shells on PinLater queues
+(``tasks.typeahead.queues``) over ``tasks.typeahead.sync``. Each job names
+one cluster; the application enqueues one per cluster (``ContactActions``).
+
+* ``typeahead.update``: a follow/unfollow or an import, set from MySQL now;
+* ``typeahead.rename``: one page of a renamed user's followers or
+  followees, then the next page (keyed, so a replayed page never starts a
+  second chain).
+
+Workers import this module through ``PINLATER_CELERY_IMPORTS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from celery import shared_task
+
+from tasks.shell import run_job, task_options
+from tasks.typeahead import queues
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
+from tasks.typeahead.runtime import runtime
+from tasks.typeahead.sources import source_named
+from tasks.typeahead.sync import follow_changed, rename_page, source_changed
+from workers.task import PinLaterTask
+
+T = TypeVar("T")
+
+
+def _options(queue: str) -> dict[str, Any]:
+    return task_options(queue, queues.RETRY[queue], queues.CLAIM_TIMEOUT_MS)
+
+
+def _run(task: PinLaterTask, work: Callable[[], T]) -> T:
+    return run_job(task, work, (InvalidTypeaheadJob,))
+
+
+@shared_task(name="typeahead.update", **_options(queues.UPDATE))
+def update(self: PinLaterTask, body: str | bytes) -> int:
+    """A follow/unfollow or an import on one cluster; the cells changed."""
+
+    def work() -> int:
+        job = UpdateJob.from_json(body)
+        rt = runtime()
+        pool = rt.ready(job.cluster)
+        f = job.fields
+        if job.op == "follow":
+            return follow_changed(rt.store, pool, f["follower_id"], f["followee_id"], f["at_ms"])
+        return source_changed(rt.store, pool, f["user_id"], source_named(f["source"]))
+
+    return _run(self, work)
+
+
+def rename_key(prefix: str, job: RenameJob) -> str:
+    return f"{prefix}rename:{job.cluster}:{job.user_id}:{job.name_at}:{job.phase}:{job.cursor or ''}"
+
+
+@shared_task(name="typeahead.rename", **_options(queues.RENAME))
+def rename(self: PinLaterTask, body: str | bytes) -> int:
+    """One page of a rename on one cluster, then the next page."""
+
+    def work() -> int:
+        job = RenameJob.from_json(body)
+        rt = runtime()
+        step = rename_page(rt.store, rt.ready(job.cluster), job, rt.settings.rename_page)
+        if step.next_job is not None:
+            prefix = rt.store.shard_map.database_prefix
+            rename.apply_async(args=[step.next_job.to_json()], idempotency_key=rename_key(prefix, step.next_job))
+        return step.entries
+
+    return _run(self, work)

@@ -1,0 +1,181 @@
+"""The contacts index on real HBase, through the plain functions the tasks
+call (tasks.typeahead.sync) and the lookup: sources, ranking across them,
+de-duplication, renames, out-of-order follows, imports, and the verify pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.appdata import contacts, graph
+from tasks.appdata.store import AppData, now_ms
+from tasks.hbase import PRIMARY, ClusterPair
+from tasks.typeahead import sync, verify
+from tasks.typeahead.entries import TOKEN_FAMILY, WIDE_TABLE, row_prefix, token_qualifier
+from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.jobs import RenameJob
+from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWING
+from tasks.typeahead.truth import user_key
+from tests.typeahead.helpers import differences, found, users
+
+
+@pytest.fixture
+def index(pair: ClusterPair) -> ContactsIndex:
+    return ContactsIndex(pair)
+
+
+def follow(store: AppData, pair: ClusterPair, a: int, b: int, at: int | None = None) -> int:
+    at = at or now_ms()
+    graph.follow_user(store, a, b, at_ms=at)
+    for cluster in pair:
+        sync.follow_changed(store, cluster, a, b, at)
+    return at
+
+
+def unfollow(store: AppData, pair: ClusterPair, a: int, b: int, at: int | None = None) -> int:
+    at = at or now_ms()
+    graph.unfollow_user(store, a, b)
+    for cluster in pair:
+        sync.follow_changed(store, cluster, a, b, at)
+    return at
+
+
+def rename(store: AppData, pair: ClusterPair, user: int, name: str, page: int = 2) -> None:
+    _old, _new, at = graph.rename_user(store, user, name)
+    for cluster in pair:
+        job: RenameJob | None = RenameJob(cluster.name, user, at)
+        while job is not None:
+            job = sync.rename_page(store, cluster, job, page).next_job
+
+
+def test_follow_fills_following_followers_and_mutual(appdata: AppData, pair: ClusterPair,
+                                                     index: ContactsIndex) -> None:
+    ann, bob = users(appdata, "Ann Archer", "Bob Baker")
+    follow(appdata, pair, ann, bob)
+    assert found(index, ann, "bob") == [("Bob Baker", "following")]
+    assert found(index, bob, "ann") == [("Ann Archer", "followers")]
+    follow(appdata, pair, bob, ann)
+    assert found(index, ann, "bo ba") == [("Bob Baker", "mutual")]
+    assert found(index, bob, "archer") == [("Ann Archer", "mutual")]
+    match = index.lookup(ann, "bob").matches[0]
+    assert match.sources == ("mutual", "following", "followers")
+    assert match.contact.user_id == bob
+    unfollow(appdata, pair, ann, bob)
+    assert found(index, ann, "bob") == [("Bob Baker", "followers")]
+    assert found(index, bob, "ann") == [("Ann Archer", "following")]
+    assert differences(appdata, pair, [ann, bob]) == {"primary": 0, "standby": 0}
+
+
+def test_an_unfollow_processed_before_its_follow_still_wins(appdata: AppData, pair: ClusterPair,
+                                                            index: ContactsIndex) -> None:
+    ann, bob = users(appdata, "Ann Early", "Bob Late")
+    t_follow = now_ms() - 10_000
+    graph.follow_user(appdata, ann, bob, at_ms=t_follow)
+    graph.unfollow_user(appdata, ann, bob)
+    t_unfollow = t_follow + 5_000
+    pool = pair[PRIMARY]
+    sync.follow_changed(appdata, pool, ann, bob, t_unfollow)  # the unfollow's job runs first
+    # The follow's job, late: MySQL says no follow, so it writes nothing...
+    sync.follow_changed(appdata, pool, ann, bob, t_follow)
+    assert found(index, ann, "bob") == []
+    # ...and even a stale put at the follow's time (a job that read MySQL
+    # before the unfollow) stays masked by the unfollow's delete.
+    from tasks.typeahead.entries import Entry
+    from tasks.typeahead.writer import put_entries
+
+    put_entries(pool, [Entry(ann, FOLLOWING, user_key(bob), "Bob Late", bob, t_follow)])
+    assert found(index, ann, "bob") == []
+
+
+def test_ranking_puts_the_closer_name_first_and_dedups_by_user(appdata: AppData, pair: ClusterPair,
+                                                               index: ContactsIndex) -> None:
+    me, = users(appdata, "Me Myself")
+    near, far, other = users(appdata, "John Smith", "John Michael Smith", "Johnny Smithers")
+    for contact in (near, far, other):
+        follow(appdata, pair, me, contact)
+    assert [name for name, _ in found(index, me, "john smith")] == [
+        "John Smith", "John Michael Smith", "Johnny Smithers"]
+    # The far one also follows back: mutual ranks above following, whatever the proximity.
+    follow(appdata, pair, far, me)
+    assert found(index, me, "john smith")[0] == ("John Michael Smith", "mutual")
+    assert found(index, me, "smith john", limit=1) == [("John Michael Smith", "mutual")]
+
+
+def test_accents_case_and_several_tokens(appdata: AppData, pair: ClusterPair, index: ContactsIndex) -> None:
+    me, jose, zoe = users(appdata, "Reader", "José Álvarez-Núñez", "Zoë O'Brien")
+    follow(appdata, pair, me, jose)
+    follow(appdata, pair, me, zoe)
+    assert found(index, me, "jose alv") == [("José Álvarez-Núñez", "following")]
+    assert found(index, me, "NUNEZ") == [("José Álvarez-Núñez", "following")]
+    assert found(index, me, "obrien z") == [("Zoë O'Brien", "following")]
+    assert found(index, me, "zoe x") == []
+    assert found(index, me, "   ") == []
+
+
+def test_a_rename_reaches_every_index_and_the_old_name_stops_finding(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    star, *fans = users(appdata, "Old Name", "Fan One", "Fan Two", "Fan Three", "Fan Four", "Fan Five")
+    for fan in fans:
+        follow(appdata, pair, fan, star)
+    follow(appdata, pair, star, fans[0])  # mutual with one, followee of one
+    rename(appdata, pair, star, "Newer Name")
+    for fan in fans:
+        assert found(index, fan, "old") == []
+        assert [n for n, _ in found(index, fan, "newer name")] == ["Newer Name"]
+        assert [n for n, _ in found(index, fan, "name")] == ["Newer Name"]  # the kept token too
+    assert found(index, fans[0], "new")[0] == ("Newer Name", "mutual")
+    assert differences(appdata, pair, [star, *fans]) == {"primary": 0, "standby": 0}
+
+
+def test_imports_dedup_with_pinterest_contacts_and_drop_removed_ones(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    me, carol = users(appdata, "Importer", "Carol Danvers")
+    contacts.link_account(appdata, "email:carol@example.com", carol)
+    follow(appdata, pair, me, carol)
+    book = [{"name": "Carol D", "email": "Carol@Example.com"}, {"name": "Carl Unknown", "email": "carl@example.com"}]
+    contacts.put_source(appdata, me, "address_book", book, at_ms=now_ms())
+    for cluster in pair:
+        sync.source_changed(appdata, cluster, me, ADDRESS_BOOK)
+    results = index.lookup(me, "car").matches
+    assert [(m.contact.name, m.source, m.sources) for m in results] == [
+        ("Carol Danvers", "following", ("following", "address_book")),
+        ("Carl Unknown", "address_book", ("address_book",)),
+    ]
+    # A newer import without Carl removes him; an older one changes nothing.
+    contacts.put_source(appdata, me, "address_book", book[:1], at_ms=now_ms() + 1)
+    contacts.put_source(appdata, me, "address_book", book[1:], at_ms=1000)
+    for cluster in pair:
+        sync.source_changed(appdata, cluster, me, ADDRESS_BOOK)
+    assert found(index, me, "carl") == []
+    assert differences(appdata, pair, [me, carol]) == {"primary": 0, "standby": 0}
+
+
+def test_verify_finds_and_repairs_what_differs(appdata: AppData, pair: ClusterPair, index: ContactsIndex) -> None:
+    me, dan, eve = users(appdata, "Verifier", "Dan Drift", "Eve Gone")
+    follow(appdata, pair, me, dan)
+    follow(appdata, pair, me, eve)
+    pool = pair[PRIMARY]
+    # Damage: a stale token cell of a name Dan never had, and Eve's cells deleted.
+    from tasks.hbase import delete_cells, put_cells
+
+    row = row_prefix(me, FOLLOWING)
+    put_cells(pool, WIDE_TABLE, {row: {TOKEN_FAMILY + token_qualifier("zed", user_key(dan)): b'{"n":"Zed","u":1}'}},
+              timestamp=now_ms())
+    eve_columns = [TOKEN_FAMILY + token_qualifier(t, user_key(eve)) for t in ("eve", "gone")]
+    # A delete newer than Eve's entry (as a late unfollow's would be), though she is followed.
+    delete_cells(pool, WIDE_TABLE, {row: eve_columns}, timestamp=now_ms() + 5)
+    assert found(index, me, "zed") == [("Zed", "following")]
+    assert found(index, me, "eve") == []
+    rounds = []
+    for round_no in range(1, 6):
+        diffs = verify.diff(appdata, pool, [me, dan, eve])
+        rounds.append(len(diffs))
+        if not diffs:
+            break
+        verify.repair(pool, diffs, round_no)
+    # Round 1 deletes the stale cell and puts Eve's at her version, which the
+    # newer delete still masks; round 2 puts them at the current time.
+    assert rounds == [2, 1, 0]
+    assert found(index, me, "zed") == []
+    assert found(index, me, "eve") == [("Eve Gone", "following")]

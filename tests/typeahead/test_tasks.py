@@ -1,0 +1,90 @@
+"""The typeahead's tasks end to end: Celery workers on PinLater (in-process
+stores, or through a ``pinlater server``) keep the index on both clusters
+equal to MySQL through follows, unfollows, renames and imports that the
+application makes with ``ContactActions``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tasks.appdata import contacts
+from tasks.hbase import STANDBY
+from tasks.typeahead import queues
+from tasks.typeahead.index import ContactsIndex
+from tests.feeds.world import FeedWorld
+from tests.servers import services
+from tests.typeahead.helpers import differences, found, users
+
+
+@pytest.mark.parametrize("world", ["redis", "mysql", "redis+thrift"], indirect=True)
+def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
+    store, act = world.store, world.contacts
+    ann, bob, cat, dee = users(store, "Ann Able", "Bob Bright", "Cat Cole", "Dee Dunn")
+    contacts.link_account(store, "email:dee@example.com", dee)
+    world.start_workers(concurrency=2)
+    act.follow(ann, bob)
+    act.follow(bob, ann)
+    act.follow(ann, cat)
+    act.follow(cat, ann)
+    act.unfollow(cat, ann)
+    act.connect_source(ann, "address_book", [{"name": "Dee from school", "email": "dee@example.com"},
+                                             {"name": "Eli Eastwood", "email": "eli@example.com"}])
+    act.rename(bob, "Robert Bright")
+    world.settle(60, "the typeahead jobs")
+    assert world.failed_jobs() == {}
+    index = ContactsIndex(world.pair)
+    assert found(index, ann, "b") == [("Robert Bright", "mutual")]
+    assert found(index, ann, "bob") == []
+    assert found(index, ann, "c") == [("Cat Cole", "following")]
+    assert found(index, cat, "ann") == [("Ann Able", "followers")]
+    # Dee's address-book entry is Dee (same user id) whatever the name in the book.
+    dee_match = index.lookup(ann, "dee").matches
+    assert [(m.contact.user_id, m.source) for m in dee_match] == [(dee, "address_book")]
+    assert found(index, ann, "eli") == [("Eli Eastwood", "address_book")]
+    assert differences(store, world.pair, [ann, bob, cat, dee]) == {"primary": 0, "standby": 0}
+
+
+def test_a_rename_is_throttled_by_its_queue_rate(world: FeedWorld) -> None:
+    store, act = world.store, world.contacts
+    star, *fans = users(store, "Rate Star", *(f"Fan {i}" for i in range(300)))
+    for fan in fans:
+        act.follow(fan, star)
+    world.start_workers(concurrency=2)
+    world.settle(120, "the follows")
+    world.service.set_rate(queues.RENAME, 4.0)
+    world.env["PINLATER_TYPEAHEAD_RENAME_PAGE"] = "50"  # 7 pages a cluster, 14 jobs at 4 a second
+    world.procs.close()
+    world.workers.clear()
+    world.start_workers(concurrency=2)
+    started = time.monotonic()
+    act.rename(star, "Throttled Star")
+    world.settle(120, "the rename")
+    elapsed = time.monotonic() - started
+    assert world.counts()[queues.RENAME]["succeeded"] == 2 * (300 // 50 + 1)  # 6 pages of followers, 1 of followees
+    assert elapsed >= 2.5, f"14 rename pages at 4/s took only {elapsed:.1f} s"
+    index = ContactsIndex(world.pair)
+    assert found(index, fans[7], "throttled") == [("Throttled Star", "following")]
+    assert found(index, fans[7], "rate") == []
+    assert differences(store, world.pair, [star, *fans[:20]]) == {"primary": 0, "standby": 0}
+
+
+def test_an_outage_of_the_standby_delays_only_its_jobs(world: FeedWorld) -> None:
+    """The standby's jobs retry until it answers; the primary's run meanwhile."""
+    store, act = world.store, world.contacts
+    ann, bob = users(store, "Out Age", "Still Here")
+    world.start_workers(concurrency=2)
+    services("stop-hbase", STANDBY)
+    try:
+        act.follow(ann, bob)
+        index = ContactsIndex(world.pair)
+        deadline = time.monotonic() + 30
+        while not found(index, ann, "still") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert found(index, ann, "still") == [("Still Here", "following")]
+        assert world.counts()[queues.UPDATE]["pending"] >= 1  # the standby's job, waiting
+    finally:
+        services("start-hbase", STANDBY)
+    world.settle(120, "the standby's jobs after its outage")
+    assert differences(store, world.pair, [ann, bob]) == {"primary": 0, "standby": 0}
