@@ -16,7 +16,6 @@ for that long, not forever.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import re
 import sys
@@ -35,6 +34,7 @@ from dashboards.snapshot import Collector
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from tasks.hbase import HBaseSettings
+from tasks.httpserve import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +68,13 @@ def _load_static() -> dict[str, tuple[bytes, str]]:
     return {path: ((static / name).read_bytes(), ctype) for path, (name, ctype) in _STATIC.items()}
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, api: Api, host: str, port: int, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.api = api
         self.static = _load_static()
-        self.loopback = _is_loopback(host)
+        self.loopback = is_loopback(host)
         self.request_timeout_s = request_timeout_s
         super().__init__((host, port), _Handler)
 
@@ -211,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.loopback:
             return True  # bound to a real interface: the operator chose who may reach it
         host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]")
-        return host in ("localhost", "") or _is_loopback(host)
+        return host in ("localhost", "") or is_loopback(host)
 
     def _send(self, response: Response, close: bool = False) -> None:
         self.send_response(response.status)

@@ -16,21 +16,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import NoReturn
 
 from pinlater.errors import PinLaterError
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
-from tasks.feeds.http import MAX_CONNECTIONS, FeedServer, one_line, page_json, parse_user_id
+from tasks.cliserve import OneLineParser, internal_error, run, serve_until_signal
+from tasks.feeds.http import FeedServer, page_json
 from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair, HBaseError
+from tasks.httpserve import MAX_CONNECTIONS, one_line, parse_user_id
 
 # The caller's or the environment's fault: exit 2 (anything else is our bug: 1).
 _REFUSED = (ValueError, FeedUnavailable, AppDataError, HBaseError, OSError, PinLaterError)
@@ -53,24 +51,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = FeedSettings.from_env()
     host = settings.http.host if args.host is None else args.host
     port = settings.http.port if args.port is None else args.port
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     # Each request runs at most two reads at a time (primary, then the standby).
     with _reader(settings, threads=2 * MAX_CONNECTIONS, shadow=True) as reader:
-        try:
-            server = FeedServer(reader, host, port, max_connections=MAX_CONNECTIONS).start()
-        except OSError as exc:  # the port is taken, the host is not ours...
-            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        try:
-            bound_host, bound_port = server.address
-            print(f"pinlater-feeds listening on {bound_host}:{bound_port}", flush=True)
-            # Wake now and then: a signal the kernel hands to another thread
-            # runs its handler only when the main thread runs Python again.
-            while not stop.wait(0.5):
-                pass
-        finally:
-            server.stop()
+        serve_until_signal("pinlater-feeds", host, port,
+                           lambda h, p: FeedServer(reader, h, p, max_connections=MAX_CONNECTIONS))
     return 0
 
 
@@ -109,13 +93,8 @@ def _print_page(page: FeedPage) -> None:
     print(f"served by: {page.served_by}")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
+    parser = OneLineParser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
@@ -134,18 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.INFO if args.command == "serve" else logging.ERROR
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return int(args.fn(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # noqa: BLE001 -- one line, not a traceback
-        if args.verbose:
-            raise
-        print(f"error: {_describe(exc)}", file=sys.stderr)
-        return 2 if isinstance(exc, _REFUSED) else 1
+    return run(build_parser(), argv, _describe, lambda exc: 2 if isinstance(exc, _REFUSED) else 1)
 
 
 def _describe(exc: Exception) -> str:
@@ -156,7 +124,7 @@ def _describe(exc: Exception) -> str:
         return f"feed unavailable: {text}"
     if isinstance(exc, _REFUSED):
         return text
-    return f"internal error: {type(exc).__name__}: {text} (run with -v for details)"
+    return internal_error(exc)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -28,6 +27,7 @@ from tasks.hbase.settings import Address
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.feeds.helpers import feed_of, silent_port, user
 from tests.hbase.conftest import PREFIX as HBASE_PREFIX
+from tests.http_client import MALFORMED, assert_error, assert_malformed_answered, request
 from tests.servers import REPO
 
 MARGIN_S = 1.5
@@ -48,27 +48,6 @@ def server(appdata: AppData, pair: ClusterPair) -> Iterator[FeedServer]:
 @pytest.fixture(scope="module")
 def feed(appdata: AppData, pair: ClusterPair) -> tuple[int, list[int]]:
     return feed_of(appdata, pair, 5)
-
-
-def request(server: FeedServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:
-    """Status, parsed JSON (None for an empty body) and the raw body."""
-    host, port = server.address
-    connection = http.client.HTTPConnection(host, port, timeout=10)
-    try:
-        connection.request(method, path, headers=headers)
-        response = connection.getresponse()
-        raw = response.read()
-        if raw:
-            assert response.getheader("Content-Type") == "application/json"
-        return response.status, json.loads(raw) if raw else None, raw
-    finally:
-        connection.close()
-
-
-def assert_error(raw: bytes, answer: Any) -> None:
-    """One line of JSON holding only a one-line message: no traceback."""
-    assert raw.count(b"\n") == 1 and raw.endswith(b"\n")
-    assert set(answer) == {"error"} and answer["error"] and "Traceback" not in answer["error"]
 
 
 def test_pages_newest_first_through_the_cursor(server: FeedServer, feed: tuple[int, list[int]]) -> None:
@@ -154,29 +133,9 @@ def test_other_methods_are_405(server: FeedServer, method: str) -> None:
         assert_error(raw, answer)
 
 
-def raw_exchange(server: FeedServer, data: bytes) -> bytes:
-    with socket.create_connection(server.address, timeout=10) as sock:
-        sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
-@pytest.mark.parametrize(
-    ("data", "status"),
-    [
-        (b"NONSENSE\r\n\r\n", b"400"),
-        (b"GET /healthz\r\n\r\n", b"400"),  # HTTP/0.9
-        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", b"400"),  # a body on a GET
-        (b"GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", b"421"),  # DNS rebinding
-    ],
-)
+@pytest.mark.parametrize(("data", "status"), MALFORMED)
 def test_malformed_http_is_a_json_error_and_closes(server: FeedServer, data: bytes, status: bytes) -> None:
-    answer = raw_exchange(server, data)  # returns once the server closes the connection
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.split(b" ")[1] == status, answer
-    assert_error(body, json.loads(body))
+    assert_malformed_answered(server, data, status)
 
 
 def test_both_clusters_down_is_503_with_the_cause(appdata: AppData) -> None:

@@ -1,0 +1,71 @@
+"""What the task packages' command lines share (``pinlater-feeds``,
+``pinlater-typeahead``): usage errors and failures as one line on stderr,
+never a traceback unless -v, and serving a ``JsonServer`` until SIGTERM or
+SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from tasks.httpserve import JsonServer, one_line
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line, exit 2. Give it a ``-v/--verbose`` flag and
+    subcommands setting ``fn`` (see ``run``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    describe: Callable[[Exception], str],
+    exit_status: Callable[[Exception], int],
+) -> int:
+    """Parse, log to stderr (INFO while serving), run ``args.fn(args)``; an
+    error is printed as ``error: <describe(exc)>`` and exits ``exit_status(exc)``."""
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.INFO if args.command == "serve" else logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.fn(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 -- one line, not a traceback
+        if args.verbose:
+            raise
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return exit_status(exc)
+
+
+def internal_error(exc: Exception) -> str:
+    return f"internal error: {type(exc).__name__}: {one_line(str(exc))} (run with -v for details)"
+
+
+def serve_until_signal(prog: str, host: str, port: int, make_server: Callable[[str, int], JsonServer]) -> None:
+    """Start ``make_server(host, port)``, print ``<prog> listening on
+    host:port`` and serve until SIGTERM or SIGINT, then stop it."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        server = make_server(host, port).start()
+    except OSError as exc:  # the port is taken, the host is not ours...
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        bound_host, bound_port = server.address
+        print(f"{prog} listening on {bound_host}:{bound_port}", flush=True)
+        # Wake now and then: a signal the kernel hands to another thread
+        # runs its handler only when the main thread runs Python again.
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()

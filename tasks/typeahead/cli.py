@@ -1,0 +1,109 @@
+"""``pinlater-typeahead``: serve and query the contacts typeahead.
+
+    pinlater-typeahead serve [--host H] [--port P]     the endpoint and search page (tasks.typeahead.http)
+    pinlater-typeahead lookup USER_ID QUERY [--limit N] [--json]
+
+Both look contacts up in ``tasks.typeahead.index.ContactsIndex.from_env()``
+(settings from the environment). Exit status: 0 done, 2 any error, printed
+as one line on stderr, never a traceback (unless -v).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+
+from tasks.cliserve import OneLineParser, internal_error, run, serve_until_signal
+from tasks.httpserve import MAX_CONNECTIONS, one_line, parse_user_id
+from tasks.typeahead.errors import TypeaheadUnavailable
+from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
+from tasks.typeahead.rank import MAX_LIMIT, Match
+
+DEFAULT_PORT = 8091
+
+
+@contextlib.contextmanager
+def _index_lookup() -> Iterator[Lookup]:
+    """The environment's contacts index, closed after (when it can be)."""
+    # Imported here: the index needs HBase's client and settings; the
+    # endpoint and the page do not.
+    from tasks.typeahead.index import ContactsIndex
+
+    index = ContactsIndex.from_env()
+    try:
+        yield index.lookup
+    finally:
+        close = getattr(index, "close", None)
+        if callable(close):
+            close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    with _index_lookup() as lookup:
+        serve_until_signal("pinlater-typeahead", args.host, args.port,
+                           lambda h, p: TypeaheadServer(lookup, h, p, max_connections=MAX_CONNECTIONS))
+    return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    user_id = parse_user_id(args.user_id)
+    query = parse_query(args.query)
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise ValueError(f"--limit must be in 1..{MAX_LIMIT}, got {args.limit}")
+    with _index_lookup() as lookup:
+        result, took_ms = timed_lookup(lookup, user_id, query, args.limit)
+    if args.json:
+        print(json.dumps(lookup_json(user_id, query, result, took_ms), indent=2, ensure_ascii=False))
+        return 0
+    for match in result.matches:
+        print(_describe_match(match))
+    print(f"{len(result.matches)} result(s), served by {result.served_by} in {took_ms:.1f} ms")
+    return 0
+
+
+def _describe_match(match: Match) -> str:
+    # Names are other people's input: one line, no terminal control characters.
+    name = one_line("".join(c if c.isprintable() else " " for c in match.contact.name), 100)
+    others = [s for s in match.sources if s != match.source]
+    also = f"  (also in: {', '.join(others)})" if others else ""
+    who = match.contact.key if match.contact.user_id is None else f"user {match.contact.user_id}"
+    return f"{match.score:.3f}  {name}  [{match.source}]  {who}{also}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="pinlater-typeahead", description="Serve and query the contacts typeahead.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="serve the JSON endpoint and the search page until SIGTERM or SIGINT")
+    p.set_defaults(fn=cmd_serve)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
+    p.set_defaults(fn=cmd_lookup)
+    p.add_argument("user_id")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=10, help=f"results (1..{MAX_LIMIT})")
+    p.add_argument("--json", action="store_true", help="print the endpoint's JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), argv, _describe, lambda exc: 2)
+
+
+def _describe(exc: Exception) -> str:
+    text = one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, TypeaheadUnavailable):
+        return f"contacts index unavailable: {text}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "tasks.typeahead.index":
+        return "the contacts index (tasks.typeahead.index) is not installed yet"
+    if isinstance(exc, ValueError | OSError):
+        return text
+    return internal_error(exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
