@@ -5,15 +5,15 @@ A difference is one place (owner, source, contact) whose cells differ in
 presence or value (timestamps are not compared: a repair may have had to
 write at a newer one). Repair deletes each unexpected cell at its own
 timestamp (so a newer real-time write stays) and puts the expected cells at
-the entry's version; from the second round on at the current time instead,
-since a delete marker newer than the version (invisible to reads) may have
-masked the first try.
+the entry's version; a difference the previous round found too is put at
+the current time instead, since a delete marker newer than the version
+(invisible to reads) may have masked the first try.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData, now_ms
@@ -120,9 +120,12 @@ def diff(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> list[Conta
     return out
 
 
-def repair(pool: ClusterPool, diffs: Sequence[ContactDifference], round_no: int) -> int:
+def repair(
+    pool: ClusterPool, diffs: Sequence[ContactDifference], seen_before: Collection[ContactDifference] = ()
+) -> int:
     """Deletes the unexpected cells (each at its own timestamp) and puts the
-    expected ones; the cells changed."""
+    expected ones: at the entry's version, or now for a difference that a
+    previous round found too. The cells changed."""
     changed = 0
     deletes: dict[tuple[str, int], dict[bytes, list[bytes]]] = defaultdict(lambda: defaultdict(list))
     for d in diffs:
@@ -135,11 +138,10 @@ def repair(pool: ClusterPool, diffs: Sequence[ContactDifference], round_no: int)
     for d in diffs:
         if d.expected is None:
             continue
-        at = d.expected.version if round_no <= 1 else max(d.expected.version, now)
+        at = max(d.expected.version, now) if d in seen_before else d.expected.version
         for table, rows in d.expected.cells().items():
             for row, cells in rows.items():
                 puts[(table, at)][row].update(cells)
     for (table, ts), planned in sorted(puts.items()):
         changed += put_cells(pool, table, planned, timestamp=ts)
     return changed
-
