@@ -22,11 +22,11 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import NoReturn
 
 from pinlater.errors import PinLaterError
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
+from tasks.commands import OneLineParser, run_command
 from tasks.feeds.http import MAX_CONNECTIONS, FeedServer, one_line, page_json, parse_user_id
 from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
 from tasks.feeds.settings import FeedSettings
@@ -109,13 +109,8 @@ def _print_page(page: FeedPage) -> None:
     print(f"served by: {page.served_by}")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
+    parser = OneLineParser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
@@ -137,15 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.INFO if args.command == "serve" else logging.ERROR
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return int(args.fn(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # noqa: BLE001 -- one line, not a traceback
-        if args.verbose:
-            raise
-        print(f"error: {_describe(exc)}", file=sys.stderr)
-        return 2 if isinstance(exc, _REFUSED) else 1
+    return run_command(args, _describe, lambda exc: 2 if isinstance(exc, _REFUSED) else 1)
 
 
 def _describe(exc: Exception) -> str:
