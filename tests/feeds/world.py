@@ -37,16 +37,17 @@ from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
 from tests.workers.harness import Processes, wait_until, worker_env
 
+FEED_TASKS = "tasks.feeds.tasks"
 TEST_CLAIM_TIMEOUT_MS = 3000
 TEST_RETRY = RetryPolicy(kind="linear_then_exponential", retries=500, base_ms=200, linear_retries=3,
                          max_delay_ms=1000)
 
 
-def feed_env(stores: str, bus_prefix: str, **feed: str) -> dict[str, str]:
+def feed_env(stores: str, bus_prefix: str, imports: tuple[str, ...] = (FEED_TASKS,), **feed: str) -> dict[str, str]:
     env = worker_env(stores, bus_prefix)
     env.update(APPDATA_ENV)
     env.update(
-        PINLATER_CELERY_IMPORTS="tasks.feeds.tasks",
+        PINLATER_CELERY_IMPORTS=",".join(imports),
         PINLATER_HBASE_PRIMARY=HBASE_PRIMARY,
         PINLATER_HBASE_STANDBY=HBASE_STANDBY,
         PINLATER_HBASE_TABLE_PREFIX=HBASE_PREFIX,
@@ -67,11 +68,12 @@ class FeedWorld:
     pair: ClusterPair
     procs: Processes
     workers: list[str] = field(default_factory=list)
+    worker_queues: tuple[str, ...] = queues.ALL  # what start_workers' workers consume
 
     def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
         for _ in range(count):
             name = f"feeds{len(self.workers) + 1}"
-            self.procs.worker(name, list(queues.ALL), concurrency, *extra)
+            self.procs.worker(name, list(self.worker_queues), concurrency, *extra)
             self.workers.append(name)
 
     def counts(self) -> dict[str, dict[str, int]]:
@@ -116,22 +118,30 @@ def longest_run_ms(statuses: list[str]) -> int:
     return max((int(ms) for s in statuses for ms in re.findall(r"\[ran (\d+) ms\]", s)), default=0)
 
 
-def reset_queues(service: JobService) -> None:
-    for name in queues.ALL:
+def reset_queues(service: JobService, names: tuple[str, ...] = queues.ALL) -> None:
+    for name in names:
         with suppress(QueueNotFound):
             service.delete_queue(name, "secret")
-    for name in queues.ALL:
+    for name in names:
         service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS)
 
 
 @contextmanager
 def feed_world(
-    stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, **feed: Any
+    stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, *,
+    imports: tuple[str, ...] = (FEED_TASKS,), more_queues: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None, **feed: Any
 ) -> Iterator[FeedWorld]:
-    env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", **{k: str(v) for k, v in feed.items()})
+    """Workers import ``imports`` and consume the feed queues and
+    ``more_queues`` (reset like the feed queues), with ``extra_env`` over
+    the test settings: other task packages' tests build on this world."""
+    env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", imports,
+                   **{k: str(v) for k, v in feed.items()})
+    env.update(extra_env or {})
     settings: Settings = settings_for(stores)
+    worker_queues = queues.ALL + more_queues
     with JobService.from_settings(settings, source="feed-tests") as service:
-        reset_queues(service)
+        reset_queues(service, worker_queues)
         client: PinLaterClient = service
         if thrift_address is not None:
             env["PINLATER_SERVERS"] = thrift_address
@@ -141,7 +151,7 @@ def feed_world(
         monitor = Monitor(service, interval_s=0.5)
         monitor.start_thread()
         try:
-            yield FeedWorld(env, service, client, actions, store, pair, procs)
+            yield FeedWorld(env, service, client, actions, store, pair, procs, worker_queues=worker_queues)
         finally:
             procs.close()
             monitor.stop()
