@@ -97,7 +97,7 @@ def _owner(world: FeedWorld, board: int) -> int:
 
 
 def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(world: FeedWorld) -> None:
-    small_graph(world.store, seed=23)
+    small_graph(world.store, seed=23, users=80)
     world.client.set_rate(QUEUE, 10)
     world.start_workers(1, 4)
     run, other = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
