@@ -12,6 +12,7 @@ Reads (GET):
   /api/progress                    long operations (see dashboards.progress)
   /api/hbase                       HBase clusters and feed queues (see dashboards.hbase_panel)
   /api/rates?minutes=&limit=       per-minute rates of the busiest queues (see dashboards.rates)
+  /api/backfills                   recent bulk backfill runs (see dashboards.backfill_panel)
   /metrics                         Prometheus text
 Controls (POST, JSON object body, token and operator headers):
   /api/queues/{queue}/{rate|pause|resume|retry-failed|delete-jobs}
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.audit import AuditLog
+from dashboards.backfill_panel import BackfillBoard, backfill_panel
 from dashboards.controls import Caller, Controls
 from dashboards.hbase_health import HBaseHealth
 from dashboards.hbase_panel import hbase_panel
@@ -130,12 +132,13 @@ class Api:
         audit: AuditLog,
         progress: ProgressBoard,
         hbase: HBaseHealth,
+        backfills: BackfillBoard,
         *,
         body_cap: int = DEFAULT_BODY_CAP,
         refresh_ms: int = 2000,
     ) -> None:
         self.service, self.settings, self.collector = service, settings, collector
-        self.audit, self.progress, self.hbase = audit, progress, hbase
+        self.audit, self.progress, self.hbase, self.backfills = audit, progress, hbase, backfills
         self.controls = Controls(service, audit, collector.invalidate)
         # The charts show the queues of the snapshot, which the page reads anyway.
         self.rates = RateCharts(service.control, lambda: [q["name"] for q in collector.snapshot()["queues"]],
@@ -152,6 +155,7 @@ class Api:
             "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
             "/api/hbase": lambda r: json_response(200, hbase_panel(self.collector.snapshot(), self.hbase)),
             "/api/rates": self._rates,
+            "/api/backfills": lambda r: json_response(200, backfill_panel(self.collector.snapshot(), self.backfills)),
             "/metrics": self._metrics,
         }
 

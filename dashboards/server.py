@@ -27,12 +27,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dashboards.api import Api, Request, Response, error_response
 from dashboards.audit import AuditLog
+from dashboards.backfill_panel import BackfillBoard
 from dashboards.hbase_health import HBaseHealth
 from dashboards.progress import ProgressBoard
 from dashboards.records import open_records
 from dashboards.snapshot import Collector
 from pinlater.service import JobService
 from pinlater.settings import Settings
+from tasks.appdata.settings import AppDataSettings
 from tasks.hbase import HBaseSettings
 from tasks.httpserve import is_loopback
 
@@ -49,6 +51,7 @@ _STATIC = {
     "/static/controls.js": ("controls.js", "text/javascript; charset=utf-8"),
     "/static/hbase.js": ("hbase.js", "text/javascript; charset=utf-8"),
     "/static/charts.js": ("charts.js", "text/javascript; charset=utf-8"),
+    "/static/backfills.js": ("backfills.js", "text/javascript; charset=utf-8"),
 }
 # The page may talk to this server only; the Flower link is a navigation,
 # which this policy does not restrict.
@@ -235,7 +238,9 @@ class Dashboard:
 
     ``hbase`` says where the feed tasks' clusters are; by default
     ``HBaseSettings.from_env()``, and settings it cannot read leave the
-    HBase panel saying why instead of stopping the dashboard."""
+    HBase panel saying why instead of stopping the dashboard. ``appdata``
+    says where the backfill runs are recorded (by default
+    ``AppDataSettings.from_env()``, likewise)."""
 
     def __init__(
         self,
@@ -249,6 +254,7 @@ class Dashboard:
         owns_service: bool = False,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         hbase: HBaseSettings | None = None,
+        appdata: AppDataSettings | None = None,
     ) -> None:
         if settings.dashboard_protect_reads and settings.dashboard_token_sha256 is None:
             raise ValueError("PINLATER_DASHBOARD_PROTECT_READS needs PINLATER_DASHBOARD_TOKEN")
@@ -258,8 +264,10 @@ class Dashboard:
         self.records = open_records(settings.resolved_control_url, settings.socket_timeout_s)
         self.hbase = (HBaseHealth.from_env(interval_s=refresh_s) if hbase is None
                       else HBaseHealth(hbase, interval_s=refresh_s))
+        self.backfills = (BackfillBoard.from_env(interval_s=refresh_s) if appdata is None
+                          else BackfillBoard(appdata, interval_s=refresh_s))
         self.api = Api(service, settings, self.collector, AuditLog(self.records), ProgressBoard(self.records),
-                       self.hbase, refresh_ms=int(refresh_s * 1000))
+                       self.hbase, self.backfills, refresh_ms=int(refresh_s * 1000))
         try:
             self.http = DashboardServer(
                 self.api,
@@ -269,6 +277,7 @@ class Dashboard:
             )
         except BaseException:  # e.g. the port is taken: release what was opened
             self.hbase.close()
+            self.backfills.close()
             self.collector.close()
             self.records.close()
             raise
@@ -290,6 +299,7 @@ class Dashboard:
 
     def start(self) -> Dashboard:
         self.hbase.start()
+        self.backfills.start()
         self._thread = threading.Thread(target=self.http.serve_forever, name="pinlater-dashboard", daemon=True)
         self._thread.start()
         return self
@@ -300,6 +310,7 @@ class Dashboard:
             self._thread.join(timeout=5)
         self.http.server_close()
         self.hbase.close()
+        self.backfills.close()
         self.collector.close()
         self.records.close()
         if self._owns_service:

@@ -250,12 +250,15 @@ function renderAudit(entries) {
 PL.refresh = async function () {
   // Progress, audit and rates live in the control store, HBase health elsewhere: if
   // one fails it fails alone and the shards' numbers are still shown.
-  const [progress, audit, hbase, rates] = await Promise.allSettled(
-    [PL.api("/api/progress"), PL.api("/api/audit?limit=30"), PL.api("/api/hbase"), PL.api("/api/rates?minutes=60")]);
+  const [progress, audit, hbase, rates, backfills] = await Promise.allSettled(
+    [PL.api("/api/progress"), PL.api("/api/audit?limit=30"), PL.api("/api/hbase"), PL.api("/api/rates?minutes=60"),
+     PL.api("/api/backfills")]);
   if (hbase.status === "fulfilled") PL.renderHBase(hbase.value);
   else PL.hbaseFailed(hbase.reason.message);
   if (rates.status === "fulfilled") PL.renderRates(rates.value);
   else PL.ratesFailed(rates.reason.message);
+  if (backfills.status === "fulfilled") PL.renderBackfills(backfills.value);
+  else PL.backfillsFailed(backfills.reason.message);
   if (progress.status === "fulfilled") renderProgress(progress.value.operations);
   else document.getElementById("progress").replaceChildren(el("p", { class: "error" }, "Cannot read progress: " + progress.reason.message));
   if (audit.status === "fulfilled") renderAudit(audit.value.entries);

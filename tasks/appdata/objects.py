@@ -107,6 +107,32 @@ def create_many(
     return [make_id(shard, kind, local) for local in store.run(shard, insert)]
 
 
+def max_local_id(store: AppData, kind: ObjectType, shard: int) -> int:
+    """The highest local id of ``kind`` on ``shard`` (0 when it has none)."""
+    stmt = sql("max_local_id", database=store.locate(shard).database, table=OBJECT_TABLES[kind])
+
+    def fetch(cursor: Cursor, _database: str) -> int:
+        cursor.execute(stmt)
+        row = cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    return store.run(shard, fetch)
+
+
+def ids_in_local_range(store: AppData, kind: ObjectType, shard: int, first: int, last: int) -> list[int]:
+    """The ids of the objects of ``kind`` on ``shard`` whose local ids are in
+    ``first..last`` (inclusive), ascending: one page of a walk over a shard."""
+    if type(first) is not int or type(last) is not int or not 1 <= first <= last:
+        raise ValueError(f"local id range must be ints with 1 <= first <= last, got {first!r}..{last!r}")
+    stmt = sql("local_ids_in_range", database=store.locate(shard).database, table=OBJECT_TABLES[kind])
+
+    def fetch(cursor: Cursor, _database: str) -> list[int]:
+        cursor.execute(stmt, (first, last))
+        return [make_id(shard, kind, int(row[0])) for row in cursor.fetchall()]
+
+    return store.run(shard, fetch)
+
+
 def get(store: AppData, object_id: int) -> AppObject | None:
     found = get_many(store, [object_id])
     return found[0] if found else None

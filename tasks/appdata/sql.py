@@ -1,14 +1,17 @@
-"""The named SQL blocks of ``sql/appdata.sql``, parsed once (the style of
-the job service's ``sql/mysql.sql``; this is the app-data layer's own file).
+"""Named SQL blocks in ``.sql`` files, parsed once (the style of the job
+service's ``sql/mysql.sql``). ``sql`` is the app-data layer's own file,
+``sql/appdata.sql``; other task packages load theirs with ``SqlFile``
+(the bulk backfill's ``tasks/backfill/sql/backfill.sql``).
 
 Identifiers are the only text ever interpolated: a shard database name
-(checked against a strict regex) and a table name (checked against the fixed
-list of tables). Every value travels as a driver parameter.
+(checked against a strict regex) and a table name (checked against the
+file's fixed list of tables). Every value travels as a driver parameter.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 from functools import cache, lru_cache
 from importlib import resources
 
@@ -35,35 +38,48 @@ def parse_blocks(text: str) -> dict[str, str]:
     return {name: "\n".join(lines) for name, lines in blocks.items()}
 
 
-@cache
-def _blocks() -> dict[str, str]:
-    text = resources.files("tasks.appdata").joinpath("sql/appdata.sql").read_text("utf-8")
-    return parse_blocks(text)
+class SqlFile:
+    """The blocks of ``path`` in ``package``; calling it renders one:
+    ``statements(name, database=..., table=..., ids=n, rows=n)``."""
+
+    def __init__(self, package: str, path: str, tables: Collection[str]) -> None:
+        self._package, self._path, self._tables = package, path, frozenset(tables)
+        self._blocks: Callable[[], dict[str, str]] = cache(self._read)
+        self._render = lru_cache(maxsize=8192)(self._render_uncached)
+
+    def _read(self) -> dict[str, str]:
+        return parse_blocks(resources.files(self._package).joinpath(self._path).read_text("utf-8"))
+
+    def __call__(
+        self, name: str, *, database: str | None = None, table: str | None = None, ids: int = 0, rows: int = 0
+    ) -> str:
+        return self._render(name, database, table, ids, rows)
+
+    def _render_uncached(self, name: str, database: str | None, table: str | None, ids: int, rows: int) -> str:
+        stmt = self._blocks()[name]
+        if "{database}" in stmt:
+            if database is None or not _DATABASE.fullmatch(database):
+                raise ValueError(f"{name}: unsafe or missing database name {database!r}")
+            stmt = stmt.replace("{database}", f"`{database}`")
+        if "{table}" in stmt:
+            if table not in self._tables:
+                raise ValueError(f"{name}: unknown table {table!r}")
+            stmt = stmt.replace("{table}", f"`{table}`")
+        if "{ids}" in stmt:
+            if ids < 1:
+                raise ValueError(f"{name}: needs at least one id")
+            stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
+        if "{rows}" in stmt:
+            columns = _COLUMNS.search(stmt)
+            if rows < 1 or columns is None:
+                raise ValueError(f"{name}: needs at least one row and a column list")
+            width = columns.group(1).count(",") + 1
+            row = "(" + ", ".join(["%s"] * width) + ")"
+            stmt = stmt.replace("{rows}", ", ".join([row] * rows))
+        leftover = _LEFTOVER.search(stmt)
+        if leftover:
+            raise ValueError(f"{name}: unfilled placeholder {leftover.group(0)}")
+        return stmt
 
 
-@lru_cache(maxsize=8192)
-def sql(name: str, *, database: str | None = None, table: str | None = None, ids: int = 0, rows: int = 0) -> str:
-    stmt = _blocks()[name]
-    if "{database}" in stmt:
-        if database is None or not _DATABASE.fullmatch(database):
-            raise ValueError(f"{name}: unsafe or missing database name {database!r}")
-        stmt = stmt.replace("{database}", f"`{database}`")
-    if "{table}" in stmt:
-        if table not in TABLE_NAMES:
-            raise ValueError(f"{name}: unknown table {table!r}")
-        stmt = stmt.replace("{table}", f"`{table}`")
-    if "{ids}" in stmt:
-        if ids < 1:
-            raise ValueError(f"{name}: needs at least one id")
-        stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
-    if "{rows}" in stmt:
-        columns = _COLUMNS.search(stmt)
-        if rows < 1 or columns is None:
-            raise ValueError(f"{name}: needs at least one row and a column list")
-        width = columns.group(1).count(",") + 1
-        row = "(" + ", ".join(["%s"] * width) + ")"
-        stmt = stmt.replace("{rows}", ", ".join([row] * rows))
-    leftover = _LEFTOVER.search(stmt)
-    if leftover:
-        raise ValueError(f"{name}: unfilled placeholder {leftover.group(0)}")
-    return stmt
+sql = SqlFile("tasks.appdata", "sql/appdata.sql", TABLE_NAMES)

@@ -5,6 +5,7 @@ it is not up; tests never skip for it."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
@@ -20,11 +21,18 @@ SHARDS = f"0-1={MYSQL},2-3={MYSQL}"
 ENV = {"PINLATER_APPDATA_SHARDS": SHARDS, "PINLATER_APPDATA_DATABASE_PREFIX": PREFIX}
 
 
-@pytest.fixture(scope="session")
-def appdata() -> Iterator[AppData]:
+@contextlib.contextmanager
+def shard_databases(env: dict[str, str] = ENV) -> Iterator[AppData]:
+    """A store over the shard databases of ``env``, made and dropped."""
     ensure_services()
-    store = AppData(AppDataSettings.from_env(ENV))
+    store = AppData(AppDataSettings.from_env(env))
     schema.create_shards(store)
     yield store
     schema.drop_shards(store)
     store.close()
+
+
+@pytest.fixture(scope="session")
+def appdata() -> Iterator[AppData]:
+    with shard_databases() as store:
+        yield store

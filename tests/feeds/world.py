@@ -39,19 +39,20 @@ from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
 from tests.workers.harness import Processes, wait_until, worker_env
 
-# Every task module the world's workers run, and their queues.
-TASK_MODULES = ("tasks.feeds.tasks", "tasks.typeahead.tasks")
+FEED_TASKS = "tasks.feeds.tasks"
+# Every task module the world's workers run by default, and their queues.
+TASK_MODULES = (FEED_TASKS, "tasks.typeahead.tasks")
 QUEUES = (*queues.ALL, *typeahead_queues.ALL)
 TEST_CLAIM_TIMEOUT_MS = 3000
 TEST_RETRY = RetryPolicy(kind="linear_then_exponential", retries=500, base_ms=200, linear_retries=3,
                          max_delay_ms=1000)
 
 
-def feed_env(stores: str, bus_prefix: str, **feed: str) -> dict[str, str]:
+def feed_env(stores: str, bus_prefix: str, imports: tuple[str, ...] = TASK_MODULES, **feed: str) -> dict[str, str]:
     env = worker_env(stores, bus_prefix)
     env.update(APPDATA_ENV)
     env.update(
-        PINLATER_CELERY_IMPORTS=",".join(TASK_MODULES),
+        PINLATER_CELERY_IMPORTS=",".join(imports),
         PINLATER_HBASE_PRIMARY=HBASE_PRIMARY,
         PINLATER_HBASE_STANDBY=HBASE_STANDBY,
         PINLATER_HBASE_TABLE_PREFIX=HBASE_PREFIX,
@@ -73,18 +74,19 @@ class FeedWorld:
     pair: ClusterPair
     procs: Processes
     workers: list[str] = field(default_factory=list)
+    worker_queues: tuple[str, ...] = QUEUES  # what start_workers' workers consume
 
     def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
         for _ in range(count):
             name = f"feeds{len(self.workers) + 1}"
-            self.procs.worker(name, list(QUEUES), concurrency, *extra)
+            self.procs.worker(name, list(self.worker_queues), concurrency, *extra)
             self.workers.append(name)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return feed_counts(self.service, QUEUES)
+        return feed_counts(self.service, self.worker_queues)
 
     def busy(self) -> int:
-        return jobs_left(self.service, QUEUES)
+        return jobs_left(self.service, self.worker_queues)
 
     def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain") -> dict[str, dict[str, int]]:
         """Waits until no feed job is pending or running (twice in a row,
@@ -122,22 +124,30 @@ def longest_run_ms(statuses: list[str]) -> int:
     return max((int(ms) for s in statuses for ms in re.findall(r"\[ran (\d+) ms\]", s)), default=0)
 
 
-def reset_queues(service: JobService) -> None:
-    for name in QUEUES:
+def reset_queues(service: JobService, names: tuple[str, ...] = QUEUES) -> None:
+    for name in names:
         with suppress(QueueNotFound):
             service.delete_queue(name, "secret")
-    for name in QUEUES:
+    for name in names:
         service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS)
 
 
 @contextmanager
 def feed_world(
-    stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, **feed: Any
+    stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, *,
+    imports: tuple[str, ...] = TASK_MODULES, more_queues: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None, **feed: Any
 ) -> Iterator[FeedWorld]:
-    env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", **{k: str(v) for k, v in feed.items()})
+    """Workers import ``imports`` and consume the feed queues and
+    ``more_queues`` (reset like the feed queues), with ``extra_env`` over
+    the test settings: other task packages' tests build on this world."""
+    env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", imports,
+                   **{k: str(v) for k, v in feed.items()})
+    env.update(extra_env or {})
     settings: Settings = settings_for(stores)
+    worker_queues = QUEUES + more_queues
     with JobService.from_settings(settings, source="feed-tests") as service:
-        reset_queues(service)
+        reset_queues(service, worker_queues)
         client: PinLaterClient = service
         if thrift_address is not None:
             env["PINLATER_SERVERS"] = thrift_address
@@ -148,7 +158,8 @@ def feed_world(
         monitor.start_thread()
         try:
             contact_actions = ContactActions(store, client, feeds=actions)
-            yield FeedWorld(env, service, client, actions, contact_actions, store, pair, procs)
+            yield FeedWorld(env, service, client, actions, contact_actions, store, pair, procs,
+                            worker_queues=worker_queues)
         finally:
             procs.close()
             monitor.stop()

@@ -4,6 +4,7 @@ table prefix so sessions never share tables, and a fresh row per test."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
@@ -30,10 +31,11 @@ def test_settings(**overrides: object) -> HBaseSettings:
 test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
 
 
-@pytest.fixture(scope="session")
-def pair() -> Iterator[ClusterPair]:
+@contextlib.contextmanager
+def tables_pair(prefix: str = PREFIX) -> Iterator[ClusterPair]:
+    """Both clusters with the tables of ``prefix``, dropped at the end."""
     ensure_services()
-    pair = ClusterPair.from_settings(test_settings())
+    pair = ClusterPair.from_settings(test_settings(table_prefix=prefix))
     ensure_tables(pair)
     yield pair
     for pool in pair:
@@ -41,6 +43,12 @@ def pair() -> Iterator[ClusterPair]:
         for name in names:
             drop_table(pool, name)
     pair.close()
+
+
+@pytest.fixture(scope="session")
+def pair() -> Iterator[ClusterPair]:
+    with tables_pair() as made:
+        yield made
 
 
 @pytest.fixture

@@ -73,6 +73,16 @@ INSERT INTO {database}.{table} (created_at, data) VALUES {rows}
 -- joined by UNION ALL). Args: shard, type, then the local ids.
 SELECT %s AS shard, %s AS type, local_id, created_at, data FROM {database}.{table} WHERE local_id IN ({ids})
 
+-- name: max_local_id
+-- The highest local id handed out on this shard so far (0: none): a bulk
+-- backfill pages a shard's objects from 1 to it.
+SELECT COALESCE(MAX(local_id), 0) FROM {database}.{table}
+
+-- name: local_ids_in_range
+-- The local ids of one page of a shard's objects, ascending (the primary
+-- key's range). Args: first, last (inclusive).
+SELECT local_id FROM {database}.{table} WHERE local_id BETWEEN %s AND %s ORDER BY local_id
+
 -- ---------------------------------------------------------------- mappings
 
 -- name: map_add

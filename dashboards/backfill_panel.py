@@ -1,0 +1,123 @@
+"""The Backfills panel (``GET /api/backfills``): the recent bulk backfill
+runs with their progress, read from the app-data MySQL where the runs are
+recorded (``tasks.backfill.records``).
+
+A thread reads them every ``interval_s`` through a store of its own with a
+short socket timeout; a request only reads the last result, so MySQL being
+down or slow never slows the dashboard: the panel then says why in one
+line (and keeps the last runs it read). Whether runs are paused comes from
+the snapshot's view of the ``backfill`` queue. Shape:
+
+    taken_at_ms, checked_at_ms, error, queue_paused,
+    runs: [{id, kind, cluster, state, pages_done, total_pages, fraction,
+            users_done, cells, pages_per_s, users_per_s, eta_s,
+            created_at_ms, finished_at_ms}]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tasks.appdata.settings import AppDataSettings
+from tasks.appdata.store import AppData
+from tasks.backfill.queue import QUEUE
+from tasks.backfill.records import Counts, Records, Run
+from tasks.backfill.runs import progress_of
+from tasks.hbase.errors import one_line
+
+log = logging.getLogger(__name__)
+
+READ_TIMEOUT_S = 2.0
+RECENT_RUNS = 10
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reading:
+    runs: list[tuple[Run, Counts]]
+    error: str | None
+    checked_at_ms: int | None
+
+
+class BackfillBoard:
+    """Reads the recent runs in the background; ``latest()`` is the last reading."""
+
+    def __init__(
+        self, settings: AppDataSettings | None, *, settings_error: str | None = None,
+        interval_s: float = 2.0, timeout_s: float = READ_TIMEOUT_S, limit: int = RECENT_RUNS,
+    ) -> None:
+        self.interval_s, self.limit = interval_s, limit
+        self._store = None if settings is None else AppData(dataclasses.replace(settings, socket_timeout_s=timeout_s))
+        self._latest = Reading([], settings_error or None, None)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> BackfillBoard:
+        try:
+            settings = AppDataSettings.from_env(env)
+        except ValueError as exc:
+            return cls(None, settings_error=f"app-data settings unusable: {one_line(exc)}", **kwargs)
+        return cls(settings, **kwargs)
+
+    def start(self) -> BackfillBoard:
+        if self._store is not None:
+            self._thread = threading.Thread(target=self._run, name="dash-backfills", daemon=True)
+            self._thread.start()
+        return self
+
+    def read_once(self) -> Reading:
+        """One reading (the thread's work; never raises)."""
+        assert self._store is not None
+        now = int(time.time() * 1000)
+        try:
+            records = Records(self._store)
+            runs = [(run, records.counts(run.id)) for run in records.recent_runs(self.limit)]
+        except Exception as exc:
+            return Reading(self.latest().runs, f"cannot read the backfill runs: {one_line(exc)}", now)
+        return Reading(runs, None, now)
+
+    def _run(self) -> None:
+        while True:
+            reading = self.read_once()
+            with self._lock:
+                self._latest = reading
+            if self._stop.wait(self.interval_s):
+                return
+
+    def latest(self) -> Reading:
+        with self._lock:
+            return self._latest
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + READ_TIMEOUT_S * 3)
+        if self._store is not None:
+            self._store.close()
+
+
+def _paused(snap: Mapping[str, Any]) -> bool:
+    view = next((q for q in snap["queues"] if q["name"] == QUEUE), None)
+    return bool(view and view.get("paused"))
+
+
+def backfill_panel(snap: Mapping[str, Any], board: BackfillBoard) -> dict[str, Any]:
+    reading, paused = board.latest(), _paused(snap)
+    runs = []
+    for run, counts in reading.runs:
+        p = progress_of(run, counts, paused)
+        runs.append({
+            "id": run.id, "kind": run.kind, "cluster": run.cluster, "state": p.state,
+            "pages_done": p.pages_done, "total_pages": p.total_pages, "fraction": p.fraction,
+            "users_done": p.users_done, "cells": p.cells, "pages_per_s": p.pages_per_s,
+            "users_per_s": p.users_per_s, "eta_s": p.eta_s,
+            "created_at_ms": run.created_at_ms, "finished_at_ms": run.finished_at_ms,
+        })
+    return {"taken_at_ms": snap["taken_at_ms"], "checked_at_ms": reading.checked_at_ms, "error": reading.error,
+            "queue_paused": paused, "runs": runs}

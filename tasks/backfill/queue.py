@@ -1,0 +1,28 @@
+"""The backfill's own PinLater queue and the config it gets when first
+created (by the first worker or the first ``start``; after that it belongs
+to the operators: ``pinlater-backfill start --rate``, ``pinlater set-rate``,
+the dashboard). Its rate limit is what keeps a backfill from slowing the
+real-time queues: they have their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pinlater.retry import RetryPolicy
+
+QUEUE = "backfill"
+# Pages per second across every worker: modest, so a backfill started
+# without thinking cannot crowd out the real-time feed writes.
+DEFAULT_RATE = 20.0
+# A page waits out an outage of MySQL or a cluster: 1 s, 2 s ... 5 s, then
+# doubling up to 5 minutes, 500 times (about 40 hours).
+RETRY = RetryPolicy(
+    kind="linear_then_exponential", retries=500, base_ms=1000, linear_retries=5, max_delay_ms=300_000
+)
+# A page of 500 users takes seconds; the task heartbeats its claim anyway.
+CLAIM_TIMEOUT_MS = 120_000
+
+
+def create_options() -> dict[str, Any]:
+    """``create_queue`` keyword arguments of the backfill queue."""
+    return {"max_dequeue_rate": DEFAULT_RATE, "retry": RETRY, "claim_timeout_ms": CLAIM_TIMEOUT_MS}

@@ -1,0 +1,99 @@
+"""Starting, pausing, resuming and measuring runs, through any PinLater
+client (the in-process ``JobService`` or the Thrift client of
+``PINLATER_SERVERS``: ``pinlater.connect``) and the app data.
+
+A run is one kind on one cluster. Its plan is fixed at start: every
+shard's pages up to its highest user local id then. Start records the run,
+then enqueues page 1 of each shard with its page's idempotency key, so a
+start that is retried after a failed enqueue starts no chain twice.
+
+Pause and resume are the job service's, on the whole ``backfill`` queue: a
+paused queue hands out no job, so every run stops after the pages in
+flight, and resumes where its chains stand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pinlater.client_api import PinLaterClient
+from pinlater.errors import QueueNotFound
+from pinlater.models import Job
+from tasks.appdata import objects
+from tasks.appdata.ids import ObjectType
+from tasks.appdata.store import AppData
+from tasks.backfill import kinds
+from tasks.backfill.pages import PageJob, page_key
+from tasks.backfill.plan import DEFAULT_PAGE_SIZE, Plan
+from tasks.backfill.progress import Progress, progress
+from tasks.backfill.queue import QUEUE, create_options
+from tasks.backfill.records import FINISHED, Counts, Records, Run
+from tasks.hbase import PRIMARY, STANDBY
+
+CLUSTERS = {PRIMARY: (PRIMARY,), STANDBY: (STANDBY,), "both": (PRIMARY, STANDBY)}
+
+
+def plan_for(store: AppData, page_size: int = DEFAULT_PAGE_SIZE) -> Plan:
+    """Pages of every shard's users as they are now."""
+    max_locals = {shard: objects.max_local_id(store, ObjectType.USER, shard) for shard in store.shard_map.shards}
+    return Plan.from_max_locals(max_locals, page_size)
+
+
+def ensure_queue(client: PinLaterClient, rate: float | None = None) -> None:
+    """Creates the queue with its defaults if missing (an existing one keeps
+    its operators' config); ``rate`` then sets its rate limit."""
+    client.create_queue(QUEUE, **create_options())
+    if rate is not None:
+        client.set_rate(QUEUE, rate)
+
+
+def start(
+    store: AppData, client: PinLaterClient, kind: str, clusters: Sequence[str], *,
+    page_size: int = DEFAULT_PAGE_SIZE, rate: float | None = None,
+) -> list[Run]:
+    """A run per cluster, each with its first pages enqueued."""
+    name = kinds.get(kind).name  # an unknown kind fails before anything is written
+    for cluster in clusters:
+        if cluster not in (PRIMARY, STANDBY):
+            raise ValueError(f"cluster must be primary or standby, got {cluster!r}")
+    ensure_queue(client, rate)
+    records = Records(store)
+    plan = plan_for(store, page_size)
+    runs = []
+    for cluster in clusters:
+        run = records.create_run(name, cluster, plan)
+        for shard in plan.first_pages():
+            job = PageJob(run.id, shard, 1)
+            key = page_key(store.shard_map.database_prefix, run, job)
+            client.enqueue(QUEUE, [Job(job.to_json().encode())], idempotency_key=key)
+        runs.append(run)
+    return runs
+
+
+def pause(client: PinLaterClient) -> None:
+    ensure_queue(client)
+    client.pause(QUEUE)
+
+
+def resume(client: PinLaterClient) -> None:
+    ensure_queue(client)
+    client.resume(QUEUE)
+
+
+def queue_paused(client: PinLaterClient) -> bool:
+    try:
+        return client.queue_config(QUEUE, fresh=True).paused
+    except QueueNotFound:
+        return False
+
+
+def run_progress(records: Records, run: Run, paused: bool) -> Progress:
+    return progress_of(run, records.counts(run.id), paused)
+
+
+def progress_of(run: Run, counts: Counts, paused: bool) -> Progress:
+    return progress(
+        pages_done=counts.pages_done, total_pages=run.total_pages, users_done=counts.users_done,
+        cells=counts.cells, recent_pages=counts.recent_pages, recent_users=counts.recent_users,
+        started_ms=run.created_at_ms, now_ms=counts.now_ms, finished=run.state == FINISHED, paused=paused,
+    )

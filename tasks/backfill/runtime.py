@@ -1,0 +1,38 @@
+"""What the backfill tasks of one process share: a ``BackfillContext``
+(app data, clusters) and the run records, made on first use and again
+after a fork (a pool process must not share its parent's sockets)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from tasks.appdata.store import AppData
+from tasks.backfill.kinds import BackfillContext
+from tasks.backfill.records import Records
+from tasks.hbase import ClusterPair
+
+
+@dataclass
+class BackfillRuntime:
+    ctx: BackfillContext
+    records: Records
+
+    @classmethod
+    def from_env(cls) -> BackfillRuntime:
+        store = AppData.from_env()
+        return cls(BackfillContext(store, ClusterPair.from_settings()), Records(store))
+
+
+_lock = threading.Lock()
+_current: tuple[int, BackfillRuntime] | None = None
+
+
+def runtime() -> BackfillRuntime:
+    """This process's runtime (from the environment)."""
+    global _current
+    with _lock:
+        if _current is None or _current[0] != os.getpid():
+            _current = (os.getpid(), BackfillRuntime.from_env())
+        return _current[1]

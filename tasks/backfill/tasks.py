@@ -1,0 +1,52 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Celery ships without complete type hints; its calls are untyped.)
+"""The backfill task: a thin Celery shell on the ``backfill`` queue. It
+parses a page job, runs it (``tasks.backfill.pages.run_page``), publishes
+the next page of the same shard with the page's idempotency key, and ACKs
+by returning. A body no retry can fix is refused (FAILED at once); an
+outage of MySQL, HBase or the job service is a retry on the queue's policy.
+
+Workers import this module through ``PINLATER_CELERY_IMPORTS``
+(``tasks.feeds.tasks,tasks.backfill.tasks``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from pinlater.errors import PinLaterError
+from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
+from tasks.backfill import queue
+from tasks.backfill.kinds import UnknownKind
+from tasks.backfill.pages import InvalidPageJob, PageJob, run_page
+from tasks.backfill.runtime import runtime
+from tasks.hbase import HBaseError
+from workers.task import PinLaterTask
+
+log = logging.getLogger(__name__)
+
+OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
+_INVALID = (InvalidPageJob, UnknownKind, UnknownShard)
+
+
+@shared_task(
+    name="backfill.page", base=PinLaterTask, bind=True, pinlater_queue=queue.QUEUE,
+    queue_retry_policy=queue.RETRY, claim_timeout_ms=queue.CLAIM_TIMEOUT_MS, max_dequeue_rate=queue.DEFAULT_RATE,
+)
+def page(self: PinLaterTask, body: str | bytes) -> int:
+    """One page of a run; the cells it wrote."""
+    try:
+        rt = runtime()
+        step = run_page(rt.ctx, rt.records, PageJob.from_json(body))
+        if step.next_job is not None:
+            page.apply_async(args=[step.next_job.to_json()], idempotency_key=step.next_key)
+    except _INVALID as exc:
+        self.refuse(str(exc))
+    except OUTAGES as exc:
+        log.info("backfill.page: will retry after an outage: %s", exc)
+        raise self.retry(exc=exc) from None
+    if step.finished_run:
+        log.info("backfill run finished (its last page: %s)", body if isinstance(body, str) else body.decode())
+    return step.cells

@@ -1,0 +1,36 @@
+"""The "contacts" backfill kind (``tasks.backfill``): the typeahead index of
+a page of users rebuilt from MySQL, compared, and repaired, through the
+plain functions of ``tasks.typeahead.sync`` and ``verify``. Registered when
+``tasks.backfill.kinds`` loads its kind modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tasks.backfill.kinds import BackfillContext, Difference, register
+from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPool
+from tasks.typeahead import sync, verify
+
+
+def _pool(ctx: BackfillContext, cluster: str) -> ClusterPool:
+    ctx.ready(cluster, TYPEAHEAD_TALL)
+    return ctx.ready(cluster, TYPEAHEAD_WIDE)
+
+
+class ContactsKind:
+    name = "contacts"
+
+    def backfill(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> int:
+        return sync.rebuild(ctx.store, _pool(ctx, cluster), user_ids) if user_ids else 0
+
+    def diff(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> list[Difference]:
+        found = verify.diff(ctx.store, _pool(ctx, cluster), user_ids)
+        return [Difference(d.owner, f"{d.source} {d.key}: {d.problem}", d) for d in found]
+
+    def repair(self, ctx: BackfillContext, cluster: str, diffs: Sequence[Difference], round_no: int) -> int:
+        payloads = [d.payload for d in diffs if isinstance(d.payload, verify.ContactDifference)]
+        again = [d.payload for d in diffs if d.seen_before and isinstance(d.payload, verify.ContactDifference)]
+        return verify.repair(_pool(ctx, cluster), payloads, seen_before=again)
+
+
+CONTACTS = register(ContactsKind())

@@ -1,0 +1,145 @@
+"""The feeds backfill end to end: Celery workers run the page jobs of a
+run on the ``backfill`` queue; the rows on both clusters end equal to the
+truth in MySQL, with each cell at its follow's time; verify finds nothing;
+real-time follows, unfollows and pins running at the same time leave
+nothing verify cannot repair; a run survives its workers being killed."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tasks.appdata import objects
+from tasks.backfill import kinds, runs
+from tasks.backfill.kinds import BackfillContext
+from tasks.backfill.queue import QUEUE
+from tasks.backfill.records import FINISHED, Records
+from tasks.backfill.verify import verify
+from tasks.hbase import PRIMARY, STANDBY
+from tests.backfill.helpers import expected_columns, row, small_graph, wait_finished
+from tests.feeds.world import FeedWorld
+from tests.workers.harness import wait_until
+
+BOTH = (PRIMARY, STANDBY)
+
+
+def context(world: FeedWorld) -> BackfillContext:
+    return BackfillContext(world.store, world.pair, world.env)
+
+
+def verify_rounds(world: FeedWorld, cluster: str, max_rounds: int = 5) -> list[int]:
+    ctx = context(world)
+    rounds = verify(ctx, kinds.get("feeds"), cluster, max_rounds=max_rounds, page_size=32, threads=8)
+    return [r.differences for r in rounds]
+
+
+def test_a_backfill_writes_every_feed_as_the_follows_would(world: FeedWorld) -> None:
+    summary = small_graph(world.store, seed=21)
+    world.start_workers(1, 4)
+    started = runs.start(world.store, world.client, "feeds", BOTH, page_size=16)
+    assert [r.cluster for r in started] == list(BOTH)
+    finished = wait_finished(world, started)
+
+    records = Records(world.store)
+    for run in finished:
+        counts = records.counts(run.id)
+        assert counts.pages_done == run.total_pages > 4  # every shard paged
+        assert counts.users_done >= summary.users
+        assert all(page.runs == 1 and page.done_at_ms for page in records.pages(run.id))
+    ctx = context(world)
+    filled = 0
+    for user in summary.user_ids:
+        for cluster in BOTH:
+            want = expected_columns(ctx, cluster, user)
+            # The same columns, each at the (latest) follow's time: the cells a follow job writes.
+            assert row(world.pair, cluster, user) == want, (user, cluster)
+            filled += bool(want)
+    assert filled > summary.users  # most users follow someone with pins
+    assert verify_rounds(world, PRIMARY) == [0]
+    assert verify_rounds(world, STANDBY) == [0]
+    assert world.failed_jobs() == {}
+
+
+def test_real_time_updates_during_a_backfill_end_equal_after_verify(world: FeedWorld) -> None:
+    summary = small_graph(world.store, seed=22)
+    world.client.set_rate(QUEUE, 15)  # a few seconds of backfill, while the app changes the graph
+    world.start_workers(1, 4)
+    started = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
+    rng = random.Random(5)
+    users, boards = summary.user_ids, summary.board_ids
+    followed: list[tuple[int, int]] = []
+    for _ in range(150):  # over about 3 s: the run takes longer
+        time.sleep(0.02)
+        a, b = rng.sample(users, 2)
+        choice = rng.random()
+        if choice < 0.4:
+            followee = b if rng.random() < 0.6 else rng.choice(boards)
+            world.actions.follow(a, followee)
+            followed.append((a, followee))
+        elif choice < 0.6 and followed:
+            world.actions.unfollow(*followed.pop(rng.randrange(len(followed))))
+        else:
+            board = rng.choice(boards)
+            world.actions.create_pin(_owner(world, board), board, {"title": "new"})
+    assert Records(world.store).counts(started[0].id).pages_done < started[0].total_pages  # still running
+    wait_finished(world, started)
+    world.settle(60)
+    for cluster in BOTH:
+        rounds = verify_rounds(world, cluster)
+        assert rounds[-1] == 0, (cluster, rounds)
+    assert world.failed_jobs() == {}
+
+
+def _owner(world: FeedWorld, board: int) -> int:
+    found = objects.get(world.store, board)
+    assert found is not None
+    return int(found.data["user_id"])
+
+
+def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(world: FeedWorld) -> None:
+    small_graph(world.store, seed=23, users=80)
+    world.client.set_rate(QUEUE, 10)
+    world.start_workers(1, 4)
+    run, other = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
+    records = Records(world.store)
+    wait_until(lambda: records.counts(run.id).pages_done >= 8, 30, what="some pages done")
+    world.procs.kill_group(world.workers[0])  # SIGKILL: no ACK, no shutdown, jobs left claimed
+    before = {(p.shard, p.page): p for p in records.pages(run.id)}
+    done_before = {key: p for key, p in before.items() if p.done_at_ms is not None}
+    assert 8 <= len(done_before) < run.total_pages, (len(done_before), run.total_pages)
+    assert records.get_run(run.id).state != FINISHED
+
+    world.procs.restart(world.workers[0])
+    finished, _ = wait_finished(world, [run, other], timeout=90)
+    assert finished.state == FINISHED and finished.finished_at_ms is not None
+    after = {(p.shard, p.page): p for p in records.pages(run.id)}
+    assert len(after) == run.total_pages and all(p.done_at_ms is not None for p in after.values())
+    # A page done before the kill was not done again: same run count, same time.
+    for key, page in done_before.items():
+        assert (after[key].runs, after[key].done_at_ms) == (1, page.done_at_ms), key
+    # Only pages cut short by the kill ran twice.
+    redone = {key for key, p in after.items() if p.runs > 1}
+    assert redone <= set(before) - set(done_before), redone
+    assert verify_rounds(world, PRIMARY) == [0]
+    assert verify_rounds(world, STANDBY) == [0]
+    assert world.failed_jobs() == {}
+
+
+def test_pause_stops_progress_and_resume_finishes(world: FeedWorld) -> None:
+    small_graph(world.store, seed=24, users=60)
+    world.client.set_rate(QUEUE, 10)
+    world.start_workers(1, 2)
+    run, other = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
+    records = Records(world.store)
+    wait_until(lambda: records.counts(run.id).pages_done >= 3, 30, what="some pages done")
+    runs.pause(world.client)
+    assert runs.queue_paused(world.client)
+    assert runs.run_progress(records, run, True).state == "paused"
+    time.sleep(1.0)  # pages already claimed finish
+    stopped = records.counts(run.id).pages_done
+    time.sleep(2.0)
+    assert records.counts(run.id).pages_done == stopped < run.total_pages
+    runs.resume(world.client)
+    assert not runs.queue_paused(world.client)
+    wait_finished(world, [run, other])
+    assert verify_rounds(world, PRIMARY) == verify_rounds(world, STANDBY) == [0]

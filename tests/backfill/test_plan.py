@@ -1,0 +1,74 @@
+"""The pure parts: pages of a plan, progress math, the one-line report,
+the kinds registry and differences."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.backfill import kinds
+from tasks.backfill.cli import describe, text_bar
+from tasks.backfill.kinds import Difference
+from tasks.backfill.plan import Plan, check_page_size, local_range, pages_for
+from tasks.backfill.progress import format_duration, progress
+from tasks.backfill.records import Run
+
+
+def test_pages_cover_every_local_id_once() -> None:
+    assert [pages_for(n, 500) for n in (0, 1, 499, 500, 501, 1000, 1001)] == [0, 1, 1, 1, 2, 2, 3]
+    assert local_range(1, 500) == (1, 500) and local_range(3, 500) == (1001, 1500)
+    bounds = [local_range(page, 100) for page in range(1, pages_for(1234, 100) + 1)]
+    covered = [i for first, last in bounds for i in range(first, last + 1)]
+    assert covered[:1234] == list(range(1, 1235)) and len(covered) == len(set(covered)) == 1300
+    with pytest.raises(ValueError):
+        local_range(0, 10)
+    for bad in (0, -1, 10_001, 1.5, True):
+        with pytest.raises(ValueError):
+            check_page_size(bad)
+
+
+def test_a_plan_chains_each_shard_and_skips_empty_ones() -> None:
+    plan = Plan.from_max_locals({3: 1000, 0: 1, 1: 0}, 500)
+    assert plan.pages == {0: 1, 1: 0, 3: 2} and plan.total_pages == 3
+    assert plan.first_pages() == [0, 3]
+    assert plan.next_page(3, 1) == 2 and plan.next_page(3, 2) is None and plan.next_page(0, 1) is None
+    assert plan.has(3, 2) and not plan.has(3, 3) and not plan.has(1, 1) and not plan.has(9, 1)
+
+
+def test_progress_rates_over_the_last_minute_and_time_left() -> None:
+    base = {"total_pages": 100, "users_done": 0, "cells": 0, "finished": False, "paused": False}
+    # 40 pages in the last minute of a 10-minute-old run: 40/60 pages/s, 60 left -> 90 s.
+    p = progress(pages_done=40, recent_pages=40, recent_users=4000, started_ms=0, now_ms=600_000, **base)
+    assert p.pages_per_s == pytest.approx(40 / 60) and p.users_per_s == pytest.approx(4000 / 60)
+    assert p.eta_s == pytest.approx(90) and p.state == "running" and p.fraction == 0.4
+    # A run 20 s old is measured over its 20 s.
+    young = progress(pages_done=10, recent_pages=10, recent_users=10, started_ms=0, now_ms=20_000, **base)
+    assert young.pages_per_s == pytest.approx(0.5) and young.eta_s == pytest.approx(180)
+    # Too early to say; nothing done lately; paused; finished.
+    assert progress(pages_done=0, recent_pages=0, recent_users=0, started_ms=0, now_ms=500, **base).eta_s is None
+    assert progress(pages_done=5, recent_pages=0, recent_users=0, started_ms=0, now_ms=90_000, **base).eta_s is None
+    paused = progress(pages_done=40, recent_pages=40, recent_users=1, started_ms=0, now_ms=600_000,
+                      **{**base, "paused": True})
+    assert paused.state == "paused" and paused.eta_s is None
+    done = progress(pages_done=100, recent_pages=3, recent_users=1, started_ms=0, now_ms=600_000,
+                    **{**base, "finished": True})
+    assert (done.state, done.eta_s, done.pages_per_s, done.fraction) == ("finished", 0.0, None, 1.0)
+    assert [format_duration(s) for s in (None, 4.4, 75, 7322)] == ["unknown", "4s", "1m 15s", "2h 02m"]
+
+
+def test_the_report_line_and_the_text_bar() -> None:
+    run = Run(7, "feeds", "standby", Plan(500, {0: 4}), "running", 0, None)
+    p = progress(pages_done=1, total_pages=4, users_done=500, cells=1200, recent_pages=1, recent_users=500,
+                 started_ms=0, now_ms=60_000, finished=False, paused=False)
+    line = describe(run, p)
+    assert line.startswith("run 7  feeds -> standby  running  1/4 pages (25%)  ")
+    assert "users 500  cells 1,200" in line and "left 3m 00s" in line
+    assert text_bar(0.5, 10) == "[#####.....]" and text_bar(0, 4) == "[....]" and text_bar(1, 2) == "[##]"
+
+
+def test_kinds_by_name_and_differences_compared_without_their_round_mark() -> None:
+    assert "feeds" in kinds.names() and kinds.get("feeds").name == "feeds"
+    with pytest.raises(kinds.UnknownKind, match=r"unknown backfill kind 'nope' \(known: .*feeds"):
+        kinds.get("nope")
+    first = Difference(1, "missing pin 2", ("missing", "q", 5))
+    again = Difference(1, "missing pin 2", ("missing", "q", 5), seen_before=True)
+    assert first == again and again in {first} and Difference(1, "x", ("extra", "q", 5)) != first
