@@ -2,7 +2,8 @@
 tables of their own (a backfill walks every user of the store, so it must
 not walk the feed tests' huge fan-outs), and ``world``: the feed tests'
 world (Celery workers on PinLater, ``FeedActions``) whose workers also run
-``tasks.backfill.tasks`` and consume the ``backfill`` queue.
+``tasks.backfill.tasks`` (and the typeahead's tasks) and consume the
+``backfill`` queue.
 
 The store is shared by the directory's tests (ids never repeat, so HBase
 rows never collide); each test leaves every user's feed equal to the truth,
@@ -22,7 +23,7 @@ from tasks.backfill.queue import QUEUE
 from tasks.hbase import ClusterPair
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.appdata.conftest import shard_databases
-from tests.feeds.world import FEED_TASKS, FeedWorld, feed_world
+from tests.feeds.world import TASK_MODULES, FeedWorld, feed_world
 from tests.hbase.conftest import tables_pair
 
 TAG = uuid.uuid4().hex[:8]
@@ -43,6 +44,6 @@ def pair(servers: None) -> Iterator[ClusterPair]:
 
 @pytest.fixture
 def world(store: AppData, pair: ClusterPair, tmp_path: Path) -> Iterator[FeedWorld]:
-    with feed_world("redis", None, store, pair, tmp_path, imports=(FEED_TASKS, "tasks.backfill.tasks"),
+    with feed_world("redis", None, store, pair, tmp_path, imports=(*TASK_MODULES, "tasks.backfill.tasks"),
                     more_queues=(QUEUE,), extra_env=ENV) as w:
         yield w

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tasks.appdata import objects
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -27,9 +29,9 @@ def context(world: FeedWorld) -> BackfillContext:
     return BackfillContext(world.store, world.pair, world.env)
 
 
-def verify_rounds(world: FeedWorld, cluster: str, max_rounds: int = 5) -> list[int]:
+def verify_rounds(world: FeedWorld, cluster: str, max_rounds: int = 5, kind: str = "feeds") -> list[int]:
     ctx = context(world)
-    rounds = verify(ctx, kinds.get("feeds"), cluster, max_rounds=max_rounds, page_size=32, threads=8)
+    rounds = verify(ctx, kinds.get(kind), cluster, max_rounds=max_rounds, page_size=32, threads=8)
     return [r.differences for r in rounds]
 
 
@@ -96,11 +98,12 @@ def _owner(world: FeedWorld, board: int) -> int:
     return int(found.data["user_id"])
 
 
-def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(world: FeedWorld) -> None:
+@pytest.mark.parametrize("kind", ["feeds", "contacts"])
+def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(world: FeedWorld, kind: str) -> None:
     small_graph(world.store, seed=23, users=80)
     world.client.set_rate(QUEUE, 10)
     world.start_workers(1, 4)
-    run, other = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
+    run, other = runs.start(world.store, world.client, kind, BOTH, page_size=8)
     records = Records(world.store)
     wait_until(lambda: records.counts(run.id).pages_done >= 8, 30, what="some pages done")
     world.procs.kill_group(world.workers[0])  # SIGKILL: no ACK, no shutdown, jobs left claimed
@@ -120,8 +123,8 @@ def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(
     # Only pages cut short by the kill ran twice.
     redone = {key for key, p in after.items() if p.runs > 1}
     assert redone <= set(before) - set(done_before), redone
-    assert verify_rounds(world, PRIMARY) == [0]
-    assert verify_rounds(world, STANDBY) == [0]
+    assert verify_rounds(world, PRIMARY, kind=kind) == [0]
+    assert verify_rounds(world, STANDBY, kind=kind) == [0]
     assert world.failed_jobs() == {}
 
 
