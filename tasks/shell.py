@@ -21,13 +21,16 @@ T = TypeVar("T")
 OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
 
 
-def task_options(queue: str, retry: RetryPolicy, claim_timeout_ms: int) -> dict[str, Any]:
+def task_options(queue: str, retry: RetryPolicy, claim_timeout_ms: int, **more: Any) -> dict[str, Any]:
+    """``shared_task`` options of a task on PinLater ``queue`` (``more``:
+    other PinLaterTask options, such as ``max_dequeue_rate``)."""
     return {
         "base": PinLaterTask,
         "bind": True,
         "pinlater_queue": queue,
         "queue_retry_policy": retry,
         "claim_timeout_ms": claim_timeout_ms,
+        **more,
     }
 
 

@@ -4,14 +4,13 @@ after a fork (a pool process must not share its parent's sockets)."""
 
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass
 
 from tasks.appdata.store import AppData
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.records import Records
 from tasks.hbase import ClusterPair
+from tasks.per_process import PerProcess
 
 
 @dataclass
@@ -25,14 +24,9 @@ class BackfillRuntime:
         return cls(BackfillContext(store, ClusterPair.from_settings()), Records(store))
 
 
-_lock = threading.Lock()
-_current: tuple[int, BackfillRuntime] | None = None
+_runtime: PerProcess[BackfillRuntime] = PerProcess(BackfillRuntime.from_env)
 
 
 def runtime() -> BackfillRuntime:
     """This process's runtime (from the environment)."""
-    global _current
-    with _lock:
-        if _current is None or _current[0] != os.getpid():
-            _current = (os.getpid(), BackfillRuntime.from_env())
-        return _current[1]
+    return _runtime.get()

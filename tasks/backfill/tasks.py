@@ -16,37 +16,33 @@ import logging
 
 from celery import shared_task
 
-from pinlater.errors import PinLaterError
-from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.backfill import queue
 from tasks.backfill.kinds import UnknownKind
-from tasks.backfill.pages import InvalidPageJob, PageJob, run_page
+from tasks.backfill.pages import InvalidPageJob, PageJob, PageStep, run_page
 from tasks.backfill.runtime import runtime
-from tasks.hbase import HBaseError
+from tasks.shell import run_job, task_options
 from workers.task import PinLaterTask
 
 log = logging.getLogger(__name__)
 
-OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
-_INVALID = (InvalidPageJob, UnknownKind, UnknownShard)
+_INVALID = (InvalidPageJob, UnknownKind)
 
 
 @shared_task(
-    name="backfill.page", base=PinLaterTask, bind=True, pinlater_queue=queue.QUEUE,
-    queue_retry_policy=queue.RETRY, claim_timeout_ms=queue.CLAIM_TIMEOUT_MS, max_dequeue_rate=queue.DEFAULT_RATE,
+    name="backfill.page",
+    **task_options(queue.QUEUE, queue.RETRY, queue.CLAIM_TIMEOUT_MS, max_dequeue_rate=queue.DEFAULT_RATE),
 )
 def page(self: PinLaterTask, body: str | bytes) -> int:
     """One page of a run; the cells it wrote."""
-    try:
+
+    def work() -> PageStep:
         rt = runtime()
         step = run_page(rt.ctx, rt.records, PageJob.from_json(body))
         if step.next_job is not None:
             page.apply_async(args=[step.next_job.to_json()], idempotency_key=step.next_key)
-    except _INVALID as exc:
-        self.refuse(str(exc))
-    except OUTAGES as exc:
-        log.info("backfill.page: will retry after an outage: %s", exc)
-        raise self.retry(exc=exc) from None
+        return step
+
+    step = run_job(self, work, _INVALID)
     if step.finished_run:
-        log.info("backfill run finished (its last page: %s)", body if isinstance(body, str) else body.decode())
+        log.info("backfill run finished with its last page")
     return step.cells

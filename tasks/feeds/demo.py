@@ -1,11 +1,14 @@
-"""The following-feed demo: the whole system on this machine.
+"""The demo of the jobs this system exists for: the whole system on this machine.
 
 Seeds a heavy-tailed graph in sharded MySQL (with a few accounts of
-thousands of followers), starts Celery worker processes running the feed
-tasks on PinLater (Redis and MySQL shards), creates pins and follows through
-the application API (``FeedActions``) while a progress bar follows the jobs,
-then prints a few users' feeds (read with the speculative reader, joined to
-the pins in MySQL) and the counts of jobs by state per queue.
+thousands of followers), starts Celery worker processes running the feed,
+typeahead and backfill tasks on PinLater (Redis and MySQL shards), loads
+every user's typeahead contacts index with a bulk backfill (a progress bar
+over its pages), creates pins, follows, renames and address-book imports
+through the application API (``FeedActions``, ``ContactActions``) while a
+progress bar follows the jobs, then prints a few users' feeds (read with the
+speculative reader, joined to the pins in MySQL), what their typeahead
+finds, and the counts of jobs by state per queue.
 
     python -m tasks.feeds.demo          # make demo (after scripts/services up)
 
@@ -33,21 +36,27 @@ from pinlater.service import JobService
 from tasks.appdata import generate, graph, mappings, objects, schema
 from tasks.appdata.generate import GraphSpec
 from tasks.appdata.ids import ObjectType
+from tasks.appdata.names import person_name
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_HAS_BOARDS
+from tasks.backfill import runs
+from tasks.backfill.queue import QUEUE as BACKFILL_QUEUE
+from tasks.backfill.records import FINISHED, Records
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
-from tasks.feeds.cells import TABLE
 from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
 from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables
+from tasks.hbase import PRIMARY, STANDBY, TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables
+from tasks.typeahead import queues as typeahead_queues
+from tasks.typeahead.actions import ContactActions
+from tasks.typeahead.index import ContactsIndex
 
 DEMO_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_demo_",
     "PINLATER_HBASE_TABLE_PREFIX": "demo",
-    "PINLATER_CELERY_IMPORTS": "tasks.feeds.tasks",
+    "PINLATER_CELERY_IMPORTS": "tasks.feeds.tasks,tasks.typeahead.tasks,tasks.backfill.tasks",
     "PINLATER_BUS_PREFIX": "plkdemo:",
     "PINLATER_POLL_INTERVAL_S": "0.2",
 }
@@ -77,14 +86,19 @@ def demo_env() -> dict[str, str]:
     return env
 
 
+# The queues the demo's workers consume (and the demo resets).
+QUEUES = (*queues.ALL, *typeahead_queues.ALL, BACKFILL_QUEUE)
+
+
 def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
-    for name in queues.ALL:
+    for name in QUEUES:
         with suppress(QueueNotFound):
             service.delete_queue(name, DEMO_SECRET)
     schema.drop_shards(store)
     schema.create_shards(store)
     for pool in pair:
-        drop_table(pool, TABLE)
+        for table in TABLES:
+            drop_table(pool, table.name)
     ensure_tables(pair)
 
 
@@ -127,11 +141,13 @@ def run(plan: DemoPlan, console: Console) -> int:
                       + ", ".join(f"{n:,}" for _, n in summary.top_accounts[:3]))
 
         actions = FeedActions(store, service, feed_settings)
+        contacts = ContactActions(store, service, feeds=actions)
         monitor = Monitor(service, interval_s=1.0)
         monitor.start_thread()
         try:
-            with worker_processes(env, plan.workers, logdir, name="demo"):
-                ok = drive(plan, console, actions, service, summary.user_ids, summary.celebrity_ids, rng)
+            with worker_processes(env, plan.workers, logdir, name="demo", queue_names=QUEUES):
+                ok = backfill(console, store, service, plan.timeout_s)
+                ok = ok and drive(plan, console, contacts, service, summary.user_ids, summary.celebrity_ids, rng)
         finally:
             monitor.stop()
         show(console, store, pair, feed_settings, service, summary.celebrity_ids, rng)
@@ -145,31 +161,63 @@ def run(plan: DemoPlan, console: Console) -> int:
         return 0
 
 
+def backfill(console: Console, store: AppData, service: JobService, timeout_s: float) -> bool:
+    """The contacts index of every user, loaded by a bulk backfill on both
+    clusters (``pinlater-backfill start contacts`` does the same), with a bar
+    over its pages."""
+    started = runs.start(store, service, "contacts", (PRIMARY, STANDBY), rate=200)
+    records = Records(store)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    deadline = time.monotonic() + timeout_s
+    began = time.monotonic()
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("contacts backfill pages", total=sum(r.total_pages for r in started))
+        while time.monotonic() < deadline:
+            counts = [records.counts(r.id) for r in started]
+            progress.update(bar, completed=sum(c.pages_done for c in counts))
+            if all(records.get_run(r.id).state == FINISHED for r in started):
+                users = sum(c.users_done for c in counts) // len(started)
+                console.print(f"typeahead index loaded for {users:,} users on both clusters "
+                              f"in {time.monotonic() - began:.1f} s")
+                return True
+            time.sleep(0.3)
+    return False
+
+
 def drive(
-    plan: DemoPlan, console: Console, actions: FeedActions, service: JobService,
+    plan: DemoPlan, console: Console, contacts: ContactActions, service: JobService,
     users: list[int], celebrities: list[int], rng: random.Random,
 ) -> bool:
-    """Pins and follows through the application API, with a bar over the
-    feed jobs (the total grows as fan-outs chain their pages)."""
+    """Pins, follows, renames and imports through the application API, with
+    a bar over the jobs (the total grows as fan-outs chain their pages)."""
+    actions = contacts.feeds
+    assert actions is not None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     deadline = time.monotonic() + plan.timeout_s
+    renames, imports = plan.follows // 10, plan.follows // 10
     with Progress(*columns, console=console) as progress:
-        made = progress.add_task("pins and follows", total=plan.pins + plan.follows)
-        jobs = progress.add_task("feed jobs finished", total=1)
-        kinds = ["pin"] * plan.pins + ["follow"] * plan.follows
+        made = progress.add_task("pins, follows, renames, imports", total=plan.pins + plan.follows + renames + imports)
+        jobs = progress.add_task("jobs finished", total=1)
+        kinds = ["pin"] * plan.pins + ["follow"] * plan.follows + ["rename"] * renames + ["import"] * imports
         last = 0.0
         rng.shuffle(kinds)
         for kind in kinds:
-            if kind == "pin":
+            if kind == "rename":
+                contacts.rename(rng.choice(users), person_name(rng))
+            elif kind == "import":
+                book = [{"name": person_name(rng), "email": f"friend{rng.randrange(10**6)}@example.com"}
+                        for _ in range(5)]
+                contacts.connect_source(rng.choice(users), "address_book", book)
+            elif kind == "pin":
                 # Popular accounts pin more: a third of the pins are theirs.
                 pinner = rng.choice(celebrities) if rng.random() < 0.33 else rng.choice(users)
                 actions.create_pin(pinner, board_of(actions.store, pinner), {"title": f"pin {rng.randrange(10**6)}"})
             else:
                 follower, followee = rng.sample(users, 2)
                 if rng.random() < 0.2:
-                    actions.unfollow(follower, followee)
+                    contacts.unfollow(follower, followee)
                 else:
-                    actions.follow(follower, followee)
+                    contacts.follow(follower, followee)
             progress.advance(made)
             if time.monotonic() - last > 0.5:  # counting is a few round trips per shard
                 update(progress, jobs, service)
@@ -185,7 +233,7 @@ def drive(
 
 def update(progress: Progress, task: object, service: JobService) -> int:
     """Refreshes the bar; the jobs still to run."""
-    now = feed_counts(service)
+    now = feed_counts(service, QUEUES)
     done = sum(c["succeeded"] + c["failed"] for c in now.values())
     todo = sum(c["pending"] + c["running"] for c in now.values())
     progress.update(task, completed=done, total=max(done + todo, 1))  # type: ignore[arg-type]
@@ -220,14 +268,31 @@ def show(
                 pinner = names.get(int(pin.data["user_id"]), "?")
                 table.add_row(str(pin.id), pinner, when, str(pin.data.get("title", "")))
             console.print(table)
+        show_typeahead(console, pair, fans[0])
     finally:
         reader.close()
-    table = Table(title="feed jobs by state per queue")
+    table = Table(title="jobs by state per queue")
     table.add_column("queue")
     for state in STATES:
         table.add_column(state, justify="right")
-    for queue, by_state in feed_counts(service).items():
+    for queue, by_state in feed_counts(service, QUEUES).items():
         table.add_row(queue, *(f"{by_state[s]:,}" for s in STATES))
+    console.print(table)
+
+
+def show_typeahead(console: Console, pair: ClusterPair, user: int) -> None:
+    """What the typeahead finds for ``user`` as they type a contact's name."""
+    index = ContactsIndex(pair)
+    candidates = index.lookup(user, "a", 50).matches or index.lookup(user, "j", 50).matches
+    if not candidates:
+        return
+    name = candidates[0].contact.name
+    table = Table(title=f"typeahead of user {user}: typing {name!r}")
+    for column in ("typed", "results (source)"):
+        table.add_column(column)
+    for typed in (name[:1], name[:3], name.split(" ")[0] + " " + name.split(" ")[-1][:1]):
+        result = index.lookup(user, typed, 5)
+        table.add_row(repr(typed), "; ".join(f"{m.contact.name} ({m.source})" for m in result.matches))
     console.print(table)
 
 

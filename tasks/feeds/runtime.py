@@ -6,13 +6,13 @@ while a cluster is down and its jobs for the other cluster still run."""
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import FOLLOWING_FEED, ClusterPair, ensure_table
+from tasks.per_process import PerProcess
 
 
 @dataclass
@@ -42,14 +42,9 @@ class FeedRuntime:
         self.pair.close()
 
 
-_lock = threading.Lock()
-_current: tuple[int, FeedRuntime] | None = None
+_runtime: PerProcess[FeedRuntime] = PerProcess(FeedRuntime.from_env)
 
 
 def runtime() -> FeedRuntime:
     """This process's runtime (from the environment)."""
-    global _current
-    with _lock:
-        if _current is None or _current[0] != os.getpid():
-            _current = (os.getpid(), FeedRuntime.from_env())
-        return _current[1]
+    return _runtime.get()

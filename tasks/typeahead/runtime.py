@@ -4,12 +4,12 @@ index tables are ensured on a cluster the first time the process uses it."""
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
 from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool, ensure_table
+from tasks.per_process import PerProcess
 from tasks.typeahead.settings import TypeaheadSettings
 
 
@@ -37,14 +37,9 @@ class TypeaheadRuntime:
         return self.pair[cluster]
 
 
-_lock = threading.Lock()
-_current: tuple[int, TypeaheadRuntime] | None = None
+_runtime: PerProcess[TypeaheadRuntime] = PerProcess(TypeaheadRuntime.from_env)
 
 
 def runtime() -> TypeaheadRuntime:
     """This process's runtime (from the environment)."""
-    global _current
-    with _lock:
-        if _current is None or _current[0] != os.getpid():
-            _current = (os.getpid(), TypeaheadRuntime.from_env())
-        return _current[1]
+    return _runtime.get()

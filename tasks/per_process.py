@@ -1,0 +1,24 @@
+"""One object per process, made on first use and again after a fork: a
+pool process must not share its parent's sockets (the task runtimes)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class PerProcess(Generic[T]):
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._current: tuple[int, T] | None = None
+
+    def get(self) -> T:
+        with self._lock:
+            if self._current is None or self._current[0] != os.getpid():
+                self._current = (os.getpid(), self._make())
+            return self._current[1]
