@@ -38,7 +38,6 @@ import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ sys.path.insert(0, str(REPO))
 import happybase  # noqa: E402
 import redis  # noqa: E402
 
+from bench.support import alternating, open_loop, percentile_ms  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -176,20 +176,14 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
     logdir.mkdir(parents=True, exist_ok=True)
     pool_procs = args.workers * args.concurrency
     cells = len(fans) * args.pins * 2
-    raw_s: list[float] = []
-    task_s: list[float] = []
+
+    def raw() -> float:
+        pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
+        return raw_round(hbase, pages, pins, pool_procs)
+
     with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeeds"):
         task_round(service, actions, celebrity, board, 1)  # warm: workers up, connections open
-        for round_ in range(args.rounds):
-            # Alternate which goes first: HBase flushes its memstore as data
-            # piles up, and the later phase of a round would pay for both.
-            pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
-            if round_ % 2 == 0:
-                raw_s.append(raw_round(hbase, pages, pins, pool_procs))
-                task_s.append(task_round(service, actions, celebrity, board, args.pins))
-            else:
-                task_s.append(task_round(service, actions, celebrity, board, args.pins))
-                raw_s.append(raw_round(hbase, pages, pins, pool_procs))
+        raw_s, task_s = alternating(args.rounds, raw, lambda: task_round(service, actions, celebrity, board, args.pins))
     raw_rate = cells / statistics.median(raw_s)
     task_rate = cells / statistics.median(task_s)
     return {
@@ -240,38 +234,16 @@ class StallableRelay:
 
 def read_phase(reader: FeedReader, users: list[int], rate: float, seconds: float) -> dict[str, Any]:
     """Open loop: request i is due at start + i/rate; its latency counts from then."""
-    total = int(rate * seconds)
-    latencies: list[float] = []
-    served: dict[str, int] = {}
-    errors = 0
-    lock = threading.Lock()
     rng = random.Random(5)
-
-    def one(due: float, user: int) -> None:
-        nonlocal errors
-        try:
-            page = reader.read(user, None, 25)
-        except Exception:  # noqa: BLE001 (counted, and the run goes on)
-            with lock:
-                errors += 1
-            return
-        with lock:
-            latencies.append(time.perf_counter() - due)
-            served[page.served_by] = served.get(page.served_by, 0) + 1
-
-    start = time.perf_counter() + 0.1
-    with ThreadPoolExecutor(max_workers=64) as executor:
-        for i in range(total):
-            due = start + i / rate
-            time.sleep(max(0.0, due - time.perf_counter()))
-            executor.submit(one, due, rng.choice(users))
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
-
-    return {"requests": total, "errors": errors, "served_by": served,
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": pct(1.0)}
+    picks = [rng.choice(users) for _ in range(int(rate * seconds))]
+    run = open_loop(lambda user: reader.read(user, None, 25).served_by, picks, rate)
+    served: dict[str, int] = {}
+    for _user, _latency, cluster in run.answered:
+        served[cluster] = served.get(cluster, 0) + 1
+    latencies = [latency for _user, latency, _cluster in run.answered]
+    return {"requests": run.requests, "errors": run.errors, "served_by": served,
+            "p50_ms": percentile_ms(latencies, 0.50), "p99_ms": percentile_ms(latencies, 0.99),
+            "p999_ms": percentile_ms(latencies, 0.999), "max_ms": percentile_ms(latencies, 1.0)}
 
 
 def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbase: HBaseSettings,

@@ -1,0 +1,509 @@
+"""The typeahead's contacts index on HBase: backfill throughput against a
+raw happybase peer, and lookup latency at a sustained request rate.
+
+Load: a GraphSpec graph (Zipf follows, ~10 per user, a few celebrities with
+large follower counts; real-looking names), address books and social
+imports for some users, a share of the address books' emails linked to
+Pinterest users, so every source of the index is exercised.
+
+Backfill: the index rebuilt for every user by the backfill's work function
+``tasks.typeahead.sync.rebuild`` in pages of 500 consecutive users of one
+shard, from N processes (each its own AppData and ClusterPair), writing to
+the primary cluster only. Beside it, in the same run, the raw peer: the
+same cells (computed once per page with ``truth.entries_of_owners`` and
+``Entry.cells``, pickled) written by a plain happybase loop in the same
+number of processes, one ``table.batch(timestamp=version)`` per version
+and table, as ``put_entries`` groups them. Rounds alternate which goes
+first; medians are compared.
+
+Lookups: a ``ContactsIndex`` answering random users' 1-2 token prefixes of
+names in their own contacts, at a fixed rate from a thread pool; latency
+counts from each request's scheduled time (open loop). The time in HBase
+scans, in decoding their cells and in ranking is recorded per request.
+The most-followed celebrity's lookups are measured on their own.
+
+    python bench/typeahead.py              # 100,000 users, 2 rounds, lookups 200/s for 20 s
+    python bench/typeahead.py --smoke      # small and quick (CI)
+    python bench/typeahead.py --json out.json
+
+Uses the local servers of ``scripts/services``, with its own app-data
+databases (``appdata_benchta_``) and HBase tables (prefix ``benchta``), made
+fresh each run and dropped at its end (``--keep`` keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import pickle
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import happybase  # noqa: E402
+
+import tasks.typeahead.index as index_module  # noqa: E402
+from bench.support import alternating, open_loop, percentile_ms  # noqa: E402
+from tasks.appdata import contacts, generate, schema  # noqa: E402
+from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
+from tasks.appdata.ids import split_id  # noqa: E402
+from tasks.appdata.names import person_name  # noqa: E402
+from tasks.appdata.store import AppData  # noqa: E402
+from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
+from tasks.typeahead import sync, truth  # noqa: E402
+from tasks.typeahead.entries import Entry, group_by_version  # noqa: E402
+from tasks.typeahead.index import ContactsIndex  # noqa: E402
+from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
+from tasks.typeahead.sources import SOURCES  # noqa: E402
+from tasks.typeahead.tokens import tokenize  # noqa: E402
+
+BENCH_ENV = {
+    "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
+    "PINLATER_HBASE_TABLE_PREFIX": "benchta",
+}
+PAGE = 500  # users per backfill page
+TARGET_P99_MS = 25.0  # seed 003: server-side p99
+
+
+# ------------------------------------------------------------------ load
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    user_ids: list[int]
+    celebrities: list[tuple[int, int]]  # (user id, followers), most followed first
+    follows: int
+    imports: dict[str, int]  # source -> imports
+    imported_contacts: int
+    linked_accounts: int
+    seconds: float
+
+
+def load(store: AppData, users: int, seed: int) -> Loaded:
+    started = time.monotonic()
+    spec = GraphSpec(users=users, boards=0, pins=0, follows_per_user=10.0, board_follows_per_user=0.0,
+                     celebrities=3, celebrity_followers=max(1, users // 5), seed=seed)
+    plan: GraphPlan = generate.plan(spec, store.shard_map.shards)
+    summary = generate.write(store, plan)
+    ids = summary.user_ids
+    rng = random.Random(f"imports:{seed}")
+    # A tenth of the users linked an email to their account; address books
+    # list some of them (by their own name, sometimes just the first name).
+    linked = rng.sample(range(users), max(1, users // 10))
+    for i in linked:
+        contacts.link_account(store, f"email:user{i}@example.com", ids[i])
+    imports = {"address_book": 0, "social": 0}
+    imported = 0
+    for i in rng.sample(range(users), max(1, users // 10)):
+        book = []
+        for _ in range(rng.randint(5, 40)):
+            if rng.random() < 0.3:
+                friend = rng.choice(linked)
+                name = plan.user_names[friend] if rng.random() < 0.8 else plan.user_names[friend].split()[0]
+                book.append({"name": name, "email": f"user{friend}@example.com"})
+            else:
+                book.append({"name": person_name(rng), "email": f"c{rng.randrange(10**9)}@mail.example"})
+        imported += len(contacts.put_source(store, ids[i], "address_book", book).contacts)
+        imports["address_book"] += 1
+    for i in rng.sample(range(users), max(1, users // 20)):
+        friends = [{"name": person_name(rng), "external_id": str(rng.randrange(10**12))}
+                   for _ in range(rng.randint(5, 30))]
+        imported += len(contacts.put_source(store, ids[i], "social", friends).contacts)
+        imports["social"] += 1
+    celebrities = [(user, n) for user, n in summary.top_accounts if user in set(summary.celebrity_ids)]
+    return Loaded(ids, celebrities, summary.user_follows, imports, imported, len(linked),
+                  time.monotonic() - started)
+
+
+def pages_of(user_ids: Sequence[int]) -> list[list[int]]:
+    """Pages of up to PAGE consecutive users (by local id) of one shard."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for user in user_ids:
+        by_shard[split_id(user).shard].append(user)
+    pages = []
+    for shard in sorted(by_shard):
+        users = sorted(by_shard[shard], key=lambda u: split_id(u).local)
+        pages.extend(users[i:i + PAGE] for i in range(0, len(users), PAGE))
+    return pages
+
+
+# ------------------------------------------------------------------ backfill (worker processes)
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker() -> None:
+    """Each process: its own AppData, ClusterPair and raw happybase connection."""
+    hbase = HBaseSettings.from_env()
+    _worker["store"] = AppData.from_env()
+    _worker["pair"] = ClusterPair.from_settings(hbase)
+    _worker["raw"] = happybase.Connection(hbase.primary.host, hbase.primary.port,
+                                          table_prefix=hbase.table_prefix, timeout=60_000)
+
+
+def _warm(owner: int) -> int:
+    """Opens every connection of the process before the clock starts."""
+    truth.entries_of_owners(_worker["store"], [owner])
+    _worker["pair"].primary.run("warm", lambda connection: connection.tables())
+    return len(_worker["raw"].tables())
+
+
+def _rebuild_page(owners: list[int]) -> int:
+    return sync.rebuild(_worker["store"], _worker["pair"].primary, owners)
+
+
+# A page's cells as put_entries writes them: per version (the cell timestamp) and table, rows in key order.
+RawPlan = list[tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]]
+
+
+def _precompute_page(job: tuple[list[int], str]) -> tuple[str, int, int, int]:
+    """The page's cells, pickled to ``path``: (path, entries, cells, put calls)."""
+    owners, path = job
+    entries = truth.entries_of_owners(_worker["store"], owners)
+    page: list[Entry] = [e for owner in owners for e in entries[owner]]
+    plan: RawPlan = []
+    cells = calls = 0
+    for version, tables in sorted(group_by_version([(e.version, e.cells()) for e in page]).items()):
+        for table, rows in tables.items():
+            plan.append((version, table, sorted(rows.items())))
+            count = sum(len(columns) for columns in rows.values())
+            cells += count
+            calls += max(1, math.ceil(count / 1000))
+    Path(path).write_bytes(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
+    return path, len(page), cells, calls
+
+
+def _raw_page(path: str) -> int:
+    plan: RawPlan = pickle.loads(Path(path).read_bytes())
+    connection = _worker["raw"]
+    cells = 0
+    for version, table, rows in plan:
+        with connection.table(table).batch(timestamp=version, batch_size=1000) as batch:
+            for row, columns in rows:
+                batch.put(row, columns)
+                cells += len(columns)
+    return cells
+
+
+def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequence[Any]) -> tuple[float, int]:
+    """Wall time of ``fn`` over ``work`` in ``processes`` processes (pool
+    start and connections not counted) and the sum of what it returned."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=_init_worker) as pool:
+        pool.map(_warm, [warm_owner] * processes * 2, chunksize=1)
+        started = time.perf_counter()
+        total = sum(pool.imap_unordered(fn, work, chunksize=1))
+        elapsed = time.perf_counter() - started
+    return elapsed, total
+
+
+def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path) -> dict[str, Any]:
+    warm_owner = pages[0][0]
+    t = time.perf_counter()
+    jobs = [(page, str(workdir / f"page{i:05d}.pickle")) for i, page in enumerate(pages)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=_init_worker) as pool:
+        planned = pool.map(_precompute_page, jobs, chunksize=1)
+    precompute_s = time.perf_counter() - t
+    paths = [path for path, _entries, _cells, _calls in planned]
+    entries = sum(p[1] for p in planned)
+    cells = sum(p[2] for p in planned)
+    calls = sum(p[3] for p in planned)
+    users = sum(len(page) for page in pages)
+    written: dict[str, list[int]] = {"rebuild": [], "raw": []}
+
+    def rebuild() -> float:
+        elapsed, count = _timed(processes, warm_owner, _rebuild_page, pages)
+        written["rebuild"].append(count)
+        return elapsed
+
+    def raw() -> float:
+        elapsed, count = _timed(processes, warm_owner, _raw_page, paths)
+        written["raw"].append(count)
+        return elapsed
+
+    rebuild_s, raw_s = alternating(rounds, rebuild, raw)
+    rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
+    return {
+        "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
+        "rounds": rounds, "entries": entries, "cells": cells, "put_calls": calls,
+        "cells_written": written, "precompute_s": precompute_s,
+        "rebuild_s": rebuild_s, "raw_s": raw_s,
+        "rebuild_users_per_s": users / rebuild_median, "rebuild_cells_per_s": cells / rebuild_median,
+        "raw_users_per_s": users / raw_median, "raw_cells_per_s": cells / raw_median,
+        "ratio": raw_median / rebuild_median,
+    }
+
+
+# ------------------------------------------------------------------ lookups
+
+
+class _Timings(threading.local):
+    """What the last lookup of this thread spent where."""
+
+    def __init__(self) -> None:
+        self.hbase_s = 0.0
+        self.candidates_s = 0.0
+        self.candidates = 0
+
+
+_timings = _Timings()
+_original_candidates = index_module.candidates
+_original_scan_range = index_module.scan_range
+
+
+def _timed_scan_range(*args: Any, **kwargs: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        return _original_scan_range(*args, **kwargs)
+    finally:
+        _timings.hbase_s += time.perf_counter() - started
+
+
+def _timed_candidates(*args: Any, **kwargs: Any) -> Any:
+    _timings.hbase_s = 0.0
+    started = time.perf_counter()
+    found = _original_candidates(*args, **kwargs)
+    _timings.candidates_s = time.perf_counter() - started
+    _timings.candidates = len(found)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    service_s: float  # lookup() from call to return
+    hbase_s: float  # inside scan_range: the Thrift calls of the scans
+    decode_s: float  # the rest of candidates(): splitting keys, decoding JSON cells
+    rank_s: float  # the rest of lookup(): tokenize, match_score per candidate, sort
+    candidates: int
+    matches: int
+    served_by: str
+
+
+Query = tuple[int, str]
+
+
+def make_queries(store: AppData, users: Sequence[int], count: int, rng: random.Random) -> list[Query]:
+    """Prefixes a person would type for a contact they have: 1-4 letters of
+    the first name, in a third of queries followed by 1-2 of the last name."""
+    names: dict[int, list[str]] = {}
+    for start in range(0, len(users), PAGE):
+        part = list(users[start:start + PAGE])
+        for owner, entries in truth.entries_of_owners(store, part).items():
+            if entries:
+                names[owner] = [e.name for e in entries]
+    if not names:
+        raise SystemExit("bench/typeahead.py: no sampled user has any contact")
+    owners = sorted(names)
+    queries = []
+    for _ in range(count):
+        owner = rng.choice(owners)
+        words = rng.choice(names[owner]).split()
+        query = words[0][: rng.randint(1, 4)]
+        if len(words) > 1 and rng.random() < 1 / 3:
+            query += " " + words[-1][: rng.randint(1, 2)]
+        queries.append((owner, query))
+    return queries
+
+
+def _shape(query: str) -> str:
+    tokens = tokenize(query)
+    if len(tokens) > 1:
+        return "two tokens"
+    return "1 letter" if len(tokens[0]) == 1 else "2-4 letters"
+
+
+def _summary(values_s: Sequence[float]) -> dict[str, float]:
+    return {"p50_ms": percentile_ms(values_s, 0.5), "p90_ms": percentile_ms(values_s, 0.9),
+            "p99_ms": percentile_ms(values_s, 0.99), "max_ms": percentile_ms(values_s, 1.0)}
+
+
+def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
+    def ask(query: Query) -> Answer:
+        started = time.perf_counter()
+        result = index.lookup(query[0], query[1], 10)
+        service = time.perf_counter() - started
+        t = _timings
+        return Answer(service, t.hbase_s, t.candidates_s - t.hbase_s, service - t.candidates_s, t.candidates,
+                      len(result.matches), result.served_by)
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    run = open_loop(ask, queries, rate, threads)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    answers = [(query, latency, answer) for query, latency, answer in run.answered]
+    latencies = [latency for _q, latency, _a in answers]
+    served: dict[str, int] = defaultdict(int)
+    for _q, _latency, answer in answers:
+        served[answer.served_by] += 1
+    shapes: dict[str, Any] = {}
+    for shape in ("1 letter", "2-4 letters", "two tokens"):
+        picked = [(lat, a) for q, lat, a in answers if _shape(q[1]) == shape]
+        if picked:
+            shapes[shape] = {
+                "requests": len(picked), **_summary([lat for lat, _a in picked]),
+                "mean_candidates": statistics.fmean(a.candidates for _lat, a in picked),
+            }
+    cand = sorted(a.candidates for _q, _l, a in answers)
+    return {
+        "requests": run.requests, "answered": len(answers), "errors": run.errors, "served_by": dict(served),
+        **_summary(latencies),
+        "over_target_share": sum(lat * 1000 > TARGET_P99_MS for lat in latencies) / max(1, len(latencies)),
+        "service": _summary([a.service_s for _q, _l, a in answers]),
+        "queued": _summary([lat - a.service_s for _q, lat, a in answers]),
+        "hbase": _summary([a.hbase_s for _q, _l, a in answers]),
+        "decode": _summary([a.decode_s for _q, _l, a in answers]),
+        "rank": _summary([a.rank_s for _q, _l, a in answers]),
+        "candidates": {"median": cand[len(cand) // 2] if cand else 0,
+                       "p99": cand[min(len(cand) - 1, int(0.99 * len(cand)))] if cand else 0,
+                       "max": cand[-1] if cand else 0},
+        "empty_answers": sum(a.matches == 0 for _q, _l, a in answers),
+        "by_shape": shapes,
+        "client_cpu_share": cpu / wall,  # of one core: near 1.0, the GIL is the limit
+        "late_submit_ms": run.late_start_s * 1000,
+    }
+
+
+def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> dict[str, Any]:
+    rng = random.Random(f"lookups:{args.seed}")
+    hbase = HBaseSettings.from_env()
+    pair = ClusterPair.from_settings(HBaseSettings(hbase.primary, hbase.standby, hbase.table_prefix,
+                                                   pool_size=args.threads, call_timeout_s=5.0))
+    index = ContactsIndex(pair, TypeaheadSettings())
+    total = int(args.rate * args.seconds)
+    sample = rng.sample(loaded.user_ids, min(len(loaded.user_ids), 2000))
+    celebrity = loaded.celebrities[0][0]
+    users = make_queries(store, sample, total, rng)
+    famous = make_queries(store, [celebrity], total, rng)
+    index_module.candidates = _timed_candidates  # type: ignore[assignment]
+    index_module.scan_range = _timed_scan_range  # type: ignore[assignment]
+    try:
+        lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
+        result = {
+            "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
+            "tall_scan_limit": index.settings.tall_scan_limit,
+            "users": lookup_phase(index, users, args.rate, args.threads),
+            "celebrity": {"user_id": celebrity, "followers": loaded.celebrities[0][1],
+                          **lookup_phase(index, famous, args.rate, args.threads)},
+        }
+    finally:
+        index_module.candidates = _original_candidates
+        index_module.scan_range = _original_scan_range
+        index.close()
+    return result
+
+
+# ------------------------------------------------------------------ main
+
+
+def _ms(value: float) -> str:
+    return f"{value:7.1f}"
+
+
+def report(result: dict[str, Any]) -> None:
+    load_, fill, look = result["load"], result["backfill"], result["lookups"]
+    print(f"load: {load_['users']:,} users, {load_['follows']:,} follows, celebrities "
+          + ", ".join(f"{n:,} followers" for _u, n in load_["celebrities"])
+          + f"; imports {load_['imports']} ({load_['imported_contacts']:,} contacts), "
+          f"{load_['linked_accounts']:,} linked emails; {load_['seconds']:.0f} s")
+    print(f"backfill (primary cluster only): {fill['users']:,} users in {fill['pages']} pages of "
+          f"{fill['page_size']}, {fill['entries']:,} entries = {fill['cells']:,} cells in "
+          f"{fill['put_calls']:,} put calls ({fill['put_calls'] / fill['pages']:,.0f} per page), "
+          f"{fill['processes']} processes, {fill['rounds']} round(s)")
+    print(f"  sync.rebuild:          {fill['rebuild_users_per_s']:9,.0f} users/s {fill['rebuild_cells_per_s']:9,.0f} "
+          f"cells/s  (rounds {', '.join(f'{s:.1f}' for s in fill['rebuild_s'])} s)")
+    print(f"  raw happybase batches: {fill['raw_users_per_s']:9,.0f} users/s {fill['raw_cells_per_s']:9,.0f} "
+          f"cells/s  (rounds {', '.join(f'{s:.1f}' for s in fill['raw_s'])} s)")
+    print(f"  ratio (rebuild / raw): {fill['ratio']:.2f}")
+    print(f"lookups: {look['rate_per_s']:.0f}/s for {look['seconds']:.0f} s per phase, {look['threads']} threads, "
+          f"limit {look['limit']}, tall scan limit {look['tall_scan_limit']}; ms from the scheduled time")
+    print("  phase       answered   p50     p90     p99     max  >25ms | service p99  hbase p99  decode p99  "
+          "rank p99 | candidates med/p99/max  cpu")
+    for name in ("users", "celebrity"):
+        p = look[name]
+        print(f"  {name:10} {p['answered']:6,}/{p['requests']:<6,} {_ms(p['p50_ms'])} {_ms(p['p90_ms'])} "
+              f"{_ms(p['p99_ms'])} {_ms(p['max_ms'])} {p['over_target_share']:5.1%} |"
+              f"  {_ms(p['service']['p99_ms'])}    {_ms(p['hbase']['p99_ms'])}    {_ms(p['decode']['p99_ms'])}  "
+              f"{_ms(p['rank']['p99_ms'])} | {p['candidates']['median']:5} /{p['candidates']['p99']:5} "
+              f"/{p['candidates']['max']:5}     {p['client_cpu_share']:.2f}")
+        for shape, s in p["by_shape"].items():
+            print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "
+                  f"mean candidates {s['mean_candidates']:7.1f}")
+    p99 = look["users"]["p99_ms"]
+    verdict = "met" if p99 <= TARGET_P99_MS else "MISSED"
+    print(f"target: p99 <= {TARGET_P99_MS:.0f} ms for users' lookups: {verdict} ({p99:.1f} ms); "
+          f"celebrity {look['celebrity']['p99_ms']:.1f} ms")
+
+
+def _reset(store: AppData, pair: ClusterPair, create: bool) -> None:
+    """Drops (and with ``create`` makes again) the databases and the primary's
+    tables: the benchmark never touches the standby."""
+    schema.drop_shards(store)
+    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+        drop_table(pair.primary, table.name)
+    if create:
+        schema.create_shards(store)
+        for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+            ensure_table(pair.primary, table)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--processes", type=int, default=2, help="backfill processes (as Celery workers would)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=200.0, help="lookups per second")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per lookup phase")
+    parser.add_argument("--threads", type=int, default=16, help="lookup threads (and HBase connections)")
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="small and quick")
+    parser.add_argument("--keep", action="store_true", help="keep the databases and tables after the run")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.smoke:
+        args.users, args.rounds, args.rate, args.seconds = 600, 1, 100.0, 1.5
+
+    os.environ.update(BENCH_ENV)
+    store = AppData.from_env()
+    pair = ClusterPair.from_settings()
+    _reset(store, pair, create=True)
+    try:
+        loaded = load(store, args.users, args.seed)
+        with tempfile.TemporaryDirectory(prefix="bench-typeahead-") as workdir:
+            fill = backfill_bench(pages_of(loaded.user_ids), args.processes, args.rounds, Path(workdir))
+        look = lookup_bench(args, store, loaded)
+        result = {
+            "load": {"users": len(loaded.user_ids), "follows": loaded.follows, "celebrities": loaded.celebrities,
+                     "imports": loaded.imports, "imported_contacts": loaded.imported_contacts,
+                     "linked_accounts": loaded.linked_accounts, "seconds": loaded.seconds,
+                     "sources": [s.name for s in SOURCES]},
+            "backfill": fill,
+            "lookups": look,
+            "through_jobs": None,
+        }
+        report(result)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+    finally:
+        if not args.keep:
+            _reset(store, pair, create=False)
+        store.close()
+        pair.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

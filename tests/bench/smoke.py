@@ -1,0 +1,23 @@
+"""Running a benchmark's ``--smoke`` as a subprocess, for the smoke tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.servers import REPO
+
+
+def run_smoke(script: str, tmp_path: Path, timeout: float = 300) -> tuple[str, Any]:
+    """``python bench/<script> --smoke --json FILE``: its stdout and the JSON
+    report; fails with the tail of its output when it exits non-zero."""
+    out = tmp_path / f"{Path(script).stem}.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), "--smoke", "--json", str(out)],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout, json.loads(out.read_text())

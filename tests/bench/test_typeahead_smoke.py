@@ -1,0 +1,31 @@
+"""A short run of bench/typeahead.py, so the benchmark cannot rot between full runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.bench.smoke import run_smoke
+
+
+@pytest.mark.slow
+def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
+    stdout, report = run_smoke("typeahead.py", tmp_path)
+    load, fill, lookups = report["load"], report["backfill"], report["lookups"]
+    assert load["imports"]["address_book"] > 0 and load["imports"]["social"] > 0 and load["linked_accounts"] > 0
+    # Both writers wrote every planned cell, to the primary only.
+    assert fill["cluster"] == "primary" and fill["users"] == load["users"]
+    assert fill["cells_written"] == {"rebuild": [fill["cells"]], "raw": [fill["cells"]]}
+    assert fill["rebuild_users_per_s"] > 0 and fill["raw_users_per_s"] > 0 and fill["ratio"] > 0
+    for phase in ("users", "celebrity"):
+        p = lookups[phase]
+        # Every lookup answered, by the primary, and most found something.
+        assert p["errors"] == 0 and p["answered"] == p["requests"] > 0
+        assert p["served_by"] == {"primary": p["requests"]}
+        assert p["empty_answers"] < p["requests"] / 2
+        assert all(math.isfinite(p[k]) and p[k] > 0 for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))
+        assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+    assert lookups["celebrity"]["candidates"]["max"] > lookups["users"]["candidates"]["median"]
+    assert "ratio (rebuild / raw):" in stdout and "target: p99" in stdout
