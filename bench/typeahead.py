@@ -13,8 +13,9 @@ the primary cluster only. Beside it, in the same run, the raw peer: the
 same cells (computed once per page with ``truth.entries_of_owners`` and
 ``Entry.cells``, pickled) written by a plain happybase loop in the same
 number of processes, one ``table.batch(timestamp=version)`` per version
-and table, as ``put_entries`` groups them. Rounds alternate which goes
-first; medians are compared.
+and table, as ``put_entries`` groups them, overlapped on as many
+connections per process as the writer uses (PINLATER_HBASE_POOL_SIZE).
+Rounds alternate which goes first; medians are compared.
 
 Lookups: a ``ContactsIndex`` answering random users' 1-2 token prefixes of
 names in their own contacts, at a fixed rate from a thread pool; latency
@@ -47,6 +48,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,15 +153,19 @@ def _init_worker() -> None:
     hbase = HBaseSettings.from_env()
     _worker["store"] = AppData.from_env()
     _worker["pair"] = ClusterPair.from_settings(hbase)
-    _worker["raw"] = happybase.Connection(hbase.primary.host, hbase.primary.port,
-                                          table_prefix=hbase.table_prefix, timeout=60_000)
+    # As many connections as the ClusterPool has: the raw loop overlaps its
+    # calls the way tasks.typeahead.writer does.
+    _worker["threads"] = hbase.pool_size
+    _worker["raw"] = happybase.ConnectionPool(hbase.pool_size, host=hbase.primary.host, port=hbase.primary.port,
+                                              table_prefix=hbase.table_prefix, timeout=60_000)
 
 
 def _warm(owner: int) -> int:
     """Opens every connection of the process before the clock starts."""
     truth.entries_of_owners(_worker["store"], [owner])
     _worker["pair"].primary.run("warm", lambda connection: connection.tables())
-    return len(_worker["raw"].tables())
+    with _worker["raw"].connection() as connection:
+        return len(connection.tables())
 
 
 def _rebuild_page(owners: list[int]) -> int:
@@ -187,16 +193,21 @@ def _precompute_page(job: tuple[list[int], str]) -> tuple[str, int, int, int]:
     return path, len(page), cells, calls
 
 
+def _raw_call(item: tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]) -> int:
+    version, table, rows = item
+    cells = 0
+    with _worker["raw"].connection() as connection, \
+            connection.table(table).batch(timestamp=version, batch_size=1000) as batch:
+        for row, columns in rows:
+            batch.put(row, columns)
+            cells += len(columns)
+    return cells
+
+
 def _raw_page(path: str) -> int:
     plan: RawPlan = pickle.loads(Path(path).read_bytes())
-    connection = _worker["raw"]
-    cells = 0
-    for version, table, rows in plan:
-        with connection.table(table).batch(timestamp=version, batch_size=1000) as batch:
-            for row, columns in rows:
-                batch.put(row, columns)
-                cells += len(columns)
-    return cells
+    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
+        return sum(executor.map(_raw_call, plan))
 
 
 def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequence[Any]) -> tuple[float, int]:
@@ -262,7 +273,8 @@ class _Timings(threading.local):
 
 
 _timings = _Timings()
-_original_candidates = index_module.candidates
+_original_wide = index_module.wide_candidates
+_original_tall = index_module.tall_candidates
 _original_scan_range = index_module.scan_range
 
 
@@ -274,12 +286,18 @@ def _timed_scan_range(*args: Any, **kwargs: Any) -> Any:
         _timings.hbase_s += time.perf_counter() - started
 
 
-def _timed_candidates(*args: Any, **kwargs: Any) -> Any:
-    _timings.hbase_s = 0.0
+def _timed_wide(*args: Any, **kwargs: Any) -> Any:
+    """The first step of every lookup: the thread's timings start here."""
+    _timings.hbase_s = _timings.candidates_s = 0.0
+    _timings.candidates = 0
+    return _timed_tall(*args, _fn=_original_wide, **kwargs)
+
+
+def _timed_tall(*args: Any, _fn: Any = None, **kwargs: Any) -> Any:
     started = time.perf_counter()
-    found = _original_candidates(*args, **kwargs)
-    _timings.candidates_s = time.perf_counter() - started
-    _timings.candidates = len(found)
+    found = (_fn or _original_tall)(*args, **kwargs)
+    _timings.candidates_s += time.perf_counter() - started
+    _timings.candidates += len(found)
     return found
 
 
@@ -287,7 +305,7 @@ def _timed_candidates(*args: Any, **kwargs: Any) -> Any:
 class Answer:
     service_s: float  # lookup() from call to return
     hbase_s: float  # inside scan_range: the Thrift calls of the scans
-    decode_s: float  # the rest of candidates(): splitting keys, decoding JSON cells
+    decode_s: float  # the rest of wide/tall_candidates(): splitting keys, decoding JSON cells
     rank_s: float  # the rest of lookup(): tokenize, match_score per candidate, sort
     candidates: int
     matches: int
@@ -388,7 +406,8 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> di
     celebrity = loaded.celebrities[0][0]
     users = make_queries(store, sample, total, rng)
     famous = make_queries(store, [celebrity], total, rng)
-    index_module.candidates = _timed_candidates  # type: ignore[assignment]
+    index_module.wide_candidates = _timed_wide  # type: ignore[assignment]
+    index_module.tall_candidates = _timed_tall  # type: ignore[assignment]
     index_module.scan_range = _timed_scan_range  # type: ignore[assignment]
     try:
         lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
@@ -400,7 +419,8 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> di
                           **lookup_phase(index, famous, args.rate, args.threads)},
         }
     finally:
-        index_module.candidates = _original_candidates
+        index_module.wide_candidates = _original_wide
+        index_module.tall_candidates = _original_tall
         index_module.scan_range = _original_scan_range
         index.close()
     return result

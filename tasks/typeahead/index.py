@@ -1,10 +1,12 @@
 """Lookups: ``ContactsIndex.lookup(user, query, limit)``.
 
 One scan of the user's wide rows (every wide source at once, the query's
-longest token as a ColumnPrefixFilter) plus one prefix scan per tall source
-(at most ``tall_scan_limit`` rows each), then ranking and de-duplication in
-Python (``tasks.typeahead.rank``). Reads the primary; the standby when the
-primary fails.
+longest token as a ColumnPrefixFilter), then one prefix scan per tall
+source (at most ``tall_scan_limit`` rows each) unless the wide sources
+already give ``limit`` matches that rank above every tall source; then
+ranking and de-duplication in Python (``tasks.typeahead.rank``). A match's
+``sources`` lists the tall sources only when they were read. Reads the
+primary; the standby when the primary fails.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tasks.typeahead.entries import (
     split_wide_row,
 )
 from tasks.typeahead.errors import TypeaheadUnavailable
-from tasks.typeahead.rank import Candidate, Contact, LookupResult, rank
+from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, rank
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import TALL
 from tasks.typeahead.tokens import tokenize
@@ -40,28 +42,49 @@ def _next_key(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else b""
 
 
-def candidates(pool: ClusterPool, owner: int, probe: str, tall_limit: int) -> list[Candidate]:
-    """Every contact of ``owner`` with a name token starting with ``probe``."""
+def wide_candidates(pool: ClusterPool, owner: int, probe: str) -> list[Candidate]:
+    """Every contact in ``owner``'s wide sources with a name token starting with ``probe``."""
     found: list[Candidate] = []
-    token = probe.encode()
     for row, columns in scan_range(
         pool, WIDE_TABLE, start=owner_key(owner), stop=owner_key(owner + 1),
-        columns=[TOKEN_FAMILY.rstrip(b":")], scan_filter=prefix_filter(token),
+        columns=[TOKEN_FAMILY.rstrip(b":")], scan_filter=prefix_filter(probe.encode()),
     ):
         _owner, source = split_wide_row(row)
         for column, value in columns.items():
             key = column[len(TOKEN_FAMILY):].partition(SEPARATOR)[2].decode()
             name, user_id = decode_contact(value)
             found.append(Candidate(source.name, Contact(key, name, user_id)))
+    return found
+
+
+def tall_candidates(pool: ClusterPool, owner: int, probe: str, limit: int) -> list[Candidate]:
+    """Up to ``limit`` contacts per tall source of ``owner`` with a name token starting with ``probe``."""
+    found: list[Candidate] = []
     for source in TALL:
-        start = row_prefix(owner, source) + token
+        start = row_prefix(owner, source) + probe.encode()
         for row, columns in scan_range(
-            pool, TALL_TABLE, start=start, stop=_next_key(start), columns=[TALL_VALUE], limit=tall_limit
+            pool, TALL_TABLE, start=start, stop=_next_key(start), columns=[TALL_VALUE], limit=limit
         ):
             _owner, _source, _token, key = split_tall_row(row)
             name, user_id = decode_contact(columns[TALL_VALUE])
             found.append(Candidate(source.name, Contact(key, name, user_id)))
     return found
+
+
+def candidates(pool: ClusterPool, owner: int, probe: str, tall_limit: int) -> list[Candidate]:
+    """Every contact of ``owner`` with a name token starting with ``probe``."""
+    return wide_candidates(pool, owner, probe) + tall_candidates(pool, owner, probe, tall_limit)
+
+
+def _tall_cannot_enter(matches: list[Match], order: Sequence[str], limit: int) -> bool:
+    """True when ``limit`` matches already rank above every tall source, so
+    nothing a tall scan finds could enter the answer (the common case for a
+    short prefix: the followers source ranks last by default)."""
+    if len(matches) < limit:
+        return False
+    position = {name: i for i, name in enumerate(order)}
+    last = position.get(matches[-1].source, len(order))
+    return all(position.get(s.name, len(order)) > last for s in TALL)
 
 
 class ContactsIndex:
@@ -87,13 +110,21 @@ class ContactsIndex:
         errors = []
         for cluster in (PRIMARY, STANDBY):
             try:
-                found = candidates(self.pair[cluster], user_id, probe, self.settings.tall_scan_limit)
+                return LookupResult(self._lookup(self.pair[cluster], user_id, query, probe, limit, order), cluster)
             except (HBaseError, CorruptCell) as exc:
                 errors.append(f"{cluster}: {exc}")
-                continue
-            matches = rank(query, found, order or self.settings.source_order, limit)
-            return LookupResult(matches, cluster)
         raise TypeaheadUnavailable("; ".join(errors))
+
+    def _lookup(
+        self, pool: ClusterPool, user_id: int, query: str, probe: str, limit: int, order: Sequence[str] | None
+    ) -> list[Match]:
+        ranking = order or self.settings.source_order
+        found = wide_candidates(pool, user_id, probe)
+        matches = rank(query, found, ranking, limit)
+        if _tall_cannot_enter(matches, ranking, limit):
+            return matches
+        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit)
+        return rank(query, found, ranking, limit)
 
     def close(self) -> None:
         self.pair.close()

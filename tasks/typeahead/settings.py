@@ -3,7 +3,7 @@
 | variable | default | meaning |
 |---|---|---|
 | ``PINLATER_TYPEAHEAD_ORDER`` | ``mutual,following,social,address_book,followers`` | source ranking order |
-| ``PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT`` | 500 | rows read per tall source and lookup |
+| ``PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT`` | 100 | rows read per tall source and lookup |
 | ``PINLATER_TYPEAHEAD_RENAME_PAGE`` | 1000 | followers (or followees) per rename job |
 | ``PINLATER_TYPEAHEAD_HTTP`` | ``127.0.0.1:8091`` | where ``pinlater-typeahead serve`` listens |
 
@@ -29,7 +29,7 @@ class TypeaheadSettingError(SettingError):
 @dataclass(frozen=True, slots=True)
 class TypeaheadSettings:
     source_order: tuple[str, ...] = DEFAULT_ORDER
-    tall_scan_limit: int = 500
+    tall_scan_limit: int = 100
     rename_page: int = 1000
     http: Address = Address("127.0.0.1", 8091)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import ClusterPool, delete_cells, put_cells
@@ -32,6 +33,7 @@ from tasks.typeahead.entries import (
     split_tall_row,
     split_wide_row,
 )
+from tasks.typeahead.writer import in_parallel
 
 Place = tuple[int, str, str]  # owner, source name, contact key
 CellKey = tuple[str, bytes, bytes]  # table, row, column
@@ -131,8 +133,9 @@ def repair(
     for d in diffs:
         for (table, row, column), ts in d.unexpected:
             deletes[(table, ts)][row].append(column)
-    for (table, ts), columns in sorted(deletes.items()):
-        changed += delete_cells(pool, table, columns, timestamp=ts)
+    changed += in_parallel(pool, [
+        partial(delete_cells, pool, table, columns, timestamp=ts) for (table, ts), columns in sorted(deletes.items())
+    ])
     now = now_ms()
     puts: dict[tuple[str, int], dict[bytes, dict[bytes, bytes]]] = defaultdict(lambda: defaultdict(dict))
     for d in diffs:
@@ -142,6 +145,6 @@ def repair(
         for table, rows in d.expected.cells().items():
             for row, cells in rows.items():
                 puts[(table, at)][row].update(cells)
-    for (table, ts), planned in sorted(puts.items()):
-        changed += put_cells(pool, table, planned, timestamp=ts)
-    return changed
+    return changed + in_parallel(pool, [
+        partial(put_cells, pool, table, planned, timestamp=ts) for (table, ts), planned in sorted(puts.items())
+    ])

@@ -16,8 +16,10 @@ HBase applies puts first; see tasks/hbase/writes.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from tasks.hbase import ClusterPool, delete_cells, put_cells
 from tasks.hbase.reads import get_rows
@@ -50,22 +52,37 @@ class Removal:
     tokens: tuple[str, ...] = ()  # known tokens besides the member record's
 
 
+def _calls(by_version: dict[int, Cells]) -> list[tuple[int, str, dict[bytes, dict[bytes, bytes]]]]:
+    return [(version, table, rows) for version, tables in sorted(by_version.items()) for table, rows in tables.items()]
+
+
+def in_parallel(pool: ClusterPool, calls: Sequence[Callable[[], int]]) -> int:
+    """Runs independent write calls on up to ``pool.size`` connections at
+    once; their sum. Thrift1 takes one timestamp per call, and a page of
+    entries has thousands of distinct versions (follow times are
+    milliseconds), so a backfill page is thousands of small calls: their
+    round trips overlap instead of adding up. Each call is idempotent (cells
+    at a fixed timestamp), so the first failure is raised and the job's
+    retry writes everything again."""
+    if len(calls) <= 1 or pool.size <= 1:
+        return sum(call() for call in calls)
+    with ThreadPoolExecutor(max_workers=min(pool.size, len(calls)), thread_name_prefix="hbase-write") as executor:
+        return sum(executor.map(lambda call: call(), calls))
+
+
 def _put(pool: ClusterPool, by_version: dict[int, Cells]) -> int:
-    written = 0
-    for version, tables in sorted(by_version.items()):
-        for table, rows in tables.items():
-            written += put_cells(pool, table, rows, timestamp=version)
-    return written
+    return in_parallel(pool, [
+        partial(put_cells, pool, table, rows, timestamp=version) for version, table, rows in _calls(by_version)
+    ])
 
 
 def _delete(pool: ClusterPool, by_version: dict[int, Cells]) -> int:
-    deleted = 0
-    for version, tables in sorted(by_version.items()):
-        for table, rows in tables.items():
-            named = {row: list(columns) for row, columns in rows.items() if columns}
-            if named:
-                deleted += delete_cells(pool, table, named, timestamp=version)
-    return deleted
+    calls: list[Callable[[], int]] = []
+    for version, table, rows in _calls(by_version):
+        named = {row: list(columns) for row, columns in rows.items() if columns}
+        if named:
+            calls.append(partial(delete_cells, pool, table, named, timestamp=version))
+    return in_parallel(pool, calls)
 
 
 def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
