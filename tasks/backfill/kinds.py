@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tasks.appdata.store import AppData
-from tasks.hbase import ClusterPair, ClusterPool, TableDef, ensure_table
+from tasks.hbase import ClusterPair, ClusterPool, TableDef
+from tasks.hbase.tables import EnsuredTables
 
 # Modules that register a kind when imported. Add yours here.
 KIND_MODULES: tuple[str, ...] = (
@@ -46,18 +47,15 @@ class BackfillContext:
     store: AppData
     pair: ClusterPair
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    _ready: set[tuple[str, str]] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    tables: EnsuredTables = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tables = EnsuredTables(self.pair)
 
     def ready(self, cluster: str, table: TableDef) -> ClusterPool:
         """``cluster``'s pool, with ``table`` ensured there on first use in
         this context (raises ``HBaseError`` while the cluster is down)."""
-        if (cluster, table.name) not in self._ready:
-            with self._lock:
-                if (cluster, table.name) not in self._ready:
-                    ensure_table(self.pair[cluster], table)
-                    self._ready.add((cluster, table.name))
-        return self.pair[cluster]
+        return self.tables.ready(cluster, table)
 
 
 @dataclass(frozen=True, slots=True)

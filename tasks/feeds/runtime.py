@@ -6,12 +6,12 @@ while a cluster is down and its jobs for the other cluster still run."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import FOLLOWING_FEED, ClusterPair, ensure_table
+from tasks.hbase import FOLLOWING_FEED, ClusterPair
+from tasks.hbase.tables import EnsuredTables
 from tasks.per_process import PerProcess
 
 
@@ -20,8 +20,10 @@ class FeedRuntime:
     settings: FeedSettings
     store: AppData
     pair: ClusterPair
-    _ready: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    tables: EnsuredTables = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tables = EnsuredTables(self.pair)
 
     @classmethod
     def from_env(cls) -> FeedRuntime:
@@ -30,11 +32,7 @@ class FeedRuntime:
     def ready(self, cluster: str) -> ClusterPair:
         """The pair, with the feed table ensured on ``cluster`` (raises
         ``HBaseError`` while it is down: the job is retried)."""
-        if cluster not in self._ready:
-            with self._lock:
-                if cluster not in self._ready:
-                    ensure_table(self.pair[cluster], FOLLOWING_FEED)
-                    self._ready.add(cluster)
+        self.tables.ready(cluster, FOLLOWING_FEED)
         return self.pair
 
     def close(self) -> None:

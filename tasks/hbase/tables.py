@@ -8,6 +8,7 @@ versions with the block cache off, so every family here states what it needs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -110,3 +111,25 @@ def drop_table(pool: ClusterPool, name: str) -> bool:
         return True
 
     return pool.run(f"drop table {name}", work)
+
+
+class EnsuredTables:
+    """Tables ensured once per process and cluster, on first use: a worker
+    starts while a cluster is down, and its jobs for the other cluster run."""
+
+    def __init__(self, pair: ClusterPair) -> None:
+        self.pair = pair
+        self._done: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def ready(self, cluster: str, *tables: TableDef) -> ClusterPool:
+        """``cluster``'s pool with ``tables`` there (raises ``HBaseError``
+        while it is down: the job is retried)."""
+        missing = [t for t in tables if (cluster, t.name) not in self._done]
+        if missing:
+            with self._lock:
+                for table in missing:
+                    if (cluster, table.name) not in self._done:
+                        ensure_table(self.pair[cluster], table)
+                        self._done.add((cluster, table.name))
+        return self.pair[cluster]

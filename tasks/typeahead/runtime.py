@@ -4,11 +4,11 @@ index tables are ensured on a cluster the first time the process uses it."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
-from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool, ensure_table
+from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool
+from tasks.hbase.tables import EnsuredTables
 from tasks.per_process import PerProcess
 from tasks.typeahead.settings import TypeaheadSettings
 
@@ -18,8 +18,10 @@ class TypeaheadRuntime:
     settings: TypeaheadSettings
     store: AppData
     pair: ClusterPair
-    _ready: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    tables: EnsuredTables = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tables = EnsuredTables(self.pair)
 
     @classmethod
     def from_env(cls) -> TypeaheadRuntime:
@@ -28,13 +30,7 @@ class TypeaheadRuntime:
     def ready(self, cluster: str) -> ClusterPool:
         """``cluster``'s pool with the index tables ensured (HBaseError while
         it is down: the job is retried)."""
-        if cluster not in self._ready:
-            with self._lock:
-                if cluster not in self._ready:
-                    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
-                        ensure_table(self.pair[cluster], table)
-                    self._ready.add(cluster)
-        return self.pair[cluster]
+        return self.tables.ready(cluster, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
 
 _runtime: PerProcess[TypeaheadRuntime] = PerProcess(TypeaheadRuntime.from_env)
