@@ -15,7 +15,7 @@ from tasks.hbase.cells import check_timestamp
 from tasks.hbase.pool import ClusterPool
 
 
-def _quote(value: bytes) -> bytes:
+def quote_literal(value: bytes) -> bytes:
     """A filter-language string literal (quotes are doubled)."""
     return b"'" + value.replace(b"'", b"''") + b"'"
 
@@ -29,7 +29,7 @@ def page_filter(limit: int, offset: int = 0, after: bytes | None = None) -> byte
     if after is None:
         return paging
     # Qualifiers strictly after `after`, no upper bound ('' means none).
-    return b"ColumnRangeFilter(" + _quote(after) + b", false, '', false) AND " + paging
+    return b"ColumnRangeFilter(" + quote_literal(after) + b", false, '', false) AND " + paging
 
 
 def _scan_row(
@@ -131,7 +131,7 @@ def read_columns(
 
 def prefix_filter(prefix: bytes) -> bytes:
     """Columns whose qualifier starts with ``prefix`` (a filter-language string)."""
-    return b"ColumnPrefixFilter(" + _quote(prefix) + b")"
+    return b"ColumnPrefixFilter(" + quote_literal(prefix) + b")"
 
 
 def get_rows(

@@ -9,7 +9,8 @@ code (1 byte):
     change knows which token columns to delete without knowing old names.
 Tall table ``typeahead_tall``, for sources with huge lists:
   * row owner + code + ``<token>\\0<contact key>``, column ``c:v`` = the contact
-    (a prefix scan of owner + code + query token answers a lookup);
+    and ``c:t`` = all its tokens (a prefix scan of owner + code + query token
+    answers a lookup; a value filter on ``c:t`` checks the query's other tokens);
   * row owner + code + ``\\0<contact key>``, column ``c:m`` = the member record
     (tokens are never empty, so these rows never meet a lookup's scan).
 
@@ -36,6 +37,7 @@ TALL_TABLE = TYPEAHEAD_TALL.name
 TOKEN_FAMILY = b"c:"
 MEMBER_FAMILY = b"m:"
 TALL_VALUE = b"c:v"
+TALL_TOKENS = b"c:t"  # "|token|token|": what a lookup's value filter reads for a query's other tokens
 TALL_MEMBER = b"c:m"
 # Rows by table: {table: {row: {column: value}}}
 Cells = dict[str, dict[bytes, dict[bytes, bytes]]]
@@ -99,10 +101,17 @@ def cells_of(
         if member is not None:
             columns[MEMBER_FAMILY + key.encode()] = member
         return {WIDE_TABLE: {prefix: columns}}
-    rows = {prefix + token_qualifier(t, key): {TALL_VALUE: value} for t in tokens}
+    line = token_line(tokens)
+    rows = {prefix + token_qualifier(t, key): {TALL_VALUE: value, TALL_TOKENS: line} for t in tokens}
     if member is not None:
         rows[member_row(owner, source, key)] = {TALL_MEMBER: member}
     return {TALL_TABLE: rows}
+
+
+def token_line(tokens: tuple[str, ...]) -> bytes:
+    """A tall row's token list, each token between bars: ``|<prefix>`` is
+    in it exactly when some token starts with ``<prefix>``."""
+    return ("|" + "|".join(tokens) + "|").encode()
 
 
 def token_columns(owner: int, source: Source, key: str, tokens: tuple[str, ...]) -> Cells:

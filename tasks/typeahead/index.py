@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseError
-from tasks.hbase.reads import prefix_filter, scan_range
+from tasks.hbase.reads import prefix_filter, quote_literal, scan_range
 from tasks.typeahead.entries import (
     SEPARATOR,
     TALL_TABLE,
+    TALL_TOKENS,
     TALL_VALUE,
     TOKEN_FAMILY,
     WIDE_TABLE,
@@ -57,13 +58,30 @@ def wide_candidates(pool: ClusterPool, owner: int, probe: str) -> list[Candidate
     return found
 
 
-def tall_candidates(pool: ClusterPool, owner: int, probe: str, limit: int) -> list[Candidate]:
-    """Up to ``limit`` contacts per tall source of ``owner`` with a name token starting with ``probe``."""
+def tokens_filter(tokens: Sequence[str]) -> bytes | None:
+    """A server-side filter keeping tall rows whose name has a token starting
+    with each of ``tokens`` (the query's tokens besides the scanned one), so
+    a scan of a huge source returns rows that can match, not just rows that
+    share one token."""
+    parts = [
+        b"SingleColumnValueFilter('c', 't', =, " + quote_literal(b"substring:|" + t.encode()) + b", true, true)"
+        for t in dict.fromkeys(tokens)
+    ]
+    return b" AND ".join(parts) or None
+
+
+def tall_candidates(
+    pool: ClusterPool, owner: int, probe: str, limit: int, others: Sequence[str] = ()
+) -> list[Candidate]:
+    """Up to ``limit`` contacts per tall source of ``owner`` with a name
+    token starting with ``probe`` (and, checked by HBase, tokens starting
+    with each of ``others``)."""
     found: list[Candidate] = []
     for source in TALL:
         start = row_prefix(owner, source) + probe.encode()
         for row, columns in scan_range(
-            pool, TALL_TABLE, start=start, stop=_next_key(start), columns=[TALL_VALUE], limit=limit
+            pool, TALL_TABLE, start=start, stop=_next_key(start), columns=[TALL_VALUE, TALL_TOKENS],
+            scan_filter=tokens_filter(others), limit=limit,
         ):
             _owner, _source, _token, key = split_tall_row(row)
             name, user_id = decode_contact(columns[TALL_VALUE])
@@ -123,7 +141,8 @@ class ContactsIndex:
         matches = rank(query, found, ranking, limit)
         if _tall_cannot_enter(matches, ranking, limit):
             return matches
-        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit)
+        others = [t for t in tokenize(query) if t != probe]
+        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others)
         return rank(query, found, ranking, limit)
 
     def close(self) -> None:

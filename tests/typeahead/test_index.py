@@ -181,3 +181,24 @@ def test_verify_finds_and_repairs_what_differs(appdata: AppData, pair: ClusterPa
     assert rounds == [2, 1, 0]
     assert found(index, me, "zed") == []
     assert found(index, me, "eve") == [("Eve Gone", "following")]
+
+
+def test_a_huge_tall_source_is_narrowed_by_the_querys_other_tokens(appdata: AppData, pair: ClusterPair) -> None:
+    """The followers scan reads a few rows only (here 3) of the query's
+    longest token; HBase keeps the rows whose names also have the query's
+    other tokens, so the one Johnathan Li among 13 Johnathans is found
+    (without the filter, the 3 rows read would be other Johnathans)."""
+    from tasks.typeahead.settings import TypeaheadSettings
+
+    star, = users(appdata, "Tall Star")
+    # Li's id is the highest (same shard, made last): his row is last in key order.
+    many = [graph.create_user(appdata, {"name": f"Johnathan Doe{i}"}, shard=0).id for i in range(12)]
+    li = graph.create_user(appdata, {"name": "Johnathan Li"}, shard=0).id
+    for fan in (*many, li):
+        follow(appdata, pair, fan, star)
+    narrow = ContactsIndex(pair, TypeaheadSettings(tall_scan_limit=3))
+    assert found(narrow, star, "johnathan li") == [("Johnathan Li", "followers")]
+    assert found(narrow, star, "li johnat") == [("Johnathan Li", "followers")]
+    first = found(narrow, star, "johnathan")
+    assert len(first) == 3 and all(name.startswith("Johnathan Doe") for name, _ in first)
+    assert found(narrow, star, "johnathan zz") == []
