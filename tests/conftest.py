@@ -7,14 +7,18 @@ never see each other's jobs.
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
 
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
+from tests.dashboards.support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.servers import (
     REDIS_CONTROL_DB,
     REDIS_PORTS,
@@ -95,3 +99,24 @@ def cluster(setup: str) -> Iterator[JobService]:
 def other_worker(cluster: JobService) -> JobService:
     """A second client of the same cluster, with another source."""
     return JobService(cluster.shards, cluster.control, cluster.settings, source="test-worker-b")
+
+
+# One per test process: a second sync Playwright started while the first is
+# open fails ("Sync API inside the asyncio loop"), so every directory's
+# browser tests share this one.
+@pytest.fixture(scope="session")
+def browser_context(servers: None) -> Iterator[Any]:
+    """Debian's Chromium through Playwright, with a new empty profile."""
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: run scripts/services up (it installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pl-chromium-") as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        context.set_default_timeout(15_000)
+        yield context
+        context.close()

@@ -50,6 +50,7 @@ from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import PRIMARY, STANDBY, TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables
 from tasks.typeahead import queues as typeahead_queues
+from tasks.typeahead import truth
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.index import ContactsIndex
 
@@ -268,7 +269,7 @@ def show(
                 pinner = names.get(int(pin.data["user_id"]), "?")
                 table.add_row(str(pin.id), pinner, when, str(pin.data.get("title", "")))
             console.print(table)
-        show_typeahead(console, pair, fans[0])
+        show_typeahead(console, store, pair, fans[0])
     finally:
         reader.close()
     table = Table(title="jobs by state per queue")
@@ -280,17 +281,18 @@ def show(
     console.print(table)
 
 
-def show_typeahead(console: Console, pair: ClusterPair, user: int) -> None:
-    """What the typeahead finds for ``user`` as they type a contact's name."""
-    index = ContactsIndex(pair)
-    candidates = index.lookup(user, "a", 50).matches or index.lookup(user, "j", 50).matches
-    if not candidates:
+def show_typeahead(console: Console, store: AppData, pair: ClusterPair, user: int) -> None:
+    """What the typeahead finds for ``user`` as they type one of their contacts' names."""
+    entries = truth.entries_of_owners(store, [user])[user]
+    if not entries:
         return
-    name = candidates[0].contact.name
+    name = entries[0].name
+    first, last = name.split(" ")[0], name.split(" ")[-1]
+    index = ContactsIndex(pair)
     table = Table(title=f"typeahead of user {user}: typing {name!r}")
     for column in ("typed", "results (source)"):
         table.add_column(column)
-    for typed in (name[:1], name[:3], name.split(" ")[0] + " " + name.split(" ")[-1][:1]):
+    for typed in dict.fromkeys((first[:1], first[:3], f"{first} {last[:1]}")):
         result = index.lookup(user, typed, 5)
         table.add_row(repr(typed), "; ".join(f"{m.contact.name} ({m.source})" for m in result.matches))
     console.print(table)

@@ -6,6 +6,7 @@ developer's ``make demo`` data is left alone."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -13,8 +14,7 @@ import uuid
 from tasks.appdata import schema
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
-from tasks.feeds.cells import TABLE
-from tasks.hbase import ClusterPair, HBaseSettings, drop_table
+from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table
 from tests.servers import REPO, ensure_services
 
 
@@ -32,10 +32,16 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         out = result.stdout
         assert "every feed job finished" in out
-        assert "feed jobs finished" in out and "pins and follows" in out  # the progress bars
+        # The progress bars: the contacts backfill, then the application's actions and their jobs.
+        for bar in ("contacts backfill pages", "pins, follows, renames, imports", "jobs finished"):
+            assert bar in out, bar
+        assert re.search(r"typeahead index loaded for 3,\d{3} users on both clusters", out)
         assert out.count("served by the primary") == 3
-        assert "feed jobs by state per queue" in out
-        for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby"):
+        assert "typeahead of user" in out
+        assert re.search(r"\((mutual|following|followers|social|address_book)\)", out)  # a lookup's results
+        assert "jobs by state per queue" in out
+        for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby",
+                      "typeahead_update", "typeahead_rename", "backfill"):
             assert queue in out
     finally:
         store = AppData(AppDataSettings.from_env(env))
@@ -43,5 +49,6 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
         store.close()
         pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
         for pool in pair:
-            drop_table(pool, TABLE)
+            for table in TABLES:
+                drop_table(pool, table.name)
         pair.close()

@@ -1,9 +1,9 @@
 """Fixtures of the typeahead tests: the app-data store and the HBase pair of
 tests/appdata and tests/hbase (real MariaDB and both real HBase clusters,
 per-session databases and tables), ``world`` (Celery workers on PinLater,
-tests.feeds.world) for the task tests, headless Chromium (the dashboard
-tests' ``browser_context``), and a typeahead server over the in-process
-index of ``tests.typeahead.support`` (no HBase) for the endpoint tests."""
+tests.feeds.world) for the task tests, and a typeahead server over the
+in-process index of ``tests.typeahead.support`` (no HBase) for the endpoint
+tests; headless Chromium (``browser_context``) is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from tasks.typeahead.http import TypeaheadServer
 from tests.appdata.conftest import appdata  # noqa: F401  (a fixture, used by name)
-from tests.dashboards.conftest import browser_context  # noqa: F401  (a fixture, used by name)
 from tests.feeds.conftest import world  # noqa: F401  (a fixture, used by name)
 from tests.hbase.conftest import pair  # noqa: F401  (a fixture, used by name)
 from tests.typeahead.support import FakeIndex
