@@ -10,28 +10,30 @@ file would not). Two shapes are enough:
 * a log: newest-first list of JSON documents (append, recent);
 * a table: JSON documents by key (put, items, remove).
 
-Redis keys (``pld:`` is apart from the job service's ``pl:``/``plc:``):
-``pld:log:{name}`` list, newest at the head, capped; ``pld:map:{name}``
-hash key -> JSON. MySQL tables: ``pld_log`` and ``pld_map``.
+Redis keys (``pld:`` is apart from the job service's ``pl:``/``plc:``, all
+named in ``pinlater.storage.keys``): ``pld:log:{name}`` list, newest at the
+head, capped; ``pld:map:{name}`` hash key -> JSON. MySQL tables: ``pld_log``
+and ``pld_map`` (statements in ``sql/records.sql``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from pinlater.backends.mysql_pool import ConnectionPool, MySQLAddress, Session
-from pinlater.backends.redis_client import open_redis
 from pinlater.errors import ShardConnectionFailed
+from pinlater.storage.errors import redis_guard, run_creating_missing_tables
+from pinlater.storage.keys import records_log_key, records_map_key
+from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
+from pinlater.storage.redis_pool import open_redis
+from pinlater.storage.sql import named_blocks
 
 T = TypeVar("T")
 Doc = dict[str, Any]
+SQL = named_blocks("dashboards", "sql/records.sql")
 
 
 class RecordStore(Protocol):
@@ -65,15 +67,11 @@ class RedisRecords:
     def __init__(self, url: str, socket_timeout_s: float) -> None:
         self._r = open_redis(url, socket_timeout_s)
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise ShardConnectionFailed(f"dashboard records (redis) unavailable: {exc}") from exc
+    def _guard(self) -> AbstractContextManager[None]:
+        return redis_guard("dashboard records (redis)", ShardConnectionFailed)
 
     def append(self, log: str, doc: Doc, cap: int) -> None:
-        key = f"pld:log:{log}"
+        key = records_log_key(log)
         with self._guard():
             pipe = self._r.pipeline(transaction=True)
             pipe.lpush(key, json.dumps(doc, sort_keys=True))
@@ -82,36 +80,25 @@ class RedisRecords:
 
     def recent(self, log: str, limit: int) -> list[Doc]:
         with self._guard():
-            raw = self._r.lrange(f"pld:log:{log}", 0, limit - 1)
+            raw = self._r.lrange(records_log_key(log), 0, limit - 1)
         return [json.loads(r) for r in raw]
 
     def put(self, table: str, key: str, doc: Doc) -> None:
         with self._guard():
-            self._r.hset(f"pld:map:{table}", key, json.dumps(doc, sort_keys=True))
+            self._r.hset(records_map_key(table), key, json.dumps(doc, sort_keys=True))
 
     def items(self, table: str) -> dict[str, Doc]:
         with self._guard():
-            raw = self._r.hgetall(f"pld:map:{table}")
+            raw = self._r.hgetall(records_map_key(table))
         return {k.decode(): json.loads(v) for k, v in raw.items()}
 
     def remove(self, table: str, keys: list[str]) -> None:
         if keys:
             with self._guard():
-                self._r.hdel(f"pld:map:{table}", *keys)
+                self._r.hdel(records_map_key(table), *keys)
 
     def close(self) -> None:
         self._r.close()
-
-
-_MYSQL_DDL = (
-    "CREATE TABLE IF NOT EXISTS pld_log ("
-    " id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-    " log VARCHAR(64) NOT NULL, doc MEDIUMTEXT NOT NULL,"
-    " KEY log_id (log, id)) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS pld_map ("
-    " tbl VARCHAR(64) NOT NULL, k VARCHAR(191) NOT NULL, doc MEDIUMTEXT NOT NULL,"
-    " PRIMARY KEY (tbl, k)) ENGINE=InnoDB",
-)
 
 
 class MySQLRecords:
@@ -129,40 +116,37 @@ class MySQLRecords:
 
     @staticmethod
     def _prepare(s: Session) -> None:
-        for stmt in _MYSQL_DDL:
-            s.execute(stmt)
+        s.execute(SQL("pld_create_log"))
+        s.execute(SQL("pld_create_map"))
 
     def _run(self, work: Callable[[Session], T]) -> T:
-        return self._pool.run(work)
+        return run_creating_missing_tables(self._pool, work)
 
     def append(self, log: str, doc: Doc, cap: int) -> None:
         text = json.dumps(doc, sort_keys=True)
-        self._run(lambda s: s.execute("INSERT INTO pld_log (log, doc) VALUES (%s, %s)", (log, text)))
+        self._run(lambda s: s.execute(SQL("pld_append"), (log, text)))
 
     def recent(self, log: str, limit: int) -> list[Doc]:
         def work(s: Session) -> list[Doc]:
-            s.execute("SELECT doc FROM pld_log WHERE log = %s ORDER BY id DESC LIMIT %s", (log, limit))
+            s.execute(SQL("pld_recent"), (log, limit))
             return [json.loads(r[0]) for r in s.fetchall()]
 
         return self._run(work)
 
     def put(self, table: str, key: str, doc: Doc) -> None:
         text = json.dumps(doc, sort_keys=True)
-        self._run(lambda s: s.execute(
-            "INSERT INTO pld_map (tbl, k, doc) VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE doc = VALUES(doc)",
-            (table, key, text),
-        ))
+        self._run(lambda s: s.execute(SQL("pld_put"), (table, key, text)))
 
     def items(self, table: str) -> dict[str, Doc]:
         def work(s: Session) -> dict[str, Doc]:
-            s.execute("SELECT k, doc FROM pld_map WHERE tbl = %s", (table,))
+            s.execute(SQL("pld_items"), (table,))
             return {r[0]: json.loads(r[1]) for r in s.fetchall()}
 
         return self._run(work)
 
     def remove(self, table: str, keys: list[str]) -> None:
         for key in keys:
-            self._run(lambda s, k=key: s.execute("DELETE FROM pld_map WHERE tbl = %s AND k = %s", (table, k)))  # type: ignore[misc]
+            self._run(lambda s, k=key: s.execute(SQL("pld_remove"), (table, k)))  # type: ignore[misc]
 
     def close(self) -> None:
         self._pool.close()

@@ -19,6 +19,7 @@ from typing import Any
 from dashboards.cli import add_dashboard_command
 from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
+from pinlater.migrate import add_migrate_command
 from pinlater.models import Job, JobInfo
 from pinlater.monitor import Monitor
 from pinlater.queue_config import check_rate
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
     add_server_commands(sub)
     add_dashboard_command(sub)
+    add_migrate_command(sub)
     return parser
 
 

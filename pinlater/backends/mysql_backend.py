@@ -32,17 +32,13 @@ from pinlater.backends.base import (
     JobRecord,
     ShardUnavailable,
 )
-from pinlater.backends.mysql_pool import (
-    NO_SUCH_TABLE,
-    ConnectionPool,
-    MySQLAddress,
-    MySQLStorageError,
-    Session,
-    error_code,
-)
-from pinlater.backends.sql_blocks import MAX_PRIORITY, job_table, sql
 from pinlater.errors import StorageError
 from pinlater.states import JobState
+from pinlater.storage.errors import run_creating_missing_tables
+from pinlater.storage.layout import check_mysql_layout
+from pinlater.storage.migrations import MYSQL_SHARD
+from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
+from pinlater.storage.sql import MAX_PRIORITY, job_table, sql
 
 T = TypeVar("T")
 
@@ -140,6 +136,7 @@ class MySQLBackend:
         return ShardUnavailable(f"{where} unavailable: {cause}")
 
     def _prepare(self, s: Session) -> None:
+        check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
         s.execute(sql("create_queues_table"))
         s.execute(sql("server_autoinc"))
         row = s.fetchone()
@@ -156,15 +153,12 @@ class MySQLBackend:
         shard was down, or the database was recreated) is created and the
         work retried once: the queue's tables for ``priorities``, and the
         ``queues`` table."""
-        try:
-            return self._pool.run(work, transaction=transaction)
-        except MySQLStorageError as exc:
-            if error_code(exc) != NO_SUCH_TABLE:
-                raise
-        self._pool.invalidate_schema()
-        if queue is not None:
-            self._create_tables(queue, sorted(set(priorities)))
-        return self._pool.run(work, transaction=transaction)
+
+        def create() -> None:
+            if queue is not None:
+                self._create_tables(queue, sorted(set(priorities)))
+
+        return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create)
 
     def _create_tables(self, queue: str, priorities: Sequence[int]) -> None:
         tables = [job_table(queue, p) for p in priorities]

@@ -1,6 +1,6 @@
 """The Redis shard backend: one Redis server/db is one shard.
 
-Layout: see ``pinlater.backends.keys``. Every transition is one Lua script
+Layout: see ``pinlater.storage.keys``. Every transition is one Lua script
 (``lua/*.lua``) taking "now" from the server's TIME, and every batch call
 (enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
 Reads of a single hash per job (``lookup``) are pipelined; everything that
@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
-from pinlater.backends import keys
 from pinlater.backends.base import (
     CLAIM_TOKEN_LEN,
     CUSTOM_STATUS_MAX,
@@ -33,10 +32,8 @@ from pinlater.backends.base import (
     ExpiredClaims,
     FailItem,
     JobRecord,
-    ShardBusy,
     ShardUnavailable,
 )
-from pinlater.backends.redis_client import describe, is_pool_exhausted, is_unusable, open_redis
 from pinlater.backends.redis_scripts import (
     claimed_jobs,
     job_fields,
@@ -44,8 +41,12 @@ from pinlater.backends.redis_scripts import (
     member_id,
     register_job_scripts,
 )
-from pinlater.errors import StorageError
 from pinlater.states import JobState
+from pinlater.storage import keys
+from pinlater.storage.errors import redis_guard
+from pinlater.storage.layout import check_redis_layout
+from pinlater.storage.migrations import REDIS_SHARD
+from pinlater.storage.redis_pool import open_redis
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -99,6 +100,8 @@ class RedisBackend:
         self.shard_id = shard_id
         self._r = client
         self._scripts: dict[str, Script] = register_job_scripts(client)
+        self._where = f"redis shard {shard_id}"
+        self._layout_checked = False
 
     @classmethod
     def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
@@ -107,16 +110,13 @@ class RedisBackend:
 
     # -- plumbing ------------------------------------------------------------
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except redis.exceptions.RedisError as exc:
-            if is_pool_exhausted(exc):
-                raise ShardBusy(f"redis shard {self.shard_id}: every pooled connection is busy") from exc
-            if is_unusable(exc):
-                raise ShardUnavailable(f"redis shard {self.shard_id} unavailable: {describe(exc)}") from exc
-            raise StorageError(f"redis shard {self.shard_id}: {describe(exc)}") from exc
+    def _guard(self) -> AbstractContextManager[None]:
+        # The first command checks the layout; after a refusal every command
+        # checks again, so a migration takes effect without a restart.
+        if not self._layout_checked:
+            check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
+            self._layout_checked = True
+        return redis_guard(self._where, ShardUnavailable)
 
     def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
         with self._guard():

@@ -1,10 +1,8 @@
-"""Loading the Lua scripts of the Redis backend and decoding their replies.
+"""The Lua scripts of the Redis backend and decoding their replies.
 
-Each script is a ``.lua`` file next to this module (``lua/``), registered
-once per client with ``register_script``: calls go out as EVALSHA, and
-redis-py re-sends the source by itself if the server lost its script cache
-(restart, SCRIPT FLUSH). ``_prelude.lua`` is prepended to every job script
-so helpers (clock, job keys, status caps) exist in one copy only.
+Each script is a ``.lua`` file next to this module (``lua/``), loaded by
+``pinlater.storage.scripts``. ``_prelude.lua`` is prepended to every job
+script so helpers (clock, job keys, status caps) exist in one copy only.
 
 Batch scripts take their items as one JSON argument (decoded by the cjson
 library built into Redis) plus bodies as separate binary arguments: packing
@@ -14,13 +12,11 @@ hundreds of small arguments cost more client time than the script itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from pinlater.backends import keys
 from pinlater.backends.base import ClaimedJob, JobRecord
 from pinlater.states import JobState
+from pinlater.storage import keys, scripts
 
 if TYPE_CHECKING:
     import redis
@@ -44,18 +40,12 @@ JOB_SCRIPTS = (
 )
 
 
-@cache
-def lua_source(package: str, name: str) -> str:
-    """The text of ``<package>/lua/<name>.lua`` (read once per process)."""
-    return resources.files(package).joinpath("lua", f"{name}.lua").read_text("utf-8")
-
-
 def job_script_source(name: str) -> str:
-    return lua_source("pinlater.backends", "_prelude") + "\n" + lua_source("pinlater.backends", name)
+    return scripts.checked_source("pinlater.backends", name, prelude="_prelude")
 
 
 def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
-    return {name: client.register_script(job_script_source(name)) for name in JOB_SCRIPTS}
+    return scripts.register(client, "pinlater.backends", JOB_SCRIPTS, prelude="_prelude")
 
 
 # -- replies -------------------------------------------------------------------

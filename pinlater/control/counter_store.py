@@ -14,24 +14,21 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pinlater.backends.sql_blocks import sql
+from pinlater.storage.keys import counts_key
+from pinlater.storage.sql import sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import redis
 
-    from pinlater.backends.mysql_pool import Session
+    from pinlater.storage.mysql_pool import Session
 
 T = TypeVar("T")
 
 RETENTION_MINUTES = 180
 PURGE_EVERY = 50  # on average one flush in this many purges old minutes
 Counts = dict[int, dict[str, dict[str, int]]]
-
-
-def counts_key(minute: int) -> str:
-    return f"plc:counts:{minute}"
 
 
 def _flatten(counts: Mapping[str, Mapping[str, int]]) -> list[tuple[str, str, int]]:

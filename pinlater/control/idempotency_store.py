@@ -22,17 +22,15 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pinlater.backends.sql_blocks import sql
+from pinlater.storage.keys import idempotency_key
+from pinlater.storage.sql import sql
 
 if TYPE_CHECKING:
     import redis
 
-    from pinlater.backends.mysql_pool import Session
+    from pinlater.storage.mysql_pool import Session
 
 T = TypeVar("T")
-
-REDIS_PREFIX = "plc:idem:"
-
 
 def _decode(raw: str | bytes | None) -> list[str]:
     if not raw:
@@ -49,20 +47,20 @@ class RedisIdempotencyMixin:
 
     def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
         with self._guard():
-            return bool(self._r.set(REDIS_PREFIX + key, b"", nx=True, px=max(1, ttl_ms)))
+            return bool(self._r.set(idempotency_key(key), b"", nx=True, px=max(1, ttl_ms)))
 
     def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
         with self._guard():
-            self._r.set(REDIS_PREFIX + key, json.dumps(list(descriptors)), px=max(1, ttl_ms))
+            self._r.set(idempotency_key(key), json.dumps(list(descriptors)), px=max(1, ttl_ms))
 
     def recall_enqueue(self, key: str) -> list[str] | None:
         with self._guard():
-            raw = self._r.get(REDIS_PREFIX + key)
+            raw = self._r.get(idempotency_key(key))
         return None if raw is None else _decode(raw)
 
     def forget_enqueue(self, key: str) -> None:
         with self._guard():
-            self._r.delete(REDIS_PREFIX + key)
+            self._r.delete(idempotency_key(key))
 
 
 PURGE_EVERY = 100  # on average, one remember in this many purges expired keys

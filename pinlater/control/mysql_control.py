@@ -7,19 +7,15 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-from pinlater.backends.mysql_pool import (
-    NO_SUCH_TABLE,
-    ConnectionPool,
-    MySQLAddress,
-    MySQLStorageError,
-    Session,
-    error_code,
-)
-from pinlater.backends.sql_blocks import sql
 from pinlater.control.counter_store import MySQLCounterMixin
 from pinlater.control.idempotency_store import MySQLIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
+from pinlater.storage.errors import run_creating_missing_tables
+from pinlater.storage.layout import check_mysql_layout
+from pinlater.storage.migrations import MYSQL_CONTROL
+from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, MySQLStorageError, Session, error_code
+from pinlater.storage.sql import sql
 
 T = TypeVar("T")
 
@@ -51,8 +47,8 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
     def _unavailable(self, cause: BaseException) -> ShardConnectionFailed:
         return ShardConnectionFailed(f"control store (mysql {self._address}) unavailable: {cause}")
 
-    @staticmethod
-    def _prepare(s: Session) -> None:
+    def _prepare(self, s: Session) -> None:
+        check_mysql_layout(s, MYSQL_CONTROL, f"control store (mysql {self._address})")
         s.execute(sql("ctl_create_config_table"))
         s.execute(sql("ctl_create_bucket_table"))
         s.execute(sql("ctl_create_counts_table"))
@@ -61,13 +57,7 @@ class MySQLControlStore(MySQLIdempotencyMixin, MySQLCounterMixin):
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one
         have gone missing (the database was dropped and recreated)."""
-        try:
-            return self._pool.run(work, transaction=transaction)
-        except MySQLStorageError as exc:
-            if error_code(exc) != NO_SUCH_TABLE:
-                raise
-        self._pool.invalidate_schema()
-        return self._pool.run(work, transaction=transaction)
+        return run_creating_missing_tables(self._pool, work, transaction=transaction)
 
     # -- queue configs -------------------------------------------------------
     def get_queue(self, name: str) -> QueueConfig | None:

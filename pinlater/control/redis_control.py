@@ -12,20 +12,21 @@ re-sent acquire would take tokens twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from pinlater.backends import keys
-from pinlater.backends.base import ShardBusy
-from pinlater.backends.redis_client import describe, is_pool_exhausted, is_unusable, open_redis
-from pinlater.backends.redis_scripts import lua_source
 from pinlater.control.counter_store import RedisCounterMixin
 from pinlater.control.idempotency_store import RedisIdempotencyMixin
-from pinlater.errors import ShardConnectionFailed, StorageError
+from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
+from pinlater.storage import keys, scripts
+from pinlater.storage.errors import redis_guard
+from pinlater.storage.layout import check_redis_layout
+from pinlater.storage.migrations import REDIS_CONTROL
+from pinlater.storage.redis_pool import open_redis
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -42,24 +43,22 @@ class RedisControlStore(RedisIdempotencyMixin, RedisCounterMixin):
 
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._r = client
-        self._acquire: Script = client.register_script(lua_source("pinlater.control", "rate_acquire"))
-        self._release: Script = client.register_script(lua_source("pinlater.control", "rate_release"))
+        registered = scripts.register(client, "pinlater.control", ("rate_acquire", "rate_release"))
+        self._acquire: Script = registered["rate_acquire"]
+        self._release: Script = registered["rate_release"]
+        self._layout_checked = False
 
     @classmethod
     def from_url(cls, url: str, socket_timeout_s: float = 5.0) -> RedisControlStore:
         client = open_redis(url, socket_timeout_s)
         return cls(client)
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except redis.exceptions.RedisError as exc:
-            if is_pool_exhausted(exc):
-                raise ShardBusy("redis control store: every pooled connection is busy") from exc
-            if is_unusable(exc):
-                raise ShardConnectionFailed(f"redis control store unavailable: {describe(exc)}") from exc
-            raise StorageError(f"redis control store: {describe(exc)}") from exc
+    def _guard(self) -> AbstractContextManager[None]:
+        # Like the shard backend: the layout is checked before the first command.
+        if not self._layout_checked:
+            check_redis_layout(self._r, REDIS_CONTROL, "redis control store", ShardConnectionFailed)
+            self._layout_checked = True
+        return redis_guard("redis control store", ShardConnectionFailed)
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         with self._guard():

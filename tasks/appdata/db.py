@@ -2,7 +2,7 @@
 server (not per shard: a server holds many shard databases, and every
 statement names its database).
 
-Why not the job service's ``pinlater.backends.mysql_pool``: tasks depend on
+Why not the job service's ``pinlater.storage.mysql_pool``: tasks depend on
 the job service's public API only, and that pool is an internal of its MySQL
 backend; it is also built around one database per pool (created on demand,
 with the backend's own DDL hook) and raises PinLaterErrors, whose wire codes

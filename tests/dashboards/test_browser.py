@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from pinlater import Checkpoint
-from pinlater.backends.keys import CONTROL_QUEUES
 from pinlater.errors import DequeueRateLimited
+from pinlater.storage.keys import CONTROL_QUEUES
 from tests.dashboards.support import (
     ARTIFACTS,
     STATE_QUERIES,

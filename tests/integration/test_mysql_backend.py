@@ -24,10 +24,10 @@ from pinlater.backends.base import (
     ShardBackend,
 )
 from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
-from pinlater.backends.mysql_pool import MySQLStorageError
-from pinlater.backends.sql_blocks import job_table, sql
 from pinlater.errors import PinLaterError
 from pinlater.states import JobState
+from pinlater.storage.mysql_pool import MySQLStorageError
+from pinlater.storage.sql import job_table, sql
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.integration.mysql_support import throwaway_database
 from tests.servers import mysql_url

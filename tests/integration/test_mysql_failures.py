@@ -13,11 +13,11 @@ import pytest
 
 from pinlater.backends.base import EnqueueItem, ShardUnavailable
 from pinlater.backends.mysql_backend import MySQLBackend
-from pinlater.backends.mysql_pool import Session
 from pinlater.control.mysql_control import MySQLControlStore
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
+from pinlater.storage.mysql_pool import Session
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.integration.mysql_support import throwaway_database
 from tests.servers import mysql_url

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.backends import keys
 from pinlater.backends.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
@@ -32,6 +31,7 @@ from pinlater.backends.base import (
 from pinlater.backends.redis_backend import RedisBackend
 from pinlater.errors import StorageError
 from pinlater.states import JobState
+from pinlater.storage import keys
 from tests.integration.redis_support import URL, ensure_redis
 
 Q = "jobs"
@@ -112,7 +112,7 @@ def test_delete_queue_removes_every_key(be: RedisBackend, raw: redis.Redis[bytes
     be.enqueue("keep", [item()])
     be.delete_queue(Q)
     assert [k for k in raw.scan_iter(match=f"pl:{Q}:*")] == []
-    assert raw.dbsize() == 5  # pl:queues and the 4 keys of "keep"
+    assert raw.dbsize() == 6  # pl:layout, pl:queues and the 4 keys of "keep"
 
 
 def test_unreachable_server_is_shard_unavailable() -> None:

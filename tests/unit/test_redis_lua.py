@@ -13,7 +13,6 @@ import fakeredis
 import pytest
 import redis
 
-from pinlater.backends import keys
 from pinlater.backends.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
@@ -28,6 +27,7 @@ from pinlater.control.base import ControlStore
 from pinlater.control.redis_control import RedisControlStore
 from pinlater.errors import StorageError
 from pinlater.states import JobState
+from pinlater.storage import keys
 
 Q = "q"
 HOUR = 3_600_000
@@ -54,7 +54,7 @@ def test_is_a_shard_backend_and_control_store(be: RedisBackend, client: fakeredi
 
 
 def test_every_script_starts_with_its_header() -> None:
-    from pinlater.backends.redis_scripts import lua_source
+    from pinlater.storage.scripts import lua_source
 
     for name in [*JOB_SCRIPTS, "_prelude"]:
         first = lua_source("pinlater.backends", name).splitlines()[0]
@@ -90,7 +90,7 @@ def test_enqueue_validation_stores_nothing(be: RedisBackend, client: fakeredis.F
     with pytest.raises(StorageError, match="redis shard f1: pinlater: enqueue: attempts_allowed") as info:
         be.enqueue(Q, [item(), item(attempts=0)])
     assert isinstance(info.value.__cause__, redis.ResponseError)
-    assert client.keys("*") == []
+    assert client.keys("*") == [keys.SHARD_LAYOUT.encode()]  # only the new shard's layout record
 
 
 def test_dequeue_orders_by_run_after_then_id(be: RedisBackend) -> None:
@@ -208,7 +208,7 @@ def test_delete_queue_in_small_steps(
     be.enqueue("other", [item()])
     be.delete_queue(Q)
     assert {k.decode() for k in client.keys("*")} == {
-        "pl:queues", "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:j:1",
+        "pl:layout", "pl:queues", "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:j:1",
     }  # fmt: skip
     assert be.queue_names() == {"other"}
     be.delete_queue(Q)  # idempotent

@@ -1,4 +1,5 @@
-"""Every Redis key name the job service uses, in one place.
+"""Every Redis key name of the project (job shards, control store, dashboard
+records), in one place.
 
 Job storage (one shard = one Redis server/db):
 
@@ -19,8 +20,21 @@ id zero-padded to 20 digits: among equal scores Redis orders members
 lexicographically, and with fixed-width digits that is numeric order, which
 makes (score, member) order == (sort_time, local_id) order, exactly.
 
-Control store: ``plc:queues`` (hash name -> QueueConfig JSON) and
-``plc:rate:{bucket}`` (hash tokens, ts).
+``pl:layout``                      the shard's layout version (see
+                                   ``pinlater.storage.layout``)
+
+Control store (``plc:``):
+
+``plc:queues``                     hash name -> QueueConfig JSON
+``plc:rate:{bucket}``              hash tokens, ts (rate buckets)
+``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
+``plc:idem:{key}``                 string, idempotency key of an enqueue
+``plc:layout``                     the control store's layout version
+
+Dashboard records (``pld:``, beside the control store):
+
+``pld:log:{name}``                 list of JSON documents, newest first
+``pld:map:{name}``                 hash key -> JSON document
 
 Queue names are letters, digits and underscore only, so ``:`` never occurs
 inside one and no queue's keys can collide with another's.
@@ -31,7 +45,10 @@ from __future__ import annotations
 from pinlater.states import JobState
 
 QUEUES = "pl:queues"
+SHARD_LAYOUT = "pl:layout"
 CONTROL_QUEUES = "plc:queues"
+CONTROL_LAYOUT = "plc:layout"
+IDEMPOTENCY_PREFIX = "plc:idem:"
 
 MEMBER_WIDTH = 20
 
@@ -108,3 +125,19 @@ def member(local_id: int) -> str:
 
 def rate_key(bucket: str) -> str:
     return f"plc:rate:{bucket}"
+
+
+def counts_key(minute: int) -> str:
+    return f"plc:counts:{minute}"
+
+
+def idempotency_key(key: str) -> str:
+    return IDEMPOTENCY_PREFIX + key
+
+
+def records_log_key(log: str) -> str:
+    return f"pld:log:{log}"
+
+
+def records_map_key(table: str) -> str:
+    return f"pld:map:{table}"

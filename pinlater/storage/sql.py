@@ -1,4 +1,6 @@
-"""The named SQL blocks of ``sql/mysql.sql``, parsed once.
+"""The one loader of named SQL blocks (the job service's
+``backends/sql/mysql.sql``, the dashboard's ``dashboards/sql/records.sql``),
+each file parsed once.
 
 A block starts at a line ``-- name: NAME`` and runs to the next such line;
 blank and comment lines are dropped. ``sql()`` fills the placeholders the
@@ -10,7 +12,7 @@ every value travels as a driver parameter.
 from __future__ import annotations
 
 import re
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from importlib import resources
 
 _QUEUE = re.compile(r"[A-Za-z0-9_]{1,50}")
@@ -30,6 +32,11 @@ def job_table(queue: str, priority: int) -> str:
     if type(priority) is not int or not 1 <= priority <= MAX_PRIORITY:
         raise ValueError(f"priority {priority!r} must be an int in 1..{MAX_PRIORITY}")
     return f"q_{queue}_p{priority}"
+
+
+def is_job_table(name: str) -> bool:
+    """Whether ``name`` is a table of ``job_table``'s form."""
+    return bool(_TABLE.fullmatch(name))
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -53,13 +60,15 @@ def parse_blocks(text: str) -> dict[str, str]:
 
 
 @cache
-def _blocks() -> dict[str, str]:
-    text = resources.files("pinlater.backends").joinpath("sql/mysql.sql").read_text("utf-8")
+def _blocks(package: str, resource: str) -> dict[str, str]:
+    text = resources.files(package).joinpath(resource).read_text("utf-8")
     return parse_blocks(text)
 
 
 @lru_cache(maxsize=4096)
-def sql(
+def render(
+    package: str,
+    resource: str,
     name: str,
     *,
     table: str | None = None,
@@ -68,14 +77,15 @@ def sql(
     ids: int = 0,
     body: bool = False,
 ) -> str:
-    """The statement ``name`` with its placeholders filled.
+    """The statement ``name`` of ``<package>/<resource>`` with its
+    placeholders filled.
 
     ``rows``: how many copies of the block ``<name>.row`` replace ``{rows}``
     (joined by UNION ALL for SELECT rows, by commas for VALUES tuples).
     ``ids``: how many ``%s`` markers replace ``{ids}`` (an IN list).
     ``body``: whether ``{body}`` selects the body column or NULL.
     """
-    blocks = _blocks()
+    blocks = _blocks(package, resource)
     stmt = blocks[name]
     if "{table}" in stmt:
         if table is None or not _TABLE.fullmatch(table):
@@ -100,3 +110,12 @@ def sql(
     if leftover:
         raise ValueError(f"{name}: unfilled placeholder {leftover.group(0)}")
     return stmt
+
+
+def named_blocks(package: str, resource: str) -> partial[str]:
+    """``render`` bound to one file: ``blocks(name, table=...)``."""
+    return partial(render, package, resource)
+
+
+# The job service's statements (shards and control store).
+sql = named_blocks("pinlater.backends", "sql/mysql.sql")

@@ -19,8 +19,8 @@ from pymysql.connections import Connection
 from pymysql.constants import CLIENT
 from pymysql.cursors import Cursor
 
-from pinlater.backends.sql_blocks import sql
 from pinlater.errors import PinLaterError, StorageError
+from pinlater.storage.sql import sql
 
 T = TypeVar("T")
 

@@ -1,0 +1,62 @@
+"""The one Redis error guard and the one MySQL "missing table" retry of the
+project, shared by the shard backends, the control stores and the
+dashboard's records.
+
+Redis: a full pool is load (``ShardBusy``), an unusable server is an outage
+(the caller's own "unavailable" error), anything else is one command failing
+(``StorageError``); every message is one line that names the store.
+
+MySQL: a table of ours gone missing (the database was dropped and created
+again, or a queue was created while a shard was down) is created again and
+the work retried once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import redis
+
+from pinlater.backends.base import ShardBusy
+from pinlater.errors import StorageError
+from pinlater.storage.mysql_pool import NO_SUCH_TABLE, ConnectionPool, MySQLStorageError, Session, error_code
+from pinlater.storage.redis_pool import describe, is_pool_exhausted, is_unusable
+
+T = TypeVar("T")
+
+
+@contextmanager
+def redis_guard(where: str, unavailable: Callable[[str], Exception]) -> Iterator[None]:
+    """Turn redis-py's errors inside the block into the job service's, each
+    message starting with ``where`` (e.g. ``redis shard r1``)."""
+    try:
+        yield
+    except redis.exceptions.RedisError as exc:
+        if is_pool_exhausted(exc):
+            raise ShardBusy(f"{where}: every pooled connection is busy") from exc
+        if is_unusable(exc):
+            raise unavailable(f"{where} unavailable: {describe(exc)}") from exc
+        raise StorageError(f"{where}: {describe(exc)}") from exc
+
+
+def run_creating_missing_tables(
+    pool: ConnectionPool,
+    work: Callable[[Session], T],
+    *,
+    transaction: bool = False,
+    create: Callable[[], None] | None = None,
+) -> T:
+    """``work`` on ``pool``; should a table be missing (MySQL error 1146),
+    the pool's own tables are prepared again, ``create`` makes any others
+    the work needs, and the work runs once more."""
+    try:
+        return pool.run(work, transaction=transaction)
+    except MySQLStorageError as exc:
+        if error_code(exc) != NO_SUCH_TABLE:
+            raise
+    pool.invalidate_schema()
+    if create is not None:
+        create()
+    return pool.run(work, transaction=transaction)

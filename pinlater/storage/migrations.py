@@ -1,0 +1,196 @@
+"""``pinlater migrate``'s steps and their runner.
+
+Each kind of store has an ordered registry ``{from_version: Step}``; its
+current layout is one past the last step (``pinlater.storage.layout``).
+Adding a step is a few lines: a function (or ``each_job_table`` with a
+block of ``sql/layout.sql``), an entry in the kind's ``steps``, and the
+same change in the statements that create new stores (``backends/sql``).
+
+The runner brings a store up one step at a time and records each new
+version as soon as its step is done, so a crash loses at most the step
+under way, which runs again (steps are idempotent) when migrate is re-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import pymysql
+
+from pinlater.errors import ShardConnectionFailed
+from pinlater.storage import keys
+from pinlater.storage.errors import redis_guard
+from pinlater.storage.layout import (
+    LAYOUT_SQL,
+    Kind,
+    LayoutError,
+    Step,
+    Target,
+    mysql_layout,
+    redis_layout,
+    write_mysql_layout,
+    write_redis_layout,
+)
+from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session, error_code
+from pinlater.storage.redis_pool import open_redis
+from pinlater.storage.sql import is_job_table, sql
+
+if TYPE_CHECKING:
+    import redis
+
+    from pinlater.settings import Settings
+
+T = TypeVar("T")
+
+# A DDL step re-run after a crash meets its own work: duplicate column
+# (1060), duplicate key name (1061), can't drop what is gone (1091).
+ALREADY_APPLIED = frozenset({1060, 1061, 1091})
+
+
+def _record_only(_target: object) -> None:
+    """Layout 1 -> 2: the change is the version record itself, which the
+    runner writes after every step."""
+
+
+def _create_meta_table(s: Session) -> None:
+    s.execute(LAYOUT_SQL("meta_create"))
+
+
+def each_job_table(block: str) -> Callable[[Session], None]:
+    """A MySQL shard step running ``block`` of ``sql/layout.sql`` (with a
+    ``{table}`` placeholder, e.g. an ALTER TABLE) on every job table,
+    tolerating what an earlier, interrupted run already did."""
+
+    def apply(s: Session) -> None:
+        s.execute(sql("list_tables"))
+        for name in sorted(str(row[0]) for row in s.fetchall()):
+            if not is_job_table(name):
+                continue
+            try:
+                s.execute(LAYOUT_SQL(block, table=name))
+            except pymysql.MySQLError as exc:
+                if error_code(exc) not in ALREADY_APPLIED:
+                    raise
+
+    return apply
+
+
+REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
+    "redis shard", keys.SHARD_LAYOUT, keys.QUEUES,
+    {1: Step("record the layout version (key pl:layout)", _record_only, compatible=True)},
+)
+REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(
+    "redis control store", keys.CONTROL_LAYOUT, keys.CONTROL_QUEUES,
+    {1: Step("record the layout version (key plc:layout)", _record_only, compatible=True)},
+)
+MYSQL_SHARD: Kind[Session] = Kind(
+    "mysql shard", "shard", "queues",
+    {1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True)},
+)
+MYSQL_CONTROL: Kind[Session] = Kind(
+    "mysql control store", "control", "pinlater_queue_config",
+    {1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True)},
+)
+
+
+@dataclass(frozen=True)
+class Store(Generic[Target]):
+    """One store as the runner sees it."""
+
+    where: str
+    kind: Kind[Target]
+    read: Callable[[bool], int]  # stamp_new -> version (0: new, unrecorded)
+    write: Callable[[int], None]
+    apply: Callable[[Step[Target]], None]
+
+
+def upgrade(store: Store[Target], dry_run: bool, say: Callable[[str], None]) -> None:
+    """Bring ``store`` to its kind's current layout, one step at a time."""
+    current = store.kind.current
+    stored = store.read(not dry_run)
+    if stored == 0:
+        say(f"{store.where}: new, would record layout {current}")
+        return
+    if stored > current:
+        raise LayoutError(
+            f"{store.where} has storage layout {stored}, newer than this PinLater knows ({current}):"
+            " upgrade PinLater"
+        )
+    if stored == current:
+        say(f"{store.where}: layout {current}, up to date")
+        return
+    say(f"{store.where}: layout {stored}, current {current}")
+    for version in range(stored, current):
+        step = store.kind.steps[version]
+        if dry_run:
+            say(f"{store.where}: would run step {version} -> {version + 1}: {step.description}")
+            continue
+        say(f"{store.where}: step {version} -> {version + 1}: {step.description}")
+        store.apply(step)
+        store.write(version + 1)
+    if not dry_run:
+        say(f"{store.where}: now at layout {current}")
+
+
+def _upgrade_redis(
+    kind: Kind[redis.Redis[bytes]], url: str, where: str, timeout_s: float, dry_run: bool, say: Callable[[str], None]
+) -> None:
+    client = open_redis(url, timeout_s)
+
+    def guarded(fn: Callable[[], T]) -> T:
+        with redis_guard(where, ShardConnectionFailed):
+            return fn()
+
+    store = Store(
+        where, kind,
+        read=lambda stamp: guarded(lambda: redis_layout(client, kind, stamp)),
+        write=lambda version: guarded(lambda: write_redis_layout(client, kind, version)),
+        apply=lambda step: guarded(lambda: step.apply(client)),
+    )
+    try:
+        upgrade(store, dry_run, say)
+    finally:
+        client.close()
+        client.connection_pool.disconnect()
+
+
+def _upgrade_mysql(
+    kind: Kind[Session], url: str, where: str, timeout_s: float, dry_run: bool, say: Callable[[str], None]
+) -> None:
+    pool = ConnectionPool(
+        MySQLAddress.parse(url),
+        socket_timeout_s=timeout_s,
+        prepare=lambda s: None,  # migrate makes no tables beyond its steps'
+        unavailable=lambda exc: ShardConnectionFailed(f"{where} unavailable: {exc}"),
+        max_idle=1,
+    )
+    store = Store(
+        where, kind,
+        read=lambda stamp: pool.run(lambda s: mysql_layout(s, kind, stamp)),
+        write=lambda version: pool.run(lambda s: write_mysql_layout(s, kind, version)),
+        apply=lambda step: pool.run(step.apply),
+    )
+    try:
+        upgrade(store, dry_run, say)
+    finally:
+        pool.close()
+
+
+def migrate(settings: Settings, dry_run: bool, say: Callable[[str], None]) -> None:
+    """Every shard, then the control store; stops at the first error (a
+    re-run resumes where it stopped)."""
+    targets = [(spec.url, True, f"shard {spec.id}") for spec in settings.shards]
+    targets.append((settings.resolved_control_url, False, "control store"))
+    timeout_s = settings.socket_timeout_s
+    for url, is_shard, label in targets:
+        scheme = url.split("://", 1)[0]
+        if scheme in ("redis", "rediss"):
+            kind = REDIS_SHARD if is_shard else REDIS_CONTROL
+            _upgrade_redis(kind, url, f"{label} (redis)", timeout_s, dry_run, say)
+        elif scheme == "mysql":
+            mkind = MYSQL_SHARD if is_shard else MYSQL_CONTROL
+            _upgrade_mysql(mkind, url, f"{label} (mysql)", timeout_s, dry_run, say)
+        else:
+            say(f"{label} ({scheme}): kept in memory, nothing to migrate")

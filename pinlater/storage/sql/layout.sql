@@ -1,0 +1,27 @@
+-- The layout version of a MySQL shard or control store
+-- (pinlater.storage.layout) and the statements of its migrations
+-- (pinlater.storage.migrations). One row per store kind in the database:
+-- 'shard' or 'control' (the two may share a database).
+
+-- name: meta_create
+CREATE TABLE IF NOT EXISTS pinlater_meta (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  version INT NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
+
+-- name: table_exists
+SELECT COUNT(*) FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name = %(name)s
+
+-- name: meta_read
+SELECT version FROM pinlater_meta WHERE name = %(name)s
+
+-- name: meta_stamp
+-- A new store: several processes may open it at once, the first one wins.
+INSERT IGNORE INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
+
+-- name: meta_write
+-- After a migration step; never back to an older version.
+INSERT INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
+ON DUPLICATE KEY UPDATE version = GREATEST(version, VALUES(version))
