@@ -58,10 +58,11 @@ def _create_meta_table(s: Session) -> None:
     s.execute(LAYOUT_SQL("meta_create"))
 
 
-def each_job_table(block: str) -> Callable[[Session], None]:
-    """A MySQL shard step running ``block`` of ``sql/layout.sql`` (with a
-    ``{table}`` placeholder, e.g. an ALTER TABLE) on every job table,
-    tolerating what an earlier, interrupted run already did."""
+def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
+    """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
+    ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
+    TABLE) on every job table, tolerating what an earlier, interrupted run
+    already did."""
 
     def apply(s: Session) -> None:
         s.execute(sql("list_tables"))
@@ -69,7 +70,7 @@ def each_job_table(block: str) -> Callable[[Session], None]:
             if not is_job_table(name):
                 continue
             try:
-                s.execute(LAYOUT_SQL(block, table=name))
+                s.execute(blocks(block, table=name))
             except pymysql.MySQLError as exc:
                 if error_code(exc) not in ALREADY_APPLIED:
                     raise
