@@ -13,15 +13,14 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:succeeded``      zset, score updated_at (finish time)
 ``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
 ``pl:{queue}:p{N}:j:{id}``         hash per job (see JOB_FIELDS)
+``pl:layout``                      the shard's layout version (see
+                                   ``pinlater.storage.layout``)
 
 A job is a member of exactly one of its priority's four zsets, the one of its
 state, so a zset's score is always the job's sort time. Members are the local
 id zero-padded to 20 digits: among equal scores Redis orders members
 lexicographically, and with fixed-width digits that is numeric order, which
 makes (score, member) order == (sort_time, local_id) order, exactly.
-
-``pl:layout``                      the shard's layout version (see
-                                   ``pinlater.storage.layout``)
 
 Control store (``plc:``):
 
@@ -35,6 +34,9 @@ Dashboard records (``pld:``, beside the control store):
 
 ``pld:log:{name}``                 list of JSON documents, newest first
 ``pld:map:{name}``                 hash key -> JSON document
+
+(The Celery layer's pub/sub channels are not keys: ``workers.bus`` names
+them, under a prefix of its own.)
 
 Queue names are letters, digits and underscore only, so ``:`` never occurs
 inside one and no queue's keys can collide with another's.

@@ -1,0 +1,62 @@
+"""The storage layer's loaders and layout rules, without servers."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pinlater.storage import keys
+from pinlater.storage.layout import Kind, LayoutError, Step, accept
+from pinlater.storage.scripts import checked_source
+from pinlater.storage.sql import named_blocks
+
+
+def _noop(_target: object) -> None:
+    """A step with nothing to do, for the version arithmetic."""
+
+
+def test_a_script_without_its_keys_and_argv_header_is_not_loaded() -> None:
+    assert checked_source("pinlater.storage", "layout").startswith("-- layout")
+    assert "local function now_ms" in checked_source("pinlater.backends", "dequeue", prelude="_prelude")
+    with pytest.raises(ValueError, match="_prelude.lua lacks its '-- _prelude' line or KEYS/ARGV header"):
+        checked_source("pinlater.backends", "_prelude")
+
+
+def test_the_dashboard_sql_loads_with_the_same_loader() -> None:
+    records = named_blocks("dashboards", "sql/records.sql")
+    assert records("pld_recent") == "SELECT doc FROM pld_log WHERE log = %s ORDER BY id DESC LIMIT %s"
+    assert records("pld_create_log").startswith("CREATE TABLE IF NOT EXISTS pld_log (")
+    with pytest.raises(KeyError):
+        records("no_such_block")
+
+
+def test_every_key_has_one_of_the_three_prefixes() -> None:
+    made = [
+        keys.QUEUES, keys.SHARD_LAYOUT, keys.CONTROL_QUEUES, keys.CONTROL_LAYOUT,
+        keys.ids_key("q"), keys.job_key("q", 1, 7), keys.rate_key("q"), keys.counts_key(5),
+        keys.idempotency_key("k"), keys.records_log_key("audit"), keys.records_map_key("progress"),
+    ]  # fmt: skip
+    assert all(k.split(":", 1)[0] in ("pl", "plc", "pld") for k in made)
+    assert len(set(made)) == len(made)
+
+
+def test_layout_rules(caplog: pytest.LogCaptureFixture) -> None:
+    kind: Kind[object] = Kind("test store", "t:layout", "t:queues", {
+        1: Step("one", _noop, compatible=True),
+        2: Step("two", _noop, compatible=False),
+        3: Step("three", _noop, compatible=True),
+    })  # fmt: skip
+    assert (kind.current, kind.usable_from) == (4, 3)
+    accept(kind, 4, "store a")
+    with pytest.raises(LayoutError, match="^store a has storage layout 5, newer than this PinLater knows"):
+        accept(kind, 5, "store a")
+    with pytest.raises(LayoutError, match=r"^store a has storage layout 2, this PinLater needs 4: run `pinlater"):
+        accept(kind, 2, "store a")
+    with caplog.at_level(logging.WARNING, logger="pinlater.storage.layout"):
+        accept(kind, 3, "store b")
+        accept(kind, 3, "store b")
+    assert [r.getMessage() for r in caplog.records] == [
+        "store b has storage layout 3, current is 4: run `pinlater migrate`"
+    ]
+    assert Kind("empty", "e", "m").current == 1
