@@ -78,6 +78,12 @@ def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Calla
     return apply
 
 
+# Adding a step, e.g. an index on MySQL job tables: a block in sql/layout.sql
+#     -- name: v2_job_index
+#     ALTER TABLE {table} ADD INDEX by_x (state, x)
+# then in MYSQL_SHARD's steps
+#     2: Step("index job tables by x", each_job_table("v2_job_index"), compatible=True),
+# and the same index in create_job_table (backends/sql/mysql.sql) for new tables.
 REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
     "redis shard", keys.SHARD_LAYOUT, keys.QUEUES,
     {1: Step("record the layout version (key pl:layout)", _record_only, compatible=True)},

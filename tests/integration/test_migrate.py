@@ -153,6 +153,16 @@ def old(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> OldS
     return store
 
 
+def upgrade_lines(where: str, kind: Kind[object], stored: int) -> list[str]:
+    """What migrate prints for one store at layout ``stored``: every step
+    up to the current layout, whatever steps later changes add."""
+    return [
+        f"{where}: layout {stored}, current {kind.current}",
+        *(f"{where}: step {v} -> {v + 1}: {kind.steps[v].description}" for v in range(stored, kind.current)),
+        f"{where}: now at layout {kind.current}",
+    ]
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     status = main(list(argv))
     captured = capsys.readouterr()
@@ -173,14 +183,12 @@ def test_migrate_upgrades_a_layout_1_store_and_keeps_every_job(
     status, out, _ = run_cli(capsys, "migrate")
     assert status == 0
     assert out.splitlines() == [
-        f"shard s1 ({old.kind}): layout 1, current 2",
-        f"shard s1 ({old.kind}): step 1 -> 2: {old.shard_kind.steps[1].description}",
-        f"shard s1 ({old.kind}): now at layout 2",
-        f"control store ({old.kind}): layout 1, current 2",
-        f"control store ({old.kind}): step 1 -> 2: {old.control_kind.steps[1].description}",
-        f"control store ({old.kind}): now at layout 2",
+        *upgrade_lines(f"shard s1 ({old.kind})", old.shard_kind, 1),
+        *upgrade_lines(f"control store ({old.kind})", old.control_kind, 1),
     ]
-    assert old.recorded() == {"shard": 2, "control": 2}
+    current = {"shard": old.shard_kind.current, "control": old.control_kind.current}
+    assert current["shard"] >= 2 and current["control"] >= 2
+    assert old.recorded() == current
 
     # Every job as layout 1 left it, then the usual life of a job.
     with JobService.from_settings(old.settings, source="old-worker") as service:
@@ -201,59 +209,64 @@ def test_migrate_upgrades_a_layout_1_store_and_keeps_every_job(
     status, out, _ = run_cli(capsys, "migrate")
     assert status == 0
     assert out.splitlines() == [
-        f"shard s1 ({old.kind}): layout 2, up to date",
-        f"control store ({old.kind}): layout 2, up to date",
+        f"shard s1 ({old.kind}): layout {current['shard']}, up to date",
+        f"control store ({old.kind}): layout {current['control']}, up to date",
     ]
-    assert old.recorded() == {"shard": 2, "control": 2}
+    assert old.recorded() == current
 
 
 def test_a_layout_newer_than_the_code_is_refused_in_one_line(
     old: OldStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run_cli(capsys, "migrate")[0] == 0
-    old.set_shard_layout(3)
+    current = old.shard_kind.current
+    old.set_shard_layout(current + 1)
     backend = open_backend(old.settings.shards[0])
     try:
-        with pytest.raises(LayoutError, match=r"has storage layout 3, newer than this PinLater knows \(2\): upgrade"):
+        newer = rf"has storage layout {current + 1}, newer than this PinLater knows \({current}\): upgrade PinLater$"
+        with pytest.raises(LayoutError, match=newer):
             backend.count(Q, 1, P, False)
     finally:
         backend.close()
     status, out, err = run_cli(capsys, "migrate")
     assert status == 2
     assert err.strip().splitlines() == [
-        f"error (UNKNOWN): shard s1 ({old.kind}) has storage layout 3, newer than this PinLater knows (2):"
-        " upgrade PinLater"
+        f"error (UNKNOWN): shard s1 ({old.kind}) has storage layout {current + 1}, newer than this PinLater"
+        f" knows ({current}): upgrade PinLater"
     ]
 
 
 def test_an_incompatible_step_refuses_the_store_until_migrate_runs_it(
     old: OldStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A test-only layout 3 whose step the code cannot do without: the kind
-    of step a later change adds (here an index on every job table, or a key)."""
+    """A test-only next layout whose step the code cannot do without: the
+    kind of step a later change adds (here an index on every job table, or
+    a key)."""
     assert run_cli(capsys, "migrate")[0] == 0
+    current = old.shard_kind.current
     if old.kind == "redis":
         apply = lambda client: client.set("pl:test-step", "done")  # noqa: E731
     else:
         apply = each_job_table("test_add_index", V1_SQL)
-    monkeypatch.setitem(old.shard_kind.steps, 2, Step("a test step", apply, compatible=False))
+    monkeypatch.setitem(old.shard_kind.steps, current, Step("a test step", apply, compatible=False))
 
     backend = open_backend(old.settings.shards[0])
     try:
-        with pytest.raises(LayoutError, match=r"has storage layout 2, this PinLater needs 3: run `pinlater migrate`"):
+        needs = rf"has storage layout {current}, this PinLater needs {current + 1}: run `pinlater migrate`$"
+        with pytest.raises(LayoutError, match=needs):
             backend.count(Q, 1, P, False)
         status, out, _ = run_cli(capsys, "migrate")
         assert status == 0
-        assert f"shard s1 ({old.kind}): step 2 -> 3: a test step" in out.splitlines()
-        assert old.recorded()["shard"] == 3
+        assert f"shard s1 ({old.kind}): step {current} -> {current + 1}: a test step" in out.splitlines()
+        assert old.recorded()["shard"] == current + 1
         assert backend.count(Q, 1, P, False) == 2  # the same backend: no restart needed
     finally:
         backend.close()
     if old.kind == "mysql":
         # A crash after the step but before its version was recorded runs it again.
-        old.set_shard_layout(2)
+        old.set_shard_layout(current)
         assert run_cli(capsys, "migrate")[0] == 0
-        assert old.recorded()["shard"] == 3
+        assert old.recorded()["shard"] == current + 1
 
 
 def test_a_new_store_records_the_current_layout_when_first_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -263,7 +276,7 @@ def test_a_new_store_records_the_current_layout_when_first_used(monkeypatch: pyt
     try:
         with JobService.from_settings(store.settings) as service:
             service.create_queue(Q, priorities=1)
-        assert store.recorded() == {"shard": 2, "control": 2}
+        assert store.recorded() == {"shard": MYSQL_SHARD.current, "control": MYSQL_CONTROL.current}
     finally:
         conn = raw_connection()
         with conn.cursor() as cur:
