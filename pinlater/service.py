@@ -3,16 +3,17 @@
 ``JobService`` is what application code and the Thrift server both call. It
 validates input, picks shards, applies queue configs (retry policy, rate
 limit) and routes each descriptor to its shard; the shard backends make the
-transitions atomically. Read-side operations (lookup, count, scan) live in
-``pinlater.inspection`` and are mixed in here so that one object is the
-whole client interface.
+transitions atomically. Enqueue, dequeue, ACK and checkpoint are here; the
+service hands queue administration to a ``QueueAdmin``
+(``pinlater.queue_admin``) and reads (lookup, count, scan) to an
+``Inspector`` (``pinlater.inspection``), both over the same shard set and
+queue config cache, so that one object is the whole client interface.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -28,6 +29,7 @@ from pinlater.backends.base import (
     ShardUnavailable,
 )
 from pinlater.client_api import PinLaterClient
+from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.control.factory import open_control_store
 from pinlater.counters import EventCounters
@@ -40,13 +42,15 @@ from pinlater.errors import (
     PinLaterError,
 )
 from pinlater.idempotency import enqueue_once
-from pinlater.inspection import InspectionMixin
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
-from pinlater.queue_admin import QueueAdminMixin
+from pinlater.inspection import Inspector
+from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.queue_admin import QueueAdmin
 from pinlater.queue_config import QueueConfig
 from pinlater.ratelimit import RateLimiter
+from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.shards import ShardSet
+from pinlater.states import JobState
 from pinlater.validation import (
     check_attempts,
     check_batch,
@@ -63,7 +67,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class JobService(QueueAdminMixin, InspectionMixin):
+class JobService:
     def __init__(
         self,
         shards: ShardSet,
@@ -75,11 +79,12 @@ class JobService(QueueAdminMixin, InspectionMixin):
         self.shards = shards
         self.control = control
         self.source = check_source(source or default_source())
-        self._config_cache: dict[str, tuple[float, QueueConfig]] = {}
-        self._cache_lock = threading.Lock()
+        self._configs = QueueConfigCache(control, self.settings.config_ttl_s)
         self.rate_limiter = RateLimiter(control, self.settings.rate_burst_s)
         self.counters = EventCounters(control)
-        shards.on_recover(self._ensure_queues_on)
+        self._inspector = Inspector(shards, self._configs, self.settings)
+        self._admin = QueueAdmin(shards, control, self._configs, self.counters, self._inspector, self.settings)
+        shards.on_recover(self._admin.ensure_queues_on)
         shards.start_probing()
 
     @classmethod
@@ -103,6 +108,58 @@ class JobService(QueueAdminMixin, InspectionMixin):
 
     def _on_shard(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
         return self.shards.call(backend, fn)
+
+    # -- queues (QueueAdmin) ----------------------------------------------------------
+    def create_queue(
+        self,
+        name: str,
+        *,
+        priorities: int | None = None,
+        max_dequeue_rate: float | None = None,
+        claim_timeout_ms: int | None = None,
+        retry: RetryPolicy | None = None,
+        succeeded_retention_ms: int | None = None,
+        failed_retention_ms: int | None = None,
+    ) -> QueueConfig:
+        """Idempotent: an existing queue keeps its config and is returned."""
+        return self._admin.create_queue(
+            name, priorities=priorities, max_dequeue_rate=max_dequeue_rate, claim_timeout_ms=claim_timeout_ms,
+            retry=retry, succeeded_retention_ms=succeeded_retention_ms, failed_retention_ms=failed_retention_ms,
+        )
+
+    def delete_queue(self, name: str, password: str | None) -> None:
+        """Drops the queue and every job in it, on every shard (needs the admin secret)."""
+        self._admin.delete_queue(name, password)
+
+    def check_admin_secret(self, password: str | None) -> None:
+        """PasswordInvalid unless ``password`` is the configured admin secret."""
+        self._admin.check_admin_secret(password)
+
+    def queue_names(self) -> set[str]:
+        """Every queue's name."""
+        return self._admin.queue_names()
+
+    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
+        """The queue's config, cached for ``config_ttl_s`` so that a change by
+        any process is seen everywhere within that time."""
+        return self._configs.get(name, fresh=fresh)
+
+    def update_queue(self, name: str, **changes: object) -> QueueConfig:
+        """Change a queue's config at run time (rate, pause, claim timeout,
+        retry policy, retention); every process sees it within config_ttl_s."""
+        return self._admin.update_queue(name, **changes)
+
+    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
+        """Sets the queue's max dequeue rate (None: unlimited, 0: paused)."""
+        return self._admin.set_rate(name, jobs_per_second)
+
+    def pause(self, name: str) -> QueueConfig:
+        """Stops every dequeue of the queue."""
+        return self._admin.pause(name)
+
+    def resume(self, name: str) -> QueueConfig:
+        """Lets a paused queue be dequeued again at its rate."""
+        return self._admin.resume(name)
 
     # -- enqueue -------------------------------------------------------------------
     def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
@@ -364,6 +421,76 @@ class JobService(QueueAdminMixin, InspectionMixin):
             return
         for (d, _), ok in zip(pairs, applied, strict=True):
             (result.acked if ok else result.stale).append(str(d))
+
+
+    # -- operator actions (QueueAdmin) ---------------------------------------------------
+    def retry_failed(
+        self,
+        queue: str,
+        *,
+        priority: int | None = None,
+        attempts: int = 1,
+        run_after_ms: int | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
+        return self._admin.retry_failed(
+            queue, priority=priority, attempts=attempts, run_after_ms=run_after_ms, limit=limit
+        )
+
+    def delete_jobs(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        body_regex: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """Deletes up to ``limit`` jobs in ``state`` (optionally only those
+        whose body matches ``body_regex``, all found before any is deleted)."""
+        return self._admin.delete_jobs(queue, state, priority=priority, body_regex=body_regex, limit=limit)
+
+    # -- reads (Inspector) ---------------------------------------------------------------
+    def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
+        """Jobs by descriptor; unknown descriptors (and queues) are left out."""
+        return self._inspector.lookup(descriptors, include_body=include_body)
+
+    def count(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        body_regex: str | None = None,
+    ) -> int:
+        """Jobs in ``state`` over every healthy shard. For PENDING, ``future``
+        picks jobs whose run_after is still ahead instead of runnable ones."""
+        return self._inspector.count(queue, state, priority=priority, future=future, body_regex=body_regex)
+
+    def count_by_shard(self, queue: str) -> dict[str, dict[str, int]]:
+        """Per healthy shard: the queue's jobs by state (pending split into now and future)."""
+        return self._inspector.count_by_shard(queue)
+
+    def scan(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        continuation: str = "0",
+        limit: int = 100,
+        body_regex: str | None = None,
+        include_body: bool = False,
+    ) -> ScanResult:
+        """Jobs in ``state``, newest first, one page at a time; pass the
+        returned continuation to get the next page, until it is CONTINUATION_END."""
+        return self._inspector.scan(
+            queue, state, priority=priority, future=future, continuation=continuation, limit=limit,
+            body_regex=body_regex, include_body=include_body,
+        )
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:
