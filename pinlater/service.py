@@ -8,6 +8,12 @@ service hands queue administration to a ``QueueAdmin``
 (``pinlater.queue_admin``) and reads (lookup, count, scan) to an
 ``Inspector`` (``pinlater.inspection``), both over the same shard set and
 queue config cache, so that one object is the whole client interface.
+
+Besides the client interface (``PinLaterClient``), the service answers the
+operators' tools (dashboard, monitor, CLI, demos) through a few read-only
+methods (shard status, queue configs, per-shard counts, the oldest pending
+job, event rates) and the monitor's two steps, so that nothing outside
+reaches into its shards or control store.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TypeVar
 
 from pinlater import counters
@@ -24,6 +30,7 @@ from pinlater.backends.base import (
     AckItem,
     CheckpointItem,
     EnqueueItem,
+    ExpiredClaims,
     FailItem,
     ShardBackend,
     ShardUnavailable,
@@ -49,7 +56,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.ratelimit import RateLimiter
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
-from pinlater.shards import ShardSet
+from pinlater.shards import ShardHealth, ShardSet
 from pinlater.states import JobState
 from pinlater.validation import (
     check_attempts,
@@ -491,6 +498,61 @@ class JobService:
             queue, state, priority=priority, future=future, continuation=continuation, limit=limit,
             body_regex=body_regex, include_body=include_body,
         )
+
+    # -- for operators' tools: dashboard, monitor, CLI, demos ----------------------------------
+    def shard_ids(self) -> list[str]:
+        """Every shard's id, in configuration order."""
+        return self.shards.ids
+
+    def shard_status(self, *, probe: bool = False) -> dict[str, ShardHealth]:
+        """Each shard's health as the prober sees it (after pinging every shard now, with ``probe``)."""
+        if probe:
+            self.shards.probe_once()
+        return self.shards.status()
+
+    def queue_configs(self) -> dict[str, QueueConfig]:
+        """Every queue's config, read now (a damaged one is left out, logged)."""
+        return self._admin.queue_configs()
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        """Every queue's stored config text, damaged ones included."""
+        return self._admin.queue_config_texts()
+
+    def count_on_shard(
+        self, shard_id: str, queue: str, priority: int, state: JobState | str | int, future: bool = False
+    ) -> int:
+        """Jobs in ``state`` of one (queue, priority) on one shard."""
+        return self._inspector.count_on_shard(shard_id, queue, priority, state, future)
+
+    def oldest_pending(self, shard_id: str, queue: str, priority: int) -> JobInfo | None:
+        """The oldest runnable pending job of one (queue, priority) on one shard, without its body."""
+        return self._inspector.oldest_pending(shard_id, queue, priority)
+
+    def shard_now_ms(self, shard_id: str | None = None) -> int:
+        """A shard's own clock, the one its jobs' times are on (default: the first shard's)."""
+        return self._inspector.shard_now_ms(shard_id or self.shards.ids[0])
+
+    def recent_rates(self, minutes: int = 5) -> dict[str, dict[str, float]]:
+        """queue -> event -> events per second over the last ``minutes`` minutes and the current one."""
+        return counters.recent_rates(self.control, minutes)
+
+    def recent_totals(self, minutes: int = 60) -> dict[str, dict[str, int]]:
+        """queue -> event -> events counted in the last ``minutes`` minutes."""
+        return counters.recent_totals(self.control, minutes)
+
+    def minute_series(
+        self, queues: Collection[str] | None = None, minutes: int = 60, now: float | None = None
+    ) -> dict[str, dict[str, list[int]]]:
+        """queue -> event -> events in each of the last ``minutes`` minutes, oldest first."""
+        return counters.minute_series(self.control, queues, minutes, now)
+
+    def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
+        """The monitor's step: up to ``limit`` timed-out claims on one shard re-pended or failed."""
+        return self._admin.expire_claims(shard_id, config, priority, limit)
+
+    def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
+        """The monitor's step: deletes up to ``limit`` finished jobs past their retention on one shard."""
+        return self._admin.collect_finished(shard_id, config, priority, state, limit)
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:
