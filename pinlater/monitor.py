@@ -56,9 +56,7 @@ class Monitor:
 
     def run_once(self) -> MonitorStats:
         stats = MonitorStats()
-        configs = self.service.queue_configs()
-        if self.queues is not None:
-            configs = {name: c for name, c in configs.items() if name in self.queues}
+        configs = self.service.queue_configs(self.queues)
         for shard_id, health in self.service.shard_status().items():
             if not health.healthy:
                 stats.shards_skipped.append(shard_id)

@@ -4,13 +4,14 @@ delete and configure queues at run time; retry failed jobs; delete jobs."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 
 from pinlater.backends.base import ExpiredClaims, ShardBackend
 from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.counters import CLAIMS_EXPIRED, RETRIED_BY_OPERATOR, EventCounters
-from pinlater.errors import InvalidRequest, PasswordInvalid, ShardConnectionFailed
+from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
 from pinlater.inspection import BodySearch, Inspector
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
@@ -18,6 +19,8 @@ from pinlater.settings import Settings, hash_secret
 from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
+
+log = logging.getLogger(__name__)
 
 
 class QueueAdmin:
@@ -106,9 +109,22 @@ class QueueAdmin:
         # Names from the stored texts: a queue whose config is damaged still exists.
         return set(self._control.queue_config_texts())
 
-    def queue_configs(self) -> dict[str, QueueConfig]:
-        """Every queue's config, read now (a damaged one is left out, logged)."""
-        return self._control.list_queues()
+    def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
+        """Every queue's config (or those of ``names`` that exist), read now;
+        a damaged one is left out, logged."""
+        if names is None:
+            return self._control.list_queues()
+        # One read per name: a monitor of a few queues need not parse every config.
+        configs: dict[str, QueueConfig] = {}
+        for name in names:
+            try:
+                config = self._control.get_queue(name)
+            except ConfigUnreadable as exc:
+                log.error("%s", exc.message)
+                continue
+            if config is not None:
+                configs[name] = config
+        return configs
 
     def queue_config_texts(self) -> dict[str, str | bytes]:
         """Every queue's stored config text, damaged ones included."""

@@ -510,9 +510,9 @@ class JobService:
             self.shards.probe_once()
         return self.shards.status()
 
-    def queue_configs(self) -> dict[str, QueueConfig]:
-        """Every queue's config, read now (a damaged one is left out, logged)."""
-        return self._admin.queue_configs()
+    def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
+        """Every queue's config (or those of ``names`` that exist), read now; a damaged one is left out."""
+        return self._admin.queue_configs(names)
 
     def queue_config_texts(self) -> dict[str, str | bytes]:
         """Every queue's stored config text, damaged ones included."""

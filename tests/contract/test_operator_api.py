@@ -75,6 +75,7 @@ def test_per_shard_reads_refuse_bad_input_without_blaming_the_shard(cluster: Job
 def test_queue_configs_lists_every_queue(cluster: JobService, queue_name: str) -> None:
     created = cluster.create_queue(queue_name, priorities=4, claim_timeout_ms=1234)
     assert cluster.queue_configs()[queue_name] == created
+    assert cluster.queue_configs([queue_name, queue_name + "_none"]) == {queue_name: created}
     assert queue_name in cluster.queue_config_texts()
     cluster.delete_queue(queue_name, "secret")
     assert queue_name not in cluster.queue_configs()
