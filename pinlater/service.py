@@ -22,6 +22,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from pinlater import counters
@@ -312,13 +313,12 @@ class JobService:
         errors: list[str] = []
         for backend, acks in succeeded_by_shard:
             items = [AckItem(d.priority, d.local_id, source, a.append_custom_status) for d, a in acks]
-            self._apply(backend, acks, lambda b, i=items: b.ack_succeeded(queue, i), result, errors)  # type: ignore[misc]
+            self._apply(backend, acks, partial(_ack_succeeded, queue=queue, items=items), result, errors)
         self.counters.add(queue, counters.SUCCEEDED, len(result.acked))
         applied_before_failures = len(result.acked)
         for backend, acks in failed_by_shard:
-            self._apply(
-                backend, acks, lambda b, a=acks: self._fail_on(b, queue, config, a, source), result, errors  # type: ignore[misc]
-            )
+            fail = partial(self._fail_on, queue=queue, config=config, acks=acks, source=source)
+            self._apply(backend, acks, fail, result, errors)
         self.counters.add(queue, counters.FAILED, len(result.acked) - applied_before_failures)
         if errors:
             raise AckNotApplied(
@@ -385,7 +385,7 @@ class JobService:
                 )
                 for d, c in pairs
             ]
-            self._apply(backend, pairs, lambda b, i=items: b.checkpoint(queue, i), result, errors)  # type: ignore[misc]
+            self._apply(backend, pairs, partial(_checkpoint, queue=queue, items=items), result, errors)
         if errors:
             raise AckNotApplied(
                 f"{len(result.unapplied)} checkpoints not applied: {'; '.join(errors)}", result
@@ -553,6 +553,16 @@ class JobService:
     def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
         """The monitor's step: deletes up to ``limit`` finished jobs past their retention on one shard."""
         return self._admin.collect_finished(shard_id, config, priority, state, limit)
+
+
+# The backend calls of ack and checkpoint, as functions of the backend (for
+# ShardSet.call) whose other arguments functools.partial binds.
+def _ack_succeeded(backend: ShardBackend, queue: str, items: list[AckItem]) -> list[bool]:
+    return backend.ack_succeeded(queue, items)
+
+
+def _checkpoint(backend: ShardBackend, queue: str, items: list[CheckpointItem]) -> list[bool]:
+    return backend.checkpoint(queue, items)
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:
