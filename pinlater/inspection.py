@@ -1,4 +1,5 @@
-"""Read-side operations of the job service: lookup, count, scan.
+"""Read-side operations of the job service (the ``Inspector``): lookup,
+count, scan, and the dashboard's per-shard reads.
 
 Body regexes are applied by the service (RE2 syntax and semantics on every
 backend, linear time in a body's length), by scanning in pages; counts

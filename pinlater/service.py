@@ -76,6 +76,10 @@ T = TypeVar("T")
 
 
 class JobService:
+    """The in-process client (``PinLaterClient``) and the operators' API.
+    ``shards``, ``control`` and ``counters`` are its own parts, public for
+    its tests; other code uses the methods."""
+
     def __init__(
         self,
         shards: ShardSet,
