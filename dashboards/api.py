@@ -141,7 +141,7 @@ class Api:
         self.audit, self.progress, self.hbase, self.backfills = audit, progress, hbase, backfills
         self.controls = Controls(service, audit, collector.invalidate)
         # The charts show the queues of the snapshot, which the page reads anyway.
-        self.rates = RateCharts(service.control, lambda: [q["name"] for q in collector.snapshot()["queues"]],
+        self.rates = RateCharts(service.minute_series, lambda: [q["name"] for q in collector.snapshot()["queues"]],
                                 ttl_s=collector.ttl_s)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
@@ -170,7 +170,7 @@ class Api:
             "reads_protected": self.settings.dashboard_protect_reads,
             "refresh_ms": self.refresh_ms,
             "body_cap_bytes": self.body_cap,
-            "shards": self.service.shards.ids,
+            "shards": self.service.shard_ids(),
         }
 
     # -- dispatch ---------------------------------------------------------------

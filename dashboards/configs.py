@@ -1,7 +1,7 @@
 """Queue configs as the dashboard reads them: every queue, even one whose
 stored config cannot be read.
 
-The control store's ``list_queues`` leaves a damaged config out (logged), so
+The job service's ``queue_configs`` leaves a damaged config out (logged), so
 that it never hides the other queues; the dashboard, which must show every
 queue, parses the stored texts (``queue_config_texts``) one by one instead. A
 config that cannot be read is shown with its error; if its number of
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from pinlater.control.base import ControlStore
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_PRIORITIES
 from pinlater.queue_config import CONFIG_PARSE_ERRORS, QueueConfig
 
@@ -65,15 +65,16 @@ def parse_entry(name: str, text: str | bytes) -> QueueEntry:
 
 
 class ConfigReader:
-    """Reads every queue's config; see the module's docstring."""
+    """Reads every queue's config from ``read_texts`` (the job service's
+    ``queue_config_texts``); see the module's docstring."""
 
-    def __init__(self, control: ControlStore) -> None:
-        self._control = control
+    def __init__(self, read_texts: Callable[[], Mapping[str, str | bytes]]) -> None:
+        self._read_texts = read_texts
         self._warned: set[str] = set()
 
     def read(self) -> dict[str, QueueEntry]:
         """Raises PinLaterError when the control store cannot be reached."""
-        entries = {name: parse_entry(name, text) for name, text in self._control.queue_config_texts().items()}
+        entries = {name: parse_entry(name, text) for name, text in self._read_texts().items()}
         for entry in entries.values():
             if entry.error and entry.name not in self._warned:
                 self._warned.add(entry.name)

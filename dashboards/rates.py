@@ -1,6 +1,6 @@
 """The rate charts (``GET /api/rates?minutes=&limit=``): per queue, jobs per
 second enqueued, dequeued, succeeded and failed in each minute of the last
-hour, from the event counters (pinlater.counters.minute_series).
+hour, from the event counters (the job service's ``minute_series``).
 
 One read of the control store (the minute buckets of the last hour) is
 cached for ``ttl_s`` and shared by every request, like the snapshot; a
@@ -27,18 +27,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pinlater import counters
-from pinlater.control.base import ControlStore
 
 CHART_EVENTS = (counters.ENQUEUED, counters.DEQUEUED, counters.SUCCEEDED, counters.FAILED)
 MAX_MINUTES = 60
 DEFAULT_QUEUES, MAX_QUEUES = 20, 100
 
 Series = dict[str, dict[str, list[int]]]
+# (queues, minutes, now) -> queue -> event -> counts per minute, oldest first
+ReadSeries = Callable[[list[str], int, float], Series]
 
 
 class RateCharts:
-    def __init__(self, control: ControlStore, queue_names: Callable[[], list[str]], ttl_s: float = 2.0) -> None:
-        self._control = control
+    def __init__(self, read_series: ReadSeries, queue_names: Callable[[], list[str]], ttl_s: float = 2.0) -> None:
+        self._read_series = read_series
         self._queue_names = queue_names
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
@@ -50,7 +51,7 @@ class RateCharts:
             if self._cached is not None and time.monotonic() - self._cached[0] < self.ttl_s:
                 return self._cached[1], self._cached[2]
             now = time.time()
-            series = counters.minute_series(self._control, self._queue_names(), MAX_MINUTES, now)
+            series = self._read_series(self._queue_names(), MAX_MINUTES, now)
             self._cached = (time.monotonic(), now, series)
             return now, series
 

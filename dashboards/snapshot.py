@@ -45,11 +45,11 @@ from typing import Any
 
 from dashboards.configs import ConfigReader, QueueEntry
 from pinlater import counters
-from pinlater.backends.base import ShardBackend
-from pinlater.descriptor import JobDescriptor
 from pinlater.errors import PinLaterError
+from pinlater.models import JobInfo
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
+from pinlater.shards import ShardHealth
 from pinlater.states import JobState
 
 log = logging.getLogger(__name__)
@@ -81,58 +81,45 @@ class ShardReading:
     now_ms: int = 0
     # queue -> priority -> state -> jobs
     counts: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
-    # queue -> (run_after_ms, priority, local_id) of its oldest runnable pending job
-    oldest: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # queue -> its oldest runnable pending job
+    oldest: dict[str, JobInfo] = field(default_factory=dict)
     error: str | None = None
 
 
-def read_shard(service: JobService, backend: ShardBackend, configs: Sequence[QueueConfig]) -> ShardReading:
-    """Counts and oldest pending jobs of every queue on one shard. Calls go
-    through the shard set so that a failure here counts against the shard's
-    health exactly as a worker's would."""
+def read_shard(service: JobService, shard_id: str, configs: Sequence[QueueConfig]) -> ShardReading:
+    """Counts and oldest pending jobs of every queue on one shard. The
+    service's calls go through its shard set, so that a failure here counts
+    against the shard's health exactly as a worker's would."""
     reading = ShardReading()
     try:
-        reading.now_ms = service.shards.call(backend, lambda b: b.now_ms())
+        reading.now_ms = service.shard_now_ms(shard_id)
         for config in configs:
             q = config.name
             per_priority: dict[int, dict[str, int]] = {}
             for p in range(1, config.priorities + 1):
-                counts = {key: _count(service, backend, q, p, s, f) for key, s, f in _READS}
+                counts = {key: service.count_on_shard(shard_id, q, p, s, f) for key, s, f in _READS}
                 per_priority[p] = counts
                 if counts["pending_now"]:
-                    _note_oldest(service, backend, q, p, reading)
+                    _note_oldest(service, shard_id, q, p, reading)
             reading.counts[q] = per_priority
     except Exception as exc:
         # The shard set has recorded it against the shard's health (a
         # connection failure takes it out of rotation at once). Show what
         # failed rather than half a shard's numbers, and keep the others.
-        log.warning("dashboard could not read shard %s: %s", backend.shard_id, exc)
+        log.warning("dashboard could not read shard %s: %s", shard_id, exc)
         reading.counts.clear()
         reading.oldest.clear()
         reading.error = f"{type(exc).__name__}: {exc}"
     return reading
 
 
-def _count(service: JobService, backend: ShardBackend, queue: str, priority: int, state: JobState,
-           future: bool) -> int:
-    return service.shards.call(backend, lambda b: b.count(queue, priority, state, future))
-
-
-def _note_oldest(service: JobService, backend: ShardBackend, queue: str, priority: int, reading: ShardReading) -> None:
-    # Dequeue order is oldest run_after first, so a dry-run peek of one job
-    # finds the oldest runnable one; a lookup then gives its run_after.
-    # (The peek also carries the body: see the report for a core call that
-    # would return only the time.)
-    peeked = service.shards.call(backend, lambda b: b.peek(queue, priority, 1))
-    if not peeked:
-        return
-    local_id = peeked[0].local_id
-    [record] = service.shards.call(backend, lambda b: b.lookup(queue, priority, [local_id], False))
-    if record is None:  # dequeued between the two calls
+def _note_oldest(service: JobService, shard_id: str, queue: str, priority: int, reading: ShardReading) -> None:
+    found = service.oldest_pending(shard_id, queue, priority)
+    if found is None:
         return
     current = reading.oldest.get(queue)
-    if current is None or record.run_after_ms < current[0]:
-        reading.oldest[queue] = (record.run_after_ms, priority, local_id)
+    if current is None or found.run_after_ms < current.run_after_ms:
+        reading.oldest[queue] = found
 
 
 class Collector:
@@ -146,8 +133,8 @@ class Collector:
         self._cached: dict[str, Any] | None = None
         self._cached_at = 0.0
         self._entries: dict[str, QueueEntry] = {}
-        self._reader = ConfigReader(service.control)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shards.ids)), thread_name_prefix="dash-shard")
+        self._reader = ConfigReader(service.queue_config_texts)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shard_ids())), thread_name_prefix="dash-shard")
         self.passes = 0
         self.failed_passes = 0
 
@@ -186,17 +173,17 @@ class Collector:
         rates: dict[str, dict[str, float]] = {}
         events: dict[str, dict[str, int]] = {}
         try:
-            rates = counters.recent_rates(self.service.control, self.rate_window_minutes)
-            events = counters.recent_totals(self.service.control, self.rate_window_minutes)
+            rates = self.service.recent_rates(self.rate_window_minutes)
+            events = self.service.recent_totals(self.rate_window_minutes)
         except PinLaterError as exc:
             control_error = control_error or f"event counters: {exc.message}"
 
-        healthy = self.service.shards.healthy()
-        futures = {b.shard_id: self._pool.submit(read_shard, self.service, b, configs) for b in healthy}
+        healthy = [sid for sid, health in self.service.shard_status().items() if health.healthy]
+        futures = {sid: self._pool.submit(read_shard, self.service, sid, configs) for sid in healthy}
         readings = {sid: f.result() for sid, f in futures.items()}
-        status = self.service.shards.status()  # after the reads, which may have changed it
+        status = self.service.shard_status()  # after the reads, which may have changed it
 
-        shard_views = [self._shard_view(sid, status[sid], readings.get(sid)) for sid in self.service.shards.ids]
+        shard_views = [self._shard_view(sid, health, readings.get(sid)) for sid, health in status.items()]
         counted = {sid: r for sid, r in readings.items() if r.error is None}
         queues = [self._queue_view(e, counted, rates.get(e.name, {}), events.get(e.name, {})) for e in entries]
         totals = zero_counts()
@@ -216,7 +203,7 @@ class Collector:
         }
 
     @staticmethod
-    def _shard_view(sid: str, health: dict[str, object], reading: ShardReading | None) -> dict[str, Any]:
+    def _shard_view(sid: str, health: ShardHealth, reading: ShardReading | None) -> dict[str, Any]:
         counts: dict[str, int] | None = None
         if reading is not None and reading.error is None:
             counts = zero_counts()
@@ -228,12 +215,12 @@ class Collector:
             "id": sid,
             # As the shard set's health monitor sees it; "counted" says whether
             # this snapshot's numbers include the shard.
-            "healthy": bool(health["healthy"]),
+            "healthy": health.healthy,
             "counted": counts is not None,
-            "consecutive_errors": health["consecutive_errors"],
-            "last_error": health["last_error"],
-            "changed_at_ms": int(float(health["changed_at"]) * 1000),  # type: ignore[arg-type]
-            "last_probe_at_ms": int(float(health["last_probe_at"]) * 1000),  # type: ignore[arg-type]
+            "consecutive_errors": health.consecutive_errors,
+            "last_error": health.last_error,
+            "changed_at_ms": int(health.changed_at * 1000),
+            "last_probe_at_ms": int(health.last_probe_at * 1000),
             "counts": counts,
             "error": error,
         }
@@ -268,13 +255,11 @@ class Collector:
             add_counts(counts, shard_counts)
             found = reading.oldest.get(config.name)
             if found is not None:
-                run_after, p, local_id = found
-                age = max(0, reading.now_ms - run_after)
+                age = max(0, reading.now_ms - found.run_after_ms)
                 # Compare run_after, not ages: each shard's age is taken at its
                 # own read time, so ages of different shards are not comparable.
-                if oldest is None or run_after < oldest["run_after_ms"]:
-                    descriptor = str(JobDescriptor(config.name, sid, p, local_id))
-                    oldest = {"descriptor": descriptor, "run_after_ms": run_after, "age_ms": age}
+                if oldest is None or found.run_after_ms < oldest["run_after_ms"]:
+                    oldest = {"descriptor": found.descriptor, "run_after_ms": found.run_after_ms, "age_ms": age}
         stored = entry.as_stored  # else a stand-in: only its name and priorities are real
         return {
             "name": config.name,

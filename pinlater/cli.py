@@ -63,7 +63,7 @@ def _print(args: argparse.Namespace, data: Any) -> None:
 # -- commands ------------------------------------------------------------------
 def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
     rows = []
-    for name, config in sorted(c.control.list_queues().items()):
+    for name, config in sorted(c.queue_configs().items()):
         if config.paused:
             rate = "paused"
         else:
@@ -140,8 +140,7 @@ def cmd_config(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_shards(c: JobService, a: argparse.Namespace) -> Any:
-    c.shards.probe_once()
-    return [{"shard": s, **h} for s, h in c.shards.status().items()]
+    return [{"shard": s, **h.as_dict()} for s, h in c.shard_status(probe=True).items()]
 
 
 def cmd_monitor(c: JobService, a: argparse.Namespace) -> Any:

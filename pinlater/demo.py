@@ -72,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
 
     with JobService.from_settings(demo_settings(), source="demo-worker") as client:
-        console.print(f"[bold]PinLater demo[/] on shards {', '.join(client.shards.ids)}")
+        console.print(f"[bold]PinLater demo[/] on shards {', '.join(client.shard_ids())}")
         for name, (policy, timeout_ms) in QUEUES.items():
             client.delete_queue(name, DEMO_SECRET)  # a clean slate each run
             client.create_queue(name, retry=policy, claim_timeout_ms=timeout_ms)
 
-        now = client.shards.all()[0].now_ms()
+        now = client.shard_now_ms()
         total = 0
         per_queue = args.jobs // len(QUEUES)
         for name in QUEUES:
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(table)
         console.print(f"monitor: {monitor_totals['claims_repended']} timed-out claims re-pended, "
                       f"{monitor_totals['claims_failed']} failed")
-        for shard, health in client.shards.status().items():
-            console.print(f"shard {shard}: {'healthy' if health['healthy'] else 'DOWN'}")
+        for shard, health in client.shard_status().items():
+            console.print(f"shard {shard}: {'healthy' if health.healthy else 'DOWN'}")
         finished = sum(client.count(q, s) for q in QUEUES for s in ("succeeded", "failed"))
         if finished < total:
             console.print(f"[red]only {finished} of {total} jobs finished before the timeout[/]")

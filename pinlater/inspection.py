@@ -1,4 +1,5 @@
-"""Read-side operations of the job service: lookup, count, scan.
+"""Read-side operations of the job service (the ``Inspector``): lookup,
+count, scan, and the dashboard's per-shard reads.
 
 Body regexes are applied by the service (RE2 syntax and semantics on every
 backend, linear time in a body's length), by scanning in pages; counts
@@ -14,24 +15,21 @@ from __future__ import annotations
 import heapq
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
 
 from pinlater import continuation as cont
 from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable
+from pinlater.config_cache import QueueConfigCache
 from pinlater.descriptor import JobDescriptor
-from pinlater.errors import RegexBudgetExceeded
+from pinlater.errors import InvalidRequest, RegexBudgetExceeded
+from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
+from pinlater.queue_config import QueueConfig, validate_queue_name
+from pinlater.settings import Settings
+from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
-
-if TYPE_CHECKING:
-    from pinlater.queue_config import QueueConfig
-    from pinlater.settings import Settings
-    from pinlater.shards import ShardSet
-
-T = TypeVar("T")
 
 # A regex scan examines at most this many jobs per call (fewer if
 # regex_max_bodies is lower), then returns its page so far and a
@@ -89,17 +87,15 @@ def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
     )
 
 
-class InspectionMixin:
-    shards: ShardSet
-    settings: Settings
+class Inspector:
+    """The job service's reads: lookup, count, scan, body search, and the
+    per-shard reads of the dashboard. Every shard call goes through the
+    shard set, so that a failure here counts against the shard's health."""
 
-    if TYPE_CHECKING:
-
-        def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
-            raise NotImplementedError
-
-        def _on_shard(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
-            raise NotImplementedError
+    def __init__(self, shards: ShardSet, configs: QueueConfigCache, settings: Settings) -> None:
+        self._shards = shards
+        self._configs = configs
+        self._settings = settings
 
     def _priorities(self, config: QueueConfig, priority: int | None) -> list[int]:
         if priority:
@@ -113,13 +109,12 @@ class InspectionMixin:
         groups: dict[tuple[str, str, int], list[JobDescriptor]] = defaultdict(list)
         for text in descriptors:
             d = JobDescriptor.parse(text)
-            self.shards.get(d.shard)
+            self._shards.get(d.shard)
             groups[(d.shard, d.queue, d.priority)].append(d)
         found: dict[str, JobInfo] = {}
         for (shard, queue, priority), ds in groups.items():
-            backend = self.shards.get(shard)
             ids = [d.local_id for d in ds]
-            records = self._on_shard(backend, lambda b: b.lookup(queue, priority, ids, include_body))  # noqa: B023
+            records = self._lookup_on(self._shards.get(shard), queue, priority, ids, include_body)
             for d, record in zip(ds, records, strict=True):
                 if record is not None:
                     found[str(d)] = to_info(queue, shard, record)
@@ -138,36 +133,32 @@ class InspectionMixin:
         """Jobs in ``state`` over every healthy shard. For PENDING, ``future``
         picks jobs whose run_after is still ahead instead of runnable ones."""
         state = JobState.parse(state)
-        config = self.queue_config(queue)
-        search = self._body_search(body_regex)
+        config = self._configs.get(queue)
+        search = self.body_search(body_regex)
         priorities = self._priorities(config, priority)
         total = 0
-        for backend in self.shards.require_healthy():
+        for backend in self._shards.require_healthy():
             for p in priorities:
                 if search is not None:
-                    total += sum(1 for _ in self._matching_records(
+                    total += sum(1 for _ in self.matching_records(
                         backend, queue, p, state, search, None, future, what="count",
                         narrow="give a priority, a state with fewer jobs, or count without a regex"))
                 else:
-                    total += self._on_shard(backend, lambda b, p=p: b.count(queue, p, state, future))  # type: ignore[misc]
+                    total += self._count_on(backend, queue, p, state, future)
         return total
 
     def count_by_shard(self, queue: str) -> dict[str, dict[str, int]]:
         """Per shard: jobs by state (pending split into now and future), for
         dashboards. A shard that is down reports nothing."""
-        config = self.queue_config(queue)
+        config = self._configs.get(queue)
         out: dict[str, dict[str, int]] = {}
-        for backend in self.shards.healthy():
+        for backend in self._shards.healthy():
             counts: dict[str, int] = defaultdict(int)
             try:
                 for p in range(1, config.priorities + 1):
                     for state in JobState:
-                        counts[state.name.lower()] += self._on_shard(
-                            backend, lambda b, p=p, s=state: b.count(queue, p, s, False)  # type: ignore[misc]
-                        )
-                    counts["pending_future"] += self._on_shard(
-                        backend, lambda b, p=p: b.count(queue, p, JobState.PENDING, True)  # type: ignore[misc]
-                    )
+                        counts[state.name.lower()] += self._count_on(backend, queue, p, state, False)
+                    counts["pending_future"] += self._count_on(backend, queue, p, JobState.PENDING, True)
             except ShardUnavailable:
                 continue
             out[backend.shard_id] = dict(counts)
@@ -190,15 +181,15 @@ class InspectionMixin:
         otherwise), one page at a time; pass the returned continuation to get
         the next page, until it is CONTINUATION_END."""
         state = JobState.parse(state)
-        config = self.queue_config(queue)
+        config = self._configs.get(queue)
         check_limit(limit)
         after = cont.decode(continuation)
         # With a regex, a page ends early (with a continuation) once it has
         # examined its share of bodies or used its time budget.
-        search = self._body_search(body_regex, max_bodies=REGEX_SCAN_BUDGET)
+        search = self.body_search(body_regex, max_bodies=REGEX_SCAN_BUDGET)
         sources = [
             (backend, p)
-            for backend in self.shards.require_healthy()
+            for backend in self._shards.require_healthy()
             for p in self._priorities(config, priority)
         ]
         streams = [
@@ -237,9 +228,7 @@ class InspectionMixin:
     ) -> Iterator[tuple[cont.ScanKey, str, JobRecord]]:
         """One (shard, priority) source in scan order, fetched page by page."""
         while True:
-            page = self._on_shard(
-                backend, lambda b: b.scan(queue, priority, state, future, before, _PAGE, include_body)  # noqa: B023
-            )
+            page = self._scan_page(backend, queue, priority, state, future, before, include_body)
             for record in page:
                 key = cont.ScanKey(record.sort_time_ms, backend.shard_id, priority, record.local_id)
                 yield key, backend.shard_id, record
@@ -247,18 +236,18 @@ class InspectionMixin:
                 return
             before = (page[-1].sort_time_ms, page[-1].local_id)
 
-    def _body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
+    def body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
         """The call's regex and budget (None without a regex); a bad pattern
         fails here, before any shard is read."""
         regex = compile_body_regex(body_regex)
         if regex is None or body_regex is None:
             return None
-        bodies = self.settings.regex_max_bodies
+        bodies = self._settings.regex_max_bodies
         if max_bodies is not None:
             bodies = min(bodies, max_bodies)
-        return BodySearch(body_regex, regex, bodies, self.settings.regex_budget_s)
+        return BodySearch(body_regex, regex, bodies, self._settings.regex_budget_s)
 
-    def _matching_records(
+    def matching_records(
         self,
         backend: ShardBackend,
         queue: str,
@@ -282,3 +271,62 @@ class InspectionMixin:
                 found += 1
                 if limit is not None and found >= limit:
                     return
+
+    # -- one shard (the dashboard's reads) ------------------------------------
+    # These take no queue config (the dashboard counts queues whose stored
+    # config is damaged too), so they check their input themselves: a bad
+    # argument must fail here, not count against the shard's health.
+    def count_on_shard(
+        self, shard_id: str, queue: str, priority: int, state: JobState | str | int, future: bool = False
+    ) -> int:
+        """Jobs in ``state`` of one (queue, priority) on one shard."""
+        backend = self._one_shard(shard_id, queue, priority)
+        return self._count_on(backend, queue, priority, JobState.parse(state), future)
+
+    def oldest_pending(self, shard_id: str, queue: str, priority: int) -> JobInfo | None:
+        """The (queue, priority)'s oldest runnable pending job on one shard,
+        without its body; None when there is none."""
+        # Dequeue order is oldest run_after first, so a dry-run peek of one
+        # job finds it; a lookup then gives its run_after.
+        backend = self._one_shard(shard_id, queue, priority)
+        peeked = self._shards.call(backend, lambda b: b.peek(queue, priority, 1))
+        if not peeked:
+            return None
+        [record] = self._lookup_on(backend, queue, priority, [peeked[0].local_id], False)
+        if record is None:  # dequeued between the two calls
+            return None
+        return to_info(queue, shard_id, record)
+
+    def shard_now_ms(self, shard_id: str) -> int:
+        """The shard's own clock (the one its jobs' times are on)."""
+        return self._shards.call(self._one_shard(shard_id), lambda b: b.now_ms())
+
+    def _one_shard(self, shard_id: str, queue: str | None = None, priority: int | None = None) -> ShardBackend:
+        if shard_id not in self._shards.ids:
+            raise InvalidRequest(f"no shard {shard_id!r}: the shards are {self._shards.ids}")
+        if queue is not None:
+            validate_queue_name(queue)
+        if priority is not None and (type(priority) is not int or not 1 <= priority <= MAX_PRIORITIES):
+            raise InvalidRequest(f"priority must be an integer from 1 to {MAX_PRIORITIES}, got {priority!r}")
+        return self._shards.get(shard_id)
+
+    # -- shard calls, one typed helper each ----------------------------------------
+    def _count_on(self, backend: ShardBackend, queue: str, priority: int, state: JobState, future: bool) -> int:
+        return self._shards.call(backend, lambda b: b.count(queue, priority, state, future))
+
+    def _lookup_on(
+        self, backend: ShardBackend, queue: str, priority: int, ids: list[int], include_body: bool
+    ) -> list[JobRecord | None]:
+        return self._shards.call(backend, lambda b: b.lookup(queue, priority, ids, include_body))
+
+    def _scan_page(
+        self,
+        backend: ShardBackend,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        include_body: bool,
+    ) -> list[JobRecord]:
+        return self._shards.call(backend, lambda b: b.scan(queue, priority, state, future, before, _PAGE, include_body))

@@ -11,8 +11,8 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from pinlater import counters
 from pinlater.backends.base import ShardUnavailable
+from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.states import JobState
 
@@ -56,48 +56,35 @@ class Monitor:
 
     def run_once(self) -> MonitorStats:
         stats = MonitorStats()
-        configs = self.service.control.list_queues()
-        if self.queues is not None:
-            configs = {name: c for name, c in configs.items() if name in self.queues}
-        for backend in self.service.shards.all():
-            if not self.service.shards.is_healthy(backend.shard_id):
-                stats.shards_skipped.append(backend.shard_id)
+        configs = self.service.queue_configs(self.queues)
+        for shard_id, health in self.service.shard_status().items():
+            if not health.healthy:
+                stats.shards_skipped.append(shard_id)
                 continue
             try:
                 for config in configs.values():
                     for p in range(1, config.priorities + 1):
-                        for _ in range(MAX_BATCHES_PER_STEP):
-                            expired = self.service.shards.call(
-                                backend,
-                                lambda b, q=config.name, p=p, t=config.claim_timeout_ms: b.expire_claims(  # type: ignore[misc]
-                                    q, p, t, BATCH
-                                ),
-                            )
-                            stats.claims_repended += expired.repended
-                            stats.claims_failed += expired.failed
-                            self.service.counters.add(
-                                config.name, counters.CLAIMS_EXPIRED, expired.repended + expired.failed
-                            )
-                            if expired.repended + expired.failed < BATCH:
-                                break
-                        stats.succeeded_collected += self._gc(
-                            backend, config.name, p, JobState.SUCCEEDED, config.succeeded_retention_ms
-                        )
-                        stats.failed_collected += self._gc(
-                            backend, config.name, p, JobState.FAILED, config.failed_retention_ms
-                        )
+                        self._expire(shard_id, config, p, stats)
+                        stats.succeeded_collected += self._gc(shard_id, config, p, JobState.SUCCEEDED)
+                        stats.failed_collected += self._gc(shard_id, config, p, JobState.FAILED)
             except ShardUnavailable as exc:
-                stats.shards_skipped.append(backend.shard_id)
-                stats.errors.append(f"shard {backend.shard_id}: {exc}")
+                stats.shards_skipped.append(shard_id)
+                stats.errors.append(f"shard {shard_id}: {exc}")
         log.info("monitor pass: %s", stats.as_dict())
         return stats
 
-    def _gc(self, backend, queue: str, priority: int, state: JobState, retention_ms: int) -> int:  # type: ignore[no-untyped-def]
+    def _expire(self, shard_id: str, config: QueueConfig, priority: int, stats: MonitorStats) -> None:
+        for _ in range(MAX_BATCHES_PER_STEP):
+            expired = self.service.expire_claims(shard_id, config, priority, BATCH)
+            stats.claims_repended += expired.repended
+            stats.claims_failed += expired.failed
+            if expired.repended + expired.failed < BATCH:
+                return
+
+    def _gc(self, shard_id: str, config: QueueConfig, priority: int, state: JobState) -> int:
         total = 0
         for _ in range(MAX_BATCHES_PER_STEP):
-            n: int = self.service.shards.call(
-                backend, lambda b: b.gc(queue, priority, state, retention_ms, BATCH)
-            )
+            n = self.service.collect_finished(shard_id, config, priority, state, BATCH)
             total += n
             if n < BATCH:
                 break

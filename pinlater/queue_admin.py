@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import hmac
 import logging
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable, Sequence
 
-from pinlater.backends.base import JobRecord, ShardBackend
+from pinlater.backends.base import ExpiredClaims, ShardBackend
+from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
-from pinlater.counters import RETRIED_BY_OPERATOR, EventCounters
-from pinlater.errors import InvalidRequest, PasswordInvalid, QueueNotFound, ShardConnectionFailed
+from pinlater.counters import CLAIMS_EXPIRED, RETRIED_BY_OPERATOR, EventCounters
+from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
+from pinlater.inspection import BodySearch, Inspector
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, hash_secret
@@ -21,43 +20,28 @@ from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
 
-if TYPE_CHECKING:
-    from pinlater.inspection import BodySearch
-
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-class QueueAdminMixin:
-    settings: Settings
-    shards: ShardSet
-    control: ControlStore
-    _config_cache: dict[str, tuple[float, QueueConfig]]
-    _cache_lock: threading.Lock
-    counters: EventCounters
+class QueueAdmin:
+    """Queues and the operator's actions on their jobs. Deleting by body
+    regex finds its jobs through the ``Inspector``'s body search."""
 
-    if TYPE_CHECKING:
-
-        def _on_shard(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
-            raise NotImplementedError
-
-        def _body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
-            raise NotImplementedError
-
-        def _matching_records(
-            self,
-            backend: ShardBackend,
-            queue: str,
-            priority: int,
-            state: JobState,
-            search: BodySearch,
-            limit: int | None,
-            future: bool = False,
-            *,
-            what: str,
-            narrow: str,
-        ) -> Iterator[JobRecord]:
-            raise NotImplementedError
+    def __init__(
+        self,
+        shards: ShardSet,
+        control: ControlStore,
+        configs: QueueConfigCache,
+        counters: EventCounters,
+        inspector: Inspector,
+        settings: Settings,
+    ) -> None:
+        self._shards = shards
+        self._control = control
+        self._configs = configs
+        self._counters = counters
+        self._inspector = inspector
+        self._settings = settings
 
     # -- queues -----------------------------------------------------------------
     def create_queue(
@@ -75,7 +59,7 @@ class QueueAdminMixin:
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
         fields: dict[str, object] = {
-            "priorities": self.settings.default_priorities if priorities is None else priorities
+            "priorities": self._settings.default_priorities if priorities is None else priorities
         }
         for key, value in (
             ("max_dequeue_rate", max_dequeue_rate),
@@ -90,11 +74,11 @@ class QueueAdminMixin:
             config = QueueConfig(name=name, **fields)  # type: ignore[arg-type]
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
-        if not self.control.create_queue(config):
-            config = self.control.get_queue(name) or config
-        for backend in self.shards.healthy():
-            self._on_shard(backend, lambda b: b.create_queue(name, config.priorities))
-        self._forget_config(name)
+        if not self._control.create_queue(config):
+            config = self._control.get_queue(name) or config
+        for backend in self._shards.healthy():
+            self._shards.call(backend, lambda b: b.create_queue(name, config.priorities))
+        self._configs.forget(name)
         return config
 
     def delete_queue(self, name: str, password: str | None) -> None:
@@ -102,66 +86,62 @@ class QueueAdminMixin:
         configured admin secret; idempotent."""
         validate_queue_name(name)
         self.check_admin_secret(password)
-        down = [s for s in self.shards.ids if not self.shards.is_healthy(s)]
+        down = [s for s in self._shards.ids if not self._shards.is_healthy(s)]
         if down:
             raise ShardConnectionFailed(
                 f"cannot delete queue {name!r} while shards {down} are down: its jobs there would survive"
             )
-        for backend in self.shards.all():
-            self._on_shard(backend, lambda b: b.delete_queue(name))
-        self.control.delete_queue(name)
-        self._forget_config(name)
+        for backend in self._shards.all():
+            self._shards.call(backend, lambda b: b.delete_queue(name))
+        self._control.delete_queue(name)
+        self._configs.forget(name)
 
     def check_admin_secret(self, password: str | None) -> None:
-        expected = self.settings.admin_secret_sha256
+        """PasswordInvalid unless ``password`` is the configured admin secret."""
+        expected = self._settings.admin_secret_sha256
         if expected is None:
             raise PasswordInvalid("no admin secret is configured (PINLATER_ADMIN_SECRET); refusing")
         if password is None or not hmac.compare_digest(hash_secret(password), expected):
             raise PasswordInvalid("wrong admin secret")
 
     def queue_names(self) -> set[str]:
+        """Every queue's name."""
         # Names from the stored texts: a queue whose config is damaged still exists.
-        return set(self.control.queue_config_texts())
+        return set(self._control.queue_config_texts())
 
-    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
-        """The queue's config, cached for ``config_ttl_s`` so that a change by
-        any process is seen everywhere within that time."""
-        validate_queue_name(name)
-        now = time.monotonic()
-        if not fresh:
-            with self._cache_lock:
-                cached = self._config_cache.get(name)
-            if cached is not None and now - cached[0] < self.settings.config_ttl_s:
-                return cached[1]
-        try:
-            config = self.control.get_queue(name)
-        except ShardConnectionFailed as exc:
-            # Keep working on the last known config while the control store is away.
-            with self._cache_lock:
-                stale = self._config_cache.get(name)
-            if stale is None:
-                raise
-            log.warning("control store unreachable, using the cached config of %s: %s", name, exc)
-            return stale[1]
-        if config is None:
-            self._forget_config(name)
-            raise QueueNotFound(f"queue {name!r} does not exist (create it first)")
-        with self._cache_lock:
-            self._config_cache[name] = (now, config)
-        return config
+    def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
+        """Every queue's config (or those of ``names`` that exist), read now;
+        a damaged one is left out, logged."""
+        if names is None:
+            return self._control.list_queues()
+        # One read per name: a monitor of a few queues need not parse every config.
+        configs: dict[str, QueueConfig] = {}
+        for name in names:
+            try:
+                config = self._control.get_queue(name)
+            except ConfigUnreadable as exc:
+                log.error("%s", exc.message)
+                continue
+            if config is not None:
+                configs[name] = config
+        return configs
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        """Every queue's stored config text, damaged ones included."""
+        return self._control.queue_config_texts()
 
     def update_queue(self, name: str, **changes: object) -> QueueConfig:
         """Change a queue's config at run time (rate, pause, claim timeout,
         retry policy, retention); every process sees it within config_ttl_s."""
-        current = self.queue_config(name, fresh=True)
+        current = self._configs.get(name, fresh=True)
         if "priorities" in changes and changes["priorities"] != current.priorities:
             raise InvalidRequest("the number of priorities of an existing queue cannot change")
         try:
             updated = current.with_changes(**changes)
         except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"invalid queue change: {exc}") from None
-        self.control.put_queue(updated)
-        self._forget_config(name)
+        self._control.put_queue(updated)
+        self._configs.forget(name)
         return updated
 
     def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
@@ -173,13 +153,9 @@ class QueueAdminMixin:
     def resume(self, name: str) -> QueueConfig:
         return self.update_queue(name, paused=False)
 
-    def _forget_config(self, name: str) -> None:
-        with self._cache_lock:
-            self._config_cache.pop(name, None)
-
-    def _ensure_queues_on(self, backend: ShardBackend) -> None:
+    def ensure_queues_on(self, backend: ShardBackend) -> None:
         """A shard that comes back gets storage for queues created while it was down."""
-        for config in self.control.list_queues().values():
+        for config in self._control.list_queues().values():
             backend.create_queue(config.name, config.priorities)
 
     # -- operator actions ------------------------------------------------------------------
@@ -193,19 +169,17 @@ class QueueAdminMixin:
         limit: int = 1000,
     ) -> int:
         """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
-        config = self.queue_config(queue)
+        config = self._configs.get(queue)
         check_attempts(attempts)
         check_limit(limit)
         check_timestamp(run_after_ms)
         priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
         done = 0
-        for backend in self.shards.require_healthy():
+        for backend in self._shards.require_healthy():
             for p in priorities:
                 if done < limit:
-                    done += self._on_shard(
-                        backend, lambda b, p=p, n=limit - done: b.retry_failed(queue, p, attempts, run_after_ms, n)  # type: ignore[misc]
-                    )
-        self.counters.add(queue, RETRIED_BY_OPERATOR, done)
+                    done += self._retry_failed_on(backend, queue, p, attempts, run_after_ms, limit - done)
+        self._counters.add(queue, RETRIED_BY_OPERATOR, done)
         return done
 
     def delete_jobs(
@@ -223,11 +197,11 @@ class QueueAdminMixin:
         that hits the budget fails with RegexBudgetExceeded having deleted
         nothing."""
         state = JobState.parse(state)
-        config = self.queue_config(queue)
+        config = self._configs.get(queue)
         check_limit(limit)
-        search = self._body_search(body_regex)
+        search = self._inspector.body_search(body_regex)
         priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
-        backends = self.shards.require_healthy()
+        backends = self._shards.require_healthy()
         if search is not None:
             return self._delete_matching(queue, state, priorities, backends, search, limit)
         done = 0
@@ -235,9 +209,7 @@ class QueueAdminMixin:
             for p in priorities:
                 if done >= limit:
                     return done
-                done += self._on_shard(
-                    backend, lambda b, p=p, n=limit - done: b.delete(queue, p, state, None, n)  # type: ignore[misc]
-                )
+                done += self._delete_on(backend, queue, p, state, None, limit - done)
         return done
 
     def _delete_matching(
@@ -259,7 +231,7 @@ class QueueAdminMixin:
                 ids = [
                     r.local_id
                     for future in ((False, True) if state is JobState.PENDING else (False,))
-                    for r in self._matching_records(
+                    for r in self._inspector.matching_records(
                         backend, queue, p, state, search, wanted, future, what="delete",
                         narrow="nothing was deleted; give a priority, a smaller limit, or a state with fewer jobs")
                 ][:wanted]
@@ -268,8 +240,41 @@ class QueueAdminMixin:
                     wanted -= len(ids)
         done = 0
         for backend, p, ids in found:
-            done += self._on_shard(
-                backend, lambda b, p=p, ids=ids: b.delete(queue, p, state, ids, len(ids))  # type: ignore[misc]
-            )
+            done += self._delete_on(backend, queue, p, state, ids, len(ids))
         return done
+
+    # -- the monitor's steps ----------------------------------------------------------
+    def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
+        """Claims older than the queue's claim timeout on one shard, up to
+        ``limit``: re-pended, or failed at their last attempt."""
+        expired = self._shards.call(
+            self._shards.get(shard_id),
+            lambda b: b.expire_claims(config.name, priority, config.claim_timeout_ms, limit),
+        )
+        self._counters.add(config.name, CLAIMS_EXPIRED, expired.repended + expired.failed)
+        return expired
+
+    def collect_finished(
+        self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int
+    ) -> int:
+        """Deletes up to ``limit`` jobs in terminal ``state`` older than the
+        queue's retention for that state on one shard; returns how many."""
+        retentions = {JobState.SUCCEEDED: config.succeeded_retention_ms, JobState.FAILED: config.failed_retention_ms}
+        if state not in retentions:
+            raise InvalidRequest(f"only finished jobs are collected, not {state.name}")
+        retention_ms = retentions[state]
+        return self._shards.call(
+            self._shards.get(shard_id), lambda b: b.gc(config.name, priority, state, retention_ms, limit)
+        )
+
+    # -- shard calls, one typed helper each ----------------------------------------
+    def _retry_failed_on(
+        self, backend: ShardBackend, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
+    ) -> int:
+        return self._shards.call(backend, lambda b: b.retry_failed(queue, priority, attempts, run_after_ms, limit))
+
+    def _delete_on(
+        self, backend: ShardBackend, queue: str, priority: int, state: JobState, ids: list[int] | None, limit: int
+    ) -> int:
+        return self._shards.call(backend, lambda b: b.delete(queue, priority, state, ids, limit))
 

@@ -3,18 +3,26 @@
 ``JobService`` is what application code and the Thrift server both call. It
 validates input, picks shards, applies queue configs (retry policy, rate
 limit) and routes each descriptor to its shard; the shard backends make the
-transitions atomically. Read-side operations (lookup, count, scan) live in
-``pinlater.inspection`` and are mixed in here so that one object is the
-whole client interface.
+transitions atomically. Enqueue, dequeue, ACK and checkpoint are here; the
+service hands queue administration to a ``QueueAdmin``
+(``pinlater.queue_admin``) and reads (lookup, count, scan) to an
+``Inspector`` (``pinlater.inspection``), both over the same shard set and
+queue config cache, so that one object is the whole client interface.
+
+Besides the client interface (``PinLaterClient``), the service answers the
+operators' tools (dashboard, monitor, CLI, demos) through a few read-only
+methods (shard status, queue configs, per-shard counts, the oldest pending
+job, event rates) and the monitor's two steps, so that nothing outside
+reaches into its shards or control store.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from pinlater import counters
@@ -23,11 +31,13 @@ from pinlater.backends.base import (
     AckItem,
     CheckpointItem,
     EnqueueItem,
+    ExpiredClaims,
     FailItem,
     ShardBackend,
     ShardUnavailable,
 )
 from pinlater.client_api import PinLaterClient
+from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.control.factory import open_control_store
 from pinlater.counters import EventCounters
@@ -40,13 +50,15 @@ from pinlater.errors import (
     PinLaterError,
 )
 from pinlater.idempotency import enqueue_once
-from pinlater.inspection import InspectionMixin
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
-from pinlater.queue_admin import QueueAdminMixin
+from pinlater.inspection import Inspector
+from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.queue_admin import QueueAdmin
 from pinlater.queue_config import QueueConfig
 from pinlater.ratelimit import RateLimiter
+from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
-from pinlater.shards import ShardSet
+from pinlater.shards import ShardHealth, ShardSet
+from pinlater.states import JobState
 from pinlater.validation import (
     check_attempts,
     check_batch,
@@ -63,7 +75,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class JobService(QueueAdminMixin, InspectionMixin):
+class JobService:
+    """The in-process client (``PinLaterClient``) and the operators' API.
+    ``shards``, ``control`` and ``counters`` are its own parts, public for
+    its tests; other code uses the methods."""
+
     def __init__(
         self,
         shards: ShardSet,
@@ -75,11 +91,12 @@ class JobService(QueueAdminMixin, InspectionMixin):
         self.shards = shards
         self.control = control
         self.source = check_source(source or default_source())
-        self._config_cache: dict[str, tuple[float, QueueConfig]] = {}
-        self._cache_lock = threading.Lock()
+        self._configs = QueueConfigCache(control, self.settings.config_ttl_s)
         self.rate_limiter = RateLimiter(control, self.settings.rate_burst_s)
         self.counters = EventCounters(control)
-        shards.on_recover(self._ensure_queues_on)
+        self._inspector = Inspector(shards, self._configs, self.settings)
+        self._admin = QueueAdmin(shards, control, self._configs, self.counters, self._inspector, self.settings)
+        shards.on_recover(self._admin.ensure_queues_on)
         shards.start_probing()
 
     @classmethod
@@ -103,6 +120,58 @@ class JobService(QueueAdminMixin, InspectionMixin):
 
     def _on_shard(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
         return self.shards.call(backend, fn)
+
+    # -- queues (QueueAdmin) ----------------------------------------------------------
+    def create_queue(
+        self,
+        name: str,
+        *,
+        priorities: int | None = None,
+        max_dequeue_rate: float | None = None,
+        claim_timeout_ms: int | None = None,
+        retry: RetryPolicy | None = None,
+        succeeded_retention_ms: int | None = None,
+        failed_retention_ms: int | None = None,
+    ) -> QueueConfig:
+        """Idempotent: an existing queue keeps its config and is returned."""
+        return self._admin.create_queue(
+            name, priorities=priorities, max_dequeue_rate=max_dequeue_rate, claim_timeout_ms=claim_timeout_ms,
+            retry=retry, succeeded_retention_ms=succeeded_retention_ms, failed_retention_ms=failed_retention_ms,
+        )
+
+    def delete_queue(self, name: str, password: str | None) -> None:
+        """Drops the queue and every job in it, on every shard (needs the admin secret)."""
+        self._admin.delete_queue(name, password)
+
+    def check_admin_secret(self, password: str | None) -> None:
+        """PasswordInvalid unless ``password`` is the configured admin secret."""
+        self._admin.check_admin_secret(password)
+
+    def queue_names(self) -> set[str]:
+        """Every queue's name."""
+        return self._admin.queue_names()
+
+    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
+        """The queue's config, cached for ``config_ttl_s`` so that a change by
+        any process is seen everywhere within that time."""
+        return self._configs.get(name, fresh=fresh)
+
+    def update_queue(self, name: str, **changes: object) -> QueueConfig:
+        """Change a queue's config at run time (rate, pause, claim timeout,
+        retry policy, retention); every process sees it within config_ttl_s."""
+        return self._admin.update_queue(name, **changes)
+
+    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
+        """Sets the queue's max dequeue rate (None: unlimited, 0: paused)."""
+        return self._admin.set_rate(name, jobs_per_second)
+
+    def pause(self, name: str) -> QueueConfig:
+        """Stops every dequeue of the queue."""
+        return self._admin.pause(name)
+
+    def resume(self, name: str) -> QueueConfig:
+        """Lets a paused queue be dequeued again at its rate."""
+        return self._admin.resume(name)
 
     # -- enqueue -------------------------------------------------------------------
     def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
@@ -248,13 +317,12 @@ class JobService(QueueAdminMixin, InspectionMixin):
         errors: list[str] = []
         for backend, acks in succeeded_by_shard:
             items = [AckItem(d.priority, d.local_id, source, a.append_custom_status) for d, a in acks]
-            self._apply(backend, acks, lambda b, i=items: b.ack_succeeded(queue, i), result, errors)  # type: ignore[misc]
+            self._apply(backend, acks, partial(_ack_succeeded, queue=queue, items=items), result, errors)
         self.counters.add(queue, counters.SUCCEEDED, len(result.acked))
         applied_before_failures = len(result.acked)
         for backend, acks in failed_by_shard:
-            self._apply(
-                backend, acks, lambda b, a=acks: self._fail_on(b, queue, config, a, source), result, errors  # type: ignore[misc]
-            )
+            fail = partial(self._fail_on, queue=queue, config=config, acks=acks, source=source)
+            self._apply(backend, acks, fail, result, errors)
         self.counters.add(queue, counters.FAILED, len(result.acked) - applied_before_failures)
         if errors:
             raise AckNotApplied(
@@ -321,7 +389,7 @@ class JobService(QueueAdminMixin, InspectionMixin):
                 )
                 for d, c in pairs
             ]
-            self._apply(backend, pairs, lambda b, i=items: b.checkpoint(queue, i), result, errors)  # type: ignore[misc]
+            self._apply(backend, pairs, partial(_checkpoint, queue=queue, items=items), result, errors)
         if errors:
             raise AckNotApplied(
                 f"{len(result.unapplied)} checkpoints not applied: {'; '.join(errors)}", result
@@ -364,6 +432,141 @@ class JobService(QueueAdminMixin, InspectionMixin):
             return
         for (d, _), ok in zip(pairs, applied, strict=True):
             (result.acked if ok else result.stale).append(str(d))
+
+
+    # -- operator actions (QueueAdmin) ---------------------------------------------------
+    def retry_failed(
+        self,
+        queue: str,
+        *,
+        priority: int | None = None,
+        attempts: int = 1,
+        run_after_ms: int | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
+        return self._admin.retry_failed(
+            queue, priority=priority, attempts=attempts, run_after_ms=run_after_ms, limit=limit
+        )
+
+    def delete_jobs(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        body_regex: str | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """Deletes up to ``limit`` jobs in ``state`` (optionally only those
+        whose body matches ``body_regex``, all found before any is deleted)."""
+        return self._admin.delete_jobs(queue, state, priority=priority, body_regex=body_regex, limit=limit)
+
+    # -- reads (Inspector) ---------------------------------------------------------------
+    def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
+        """Jobs by descriptor; unknown descriptors (and queues) are left out."""
+        return self._inspector.lookup(descriptors, include_body=include_body)
+
+    def count(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        body_regex: str | None = None,
+    ) -> int:
+        """Jobs in ``state`` over every healthy shard. For PENDING, ``future``
+        picks jobs whose run_after is still ahead instead of runnable ones."""
+        return self._inspector.count(queue, state, priority=priority, future=future, body_regex=body_regex)
+
+    def count_by_shard(self, queue: str) -> dict[str, dict[str, int]]:
+        """Per healthy shard: the queue's jobs by state (pending split into now and future)."""
+        return self._inspector.count_by_shard(queue)
+
+    def scan(
+        self,
+        queue: str,
+        state: JobState | str | int,
+        *,
+        priority: int | None = None,
+        future: bool = False,
+        continuation: str = "0",
+        limit: int = 100,
+        body_regex: str | None = None,
+        include_body: bool = False,
+    ) -> ScanResult:
+        """Jobs in ``state``, newest first, one page at a time; pass the
+        returned continuation to get the next page, until it is CONTINUATION_END."""
+        return self._inspector.scan(
+            queue, state, priority=priority, future=future, continuation=continuation, limit=limit,
+            body_regex=body_regex, include_body=include_body,
+        )
+
+    # -- for operators' tools: dashboard, monitor, CLI, demos ----------------------------------
+    def shard_ids(self) -> list[str]:
+        """Every shard's id, in configuration order."""
+        return self.shards.ids
+
+    def shard_status(self, *, probe: bool = False) -> dict[str, ShardHealth]:
+        """Each shard's health as the prober sees it (after pinging every shard now, with ``probe``)."""
+        if probe:
+            self.shards.probe_once()
+        return self.shards.status()
+
+    def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
+        """Every queue's config (or those of ``names`` that exist), read now; a damaged one is left out."""
+        return self._admin.queue_configs(names)
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        """Every queue's stored config text, damaged ones included."""
+        return self._admin.queue_config_texts()
+
+    def count_on_shard(
+        self, shard_id: str, queue: str, priority: int, state: JobState | str | int, future: bool = False
+    ) -> int:
+        """Jobs in ``state`` of one (queue, priority) on one shard."""
+        return self._inspector.count_on_shard(shard_id, queue, priority, state, future)
+
+    def oldest_pending(self, shard_id: str, queue: str, priority: int) -> JobInfo | None:
+        """The oldest runnable pending job of one (queue, priority) on one shard, without its body."""
+        return self._inspector.oldest_pending(shard_id, queue, priority)
+
+    def shard_now_ms(self, shard_id: str | None = None) -> int:
+        """A shard's own clock, the one its jobs' times are on (default: the first shard's)."""
+        return self._inspector.shard_now_ms(shard_id or self.shards.ids[0])
+
+    def recent_rates(self, minutes: int = 5) -> dict[str, dict[str, float]]:
+        """queue -> event -> events per second over the last ``minutes`` minutes and the current one."""
+        return counters.recent_rates(self.control, minutes)
+
+    def recent_totals(self, minutes: int = 60) -> dict[str, dict[str, int]]:
+        """queue -> event -> events counted in the last ``minutes`` minutes."""
+        return counters.recent_totals(self.control, minutes)
+
+    def minute_series(
+        self, queues: Collection[str] | None = None, minutes: int = 60, now: float | None = None
+    ) -> dict[str, dict[str, list[int]]]:
+        """queue -> event -> events in each of the last ``minutes`` minutes, oldest first."""
+        return counters.minute_series(self.control, queues, minutes, now)
+
+    def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
+        """The monitor's step: up to ``limit`` timed-out claims on one shard re-pended or failed."""
+        return self._admin.expire_claims(shard_id, config, priority, limit)
+
+    def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
+        """The monitor's step: deletes up to ``limit`` finished jobs past their retention on one shard."""
+        return self._admin.collect_finished(shard_id, config, priority, state, limit)
+
+
+# The backend calls of ack and checkpoint, as functions of the backend (for
+# ShardSet.call) whose other arguments functools.partial binds.
+def _ack_succeeded(backend: ShardBackend, queue: str, items: list[AckItem]) -> list[bool]:
+    return backend.ack_succeeded(queue, items)
+
+
+def _checkpoint(backend: ShardBackend, queue: str, items: list[CheckpointItem]) -> list[bool]:
+    return backend.checkpoint(queue, items)
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:

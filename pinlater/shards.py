@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
@@ -93,9 +93,10 @@ class ShardSet:
         with self._lock:
             return self._health[shard_id].healthy
 
-    def status(self) -> dict[str, dict[str, object]]:
+    def status(self) -> dict[str, ShardHealth]:
+        """Each shard's health now (copies: they do not change later)."""
         with self._lock:
-            return {s: self._health[s].as_dict() for s in self._order}
+            return {s: replace(self._health[s]) for s in self._order}
 
     # -- bookkeeping ------------------------------------------------------------
     def call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:

@@ -24,7 +24,7 @@ from pinlater.errors import (
 def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     [d] = cluster.enqueue(queue_name, [Job(b"secret body")])
-    shard = cluster.shards.ids[0]
+    shard = cluster.shard_ids()[0]
     unknown = f"{queue_name}:s{shard}:p1:999999"
     other_queue = f"nosuchqueue:s{shard}:p1:1"
     found = cluster.lookup([d, unknown, other_queue])
@@ -40,14 +40,14 @@ def test_malformed_and_foreign_descriptors_are_refused(cluster: JobService, queu
     with pytest.raises(InvalidRequest, match="shard"):
         cluster.lookup([f"{queue_name}:sZZ9:p1:1"])
     with pytest.raises(InvalidRequest, match="not in queue"):
-        cluster.ack(queue_name, succeeded=[Ack(f"other:s{cluster.shards.ids[0]}:p1:1")])
+        cluster.ack(queue_name, succeeded=[Ack(f"other:s{cluster.shard_ids()[0]}:p1:1")])
     with pytest.raises(PriorityNotSupported):
-        cluster.ack(queue_name, succeeded=[Ack(f"{queue_name}:s{cluster.shards.ids[0]}:p9:1")])
+        cluster.ack(queue_name, succeeded=[Ack(f"{queue_name}:s{cluster.shard_ids()[0]}:p9:1")])
 
 
 def test_count_by_state_priority_future_and_regex(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shards.all()[0].now_ms()
+    now = cluster.shard_now_ms()
     cluster.enqueue(queue_name, [Job(b"user:1", priority=1), Job(b"user:2", priority=2)])
     cluster.enqueue(queue_name, [Job(b"board:1", priority=2, run_after_ms=now + 600_000)])
     assert cluster.count(queue_name, "pending") == 2
@@ -60,7 +60,7 @@ def test_count_by_state_priority_future_and_regex(cluster: JobService, queue_nam
 
 def test_scan_pages_newest_first_with_a_working_continuation(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shards.all()[0].now_ms()
+    now = cluster.shard_now_ms()
     expected: list[tuple[int, str]] = []
     for _batch in range(5):
         jobs = [Job(b"j", priority=1 + i % 3, run_after_ms=now + 1000 * (i % 4)) for i in range(60)]
@@ -96,7 +96,7 @@ def test_scan_filters_by_body_regex_and_shows_body_on_request(cluster: JobServic
 
 def test_delete_jobs_by_state_and_regex(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    later = cluster.shards.all()[0].now_ms() + 3_600_000
+    later = cluster.shard_now_ms() + 3_600_000
     cluster.enqueue(queue_name, [Job(b"spam-%d" % i) for i in range(3)] + [Job(b"ham")] * 3)
     cluster.enqueue(queue_name, [Job(b"spam-later", run_after_ms=later)])  # scheduled jobs are pending too
     assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam", limit=3) == 3
@@ -121,7 +121,7 @@ def test_dry_run_peeks_without_claiming(cluster: JobService, queue_name: str) ->
 def test_coverage_visits_a_share_of_the_shards(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     by_shard: dict[str, int] = {}
-    while len(by_shard) < len(cluster.shards.ids):  # jobs on every shard
+    while len(by_shard) < len(cluster.shard_ids()):  # jobs on every shard
         [d] = cluster.enqueue(queue_name, [Job(b"x")])
         shard = d.split(":")[1][1:]
         by_shard[shard] = by_shard.get(shard, 0) + 1

@@ -22,11 +22,11 @@ def _info(cluster: JobService, descriptor: str):  # type: ignore[no-untyped-def]
 
 def test_enqueue_makes_pending_with_all_attempts(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    shard_now = min(b.now_ms() for b in cluster.shards.all())
+    shard_now = min(cluster.shard_now_ms(s) for s in cluster.shard_ids())
     descriptor = _one(cluster, queue_name, priority=2, attempts_allowed=4, custom_status="new")
     parsed = JobDescriptor.parse(descriptor)
     assert (parsed.queue, parsed.priority) == (queue_name, 2)
-    assert parsed.shard in cluster.shards.ids
+    assert parsed.shard in cluster.shard_ids()
     info = _info(cluster, descriptor)
     assert info.state is JobState.PENDING
     assert (info.attempts_allowed, info.attempts_remaining) == (4, 4)
@@ -59,7 +59,7 @@ def test_dequeue_claims_with_source(cluster: JobService, queue_name: str) -> Non
 
 def test_future_jobs_wait_for_run_after(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shards.all()[0].now_ms()
+    now = cluster.shard_now_ms()
     later = _one(cluster, queue_name, run_after_ms=now + 3_600_000)
     soon = _one(cluster, queue_name, run_after_ms=now + 300)
     assert cluster.dequeue(queue_name, 10) == []
@@ -223,7 +223,7 @@ def test_checkpoint_move_to_pending_spends_no_attempt(cluster: JobService, queue
     cluster.create_queue(queue_name)
     descriptor = _one(cluster, queue_name, attempts_allowed=3)
     cluster.dequeue(queue_name, 1)
-    run_at = cluster.shards.all()[0].now_ms() + 60_000
+    run_at = cluster.shard_now_ms() + 60_000
     result = cluster.checkpoint(queue_name, [Checkpoint(descriptor, move_to_pending=True, run_after_ms=run_at)])
     assert result.acked == [descriptor]
     info = _info(cluster, descriptor)
@@ -242,7 +242,7 @@ def test_retry_failed_grants_attempts(cluster: JobService, queue_name: str) -> N
     for job in cluster.dequeue(queue_name, 3):
         cluster.ack(queue_name, failed=[Ack(job.descriptor)])
     assert cluster.count(queue_name, "failed") == 3
-    run_at = cluster.shards.all()[0].now_ms() + 50
+    run_at = cluster.shard_now_ms() + 50
     assert cluster.retry_failed(queue_name, attempts=2, run_after_ms=run_at, limit=2) == 2
     assert cluster.retry_failed(queue_name, attempts=2, run_after_ms=run_at) == 1
     assert cluster.retry_failed(queue_name) == 0

@@ -6,13 +6,14 @@ request for ``ttl_s``."""
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 import pytest
 
 from dashboards.rates import CHART_EVENTS, RateCharts
 from pinlater.control.memory_control import MemoryControlStore
-from pinlater.counters import current_minute
+from pinlater.counters import current_minute, minute_series
 from tests.dashboards.http import call
 from tests.dashboards.support import WORK, Cluster, clear_of_minute_end, run_known_work, wait_for
 
@@ -98,7 +99,7 @@ class CountingStore(MemoryControlStore):
 def test_one_read_of_the_control_store_serves_every_window_for_ttl() -> None:
     store = CountingStore()
     store.add_counts(current_minute(), {"q": {"enqueued": 6}, "gone": {"enqueued": 99}})
-    charts = RateCharts(store, lambda: ["q", "idle"], ttl_s=60)
+    charts = RateCharts(partial(minute_series, store), lambda: ["q", "idle"], ttl_s=60)
     hour, five = charts.charts(60, 10), charts.charts(5, 10)
     assert store.reads == 1
     assert [q["name"] for q in hour["queues"]] == ["idle", "q"]  # a queue deleted since is not charted

@@ -54,7 +54,7 @@ def test_enqueue_dequeue_ack(client: ThriftClient, service: JobService, queue_na
     client.create_queue(queue_name)
     low, high = client.enqueue(queue_name, [Job(b"low", priority=2), Job(b"high", priority=1, attempts_allowed=3)])
     assert low.startswith(f"{queue_name}:s") and ":p2:" in low and ":p1:" in high
-    later = service.shards.all()[0].now_ms() + 600_000
+    later = service.shard_now_ms() + 600_000
     [future] = client.enqueue(queue_name, [Job(b"future", run_after_ms=later)])
 
     jobs = client.dequeue(queue_name, 10)
@@ -119,10 +119,10 @@ def test_dry_run_and_acks_riding_on_dequeue(client: ThriftClient, queue_name: st
 
 def test_lookup_count_and_scan(client: ThriftClient, service: JobService, queue_name: str) -> None:
     client.create_queue(queue_name)
-    now = service.shards.all()[0].now_ms()
+    now = service.shard_now_ms()
     ds = client.enqueue(queue_name, [Job(f"user:{i}".encode(), priority=1 + i % 2, run_after_ms=now - i * 1000)
                                      for i in range(7)])
-    shard = service.shards.ids[0]
+    shard = service.shard_ids()[0]
     unknown = f"{queue_name}:s{shard}:p1:999999"
     found = client.lookup([ds[0], unknown])
     assert list(found) == [ds[0]] and found[ds[0]].body is None

@@ -1,0 +1,57 @@
+"""Queue configs as the job service reads them: from the control store,
+cached per process for ``ttl_s`` so that a hot path (every enqueue, dequeue
+and ACK needs its queue's config) does not cost a control-store round trip,
+while a change by any process is seen everywhere within that time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pinlater.control.base import ControlStore
+from pinlater.errors import QueueNotFound, ShardConnectionFailed
+from pinlater.queue_config import QueueConfig, validate_queue_name
+
+log = logging.getLogger(__name__)
+
+
+class QueueConfigCache:
+    def __init__(self, control: ControlStore, ttl_s: float) -> None:
+        self._control = control
+        self._ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, QueueConfig]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, *, fresh: bool = False) -> QueueConfig:
+        """The queue's config: cached unless ``fresh``; QueueNotFound if it
+        does not exist. While the control store is unreachable, the last
+        known config is used."""
+        validate_queue_name(name)
+        now = time.monotonic()
+        if not fresh:
+            with self._lock:
+                cached = self._cache.get(name)
+            if cached is not None and now - cached[0] < self._ttl_s:
+                return cached[1]
+        try:
+            config = self._control.get_queue(name)
+        except ShardConnectionFailed as exc:
+            # Keep working on the last known config while the control store is away.
+            with self._lock:
+                stale = self._cache.get(name)
+            if stale is None:
+                raise
+            log.warning("control store unreachable, using the cached config of %s: %s", name, exc)
+            return stale[1]
+        if config is None:
+            self.forget(name)
+            raise QueueNotFound(f"queue {name!r} does not exist (create it first)")
+        with self._lock:
+            self._cache[name] = (now, config)
+        return config
+
+    def forget(self, name: str) -> None:
+        """After this process changed the queue: the next read is fresh."""
+        with self._lock:
+            self._cache.pop(name, None)
