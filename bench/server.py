@@ -29,7 +29,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import redis
@@ -91,36 +93,72 @@ def drain(backend: str, server: str | None, queue: str, jobs: int, batch: int) -
 Work = Callable[[str, str | None, str, int, int], int]
 
 
+def with_cpu(fn: Work, *args: Any) -> tuple[int, float]:
+    """``fn``'s result and the CPU seconds this (worker) process spent on it."""
+    started = time.process_time()
+    done = fn(*args)
+    return done, time.process_time() - started
+
+
+@dataclass(frozen=True)
+class Run:
+    per_s: float
+    client_cpu_us: float  # CPU of the client processes per job
+    server_cpu_us: float = 0.0  # CPU of the server's processes per job
+
+
 def run_parallel(pool: ProcessPoolExecutor, processes: int, fn: Work, backend: str, server: str | None,
-                 queue: str, jobs: int, batch: int) -> float:
+                 queue: str, jobs: int, batch: int) -> Run:
     share = jobs // processes
     start = time.perf_counter()
-    futures = [pool.submit(fn, backend, server, queue, share, batch) for _ in range(processes)]
-    done = sum(f.result() for f in futures)
+    futures = [pool.submit(with_cpu, fn, backend, server, queue, share, batch) for _ in range(processes)]
+    results = [f.result() for f in futures]
     elapsed = time.perf_counter() - start
+    done = sum(n for n, _ in results)
     if done < share * processes:
         raise RuntimeError(f"{fn.__name__} did only {done} of {share * processes} jobs")
-    return done / elapsed
+    return Run(done / elapsed, 1e6 * sum(cpu for _, cpu in results) / done)
 
 
 def measure(pool: ProcessPoolExecutor, setup: JobService, backend: str, processes: int, fn: Work,
-            server: str | None, jobs: int, batch: int) -> float:
-    """Jobs per second of ``fn`` on a new queue (drained to the last job)."""
+            server: Server | None, jobs: int, batch: int) -> Run:
+    """Throughput and CPU per job of ``fn`` on a new queue (drained to the last job)."""
     queue = f"bsrv_{batch}_{uuid.uuid4().hex[:8]}"
     setup.create_queue(queue)
     if fn is drain:  # something to drain, enqueued in-process (not timed)
         run_parallel(pool, processes, enqueue, backend, None, queue, jobs, 100)
-    rate = run_parallel(pool, processes, fn, backend, server, queue, jobs, batch)
+    server_cpu = server.cpu_s() if server else 0.0
+    run = run_parallel(pool, processes, fn, backend, server.address if server else None, queue, jobs, batch)
+    if server:
+        run = replace(run, server_cpu_us=1e6 * (server.cpu_s() - server_cpu) / jobs)
     if fn is drain:
         remaining = setup.count(queue, "pending") + setup.count(queue, "running")
         if remaining:
             raise RuntimeError(f"{remaining} jobs left in {queue}")
-    return rate
+    return run
 
 
 # -- the server ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Server:
+    address: str
+    pid: int
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by the server's process and its children."""
+        total = 0.0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if stat.parent.name == str(self.pid) or fields[1] == str(self.pid):
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
 @contextmanager
-def server_process(backend: str, processes: int) -> Iterator[str]:
+def server_process(backend: str, processes: int) -> Iterator[Server]:
     shards, control = BACKENDS[backend]
     env = dict(os.environ, PINLATER_SHARDS=shards, PINLATER_CONTROL_URL=control)
     env.pop("PINLATER_SERVERS", None)
@@ -137,7 +175,7 @@ def server_process(backend: str, processes: int) -> Iterator[str]:
         proc.kill()
         raise RuntimeError(f"the server did not start: {line!r}")
     try:
-        yield f"{match.group(1)}:{match.group(2)}"
+        yield Server(f"{match.group(1)}:{match.group(2)}", proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -187,17 +225,21 @@ def main() -> int:
         setup = stack.enter_context(JobService.from_settings(settings_for(args.backend), source="bench-setup"))
         for batch, jobs in sizes.items():
             for op, fn in (("enqueue", enqueue), ("dequeue+ack", drain)):
-                for n, address in servers.items():
+                for n, server in servers.items():
                     # In-process right before each server run: the two see the same machine.
-                    in_process = measure(pool, setup, args.backend, args.processes, fn, None, jobs, batch)
-                    server = measure(pool, setup, args.backend, args.processes, fn, address, jobs, batch)
-                    ratio = server / in_process
+                    local = measure(pool, setup, args.backend, args.processes, fn, None, jobs, batch)
+                    remote = measure(pool, setup, args.backend, args.processes, fn, server, jobs, batch)
+                    ratio = remote.per_s / local.per_s
                     rows.append({"backend": args.backend, "op": op, "batch": batch, "jobs": jobs,
                                  "processes": args.processes, "server_processes": n,
-                                 "in_process_per_s": round(in_process), "server_per_s": round(server),
-                                 "ratio": round(ratio, 2)})
-                    print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {in_process:9,.0f} jobs/s   "
-                          f"server x{n} {server:9,.0f} jobs/s   ratio {ratio:5.2f}", flush=True)
+                                 "in_process_per_s": round(local.per_s), "server_per_s": round(remote.per_s),
+                                 "ratio": round(ratio, 2), "in_process_cpu_us": round(local.client_cpu_us),
+                                 "server_client_cpu_us": round(remote.client_cpu_us),
+                                 "server_cpu_us": round(remote.server_cpu_us)})
+                    print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {local.per_s:9,.0f} jobs/s   "
+                          f"server x{n} {remote.per_s:9,.0f} jobs/s   ratio {ratio:5.2f}   CPU us/job: "
+                          f"in-process {local.client_cpu_us:5.0f}, via server {remote.client_cpu_us:5.0f} "
+                          f"+ server {remote.server_cpu_us:5.0f}", flush=True)
     most = max(args.server_processes)
     for row in rows:
         target = 0.5 if row["batch"] == 100 else 0.8
