@@ -8,6 +8,9 @@ design) and a slow call would still hold a worker. A thread per connection
 lets a slow call (a regex count, a shard timing out) block only its own
 connection, the shard I/O releases the GIL, and an idle thread costs a
 little memory and no CPU. 200 connections are 200 mostly-sleeping threads.
+One process runs Python on one core at a time: ``pinlater server
+--processes N`` (``pinlater.thrift.supervisor``) runs N of these servers on
+one shared listening socket; every limit below is then per process.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
 64 by default): the shard clients' connection pools are finite (redis-py's
