@@ -3,12 +3,15 @@ the same run, on the same backend.
 
 For enqueue and for dequeue+ACK (ACKs riding on the next dequeue), with
 batches of 1 and 100, several client processes drive either JobService
-directly ("in-process") or ThriftClient against a `pinlater server`
-subprocess ("server"). Target: with batches of 100 the server reaches at
-least half the in-process throughput.
+directly ("in-process") or ThriftClient against `pinlater server
+--processes N` subprocesses, one per N of ``--server-processes`` ("server"),
+each measured right after the in-process run it is compared with. Targets:
+with batches of 100 the server reaches at least half the in-process
+throughput; with batches of one and 4 clients, 0.8 of it (with the most
+server processes measured).
 
-    python bench/server.py                       # Redis, about a minute
-    python bench/server.py --backend mysql
+    python bench/server.py                       # Redis, one or two minutes
+    python bench/server.py --backend mysql --server-processes 1,4
     python bench/server.py --smoke --json out.json   # a few seconds, for CI
 """
 
@@ -25,8 +28,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import redis
@@ -88,27 +93,78 @@ def drain(backend: str, server: str | None, queue: str, jobs: int, batch: int) -
 Work = Callable[[str, str | None, str, int, int], int]
 
 
+def with_cpu(fn: Work, *args: Any) -> tuple[int, float]:
+    """``fn``'s result and the CPU seconds this (worker) process spent on it."""
+    started = time.process_time()
+    done = fn(*args)
+    return done, time.process_time() - started
+
+
+@dataclass(frozen=True)
+class Run:
+    per_s: float
+    client_cpu_us: float  # CPU of the client processes per job
+    server_cpu_us: float = 0.0  # CPU of the server's processes per job
+
+
 def run_parallel(pool: ProcessPoolExecutor, processes: int, fn: Work, backend: str, server: str | None,
-                 queue: str, jobs: int, batch: int) -> float:
+                 queue: str, jobs: int, batch: int) -> Run:
     share = jobs // processes
     start = time.perf_counter()
-    futures = [pool.submit(fn, backend, server, queue, share, batch) for _ in range(processes)]
-    done = sum(f.result() for f in futures)
+    futures = [pool.submit(with_cpu, fn, backend, server, queue, share, batch) for _ in range(processes)]
+    results = [f.result() for f in futures]
     elapsed = time.perf_counter() - start
+    done = sum(n for n, _ in results)
     if done < share * processes:
         raise RuntimeError(f"{fn.__name__} did only {done} of {share * processes} jobs")
-    return done / elapsed
+    return Run(done / elapsed, 1e6 * sum(cpu for _, cpu in results) / done)
+
+
+def measure(pool: ProcessPoolExecutor, setup: JobService, backend: str, processes: int, fn: Work,
+            server: Server | None, jobs: int, batch: int) -> Run:
+    """Throughput and CPU per job of ``fn`` on a new queue (drained to the last job)."""
+    queue = f"bsrv_{batch}_{uuid.uuid4().hex[:8]}"
+    setup.create_queue(queue)
+    if fn is drain:  # something to drain, enqueued in-process (not timed)
+        run_parallel(pool, processes, enqueue, backend, None, queue, jobs, 100)
+    server_cpu = server.cpu_s() if server else 0.0
+    run = run_parallel(pool, processes, fn, backend, server.address if server else None, queue, jobs, batch)
+    if server:
+        run = replace(run, server_cpu_us=1e6 * (server.cpu_s() - server_cpu) / jobs)
+    if fn is drain:
+        remaining = setup.count(queue, "pending") + setup.count(queue, "running")
+        if remaining:
+            raise RuntimeError(f"{remaining} jobs left in {queue}")
+    return run
 
 
 # -- the server ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Server:
+    address: str
+    pid: int
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by the server's process and its children."""
+        total = 0.0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if stat.parent.name == str(self.pid) or fields[1] == str(self.pid):
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
 @contextmanager
-def server_process(backend: str) -> Iterator[str]:
+def server_process(backend: str, processes: int) -> Iterator[Server]:
     shards, control = BACKENDS[backend]
     env = dict(os.environ, PINLATER_SHARDS=shards, PINLATER_CONTROL_URL=control)
     env.pop("PINLATER_SERVERS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pinlater.cli", "server", "--host", "127.0.0.1", "--port", "0",
-         "--metrics-port", "-1", "--no-monitor"],
+         "--metrics-port", "-1", "--no-monitor", "--processes", str(processes)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         cwd=Path(__file__).resolve().parent.parent,
     )
@@ -119,10 +175,20 @@ def server_process(backend: str) -> Iterator[str]:
         proc.kill()
         raise RuntimeError(f"the server did not start: {line!r}")
     try:
-        yield f"{match.group(1)}:{match.group(2)}"
+        yield Server(f"{match.group(1)}:{match.group(2)}", proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def server_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,2,4, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"server processes must be 1 or more, got {text!r}")
+    return counts
 
 
 def reset(backend: str) -> None:
@@ -142,40 +208,44 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="redis")
     parser.add_argument("--processes", type=int, default=4, help="client processes")
+    parser.add_argument("--server-processes", type=server_counts, default=(1, 2, 4),
+                        help="`pinlater server --processes` values to measure, comma-separated (default 1,2,4)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     scale = 0.05 if args.smoke else 1.0
-    sizes = {1: max(args.processes * 20, int(4000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
+    sizes = {1: max(args.processes * 20, int(6000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
     reset(args.backend)
 
     rows: list[dict[str, object]] = []
     context = multiprocessing.get_context("spawn")
-    with server_process(args.backend) as address, \
-            ProcessPoolExecutor(args.processes, mp_context=context) as pool:
+    with ExitStack() as stack:
+        servers = {n: stack.enter_context(server_process(args.backend, n)) for n in args.server_processes}
+        pool = stack.enter_context(ProcessPoolExecutor(args.processes, mp_context=context))
         list(pool.map(time.sleep, [0] * args.processes))  # start the workers before timing
-        with JobService.from_settings(settings_for(args.backend), source="bench-setup") as setup:
-            for batch, jobs in sizes.items():
-                for op, fn in (("enqueue", enqueue), ("dequeue+ack", drain)):
-                    rates: dict[str, float] = {}
-                    for mode, server in (("in-process", None), ("server", address)):
-                        queue = f"bsrv_{mode[:2]}_{batch}_{uuid.uuid4().hex[:6]}"
-                        setup.create_queue(queue)
-                        if fn is drain:  # something to drain, enqueued in-process (not timed)
-                            run_parallel(pool, args.processes, enqueue, args.backend, None, queue, jobs, 100)
-                        rates[mode] = run_parallel(pool, args.processes, fn, args.backend, server, queue, jobs, batch)
-                        if fn is drain:
-                            remaining = setup.count(queue, "pending") + setup.count(queue, "running")
-                            if remaining:
-                                raise RuntimeError(f"{remaining} jobs left in {queue}")
-                    ratio = rates["server"] / rates["in-process"]
+        setup = stack.enter_context(JobService.from_settings(settings_for(args.backend), source="bench-setup"))
+        for batch, jobs in sizes.items():
+            for op, fn in (("enqueue", enqueue), ("dequeue+ack", drain)):
+                for n, server in servers.items():
+                    # In-process right before each server run: the two see the same machine.
+                    local = measure(pool, setup, args.backend, args.processes, fn, None, jobs, batch)
+                    remote = measure(pool, setup, args.backend, args.processes, fn, server, jobs, batch)
+                    ratio = remote.per_s / local.per_s
                     rows.append({"backend": args.backend, "op": op, "batch": batch, "jobs": jobs,
-                                 "processes": args.processes, "in_process_per_s": round(rates["in-process"]),
-                                 "server_per_s": round(rates["server"]), "ratio": round(ratio, 2)})
-                    print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {rates['in-process']:9,.0f} jobs/s"
-                          f"   server {rates['server']:9,.0f} jobs/s   ratio {ratio:5.2f}", flush=True)
+                                 "processes": args.processes, "server_processes": n,
+                                 "in_process_per_s": round(local.per_s), "server_per_s": round(remote.per_s),
+                                 "ratio": round(ratio, 2), "in_process_cpu_us": round(local.client_cpu_us),
+                                 "server_client_cpu_us": round(remote.client_cpu_us),
+                                 "server_cpu_us": round(remote.server_cpu_us)})
+                    print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {local.per_s:9,.0f} jobs/s   "
+                          f"server x{n} {remote.per_s:9,.0f} jobs/s   ratio {ratio:5.2f}   CPU us/job: "
+                          f"in-process {local.client_cpu_us:5.0f}, via server {remote.client_cpu_us:5.0f} "
+                          f"+ server {remote.server_cpu_us:5.0f}", flush=True)
+    most = max(args.server_processes)
     for row in rows:
-        if row["batch"] == 100 and float(row["ratio"]) < 0.5:  # type: ignore[arg-type]
-            print(f"below target: {row['op']} batch 100 through the server at {row['ratio']} of in-process")
+        target = 0.5 if row["batch"] == 100 else 0.8
+        if row["server_processes"] == most and float(row["ratio"]) < target:  # type: ignore[arg-type]
+            print(f"below target: {row['op']} batch {row['batch']} through {most} server processes at "
+                  f"{row['ratio']} of in-process (target {target})")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))

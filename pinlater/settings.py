@@ -90,6 +90,8 @@ class Settings:
     server_host: str = "127.0.0.1"
     server_port: int = 9010
     metrics_port: int = 9011
+    # Server processes sharing the port (see pinlater.thrift.supervisor).
+    server_processes: int = 1
     # "host:port" of Thrift servers: when set, connect() returns the Thrift client.
     servers: tuple[str, ...] = ()
     client_timeout_s: float = 10.0
@@ -203,6 +205,8 @@ def _text(text: str) -> str:
 
 
 _PORT = _bounded_int(0, 65535)
+MAX_SERVER_PROCESSES = 64
+parse_server_processes = _bounded_int(1, MAX_SERVER_PROCESSES)
 _FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("max_body_bytes", "PINLATER_MAX_BODY_BYTES", _bounded_int(1, 64 * 1024 * 1024)),
     ("default_priorities", "PINLATER_DEFAULT_PRIORITIES", _bounded_int(1, 100)),
@@ -214,6 +218,7 @@ _FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("server_host", "PINLATER_SERVER_HOST", _text),
     ("server_port", "PINLATER_SERVER_PORT", _PORT),
     ("metrics_port", "PINLATER_METRICS_PORT", _PORT),
+    ("server_processes", "PINLATER_SERVER_PROCESSES", parse_server_processes),
     ("client_timeout_s", "PINLATER_CLIENT_TIMEOUT_S", _positive_float(3600)),
     ("idempotency_window_ms", "PINLATER_IDEMPOTENCY_WINDOW_MS", _bounded_int(1, 30 * 86_400_000)),
     ("max_jobs_per_call", "PINLATER_MAX_JOBS_PER_CALL", _bounded_int(1, 100_000)),

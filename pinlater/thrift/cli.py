@@ -19,8 +19,10 @@ from typing import Any
 
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
-from pinlater.settings import Settings
+from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
+from pinlater.thrift import supervisor
 from pinlater.thrift.server import ThriftServer
+from pinlater.thrift.worker import WorkerOptions
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,13 @@ def run_server(args: argparse.Namespace) -> int:
     host = args.host or settings.server_host
     port = settings.server_port if args.port is None else args.port
     metrics_port = settings.metrics_port if args.metrics_port is None else args.metrics_port
+    processes = _processes(args.processes, settings)
+    if processes > 1:
+        options = WorkerOptions(args.max_frame_bytes, args.max_connections, args.max_concurrent_calls, args.grace,
+                                logging.getLogger().getEffectiveLevel())
+        return supervisor.serve(settings, host, port, processes, options,
+                                metrics_port=None if metrics_port < 0 else metrics_port,
+                                monitor_interval_s=None if args.no_monitor else args.monitor_interval)
     service = JobService.from_settings(settings, source=f"pinlater-server-{host}-{port}")
     try:
         server = ThriftServer(
@@ -63,6 +72,15 @@ def run_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _processes(flag: str | None, settings: Settings) -> int:
+    if flag is None:
+        return settings.server_processes
+    try:
+        return parse_server_processes(flag)
+    except ValueError as exc:
+        raise ValueError(f"--processes: {exc}") from None
+
+
 def run_server_stats(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     url = args.url or f"http://{settings.server_host}:{settings.metrics_port}"
@@ -78,7 +96,10 @@ def run_server_stats(args: argparse.Namespace) -> int:
     from pinlater.cli import _print
 
     methods: dict[str, dict[str, Any]] = stats.pop("methods")
+    processes: list[dict[str, Any]] = stats.pop("processes", [])
     print(" ".join(f"{k}={v}" for k, v in stats.items()))
+    for p in processes:
+        print(" ".join(f"{k}={v}" for k, v in p.items()))
     rows = [
         {"method": name, "requests": m["requests"], "errors": m["errors"], "p50_ms": m["p50_ms"], "p99_ms": m["p99_ms"]}
         for name, m in methods.items()
@@ -108,6 +129,9 @@ def add_server_commands(sub: Any) -> None:
                    help="calls run at once; keep it below the shard clients' connection pools")
     p.add_argument("--max-frame-bytes", type=int, help="largest request accepted (default 16 bodies + 1 MiB)")
     p.add_argument("--grace", type=float, default=30.0, help="seconds to let calls finish on SIGTERM")
+    p.add_argument("--processes", metavar="N",
+                   help="server processes sharing the port, each with its own connections to the stores "
+                        f"(1 to {MAX_SERVER_PROCESSES}; default $PINLATER_SERVER_PROCESSES or 1)")
     p = sub.add_parser("server-stats", help="show a running server's request stats",
                        description="Requests, errors and p50/p99 latency per method of a running server.")
     p.set_defaults(run=run_server_stats)

@@ -8,6 +8,9 @@ design) and a slow call would still hold a worker. A thread per connection
 lets a slow call (a regex count, a shard timing out) block only its own
 connection, the shard I/O releases the GIL, and an idle thread costs a
 little memory and no CPU. 200 connections are 200 mostly-sleeping threads.
+One process runs Python on one core at a time: ``pinlater server
+--processes N`` (``pinlater.thrift.supervisor``) runs N of these servers on
+one shared listening socket; every limit below is then per process.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
 64 by default): the shard clients' connection pools are finite (redis-py's
@@ -46,6 +49,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.thrift import TApplicationException
@@ -69,7 +73,7 @@ from pinlater.thrift.framing import (
 )
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
-from pinlater.thrift.stats import MetricsServer, ServerStats
+from pinlater.thrift.stats import UNKNOWN_METHOD, MetricsServer, ServerStats
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +102,17 @@ class ThriftServer:
         idle_timeout_s: float | None = None,
         frame_timeout_s: float | None = None,
         handler: Any = None,
+        listener: socket.socket | None = None,
+        stats: ServerStats | None = None,
+        accept_gate: Callable[[], bool] | None = None,
     ) -> None:
         """Limits left as None come from the service's settings
-        (PINLATER_SERVER_MAX_CONNECTIONS and the others)."""
+        (PINLATER_SERVER_MAX_CONNECTIONS and the others).
+
+        One process of several (``pinlater.thrift.supervisor``) is given the
+        ``listener`` they share (``host`` and ``port`` are then its own), its
+        ``stats`` slot, and an ``accept_gate``: it accepts only while the
+        gate says it is its turn."""
         settings = job_service.settings
         self.service = job_service
         self.handler = handler or Handler(job_service)
@@ -110,11 +122,13 @@ class ThriftServer:
         self._call_slots = threading.BoundedSemaphore(max_concurrent_calls)
         self.idle_timeout_s = settings.server_idle_timeout_s if idle_timeout_s is None else idle_timeout_s
         self.frame_timeout_s = settings.server_frame_timeout_s if frame_timeout_s is None else frame_timeout_s
-        self.stats = ServerStats()
+        self.stats = stats or ServerStats()
         self.budget = ByteBudget(max_buffered_bytes or settings.server_max_buffered_bytes, self.stats)
-        self._listener = socket.create_server((host, port), backlog=1024)
-        self.host = host
-        self.port: int = self._listener.getsockname()[1]
+        self._listener = listener or socket.create_server((host, port), backlog=1024)
+        self._accept_gate = accept_gate
+        bound = self._listener.getsockname()
+        self.host: str = host if listener is None else bound[0]
+        self.port: int = bound[1]
         self.metrics = MetricsServer(self.stats, host, metrics_port) if metrics_port is not None else None
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -199,8 +213,13 @@ class ThriftServer:
 
     # -- accepting --------------------------------------------------------------------
     def _accept_loop(self) -> None:
-        self._listener.settimeout(0.2)
+        # Gated: wait at most briefly in accept, so that a turn that passed
+        # to another process while waiting is noticed.
+        self._listener.settimeout(0.2 if self._accept_gate is None else 0.05)
         while not self._stopping.is_set():
+            if self._accept_gate is not None and not self._accept_gate():
+                self._stopping.wait(0.01)
+                continue
             try:
                 sock, addr = self._listener.accept()
             except TimeoutError:
@@ -327,7 +346,7 @@ class ThriftServer:
             return self._protocol_error(frame, f"message type {header.mtype} is not a call"), False
         name = header.name
         if name not in METHODS:
-            self.stats.record("unknown_method", 0.0, "UNKNOWN_METHOD")
+            self.stats.record(UNKNOWN_METHOD, 0.0, "UNKNOWN_METHOD")
             unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, f"no method {name!r} in PinLater")
             return encode_message(name, EXCEPTION, header.seqid, unknown), True
         try:

@@ -1,22 +1,67 @@
-"""Server statistics: requests, errors and latency per method, served as
-Prometheus text at ``/metrics`` and as JSON at ``/stats.json`` by a small
-HTTP server (``pinlater server-stats`` reads the JSON)."""
+"""Server statistics: requests, errors and latency per method and the
+connection counters, served as Prometheus text at ``/metrics`` and as JSON
+at ``/stats.json`` by a small HTTP server (``pinlater server-stats`` reads
+the JSON).
+
+They live in a ``StatsTable``: one slot of fixed layout per server process,
+in memory that ``pinlater server --processes N`` shares between its parent
+and the N children (each child writes only its own slot; the parent serves
+the sum over all slots). With one process the table is one slot of private
+memory. A slot's counters outlive its process, so the totals stay whole when
+a child dies and is replaced; its gauges (open connections, calls in
+flight, buffered bytes) are zeroed when it exits. Latency quantiles are over
+each method's most recent calls in every process together.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import mmap
+import os
+import tempfile
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
+
+from pinlater.errors import ErrorCode
+from pinlater.thrift import service
 
 log = logging.getLogger(__name__)
 
-# Latency percentiles are over each method's most recent calls.
+# Latency percentiles are over each method's most recent calls (per process).
 WINDOW = 4096
 QUANTILES = (0.5, 0.99)
+
+COUNTERS = (
+    "connections_open", "connections_total", "connections_refused", "connections_over_client_limit",
+    "connections_shed", "bad_frames", "frame_timeouts", "frames_over_budget", "buffered_bytes", "in_flight",
+)
+# The state of a live process, meaningless once it exited.
+GAUGES = ("connections_open", "buffered_bytes", "in_flight")
+UNKNOWN_METHOD = "unknown_method"
+METHODS = (*sorted(service.thrift_services), UNKNOWN_METHOD)
+CODES = (*(code.name for code in ErrorCode), "UNKNOWN_METHOD")
+# A process whose accept loop has not beaten for this long is left out when
+# the others decide who accepts next (see StatsTable.may_accept).
+HEARTBEAT_STALE_S = 1.0
+
+# The layout, in 8-byte words (an int64 or a float64 each). Header:
+_STARTED_AT, _HEADER_WORDS = 0, 8
+# A slot: the process, then the counters, then one block per method.
+_PID, _READY, _HEARTBEAT, _RESTARTS, _COUNTER0 = 0, 1, 2, 3, 4
+_METHOD0 = _COUNTER0 + len(COUNTERS)
+# A method's block: requests, latency sum, calls recorded in the ring,
+# errors per code, the ring of recent latencies.
+_M_REQUESTS, _M_LATENCY, _M_RECORDED, _M_ERRORS = 0, 1, 2, 3
+_M_RING = _M_ERRORS + len(CODES)
+_METHOD_WORDS = _M_RING + WINDOW
+_SLOT_WORDS = _METHOD0 + len(METHODS) * _METHOD_WORDS
+_COUNTER_INDEX = {name: _COUNTER0 + i for i, name in enumerate(COUNTERS)}
+_METHOD_INDEX = {name: _METHOD0 + i * _METHOD_WORDS for i, name in enumerate(METHODS)}
+_CODE_INDEX = {name: _M_ERRORS + i for i, name in enumerate(CODES)}
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -26,128 +71,280 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-@dataclass(slots=True)
-class MethodStats:
-    requests: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    latency_sum_s: float = 0.0
-    recent: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+def _shared_file(size: int) -> int:
+    """A file descriptor of ``size`` zeroed bytes that exist only in memory
+    (a memfd where the OS has them), to be mapped by several processes."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("pinlater-server-stats", os.MFD_CLOEXEC)
+    else:  # pragma: no cover -- macOS
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+    os.ftruncate(fd, size)
+    return fd
 
 
-class ServerStats:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._methods: dict[str, MethodStats] = {}
-        self.started_at = time.time()
-        self.connections_open = 0
-        self.connections_total = 0
-        self.connections_refused = 0
-        self.connections_over_client_limit = 0
-        self.connections_shed = 0
-        self.bad_frames = 0
-        self.frame_timeouts = 0
-        self.frames_over_budget = 0
-        self.buffered_bytes = 0
-        self.in_flight = 0
+class StatsTable:
+    """The statistics of ``slots`` server processes (see the module doc)."""
 
-    def record(self, method: str, seconds: float, error_code: str | None) -> None:
-        with self._lock:
-            m = self._methods.get(method)
-            if m is None:
-                m = self._methods[method] = MethodStats()
-            m.requests += 1
-            m.latency_sum_s += seconds
-            m.recent.append(seconds)
-            if error_code is not None:
-                m.errors[error_code] = m.errors.get(error_code, 0) + 1
+    def __init__(self, buffer: bytearray | mmap.mmap, slots: int) -> None:
+        if len(buffer) != self.size(slots):
+            raise ValueError(f"a stats table of {slots} slots is {self.size(slots)} bytes, not {len(buffer)}")
+        self.slots = slots
+        self._buffer = buffer
+        view = memoryview(buffer)
+        self._int = view.cast("q")
+        self._float = view.cast("d")
 
-    def count(self, name: str, delta: int = 1) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + delta)
+    @staticmethod
+    def size(slots: int) -> int:
+        return 8 * (_HEADER_WORDS + slots * _SLOT_WORDS)
+
+    @classmethod
+    def private(cls) -> StatsTable:
+        """One slot, for a server that is one process."""
+        table = cls(bytearray(cls.size(1)), 1)
+        table._float[_STARTED_AT] = time.time()
+        table.process_started(0, os.getpid())
+        table.mark_ready(0)
+        return table
+
+    @classmethod
+    def shared(cls, slots: int) -> tuple[StatsTable, int]:
+        """A table in shared memory, and the descriptor children attach to."""
+        fd = _shared_file(cls.size(slots))
+        table = cls(mmap.mmap(fd, cls.size(slots)), slots)
+        table._float[_STARTED_AT] = time.time()
+        return table, fd
+
+    @classmethod
+    def attach(cls, fd: int, slots: int) -> StatsTable:
+        """The table a parent shared (the descriptor it passed)."""
+        mapped = mmap.mmap(fd, cls.size(slots))
+        os.close(fd)  # the mapping stays
+        return cls(mapped, slots)
+
+    def _base(self, slot: int) -> int:
+        if not 0 <= slot < self.slots:
+            raise IndexError(f"slot {slot} of a table of {self.slots}")
+        return _HEADER_WORDS + slot * _SLOT_WORDS
+
+    # -- one process's slot (written by that process, or by the parent around its life) --
+    def process_started(self, slot: int, pid: int) -> None:
+        base = self._base(slot)
+        self._int[base + _READY] = 0
+        self._int[base + _PID] = pid
+
+    def mark_ready(self, slot: int) -> None:
+        base = self._base(slot)
+        self._float[base + _HEARTBEAT] = time.monotonic()
+        self._int[base + _READY] = 1
+
+    def ready(self, slot: int) -> bool:
+        return bool(self._int[self._base(slot) + _READY])
+
+    def pid(self, slot: int) -> int:
+        return self._int[self._base(slot) + _PID]
+
+    def process_exited(self, slot: int, *, restarting: bool) -> None:
+        """Zeroes the slot's gauges (its counters stay in the totals)."""
+        base = self._base(slot)
+        self._int[base + _READY] = 0
+        self._int[base + _PID] = 0
+        for name in GAUGES:
+            self._int[base + _COUNTER_INDEX[name]] = 0
+        if restarting:
+            self._int[base + _RESTARTS] += 1
+
+    def may_accept(self, slot: int) -> bool:
+        """Whether ``slot``'s process should accept the next connection:
+        no other live process holds fewer (clients keep their connections
+        for long, so each goes to the least loaded process, not to the one
+        that happens to wake first). Also beats the slot's heartbeat."""
+        base = self._base(slot)
+        now = time.monotonic()
+        self._float[base + _HEARTBEAT] = now
+        mine = self._int[base + _COUNTER_INDEX["connections_open"]]
+        for other in range(self.slots):
+            theirs = self._base(other)
+            if (other != slot and self._int[theirs + _READY]
+                    and now - self._float[theirs + _HEARTBEAT] < HEARTBEAT_STALE_S
+                    and self._int[theirs + _COUNTER_INDEX["connections_open"]] < mine):
+                return False
+        return True
+
+    def add(self, slot: int, name: str, delta: int) -> None:
+        self._int[self._base(slot) + _COUNTER_INDEX[name]] += delta
+
+    def value(self, slot: int, name: str) -> int:
+        return self._int[self._base(slot) + _COUNTER_INDEX[name]]
+
+    def record(self, slot: int, method: str, seconds: float, error_code: str | None) -> None:
+        block = self._base(slot) + _METHOD_INDEX[method]
+        ints, floats = self._int, self._float
+        ints[block + _M_REQUESTS] += 1
+        floats[block + _M_LATENCY] += seconds
+        recorded = ints[block + _M_RECORDED]
+        floats[block + _M_RING + recorded % WINDOW] = seconds
+        ints[block + _M_RECORDED] = recorded + 1
+        if error_code is not None:
+            ints[block + _CODE_INDEX[error_code]] += 1
+
+    # -- the whole server --------------------------------------------------------------------
+    def _method_blocks(self, method: str) -> Iterator[int]:
+        for slot in range(self.slots):
+            yield self._base(slot) + _METHOD_INDEX[method]
 
     def snapshot(self) -> dict[str, object]:
-        with self._lock:
-            methods = {
-                name: (m.requests, dict(m.errors), m.latency_sum_s, sorted(m.recent))
-                for name, m in sorted(self._methods.items())
-            }
-            out: dict[str, object] = {
-                "uptime_s": round(time.time() - self.started_at, 3),
-                "connections_open": self.connections_open,
-                "connections_total": self.connections_total,
-                "connections_refused": self.connections_refused,
-                "connections_over_client_limit": self.connections_over_client_limit,
-                "connections_shed": self.connections_shed,
-                "bad_frames": self.bad_frames,
-                "frame_timeouts": self.frame_timeouts,
-                "frames_over_budget": self.frames_over_budget,
-                "buffered_bytes": self.buffered_bytes,
-                "in_flight": self.in_flight,
-            }
-        out["methods"] = {
-            name: {
+        ints, floats = self._int, self._float
+        out: dict[str, object] = {"uptime_s": round(time.time() - floats[_STARTED_AT], 3)}
+        for name in COUNTERS:
+            out[name] = sum(self.value(slot, name) for slot in range(self.slots))
+        methods: dict[str, object] = {}
+        for method in METHODS:
+            blocks = list(self._method_blocks(method))
+            requests = sum(ints[b + _M_REQUESTS] for b in blocks)
+            if not requests:
+                continue
+            errors = {code: n for code in CODES if (n := sum(ints[b + _CODE_INDEX[code]] for b in blocks))}
+            recent = sorted(v for b in blocks
+                            for v in floats[b + _M_RING : b + _M_RING + min(ints[b + _M_RECORDED], WINDOW)])
+            methods[method] = {
                 "requests": requests,
                 "errors": sum(errors.values()),
                 "errors_by_code": errors,
-                "latency_sum_s": latency_sum,
+                "latency_sum_s": sum(floats[b + _M_LATENCY] for b in blocks),
                 "p50_ms": round(_quantile(recent, 0.5) * 1000, 3),
                 "p99_ms": round(_quantile(recent, 0.99) * 1000, 3),
             }
-            for name, (requests, errors, latency_sum, recent) in methods.items()
-        }
+        processes = []
+        for slot in range(self.slots):
+            base = self._base(slot)
+            processes.append({
+                "process": slot,
+                "pid": ints[base + _PID],
+                "connections_open": self.value(slot, "connections_open"),
+                "connections_total": self.value(slot, "connections_total"),
+                "requests": sum(ints[b + _M_REQUESTS] for b in self._slot_method_blocks(slot)),
+                "restarts": ints[base + _RESTARTS],
+            })
+        out["process_restarts"] = sum(int(p["restarts"]) for p in processes)
+        out["processes"] = processes
+        out["methods"] = methods
         return out
 
+    def _slot_method_blocks(self, slot: int) -> Iterator[int]:
+        base = self._base(slot)
+        for method in METHODS:
+            yield base + _METHOD_INDEX[method]
+
     def prometheus(self) -> str:
-        snap = self.snapshot()
-        methods: dict[str, dict[str, object]] = snap["methods"]  # type: ignore[assignment]
-        lines = [
-            "# HELP pinlater_server_requests_total Thrift calls handled, by method.",
-            "# TYPE pinlater_server_requests_total counter",
-        ]
-        lines += [f'pinlater_server_requests_total{{method="{n}"}} {m["requests"]}' for n, m in methods.items()]
+        return prometheus_text(self.snapshot())
+
+
+class ServerStats:
+    """What one server process counts, into its slot of a ``StatsTable``
+    (a private one-slot table unless given one). ``stats.bad_frames`` and
+    the other COUNTERS read this process's own values; ``snapshot`` and
+    ``prometheus`` are the whole table's."""
+
+    def __init__(self, table: StatsTable | None = None, slot: int = 0) -> None:
+        self.table = table or StatsTable.private()
+        self.slot = slot
+        self._lock = threading.Lock()
+
+    def record(self, method: str, seconds: float, error_code: str | None) -> None:
+        with self._lock:
+            self.table.record(self.slot, method, seconds, error_code)
+
+    def count(self, name: str, delta: int = 1) -> None:
+        with self._lock:
+            self.table.add(self.slot, name, delta)
+
+    def __getattr__(self, name: str) -> int:
+        if name in _COUNTER_INDEX:
+            return self.table.value(self.slot, name)
+        raise AttributeError(name)
+
+    def snapshot(self) -> dict[str, object]:
+        return self.table.snapshot()
+
+    def prometheus(self) -> str:
+        return self.table.prometheus()
+
+
+_SERVER_METRICS = (
+    ("connections_open", "gauge", "Open client connections."),
+    ("connections_total", "counter", "Client connections accepted."),
+    ("connections_refused", "counter", "Connections closed at once: every slot busy, none idle to shed."),
+    ("connections_over_client_limit", "counter", "Connections closed at once: their address already held its limit."),
+    ("connections_shed", "counter", "Idle or stalled connections closed to make room for others."),
+    ("bad_frames", "counter", "Malformed, truncated or oversized frames (connection closed)."),
+    ("frame_timeouts", "counter", "Connections closed: a frame not complete within the frame timeout."),
+    ("frames_over_budget", "counter", "Requests refused: no room in the budget of buffered bytes."),
+    ("buffered_bytes", "gauge", "Bytes reserved for requests over 64 KiB being read or handled."),
+    ("in_flight", "gauge", "Calls being handled now."),
+    ("uptime_s", "gauge", "Seconds since the server started."),
+    ("process_restarts", "counter", "Server processes that exited unexpectedly and were replaced."),
+)
+_PROCESS_METRICS = (
+    ("pid", "gauge", "Operating system process id of each server process (0: not running)."),
+    ("connections_open", "gauge", "Open client connections, by server process."),
+    ("requests", "counter", "Thrift calls handled, by server process."),
+)
+
+
+def prometheus_text(snap: dict[str, object]) -> str:
+    methods: dict[str, dict[str, object]] = snap["methods"]  # type: ignore[assignment]
+    lines = [
+        "# HELP pinlater_server_requests_total Thrift calls handled, by method.",
+        "# TYPE pinlater_server_requests_total counter",
+    ]
+    lines += [f'pinlater_server_requests_total{{method="{n}"}} {m["requests"]}' for n, m in methods.items()]
+    lines += [
+        "# HELP pinlater_server_errors_total Thrift calls answered with an error, by method and code.",
+        "# TYPE pinlater_server_errors_total counter",
+    ]
+    for name, m in methods.items():
+        by_code: dict[str, int] = m["errors_by_code"]  # type: ignore[assignment]
         lines += [
-            "# HELP pinlater_server_errors_total Thrift calls answered with an error, by method and code.",
-            "# TYPE pinlater_server_errors_total counter",
+            f'pinlater_server_errors_total{{method="{name}",code="{code}"}} {n}' for code, n in sorted(by_code.items())
         ]
-        for name, m in methods.items():
-            by_code: dict[str, int] = m["errors_by_code"]  # type: ignore[assignment]
-            lines += [
-                f'pinlater_server_errors_total{{method="{name}",code="{code}"}} {n}'
-                for code, n in sorted(by_code.items())
-            ]
-        lines += [
-            "# HELP pinlater_server_request_seconds Thrift call latency (quantiles over recent calls).",
-            "# TYPE pinlater_server_request_seconds summary",
-        ]
-        for name, m in methods.items():
-            for q, key in zip(QUANTILES, ("p50_ms", "p99_ms"), strict=True):
-                value = float(m[key]) / 1000  # type: ignore[arg-type]
-                lines.append(f'pinlater_server_request_seconds{{method="{name}",quantile="{q}"}} {value:.6f}')
-            lines.append(f'pinlater_server_request_seconds_sum{{method="{name}"}} {m["latency_sum_s"]:.6f}')
-            lines.append(f'pinlater_server_request_seconds_count{{method="{name}"}} {m["requests"]}')
-        for key, kind, text in (
-            ("connections_open", "gauge", "Open client connections."),
-            ("connections_total", "counter", "Client connections accepted."),
-            ("connections_refused", "counter", "Connections closed at once: every slot busy, none idle to shed."),
-            ("connections_over_client_limit", "counter",
-             "Connections closed at once: their address already held its limit."),
-            ("connections_shed", "counter", "Idle or stalled connections closed to make room for others."),
-            ("bad_frames", "counter", "Malformed, truncated or oversized frames (connection closed)."),
-            ("frame_timeouts", "counter", "Connections closed: a frame not complete within the frame timeout."),
-            ("frames_over_budget", "counter", "Requests refused: no room in the budget of buffered bytes."),
-            ("buffered_bytes", "gauge", "Bytes reserved for requests over 64 KiB being read or handled."),
-            ("in_flight", "gauge", "Calls being handled now."),
-            ("uptime_s", "gauge", "Seconds since the server started."),
-        ):
-            metric = f"pinlater_server_{key}"
-            lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}", f"{metric} {snap[key]}"]
-        return "\n".join(lines) + "\n"
+    lines += [
+        "# HELP pinlater_server_request_seconds Thrift call latency (quantiles over recent calls).",
+        "# TYPE pinlater_server_request_seconds summary",
+    ]
+    for name, m in methods.items():
+        for q, key in zip(QUANTILES, ("p50_ms", "p99_ms"), strict=True):
+            value = float(m[key]) / 1000  # type: ignore[arg-type]
+            lines.append(f'pinlater_server_request_seconds{{method="{name}",quantile="{q}"}} {value:.6f}')
+        lines.append(f'pinlater_server_request_seconds_sum{{method="{name}"}} {m["latency_sum_s"]:.6f}')
+        lines.append(f'pinlater_server_request_seconds_count{{method="{name}"}} {m["requests"]}')
+    for key, kind, text in _SERVER_METRICS:
+        metric = f"pinlater_server_{key}"
+        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}", f"{metric} {snap[key]}"]
+    processes: list[dict[str, int]] = snap["processes"]  # type: ignore[assignment]
+    lines += [
+        "# HELP pinlater_server_processes Server processes running.",
+        "# TYPE pinlater_server_processes gauge",
+        f"pinlater_server_processes {sum(1 for p in processes if p['pid'])}",
+    ]
+    for key, kind, text in _PROCESS_METRICS:
+        metric = f"pinlater_server_process_{key}" + ("_total" if kind == "counter" else "")
+        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
+        lines += [f'{metric}{{process="{p["process"]}"}} {p[key]}' for p in processes]
+    return "\n".join(lines) + "\n"
+
+
+class StatsSource(Protocol):
+    def snapshot(self) -> dict[str, object]: ...
+
+    def prometheus(self) -> str: ...
 
 
 class MetricsServer:
     """``GET /metrics`` (Prometheus text) and ``GET /stats.json``."""
 
-    def __init__(self, stats: ServerStats, host: str, port: int) -> None:
+    def __init__(self, stats: StatsSource, host: str, port: int) -> None:
         self.stats = stats
 
         class Handler(BaseHTTPRequestHandler):

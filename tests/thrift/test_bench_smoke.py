@@ -16,12 +16,13 @@ from tests.servers import REPO
 def test_server_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     out = tmp_path / "server.json"
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "server.py"), "--smoke", "--processes", "2", "--json", str(out)],
+        [sys.executable, str(REPO / "bench" / "server.py"), "--smoke", "--processes", "2", "--server-processes", "1,2",
+         "--json", str(out)],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(out.read_text())
-    assert {(r["op"], r["batch"]) for r in rows} == {
-        (op, batch) for op in ("enqueue", "dequeue+ack") for batch in (1, 100)
+    assert {(r["op"], r["batch"], r["server_processes"]) for r in rows} == {
+        (op, batch, n) for op in ("enqueue", "dequeue+ack") for batch in (1, 100) for n in (1, 2)
     }
     assert all(r["in_process_per_s"] > 0 and r["server_per_s"] > 0 for r in rows)
