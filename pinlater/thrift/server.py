@@ -348,7 +348,7 @@ class ThriftServer:
             code = exc.code.name
             log.debug("%s: %s: %s", name, code, exc.message)
             result.e = to_wire_error(exc)
-        except Exception as exc:  # noqa: BLE001 -- must answer, never crash
+        except Exception as exc:  # must answer, never crash
             code = ErrorCode.UNKNOWN.name
             log.exception("%s failed unexpectedly", name)
             result.e = idl.PinLaterException(
@@ -361,7 +361,7 @@ class ThriftServer:
             return None, True
         try:
             return encode_message(name, REPLY, header.seqid, result), True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("could not encode the %s reply", name)
             app = TApplicationException(TApplicationException.INTERNAL_ERROR, f"could not encode the reply: {exc}")
             return encode_message(name, EXCEPTION, header.seqid, app), True

@@ -483,7 +483,7 @@ def test_custom_status_cap(be: RedisBackend) -> None:
 def test_any_text_round_trips_through_the_json_batches(be: RedisBackend) -> None:
     odd = 'é\u2028"\\\n\x00{}[]'
     [i] = be.enqueue(Q, [item(body=b"\x00\xff", status=odd)])
-    [job] = be.dequeue(Q, 1, 1, "hôst@1")
+    [_job] = be.dequeue(Q, 1, 1, "hôst@1")
     assert be.checkpoint(Q, [CheckpointItem(1, i, "hôst@1", b"\x00n", False, None, None, "€")]) == [True]
     assert be.ack_failed(Q, [FailItem(1, i, "hôst@1", odd, 0)]) == [True]
     rec = one(be, i, body=True)
