@@ -1,6 +1,7 @@
 """The core package stands alone: it imports nothing from the packages built
-on it, and `pinlater` finds their subcommands through entry points; one that
-cannot load costs that command only."""
+on it nor from the extras' dependencies, and `pinlater` finds the other
+packages' subcommands through entry points; one that cannot load costs that
+command only."""
 
 from __future__ import annotations
 
@@ -44,6 +45,41 @@ def test_the_core_imports_nothing_from_the_packages_above_it() -> None:
         if name.split(".")[0] in UPPER_PACKAGES
     }
     assert upward == set()
+
+
+# Imports every module of the packages named, with the given top-level
+# packages made unimportable (as if their extra were not installed).
+IMPORT_ALL_WITHOUT = """
+import importlib, pkgutil, sys
+blocked = set(sys.argv[1].split(","))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, Block())
+for package in sys.argv[2:]:
+    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        importlib.import_module(info.name)
+        print(info.name)
+"""
+# The packages of the extras (pyproject.toml) and of dev.
+CELERY = ["celery", "kombu", "flower", "billiard"]
+HBASE = ["happybase"]
+DEV = ["pytest", "fakeredis", "thrift", "playwright", "prometheus_client", "honcho", "packaging"]
+
+
+@pytest.mark.parametrize(("packages", "missing"), [
+    (["pinlater"], CELERY + HBASE + DEV),  # the core install
+    (["dashboards"], CELERY + DEV),  # core + the dashboard extra
+    (["workers"], HBASE + DEV),  # core + celery
+])
+def test_each_part_imports_with_only_its_own_dependencies(packages: list[str], missing: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-c", IMPORT_ALL_WITHOUT, ",".join(missing), *packages],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.split()) > 10
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
