@@ -32,24 +32,11 @@ from pinlater.backends.base import (
 from pinlater.backends.redis_backend import RedisBackend
 from pinlater.errors import StorageError
 from pinlater.states import JobState
-from tests.integration.redis_support import URL, ensure_redis
+from tests.integration.redis_support import URL
 
 Q = "jobs"
 HOUR = 3_600_000
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
-
-
-@pytest.fixture(scope="module")
-def _server() -> None:
-    ensure_redis()
-
-
-@pytest.fixture
-def raw(_server: None) -> Iterator[redis.Redis[bytes]]:
-    client: redis.Redis[bytes] = redis.Redis.from_url(URL)
-    client.flushdb()
-    yield client
-    client.close()
 
 
 @pytest.fixture
