@@ -1,4 +1,5 @@
-"""Every Redis key name the job service uses, in one place.
+"""The Redis key names of job storage, and of the control store's queue
+configs and rate buckets (the others are listed at the end).
 
 Job storage (one shard = one Redis server/db):
 
@@ -21,6 +22,12 @@ makes (score, member) order == (sort_time, local_id) order, exactly.
 
 Control store: ``plc:queues`` (hash name -> QueueConfig JSON) and
 ``plc:rate:{bucket}`` (hash tokens, ts).
+
+Named elsewhere: the control store's event counters ``plc:counts:{minute}``
+(``pinlater.control.counter_store``) and idempotency keys ``plc:idem:{key}``
+(``pinlater.control.idempotency_store``); the Celery workers' pub/sub bus
+``plk:`` (``workers.settings``); the dashboard's records ``pld:``
+(``dashboards.records``).
 
 Queue names are letters, digits and underscore only, so ``:`` never occurs
 inside one and no queue's keys can collide with another's.
@@ -56,20 +63,12 @@ _STATE_SUFFIX = {
 }
 
 
-def queue_prefix(queue: str) -> str:
-    return f"pl:{queue}:"
-
-
 def ids_key(queue: str) -> str:
     return f"pl:{queue}:ids"
 
 
 def prios_key(queue: str) -> str:
     return f"pl:{queue}:prios"
-
-
-def prio_prefix(queue: str, priority: int) -> str:
-    return f"pl:{queue}:p{priority}:"
 
 
 def state_key(queue: str, priority: int, state: JobState) -> str:

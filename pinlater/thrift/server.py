@@ -10,10 +10,12 @@ connection, the shard I/O releases the GIL, and an idle thread costs a
 little memory and no CPU. 200 connections are 200 mostly-sleeping threads.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
-64 by default): the shard clients' connection pools are finite (redis-py's
-default pool refuses a 101st connection, and the shard is then taken out of
-rotation), and on a few cores more calls at once add latency, not
-throughput. A slow call holds one of the 64 slots, not the server.
+64 by default): each call holds a shard connection, a Redis shard's pool has
+256 (``pinlater.backends.redis_client``; a call past them waits, then fails
+as ShardBusy, load rather than an outage, so the shard stays in rotation),
+every MySQL connection is a server thread, and on a few cores more calls at
+once add latency, not throughput. A slow call holds one of the 64 slots,
+not the server.
 
 Hostile or broken clients (defaults from ``pinlater.settings``):
 

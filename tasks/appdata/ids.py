@@ -74,10 +74,6 @@ def split_id(object_id: int) -> IdParts:
     return IdParts((object_id >> SHARD_SHIFT) & MAX_SHARD, kind, local)
 
 
-def shard_of(object_id: int) -> int:
-    return split_id(object_id).shard
-
-
 def expect_type(object_id: int, kind: ObjectType) -> IdParts:
     """``split_id``, refusing an id of another type (a board id where a user
     id belongs...)."""
