@@ -3,9 +3,11 @@ dashboard, ...), found through the ``pinlater.commands`` entry-point group so
 that the core CLI imports nothing above it.
 
 Each entry point's name is the command's name and its value a function
-``register(subparsers)`` that adds that one command. Such a command sets
-``run`` (the CLI calls ``run(args)`` instead of opening a client) and, if it
-runs until stopped, ``long_running=True`` (it logs at INFO). A command whose
+``register(subparsers)`` that adds that one command. The command sets either
+``fn`` (the CLI opens a ``JobService`` from the settings, calls ``fn(client,
+args)`` and prints what it returns) or ``run`` (the CLI calls ``run(args)``,
+which returns the exit status); and, if it runs until stopped,
+``long_running=True`` (it logs at INFO). A command whose
 entry point cannot be loaded (its extra is not installed) is still listed;
 running it prints one line saying why, and the other commands work.
 """

@@ -68,6 +68,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
 
 
 @pytest.fixture
