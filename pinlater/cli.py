@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
-from pinlater.cli_output import one_line, print_result
+from pinlater.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.models import Job, JobInfo
@@ -264,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"error: `pinlater {args.command}` needs a package that is not installed: {one_line(str(exc))} "
-              f"(install the extra that provides it, e.g. pip install 'pinlater-py[all]')", file=sys.stderr)
+              f"({INSTALL_HINT})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

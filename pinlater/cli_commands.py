@@ -19,7 +19,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from pinlater.cli_output import one_line
+from pinlater.cli_output import INSTALL_HINT, one_line
 
 GROUP = "pinlater.commands"
 
@@ -40,8 +40,7 @@ def _add_unavailable(sub: Any, entry: EntryPoint, exc: Exception) -> None:
     p.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
 
     def refuse(_args: argparse.Namespace) -> int:
-        print(f"error: `pinlater {entry.name}` is unavailable: {reason} "
-              f"(install the extra that provides it, e.g. pip install 'pinlater-py[all]')", file=sys.stderr)
+        print(f"error: `pinlater {entry.name}` is unavailable: {reason} ({INSTALL_HINT})", file=sys.stderr)
         return 2
 
     p.set_defaults(run=refuse)

@@ -24,5 +24,9 @@ def print_result(args: argparse.Namespace, data: Any) -> None:
     Console().print(table)
 
 
+# Where a command's packages are missing: the extras are in pyproject.toml.
+INSTALL_HINT = "install the extra that provides it, e.g. pip install 'pinlater-py[all]'"
+
+
 def one_line(text: str) -> str:
     return " ".join(text.split())
