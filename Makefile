@@ -34,4 +34,4 @@ down:
 	scripts/services down
 
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers tasks
+	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy pinlater dashboards workers tasks tests bench

@@ -110,7 +110,7 @@ def measure(name: str, publish: Any, remaining: Any, app_path: str, n: int, env:
 
 def run_pinlater(n: int, env: dict[str, str]) -> dict[str, Any]:
     os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX")})
-    from workers.benchmark import QUEUE, pinlater_app, pinlater_noop
+    from bench.celery_apps import QUEUE, pinlater_app, pinlater_noop
     from workers.client import shared_client
     from workers.settings import TransportSettings
 
@@ -127,12 +127,12 @@ def run_pinlater(n: int, env: dict[str, str]) -> dict[str, Any]:
     def remaining() -> int:
         return int(client.count(QUEUE, "pending") + client.count(QUEUE, "running"))
 
-    return measure("celery+pinlater", publish, remaining, "workers.benchmark:pinlater_app", n, env)
+    return measure("celery+pinlater", publish, remaining, "bench.celery_apps:pinlater_app", n, env)
 
 
 def run_stock(n: int, env: dict[str, str]) -> dict[str, Any]:
     os.environ["BENCH_STOCK_BROKER"] = STOCK_URL
-    from workers.benchmark import QUEUE, stock_app, stock_noop
+    from bench.celery_apps import QUEUE, stock_app, stock_noop
 
     r = redis.Redis.from_url(STOCK_URL)
     r.flushdb()
@@ -145,7 +145,7 @@ def run_stock(n: int, env: dict[str, str]) -> dict[str, Any]:
     def remaining() -> int:
         return int(r.llen(QUEUE) + r.hlen("unacked"))
 
-    return measure("celery+redis", publish, remaining, "workers.benchmark:stock_app", n, env)
+    return measure("celery+redis", publish, remaining, "bench.celery_apps:stock_app", n, env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,8 +30,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pinlater import Ack, Job, JobService  # noqa: E402
-from pinlater.settings import Settings, parse_shards  # noqa: E402
+from pinlater import Ack, Job, JobService
+from pinlater.settings import Settings, parse_shards
 
 PROCESSES = 2
 REDIS_SHARD = "redis://127.0.0.1:16379/5"
@@ -128,7 +128,7 @@ def raw_redis_drain(_: str, key: str, jobs: int, batch: int) -> Timed:
     return done, started, time.time()
 
 
-def _mysql() -> pymysql.connections.Connection:  # type: ignore[type-arg]
+def _mysql() -> pymysql.connections.Connection:
     return pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater",
                            database="pinlater_bench_raw", autocommit=True)
 

@@ -38,9 +38,9 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pinlater import Ack, Job, JobService  # noqa: E402
-from pinlater.settings import Settings, parse_shards  # noqa: E402
-from pinlater.thrift_client import ThriftClient  # noqa: E402
+from pinlater import Ack, Job, JobService
+from pinlater.settings import Settings, parse_shards
+from pinlater.thrift_client import ThriftClient
 
 BACKENDS = {
     "redis": ("r1=redis://127.0.0.1:16379/3", "redis://127.0.0.1:16379/4"),

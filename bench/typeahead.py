@@ -136,7 +136,7 @@ def pages_of(user_ids: Sequence[int]) -> list[list[int]]:
     by_shard: dict[int, list[int]] = defaultdict(list)
     for user in user_ids:
         by_shard[split_id(user).shard].append(user)
-    pages = []
+    pages: list[list[int]] = []
     for shard in sorted(by_shard):
         users = sorted(by_shard[shard], key=lambda u: split_id(u).local)
         pages.extend(users[i:i + PAGE] for i in range(0, len(users), PAGE))
@@ -275,7 +275,7 @@ class _Timings(threading.local):
 _timings = _Timings()
 _original_wide = index_module.wide_candidates
 _original_tall = index_module.tall_candidates
-_original_scan_range = index_module.scan_range
+_original_scan_range = index_module.scan_range  # type: ignore[attr-defined]
 
 
 def _timed_scan_range(*args: Any, **kwargs: Any) -> Any:
@@ -406,9 +406,9 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> di
     celebrity = loaded.celebrities[0][0]
     users = make_queries(store, sample, total, rng)
     famous = make_queries(store, [celebrity], total, rng)
-    index_module.wide_candidates = _timed_wide  # type: ignore[assignment]
-    index_module.tall_candidates = _timed_tall  # type: ignore[assignment]
-    index_module.scan_range = _timed_scan_range  # type: ignore[assignment]
+    index_module.wide_candidates = _timed_wide
+    index_module.tall_candidates = _timed_tall
+    index_module.scan_range = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
     try:
         lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
         result = {
@@ -421,7 +421,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> di
     finally:
         index_module.wide_candidates = _original_wide
         index_module.tall_candidates = _original_tall
-        index_module.scan_range = _original_scan_range
+        index_module.scan_range = _original_scan_range  # type: ignore[attr-defined]
         index.close()
     return result
 

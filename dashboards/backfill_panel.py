@@ -78,7 +78,7 @@ class BackfillBoard:
         try:
             records = Records(self._store)
             runs = [(run, records.counts(run.id)) for run in records.recent_runs(self.limit)]
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- shown on the panel; the poller thread keeps running
             return Reading(self.latest().runs, f"cannot read the backfill runs: {one_line(exc)}", now)
         return Reading(runs, None, now)
 

@@ -49,11 +49,12 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def add_dashboard_command(sub: Any) -> None:
-    """Adds ``dashboard`` to the ``pinlater`` parser; like ``server`` it sets
-    ``run``, so the CLI calls ``run(args)`` instead of opening a client."""
+    """Adds ``dashboard`` to the ``pinlater`` parser (entry point
+    ``pinlater.commands``); like ``server`` it sets ``run``, so the CLI calls
+    ``run(args)`` instead of opening a client."""
     p = sub.add_parser("dashboard", help="run the operators' status dashboard (HTTP)",
                        description="Serve the status dashboard, its JSON API and /metrics.")
-    p.set_defaults(run=run_dashboard)
+    p.set_defaults(run=run_dashboard, long_running=True)
     p.add_argument("--host", help="address to bind (default $PINLATER_DASHBOARD_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default $PINLATER_DASHBOARD_PORT or 8080; 0 picks one)")
     p.add_argument("--refresh", type=float, default=2.0,

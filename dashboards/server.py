@@ -81,7 +81,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.request_timeout_s = request_timeout_s
         super().__init__((host, port), _Handler)
 
-    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:  # type: ignore[override]
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         exc = sys.exc_info()[1]
         if isinstance(exc, OSError):
             # Reset, broken pipe, timeout: the client went away. Not our bug.
@@ -106,13 +106,13 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._serve("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._serve("POST")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._send(error_response(405, "METHOD_NOT_ALLOWED", "HEAD is not supported"))
 
     def _serve(self, method: str) -> None:

@@ -102,7 +102,7 @@ def read_shard(service: JobService, shard_id: str, configs: Sequence[QueueConfig
                 if counts["pending_now"]:
                     _note_oldest(service, shard_id, q, p, reading)
             reading.counts[q] = per_priority
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- shown against that shard, as said below
         # The shard set has recorded it against the shard's health (a
         # connection failure takes it out of rotation at once). Show what
         # failed rather than half a shard's numbers, and keep the others.

@@ -1,7 +1,9 @@
 """``pinlater``: the operators' command line.
 
 Connection settings come from the PINLATER_* environment variables (see
-``pinlater.settings``). Every command prints a table, or JSON with --json.
+``pinlater.settings``). Commands that answer with rows print a table, or JSON
+with --json; the others print JSON. The server and dashboard commands come
+from other packages through entry points (``pinlater.cli_commands``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dashboards.cli import add_dashboard_command
+from pinlater.cli_commands import register_commands
+from pinlater.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.migrate import add_migrate_command
@@ -25,7 +28,6 @@ from pinlater.monitor import Monitor
 from pinlater.queue_config import check_rate
 from pinlater.service import JobService
 from pinlater.states import JobState
-from pinlater.thrift.cli import add_server_commands
 
 
 def _info_dict(info: JobInfo) -> dict[str, Any]:
@@ -43,21 +45,6 @@ def _info_dict(info: JobInfo) -> dict[str, Any]:
     if info.body is not None:
         data["body"] = info.body.decode("utf-8", errors="replace")
     return data
-
-
-def _print(args: argparse.Namespace, data: Any) -> None:
-    if args.json or not isinstance(data, list) or not data or not isinstance(data[0], dict):
-        print(json.dumps(data, indent=2, default=str))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    for column in data[0]:
-        table.add_column(column)
-    for row in data:
-        table.add_row(*(str(v) for v in row.values()))
-    Console().print(table)
 
 
 # -- commands ------------------------------------------------------------------
@@ -187,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, fn: Callable[[JobService, argparse.Namespace], Any], help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+    def add(name: str, fn: Callable[[JobService, argparse.Namespace], Any], text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text)
         p.set_defaults(fn=fn)
         return p
 
@@ -245,26 +232,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("queue")
     add("shards", cmd_shards, "show each shard's health")
     p = add("monitor", cmd_monitor, "expire claims and collect finished jobs (forever, or --once)")
+    p.set_defaults(long_running=True)
     p.add_argument("--once", action="store_true")
     p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
-    add_server_commands(sub)
-    add_dashboard_command(sub)
     add_migrate_command(sub)
+    register_commands(sub)
     return parser
-
-
-# Commands that run until stopped log their progress; one-shot commands only
-# print their answer (and one line on error).
-_LONG_RUNNING = {"server", "dashboard", "monitor"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done, 2 refused (bad input, setting or store), 1 an
     internal error. A user never sees a traceback unless asked (-v)."""
     args = build_parser().parse_args(argv)
+    # Commands that run until stopped log their progress; one-shot commands
+    # only print their answer (and one line on error).
     if args.verbose:
         level = logging.DEBUG
-    elif args.command in _LONG_RUNNING and not getattr(args, "once", False):
+    elif getattr(args, "long_running", False) and not getattr(args, "once", False):
         level = logging.INFO
     else:
         level = logging.ERROR
@@ -272,17 +256,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except PinLaterError as exc:
-        print(f"error ({exc.code.name}): {_one_line(exc.message)}", file=sys.stderr)
+        print(f"error ({exc.code.name}): {one_line(exc.message)}", file=sys.stderr)
         return 2
     except ValueError as exc:  # settings (SettingError names the variable) and argument values
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # a command loads its extra's packages when it runs
+        if args.verbose:
+            raise
+        print(f"error: `pinlater {args.command}` needs a package that is not installed: {one_line(str(exc))} "
+              f"({INSTALL_HINT})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 -- the last line of defence: one line, not a traceback
+    except Exception as exc:  # the last line of defence: one line, not a traceback
         if args.verbose:
             raise
-        print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for details)",
+        print(f"error: internal error: {type(exc).__name__}: {one_line(str(exc))} (run with -v for details)",
               file=sys.stderr)
         return 1
 
@@ -294,12 +284,8 @@ def _run(args: argparse.Namespace) -> int:
     with JobService.from_settings() as client:
         result = args.fn(client, args)
     if result is not None:
-        _print(args, result)
+        print_result(args, result)
     return 0
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 if __name__ == "__main__":

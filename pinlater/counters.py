@@ -59,7 +59,7 @@ class EventCounters:
         for minute, counts in list(pending.items()):
             try:
                 self._control.add_counts(minute, counts)
-            except Exception as exc:  # keep them for the next flush
+            except Exception as exc:  # noqa: BLE001 -- keep them for the next flush
                 log.warning("could not flush event counters: %s", exc)
                 with self._lock:
                     for queue, events in counts.items():

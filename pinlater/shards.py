@@ -165,7 +165,7 @@ class ShardSet:
             backend = self._backends[shard_id]
             try:
                 backend.ping()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- any failure of a probe marks the shard down
                 self.mark_down(shard_id, exc)
                 continue
             finally:

@@ -39,7 +39,7 @@ def run(
         return int(args.fn(args))
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 -- one line, not a traceback
+    except Exception as exc:  # one line, not a traceback
         if args.verbose:
             raise
         print(f"error: {describe(exc)}", file=sys.stderr)

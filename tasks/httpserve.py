@@ -174,7 +174,7 @@ class JsonServer(ThreadingHTTPServer):
         finally:
             self._slots.release()
 
-    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:  # type: ignore[override]
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         exc = sys.exc_info()[1]
         if isinstance(exc, OSError):  # reset, broken pipe, timeout: the client went away
             log.info("%s connection from %s ended: %s", self.name, client_address[0], exc)
@@ -197,7 +197,7 @@ class JsonHandler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.headers.get("Transfer-Encoding") is not None or self.headers.get("Content-Length", "0") != "0":
             # We never read bodies, so the next request's start is unknown: close.
             self._send(error_answer(400, "GET takes no body"), close=True)
@@ -207,7 +207,7 @@ class JsonHandler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self._send(error_answer(405, f"{self.command} is not supported: use GET"), close=True)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_allowed
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_allowed  # noqa: N815 -- http.server's names
 
     def _answer(self) -> Answer:
         try:

@@ -33,7 +33,7 @@ def periodic_schedule(app: Celery) -> dict[str, dict[str, Any]]:
     return schedule
 
 
-class PinLaterScheduler(PersistentScheduler):  # type: ignore[misc]
+class PinLaterScheduler(PersistentScheduler):
     def setup_schedule(self) -> None:
         self.app.conf.beat_schedule = {**periodic_schedule(self.app), **(self.app.conf.beat_schedule or {})}
         super().setup_schedule()

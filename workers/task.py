@@ -55,7 +55,7 @@ class JobRefused(Exception):
     """A job its task can never run (``PinLaterTask.refuse``)."""
 
 
-class PinLaterTask(Task):  # type: ignore[misc]
+class PinLaterTask(Task):
     Request = "workers.request:PinLaterRequest"
     acks_late = True
     acks_on_failure = False

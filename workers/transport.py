@@ -64,7 +64,8 @@ class Transport(virtual.Transport):
         exchange_type=frozenset(["direct", "topic", "fanout"]),
         heartbeats=False,
     )
-    connection_errors = virtual.Transport.connection_errors + (  # type: ignore[assignment]
+    connection_errors = (  # type: ignore[assignment]
+        *virtual.Transport.connection_errors,
         ShardConnectionFailed, NoHealthyShards, redis.ConnectionError, redis.TimeoutError, OSError,
     )
 

@@ -38,6 +38,7 @@ Dashboard records (``pld:``, beside the control store):
 (The Celery layer's pub/sub channels are not keys: ``workers.bus`` names
 them, under a prefix of its own.)
 
+
 Queue names are letters, digits and underscore only, so ``:`` never occurs
 inside one and no queue's keys can collide with another's.
 """
@@ -75,20 +76,12 @@ _STATE_SUFFIX = {
 }
 
 
-def queue_prefix(queue: str) -> str:
-    return f"pl:{queue}:"
-
-
 def ids_key(queue: str) -> str:
     return f"pl:{queue}:ids"
 
 
 def prios_key(queue: str) -> str:
     return f"pl:{queue}:prios"
-
-
-def prio_prefix(queue: str, priority: int) -> str:
-    return f"pl:{queue}:p{priority}:"
 
 
 def state_key(queue: str, priority: int, state: JobState) -> str:

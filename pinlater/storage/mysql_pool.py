@@ -248,7 +248,7 @@ class ConnectionPool:
         try:
             conn.rollback()
             return True
-        except Exception:  # the original error is the one to report
+        except Exception:  # noqa: BLE001 -- the original error is the one to report
             return False
 
     def _checkout(self) -> tuple[Connection[Cursor], int]:
@@ -265,7 +265,7 @@ class ConnectionPool:
             try:
                 conn.ping()
                 return conn, generation
-            except Exception:  # dead while idle: replace it with a new one
+            except Exception:  # noqa: BLE001 -- dead while idle: replace it with a new one
                 _close(conn)
         generation = self._generation
         try:

@@ -17,6 +17,7 @@ import sys
 import urllib.request
 from typing import Any
 
+from pinlater.cli_output import print_result
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
@@ -93,8 +94,6 @@ def run_server_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    from pinlater.cli import _print
-
     methods: dict[str, dict[str, Any]] = stats.pop("methods")
     processes: list[dict[str, Any]] = stats.pop("processes", [])
     print(" ".join(f"{k}={v}" for k, v in stats.items()))
@@ -104,17 +103,18 @@ def run_server_stats(args: argparse.Namespace) -> int:
         {"method": name, "requests": m["requests"], "errors": m["errors"], "p50_ms": m["p50_ms"], "p99_ms": m["p99_ms"]}
         for name, m in methods.items()
     ]
-    _print(args, rows or [{"method": "(no calls yet)", "requests": 0, "errors": 0, "p50_ms": 0, "p99_ms": 0}])
+    print_result(args, rows or [{"method": "(no calls yet)", "requests": 0, "errors": 0, "p50_ms": 0, "p99_ms": 0}])
     return 0
 
 
-def add_server_commands(sub: Any) -> None:
-    """Adds the two commands to the ``pinlater`` parser. They set ``run``:
-    the CLI calls ``run(args)`` instead of opening a client."""
+def add_server_command(sub: Any) -> None:
+    """Adds ``server`` to the ``pinlater`` parser (entry point
+    ``pinlater.commands``). It sets ``run``: the CLI calls ``run(args)``
+    instead of opening a client."""
     p = sub.add_parser("server", help="run the PinLater Thrift server",
                        description="Run the PinLater Thrift server (framed, binary) and, unless --no-monitor, "
                                    "the monitor. Use --no-monitor when `pinlater monitor` runs separately.")
-    p.set_defaults(run=run_server)
+    p.set_defaults(run=run_server, long_running=True)
     p.add_argument("--host", help="address to bind (default $PINLATER_SERVER_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default $PINLATER_SERVER_PORT or 9010; 0 picks one)")
     p.add_argument("--metrics-port", type=int,
@@ -132,6 +132,10 @@ def add_server_commands(sub: Any) -> None:
     p.add_argument("--processes", metavar="N",
                    help="server processes sharing the port, each with its own connections to the stores "
                         f"(1 to {MAX_SERVER_PROCESSES}; default $PINLATER_SERVER_PROCESSES or 1)")
+
+
+def add_server_stats_command(sub: Any) -> None:
+    """Adds ``server-stats`` to the ``pinlater`` parser, like ``server``."""
     p = sub.add_parser("server-stats", help="show a running server's request stats",
                        description="Requests, errors and p50/p99 latency per method of a running server.")
     p.set_defaults(run=run_server_stats)

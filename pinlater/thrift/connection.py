@@ -110,7 +110,7 @@ class Connection:
         except OSError as exc:
             if not self.closing:
                 log.info("connection from %s failed: %s", self.peer, exc)
-        except Exception:  # noqa: BLE001 -- a connection thread must never take the server down
+        except Exception:  # a connection thread must never take the server down
             log.exception("connection from %s failed", self.peer)
         finally:
             self.close()

@@ -240,7 +240,7 @@ def retry_from_wire(wire: Any) -> RetryPolicy:
         "factor": None if factor is None else float(factor),
         "max_delay_ms": wire_int(wire.maxDelayMillis, "maxDelayMillis", 0, MAX_DELAY_MS),
         "delays_ms": None if delays is None else tuple(
-            wire_int(d, "delaysMillis[]", 0, MAX_DELAY_MS) for d in delays  # type: ignore[misc]
+            wire_int(d, "delaysMillis[]", 0, MAX_DELAY_MS) for d in delays
         ),
     }
     if fields["kind"] == "custom" and fields["retries"] is None and fields["delays_ms"]:

@@ -13,10 +13,12 @@ One process runs Python on one core at a time: ``pinlater server
 one shared listening socket; every limit below is then per process.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
-64 by default): the shard clients' connection pools are finite (redis-py's
-default pool refuses a 101st connection, and the shard is then taken out of
-rotation), and on a few cores more calls at once add latency, not
-throughput. A slow call holds one of the 64 slots, not the server.
+64 by default): each call holds a shard connection, a Redis shard's pool has
+256 (``pinlater.backends.redis_client``; a call past them waits, then fails
+as ShardBusy, load rather than an outage, so the shard stays in rotation),
+every MySQL connection is a server thread, and on a few cores more calls at
+once add latency, not throughput. A slow call holds one of the 64 slots,
+not the server.
 
 Hostile or broken clients (defaults from ``pinlater.settings``):
 
@@ -367,7 +369,7 @@ class ThriftServer:
             code = exc.code.name
             log.debug("%s: %s: %s", name, code, exc.message)
             result.e = to_wire_error(exc)
-        except Exception as exc:  # noqa: BLE001 -- must answer, never crash
+        except Exception as exc:  # must answer, never crash
             code = ErrorCode.UNKNOWN.name
             log.exception("%s failed unexpectedly", name)
             result.e = idl.PinLaterException(
@@ -380,7 +382,7 @@ class ThriftServer:
             return None, True
         try:
             return encode_message(name, REPLY, header.seqid, result), True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("could not encode the %s reply", name)
             app = TApplicationException(TApplicationException.INTERNAL_ERROR, f"could not encode the reply: {exc}")
             return encode_message(name, EXCEPTION, header.seqid, app), True

@@ -348,7 +348,7 @@ class MetricsServer:
         self.stats = stats
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     body, ctype = stats.prometheus().encode(), "text/plain; version=0.0.4; charset=utf-8"

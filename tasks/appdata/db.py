@@ -119,7 +119,7 @@ class ServerPool:
             try:
                 conn.ping(reconnect=False)
                 return conn, generation
-            except Exception:  # died while idle: open a new one instead
+            except Exception:  # noqa: BLE001 -- died while idle: open a new one instead
                 _close(conn)
         generation = self._generation
         try:

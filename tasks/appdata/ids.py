@@ -49,14 +49,13 @@ class IdParts(NamedTuple):
     local: int
 
 
-def make_id(shard: int, type: ObjectType | int, local: int) -> int:
+def make_id(shard: int, kind: ObjectType | int, local: int) -> int:
     """Compose an id. Local ids start at 1 (auto-increment), so 0 is refused."""
     if not _is_int(shard) or not 0 <= shard <= MAX_SHARD:
         raise InvalidId(f"shard {shard!r} is not in 0..{MAX_SHARD}")
     if not _is_int(local) or not 1 <= local <= MAX_LOCAL:
         raise InvalidId(f"local id {local!r} is not in 1..{MAX_LOCAL}")
-    kind = _known_type(type)
-    return (shard << SHARD_SHIFT) | (kind << TYPE_SHIFT) | local
+    return (shard << SHARD_SHIFT) | (_known_type(kind) << TYPE_SHIFT) | local
 
 
 def split_id(object_id: int) -> IdParts:
@@ -73,10 +72,6 @@ def split_id(object_id: int) -> IdParts:
         _known_type((object_id >> TYPE_SHIFT) & MAX_TYPE)  # raises, naming the known types
         raise AssertionError("unreachable")
     return IdParts((object_id >> SHARD_SHIFT) & MAX_SHARD, kind, local)
-
-
-def shard_of(object_id: int) -> int:
-    return split_id(object_id).shard
 
 
 def expect_type(object_id: int, kind: ObjectType) -> IdParts:

@@ -14,6 +14,7 @@ shard in a gap is unknown: ``UnknownShard``).
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
@@ -85,7 +86,7 @@ class ShardMap:
         if not _PREFIX.fullmatch(self.database_prefix):
             raise ValueError(f"database prefix {self.database_prefix!r} must be 1-50 of [A-Za-z0-9_]")
         ordered = tuple(sorted(self.ranges, key=lambda r: r.first))
-        for before, after in zip(ordered, ordered[1:], strict=False):
+        for before, after in itertools.pairwise(ordered):
             if after.first <= before.last:
                 raise ValueError(
                     f"shard ranges {before.first}-{before.last} and {after.first}-{after.last} overlap"

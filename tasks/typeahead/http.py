@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 from tasks.httpserve import (
     Answer,
@@ -96,7 +96,7 @@ class TypeaheadServer(JsonServer):
 
 class _Handler(JsonHandler):
     server: TypeaheadServer
-    headers_for_all = {**JsonHandler.headers_for_all, **_PAGE_HEADERS}
+    headers_for_all: ClassVar[Mapping[str, str]] = {**JsonHandler.headers_for_all, **_PAGE_HEADERS}
 
     def route(self, path: str, pairs: list[tuple[str, str]]) -> Answer:
         if path in self.server.static:

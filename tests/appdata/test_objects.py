@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tasks.appdata import graph, objects
@@ -76,5 +78,5 @@ def test_unknown_shard_and_bad_data_are_refused(appdata: AppData) -> None:
 
 def test_unreachable_server_is_app_data_unavailable() -> None:
     store = AppData(AppDataSettings(ShardMap.parse("0-3=mysql://pinlater:pinlater@127.0.0.1:1"), socket_timeout_s=1))
-    with pytest.raises(AppDataUnavailable, match="127.0.0.1:1"):
+    with pytest.raises(AppDataUnavailable, match=re.escape("127.0.0.1:1")):
         objects.get(store, make_id(0, ObjectType.USER, 1))

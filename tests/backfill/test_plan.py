@@ -3,6 +3,8 @@ the kinds registry and differences."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tasks.backfill import kinds
@@ -35,7 +37,7 @@ def test_a_plan_chains_each_shard_and_skips_empty_ones() -> None:
 
 
 def test_progress_rates_over_the_last_minute_and_time_left() -> None:
-    base = {"total_pages": 100, "users_done": 0, "cells": 0, "finished": False, "paused": False}
+    base: dict[str, Any] = {"total_pages": 100, "users_done": 0, "cells": 0, "finished": False, "paused": False}
     # 40 pages in the last minute of a 10-minute-old run: 40/60 pages/s, 60 left -> 90 s.
     p = progress(pages_done=40, recent_pages=40, recent_users=4000, started_ms=0, now_ms=600_000, **base)
     assert p.pages_per_s == pytest.approx(40 / 60) and p.users_per_s == pytest.approx(4000 / 60)

@@ -7,7 +7,9 @@ continuation."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ HOSTILE = "(a+)+$"
 HOSTILE_BODY = b"a" * 25 + b"!"  # seconds per body under a backtracking engine
 
 
-def budgeted(cluster: JobService, **overrides: object) -> JobService:
+def budgeted(cluster: JobService, **overrides: Any) -> JobService:
     """Another client of the same cluster, with other regex budgets."""
     return JobService(cluster.shards, cluster.control, replace(cluster.settings, **overrides), source="test-regex")
 
@@ -59,7 +61,7 @@ def test_syntax_re2_refuses_is_an_invalid_request_naming_pattern_and_reason(
 ) -> None:
     cluster.create_queue(queue_name)
     cluster.enqueue(queue_name, [Job(b"aaa")])
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "count": lambda: cluster.count(queue_name, "pending", body_regex=pattern),
         "scan": lambda: cluster.scan(queue_name, "pending", body_regex=pattern),
         "delete": lambda: cluster.delete_jobs(queue_name, "pending", body_regex=pattern),
@@ -76,11 +78,12 @@ def test_a_catastrophic_backtracking_pattern_runs_in_linear_time(cluster: JobSer
     cluster.create_queue(queue_name)
     enqueue_one_by_one(cluster, queue_name, [HOSTILE_BODY] * 2)
     cluster.enqueue(queue_name, [Job(b"aaaa")])
-    for name, call, expected in [
+    cases: list[tuple[str, Callable[[], int], int]] = [
         ("count", lambda: cluster.count(queue_name, "pending", body_regex=HOSTILE), 1),
         ("scan", lambda: len(cluster.scan(queue_name, "pending", body_regex=HOSTILE).jobs), 1),
         ("delete", lambda: cluster.delete_jobs(queue_name, "pending", body_regex=HOSTILE), 1),
-    ]:
+    ]
+    for name, call, expected in cases:
         started = time.monotonic()
         assert call() == expected, name
         assert time.monotonic() - started < 1.0, name

@@ -8,6 +8,7 @@ import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState, RetryPolicy
 from pinlater.descriptor import JobDescriptor
+from pinlater.models import DequeuedJob
 from pinlater.monitor import Monitor
 
 
@@ -130,7 +131,7 @@ def test_retry_delays_follow_the_queue_policy_exactly(cluster: JobService, queue
     assert _info(cluster, descriptor).attempts_allowed == 4
     for retry_number in (1, 2, 3):
         deadline = time.time() + 2
-        jobs = []
+        jobs: list[DequeuedJob] = []
         while not jobs and time.time() < deadline:
             jobs = cluster.dequeue(queue_name, 1)
             time.sleep(0.02)

@@ -66,7 +66,7 @@ def config_text(name: str, rate_token: str) -> str:
     return text.replace('"max_dequeue_rate": null', f'"max_dequeue_rate": {rate_token}')
 
 
-def plant_odd_queues(svc: JobService, write_raw: Callable[[str, str], None]) -> dict[str, str]:
+def plant_odd_queues(svc: JobService, write_raw: Callable[[str, str], object]) -> dict[str, str]:
     """Queues created properly (so their storage exists on every shard), then
     their stored config overwritten. Returns queue name -> what was stored."""
     tag = uuid.uuid4().hex[:6]

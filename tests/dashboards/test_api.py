@@ -292,20 +292,20 @@ def test_pinlater_dashboard_command(cluster: Cluster) -> None:
         "PINLATER_CONTROL_URL": settings.resolved_control_url,
         "PINLATER_DASHBOARD_TOKEN": TOKEN,
     }
-    proc = subprocess.Popen([sys.executable, "-m", "pinlater.cli", "dashboard", "--port", "0"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        line = proc.stdout.readline()
-        assert "controls enabled" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
-        url = line.split(" on ", 1)[1].split("/ ", 1)[0]
-        assert url.startswith("http://127.0.0.1:")
-        assert call(url + "/healthz")[1] == "ok\n"
-        snap = wait_for(lambda: call(url + "/api/overview")[1], what="overview")
-        assert cluster.work.queue in {q["name"] for q in snap["queues"]}
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # Leaving the with block closes the pipes and waits for the process.
+    with subprocess.Popen([sys.executable, "-m", "pinlater.cli", "dashboard", "--port", "0"],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()
+            assert "controls enabled" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+            url = line.split(" on ", 1)[1].split("/ ", 1)[0]
+            assert url.startswith("http://127.0.0.1:")
+            assert call(url + "/healthz")[1] == "ok\n"
+            snap = wait_for(lambda: call(url + "/api/overview")[1], what="overview")
+            assert cluster.work.queue in {q["name"] for q in snap["queues"]}
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()

@@ -200,7 +200,7 @@ def test_the_page_shows_every_queue_whatever_its_stored_config(page: Any, cluste
     say so, and the others keep their numbers."""
     svc, queue = cluster.svc, cluster.work.queue
     r = redis.Redis.from_url(svc.settings.resolved_control_url)
-    planted = plant_odd_queues(svc, lambda name, text: r.hset(CONTROL_QUEUES, name, text) and None)
+    planted = plant_odd_queues(svc, lambda name, text: r.hset(CONTROL_QUEUES, name, text))
     try:
         cluster.dashboard.collector.invalidate()
         for name in planted:

@@ -76,7 +76,7 @@ def check_every_view(base: str, planted: dict[str, str], also: str | None = None
 @pytest.fixture
 def redis_odd(cluster: Cluster) -> Iterator[dict[str, str]]:
     r = redis.Redis.from_url(cluster.svc.settings.resolved_control_url)
-    planted = plant_odd_queues(cluster.svc, lambda name, text: r.hset(CONTROL_QUEUES, name, text) and None)
+    planted = plant_odd_queues(cluster.svc, lambda name, text: r.hset(CONTROL_QUEUES, name, text))
     cluster.dashboard.collector.invalidate()
     yield planted
     restore(cluster.svc, planted)

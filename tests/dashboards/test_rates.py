@@ -5,6 +5,7 @@ request for ``ttl_s``."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from functools import partial
 from typing import Any
@@ -42,7 +43,7 @@ def test_known_work_shows_in_its_minute(cluster: Cluster) -> None:
     assert q is not None
     assert body["minutes"] == 60 and len(body["minute_starts_ms"]) == 60
     starts = body["minute_starts_ms"]
-    assert starts[-1] == minute * 60_000 and all(b - a == 60_000 for a, b in zip(starts, starts[1:], strict=False))
+    assert starts[-1] == minute * 60_000 and all(b - a == 60_000 for a, b in itertools.pairwise(starts))
     assert set(q["rates"]) == set(CHART_EVENTS) and all(len(s) == 60 for s in q["rates"].values())
     assert q["events"] == WORK
     for event, n in WORK.items():

@@ -52,7 +52,7 @@ def test_progress_board_lifecycle(control_url: str) -> None:
         board.publish(op, "Backfill", done=5, total=10, detail="half")
         [record] = [r for r in board.list() if r["id"] == op]
         assert record["fraction"] == 0.5 and record["started_at_ms"] == first["started_at_ms"]
-        assert [r for r in board.list(now_ms=record["updated_at_ms"] + STALE_MS + 1) if r["id"] == op][0]["stale"]
+        assert next(r for r in board.list(now_ms=record["updated_at_ms"] + STALE_MS + 1) if r["id"] == op)["stale"]
         board.publish(op, "Backfill", done=10, total=10, status="done")
         assert not [r for r in board.list(now_ms=record["updated_at_ms"] + KEEP_FINISHED_MS + 60_000)
                     if r["id"] == op]  # finished long ago: dropped

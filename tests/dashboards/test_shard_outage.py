@@ -58,7 +58,7 @@ def test_dashboard_keeps_working_while_a_shard_is_down(cluster: Cluster, browser
     finally:
         redis_cli("start-redis", "16380")
     wait_for(lambda: overview(cluster)["shards_down"] == [], timeout_s=20, what="r2 back")
-    assert [q for q in overview(cluster)["queues"] if q["name"] == queue][0]["counts"]["pending_now"] == (
+    assert next(q for q in overview(cluster)["queues"] if q["name"] == queue)["counts"]["pending_now"] == (
         by_shard["r1"]["pending"] + by_shard["r2"]["pending"]
     )
     wait_for(lambda: page.inner_text("#cluster-status") == "2/2 shards up", what="page shows r2 back")

@@ -66,7 +66,7 @@ def test_both_clusters_down_is_a_clear_error(appdata: AppData) -> None:
     dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1), ClusterPool("standby", nowhere, attempts=1))
     reader = FeedReader(dead, appdata, cutoff_s=0.2)
     try:
-        with pytest.raises(FeedUnavailable, match="hbase primary .*hbase standby|hbase standby .*hbase primary"):
+        with pytest.raises(FeedUnavailable, match=r"hbase primary .*hbase standby|hbase standby .*hbase primary"):
             reader.read(user(appdata, "u"), None, 10)
     finally:
         reader.close()

@@ -164,4 +164,4 @@ def feed_world(
             procs.close()
             monitor.stop()
             if client is not service:
-                client.close()  # type: ignore[attr-defined]
+                client.close()

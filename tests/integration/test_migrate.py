@@ -228,7 +228,7 @@ def test_a_layout_newer_than_the_code_is_refused_in_one_line(
             backend.count(Q, 1, P, False)
     finally:
         backend.close()
-    status, out, err = run_cli(capsys, "migrate")
+    status, _out, err = run_cli(capsys, "migrate")
     assert status == 2
     assert err.strip().splitlines() == [
         f"error (UNKNOWN): shard s1 ({old.kind}) has storage layout {current + 1}, newer than this PinLater"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -29,30 +28,9 @@ from pinlater.states import JobState
 from pinlater.storage.mysql_pool import MySQLStorageError
 from pinlater.storage.sql import job_table, sql
 from tests.integration.mysql_support import raw_connection as _raw
-from tests.integration.mysql_support import throwaway_database
-from tests.servers import mysql_url
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
 HOUR = 3_600_000
-
-
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    yield from throwaway_database()
-
-
-@pytest.fixture
-def backend(database: str) -> Iterator[MySQLBackend]:
-    b = MySQLBackend.from_url("d1", mysql_url(database), socket_timeout_s=5.0)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def queue(backend: MySQLBackend) -> str:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    backend.create_queue(name, 3)
-    return name
 
 
 def item(

@@ -14,14 +14,7 @@ from pinlater.control.base import ControlStore
 from pinlater.control.mysql_control import MySQLControlStore
 from pinlater.queue_config import QueueConfig
 from tests.integration.mysql_support import raw_connection as _raw
-from tests.integration.mysql_support import throwaway_database
 from tests.servers import mysql_url
-
-
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    yield from throwaway_database()
-
 
 # -- control store ------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ needed), in a throwaway database."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pymysql
 import pytest
@@ -19,29 +18,9 @@ from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 from pinlater.storage.mysql_pool import Session
 from tests.integration.mysql_support import raw_connection as _raw
-from tests.integration.mysql_support import throwaway_database
 from tests.servers import mysql_url
 
 P = JobState.PENDING
-
-
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    yield from throwaway_database()
-
-
-@pytest.fixture
-def backend(database: str) -> Iterator[MySQLBackend]:
-    b = MySQLBackend.from_url("d1", mysql_url(database), socket_timeout_s=5.0)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def queue(backend: MySQLBackend) -> str:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    backend.create_queue(name, 3)
-    return name
 
 
 def item(priority: int = 1) -> EnqueueItem:

@@ -32,24 +32,11 @@ from pinlater.backends.redis_backend import RedisBackend
 from pinlater.errors import StorageError
 from pinlater.states import JobState
 from pinlater.storage import keys
-from tests.integration.redis_support import URL, ensure_redis
+from tests.integration.redis_support import URL
 
 Q = "jobs"
 HOUR = 3_600_000
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
-
-
-@pytest.fixture(scope="module")
-def _server() -> None:
-    ensure_redis()
-
-
-@pytest.fixture
-def raw(_server: None) -> Iterator[redis.Redis[bytes]]:
-    client: redis.Redis[bytes] = redis.Redis.from_url(URL)
-    client.flushdb()
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -483,7 +470,7 @@ def test_custom_status_cap(be: RedisBackend) -> None:
 def test_any_text_round_trips_through_the_json_batches(be: RedisBackend) -> None:
     odd = 'é\u2028"\\\n\x00{}[]'
     [i] = be.enqueue(Q, [item(body=b"\x00\xff", status=odd)])
-    [job] = be.dequeue(Q, 1, 1, "hôst@1")
+    [_job] = be.dequeue(Q, 1, 1, "hôst@1")
     assert be.checkpoint(Q, [CheckpointItem(1, i, "hôst@1", b"\x00n", False, None, None, "€")]) == [True]
     assert be.ack_failed(Q, [FailItem(1, i, "hôst@1", odd, 0)]) == [True]
     rec = one(be, i, body=True)

@@ -15,17 +15,7 @@ import redis
 from pinlater.control.redis_control import RedisControlStore
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
-from tests.integration.redis_support import URL, ensure_redis
-
-
-@pytest.fixture
-def raw() -> Iterator[redis.Redis[bytes]]:
-    ensure_redis()
-    client: redis.Redis[bytes] = redis.Redis.from_url(URL)
-    client.flushdb()
-    yield client
-    client.close()
-
+from tests.integration.redis_support import URL
 
 # -- control store --------------------------------------------------------------------
 

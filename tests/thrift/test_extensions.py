@@ -167,7 +167,7 @@ def test_a_worker_heartbeat_over_thrift_sees_a_lost_claim(
     heartbeat (workers.heartbeat.beat, as a task's) says the claim is gone."""
     client.create_queue(queue_name, claim_timeout_ms=200)
     [d] = client.enqueue(queue_name, [Job(b"long")])
-    [job] = client.dequeue(queue_name, 1)
+    [_job] = client.dequeue(queue_name, 1)
     assert beat(client, queue_name, d, client.source) is True
     time.sleep(0.3)
     Monitor(service, queues=[queue_name]).run_once()  # the claim times out

@@ -153,6 +153,7 @@ def test_unframed_client_is_closed(fuzz_server: ThriftServer) -> None:
     sock = connect(fuzz_server.port)
     sock.sendall(sample_frames()[7][4:])  # a strict binary message without the frame length
     assert closed_by_server(sock, timeout_s=3)
+    sock.close()
     assert_serving(fuzz_server)
 
 

@@ -68,6 +68,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
 
 
 @pytest.fixture
@@ -277,9 +279,10 @@ def test_partial_frames_cannot_exhaust_memory(start: Any, queue_name: str) -> No
         stop = threading.Event()
 
         def attack(i: int) -> socket.socket | None:
-            [s] = open_from(f"127.0.2.{1 + i % 4}", server.port, 1, time.monotonic() + 5) or [None]
-            if s is None:
+            opened = open_from(f"127.0.2.{1 + i % 4}", server.port, 1, time.monotonic() + 5)
+            if not opened:
                 return None
+            [s] = opened
             s.settimeout(10)
             with contextlib.suppress(OSError):
                 s.sendall(payload)  # then holds the frame unfinished

@@ -86,7 +86,7 @@ class Calls:
         started = time.monotonic()
         try:
             result = call()
-        except Exception as exc:  # a timeout is the symptom under test: record it
+        except Exception as exc:  # noqa: BLE001 -- a timeout is the symptom under test: record it
             self.errors.append((name, time.monotonic() - started, repr(exc)))
             return
         self.latencies.append((name, time.monotonic() - started))
@@ -178,9 +178,9 @@ def test_regex_errors_reach_thrift_clients_whole(
         client.enqueue(queue_name, [Job(b"z-%d" % i) for i in range(4)])
         with pytest.raises(PinLaterError, match=r"\(RE2 syntax\): invalid perl operator: \(\?="):
             client.count(queue_name, "pending", body_regex="(?=z)z")
-        with pytest.raises(PinLaterError, match="examined 3 bodies.*PINLATER_REGEX_MAX_BODIES.*give a priority"):
+        with pytest.raises(PinLaterError, match=r"examined 3 bodies.*PINLATER_REGEX_MAX_BODIES.*give a priority"):
             client.count(queue_name, "pending", body_regex="^z-")
-        with pytest.raises(PinLaterError, match="delete .*nothing was deleted"):
+        with pytest.raises(PinLaterError, match=r"delete .*nothing was deleted"):
             client.delete_jobs(queue_name, "pending", body_regex="^z-[9]")
         page = client.scan(queue_name, "pending", body_regex="^z-", limit=10)
         assert len(page.jobs) == 3 and page.continuation != CONTINUATION_END

@@ -60,10 +60,10 @@ def test_a_rename_of_a_100k_follower_account_reaches_every_index(world: FeedWorl
     assert world.failed_jobs() == {}
     follower_pages = -(-len(fans) // 1000)  # then one page of followees, on each cluster
     assert counts[queues.RENAME]["succeeded"] == 2 * (follower_pages + 1)
-    for cluster in ("primary", "standby"):
-        assert holders(world.pair, cluster, "oldceleb", key) == set(), f"{cluster}: the old name still finds"
-        assert holders(world.pair, cluster, "newceleb", key) == fans, f"{cluster}: the new name is not everywhere"
-        assert holders(world.pair, cluster, "starr", key) == fans
+    for side in ("primary", "standby"):
+        assert holders(world.pair, side, "oldceleb", key) == set(), f"{side}: the old name still finds"
+        assert holders(world.pair, side, "newceleb", key) == fans, f"{side}: the new name is not everywhere"
+        assert holders(world.pair, side, "starr", key) == fans
     index = ContactsIndex(world.pair)
     for fan in random.Random(5).sample(sorted(fans), 20):
         assert ("Newceleb Starr", "following") in found(index, fan, "newceleb"), fan

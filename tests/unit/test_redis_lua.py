@@ -160,7 +160,7 @@ def test_checkpoint_empty_new_body_is_a_new_body(be: RedisBackend) -> None:
 
 def test_binary_bodies_round_trip(be: RedisBackend) -> None:
     body = bytes(range(256)) * 4
-    [i] = be.enqueue(Q, [item(body=body)])
+    [_] = be.enqueue(Q, [item(body=body)])
     assert be.dequeue(Q, 1, 1, "w")[0].body == body
 
 

@@ -19,7 +19,7 @@ def _noop(_target: object) -> None:
 def test_a_script_without_its_keys_and_argv_header_is_not_loaded() -> None:
     assert checked_source("pinlater.storage", "layout").startswith("-- layout")
     assert "local function now_ms" in checked_source("pinlater.backends", "dequeue", prelude="_prelude")
-    with pytest.raises(ValueError, match="_prelude.lua lacks its '-- _prelude' line or KEYS/ARGV header"):
+    with pytest.raises(ValueError, match=r"_prelude\.lua lacks its '-- _prelude' line or KEYS/ARGV header"):
         checked_source("pinlater.backends", "_prelude")
 
 
@@ -49,7 +49,7 @@ def test_layout_rules(caplog: pytest.LogCaptureFixture) -> None:
     })  # fmt: skip
     assert (kind.current, kind.usable_from) == (4, 3)
     accept(kind, 4, "store a")
-    with pytest.raises(LayoutError, match="^store a has storage layout 5, newer than this PinLater knows"):
+    with pytest.raises(LayoutError, match=r"^store a has storage layout 5, newer than this PinLater knows"):
         accept(kind, 5, "store a")
     with pytest.raises(LayoutError, match=r"^store a has storage layout 2, this PinLater needs 4: run `pinlater"):
         accept(kind, 2, "store a")

@@ -77,6 +77,8 @@ def thrift_server(servers: None, tmp_path_factory: pytest.TempPathFactory) -> It
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 # Store setups a test of this session has used: "redis" and "redis+thrift"

@@ -2,8 +2,8 @@
 # (Kombu and Celery ship without complete type hints; their calls are untyped.)
 """The two apps of ``bench/celery.py``: the same no-op task and worker
 settings on Celery over PinLater and on stock Celery over the stock Redis
-broker. Workers are started with ``-A workers.benchmark:pinlater_app`` or
-``-A workers.benchmark:stock_app``."""
+broker. Workers are started with ``-A bench.celery_apps:pinlater_app`` or
+``-A bench.celery_apps:stock_app``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,142 @@
+"""The core package stands alone: it imports nothing from the packages built
+on it nor from the extras' dependencies, and `pinlater` finds the other
+packages' subcommands through entry points; one that cannot load costs that
+command only."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinlater import cli, cli_commands
+
+ROOT = Path(__file__).resolve().parents[2]
+UPPER_PACKAGES = {"dashboards", "workers", "tasks", "bench", "tests"}
+COMMANDS = {
+    "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete",
+    "set-rate", "pause", "resume", "config", "shards", "monitor", "server", "server-stats", "dashboard",
+    "migrate",
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_core_imports_nothing_from_the_packages_above_it() -> None:
+    files = sorted((ROOT / "pinlater").rglob("*.py"))
+    assert len(files) > 20
+    upward = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        for name in imported_modules(path)
+        if name.split(".")[0] in UPPER_PACKAGES
+    }
+    assert upward == set()
+
+
+# Imports every module of the packages named, with the given top-level
+# packages made unimportable (as if their extra were not installed).
+IMPORT_ALL_WITHOUT = """
+import importlib, pkgutil, sys
+blocked = set(sys.argv[1].split(","))
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, Block())
+for package in sys.argv[2:]:
+    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        importlib.import_module(info.name)
+        print(info.name)
+"""
+# The packages of the extras (pyproject.toml) and of dev.
+CELERY = ["celery", "kombu", "flower", "billiard"]
+HBASE = ["happybase"]
+DEV = ["pytest", "fakeredis", "thrift", "playwright", "prometheus_client", "honcho", "packaging"]
+
+
+@pytest.mark.parametrize(("packages", "missing"), [
+    (["pinlater"], CELERY + HBASE + DEV),  # the core install
+    (["dashboards"], CELERY + DEV),  # core + the dashboard extra
+    (["workers"], HBASE + DEV),  # core + celery
+])
+def test_each_part_imports_with_only_its_own_dependencies(packages: list[str], missing: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-c", IMPORT_ALL_WITHOUT, ",".join(missing), *packages],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.split()) > 10
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(actions) == 1
+    choices: dict[str, argparse.ArgumentParser] = actions[0].choices
+    return choices
+
+
+def test_the_cli_lists_every_command() -> None:
+    assert set(subcommands(cli.build_parser())) == COMMANDS
+    # The installed `pinlater` too: its entry points come from the package metadata.
+    shown = subprocess.run([sys.executable, "-m", "pinlater.cli", "--help"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    listed = shown.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert set(listed) == COMMANDS
+
+
+def needs_a_missing_package(sub: Any) -> None:
+    """A registered command whose extra is not installed: it fails when it runs."""
+
+    def run(_args: argparse.Namespace) -> int:
+        import pinlater_no_such_extra  # noqa: F401
+
+        return 0
+
+    sub.add_parser("needy").set_defaults(run=run)
+
+
+def with_extra_entries(monkeypatch: pytest.MonkeyPatch, *entries: EntryPoint) -> None:
+    def with_extras(*, group: str) -> list[EntryPoint]:
+        return [*entry_points(group=group), *entries]
+
+    monkeypatch.setattr("pinlater.cli_commands.entry_points", with_extras)
+
+
+def test_a_command_that_cannot_load_is_refused_in_one_line_and_the_others_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_extra_entries(monkeypatch, EntryPoint("broken", "pinlater_no_such_extra:register", cli_commands.GROUP))
+    assert set(subcommands(cli.build_parser())) == COMMANDS | {"broken"}
+    assert cli.main(["broken", "--port", "1", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "`pinlater broken` is unavailable: ModuleNotFoundError: No module named 'pinlater_no_such_extra'" in err
+    assert "pip install 'pinlater-py[all]'" in err
+    # Another command still parses and runs (and refuses its own bad input in one line).
+    assert cli.main(["server-stats", "--url", "http://127.0.0.1:1"]) == 2
+    assert "cannot read server stats from http://127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_a_package_missing_when_a_command_runs_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_extra_entries(monkeypatch, EntryPoint("needy", f"{__name__}:needs_a_missing_package", cli_commands.GROUP))
+    assert cli.main(["needy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "`pinlater needy` needs a package that is not installed: No module named 'pinlater_no_such_extra'" in err
