@@ -123,7 +123,7 @@ def _note_oldest(service: JobService, backend: ShardBackend, queue: str, priorit
     # finds the oldest runnable one; a lookup then gives its run_after.
     # (The peek also carries the body: see the report for a core call that
     # would return only the time.)
-    peeked = service.shards.call(backend, lambda b: b.peek(queue, priority, 1))
+    peeked = service.shards.call(backend, lambda b: b.peek(queue, [priority], 1).jobs)
     if not peeked:
         return
     local_id = peeked[0].local_id
