@@ -17,6 +17,7 @@ import redis
 
 from pinlater import Ack, Job, JobService
 from pinlater.backends.redis_backend import RedisBackend
+from pinlater.backends.redis_scripts import JOB_SCRIPTS, job_script_source
 from pinlater.retry import RetryPolicy
 from tests.conftest import MYSQL_DATABASES, settings_for
 
@@ -63,8 +64,8 @@ def _count_redis(service: JobService, trips: RoundTrips, monkeypatch: pytest.Mon
         client = backend._r
         kwargs = client.connection_pool.connection_kwargs
         shard_of[(int(kwargs["port"]), int(kwargs["db"]))] = backend.shard_id
-        for script in backend._scripts.values():  # no NOSCRIPT reloads while counting
-            client.script_load(script.script)
+        for name in JOB_SCRIPTS:  # no NOSCRIPT reloads while counting
+            client.script_load(job_script_source(name))
     original: Callable[..., Any] = redis.connection.AbstractConnection.send_packed_command
 
     def send_packed_command(conn: Any, command: Any, check_health: bool = True) -> Any:
@@ -80,7 +81,7 @@ def _count_mysql(trips: RoundTrips, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every command packet on a shard database's connections (a
     multi-statement text is one)."""
     shard_of = {MYSQL_DATABASES[s].encode(): s for s in ("d1", "d2")}
-    original: Callable[..., Any] = pymysql.connections.Connection._execute_command
+    original: Callable[..., Any] = vars(pymysql.connections.Connection)["_execute_command"]
 
     def execute_command(conn: Any, command: int, sql: Any) -> Any:
         shard = shard_of.get(conn.db or b"")
@@ -88,7 +89,7 @@ def _count_mysql(trips: RoundTrips, monkeypatch: pytest.MonkeyPatch) -> None:
             trips.add(shard)
         return original(conn, command, sql)
 
-    monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", execute_command)
+    monkeypatch.setattr("pymysql.connections.Connection._execute_command", execute_command)
 
 
 def _ready(service: JobService, queue: str) -> None:
