@@ -65,7 +65,7 @@ def _count_redis(service: JobService, trips: RoundTrips, monkeypatch: pytest.Mon
         kwargs = client.connection_pool.connection_kwargs
         shard_of[(int(kwargs["port"]), int(kwargs["db"]))] = backend.shard_id
         for name in JOB_SCRIPTS:  # no NOSCRIPT reloads while counting
-            client.script_load(job_script_source(name))
+            client.execute_command("SCRIPT", "LOAD", job_script_source(name))
     original: Callable[..., Any] = redis.connection.AbstractConnection.send_packed_command
 
     def send_packed_command(conn: Any, command: Any, check_health: bool = True) -> Any:
