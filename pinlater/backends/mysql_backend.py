@@ -3,15 +3,14 @@
 
 Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
 around it only when a batch spans several tables or is very large); dequeue
-is a claiming UPDATE ... LIMIT plus a read back by claim; ACKs and
-checkpoints are BEGIN, per table a locking read of the RUNNING rows and one
-guarded UPDATE joined with the items' values, COMMIT (4 round trips for a
-one-priority batch of any size). The locking read is what makes per-item
-results exact: with the rows locked, the UPDATE applies to exactly the items
-judged current, so a stale item (a job re-pended, re-claimed or already
-acked, maybe by a duplicate in the same batch) is reported False. An UPDATE
-followed by a SELECT could not tell a job this call finished from one
-finished earlier without adding a marker column to every job.
+is one multi-statement transaction whatever the number of priorities (per
+priority a claiming UPDATE ... LIMIT, then one read back by claim and a look
+ahead); ACKs are one guarded single-table UPDATE per table, whose row count
+says "all applied" or "all stale" and which leaves its own marker in the
+claim column, so that only a mixed batch costs a second round trip (the
+read back of the marked ids). Checkpoints are BEGIN, per table a locking
+read of the RUNNING rows and one guarded UPDATE, COMMIT: a heartbeat keeps
+the claim, so it cannot carry a marker.
 """
 
 from __future__ import annotations
