@@ -119,16 +119,18 @@ def _dequeue_script(
     queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
 ) -> tuple[str, list[Any]]:
     """The one-round-trip dequeue (see dequeue_begin in the SQL file)."""
-    statements = [sql("dequeue_begin"), sql("dequeue_vars")]
-    for priority in priorities:
+    first, *rest = priorities
+    statements = [sql("dequeue_begin"), sql("dequeue_claim", table=job_table(queue, first))]
+    args: list[Any] = [claim, limit]
+    if rest:
+        statements.append(sql("dequeue_vars"))
+        args += [claim, limit]
+    for priority in rest:
         statements += [sql("dequeue_prepare", table=job_table(queue, priority)),
                        sql("dequeue_execute"), sql("dequeue_count")]
-    statements.append(sql("dequeue_deallocate"))
-    reads = [sql("dequeue_read", table=job_table(queue, p)) for p in priorities]
-    statements.append("\nUNION ALL\n".join(reads) + "\nORDER BY pos, run_after, id")
-    args: list[Any] = [claim, limit]
-    for pos, priority in enumerate(priorities):
-        args += [pos, priority, claim]
+    for priority in priorities:
+        statements.append(sql("dequeue_read", table=job_table(queue, priority)))
+        args.append(claim)
     if look_ahead:
         statements.append(_look_ahead(queue, look_ahead, args))
     statements.append(sql("dequeue_commit"))
@@ -138,12 +140,8 @@ def _dequeue_script(
 def _peek_script(
     queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int]
 ) -> tuple[str, list[Any]]:
-    branches = [sql("peek", table=job_table(queue, p)) for p in priorities]
-    args: list[Any] = []
-    for pos, priority in enumerate(priorities):
-        args += [pos, priority, limit]
-    statements = ["\nUNION ALL\n".join(branches) + "\nORDER BY pos, run_after, id LIMIT %s"]
-    args.append(limit)
+    statements = [sql("peek", table=job_table(queue, p)) for p in priorities]
+    args: list[Any] = [limit] * len(priorities)
     if look_ahead:
         statements.append(_look_ahead(queue, look_ahead, args))
     return ";\n".join(statements), args
@@ -158,12 +156,21 @@ def _look_ahead(queue: str, look_ahead: Sequence[int], args: list[Any]) -> str:
 
 
 def _claims(
-    results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str, looked_ahead: bool
+    results: list[tuple[tuple[Any, ...], ...]],
+    priorities: Sequence[int],
+    limit: int,
+    claim: str,
+    looked_ahead: bool,
 ) -> Claims:
-    """Decode the rows of a dequeue or peek script: the jobs, then (when
-    looked ahead) the first runnable look-ahead priority."""
-    jobs = [ClaimedJob(int(r[2]), int(r[1]), bytes(r[3]), int(r[4]), int(r[5]), claim) for r in results[0]]
-    following = results[1] if looked_ahead else ()
+    """Decode the results of a dequeue or peek script: one per priority
+    (id, body, allowed, remaining), then (when looked ahead) the first
+    runnable look-ahead priority."""
+    jobs = [
+        ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), claim)
+        for priority, rows in zip(priorities, results, strict=False)
+        for r in rows
+    ][:limit]  # a peek reads up to limit per priority
+    following = results[len(priorities)] if looked_ahead else ()
     if len(jobs) >= limit or not following:
         return Claims(jobs)
     return Claims(jobs, int(following[0][1]))
@@ -323,7 +330,7 @@ class MySQLBackend:
             # Committed when this returns: should the connection die after,
             # these jobs stay RUNNING until their claim times out (nothing is lost).
             results = s.execute_script(text, args)
-            return _claims(results, limit, claim, bool(look_ahead))
+            return _claims(results, priorities, limit, claim, bool(look_ahead))
 
         return self._run(queue, (*priorities, *look_ahead), work)
 
@@ -333,7 +340,7 @@ class MySQLBackend:
         if limit <= 0 or not priorities:
             return Claims([])
         text, args = _peek_script(queue, priorities, limit, look_ahead)
-        work = lambda s: _claims(s.execute_script(text, args), limit, "", bool(look_ahead))  # noqa: E731
+        work = lambda s: _claims(s.execute_script(text, args), priorities, limit, "", bool(look_ahead))  # noqa: E731
         return self._run(queue, (*priorities, *look_ahead), work)
 
     def _guarded(

@@ -115,14 +115,23 @@ VALUES {rows}
 -- name: dequeue_begin
 -- A dequeue is one round trip per shard whatever the number of priorities:
 -- a multi-statement text of these dequeue_* blocks, in one transaction so
--- that a failure part way claims nothing. Per priority, in order: claim up
--- to @pl_left jobs with UPDATE ... LIMIT (LIMIT takes no expression, hence
--- PREPARE / EXECUTE), count them off; then read every claimed job back by
--- claim, and look ahead for the next priority with runnable jobs.
+-- that a failure part way claims nothing. The first priority's claim is a
+-- plain UPDATE ... LIMIT; each further priority claims what is still
+-- missing, @pl_left, through PREPARE / EXECUTE (LIMIT takes no expression;
+-- a PREPARE replaces the connection's previous pl_claim). Then every claimed
+-- job is read back by claim, and the look ahead finds the next priority
+-- with runnable jobs.
 START TRANSACTION
 
+-- name: dequeue_claim
+UPDATE {table} FORCE INDEX (by_run_after)
+SET state = 1, claim = %s, updated_at = {now}
+WHERE state = 0 AND run_after <= {now}
+ORDER BY run_after, id
+LIMIT %s
+
 -- name: dequeue_vars
-SET @pl_claim = %s, @pl_left = %s
+SET @pl_claim = %s, @pl_left = %s - ROW_COUNT()
 
 -- name: dequeue_prepare
 PREPARE pl_claim FROM 'UPDATE {table} FORCE INDEX (by_run_after) SET state = 1, claim = ?, updated_at = {now} WHERE state = 0 AND run_after <= {now} ORDER BY run_after, id LIMIT ?'
@@ -133,27 +142,22 @@ EXECUTE pl_claim USING @pl_claim, @pl_left
 -- name: dequeue_count
 SET @pl_left = @pl_left - ROW_COUNT()
 
--- name: dequeue_deallocate
-DEALLOCATE PREPARE pl_claim
-
 -- name: dequeue_read
--- One branch per priority, joined by UNION ALL; %s: its position in the
--- call, its priority, the claim.
-SELECT %s AS pos, %s AS priority, id, body, attempts_allowed, attempts_remaining, run_after
-FROM {table} FORCE INDEX (by_claim)
+-- One per priority, as separate results: a UNION of rows with the body
+-- would go through a temporary table.
+SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_claim)
 WHERE claim = %s AND state = 1
+ORDER BY run_after, id
 
 -- name: dequeue_commit
 COMMIT
 
 -- name: peek
--- One branch per priority, joined by UNION ALL, then ORDER BY pos,
--- run_after, id LIMIT n (each branch is limited to n as well).
-(SELECT %s AS pos, %s AS priority, id, body, attempts_allowed, attempts_remaining, run_after
- FROM {table} FORCE INDEX (by_run_after)
- WHERE state = 0 AND run_after <= {now}
- ORDER BY run_after, id
- LIMIT %s)
+-- One per priority, as separate results (see dequeue_read).
+SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0 AND run_after <= {now}
+ORDER BY run_after, id
+LIMIT %s
 
 -- name: look_ahead
 -- One branch per look-ahead priority, joined by UNION ALL, then ORDER BY
