@@ -348,12 +348,11 @@ class MySQLBackend:
         queue: str,
         items: Sequence[_Item],
         statement: str,
-        values: Callable[[_Item, int], list[Any] | None],
+        values: Callable[[_Item], list[Any]],
     ) -> list[bool]:
         """Apply ``statement`` to the items whose job is RUNNING under a claim
-        from the item's source, in one transaction. ``values(item,
-        attempts_remaining)`` gives the item's row of the joined values, or
-        None when the item's own guard fails."""
+        from the item's source, in one transaction. ``values(item)`` gives
+        the item's row of the joined values."""
         if not items:
             return []
         rounds = _rounds(items)
@@ -366,17 +365,15 @@ class MySQLBackend:
                     table = tables[priority]
                     ids = [items[i].local_id for i in indexes]
                     s.execute(sql("lock_running", table=table, ids=len(ids)), ids)
-                    running = {int(r[0]): (r[1], int(r[2])) for r in s.fetchall()}
+                    running = {int(r[0]): r[1] for r in s.fetchall()}
                     chosen: list[int] = []
                     params: list[Any] = []
                     for i in indexes:
-                        claim, attempts_remaining = running.get(items[i].local_id, (None, 0))
+                        claim = running.get(items[i].local_id)
                         if claim is None or claim[CLAIM_TOKEN_LEN + 1 :] != items[i].source:
                             continue
-                        row = values(items[i], attempts_remaining)
-                        if row is not None:
-                            chosen.append(i)
-                            params += row
+                        chosen.append(i)
+                        params += values(items[i])
                     if not chosen:
                         continue
                     updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
@@ -456,7 +453,7 @@ class MySQLBackend:
         return self._run(queue, tables, work, transaction=len(steps) > 1)
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
-        def values(item: CheckpointItem, _attempts: int) -> list[Any]:
+        def values(item: CheckpointItem) -> list[Any]:
             return [item.local_id, item.source, item.new_body, item.attempts_allowed,
                     item.prepend_custom_status or "", item.run_after_ms,
                     1 if item.move_to_pending else 0]

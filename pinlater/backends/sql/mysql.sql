@@ -166,10 +166,11 @@ LIMIT %s
  WHERE state = 0 AND run_after <= {now} LIMIT 1)
 
 -- name: lock_running
--- First step of every per-item ACK/checkpoint batch (inside a transaction):
--- lock the jobs that are RUNNING so that the guarded UPDATE that follows
--- applies to exactly the items we decide on here.
-SELECT id, claim, attempts_remaining FROM {table} FORCE INDEX (PRIMARY)
+-- First step of every checkpoint batch (inside a transaction): lock the
+-- jobs that are RUNNING so that the guarded UPDATE that follows applies to
+-- exactly the items we decide on here (a heartbeat keeps the claim, so it
+-- cannot leave a marker to read back as ACKs do).
+SELECT id, claim FROM {table} FORCE INDEX (PRIMARY)
 WHERE id IN ({ids}) AND state = 1
 FOR UPDATE
 
