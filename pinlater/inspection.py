@@ -289,7 +289,7 @@ class Inspector:
         # Dequeue order is oldest run_after first, so a dry-run peek of one
         # job finds it; a lookup then gives its run_after.
         backend = self._one_shard(shard_id, queue, priority)
-        peeked = self._shards.call(backend, lambda b: b.peek(queue, priority, 1))
+        peeked = self._shards.call(backend, lambda b: b.peek(queue, [priority], 1).jobs)
         if not peeked:
             return None
         [record] = self._lookup_on(backend, queue, priority, [peeked[0].local_id], False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any
 
 from pinlater.limits import MAX_DELAY_MS
@@ -60,6 +61,13 @@ class RetryPolicy:
     def delay_ms(self, retry_number: int) -> int:
         return backoff_delay_ms(self, retry_number)
 
+    def delay_table(self) -> tuple[int, ...]:
+        """``delay_ms(n)`` for n = 1, 2, ... as a table whose last entry
+        repeats for every larger n: what a backend needs to pick a failed
+        job's delay inside its failure transition, from the job's own
+        attempt count (no read before the write)."""
+        return delay_table(self)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["delays_ms"] = list(self.delays_ms)
@@ -105,6 +113,17 @@ def backoff_delay_ms(policy: RetryPolicy, retry_number: int) -> int:
     except OverflowError:  # factor ** n past a double: the cap applies
         delay = math.inf
     return int(min(delay, policy.max_delay_ms))
+
+
+@cache
+def delay_table(policy: RetryPolicy) -> tuple[int, ...]:
+    """See RetryPolicy.delay_table: a pure function of the policy, so
+    computed once per policy. Trailing repeats are trimmed (a capped policy
+    has a short table; the longest is MAX_RETRIES + 1 entries)."""
+    delays = [backoff_delay_ms(policy, n) for n in range(1, MAX_RETRIES + 2)]
+    while len(delays) > 1 and delays[-2] == delays[-1]:
+        delays.pop()
+    return tuple(delays)
 
 
 def _raw_delay(policy: RetryPolicy, n: int) -> float:

@@ -30,6 +30,7 @@ from pinlater.backends import open_backend
 from pinlater.backends.base import (
     AckItem,
     CheckpointItem,
+    Claims,
     EnqueueItem,
     ExpiredClaims,
     FailItem,
@@ -52,6 +53,7 @@ from pinlater.errors import (
 from pinlater.idempotency import enqueue_once
 from pinlater.inspection import Inspector
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.priority_walk import walk_priorities
 from pinlater.queue_admin import QueueAdmin
 from pinlater.queue_config import QueueConfig
 from pinlater.ratelimit import RateLimiter
@@ -244,12 +246,13 @@ class JobService:
         shards = self.shards.require_healthy()
         shards = shards[: max(1, math.ceil(coverage * len(shards)))]
         if dry_run:
-            return self._collect(queue, config, shards, limit, lambda b, p, n: b.peek(queue, p, n))
+            return self._collect(queue, config, shards, limit, lambda b, ps, n, ahead: b.peek(queue, ps, n, ahead))
         granted = self.rate_limiter.take(config, limit)
         jobs: list[DequeuedJob] = []
         try:
             jobs = self._collect(
-                queue, config, shards, granted, lambda b, p, n: b.dequeue(queue, p, n, source)
+                queue, config, shards, granted,
+                lambda b, ps, n, ahead: b.dequeue(queue, ps, n, source, ahead),
             )
         finally:
             self.rate_limiter.give_back(config, granted - len(jobs))
@@ -262,33 +265,24 @@ class JobService:
         config: QueueConfig,
         shards: list[ShardBackend],
         limit: int,
-        take: Callable[[ShardBackend, int, int], list],  # type: ignore[type-arg]
+        take: Callable[[ShardBackend, Sequence[int], int, Sequence[int]], Claims],
     ) -> list[DequeuedJob]:
-        # Priority-major so that a priority-1 job on any shard goes before a
-        # priority-2 job on another.
-        out: list[DequeuedJob] = []
-        live = list(shards)
-        for priority in range(1, config.priorities + 1):
-            for backend in list(live):
-                want = limit - len(out)
-                if want <= 0:
-                    return out
-                try:
-                    claimed = self._on_shard(backend, lambda b, p=priority, n=want: take(b, p, n))  # type: ignore[misc]
-                except ShardUnavailable:
-                    live.remove(backend)
-                    continue
-                out.extend(
-                    DequeuedJob(
-                        descriptor=str(JobDescriptor(queue, backend.shard_id, priority, c.local_id)),
-                        body=c.body,
-                        attempts_allowed=c.attempts_allowed,
-                        attempts_remaining=c.attempts_remaining,
-                        claim=c.claim,
-                    )
-                    for c in claimed
-                )
-        return out
+        # Priority-major across shards (a priority-1 job on any shard goes
+        # before a priority-2 job on another), about one call per shard.
+        picked = walk_priorities(
+            shards, config.priorities, limit,
+            lambda backend, ps, n, ahead: self._on_shard(backend, lambda b: take(b, ps, n, ahead)),
+        )
+        return [
+            DequeuedJob(
+                descriptor=str(JobDescriptor(queue, backend.shard_id, c.priority, c.local_id)),
+                body=c.body,
+                attempts_allowed=c.attempts_allowed,
+                attempts_remaining=c.attempts_remaining,
+                claim=c.claim,
+            )
+            for backend, c in picked
+        ]
 
     # -- ack and checkpoint ------------------------------------------------------------
     def ack(
@@ -340,29 +334,14 @@ class JobService:
         acks: list[tuple[JobDescriptor, Ack]],
         source: str,
     ) -> list[bool]:
-        items: list[FailItem] = []
-        need_policy = [(d, a) for d, a in acks if a.retry_delay_ms <= 0]
-        attempts: dict[tuple[int, int], tuple[int, int]] = {}
-        by_priority: dict[int, list[int]] = defaultdict(list)
-        for d, _ in need_policy:
-            by_priority[d.priority].append(d.local_id)
-        for priority, ids in by_priority.items():
-            for local_id, record in zip(ids, backend.lookup(queue, priority, ids, False), strict=True):
-                if record is not None:
-                    attempts[(priority, local_id)] = (record.attempts_allowed, record.attempts_remaining)
-        for d, a in acks:
-            if a.retry_delay_ms > 0:
-                items.append(FailItem(d.priority, d.local_id, source, a.append_custom_status, a.retry_delay_ms))
-                continue
-            allowed, remaining = attempts.get((d.priority, d.local_id), (0, 0))
-            retry_number = allowed - remaining + 1
-            items.append(
-                FailItem(
-                    d.priority, d.local_id, source, a.append_custom_status,
-                    config.retry.delay_ms(retry_number), expected_attempts_remaining=remaining,
-                )
-            )
-        return backend.ack_failed(queue, items)
+        # The policy's delay is picked inside the transition from the job's
+        # own attempt count: one round trip, no read first.
+        items = [
+            FailItem(d.priority, d.local_id, source, a.append_custom_status,
+                     a.retry_delay_ms if a.retry_delay_ms > 0 else None)
+            for d, a in acks
+        ]
+        return backend.ack_failed(queue, items, config.retry.delay_table())
 
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None

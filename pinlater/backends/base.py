@@ -78,17 +78,36 @@ class AckItem:
 
 @dataclass(frozen=True, slots=True)
 class FailItem:
-    """A failure ACK. ``delay_ms`` is already resolved by the service.
-    ``expected_attempts_remaining``, when not None, guards the transition: it
-    applies only if the job's attempts_remaining still equals it (the service
-    read it to compute the policy's delay)."""
+    """A failure ACK. ``delay_ms`` None: the retry policy's delay, picked
+    inside the transition from the delay table given to ``ack_failed`` by
+    the job's retry number (attempts_allowed - attempts_remaining + 1; past
+    the table's end its last entry). An explicit delay (the worker's own)
+    wins."""
 
     priority: int
     local_id: int
     source: str
     append_custom_status: str
-    delay_ms: int
-    expected_attempts_remaining: int | None = None
+    delay_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What one dequeue (or peek) call got on its shard. ``next_priority``:
+    when fewer than ``limit`` jobs were found, the first of the call's
+    ``look_ahead`` priorities that has runnable jobs (None: none has, or the
+    limit was met), so the caller knows where to go next without asking."""
+
+    jobs: list[ClaimedJob]
+    next_priority: int | None = None
+
+
+def policy_delay(delay_table: Sequence[int], attempts_allowed: int, attempts_remaining: int) -> int:
+    """The delay-table entry for a job's retry number (see FailItem)."""
+    if not delay_table:
+        raise ValueError("a failure ACK without its own delay needs the policy's delay table")
+    retry_number = attempts_allowed - attempts_remaining + 1
+    return delay_table[min(max(retry_number, 1), len(delay_table)) - 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,23 +185,37 @@ class ShardBackend(Protocol):
         updated_at = now, run_after = given or now. Returns local ids in
         order. All items are stored, or none (one script / transaction)."""
 
-    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
-        """PENDING with run_after <= now -> RUNNING, oldest run_after first
-        (then lowest id), at most ``limit``, under one new claim
-        ``TOKEN@source``; updated_at = now."""
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
+        """PENDING with run_after <= now -> RUNNING, at most ``limit`` in all,
+        ``priorities`` in the order given and within one priority oldest
+        run_after first (then lowest id), under one new claim
+        ``TOKEN@source``; updated_at = now. One atomic step on the shard
+        whatever the number of priorities; see Claims for ``look_ahead``."""
 
-    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
         """What dequeue would return, changing nothing (claim "")."""
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
         """RUNNING (claim source matches) -> SUCCEEDED; updated_at = now;
         custom status appended; claim cleared. True per applied item."""
 
-    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
-        """RUNNING (claim source matches, attempts guard holds) -> PENDING
-        with attempts_remaining - 1 and run_after = now + delay_ms when
-        attempts_remaining > 1; else -> FAILED with attempts_remaining = 0.
-        updated_at = now; custom status appended; claim cleared."""
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
+        """RUNNING (claim source matches) -> PENDING with attempts_remaining
+        - 1 and run_after = now + delay (the item's, else the table's, see
+        FailItem) when attempts_remaining > 1; else -> FAILED with
+        attempts_remaining = 0. updated_at = now; custom status appended;
+        claim cleared. One atomic step on the shard."""
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
         """See CheckpointItem. True per applied item."""

@@ -18,10 +18,12 @@ from pinlater.backends.base import (
     AckItem,
     CheckpointItem,
     ClaimedJob,
+    Claims,
     EnqueueItem,
     ExpiredClaims,
     FailItem,
     JobRecord,
+    policy_delay,
 )
 from pinlater.states import JobState
 
@@ -53,6 +55,12 @@ class _Row:
             updated_at_ms=self.updated_at,
             claim=self.claim,
             body=self.body if include_body else None,
+        )
+
+    def claimed(self, claim: str) -> ClaimedJob:
+        return ClaimedJob(
+            self.local_id, self.priority, self.body, self.attempts_allowed,
+            self.attempts_remaining, claim,
         )
 
     @property
@@ -139,30 +147,45 @@ class MemoryBackend:
         rows.sort(key=lambda r: (r.run_after, r.local_id))
         return rows[:limit]
 
-    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
+    def _ready_in(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], now: int
+    ) -> tuple[list[_Row], int | None]:
+        """Up to ``limit`` runnable rows, priorities in order; then the first
+        look-ahead priority with a runnable row (see Claims)."""
+        if limit < 1:
+            return [], None
+        rows: list[_Row] = []
+        for priority in priorities:
+            rows += self._ready(queue, priority, limit - len(rows), now)
+            if len(rows) >= limit:
+                return rows, None
+        following = (p for p in look_ahead if self._ready(queue, p, 1, now))
+        return rows, next(following, None)
+
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
         claim = f"{secrets.token_hex(8)}@{source}"
         with self._lock:
             now = self._clock()
-            out: list[ClaimedJob] = []
-            for row in self._ready(queue, priority, limit, now):
+            rows, following = self._ready_in(queue, priorities, limit, look_ahead, now)
+            for row in rows:
                 row.state = JobState.RUNNING
                 row.claim = claim
                 row.updated_at = now
-                out.append(
-                    ClaimedJob(
-                        row.local_id, priority, row.body, row.attempts_allowed,
-                        row.attempts_remaining, claim,
-                    )
-                )
-            return out
+            return Claims([row.claimed(claim) for row in rows], following)
 
-    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
         with self._lock:
-            rows = self._ready(queue, priority, limit, self._clock())
-            return [
-                ClaimedJob(r.local_id, priority, r.body, r.attempts_allowed, r.attempts_remaining, "")
-                for r in rows
-            ]
+            rows, following = self._ready_in(queue, priorities, limit, look_ahead, self._clock())
+            return Claims([row.claimed("") for row in rows], following)
 
     def _claimed_by(self, queue: str, priority: int, local_id: int, source: str) -> _Row | None:
         row = self._table(queue, priority).get(local_id)
@@ -197,19 +220,20 @@ class MemoryBackend:
         row.state = JobState.FAILED
         return False
 
-    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
         with self._lock:
             now = self._clock()
             results: list[bool] = []
             for item in items:
                 row = self._claimed_by(queue, item.priority, item.local_id, item.source)
-                if row is not None and item.expected_attempts_remaining not in (
-                    None, row.attempts_remaining,
-                ):
-                    row = None
                 if row is not None:
+                    delay = item.delay_ms
+                    if delay is None:
+                        delay = policy_delay(delay_table, row.attempts_allowed, row.attempts_remaining)
                     row.custom_status = _append(row.custom_status, item.append_custom_status)
-                    self._fail(row, now, item.delay_ms)
+                    self._fail(row, now, delay)
                 results.append(row is not None)
             return results
 

@@ -3,19 +3,19 @@
 
 Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
 around it only when a batch spans several tables or is very large); dequeue
-is a claiming UPDATE ... LIMIT plus a read back by claim; ACKs and
-checkpoints are BEGIN, per table a locking read of the RUNNING rows and one
-guarded UPDATE joined with the items' values, COMMIT (4 round trips for a
-one-priority batch of any size). The locking read is what makes per-item
-results exact: with the rows locked, the UPDATE applies to exactly the items
-judged current, so a stale item (a job re-pended, re-claimed or already
-acked, maybe by a duplicate in the same batch) is reported False. An UPDATE
-followed by a SELECT could not tell a job this call finished from one
-finished earlier without adding a marker column to every job.
+is one multi-statement transaction whatever the number of priorities (per
+priority a claiming UPDATE ... LIMIT, then one read back by claim and a look
+ahead); ACKs are one guarded single-table UPDATE per table, whose row count
+says "all applied" or "all stale" and which leaves its own marker in the
+claim column, so that only a mixed batch costs a second round trip (the
+read back of the marked ids). Checkpoints are BEGIN, per table a locking
+read of the RUNNING rows and one guarded UPDATE, COMMIT: a heartbeat keeps
+the claim, so it cannot carry a marker.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +26,7 @@ from pinlater.backends.base import (
     AckItem,
     CheckpointItem,
     ClaimedJob,
+    Claims,
     EnqueueItem,
     ExpiredClaims,
     FailItem,
@@ -108,6 +109,67 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
         chunks[-1].append(index)
         size += cost
     return chunks
+
+
+def _dequeue_script(
+    queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+) -> tuple[str, list[Any]]:
+    """The one-round-trip dequeue (see dequeue_begin in the SQL file)."""
+    first, *rest = priorities
+    statements = [sql("dequeue_begin"), sql("dequeue_claim", table=job_table(queue, first))]
+    args: list[Any] = [claim, limit]
+    if rest:
+        statements.append(sql("dequeue_vars"))
+        args += [claim, limit]
+    for priority in rest:
+        statements += [sql("dequeue_prepare", table=job_table(queue, priority)),
+                       sql("dequeue_execute"), sql("dequeue_count")]
+    for priority in priorities:
+        statements.append(sql("dequeue_read", table=job_table(queue, priority)))
+        args.append(claim)
+    if look_ahead:
+        statements.append(_look_ahead(queue, look_ahead, args))
+    statements.append(sql("dequeue_commit"))
+    return ";\n".join(statements), args
+
+
+def _peek_script(
+    queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int]
+) -> tuple[str, list[Any]]:
+    statements = [sql("peek", table=job_table(queue, p)) for p in priorities]
+    args: list[Any] = [limit] * len(priorities)
+    if look_ahead:
+        statements.append(_look_ahead(queue, look_ahead, args))
+    return ";\n".join(statements), args
+
+
+def _look_ahead(queue: str, look_ahead: Sequence[int], args: list[Any]) -> str:
+    """The look_ahead statement; appends its arguments to ``args``."""
+    for pos, priority in enumerate(look_ahead):
+        args += [pos, priority]
+    branches = [sql("look_ahead", table=job_table(queue, p)) for p in look_ahead]
+    return "\nUNION ALL\n".join(branches) + "\nORDER BY pos LIMIT 1"
+
+
+def _claims(
+    results: list[tuple[tuple[Any, ...], ...]],
+    priorities: Sequence[int],
+    limit: int,
+    claim: str,
+    looked_ahead: bool,
+) -> Claims:
+    """Decode the results of a dequeue or peek script: one per priority
+    (id, body, allowed, remaining), then (when looked ahead) the first
+    runnable look-ahead priority."""
+    jobs = [
+        ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), claim)
+        for priority, rows in zip(priorities, results, strict=False)
+        for r in rows
+    ][:limit]  # a peek reads up to limit per priority
+    following = results[len(priorities)] if looked_ahead else ()
+    if len(jobs) >= limit or not following:
+        return Claims(jobs)
+    return Claims(jobs, int(following[0][1]))
 
 
 class MySQLBackend:
@@ -243,52 +305,48 @@ class MySQLBackend:
 
         return self._run(queue, by_priority, work, transaction=statements > 1)
 
-    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
-        table = job_table(queue, priority)
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
         claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
         if len(claim) > CLAIM_MAX:
             raise ValueError(f"source is too long ({len(source)} characters)")
-        if limit <= 0:
-            return []
+        if limit <= 0 or not priorities:
+            return Claims([])
+        text, args = _dequeue_script(queue, priorities, limit, claim, look_ahead)
 
-        def work(s: Session) -> list[ClaimedJob]:
-            if s.execute(sql("dequeue_claim", table=table), {"claim": claim, "limit": limit}) == 0:
-                return []
-            # The UPDATE has committed: should the connection die now, these
-            # jobs stay RUNNING until their claim times out (nothing is lost).
-            s.execute(sql("dequeue_read", table=table), {"claim": claim})
-            return [
-                ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), claim)
-                for r in s.fetchall()
-            ]
+        def work(s: Session) -> Claims:
+            # Committed when this returns: should the connection die after,
+            # these jobs stay RUNNING until their claim times out (nothing is lost).
+            results = s.execute_script(text, args)
+            return _claims(results, priorities, limit, claim, bool(look_ahead))
 
-        return self._run(queue, (priority,), work)
+        return self._run(queue, (*priorities, *look_ahead), work)
 
-    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
-        table = job_table(queue, priority)
-        if limit <= 0:
-            return []
-
-        def work(s: Session) -> list[ClaimedJob]:
-            s.execute(sql("peek", table=table), {"limit": limit})
-            return [
-                ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), "")
-                for r in s.fetchall()
-            ]
-
-        return self._run(queue, (priority,), work)
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        if limit <= 0 or not priorities:
+            return Claims([])
+        text, args = _peek_script(queue, priorities, limit, look_ahead)
+        work = lambda s: _claims(s.execute_script(text, args), priorities, limit, "", bool(look_ahead))  # noqa: E731
+        return self._run(queue, (*priorities, *look_ahead), work)
 
     def _guarded(
         self,
         queue: str,
         items: Sequence[_Item],
         statement: str,
-        values: Callable[[_Item, int], list[Any] | None],
+        values: Callable[[_Item], list[Any]],
     ) -> list[bool]:
         """Apply ``statement`` to the items whose job is RUNNING under a claim
-        from the item's source, in one transaction. ``values(item,
-        attempts_remaining)`` gives the item's row of the joined values, or
-        None when the item's own guard fails."""
+        from the item's source, in one transaction. ``values(item)`` gives
+        the item's row of the joined values."""
         if not items:
             return []
         rounds = _rounds(items)
@@ -301,17 +359,15 @@ class MySQLBackend:
                     table = tables[priority]
                     ids = [items[i].local_id for i in indexes]
                     s.execute(sql("lock_running", table=table, ids=len(ids)), ids)
-                    running = {int(r[0]): (r[1], int(r[2])) for r in s.fetchall()}
+                    running = {int(r[0]): r[1] for r in s.fetchall()}
                     chosen: list[int] = []
                     params: list[Any] = []
                     for i in indexes:
-                        claim, attempts_remaining = running.get(items[i].local_id, (None, 0))
+                        claim = running.get(items[i].local_id)
                         if claim is None or claim[CLAIM_TOKEN_LEN + 1 :] != items[i].source:
                             continue
-                        row = values(items[i], attempts_remaining)
-                        if row is not None:
-                            chosen.append(i)
-                            params += row
+                        chosen.append(i)
+                        params += values(items[i])
                     if not chosen:
                         continue
                     updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
@@ -327,24 +383,71 @@ class MySQLBackend:
         return self._run(queue, tables, work, transaction=True)
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
-        def values(item: AckItem, _attempts: int) -> list[Any]:
-            return [item.local_id, item.source, item.append_custom_status]
+        def args(indexes: list[int], marker: str) -> list[Any]:
+            ids = [items[i].local_id for i in indexes]
+            return [marker, *ids, *(items[i].append_custom_status for i in indexes),
+                    *ids, *ids, *(items[i].source for i in indexes)]
 
-        return self._guarded(queue, items, "ack_succeeded", values)
+        return self._acked(queue, items, "ack_succeeded", args)
 
-    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
-        def values(item: FailItem, attempts_remaining: int) -> list[Any] | None:
-            expected = item.expected_attempts_remaining
-            if expected is not None and expected != attempts_remaining:
-                return None
-            retry = 1 if attempts_remaining > 1 else 0
-            return [item.local_id, item.source, item.append_custom_status, item.delay_ms,
-                    retry, expected]
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
+        if not delay_table and any(it.delay_ms is None for it in items):
+            raise ValueError("a failure ACK without its own delay needs the policy's delay table")
+        table = json.dumps([int(d) for d in delay_table] or [0])
+        last = max(0, len(delay_table) - 1)
 
-        return self._guarded(queue, items, "ack_failed", values)
+        def args(indexes: list[int], marker: str) -> list[Any]:
+            ids = [items[i].local_id for i in indexes]
+            delays = [items[i].delay_ms for i in indexes]
+            return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
+                    marker, *ids, *ids, *(items[i].source for i in indexes)]
+
+        return self._acked(queue, items, "ack_failed", args)
+
+    def _acked(
+        self,
+        queue: str,
+        items: Sequence[_Item],
+        statement: str,
+        args: Callable[[list[int], str], list[Any]],
+    ) -> list[bool]:
+        """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
+        file) whose row count tells all applied or all stale; only a mixed
+        batch reads back which items this statement applied. Several
+        statements (several tables, or a job named twice) share one
+        transaction, all or nothing as before."""
+        if not items:
+            return []
+        steps = [
+            (job_table(queue, priority), indexes)
+            for round_ in _rounds(items)
+            for priority, indexes in sorted(round_.items())
+        ]
+
+        def work(s: Session) -> list[bool]:
+            applied = [False] * len(items)
+            for table, indexes in steps:
+                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}"
+                stmt = sql(statement, table=table, ids=len(indexes))
+                updated = s.execute(stmt, args(indexes, marker))
+                if updated == len(indexes):
+                    done = {items[i].local_id for i in indexes}
+                elif updated == 0:
+                    done = set()
+                else:
+                    s.execute(sql("ack_applied", table=table), [marker])
+                    done = {int(row[0]) for row in s.fetchall()}
+                for i in indexes:
+                    applied[i] = items[i].local_id in done
+            return applied
+
+        tables = {item.priority for item in items}
+        return self._run(queue, tables, work, transaction=len(steps) > 1)
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
-        def values(item: CheckpointItem, _attempts: int) -> list[Any]:
+        def values(item: CheckpointItem) -> list[Any]:
             return [item.local_id, item.source, item.new_body, item.attempts_allowed,
                     item.prepend_custom_status or "", item.run_after_ms,
                     1 if item.move_to_pending else 0]

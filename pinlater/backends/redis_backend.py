@@ -27,7 +27,7 @@ from pinlater.backends.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
-    ClaimedJob,
+    Claims,
     EnqueueItem,
     ExpiredClaims,
     FailItem,
@@ -35,7 +35,7 @@ from pinlater.backends.base import (
     ShardUnavailable,
 )
 from pinlater.backends.redis_scripts import (
-    claimed_jobs,
+    claims,
     job_fields,
     job_record,
     member_id,
@@ -58,7 +58,7 @@ ArgT = str | bytes | int
 DELETE_QUEUE_BATCH = 1000
 
 
-def _json(items: list[list[Any]]) -> str:
+def _json(items: list[Any]) -> str:
     """Batch items travel as one JSON argument (decoded by cjson in the
     script): packing one argument per field costs more than the script."""
     return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
@@ -179,22 +179,35 @@ class RedisBackend:
         ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), *groups.keys]
         return [int(i) for i in self._run("enqueue", ks, args)]
 
-    def dequeue(self, queue: str, priority: int, limit: int, source: str) -> list[ClaimedJob]:
-        if limit < 1:
-            return []
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
         claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
-        ks = [
-            keys.pending_key(queue, priority),
-            keys.running_key(queue, priority),
-            keys.job_prefix(queue, priority),
-        ]
-        return claimed_jobs(self._run("dequeue", ks, [limit, claim]), priority, claim)
+        return self._dequeue(queue, priorities, limit, claim, look_ahead)
 
-    def peek(self, queue: str, priority: int, limit: int) -> list[ClaimedJob]:
-        if limit < 1:
-            return []
-        ks = [keys.pending_key(queue, priority), keys.job_prefix(queue, priority)]
-        return claimed_jobs(self._run("peek", ks, [limit]), priority, "")
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        return self._dequeue(queue, priorities, limit, "", look_ahead)
+
+    def _dequeue(
+        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+    ) -> Claims:
+        """One script for every priority of the call (see dequeue.lua); an
+        empty claim peeks."""
+        if limit < 1 or not priorities:
+            return Claims([])
+        ks: list[str] = []
+        for p in priorities:
+            ks += [keys.pending_key(queue, p), keys.running_key(queue, p), keys.job_prefix(queue, p)]
+        ks += [keys.pending_key(queue, p) for p in look_ahead]
+        args: list[ArgT] = [limit, claim, len(priorities), *priorities, *look_ahead]
+        return claims(self._run("dequeue", ks, args), claim)
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
         if not items:
@@ -214,9 +227,13 @@ class RedisBackend:
         args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
         return [bool(x) for x in self._run("ack_succeeded", groups.keys, args)]
 
-    def ack_failed(self, queue: str, items: Sequence[FailItem]) -> list[bool]:
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
         if not items:
             return []
+        if not delay_table and any(it.delay_ms is None for it in items):
+            raise ValueError("a failure ACK without its own delay needs the policy's delay table")
         groups = _Groups(
             lambda p: [
                 keys.running_key(queue, p),
@@ -231,12 +248,12 @@ class RedisBackend:
                 it.local_id,
                 it.source,
                 it.append_custom_status[-CUSTOM_STATUS_MAX:],
-                max(0, int(it.delay_ms)),
-                it.expected_attempts_remaining,
+                None if it.delay_ms is None else max(0, int(it.delay_ms)),
             ]
             for it in items
         ]
-        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
+        table = [int(d) for d in delay_table] or [0]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), _json(table)]
         return [bool(x) for x in self._run("ack_failed", groups.keys, args)]
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:

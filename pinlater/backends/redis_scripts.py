@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pinlater.backends.base import ClaimedJob, JobRecord
+from pinlater.backends.base import ClaimedJob, Claims, JobRecord
 from pinlater.states import JobState
 from pinlater.storage import keys, scripts
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 JOB_SCRIPTS = (
     "enqueue",
     "dequeue",
-    "peek",
     "ack_succeeded",
     "ack_failed",
     "checkpoint",
@@ -63,19 +62,21 @@ def member_id(member: bytes) -> int:
     return int(member)
 
 
-def claimed_jobs(reply: Sequence[Any], priority: int, claim: str) -> list[ClaimedJob]:
-    """Decode dequeue/peek's flat list: id, body, allowed, remaining, ..."""
-    return [
+def claims(reply: Sequence[Any], claim: str) -> Claims:
+    """Decode dequeue's reply: next priority (0: none), then per job
+    priority, id, body, allowed, remaining."""
+    jobs = [
         ClaimedJob(
-            local_id=int(reply[i]),
-            priority=priority,
-            body=bytes(reply[i + 1]),
-            attempts_allowed=_int(reply[i + 2]),
-            attempts_remaining=_int(reply[i + 3]),
+            local_id=int(reply[i + 1]),
+            priority=int(reply[i]),
+            body=bytes(reply[i + 2]),
+            attempts_allowed=_int(reply[i + 3]),
+            attempts_remaining=_int(reply[i + 4]),
             claim=claim,
         )
-        for i in range(0, len(reply), 4)
+        for i in range(1, len(reply), 5)
     ]
+    return Claims(jobs, int(reply[0]) or None)
 
 
 def job_record(local_id: int, priority: int, fields: Sequence[Any], include_body: bool) -> JobRecord | None:

@@ -144,6 +144,37 @@ class Session:
                     raise
                 _backoff(attempt)
 
+    def execute_script(self, text: str, args: Sequence[Any]) -> list[tuple[tuple[Any, ...], ...]]:
+        """Several statements in one round trip (the connection allows
+        multi-statements): the rows of each statement that returns rows, in
+        order. The text brackets its own transaction; on any error it is
+        rolled back here (the pooled connection must not keep it open),
+        and after a deadlock or lock wait timeout run again."""
+        attempt = 0
+        while True:
+            try:
+                self._cursor.execute(text, args)
+                results = []
+                while True:
+                    if self._cursor.description is not None:
+                        results.append(self._cursor.fetchall())
+                    if not self._cursor.nextset():
+                        return results
+            except pymysql.err.OperationalError as exc:
+                self._roll_back()
+                attempt += 1
+                if error_code(exc) not in LOCK_CONFLICT or attempt > LOCK_RETRIES:
+                    raise
+                _backoff(attempt)
+            except BaseException:
+                self._roll_back()
+                raise
+
+    def _roll_back(self) -> None:
+        # A dead connection has rolled back on the server already.
+        with contextlib.suppress(Exception):
+            self._cursor.execute(sql("rollback"))
+
     def fetchall(self) -> tuple[tuple[Any, ...], ...]:
         return self._cursor.fetchall()
 
@@ -296,7 +327,8 @@ class ConnectionPool:
             write_timeout=self._timeout,
             # Row counts of UPDATE are matched rows, not changed rows: a
             # heartbeat within the same millisecond still counts as applied.
-            client_flag=CLIENT.FOUND_ROWS,
+            # Multi-statements: a dequeue is one round trip (Session.execute_script).
+            client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
         )
 
     def _open(self) -> Connection[Cursor]:

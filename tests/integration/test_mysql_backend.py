@@ -52,7 +52,7 @@ def rec(b: MySQLBackend, q: str, local_id: int, priority: int = 1) -> JobRecord:
 
 def claimed(b: MySQLBackend, q: str, source: str = "w1", **kw: Any) -> int:
     local_id = one(b, q, **kw)
-    jobs = b.dequeue(q, kw.get("priority", 1), 10, source)
+    jobs = b.dequeue(q, [kw.get("priority", 1)], 10, source).jobs
     assert [j.local_id for j in jobs] == [local_id]
     return local_id
 
@@ -179,9 +179,9 @@ def test_enqueue_dequeue_ack_success(backend: MySQLBackend, queue: str) -> None:
     now = backend.now_ms()
     ids = backend.enqueue(queue, [item(b"a", run_after=now - 10), item(b"b", run_after=now - 20),
                                   item(b"c", run_after=now + HOUR)])
-    assert [j.local_id for j in backend.peek(queue, 1, 10)] == [ids[1], ids[0]]
-    assert all(j.claim == "" for j in backend.peek(queue, 1, 10))
-    jobs = backend.dequeue(queue, 1, 10, "host:1")
+    assert [j.local_id for j in backend.peek(queue, [1], 10).jobs] == [ids[1], ids[0]]
+    assert all(j.claim == "" for j in backend.peek(queue, [1], 10).jobs)
+    jobs = backend.dequeue(queue, [1], 10, "host:1").jobs
     assert [(j.local_id, j.body) for j in jobs] == [(ids[1], b"b"), (ids[0], b"a")]
     claim = jobs[0].claim
     assert {j.claim for j in jobs} == {claim}
@@ -190,8 +190,8 @@ def test_enqueue_dequeue_ack_success(backend: MySQLBackend, queue: str) -> None:
     r = rec(backend, queue, ids[0])
     assert (r.state, r.claim, r.attempts_remaining) == (R, claim, 3)
     assert r.updated_at_ms >= r.created_at_ms and r.sort_time_ms == r.updated_at_ms
-    assert backend.dequeue(queue, 1, 10, "host:1") == []
-    assert backend.peek(queue, 1, 10) == []
+    assert backend.dequeue(queue, [1], 10, "host:1").jobs == []
+    assert backend.peek(queue, [1], 10).jobs == []
 
     acks = [AckItem(1, ids[0], "host:1", " done"), AckItem(1, ids[1], "host:1", "")]
     assert backend.ack_succeeded(queue, acks) == [True, True]
@@ -210,7 +210,7 @@ def test_ack_failure_with_retries_left_repends_after_the_delay(
     assert r.run_after_ms == r.updated_at_ms + 5000
     assert r.custom_status == "s|e1"
     assert backend.count(queue, 1, P, future=True) == 1
-    assert backend.dequeue(queue, 1, 10, "w1") == []
+    assert backend.dequeue(queue, [1], 10, "w1").jobs == []
 
 
 def test_ack_failure_at_the_last_attempt_fails_the_job(backend: MySQLBackend, queue: str) -> None:
@@ -222,12 +222,25 @@ def test_ack_failure_at_the_last_attempt_fails_the_job(backend: MySQLBackend, qu
     assert r.custom_status == "x"
 
 
-def test_ack_failure_attempts_guard(backend: MySQLBackend, queue: str) -> None:
-    local_id = claimed(backend, queue, attempts=3)
-    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 0, 2)]) == [False]
-    assert rec(backend, queue, local_id).state is R
-    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 0, 3)]) == [True]
-    assert rec(backend, queue, local_id).attempts_remaining == 2
+def test_ack_failure_takes_the_policy_delay_by_retry_number(backend: MySQLBackend, queue: str) -> None:
+    local_id = claimed(backend, queue, attempts=5)
+    for expected_delay in (1, 2, 2):  # past the table's end its last entry holds
+        assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "")], [1, 2]) == [True]
+        r = rec(backend, queue, local_id)
+        assert r.state is P and r.run_after_ms - r.updated_at_ms == expected_delay
+        time.sleep(0.01)
+        [_job] = backend.dequeue(queue, [1], 10, "w1").jobs
+    # The ACK's own delay wins over the table.
+    assert backend.ack_failed(queue, [FailItem(1, local_id, "w1", "", 7)], [1, 2]) == [True]
+    r = rec(backend, queue, local_id)
+    assert r.run_after_ms - r.updated_at_ms == 7 and r.attempts_remaining == 1
+
+
+def test_ack_failure_batch_reports_each_item(backend: MySQLBackend, queue: str) -> None:
+    live = claimed(backend, queue)
+    items = [FailItem(1, live, "w1", "", 0), FailItem(1, live, "other", "", 0), FailItem(1, 999_999, "w1", "", 0)]
+    # A stale item beside an applied one: the read-back by marker tells them apart.
+    assert backend.ack_failed(queue, items[1:] + items[:1]) == [False, False, True]
 
 
 def test_stale_acks_change_nothing(backend: MySQLBackend, queue: str) -> None:
@@ -301,7 +314,7 @@ def test_checkpoint_move_to_pending_spends_no_attempt(backend: MySQLBackend, que
     r = rec(backend, queue, local_id)
     assert (r.state, r.claim, r.attempts_remaining, r.body) == (P, None, 3, b"next")
     assert r.run_after_ms == r.updated_at_ms
-    [job] = backend.dequeue(queue, 1, 10, "w1")
+    [job] = backend.dequeue(queue, [1], 10, "w1").jobs
     later = backend.now_ms() + HOUR
     assert backend.checkpoint(queue, [CheckpointItem(
         1, job.local_id, "w1", None, True, later, 5, None)]) == [True]
@@ -325,7 +338,7 @@ def test_expire_claims_repends_and_fails(backend: MySQLBackend, queue: str) -> N
     r = rec(backend, queue, once)
     assert (r.state, r.attempts_remaining, r.claim) == (F, 0, None)
     backend.enqueue(queue, [item(attempts=5)] * 3)
-    assert len(backend.dequeue(queue, 1, 10, "w1")) == 4  # the re-pended one too
+    assert len(backend.dequeue(queue, [1], 10, "w1").jobs) == 4  # the re-pended one too
     assert backend.expire_claims(queue, 1, 0, 2) == ExpiredClaims(2, 0)
     assert backend.expire_claims(queue, 1, 0, 10) == ExpiredClaims(1, 1)
 
@@ -432,7 +445,7 @@ def test_priorities_are_independent(backend: MySQLBackend, queue: str) -> None:
     p1 = backend.enqueue(queue, [item(b"one", priority=1)])
     p2 = backend.enqueue(queue, [item(b"two", priority=2)])
     assert p1 == p2  # ids are per (queue, priority)
-    [job] = backend.dequeue(queue, 2, 10, "w1")
+    [job] = backend.dequeue(queue, [2], 10, "w1").jobs
     assert (job.priority, job.body) == (2, b"two")
     assert backend.count(queue, 1, P, False) == 1
     assert backend.ack_succeeded(queue, [AckItem(1, job.local_id, "w1", "")]) == [False]
@@ -447,7 +460,7 @@ def test_concurrent_dequeuers_never_share_a_job(backend: MySQLBackend, queue: st
     def worker(name: str) -> None:
         mine = got.setdefault(name, [])
         while True:
-            jobs = backend.dequeue(queue, 1, 37, name)
+            jobs = backend.dequeue(queue, [1], 37, name).jobs
             if not jobs:
                 return
             mine.extend(j.local_id for j in jobs)

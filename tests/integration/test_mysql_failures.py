@@ -100,7 +100,7 @@ def test_a_missing_table_is_created_on_first_use(
         cur.execute("DELETE FROM queues WHERE name = %s", (queue,))
     conn.close()
     assert backend.enqueue(queue, [item(priority=2)]) == [1]
-    assert backend.dequeue(queue, 3, 10, "w1") == []
+    assert backend.dequeue(queue, [3], 10, "w1").jobs == []
     assert backend.count(queue, 3, P, False) == 0
     assert queue in backend.queue_names()
     fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard

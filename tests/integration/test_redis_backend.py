@@ -59,7 +59,7 @@ def one(be: RedisBackend, local_id: int, priority: int = 1, body: bool = False) 
 
 def claim_one(be: RedisBackend, source: str = "w", attempts: int = 3) -> ClaimedJob:
     be.enqueue(Q, [item(attempts=attempts)])
-    [job] = be.dequeue(Q, 1, 1, source)
+    [job] = be.dequeue(Q, [1], 1, source).jobs
     return job
 
 
@@ -93,8 +93,8 @@ def test_protocol_ping_clock_and_queues(be: RedisBackend, raw: redis.Redis[bytes
 def test_delete_queue_removes_every_key(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
     be.create_queue(Q, 3)
     be.enqueue(Q, [item(priority=p) for p in (1, 2, 3, 7) for _ in range(700)])
-    be.dequeue(Q, 1, 100, "w")
-    [job] = be.dequeue(Q, 2, 1, "w")
+    be.dequeue(Q, [1], 100, "w")
+    [job] = be.dequeue(Q, [2], 1, "w").jobs
     be.ack_succeeded(Q, [AckItem(2, job.local_id, "w", "")])
     be.enqueue("keep", [item()])
     be.delete_queue(Q)
@@ -130,14 +130,14 @@ def test_silent_server_times_out_as_shard_unavailable() -> None:
 def test_other_errors_propagate(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
     raw.set(keys.pending_key(Q, 1), "not a zset")
     with pytest.raises(StorageError, match="WRONGTYPE") as info:  # a PinLaterError, the driver's as its cause
-        be.dequeue(Q, 1, 1, "w")
+        be.dequeue(Q, [1], 1, "w")
     assert isinstance(info.value.__cause__, redis.ResponseError)
 
 
 def test_scripts_survive_script_flush(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
     be.enqueue(Q, [item()])
     raw.script_flush()
-    assert len(be.dequeue(Q, 1, 5, "w")) == 1
+    assert len(be.dequeue(Q, [1], 5, "w").jobs) == 1
 
 
 # -- enqueue, dequeue, ack ----------------------------------------------------------
@@ -151,16 +151,16 @@ def test_enqueue_dequeue_ack_success(be: RedisBackend) -> None:
     assert (rec.state, rec.attempts_allowed, rec.attempts_remaining) == (P, 3, 3)
     assert rec.created_at_ms == rec.updated_at_ms == rec.run_after_ms >= before
     assert rec.body == b"a" and rec.claim is None and rec.custom_status == "s0"
-    assert be.peek(Q, 1, 10)[0] == ClaimedJob(ids[0], 1, b"a", 3, 3, "")
+    assert be.peek(Q, [1], 10).jobs[0] == ClaimedJob(ids[0], 1, b"a", 3, 3, "")
 
-    jobs = be.dequeue(Q, 1, 10, "host:1")
+    jobs = be.dequeue(Q, [1], 10, "host:1").jobs
     assert [(j.local_id, j.body, j.attempts_remaining) for j in jobs] == [
         (ids[0], b"a", 3), (ids[1], b"b", 3),
     ]  # fmt: skip
     running = one(be, ids[0])
     assert running.state is R and running.claim == jobs[0].claim
     assert jobs[0].claim.endswith("@host:1") and running.updated_at_ms >= rec.updated_at_ms
-    assert be.dequeue(Q, 1, 10, "host:1") == []
+    assert be.dequeue(Q, [1], 10, "host:1").jobs == []
 
     assert be.ack_succeeded(Q, [AckItem(1, i, "host:1", "+done") for i in ids]) == [True, True]
     done = one(be, ids[0])
@@ -173,21 +173,21 @@ def test_enqueue_run_after_and_batch_of_mixed_priorities(be: RedisBackend) -> No
     now = be.now_ms()
     ids = be.enqueue(Q, [item(priority=2), item(run_after=now + HOUR), item(priority=3)])
     assert one(be, ids[1]).run_after_ms == now + HOUR
-    assert be.dequeue(Q, 1, 10, "w") == []  # only a future job at priority 1
-    assert [j.local_id for j in be.dequeue(Q, 2, 10, "w")] == [ids[0]]
-    assert [j.local_id for j in be.dequeue(Q, 3, 10, "w")] == [ids[2]]
+    assert be.dequeue(Q, [1], 10, "w").jobs == []  # only a future job at priority 1
+    assert [j.local_id for j in be.dequeue(Q, [2], 10, "w").jobs] == [ids[0]]
+    assert [j.local_id for j in be.dequeue(Q, [3], 10, "w").jobs] == [ids[2]]
 
 
 def test_priorities_are_independent(be: RedisBackend) -> None:
     a = be.enqueue(Q, [item(priority=1) for _ in range(3)])
     b = be.enqueue(Q, [item(priority=2) for _ in range(2)])
-    assert len(be.dequeue(Q, 2, 10, "w")) == 2
+    assert len(be.dequeue(Q, [2], 10, "w").jobs) == 2
     assert counts(be, 1) == (3, 0, 0, 0) and counts(be, 2) == (0, 2, 0, 0)
     assert be.lookup(Q, 1, [b[0]], False) == [None]
     assert be.ack_succeeded(Q, [AckItem(1, b[0], "w", "")]) == [False]  # wrong priority
     assert be.ack_succeeded(Q, [AckItem(2, b[0], "w", "")]) == [True]
     assert counts(be, 1) == (3, 0, 0, 0) and counts(be, 2) == (0, 1, 1, 0)
-    assert [j.local_id for j in be.dequeue(Q, 1, 10, "w")] == a
+    assert [j.local_id for j in be.dequeue(Q, [1], 10, "w").jobs] == a
 
 
 def test_ack_failure_with_retries_left(be: RedisBackend) -> None:
@@ -196,7 +196,7 @@ def test_ack_failure_with_retries_left(be: RedisBackend) -> None:
     rec = one(be, job.local_id)
     assert (rec.state, rec.attempts_remaining, rec.claim, rec.custom_status) == (P, 2, None, "e1")
     assert rec.run_after_ms == rec.updated_at_ms + 5_000
-    assert be.dequeue(Q, 1, 1, "w") == []  # not due yet
+    assert be.dequeue(Q, [1], 1, "w").jobs == []  # not due yet
     assert be.count(Q, 1, P, True) == 1
 
 
@@ -208,11 +208,17 @@ def test_ack_failure_at_last_attempt(be: RedisBackend) -> None:
     assert counts(be) == (0, 0, 0, 1)
 
 
-def test_ack_failure_attempts_guard(be: RedisBackend) -> None:
-    job = claim_one(be, attempts=3)
-    assert be.ack_failed(Q, [FailItem(1, job.local_id, "w", "", 0, 2)]) == [False]
-    assert one(be, job.local_id).state is R
-    assert be.ack_failed(Q, [FailItem(1, job.local_id, "w", "", 0, 3)]) == [True]
+def test_ack_failure_takes_the_policy_delay_by_retry_number(be: RedisBackend) -> None:
+    job = claim_one(be, attempts=5)
+    for expected_delay in (1_000, 2_000, 2_000):  # past the table's end its last entry holds
+        assert be.ack_failed(Q, [FailItem(1, job.local_id, "w", "")], [1_000, 2_000]) == [True]
+        rec = one(be, job.local_id)
+        assert rec.state is P and rec.run_after_ms - rec.updated_at_ms == expected_delay
+        be._r.zadd(keys.pending_key(Q, 1), {keys.member(job.local_id): 0})  # due now
+        [job] = be.dequeue(Q, [1], 1, "w").jobs
+    assert be.ack_failed(Q, [FailItem(1, job.local_id, "w", "", 7)], [1_000]) == [True]
+    rec = one(be, job.local_id)
+    assert rec.run_after_ms - rec.updated_at_ms == 7 and rec.attempts_remaining == 1
 
 
 def test_stale_acks_change_nothing(be: RedisBackend) -> None:
@@ -226,7 +232,7 @@ def test_stale_acks_change_nothing(be: RedisBackend) -> None:
 
     # Timed out and re-claimed by another source: the old claimer is stale.
     assert be.expire_claims(Q, 1, 0, 10).repended == 1
-    [again] = be.dequeue(Q, 1, 1, "b")
+    [again] = be.dequeue(Q, [1], 1, "b").jobs
     assert again.local_id == job.local_id and again.claim != job.claim
     snap = one(be, job.local_id)
     assert be.ack_succeeded(Q, [AckItem(1, job.local_id, "a", "x")]) == [False]
@@ -243,8 +249,8 @@ def test_stale_acks_change_nothing(be: RedisBackend) -> None:
 
 def test_batch_ack_mixes_applied_and_stale(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item(priority=p) for p in (1, 2, 1)])
-    be.dequeue(Q, 1, 10, "w")
-    be.dequeue(Q, 2, 10, "w")
+    be.dequeue(Q, [1], 10, "w")
+    be.dequeue(Q, [2], 10, "w")
     acks = [AckItem(1, ids[0], "w", ""), AckItem(2, ids[1], "x", ""), AckItem(2, ids[1], "w", "")]
     assert be.ack_succeeded(Q, acks) == [True, False, True]
     assert be.ack_failed(Q, [FailItem(1, ids[2], "w", "", 0), FailItem(1, ids[0], "w", "", 0)]) == [
@@ -286,7 +292,7 @@ def test_checkpoint_move_to_pending_spends_no_attempt(be: RedisBackend) -> None:
     rec = one(be, job.local_id)
     assert (rec.state, rec.claim, rec.attempts_remaining) == (P, None, 2)
     assert rec.run_after_ms == rec.updated_at_ms
-    [again] = be.dequeue(Q, 1, 1, "w2")
+    [again] = be.dequeue(Q, [1], 1, "w2").jobs
     assert again.local_id == job.local_id and again.attempts_remaining == 2
 
 
@@ -308,7 +314,7 @@ def test_checkpoint_move_to_pending_later_with_new_attempts(be: RedisBackend) ->
 
 def test_expire_claims_repends_and_fails(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item(attempts=3), item(attempts=1), item(attempts=2)])
-    be.dequeue(Q, 1, 3, "w")
+    be.dequeue(Q, [1], 3, "w")
     assert be.expire_claims(Q, 1, HOUR, 10) == ExpiredClaims(0, 0)  # nothing old enough
     got = be.expire_claims(Q, 1, 0, 10)
     assert (got.repended, got.failed) == (2, 1)
@@ -322,7 +328,7 @@ def test_expire_claims_repends_and_fails(be: RedisBackend) -> None:
 
 def test_expire_claims_limit_and_heartbeat(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item() for _ in range(5)])
-    be.dequeue(Q, 1, 5, "w")
+    be.dequeue(Q, [1], 5, "w")
     time.sleep(0.06)
     be.checkpoint(Q, [CheckpointItem(1, ids[4], "w", None, False, None, None, None)])
     assert be.expire_claims(Q, 1, 50, 2) == ExpiredClaims(2, 0)  # limit, oldest first
@@ -332,7 +338,7 @@ def test_expire_claims_limit_and_heartbeat(be: RedisBackend) -> None:
 
 def test_gc(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item(attempts=1) for _ in range(4)])
-    jobs = be.dequeue(Q, 1, 4, "w")
+    jobs = be.dequeue(Q, [1], 4, "w").jobs
     be.ack_succeeded(Q, [AckItem(1, j.local_id, "w", "") for j in jobs[:3]])
     be.ack_failed(Q, [FailItem(1, jobs[3].local_id, "w", "", 0)])
     assert be.gc(Q, 1, S, HOUR, 10) == 0
@@ -346,7 +352,7 @@ def test_gc(be: RedisBackend) -> None:
 def test_retry_failed(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item(attempts=1) for _ in range(3)])
     for i in ids:  # fail them one by one: ids[2] fails last
-        be.dequeue(Q, 1, 1, "w")
+        be.dequeue(Q, [1], 1, "w")
         be.ack_failed(Q, [FailItem(1, i, "w", "", 0)])
         time.sleep(0.002)
     later = be.now_ms() + HOUR
@@ -357,13 +363,13 @@ def test_retry_failed(be: RedisBackend) -> None:
     )  # fmt: skip
     assert one(be, ids[1]).state is P and one(be, ids[0]).state is F  # most recent first
     assert be.retry_failed(Q, 1, 2, None, 10) == 1
-    assert [j.local_id for j in be.dequeue(Q, 1, 10, "w")] == [ids[0]]
+    assert [j.local_id for j in be.dequeue(Q, [1], 10, "w").jobs] == [ids[0]]
     assert be.retry_failed(Q, 1, 2, None, 10) == 0
 
 
 def test_delete_by_ids_and_by_limit(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item() for _ in range(6)])
-    be.dequeue(Q, 1, 1, "w")  # ids[0] is RUNNING
+    be.dequeue(Q, [1], 1, "w")  # ids[0] is RUNNING
     assert be.delete(Q, 1, P, [ids[0], ids[1], 999], 0) == 1  # ids[0] is not PENDING
     assert be.lookup(Q, 1, [ids[0], ids[1]], False)[1] is None
     assert be.delete(Q, 1, P, None, 2) == 2
@@ -382,14 +388,14 @@ def test_count_pending_now_vs_future(be: RedisBackend) -> None:
     be.enqueue(Q, [item(), item(run_after=now - 5), item(run_after=now + HOUR)])
     assert be.count(Q, 1, P, False) == 2
     assert be.count(Q, 1, P, True) == 1
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     assert be.count(Q, 1, R, False) == be.count(Q, 1, R, True) == 1
     assert be.count(Q, 2, P, False) == 0
 
 
 def test_lookup(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item(b"x"), item(b"y")])
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     recs = be.lookup(Q, 1, [ids[1], 12345, ids[0]], True)
     assert recs[1] is None
     assert recs[0] is not None and recs[0].body == b"y" and recs[0].state is P
@@ -426,7 +432,7 @@ def test_scan_order_cursor_states_and_bodies(be: RedisBackend) -> None:
     assert [(r.sort_time_ms, r.local_id) for r in rest] == due[3:]
     assert [r.local_id for r in be.scan(Q, 1, P, True, None, 10, False)] == [ids[5]]
 
-    be.dequeue(Q, 1, 2, "w")  # the two oldest run_afters
+    be.dequeue(Q, [1], 2, "w")  # the two oldest run_afters
     running = be.scan(Q, 1, R, False, None, 10, False)
     assert {r.local_id for r in running} == {ids[0], ids[2]}
     assert all(r.sort_time_ms == r.updated_at_ms and r.claim for r in running)
@@ -444,7 +450,7 @@ def test_two_threads_never_get_the_same_job(be: RedisBackend) -> None:
     def worker(name: str) -> None:
         barrier.wait()
         while True:
-            jobs = backends[name].dequeue(Q, 1, 7, name)
+            jobs = backends[name].dequeue(Q, [1], 7, name).jobs
             if not jobs:
                 return
             got[name] += [j.local_id for j in jobs]
@@ -470,7 +476,7 @@ def test_custom_status_cap(be: RedisBackend) -> None:
 def test_any_text_round_trips_through_the_json_batches(be: RedisBackend) -> None:
     odd = 'é\u2028"\\\n\x00{}[]'
     [i] = be.enqueue(Q, [item(body=b"\x00\xff", status=odd)])
-    [_job] = be.dequeue(Q, 1, 1, "hôst@1")
+    [_job] = be.dequeue(Q, [1], 1, "hôst@1").jobs
     assert be.checkpoint(Q, [CheckpointItem(1, i, "hôst@1", b"\x00n", False, None, None, "€")]) == [True]
     assert be.ack_failed(Q, [FailItem(1, i, "hôst@1", odd, 0)]) == [True]
     rec = one(be, i, body=True)

@@ -83,7 +83,7 @@ def test_enqueue_ids_increase_across_priorities_and_batches(be: RedisBackend) ->
     a = be.enqueue(Q, [item(priority=1), item(priority=3), item(priority=1)])
     b = be.enqueue(Q, [item(priority=2)])
     assert a == [1, 2, 3] and b == [4]
-    assert [j.local_id for j in be.peek(Q, 1, 10)] == [1, 3]
+    assert [j.local_id for j in be.peek(Q, [1], 10).jobs] == [1, 3]
 
 
 def test_enqueue_validation_stores_nothing(be: RedisBackend, client: fakeredis.FakeRedis) -> None:
@@ -97,18 +97,18 @@ def test_dequeue_orders_by_run_after_then_id(be: RedisBackend) -> None:
     now = be.now_ms()
     ids = be.enqueue(Q, [item(run_after=now - 10), item(run_after=now - 20), item(run_after=now - 10),
                          item(run_after=now + HOUR)])  # fmt: skip
-    got = be.dequeue(Q, 1, 10, "w")
+    got = be.dequeue(Q, [1], 10, "w").jobs
     assert [j.local_id for j in got] == [ids[1], ids[0], ids[2]]
     assert len({j.claim for j in got}) == 1
     token, source = got[0].claim.split("@", 1)
     assert source == "w" and len(token) == 16 and int(token, 16) >= 0 and token == token.lower()
 
 
-def test_ack_failed_guard_and_delay(be: RedisBackend) -> None:
+def test_ack_failed_guard_and_policy_delay(be: RedisBackend) -> None:
     [i] = be.enqueue(Q, [item(attempts=3)])
-    be.dequeue(Q, 1, 1, "w")
-    assert be.ack_failed(Q, [FailItem(1, i, "w", "", 500, expected_attempts_remaining=2)]) == [False]
-    assert be.ack_failed(Q, [FailItem(1, i, "w", "x", 500, expected_attempts_remaining=3)]) == [True]
+    be.dequeue(Q, [1], 1, "w")
+    assert be.ack_failed(Q, [FailItem(1, i, "other", "", 500)], [9]) == [False]  # not its claim
+    assert be.ack_failed(Q, [FailItem(1, i, "w", "x")], [500, 900]) == [True]
     [rec] = be.lookup(Q, 1, [i], False)
     assert rec is not None and rec.state is JobState.PENDING and rec.attempts_remaining == 2
     assert rec.run_after_ms == rec.updated_at_ms + 500 and rec.claim is None
@@ -116,7 +116,7 @@ def test_ack_failed_guard_and_delay(be: RedisBackend) -> None:
 
 def test_custom_status_caps_count_characters(be: RedisBackend) -> None:
     [i] = be.enqueue(Q, [item(status="é" * 10)])
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     tail = "ü" * (CUSTOM_STATUS_MAX - 5) + "end"
     assert be.checkpoint(Q, [CheckpointItem(1, i, "w", None, False, None, None, "€" * 3)]) == [True]
     assert be.ack_succeeded(Q, [AckItem(1, i, "w", tail)]) == [True]
@@ -129,7 +129,7 @@ def test_custom_status_caps_count_characters(be: RedisBackend) -> None:
 
 def test_prepend_keeps_leftmost(be: RedisBackend) -> None:
     [i] = be.enqueue(Q, [item(status="old")])
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     head = "ß" * (CUSTOM_STATUS_MAX - 1)
     be.checkpoint(Q, [CheckpointItem(1, i, "w", None, False, None, None, head)])
     [rec] = be.lookup(Q, 1, [i], False)
@@ -138,7 +138,7 @@ def test_prepend_keeps_leftmost(be: RedisBackend) -> None:
 
 def test_impossible_ids_are_stale_not_errors(be: RedisBackend) -> None:
     be.enqueue(Q, [item()])
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     assert be.ack_succeeded(Q, [AckItem(1, 0, "w", ""), AckItem(1, -3, "w", ""), AckItem(1, 1, "w", "")]) == [
         False,
         False,
@@ -152,7 +152,7 @@ def test_impossible_ids_are_stale_not_errors(be: RedisBackend) -> None:
 
 def test_checkpoint_empty_new_body_is_a_new_body(be: RedisBackend) -> None:
     [i] = be.enqueue(Q, [item(body=b"full")])
-    be.dequeue(Q, 1, 1, "w")
+    be.dequeue(Q, [1], 1, "w")
     be.checkpoint(Q, [CheckpointItem(1, i, "w", b"", False, None, None, None)])
     [rec] = be.lookup(Q, 1, [i], True)
     assert rec is not None and rec.body == b""
@@ -161,7 +161,7 @@ def test_checkpoint_empty_new_body_is_a_new_body(be: RedisBackend) -> None:
 def test_binary_bodies_round_trip(be: RedisBackend) -> None:
     body = bytes(range(256)) * 4
     [_] = be.enqueue(Q, [item(body=body)])
-    assert be.dequeue(Q, 1, 1, "w")[0].body == body
+    assert be.dequeue(Q, [1], 1, "w").jobs[0].body == body
 
 
 def test_scan_cursor_with_ties_and_missing_cursor_job(be: RedisBackend) -> None:
@@ -204,7 +204,7 @@ def test_delete_queue_in_small_steps(
     monkeypatch.setattr(mod, "DELETE_QUEUE_BATCH", 3)
     be.create_queue(Q, 2)
     be.enqueue(Q, [item(priority=p) for p in (1, 2, 3, 1, 2, 3, 1)])
-    be.dequeue(Q, 1, 2, "w")
+    be.dequeue(Q, [1], 2, "w")
     be.enqueue("other", [item()])
     be.delete_queue(Q)
     assert {k.decode() for k in client.keys("*")} == {

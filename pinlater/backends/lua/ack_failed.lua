@@ -1,7 +1,9 @@
 -- ack_failed: RUNNING (claim source matches, attempts guard holds) ->
 -- PENDING with attempts_remaining - 1 and run_after = now + delay when
 -- attempts_remaining > 1, else FAILED with attempts_remaining = 0. A stale
--- ACK changes nothing.
+-- ACK changes nothing. The delay is the item's own or else the retry
+-- policy's for the job's retry number, from the delay table: no read by the
+-- caller before this write.
 --
 -- KEYS[4g-3]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[4g-2]  pl:{queue}:p{N}:pending
@@ -9,10 +11,17 @@
 -- KEYS[4g]    pl:{queue}:p{N}:j:          job hash prefix (job keys derived from it)
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, status to append,
---             delay ms, expected attempts_remaining or null (= no guard)]
+--             delay ms or null (= the policy's)]
+-- ARGV[3]     JSON array: the policy's delay before retry number 1, 2, ...;
+--             the last entry holds for every later retry
 -- Returns: per item 1 (applied) or 0 (stale).
 local cap = tonumber(ARGV[1])
 local items = cjson.decode(ARGV[2])
+local delays = cjson.decode(ARGV[3])
+if type(delays) ~= 'table' or #delays < 1 then return bad('ack_failed: bad delay table') end
+for _, d in ipairs(delays) do
+  if not is_int(d) then return bad('ack_failed: bad delay table') end
+end
 local ngroups = #KEYS / 4
 for _, it in ipairs(items) do
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('ack_failed: bad group') end
@@ -20,8 +29,7 @@ for _, it in ipairs(items) do
   if type(it[3]) ~= 'string' or type(it[4]) ~= 'string' then
     return bad('ack_failed: bad source or status')
   end
-  if not is_int(it[5]) then return bad('ack_failed: bad delay') end
-  if opt(it[6]) ~= nil and not is_int(it[6]) then return bad('ack_failed: bad expected attempts') end
+  if opt(it[5]) ~= nil and not is_int(it[5]) then return bad('ack_failed: bad delay') end
 end
 
 local now = now_ms()
@@ -30,16 +38,20 @@ for i, it in ipairs(items) do
   local g = it[1]
   local k = id_key(KEYS[4 * g], it[2])
   local m = member_of(it[2])
-  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status', 'attempts_remaining')
+  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status', 'attempts_remaining',
+    'attempts_allowed')
   local left = tonumber(f[4])
-  local expected = opt(it[6])
-  if f[1] == '1' and claim_source(f[2]) == it[3] and left
-      and (expected == nil or expected == left) then
+  if f[1] == '1' and claim_source(f[2]) == it[3] and left then
     local status = f[3] or ''
     if it[4] ~= '' then status = cap_right(status .. it[4], cap) end
     redis.call('ZREM', KEYS[4 * g - 3], m)
     if left > 1 then
-      local run_after = int(now + it[5])
+      local delay = opt(it[5])
+      if delay == nil then
+        local retry = (tonumber(f[5]) or left) - left + 1
+        delay = delays[math.min(math.max(retry, 1), #delays)]
+      end
+      local run_after = int(now + delay)
       redis.call('HSET', k, 'state', 0, 'attempts_remaining', int(left - 1),
         'run_after', run_after, 'updated_at', int(now), 'claim', '', 'custom_status', status)
       redis.call('ZADD', KEYS[4 * g - 2], run_after, m)

@@ -1,36 +1,63 @@
 -- dequeue: PENDING with run_after <= now -> RUNNING under one new claim,
--- oldest run_after first, then lowest id (zset order: score, then member,
--- and members are zero-padded ids).
+-- over several priorities in the order given, at most `limit` in all;
+-- within a priority oldest run_after first, then lowest id (zset order:
+-- score, then member, and members are zero-padded ids). With an empty claim
+-- it is a peek: the same jobs, nothing changed. Then, if fewer than `limit`
+-- were found, the first look-ahead priority with a runnable job, so that
+-- one call per shard serves every priority (pinlater/priority_walk.py).
 --
--- KEYS[1]  pl:{queue}:p{N}:pending
--- KEYS[2]  pl:{queue}:p{N}:running
--- KEYS[3]  pl:{queue}:p{N}:j:        job hash prefix (job keys derived from it)
--- ARGV[1]  limit (>= 1)
--- ARGV[2]  claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call)
--- Returns: flat list id, body, attempts_allowed, attempts_remaining, ...
+-- KEYS[3g-2]  pl:{queue}:p{N}:pending    of claim group g (g = 1..n)
+-- KEYS[3g-1]  pl:{queue}:p{N}:running
+-- KEYS[3g]    pl:{queue}:p{N}:j:         job hash prefix (job keys derived from it)
+-- KEYS[3n+k]  pl:{queue}:p{M}:pending    of look-ahead priority k
+-- ARGV[1]     limit (>= 1)
+-- ARGV[2]     claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call), '' to peek
+-- ARGV[3]     n, then ARGV[4..3+n] the claim groups' priorities and
+--             ARGV[4+n..] the look-ahead priorities
+-- Returns: {next priority or 0, then per job: priority, id, body,
+--           attempts_allowed, attempts_remaining}
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 then return bad('dequeue: bad limit') end
+local claim = ARGV[2]
+local n = tonumber(ARGV[3])
+if not n or n < 1 or #KEYS ~= #ARGV - 3 + 2 * n then return bad('dequeue: bad groups') end
 local now = now_ms()
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0, limit)
-if #members == 0 then return {} end
--- They are exactly the first #members by rank.
-redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
-local out = {}
-local run = {}
-for _, m in ipairs(members) do
-  local k = job_key(KEYS[3], m)
-  local f = redis.call('HMGET', k, 'body', 'attempts_allowed', 'attempts_remaining')
-  -- A member without a hash cannot happen through these scripts; drop it
-  -- rather than recreate a partial job.
-  if f[1] then
-    redis.call('HSET', k, 'state', 1, 'claim', ARGV[2], 'updated_at', int(now))
-    run[#run + 1] = int(now)
-    run[#run + 1] = m
-    out[#out + 1] = tonumber(m)
-    out[#out + 1] = f[1]
-    out[#out + 1] = tonumber(f[2])
-    out[#out + 1] = tonumber(f[3])
+local out = {0}
+local left = limit
+for g = 1, n do
+  local pending, running, prefix = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
+  local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
+  if #members > 0 then
+    -- They are exactly the first #members by rank.
+    if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
+    local run = {}
+    for _, m in ipairs(members) do
+      local k = job_key(prefix, m)
+      local f = redis.call('HMGET', k, 'body', 'attempts_allowed', 'attempts_remaining')
+      -- A member without a hash cannot happen through these scripts; drop it
+      -- rather than recreate a partial job.
+      if f[1] then
+        if claim ~= '' then
+          redis.call('HSET', k, 'state', 1, 'claim', claim, 'updated_at', int(now))
+          run[#run + 1] = int(now)
+          run[#run + 1] = m
+        end
+        out[#out + 1] = tonumber(ARGV[3 + g])
+        out[#out + 1] = tonumber(m)
+        out[#out + 1] = f[1]
+        out[#out + 1] = tonumber(f[2])
+        out[#out + 1] = tonumber(f[3])
+      end
+    end
+    zadd_many(running, run)
+    left = left - #members
+    if left <= 0 then return out end
   end
 end
-zadd_many(KEYS[2], run)
+for k = 3 * n + 1, #KEYS do
+  if #redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', int(now), 'LIMIT', 0, 1) > 0 then
+    out[1] = tonumber(ARGV[k - 2 * n + 3])
+    return out
+  end
+end
 return out

@@ -43,6 +43,9 @@ SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
 -- rather than as a dead connection.
 SET SESSION time_zone = '+00:00', SESSION innodb_lock_wait_timeout = %(lock_wait_s)s
 
+-- name: rollback
+ROLLBACK
+
 -- name: server_autoinc
 SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment
 
@@ -109,61 +112,107 @@ VALUES {rows}
 -- name: enqueue.row
 (0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL)
 
+-- name: dequeue_begin
+-- A dequeue is one round trip per shard whatever the number of priorities:
+-- a multi-statement text of these dequeue_* blocks, in one transaction so
+-- that a failure part way claims nothing. The first priority's claim is a
+-- plain UPDATE ... LIMIT; each further priority claims what is still
+-- missing, @pl_left, through PREPARE / EXECUTE (LIMIT takes no expression;
+-- a PREPARE replaces the connection's previous pl_claim). Then every claimed
+-- job is read back by claim, and the look ahead finds the next priority
+-- with runnable jobs.
+START TRANSACTION
+
 -- name: dequeue_claim
 UPDATE {table} FORCE INDEX (by_run_after)
-SET state = 1, claim = %(claim)s, updated_at = {now}
+SET state = 1, claim = %s, updated_at = {now}
 WHERE state = 0 AND run_after <= {now}
 ORDER BY run_after, id
-LIMIT %(limit)s
+LIMIT %s
+
+-- name: dequeue_vars
+SET @pl_claim = %s, @pl_left = %s - ROW_COUNT()
+
+-- name: dequeue_prepare
+PREPARE pl_claim FROM 'UPDATE {table} FORCE INDEX (by_run_after) SET state = 1, claim = ?, updated_at = {now} WHERE state = 0 AND run_after <= {now} ORDER BY run_after, id LIMIT ?'
+
+-- name: dequeue_execute
+EXECUTE pl_claim USING @pl_claim, @pl_left
+
+-- name: dequeue_count
+SET @pl_left = @pl_left - ROW_COUNT()
 
 -- name: dequeue_read
+-- One per priority, as separate results: a UNION of rows with the body
+-- would go through a temporary table.
 SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_claim)
-WHERE claim = %(claim)s AND state = 1
+WHERE claim = %s AND state = 1
 ORDER BY run_after, id
 
+-- name: dequeue_commit
+COMMIT
+
 -- name: peek
+-- One per priority, as separate results (see dequeue_read).
 SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_run_after)
 WHERE state = 0 AND run_after <= {now}
 ORDER BY run_after, id
-LIMIT %(limit)s
+LIMIT %s
+
+-- name: look_ahead
+-- One branch per look-ahead priority, joined by UNION ALL, then ORDER BY
+-- pos LIMIT 1: the first priority (in the order given) with a runnable job.
+(SELECT %s AS pos, %s AS priority FROM {table} FORCE INDEX (by_run_after)
+ WHERE state = 0 AND run_after <= {now} LIMIT 1)
 
 -- name: lock_running
--- First step of every per-item ACK/checkpoint batch (inside a transaction):
--- lock the jobs that are RUNNING so that the guarded UPDATE that follows
--- applies to exactly the items we decide on here.
-SELECT id, claim, attempts_remaining FROM {table} FORCE INDEX (PRIMARY)
+-- First step of every checkpoint batch (inside a transaction): lock the
+-- jobs that are RUNNING so that the guarded UPDATE that follows applies to
+-- exactly the items we decide on here (a heartbeat keeps the claim, so it
+-- cannot leave a marker to read back as ACKs do).
+SELECT id, claim FROM {table} FORCE INDEX (PRIMARY)
 WHERE id IN ({ids}) AND state = 1
 FOR UPDATE
 
 -- name: ack_succeeded
-UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
-SET t.state = 2,
-    t.claim = NULL,
-    t.updated_at = {now},
-    t.custom_status = RIGHT(CONCAT(t.custom_status, v.status), 4000)
-WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
-
--- name: ack_succeeded.row
-SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS status
+-- ACKs are one statement per table and batch, no locking read: per-item
+-- values are ELT(FIELD(id, ids...), values...) ({ids}: one marker per item),
+-- the guard is in the WHERE, and claim takes this statement's own marker so
+-- that a partly stale batch can be read back (ack_applied) to tell applied
+-- items from stale ones. Order of %s: marker, ids, statuses, ids, ids,
+-- sources.
+UPDATE {table} FORCE INDEX (PRIMARY)
+SET state = 2,
+    claim = %s,
+    updated_at = {now},
+    custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000)
+WHERE id IN ({ids}) AND state = 1
+  AND CAST(SUBSTRING(claim, 18) AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
 
 -- name: ack_failed
--- v.retry (1: back to PENDING, 0: FAILED) was decided from the locked
--- attempts_remaining and is re-checked here. Each assignment reads only its
--- own column and v, so it does not matter in which order MySQL applies them.
-UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
-SET t.state = IF(v.retry, 0, 3),
-    t.attempts_remaining = IF(v.retry, t.attempts_remaining - 1, 0),
-    t.run_after = IF(v.retry, {now} + v.delay_ms, t.run_after),
-    t.claim = NULL,
-    t.updated_at = {now},
-    t.custom_status = RIGHT(CONCAT(t.custom_status, v.status), 4000)
-WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
-  AND v.retry = (t.attempts_remaining > 1)
-  AND (v.expected IS NULL OR t.attempts_remaining = v.expected)
+-- As ack_succeeded. A single-table UPDATE applies its assignments left to
+-- right, so run_after and state read attempts_remaining before it is
+-- decremented (it is assigned last). The delay: the item's own, else the
+-- policy's delay table (a JSON array) at the job's retry number, capped at
+-- its last entry. Order of %s: ids, delays, table, last index, ids,
+-- statuses, marker, ids, ids, sources.
+UPDATE {table} FORCE INDEX (PRIMARY)
+SET run_after = IF(attempts_remaining > 1,
+      {now} + COALESCE(
+        CAST(ELT(FIELD(id, {ids}), {ids}) AS SIGNED),
+        CAST(JSON_EXTRACT(%s, CONCAT('$[', LEAST(GREATEST(attempts_allowed - attempts_remaining, 0), %s), ']'))
+             AS SIGNED)),
+      run_after),
+    state = IF(attempts_remaining > 1, 0, 3),
+    custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000),
+    claim = %s,
+    updated_at = {now},
+    attempts_remaining = IF(attempts_remaining > 1, attempts_remaining - 1, 0)
+WHERE id IN ({ids}) AND state = 1
+  AND CAST(SUBSTRING(claim, 18) AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
 
--- name: ack_failed.row
-SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS status, %s AS delay_ms,
-       %s AS retry, %s AS expected
+-- name: ack_applied
+SELECT id FROM {table} FORCE INDEX (by_claim) WHERE claim = %s
 
 -- name: checkpoint
 -- NULL in v means "leave as is"; run_after: the given one, else now when

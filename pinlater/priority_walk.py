@@ -1,0 +1,52 @@
+"""Which shard to ask for which priorities, so that a dequeue over several
+shards serves priorities in order (a priority-1 job on any shard goes before
+a priority-2 job on another) with about one call per shard.
+
+Each shard has a *floor*: the best priority that may still have runnable
+jobs there (1 until the shard has answered). The walk asks the shard with
+the lowest floor (ties: in the given, random, order) for every priority from
+its floor up to the lowest floor of the other shards: nothing better can be
+waiting elsewhere, so claiming those is safe. Along with its jobs the shard
+reports the first of the remaining priorities that has runnable jobs (its
+new floor) or that it has none, so the walk never asks again for nothing.
+
+An empty queue costs exactly one call per shard; jobs of one priority cost
+one call per shard until the limit is met. Nothing is claimed beyond the
+limit (each call asks for what is still missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from pinlater.backends.base import ClaimedJob, Claims, ShardUnavailable
+
+B = TypeVar("B")
+
+# (shard, priorities to take in order, how many at most, look-ahead priorities)
+Take = Callable[[B, Sequence[int], int, Sequence[int]], Claims]
+
+
+def walk_priorities(
+    shards: Sequence[B], priorities: int, limit: int, take: Take[B]
+) -> list[tuple[B, ClaimedJob]]:
+    """Up to ``limit`` jobs from ``shards``, priorities 1..``priorities`` in
+    order. A shard that is unavailable is left out of this walk."""
+    floors = dict.fromkeys(range(len(shards)), 1)  # dicts keep the visit order
+    out: list[tuple[B, ClaimedJob]] = []
+    while floors and len(out) < limit:
+        index = min(floors, key=floors.__getitem__)  # the first of the lowest
+        first = floors.pop(index)
+        last = min(floors.values(), default=priorities)
+        shard = shards[index]
+        try:
+            claims = take(shard, range(first, last + 1), limit - len(out), range(last + 1, priorities + 1))
+        except ShardUnavailable:
+            continue
+        out += [(shard, job) for job in claims.jobs]
+        # A floor only rises (the shard has no runnable job up to ``last``),
+        # so the walk ends.
+        if claims.next_priority is not None and claims.next_priority > last:
+            floors[index] = claims.next_priority
+    return out
