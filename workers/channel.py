@@ -76,10 +76,12 @@ class Channel(virtual.Channel):
 
     # -- publishing -------------------------------------------------------------------
     def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
-        props = message["properties"]
-        props.setdefault("delivery_info", {}).update(exchange=exchange, routing_key=routing_key)
         if not exchange:
-            targets = [routing_key]
+            # Celery's path for a direct exchange: the routing key is the queue.
+            if registry.is_task_queue(routing_key):
+                self._enqueue(routing_key, message)
+                return
+            targets: list[str] = []
         else:
             try:
                 targets = list(self.typeof(exchange).lookup(self.get_table(exchange), exchange, routing_key, None))
@@ -87,10 +89,12 @@ class Channel(virtual.Channel):
                 targets = []
         task_queues = [q for q in targets if registry.is_task_queue(q)]
         for queue in task_queues:
-            self._put(queue, message)
+            self._enqueue(queue, message)
         if task_queues:
             return
         # Broadcast: published once, to whoever is bound (subscribed) now.
+        props = message["properties"]
+        props.setdefault("delivery_info", {}).update(exchange=exchange, routing_key=routing_key)
         if exchange:
             channel = self.connection.names.exchange(exchange, self.typeof(exchange).type, routing_key)
         else:
@@ -99,9 +103,15 @@ class Channel(virtual.Channel):
         self.connection.bus.publish(channel, encode_transient(message))
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
-        if not registry.is_task_queue(queue):
+        if registry.is_task_queue(queue):
+            self._enqueue(queue, message)
+        else:
             self.connection.bus.publish(self.connection.names.queue(queue), encode_transient(message))
-            return
+
+    def _enqueue(self, queue: str, message: dict[str, Any]) -> None:
+        """One job on task queue ``queue``: one call to the job service (on
+        the Redis backend one script, one round trip); the wake-up goes out
+        from another thread."""
         headers = message.get("headers") or {}
         body = message.get("body") or b""
         if isinstance(body, str):
@@ -109,19 +119,27 @@ class Channel(virtual.Channel):
         run_after_ms = eta_to_ms(headers.get("eta"))
         attempts = headers.pop("pinlater_attempts", None)
         idempotency_key = headers.pop("pinlater_idempotency_key", None)
-        priority = self._priority(queue, message["properties"].get("priority"))
-        job = Job(encode(message, body), priority=priority, run_after_ms=run_after_ms,
-                  attempts_allowed=int(attempts) if attempts else None)
+        stored = encode(message, body)
         try:
-            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
         except QueueNotFound:
-            # Deleted since this process declared it (an operator, a test
-            # reset): declare again, as a fresh process would.
+            # Not there yet (publishes declare nothing: see PinLaterTask), or
+            # deleted since (an operator, a test reset): declare it, as a
+            # worker would, with its task's config.
             self.connection.ensure_queue(queue, again=True)
-            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
         remember_descriptor(descriptor)
         if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
-            WAKER.wake(self.connection.bus, self.connection.names.wake(queue))
+            connection = self.connection
+            WAKER.wake(connection.bus, connection.names.wake(queue))
+
+    def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
+                     attempts: Any, idempotency_key: str | None) -> str:
+        priority = self._priority(queue, message["properties"].get("priority"))
+        job = Job(stored, priority=priority, run_after_ms=run_after_ms,
+                  attempts_allowed=int(attempts) if attempts else None)
+        [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+        return str(descriptor)
 
     def _priority(self, queue: str, celery_priority: Any) -> int:
         # PinLater priority 1 is the highest, as Celery's 0 is with the stock

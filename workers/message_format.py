@@ -85,14 +85,18 @@ def eta_to_ms(eta: Any) -> int | None:
     return int(when.timestamp() * 1000)
 
 
+# One encoder for every meta line (json.dumps with options builds one per call).
+_META_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_MISSING = object()
+
+
 def encode(message: dict[str, Any], body: bytes) -> bytes:
-    headers = dict(message.get("headers") or {})
+    headers = message.get("headers") or {}
     properties = message.get("properties") or {}
-    headers.pop("eta", None)
     task_id = headers.get("id")
     compact = {
         k: v for k, v in headers.items()
-        if not (k in _DEFAULTS and v == _DEFAULTS[k]) and not (k == "root_id" and v == task_id)
+        if k != "eta" and v != _DEFAULTS.get(k, _MISSING) and not (k == "root_id" and v == task_id)
     }
     meta: dict[str, Any] = {"h": compact}
     correlation_id = properties.get("correlation_id")
@@ -109,8 +113,7 @@ def encode(message: dict[str, Any], body: bytes) -> bytes:
     extra = {k: v for k, v in properties.items() if k not in _IMPLIED_PROPERTIES}
     if extra:
         meta["p"] = extra
-    line = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, default=str).encode()
-    return MAGIC + line + b"\n" + body
+    return MAGIC + _META_ENCODER.encode(meta).encode() + b"\n" + body
 
 
 def decode(raw: bytes) -> StoredMessage | None:

@@ -115,11 +115,21 @@ class PinLaterTask(Task):  # type: ignore[misc]
             if idempotency_key is not None:
                 headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
+        if "declare" not in options and self._on_pinlater_broker():
+            # Nothing to declare before a publish: a task queue that does not
+            # exist yet is created by the transport when the enqueue finds it
+            # missing, and transient queues are declared by their consumers.
+            # Saves Kombu binding copies of the queue and exchange per publish.
+            options["declare"] = []
         take_descriptor()
         result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
         if result is not None:
             result.descriptor = take_descriptor()
         return result
+
+    def _on_pinlater_broker(self) -> bool:
+        conf = self.app.conf
+        return str(conf.broker_write_url or conf.broker_url or "").startswith("pinlater:")
 
     def retry(self, args: Any = None, kwargs: Any = None, exc: BaseException | None = None, throw: bool = True,
               eta: datetime | None = None, countdown: float | None = None, max_retries: int | None = None,
