@@ -19,6 +19,7 @@ cannot lose it.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # ACKs or releases per call: well under any sane PINLATER_MAX_JOBS_PER_CALL.
 ACK_CHUNK = 100
+# ACKs go out (riding along with a claim when there is one) once this many
+# wait or the oldest has waited ACK_LINGER_S: one call per few claims instead
+# of one per claim. A job stays RUNNING that much longer after its task
+# returned; a worker killed meanwhile leaves it to its claim timeout, as
+# one killed just before its ACK always did.
+ACK_BATCH = 50
+ACK_LINGER_S = 0.01
 _DUE_SLACK_MS = 50
 # After a failed call to the job service, wait this long before the next try.
 ERROR_BACKOFF_S = 1.0
@@ -238,12 +246,21 @@ class Channel(virtual.Channel):
             self._claim(now)
             delivered += self._deliver_buffer()
             self._heartbeat(now)
-        self.flush_acks()
+        if self._acks_due() <= now:
+            self.flush_acks()
         return delivered
 
+    def _acks_due(self) -> float:
+        """When the waiting ACKs and releases should go out (monotonic)."""
+        qos: PinLaterQoS | None = self._qos
+        count, since = qos.pending_stats() if qos is not None else (0, None)
+        if since is None:
+            return math.inf
+        return since if count >= ACK_BATCH else since + ACK_LINGER_S
+
     def next_due(self, now: float) -> float:
-        """When this channel next has work of its own (claims, heartbeats)."""
-        due = now + 3600.0
+        """When this channel next has work of its own (claims, ACKs, heartbeats)."""
+        due = min(now + 3600.0, self._acks_due())
         room = self._room() > 0
         for state in self._states.values():
             if room:
@@ -269,11 +286,11 @@ class Channel(virtual.Channel):
             state = self._states[queue]
             if now < state.blocked_until or (not state.hot and now < state.next_poll):
                 continue
-            pending = self.qos.take_pending(queue)
+            # ACKs that are due ride along: one call, one round trip through
+            # a Thrift server.
+            pending = self.qos.take_pending(queue) if self._acks_due() <= now else {}
             acks = pending.get(queue, PendingAcks())
             try:
-                # ACKs ride along with the claim: one call, one round trip
-                # through a Thrift server.
                 jobs = self.client.dequeue(
                     queue, room, source=self.connection.source, succeeded=acks.succeeded, failed=acks.failed
                 )

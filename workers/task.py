@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from datetime import datetime
@@ -98,7 +99,14 @@ class PinLaterTask(Task):  # type: ignore[misc]
 
     @property
     def pinlater_client(self) -> Any:
-        return shared_client(TransportSettings.from_options(self.app.conf.broker_transport_options).pinlater)
+        # Settings are read from the environment once per process and
+        # transport options (as the transport does), not for every task run.
+        options = self.app.conf.broker_transport_options
+        cached = self.__dict__.get("_pinlater_client")
+        if cached is None or cached[0] != os.getpid() or cached[1] is not options:
+            client = shared_client(TransportSettings.from_options(options).pinlater)
+            cached = self.__dict__["_pinlater_client"] = (os.getpid(), options, client)
+        return cached[2]
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
                     link: Any = None, link_error: Any = None, shadow: Any = None, *,
@@ -128,8 +136,15 @@ class PinLaterTask(Task):  # type: ignore[misc]
         return result
 
     def _on_pinlater_broker(self) -> bool:
-        conf = self.app.conf
-        return str(conf.broker_write_url or conf.broker_url or "").startswith("pinlater:")
+        # Once per task object (each app binds its own): an app's broker does
+        # not change once it publishes, and reading it costs a few lookups.
+        known: bool | None = self.__dict__.get("_pinlater_broker")
+        if known is None:
+            conf = self.app.conf
+            known = self.__dict__["_pinlater_broker"] = str(
+                conf.broker_write_url or conf.broker_url or ""
+            ).startswith("pinlater:")
+        return known
 
     def retry(self, args: Any = None, kwargs: Any = None, exc: BaseException | None = None, throw: bool = True,
               eta: datetime | None = None, countdown: float | None = None, max_retries: int | None = None,
