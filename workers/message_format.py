@@ -28,6 +28,7 @@ stock Redis transport's JSON-and-base64 envelope.
 from __future__ import annotations
 
 import json
+from copy import copy
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -73,6 +74,18 @@ class StoredMessage:
     correlation_id: str | None
     reply_to: str | None
     properties: dict[str, Any]
+
+
+_MUTABLE_DEFAULTS = tuple(k for k, v in _DEFAULTS.items() if isinstance(v, list | dict))
+
+
+def _default_headers() -> dict[str, Any]:
+    """A fresh copy of the defaults: the list and dict values copied too,
+    since Celery may change a message's headers in place."""
+    headers = dict(_DEFAULTS)
+    for k in _MUTABLE_DEFAULTS:
+        headers[k] = copy(headers[k])
+    return headers
 
 
 def eta_to_ms(eta: Any) -> int | None:
@@ -130,8 +143,7 @@ def decode(raw: bytes) -> StoredMessage | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("h"), dict):
         return None
-    headers = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-               for k, v in _DEFAULTS.items()}
+    headers = _default_headers()
     headers.update(meta["h"])
     headers.setdefault("root_id", headers.get("id"))
     return StoredMessage(
@@ -150,8 +162,7 @@ def raw_message(body: bytes, task_name: str, task_id: str) -> StoredMessage:
     whose only argument is the body (bytes). The body is decoded by the
     ``pinlater-raw`` serializer (workers.raw_serializer) in the pool process;
     argsrepr shows its size only, so events and logs never carry it."""
-    headers = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-               for k, v in _DEFAULTS.items()}
+    headers = _default_headers()
     headers.update(task=task_name, id=task_id, root_id=task_id,
                    argsrepr=f"(<{len(body)} bytes>,)", kwargsrepr="{}")
     return StoredMessage(headers, body, RAW_CONTENT_TYPE, "binary", task_id, None, {})

@@ -99,14 +99,16 @@ class PinLaterTask(Task):  # type: ignore[misc]
 
     @property
     def pinlater_client(self) -> Any:
-        # Settings are read from the environment once per process and
-        # transport options (as the transport does), not for every task run.
-        options = self.app.conf.broker_transport_options
+        # Settings are read from the environment and transport options once
+        # per task object and process (as the transport reads them once), not
+        # for every task run.
         cached = self.__dict__.get("_pinlater_client")
-        if cached is None or cached[0] != os.getpid() or cached[1] is not options:
-            client = shared_client(TransportSettings.from_options(options).pinlater)
-            cached = self.__dict__["_pinlater_client"] = (os.getpid(), options, client)
-        return cached[2]
+        if cached is None or cached[0] != os.getpid():
+            options = self.app.conf.broker_transport_options
+            cached = self.__dict__["_pinlater_client"] = (
+                os.getpid(), shared_client(TransportSettings.from_options(options).pinlater)
+            )
+        return cached[1]
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
                     link: Any = None, link_error: Any = None, shadow: Any = None, *,
