@@ -1,8 +1,10 @@
 """Celery on PinLater against stock Celery on Redis, Dramatiq and Huey.
 
 The same workload through each, in one run: N no-op tasks published one
-call at a time (``apply_async``, Dramatiq's ``send``, a Huey task call),
-then drained by the system's workers:
+call at a time (``apply_async``, Dramatiq's ``send``, a Huey task call; in
+10 rounds that take turns between the systems, so that load changes on a
+shared machine hit them alike), then drained by each system's workers in
+turn:
 
 * Celery (on PinLater, and stock on the stock Redis broker): 2 worker
   processes ``celery worker -P solo``, late ACKs, prefetch multiplier 4, no
@@ -56,6 +58,7 @@ PEER_THREADS = 8
 # Drain is timed from the first 5% consumed to the end, so that worker
 # start-up is not measured.
 WARMUP_SHARE = 0.05
+PUBLISH_ROUNDS = 10
 
 Procs = list[subprocess.Popen[bytes]]
 
@@ -105,11 +108,25 @@ def stop_workers(procs: Procs) -> None:
             p.wait()
 
 
-def measure(system: System, n: int, env: dict[str, str]) -> dict[str, Any]:
-    system.reset()
-    t0 = time.perf_counter()
-    system.publish(n)
-    publish_s = time.perf_counter() - t0
+def publish_all(systems: list[System], n: int) -> list[float]:
+    """Publishes ``n`` tasks on each system, in PUBLISH_ROUNDS rounds whose
+    order rotates, so that a change of load on a shared machine falls on
+    every system alike; returns each system's publish time (s)."""
+    for system in systems:
+        system.reset()
+    spent = [0.0] * len(systems)
+    for round_ in range(PUBLISH_ROUNDS):
+        count = n // PUBLISH_ROUNDS + (1 if round_ < n % PUBLISH_ROUNDS else 0)
+        for k in range(len(systems)):
+            i = (k + round_) % len(systems)
+            t0 = time.perf_counter()
+            systems[i].publish(count)
+            spent[i] += time.perf_counter() - t0
+    return spent
+
+
+def drain(system: System, n: int, publish_s: float, env: dict[str, str]) -> dict[str, Any]:
+    """Starts the system's workers on its ``n`` published tasks and times the drain."""
     procs = start_workers(system.worker_commands, env)
     try:
         deadline = time.monotonic() + 60 + n / 50
@@ -253,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     env = bench_env()
     if os.environ.get("PINLATER_TEST_SERVICES_STARTED") != "1":
         subprocess.run([str(REPO / "scripts" / "services"), "up"], check=True, capture_output=True)
-    rows = [measure(make(env), n, env) for make in SYSTEMS]
+    systems = [make(env) for make in SYSTEMS]
+    publish_s = publish_all(systems, n)
+    rows = [drain(system, n, spent, env) for system, spent in zip(systems, publish_s, strict=True)]
     summary = report(rows)
     print_report(summary)
     if args.json:
