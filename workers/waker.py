@@ -6,7 +6,7 @@ per-process thread sends them, coalesced: every queue marked before a send
 begins is covered by that send, and one marked during it by the next, so
 each enqueue is still followed by a wake-up. Sends are at least
 ``COALESCE_S`` apart: under a burst of publishes that is one PUBLISH per
-queue every couple of milliseconds instead of one per job, and the thread
+queue every few milliseconds instead of one per job, and the thread
 wakes (and takes the GIL from the publisher) as seldom. A wake-up is at
 most that much later; one lost at process exit only costs latency:
 consumers' slow poll finds the job.
@@ -25,8 +25,11 @@ import redis
 
 log = logging.getLogger(__name__)
 
-# Least time between two sends: the most a wake-up waits for company.
-COALESCE_S = 0.002
+# Least time between two sends: the most a wake-up waits for company. An
+# idle consumer is woken at most this late during a burst of publishes (a
+# busy one claims without wake-ups); the first publish after a quiet spell
+# wakes at once.
+COALESCE_S = 0.005
 
 
 class Waker:
@@ -73,6 +76,12 @@ class Waker:
             last_send = time.monotonic()
             for bus, channels in batch.values():
                 try:
+                    if len(channels) == 1:
+                        # The usual case, one queue: a plain command costs
+                        # less than a pipeline (this thread holds the GIL
+                        # the publisher wants meanwhile).
+                        bus.publish(next(iter(channels)), b"")
+                        continue
                     pipe = bus.pipeline(transaction=False)
                     for channel in channels:
                         pipe.publish(channel, b"")
