@@ -1,17 +1,28 @@
-"""Celery on PinLater against stock Celery on the stock Redis broker.
+"""Celery on PinLater against stock Celery on Redis, Dramatiq and Huey.
 
-The same workload through both, in one run: N no-op tasks published with
-``apply_async``, then drained by 2 worker processes (``celery worker -P solo``,
-late ACKs, prefetch multiplier 4, no events, no Flower). Prints the publish
-and drain rates of each and their ratio (PinLater / stock).
+The same workload through each, in one run: N no-op tasks published one
+call at a time (``apply_async``, Dramatiq's ``send``, a Huey task call; in
+10 rounds that take turns between the systems, so that load changes on a
+shared machine hit them alike), then drained by each system's workers in
+turn:
+
+* Celery (on PinLater, and stock on the stock Redis broker): 2 worker
+  processes ``celery worker -P solo``, late ACKs, prefetch multiplier 4, no
+  events, no Flower;
+* Dramatiq on its Redis broker: ``dramatiq --processes 2 --threads 8``;
+* Huey on Redis: 2 consumers ``huey_consumer -k thread -w 8`` (2 processes
+  x 8 threads, as Dramatiq), results off.
+
+Prints the publish and drain rates of each, the ratios of Celery on PinLater
+to stock Celery, and its drain rate against the faster of Dramatiq and Huey.
 
     python bench/celery.py            # 20,000 tasks
-    python bench/celery.py --smoke    # 1,000 tasks, a few seconds
+    python bench/celery.py --smoke    # 1,000 tasks
     python bench/celery.py --json out.json
 
-PinLater runs on its Redis backend (one shard, db 8, control db 9); stock
-Celery on redis://127.0.0.1:16379/7. Both on the local Redis of
-``scripts/services``.
+Redis databases on 127.0.0.1:16379 (the local Redis of ``scripts/services``),
+each flushed before its system runs: PinLater one shard in db 8 and its
+control store in db 9, stock Celery db 7, Dramatiq db 11, Huey db 12.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +50,27 @@ import redis  # noqa: E402
 SHARD_URL = "redis://127.0.0.1:16379/8"
 CONTROL_URL = "redis://127.0.0.1:16379/9"
 STOCK_URL = "redis://127.0.0.1:16379/7"
-WORKERS = 2
+DRAMATIQ_URL = "redis://127.0.0.1:16379/11"
+HUEY_URL = "redis://127.0.0.1:16379/12"
+QUEUE = "bench_noop"  # bench.celery_apps.QUEUE (imported late: it reads the environment)
+PROCESSES = 2
+PEER_THREADS = 8
 # Drain is timed from the first 5% consumed to the end, so that worker
-# start-up (the same for both) is not measured.
+# start-up is not measured.
 WARMUP_SHARE = 0.05
+PUBLISH_ROUNDS = 10
+
+Procs = list[subprocess.Popen[bytes]]
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    workers: str  # how its workers run, for the printout
+    reset: Callable[[], object]
+    publish: Callable[[int], None]
+    remaining: Callable[[], int]
+    worker_commands: list[list[str]]
 
 
 def bench_env() -> dict[str, str]:
@@ -50,24 +80,23 @@ def bench_env() -> dict[str, str]:
         PINLATER_CONTROL_URL=CONTROL_URL,
         PINLATER_BUS_PREFIX="bench:",
         BENCH_STOCK_BROKER=STOCK_URL,
+        BENCH_DRAMATIQ_URL=DRAMATIQ_URL,
+        BENCH_HUEY_URL=HUEY_URL,
         PYTHONPATH=str(REPO),
     )
+    env.pop("PINLATER_SERVERS", None)
     return env
 
 
-def start_workers(app_path: str, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+def start_workers(commands: list[list[str]], env: dict[str, str]) -> Procs:
     return [
-        subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", app_path, "worker", "-P", "solo", "-Q", "bench_noop",
-             "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-l", "warning"],
-            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        for i in range(WORKERS)
+        subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+        for command in commands
     ]
 
 
-def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+def stop_workers(procs: Procs) -> None:
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -79,47 +108,75 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
-def measure(name: str, publish: Any, remaining: Any, app_path: str, n: int, env: dict[str, str]) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    publish(n)
-    publish_s = time.perf_counter() - t0
-    procs = start_workers(app_path, env)
+def publish_all(systems: list[System], n: int) -> list[float]:
+    """Publishes ``n`` tasks on each system, in PUBLISH_ROUNDS rounds whose
+    order rotates, so that a change of load on a shared machine falls on
+    every system alike; returns each system's publish time (s)."""
+    for system in systems:
+        system.reset()
+    spent = [0.0] * len(systems)
+    for round_ in range(PUBLISH_ROUNDS):
+        count = n // PUBLISH_ROUNDS + (1 if round_ < n % PUBLISH_ROUNDS else 0)
+        for k in range(len(systems)):
+            i = (k + round_) % len(systems)
+            t0 = time.perf_counter()
+            systems[i].publish(count)
+            spent[i] += time.perf_counter() - t0
+    return spent
+
+
+def drain(system: System, n: int, publish_s: float, env: dict[str, str]) -> dict[str, Any]:
+    """Starts the system's workers on its ``n`` published tasks and times the drain."""
+    procs = start_workers(system.worker_commands, env)
     try:
         deadline = time.monotonic() + 60 + n / 50
         start_at = None
         start_left = 0
         while True:
-            left = remaining()
+            left = system.remaining()
             now = time.perf_counter()
             if start_at is None and left <= n * (1 - WARMUP_SHARE):
                 start_at, start_left = now, left
             if left == 0:
                 break
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"{system.name}: a worker exited early ({left} tasks left)")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name}: {left} tasks left at the deadline")
+                raise RuntimeError(f"{system.name}: {left} tasks left at the deadline")
             time.sleep(0.01)
         assert start_at is not None
         drain_s = now - start_at
     finally:
         stop_workers(procs)
+        system.reset()
     return {
-        "system": name, "tasks": n, "workers": WORKERS,
+        "system": system.name, "tasks": n, "workers": system.workers,
         "publish_per_s": n / publish_s, "drain_per_s": start_left / drain_s if drain_s > 0 else float("inf"),
     }
 
 
-def run_pinlater(n: int, env: dict[str, str]) -> dict[str, Any]:
+def celery_workers(app_path: str) -> list[list[str]]:
+    return [
+        [sys.executable, "-m", "celery", "-A", app_path, "worker", "-P", "solo", "-Q", QUEUE,
+         "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"]
+        for i in range(PROCESSES)
+    ]
+
+
+def celery_pinlater(env: dict[str, str]) -> System:
     os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX")})
-    from bench.celery_apps import QUEUE, pinlater_app, pinlater_noop
+    from bench.celery_apps import pinlater_app, pinlater_noop
     from workers.client import shared_client
     from workers.settings import TransportSettings
 
-    for url in (SHARD_URL, CONTROL_URL):
-        redis.Redis.from_url(url).flushdb()
     client = shared_client(TransportSettings.from_options(pinlater_app.conf.broker_transport_options).pinlater)
-    client.create_queue(QUEUE)
+
+    def reset() -> None:
+        for url in (SHARD_URL, CONTROL_URL):
+            redis.Redis.from_url(url).flushdb()
 
     def publish(count: int) -> None:
+        # Created by its first publish, as in an application.
         with pinlater_app.producer_or_acquire() as producer:
             for _ in range(count):
                 pinlater_noop.apply_async(producer=producer)
@@ -127,15 +184,15 @@ def run_pinlater(n: int, env: dict[str, str]) -> dict[str, Any]:
     def remaining() -> int:
         return int(client.count(QUEUE, "pending") + client.count(QUEUE, "running"))
 
-    return measure("celery+pinlater", publish, remaining, "bench.celery_apps:pinlater_app", n, env)
+    return System("celery+pinlater", f"{PROCESSES} solo", reset, publish, remaining,
+                  celery_workers("bench.celery_apps:pinlater_app"))
 
 
-def run_stock(n: int, env: dict[str, str]) -> dict[str, Any]:
+def celery_stock(env: dict[str, str]) -> System:
     os.environ["BENCH_STOCK_BROKER"] = STOCK_URL
-    from bench.celery_apps import QUEUE, stock_app, stock_noop
+    from bench.celery_apps import stock_app, stock_noop
 
     r = redis.Redis.from_url(STOCK_URL)
-    r.flushdb()
 
     def publish(count: int) -> None:
         with stock_app.producer_or_acquire() as producer:
@@ -145,28 +202,81 @@ def run_stock(n: int, env: dict[str, str]) -> dict[str, Any]:
     def remaining() -> int:
         return int(r.llen(QUEUE) + r.hlen("unacked"))
 
-    return measure("celery+redis", publish, remaining, "bench.celery_apps:stock_app", n, env)
+    return System("celery+redis", f"{PROCESSES} solo", r.flushdb, publish, remaining,
+                  celery_workers("bench.celery_apps:stock_app"))
+
+
+def dramatiq_redis(env: dict[str, str]) -> System:
+    os.environ["BENCH_DRAMATIQ_URL"] = DRAMATIQ_URL
+    from bench import peer_dramatiq
+
+    def publish(count: int) -> None:
+        for _ in range(count):
+            peer_dramatiq.noop.send()
+
+    command = [sys.executable, "-m", "dramatiq", "bench.peer_dramatiq", "--processes", str(PROCESSES),
+               "--threads", str(PEER_THREADS), "--queues", QUEUE]
+    return System("dramatiq+redis", f"{PROCESSES}x{PEER_THREADS} threads", peer_dramatiq.broker.client.flushdb,
+                  publish, peer_dramatiq.remaining, [command])
+
+
+def huey_redis(env: dict[str, str]) -> System:
+    os.environ["BENCH_HUEY_URL"] = HUEY_URL
+    from bench import peer_huey
+
+    def publish(count: int) -> None:
+        for _ in range(count):
+            peer_huey.noop()
+
+    command = [sys.executable, "-m", "huey.bin.huey_consumer", "bench.peer_huey.huey", "-k", "thread",
+               "-w", str(PEER_THREADS), "-n", "-q"]
+    return System("huey+redis", f"{PROCESSES}x{PEER_THREADS} threads", peer_huey.huey.storage.conn.flushdb,
+                  publish, peer_huey.remaining, [command] * PROCESSES)
+
+
+SYSTEMS = (celery_pinlater, celery_stock, dramatiq_redis, huey_redis)
+
+
+def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by_name = {r["system"]: r for r in rows}
+    ours, stock = by_name["celery+pinlater"], by_name["celery+redis"]
+    fastest_peer = max((by_name["dramatiq+redis"], by_name["huey+redis"]), key=lambda r: r["drain_per_s"])
+    return {
+        "results": rows,
+        "publish_ratio": ours["publish_per_s"] / stock["publish_per_s"],
+        "drain_ratio": ours["drain_per_s"] / stock["drain_per_s"],
+        "fastest_peer": fastest_peer["system"],
+        "peer_drain_ratio": ours["drain_per_s"] / fastest_peer["drain_per_s"],
+    }
+
+
+def print_report(summary: dict[str, Any]) -> None:
+    print(f"{'system':<16} {'publish/s':>10} {'drain/s':>10}   workers")
+    for row in summary["results"]:
+        print(f"{row['system']:<16} {row['publish_per_s']:>10.0f} {row['drain_per_s']:>10.0f}   "
+              f"{row['workers']} ({row['tasks']} no-op tasks)")
+    print(f"celery+pinlater / celery+redis: publish {summary['publish_ratio']:.2f}, "
+          f"drain {summary['drain_ratio']:.2f}")
+    print(f"celery+pinlater drain / fastest peer ({summary['fastest_peer']}): {summary['peer_drain_ratio']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="1,000 tasks: a few seconds")
+    parser.add_argument("--smoke", action="store_true", help="1,000 tasks")
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     n = args.tasks or (1000 if args.smoke else 20_000)
     env = bench_env()
-    subprocess.run([str(REPO / "scripts" / "services"), "up"], check=True, capture_output=True)
-    ours = run_pinlater(n, env)
-    stock = run_stock(n, env)
-    ratio = ours["drain_per_s"] / stock["drain_per_s"]
-    for row in (ours, stock):
-        print(f"{row['system']:<16} publish {row['publish_per_s']:8.0f}/s   drain {row['drain_per_s']:8.0f}/s "
-              f"({row['tasks']} no-op tasks, {row['workers']} solo workers)")
-    print(f"drain ratio (pinlater / stock redis): {ratio:.2f}   "
-          f"publish ratio: {ours['publish_per_s'] / stock['publish_per_s']:.2f}")
+    if os.environ.get("PINLATER_TEST_SERVICES_STARTED") != "1":
+        subprocess.run([str(REPO / "scripts" / "services"), "up"], check=True, capture_output=True)
+    systems = [make(env) for make in SYSTEMS]
+    publish_s = publish_all(systems, n)
+    rows = [drain(system, n, spent, env) for system, spent in zip(systems, publish_s, strict=True)]
+    summary = report(rows)
+    print_report(summary)
     if args.json:
-        args.json.write_text(json.dumps({"results": [ours, stock], "drain_ratio": ratio}, indent=2))
+        args.json.write_text(json.dumps(summary, indent=2))
     return 0
 
 

@@ -19,6 +19,7 @@ cannot lose it.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # ACKs or releases per call: well under any sane PINLATER_MAX_JOBS_PER_CALL.
 ACK_CHUNK = 100
+# ACKs go out (riding along with a claim when there is one) once this many
+# wait or the oldest has waited ACK_LINGER_S: one call per few claims instead
+# of one per claim. A job stays RUNNING that much longer after its task
+# returned; a worker killed meanwhile leaves it to its claim timeout, as
+# one killed just before its ACK always did.
+ACK_BATCH = 50
+ACK_LINGER_S = 0.01
 _DUE_SLACK_MS = 50
 # After a failed call to the job service, wait this long before the next try.
 ERROR_BACKOFF_S = 1.0
@@ -76,10 +84,12 @@ class Channel(virtual.Channel):
 
     # -- publishing -------------------------------------------------------------------
     def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
-        props = message["properties"]
-        props.setdefault("delivery_info", {}).update(exchange=exchange, routing_key=routing_key)
         if not exchange:
-            targets = [routing_key]
+            # Celery's path for a direct exchange: the routing key is the queue.
+            if registry.is_task_queue(routing_key):
+                self._enqueue(routing_key, message)
+                return
+            targets: list[str] = []
         else:
             try:
                 targets = list(self.typeof(exchange).lookup(self.get_table(exchange), exchange, routing_key, None))
@@ -87,10 +97,12 @@ class Channel(virtual.Channel):
                 targets = []
         task_queues = [q for q in targets if registry.is_task_queue(q)]
         for queue in task_queues:
-            self._put(queue, message)
+            self._enqueue(queue, message)
         if task_queues:
             return
         # Broadcast: published once, to whoever is bound (subscribed) now.
+        props = message["properties"]
+        props.setdefault("delivery_info", {}).update(exchange=exchange, routing_key=routing_key)
         if exchange:
             channel = self.connection.names.exchange(exchange, self.typeof(exchange).type, routing_key)
         else:
@@ -99,9 +111,15 @@ class Channel(virtual.Channel):
         self.connection.bus.publish(channel, encode_transient(message))
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
-        if not registry.is_task_queue(queue):
+        if registry.is_task_queue(queue):
+            self._enqueue(queue, message)
+        else:
             self.connection.bus.publish(self.connection.names.queue(queue), encode_transient(message))
-            return
+
+    def _enqueue(self, queue: str, message: dict[str, Any]) -> None:
+        """One job on task queue ``queue``: one call to the job service (on
+        the Redis backend one script, one round trip); the wake-up goes out
+        from another thread."""
         headers = message.get("headers") or {}
         body = message.get("body") or b""
         if isinstance(body, str):
@@ -109,19 +127,27 @@ class Channel(virtual.Channel):
         run_after_ms = eta_to_ms(headers.get("eta"))
         attempts = headers.pop("pinlater_attempts", None)
         idempotency_key = headers.pop("pinlater_idempotency_key", None)
-        priority = self._priority(queue, message["properties"].get("priority"))
-        job = Job(encode(message, body), priority=priority, run_after_ms=run_after_ms,
-                  attempts_allowed=int(attempts) if attempts else None)
+        stored = encode(message, body)
         try:
-            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
         except QueueNotFound:
-            # Deleted since this process declared it (an operator, a test
-            # reset): declare again, as a fresh process would.
+            # Not there yet (publishes declare nothing: see PinLaterTask), or
+            # deleted since (an operator, a test reset): declare it, as a
+            # worker would, with its task's config.
             self.connection.ensure_queue(queue, again=True)
-            [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
         remember_descriptor(descriptor)
         if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
-            WAKER.wake(self.connection.bus, self.connection.names.wake(queue))
+            connection = self.connection
+            WAKER.wake(connection.bus, connection.names.wake(queue))
+
+    def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
+                     attempts: Any, idempotency_key: str | None) -> str:
+        priority = self._priority(queue, message["properties"].get("priority"))
+        job = Job(stored, priority=priority, run_after_ms=run_after_ms,
+                  attempts_allowed=int(attempts) if attempts else None)
+        [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+        return str(descriptor)
 
     def _priority(self, queue: str, celery_priority: Any) -> int:
         # PinLater priority 1 is the highest, as Celery's 0 is with the stock
@@ -220,12 +246,21 @@ class Channel(virtual.Channel):
             self._claim(now)
             delivered += self._deliver_buffer()
             self._heartbeat(now)
-        self.flush_acks()
+        if self._acks_due() <= now:
+            self.flush_acks()
         return delivered
 
+    def _acks_due(self) -> float:
+        """When the waiting ACKs and releases should go out (monotonic)."""
+        qos: PinLaterQoS | None = self._qos
+        count, since = qos.pending_stats() if qos is not None else (0, None)
+        if since is None:
+            return math.inf
+        return since if count >= ACK_BATCH else since + ACK_LINGER_S
+
     def next_due(self, now: float) -> float:
-        """When this channel next has work of its own (claims, heartbeats)."""
-        due = now + 3600.0
+        """When this channel next has work of its own (claims, ACKs, heartbeats)."""
+        due = min(now + 3600.0, self._acks_due())
         room = self._room() > 0
         for state in self._states.values():
             if room:
@@ -251,11 +286,11 @@ class Channel(virtual.Channel):
             state = self._states[queue]
             if now < state.blocked_until or (not state.hot and now < state.next_poll):
                 continue
-            pending = self.qos.take_pending(queue)
+            # ACKs that are due ride along: one call, one round trip through
+            # a Thrift server.
+            pending = self.qos.take_pending(queue) if self._acks_due() <= now else {}
             acks = pending.get(queue, PendingAcks())
             try:
-                # ACKs ride along with the claim: one call, one round trip
-                # through a Thrift server.
                 jobs = self.client.dequeue(
                     queue, room, source=self.connection.source, succeeded=acks.succeeded, failed=acks.failed
                 )

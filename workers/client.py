@@ -32,6 +32,9 @@ def process_source() -> str:
     their heartbeats count for the claim."""
     global _source
     pid = os.getpid()
+    known = _source
+    if known is not None and known[0] == pid:
+        return known[1]
     with _lock:
         if _source is None or _source[0] != pid:
             _source = (pid, f"celery@{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:6]}")

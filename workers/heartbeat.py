@@ -12,6 +12,7 @@ sends for jobs that have run long.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ class Heartbeats:
         self._running: dict[int, Running] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
+        # When the thread wakes up next by itself (monotonic; inf: never).
+        self._wakes_at = math.inf
 
     def start(self, key: int, job: Running) -> None:
         with self._lock:
@@ -55,9 +58,14 @@ class Heartbeats:
             if self._thread is None or self._pid != os.getpid():
                 # First job in this process (or first after a fork).
                 self._pid = os.getpid()
+                self._wakes_at = math.inf
                 self._thread = threading.Thread(target=self._run, name="pinlater-heartbeat", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if job.next_beat < self._wakes_at:
+                # Only when this job is due before the thread's wake-up: a
+                # short task then costs no thread switch at all.
+                self._wakes_at = job.next_beat
+                self._wake.notify()
 
     def stop(self, key: int) -> None:
         with self._lock:
@@ -72,7 +80,8 @@ class Heartbeats:
                     job.next_beat = now + job.interval_s
                 upcoming = [j.next_beat for j in self._running.values()]
                 if not due:
-                    self._wake.wait(timeout=(min(upcoming) - now) if upcoming else None)
+                    self._wakes_at = min(upcoming) if upcoming else math.inf
+                    self._wake.wait(timeout=(self._wakes_at - now) if upcoming else None)
                     continue
             for job in due:
                 try:

@@ -28,6 +28,7 @@ stock Redis transport's JSON-and-base64 envelope.
 from __future__ import annotations
 
 import json
+from copy import copy
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -75,6 +76,18 @@ class StoredMessage:
     properties: dict[str, Any]
 
 
+_MUTABLE_DEFAULTS = tuple(k for k, v in _DEFAULTS.items() if isinstance(v, list | dict))
+
+
+def _default_headers() -> dict[str, Any]:
+    """A fresh copy of the defaults: the list and dict values copied too,
+    since Celery may change a message's headers in place."""
+    headers = dict(_DEFAULTS)
+    for k in _MUTABLE_DEFAULTS:
+        headers[k] = copy(headers[k])
+    return headers
+
+
 def eta_to_ms(eta: Any) -> int | None:
     """Celery's ISO 8601 eta header as epoch milliseconds (naive = UTC)."""
     if not eta:
@@ -85,14 +98,18 @@ def eta_to_ms(eta: Any) -> int | None:
     return int(when.timestamp() * 1000)
 
 
+# One encoder for every meta line (json.dumps with options builds one per call).
+_META_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_MISSING = object()
+
+
 def encode(message: dict[str, Any], body: bytes) -> bytes:
-    headers = dict(message.get("headers") or {})
+    headers = message.get("headers") or {}
     properties = message.get("properties") or {}
-    headers.pop("eta", None)
     task_id = headers.get("id")
     compact = {
         k: v for k, v in headers.items()
-        if not (k in _DEFAULTS and v == _DEFAULTS[k]) and not (k == "root_id" and v == task_id)
+        if k != "eta" and v != _DEFAULTS.get(k, _MISSING) and not (k == "root_id" and v == task_id)
     }
     meta: dict[str, Any] = {"h": compact}
     correlation_id = properties.get("correlation_id")
@@ -109,8 +126,7 @@ def encode(message: dict[str, Any], body: bytes) -> bytes:
     extra = {k: v for k, v in properties.items() if k not in _IMPLIED_PROPERTIES}
     if extra:
         meta["p"] = extra
-    line = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, default=str).encode()
-    return MAGIC + line + b"\n" + body
+    return MAGIC + _META_ENCODER.encode(meta).encode() + b"\n" + body
 
 
 def decode(raw: bytes) -> StoredMessage | None:
@@ -127,8 +143,7 @@ def decode(raw: bytes) -> StoredMessage | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("h"), dict):
         return None
-    headers = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-               for k, v in _DEFAULTS.items()}
+    headers = _default_headers()
     headers.update(meta["h"])
     headers.setdefault("root_id", headers.get("id"))
     return StoredMessage(
@@ -147,8 +162,7 @@ def raw_message(body: bytes, task_name: str, task_id: str) -> StoredMessage:
     whose only argument is the body (bytes). The body is decoded by the
     ``pinlater-raw`` serializer (workers.raw_serializer) in the pool process;
     argsrepr shows its size only, so events and logs never carry it."""
-    headers = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-               for k, v in _DEFAULTS.items()}
+    headers = _default_headers()
     headers.update(task=task_name, id=task_id, root_id=task_id,
                    argsrepr=f"(<{len(body)} bytes>,)", kwargsrepr="{}")
     return StoredMessage(headers, body, RAW_CONTENT_TYPE, "binary", task_id, None, {})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,9 @@ class PendingAcks:
     def __bool__(self) -> bool:
         return bool(self.succeeded or self.failed or self.released)
 
+    def size(self) -> int:
+        return len(self.succeeded) + len(self.failed) + len(self.released)
+
     def extend(self, other: PendingAcks) -> None:
         self.succeeded += other.succeeded
         self.failed += other.failed
@@ -66,6 +70,10 @@ class PinLaterQoS(virtual.QoS):
         self._delays: dict[str, int] = {}
         self._statuses: dict[str, str] = {}
         self._started: set[str] = set()
+        # How many ACKs and releases wait in _pending, and since when
+        # (monotonic) the oldest of them: the channel sends them in batches.
+        self._pending_count = 0
+        self._pending_since: float | None = None
 
     # -- called by the Celery side ----------------------------------------------------
     def set_retry_delay(self, delivery_tag: str, delay_ms: int, *, replace: bool = True) -> None:
@@ -95,6 +103,7 @@ class PinLaterQoS(virtual.QoS):
                 self._pending[queue].succeeded.append(Ack(delivery_tag, status))
                 self._started.discard(delivery_tag)
                 self._delays.pop(delivery_tag, None)
+                self._added(1)
         self._quick_ack(delivery_tag)
         self.channel.on_settled()
 
@@ -109,16 +118,28 @@ class PinLaterQoS(virtual.QoS):
                     self._pending[queue].released.append(delivery_tag)
                 else:
                     self._pending[queue].failed.append(Ack(delivery_tag, status, retry_delay_ms=delay))
+                self._added(1)
         self._quick_ack(delivery_tag)
         self.channel.on_settled()
+
+    def _added(self, n: int) -> None:
+        # Under self._lock.
+        self._pending_count += n
+        if self._pending_since is None and n > 0:
+            self._pending_since = time.monotonic()
 
     # -- called by the channel --------------------------------------------------------
     def take_pending(self, queue: str | None = None) -> dict[str, PendingAcks]:
         with self._lock:
             if queue is None:
                 taken, self._pending = dict(self._pending), defaultdict(PendingAcks)
+                self._pending_count, self._pending_since = 0, None
                 return taken
             one = self._pending.pop(queue, None)
+            if one:
+                self._pending_count -= one.size()
+                if not self._pending_count:
+                    self._pending_since = None
             return {queue: one} if one else {}
 
     def put_back(self, pending: dict[str, PendingAcks]) -> None:
@@ -127,6 +148,13 @@ class PinLaterQoS(virtual.QoS):
         with self._lock:
             for queue, acks in pending.items():
                 self._pending[queue].extend(acks)
+                self._added(acks.size())
+
+    def pending_stats(self) -> tuple[int, float | None]:
+        """How many ACKs and releases wait, and since when the oldest
+        (monotonic; None when none wait)."""
+        with self._lock:
+            return self._pending_count, self._pending_since
 
     def has_pending(self) -> bool:
         with self._lock:
@@ -148,6 +176,7 @@ class PinLaterQoS(virtual.QoS):
             self._started.clear()
             for tag in tags:
                 self._pending[queue_of(tag) or ""].released.append(tag)
+            self._added(len(tags))
         return []
 
     def restore_unacked_once(self, stderr: Any = None) -> None:

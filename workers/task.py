@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from datetime import datetime
@@ -98,7 +99,16 @@ class PinLaterTask(Task):
 
     @property
     def pinlater_client(self) -> Any:
-        return shared_client(TransportSettings.from_options(self.app.conf.broker_transport_options).pinlater)
+        # Settings are read from the environment and transport options once
+        # per task object and process (as the transport reads them once), not
+        # for every task run.
+        cached = self.__dict__.get("_pinlater_client")
+        if cached is None or cached[0] != os.getpid():
+            options = self.app.conf.broker_transport_options
+            cached = self.__dict__["_pinlater_client"] = (
+                os.getpid(), shared_client(TransportSettings.from_options(options).pinlater)
+            )
+        return cached[1]
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
                     link: Any = None, link_error: Any = None, shadow: Any = None, *,
@@ -115,11 +125,28 @@ class PinLaterTask(Task):
             if idempotency_key is not None:
                 headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
+        if "declare" not in options and self._on_pinlater_broker():
+            # Nothing to declare before a publish: a task queue that does not
+            # exist yet is created by the transport when the enqueue finds it
+            # missing, and transient queues are declared by their consumers.
+            # Saves Kombu binding copies of the queue and exchange per publish.
+            options["declare"] = []
         take_descriptor()
         result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
         if result is not None:
             result.descriptor = take_descriptor()
         return result
+
+    def _on_pinlater_broker(self) -> bool:
+        # Once per task object (each app binds its own): an app's broker does
+        # not change once it publishes, and reading it costs a few lookups.
+        known: bool | None = self.__dict__.get("_pinlater_broker")
+        if known is None:
+            conf = self.app.conf
+            known = self.__dict__["_pinlater_broker"] = str(
+                conf.broker_write_url or conf.broker_url or ""
+            ).startswith("pinlater:")
+        return known
 
     def retry(self, args: Any = None, kwargs: Any = None, exc: BaseException | None = None, throw: bool = True,
               eta: datetime | None = None, countdown: float | None = None, max_retries: int | None = None,

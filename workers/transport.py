@@ -72,6 +72,8 @@ class Transport(virtual.Transport):
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
         self.settings = TransportSettings.from_options(client.transport_options)
+        self._service: tuple[int, Any] | None = None
+        self._bus: tuple[int, redis.Redis[bytes]] | None = None
         self.names = BusNames(self.settings.bus_prefix)
         self.subscriber = Subscriber(self.bus, self.names)
         self._loop: Any = None
@@ -81,11 +83,15 @@ class Transport(virtual.Transport):
         self._poked = False
         self._ensured: set[tuple[int, str]] = set()
 
-    # Looked up on every use, so a transport object that crossed a fork
-    # never uses its parent's sockets or claim source.
+    # Kept per process id, so a transport object that crossed a fork never
+    # uses its parent's sockets or claim source (and a publish does not pay
+    # for hashing the settings to find them again).
     @property
     def service(self) -> Any:
-        return shared_client(self.settings.pinlater)
+        pid = os.getpid()
+        if self._service is None or self._service[0] != pid:
+            self._service = (pid, shared_client(self.settings.pinlater))
+        return self._service[1]
 
     @property
     def source(self) -> str:
@@ -93,7 +99,10 @@ class Transport(virtual.Transport):
 
     @property
     def bus(self) -> redis.Redis[bytes]:
-        return bus_client(self.settings.bus_url)
+        pid = os.getpid()
+        if self._bus is None or self._bus[0] != pid:
+            self._bus = (pid, bus_client(self.settings.bus_url))
+        return self._bus[1]
 
     @property
     def default_connection_params(self) -> dict[str, Any]:
