@@ -270,3 +270,6 @@ def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list
         if process.poll() is None:
             process.kill()
             process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
