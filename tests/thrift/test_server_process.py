@@ -78,7 +78,8 @@ def test_server_process_serves_reports_and_stops_on_sigterm(proc: Proc, queue_na
     client.enqueue(queue_name, [Job(b"a"), Job(b"b")])
     assert client.count(queue_name, "pending") == 2
 
-    metrics = urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5).read().decode()
+    with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as response:
+        metrics = response.read().decode()
     assert 'pinlater_server_requests_total{method="enqueueJobs"} 1' in metrics
     assert "pinlater_server_connections_open 1" in metrics
 

@@ -66,6 +66,8 @@ class Server:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait(10)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
         self._log.close()
 
 
@@ -196,7 +198,8 @@ def test_connections_spread_and_metrics_are_summed(start: Callable[..., Server],
     assert total == counts + CLIENTS + 1
     assert sum(p["requests"] for p in stats["processes"]) == total
     assert all(p["requests"] >= 2 * (calls + 2) for p in stats["processes"])  # every process served its two
-    metrics = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as response:
+        metrics = response.read().decode()
     assert f'pinlater_server_requests_total{{method="getJobCount"}} {counts}' in metrics
     assert "pinlater_server_processes 3" in metrics
     assert f"pinlater_server_connections_open {CLIENTS}" in metrics
