@@ -8,7 +8,8 @@ transient broadcast traffic over Redis pub/sub (``workers.bus``).
 
 Consuming a task queue: the transport calls ``pump`` on every turn of the
 worker's event loop (or of ``drain_events``). A queue is claimed from when
-it is *due*: woken (a publish pushed a wake-up), known to have a backlog
+it is *due*: woken (a publish pushed a wake-up, or the window of a
+wake-up closed: ``workers.waker``), known to have a backlog
 (the last claim came back full), or its slow-poll time came; never while
 rate-limited, and never for more jobs than the prefetch window has room
 for (``qos.can_consume_max_estimate()``), so the worker holds no more than
@@ -37,7 +38,7 @@ from workers.client import queue_config
 from workers.message_format import decode, encode, eta_to_ms, kombu_payload, raw_message
 from workers.publish_info import remember_descriptor
 from workers.qos import PendingAcks, PinLaterQoS, queue_of
-from workers.waker import WAKER
+from workers.waker import COALESCE_S, RECHECK_SLACK_S, WAKER
 
 if TYPE_CHECKING:
     from workers.transport import Transport
@@ -61,6 +62,7 @@ ERROR_BACKOFF_S = 1.0
 class QueueState:
     hot: bool = True  # claim as soon as there is room
     next_poll: float = 0.0  # monotonic: slow poll
+    recheck: float = math.inf  # monotonic: claim again when a wake-up's window is over
     blocked_until: float = 0.0  # monotonic: rate limited or erroring
     next_heartbeat: float = 0.0
 
@@ -241,8 +243,15 @@ class Channel(virtual.Channel):
             for queue in list(woken):
                 state = self._states.get(queue)
                 if state is not None:
+                    # Publishers send one wake-up per window of COALESCE_S:
+                    # a job enqueued later in the window sent none, so
+                    # claim once more when the window is over.
                     state.hot = True
+                    state.recheck = now + COALESCE_S + RECHECK_SLACK_S
                     woken.discard(queue)
+            for state in self._states.values():
+                if state.recheck <= now:
+                    state.hot, state.recheck = True, math.inf
             self._claim(now)
             delivered += self._deliver_buffer()
             self._heartbeat(now)
@@ -264,7 +273,8 @@ class Channel(virtual.Channel):
         room = self._room() > 0
         for state in self._states.values():
             if room:
-                due = min(due, max(state.blocked_until, now if state.hot else state.next_poll))
+                wanted = now if state.hot else min(state.next_poll, state.recheck)
+                due = min(due, max(state.blocked_until, wanted))
             if state.next_heartbeat:
                 due = min(due, state.next_heartbeat)
         return due

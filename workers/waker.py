@@ -1,20 +1,25 @@
-"""Wake-ups, sent off the publishing thread.
+"""Wake-ups, sent by the publishing thread without waiting for the reply.
 
-After each enqueue the publisher owes consumers a wake-up on the queue's
-channel. Sending it inline doubles a publish's round trips; here a
-per-process thread sends them, coalesced: every queue marked before a send
-begins is covered by that send, and one marked during it by the next, so
-each enqueue is still followed by a wake-up. Sends are at least
-``COALESCE_S`` apart: under a burst of publishes that is one PUBLISH per
-queue every few milliseconds instead of one per job, and the thread
-wakes (and takes the GIL from the publisher) as seldom. A wake-up is at
-most that much later; one lost at process exit only costs latency:
-consumers' slow poll finds the job.
+After an enqueue the publisher owes the queue's idle consumers a wake-up on
+the queue's channel. Two things keep that cheap:
+
+* At most one PUBLISH per queue every ``COALESCE_S`` from a process: the
+  first publish after a quiet spell wakes at once; the others of the
+  window send nothing. The consumers cover them: a consumer claims when a
+  wake-up comes and once more ``COALESCE_S`` (plus ``RECHECK_SLACK_S``)
+  after it, so a job whose wake-up was coalesced away (enqueued before its
+  window closed) is claimed by then (``workers.channel``).
+* The PUBLISH goes out on a connection of its own and its reply is read
+  only on a later send, so a wake-up costs the publisher one write and no
+  round trip. No thread: a sender thread takes the GIL from the publisher
+  at every send and costs more wall time than it saves.
+
+A wake-up that cannot be sent (Redis down) is logged and dropped: it only
+costs latency, the consumers' slow poll finds the job.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import threading
@@ -25,76 +30,83 @@ import redis
 
 log = logging.getLogger(__name__)
 
-# Least time between two sends: the most a wake-up waits for company. An
-# idle consumer is woken at most this late during a burst of publishes (a
-# busy one claims without wake-ups); the first publish after a quiet spell
-# wakes at once.
+# Least time between two wake-ups of a queue from one process.
 COALESCE_S = 0.005
+# Consumers claim again this long after the end of a wake-up's window:
+# covers the time the wake-up spent on the way.
+RECHECK_SLACK_S = 0.002
+# Sends whose replies may wait unread before a send waits for one.
+MAX_UNREAD = 64
+
+
+class _Sender:
+    """A connection of its own to the bus's Redis that sends PUBLISH
+    commands and reads their replies later."""
+
+    def __init__(self, bus: Any) -> None:
+        pool = bus.connection_pool
+        # No health checks: a PING would read a PUBLISH's reply as its own.
+        kwargs = dict(pool.connection_kwargs, health_check_interval=0)
+        self._conn = pool.connection_class(**kwargs)
+        self._unread = 0
+
+    def publish(self, channel: str) -> None:
+        try:
+            self._send(channel)
+        except (redis.RedisError, OSError):
+            # Most likely a connection the server closed while idle: once
+            # more on a new one (a PUBLISH sent twice is harmless).
+            self.close()
+            self._send(channel)
+
+    def _send(self, channel: str) -> None:
+        conn = self._conn
+        while self._unread and (self._unread >= MAX_UNREAD or conn.can_read(timeout=0)):
+            conn.read_response()
+            self._unread -= 1
+        if not self._unread and conn.is_connected and conn.can_read(timeout=0):
+            # Readable with no reply owed: the server closed the connection
+            # (a write to it would vanish without an error).
+            raise redis.ConnectionError("wake-up connection closed by the server")
+        conn.send_command("PUBLISH", channel, b"", check_health=False)
+        self._unread += 1
+
+    def close(self) -> None:
+        self._unread = 0
+        self._conn.disconnect()
 
 
 class Waker:
     def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._pending: dict[int, tuple[Any, set[str]]] = {}
-        self._pid = 0
-        self._busy = False
-        self._idle = False  # the thread waits for a mark: a mark must notify it
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}  # channel -> monotonic time of its last send
+        self._senders: dict[int, tuple[Any, _Sender]] = {}  # id(bus client) -> (client, sender)
 
     def wake(self, bus: Any, channel: str) -> None:
-        with self._cond:
-            if self._pid != os.getpid():
-                # First use in this process (or after a fork): own thread.
-                self._pid = os.getpid()
-                self._pending = {}
-                self._busy = False
-                self._idle = False
-                threading.Thread(target=self._run, name="pinlater-waker", daemon=True).start()
-            entry = self._pending.get(id(bus))
-            if entry is None:
-                entry = self._pending[id(bus)] = (bus, set())
-            entry[1].add(channel)
-            if self._idle:
-                # notify_all: a flush() may be waiting on the same condition.
-                self._idle = False
-                self._cond.notify_all()
+        now = time.monotonic()
+        last = self._last.get(channel)
+        if last is not None and now - last < COALESCE_S:
+            return
+        with self._lock:
+            last = self._last.get(channel)
+            if last is not None and now - last < COALESCE_S:
+                return
+            self._last[channel] = now
+            entry = self._senders.get(id(bus))
+            if entry is None or entry[0] is not bus:
+                entry = self._senders[id(bus)] = (bus, _Sender(bus))
+            try:
+                entry[1].publish(channel)
+            except (redis.RedisError, OSError) as exc:
+                entry[1].close()
+                log.warning("wake-up not sent (consumers' slow poll will find the job): %s", exc)
 
-    def _run(self) -> None:
-        last_send = 0.0
-        while True:
-            with self._cond:
-                while not self._pending:
-                    self._busy = False
-                    self._idle = True
-                    self._cond.notify_all()
-                    self._cond.wait()
-                self._idle = False
-                self._busy = True
-            # Marks made while this thread sleeps join the coming send.
-            time.sleep(max(0.0, last_send + COALESCE_S - time.monotonic()))
-            with self._cond:
-                batch, self._pending = self._pending, {}
-            last_send = time.monotonic()
-            for bus, channels in batch.values():
-                try:
-                    if len(channels) == 1:
-                        # The usual case, one queue: a plain command costs
-                        # less than a pipeline (this thread holds the GIL
-                        # the publisher wants meanwhile).
-                        bus.publish(next(iter(channels)), b"")
-                        continue
-                    pipe = bus.pipeline(transaction=False)
-                    for channel in channels:
-                        pipe.publish(channel, b"")
-                    pipe.execute()
-                except (redis.RedisError, OSError) as exc:
-                    log.warning("wake-ups not sent (consumers' slow poll will find the jobs): %s", exc)
-
-    def flush(self, timeout: float = 1.0) -> None:
-        """Waits until every wake-up marked so far is sent."""
-        with self._cond:
-            if self._pid == os.getpid():
-                self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+    def reset(self) -> None:
+        """Forgets the connections (after a fork: they are the parent's)."""
+        self._lock = threading.Lock()
+        self._last = {}
+        self._senders = {}
 
 
 WAKER = Waker()
-atexit.register(WAKER.flush)
+os.register_at_fork(after_in_child=WAKER.reset)
