@@ -34,7 +34,7 @@ def test_the_dashboard_sql_loads_with_the_same_loader() -> None:
 def test_every_key_has_one_of_the_three_prefixes() -> None:
     made = [
         keys.QUEUES, keys.SHARD_LAYOUT, keys.CONTROL_QUEUES, keys.CONTROL_LAYOUT,
-        keys.ids_key("q"), keys.job_key("q", 1, 7), keys.rate_key("q"), keys.counts_key(5),
+        keys.ids_key("q"), keys.jobs_key("q", 1), keys.rate_key("q"), keys.counts_key(5),
         keys.idempotency_key("k"), keys.records_log_key("audit"), keys.records_map_key("progress"),
     ]  # fmt: skip
     assert all(k.split(":", 1)[0] in ("pl", "plc", "pld") for k in made)

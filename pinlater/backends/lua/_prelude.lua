@@ -16,20 +16,33 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Zset members are ids zero-padded to 20 digits; job hash keys use the
--- plain id: <prefix passed in KEYS> .. id. Deriving per-job keys from a
--- prefix in KEYS is how every script reaches job hashes (standalone Redis,
--- one shard per server/db, so no cluster slot rules apply).
-local function job_key(prefix, member)
-  return prefix .. string.match(member, '^0*(%d+)$')
-end
+local floor = math.floor
 
-local function id_key(prefix, id)
-  return prefix .. int(id)
-end
-
+-- Job ids as zset members and jobs-hash fields: one byte n (1..7), then the
+-- id in n big-endian bytes, n as small as it can be. Byte order is numeric
+-- order, so among equal scores Redis orders members by id; and a member of
+-- an id below 2^40 fits jemalloc's smallest size class.
 local function member_of(id)
-  return string.format('%020d', id)
+  if id < 1 then return '\0' end  -- ids start at 1: no job has this member
+  local b, n = {}, 0
+  while id > 0 do
+    n = n + 1
+    b[n] = id % 256
+    id = floor(id / 256)
+  end
+  local out = {n}
+  for i = n, 1, -1 do out[#out + 1] = b[i] end
+  return string.char(unpack(out))
+end
+
+local function id_of(member)
+  local id = 0
+  for i = 2, #member do id = id * 256 + string.byte(member, i) end
+  return id
+end
+
+local function valid_member(m)
+  return m ~= nil and #m >= 2 and #m <= 8 and string.byte(m, 1) == #m - 1
 end
 
 -- Any integer: ids below 1 never exist, so such an item is simply stale.
@@ -37,8 +50,104 @@ local function valid_id(id)
   return type(id) == 'number' and id == math.floor(id)
 end
 
-local function valid_member(m)
-  return m ~= nil and #m == 20 and string.match(m, '^%d+$') ~= nil
+-- A job is one field of its priority's jobs hash (KEYS name it), its value:
+--   24-byte header  state + flags (1), attempts_allowed (2),
+--                   attempts_remaining (2), created_at (6), updated_at (6),
+--                   run_after (7): unsigned big-endian, times in ms
+--   claim           if flag 4: length (2) + 'TOKEN@source' (RUNNING only)
+--   custom status   if flag 8: length (2) + UTF-8 text
+--   body            the rest
+-- pinlater/backends/redis_record.py reads the same format in Python.
+local HEADER = 24
+local MAX_U16 = 65535
+local MAX_TIME = 9007199254740991  -- 2^53 - 1 (pinlater.limits.MAX_TIMESTAMP_MS)
+
+-- struct (built into Redis) packs in C; the plain-Lua path is for servers
+-- without it (fakeredis in the unit tests) and gives the same bytes.
+local has_struct = type(struct) == 'table'
+
+local function be(n, k)
+  local b = {}
+  for i = k, 1, -1 do
+    b[i] = n % 256
+    n = floor(n / 256)
+  end
+  return string.char(unpack(b))
+end
+
+local function from_be(s, at, k)
+  local n = 0
+  for i = at, at + k - 1 do n = n * 256 + string.byte(s, i) end
+  return n
+end
+
+local function pack_header(flags, allowed, left, created, updated, run_after)
+  if has_struct then
+    return struct.pack('>BHHI6I6I7', flags, allowed, left, created, updated, run_after)
+  end
+  return string.char(flags) .. be(allowed, 2) .. be(left, 2) .. be(created, 6) .. be(updated, 6)
+    .. be(run_after, 7)
+end
+
+-- The job in a table: state, allowed, left, created, updated, run_after,
+-- claim (nil unless set), status ('' unless set), body_at (index of the
+-- body's first byte in v).
+local function read_job(v)
+  local j = {}
+  local flags
+  if has_struct then
+    flags, j.allowed, j.left, j.created, j.updated, j.run_after = struct.unpack('>BHHI6I6I7', v)
+  else
+    flags = string.byte(v, 1)
+    j.allowed, j.left = from_be(v, 2, 2), from_be(v, 4, 2)
+    j.created, j.updated, j.run_after = from_be(v, 6, 6), from_be(v, 12, 6), from_be(v, 18, 7)
+  end
+  j.state = flags % 4
+  j.status = ''
+  local at = HEADER + 1
+  if flags % 8 >= 4 then
+    local n = from_be(v, at, 2)
+    j.claim = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  if flags % 16 >= 8 then
+    local n = from_be(v, at, 2)
+    j.status = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  j.body_at = at
+  return j
+end
+
+-- The value of job j with this body (the claim is kept only while RUNNING).
+local function job_value(j, body)
+  local flags = j.state
+  local claim, status = '', ''
+  if j.state == 1 and j.claim and j.claim ~= '' then
+    flags = flags + 4
+    claim = be(#j.claim, 2) .. j.claim
+  end
+  if j.status ~= '' then
+    flags = flags + 8
+    status = be(#j.status, 2) .. j.status
+  end
+  return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. body
+end
+
+local function body_of(v, j)
+  return string.sub(v, j.body_at)
+end
+
+-- The job of field m in the jobs hash, or nil.
+local function load_job(jobs, m)
+  local v = redis.call('HGET', jobs, m)
+  if not v then return nil end
+  return read_job(v), v
+end
+
+-- Store job j, keeping the body it had in v.
+local function save_job(jobs, m, j, v)
+  redis.call('HSET', jobs, m, job_value(j, body_of(v, j)))
 end
 
 -- Batch items arrive as one JSON array (cjson is built into Redis): far
@@ -65,6 +174,29 @@ local function zrem_many(key, members)
   for i = 1, #members, 1000 do
     redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members)))
   end
+end
+
+-- `flat` is {field, value, ...}.
+local function hset_many(key, flat)
+  for i = 1, #flat, 1000 do
+    redis.call('HSET', key, unpack(flat, i, math.min(i + 999, #flat)))
+  end
+end
+
+local function hdel_many(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
+
+-- The jobs of many fields at once: {v or false, ...} in the fields' order.
+local function hmget_many(key, fields)
+  local out = {}
+  for i = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+    for k = 1, #got do out[#out + 1] = got[k] end
+  end
+  return out
 end
 
 -- claim = TOKEN(16 hex) .. '@' .. source; the caller's source must match.

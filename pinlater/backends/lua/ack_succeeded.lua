@@ -3,7 +3,7 @@
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[3g-1]  pl:{queue}:p{N}:succeeded
--- KEYS[3g]    pl:{queue}:p{N}:j:          job hash prefix (job keys derived from it)
+-- KEYS[3g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, status to append]
 -- Returns: per item 1 (applied) or 0 (stale).
@@ -18,29 +18,31 @@ for _, it in ipairs(items) do
   end
 end
 
-local now = int(now_ms())
+local now = now_ms()
 local out = {}
 local done = {}  -- per group: members that moved
 for i, it in ipairs(items) do
   local g = it[1]
-  local k = id_key(KEYS[3 * g], it[2])
-  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status')
-  if f[1] == '1' and claim_source(f[2]) == it[3] then
-    local status = f[3] or ''
-    if it[4] ~= '' then status = cap_right(status .. it[4], cap) end
-    redis.call('HSET', k, 'state', 2, 'updated_at', now, 'claim', '', 'custom_status', status)
+  local jobs = KEYS[3 * g]
+  local m = member_of(it[2])
+  local j, v = load_job(jobs, m)
+  if j and j.state == 1 and claim_source(j.claim) == it[3] then
+    if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
+    j.state, j.updated, j.claim = 2, now, nil
+    save_job(jobs, m, j, v)
     done[g] = done[g] or {}
-    done[g][#done[g] + 1] = member_of(it[2])
+    done[g][#done[g] + 1] = m
     out[i] = 1
   else
     out[i] = 0
   end
 end
+local score = int(now)
 for g, members in pairs(done) do
   zrem_many(KEYS[3 * g - 2], members)
   local flat = {}
   for _, m in ipairs(members) do
-    flat[#flat + 1] = now
+    flat[#flat + 1] = score
     flat[#flat + 1] = m
   end
   zadd_many(KEYS[3 * g - 1], flat)
