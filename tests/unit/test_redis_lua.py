@@ -301,3 +301,15 @@ def test_release_caps_at_burst(control: RedisControlStore, client: fakeredis.Fak
     assert float(client.hget(keys.rate_key("b"), "tokens") or 0) == pytest.approx(3.0, abs=0.05)
     control.release("b", 10, 5.0)
     assert float(client.hget(keys.rate_key("b"), "tokens") or 0) == 5.0
+
+
+def test_one_job_twice_in_a_batch_acks_once(be: RedisBackend) -> None:
+    """A batch reads its jobs together; an item after one that changed its
+    job must still see the change, as if the items ran one by one."""
+    ids = be.enqueue(Q, [item(priority=1), item(priority=2)])
+    be.dequeue(Q, [1, 2], 10, "w")
+    items = [AckItem(1, ids[0], "w", "a"), AckItem(2, ids[1], "w", ""), AckItem(1, ids[0], "w", "b")]
+    assert be.ack_succeeded(Q, items) == [True, True, False]
+    [rec] = be.lookup(Q, 1, [ids[0]], False)
+    assert rec is not None and rec.state is JobState.SUCCEEDED and rec.custom_status == "a"
+    assert be.count(Q, 1, JobState.RUNNING, False) == 0 and be.count(Q, 1, JobState.SUCCEEDED, False) == 1

@@ -24,6 +24,12 @@ local floor = math.floor
 -- an id below 2^40 fits jemalloc's smallest size class.
 local function member_of(id)
   if id < 1 then return '\0' end  -- ids start at 1: no job has this member
+  -- The usual sizes without a table (this runs for every item of an ACK).
+  if id < 256 then return string.char(1, id) end
+  if id < 65536 then return string.char(2, floor(id / 256), id % 256) end
+  if id < 16777216 then
+    return string.char(3, floor(id / 65536), floor(id / 256) % 256, id % 256)
+  end
   local b, n = {}, 0
   while id > 0 do
     n = n + 1
@@ -81,6 +87,15 @@ local function from_be(s, at, k)
   return n
 end
 
+local function u16(n)
+  return string.char(floor(n / 256), n % 256)
+end
+
+local function u16_at(s, at)
+  local hi, lo = string.byte(s, at, at + 1)
+  return hi * 256 + lo
+end
+
 local function pack_header(flags, allowed, left, created, updated, run_after)
   if has_struct then
     return struct.pack('>BHHI6I6I7', flags, allowed, left, created, updated, run_after)
@@ -106,12 +121,12 @@ local function read_job(v)
   j.status = ''
   local at = HEADER + 1
   if flags % 8 >= 4 then
-    local n = from_be(v, at, 2)
+    local n = u16_at(v, at)
     j.claim = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
   if flags % 16 >= 8 then
-    local n = from_be(v, at, 2)
+    local n = u16_at(v, at)
     j.status = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
@@ -125,11 +140,11 @@ local function job_value(j, body)
   local claim, status = '', ''
   if j.state == 1 and j.claim and j.claim ~= '' then
     flags = flags + 4
-    claim = be(#j.claim, 2) .. j.claim
+    claim = u16(#j.claim) .. j.claim
   end
   if j.status ~= '' then
     flags = flags + 8
-    status = be(#j.status, 2) .. j.status
+    status = u16(#j.status) .. j.status
   end
   return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. body
 end
@@ -187,6 +202,23 @@ local function hdel_many(key, fields)
   for i = 1, #fields, 1000 do
     redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
   end
+end
+
+-- Batch items by priority group (it[1]): g -> item indexes, in item order.
+-- Items of one group are read with one HMGET and written with one HSET; an
+-- item for a job an earlier item of the batch already changed sees it
+-- changed (`done` in the scripts), as if they ran one by one.
+local function by_group(items)
+  local groups = {}
+  for i, it in ipairs(items) do
+    local t = groups[it[1]]
+    if not t then
+      t = {}
+      groups[it[1]] = t
+    end
+    t[#t + 1] = i
+  end
+  return groups
 end
 
 -- The jobs of many fields at once: {v or false, ...} in the fields' order.

@@ -19,32 +19,34 @@ for _, it in ipairs(items) do
 end
 
 local now = now_ms()
-local out = {}
-local done = {}  -- per group: members that moved
-for i, it in ipairs(items) do
-  local g = it[1]
-  local jobs = KEYS[3 * g]
-  local m = member_of(it[2])
-  local j, v = load_job(jobs, m)
-  if j and j.state == 1 and claim_source(j.claim) == it[3] then
-    if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
-    j.state, j.updated, j.claim = 2, now, nil
-    save_job(jobs, m, j, v)
-    done[g] = done[g] or {}
-    done[g][#done[g] + 1] = m
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
 local score = int(now)
-for g, members in pairs(done) do
-  zrem_many(KEYS[3 * g - 2], members)
-  local flat = {}
-  for _, m in ipairs(members) do
-    flat[#flat + 1] = score
-    flat[#flat + 1] = m
+local out = {}
+for g, idx in pairs(by_group(items)) do
+  local jobs = KEYS[3 * g]
+  local members = {}
+  for k, i in ipairs(idx) do members[k] = member_of(items[i][2]) end
+  local values = hmget_many(jobs, members)
+  local done, rows, moved = {}, {}, {}
+  for k, i in ipairs(idx) do
+    local it, m, v = items[i], members[k], values[k]
+    local j = v and not done[m] and read_job(v)
+    if j and j.state == 1 and claim_source(j.claim) == it[3] then
+      if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
+      j.state, j.updated, j.claim = 2, now, nil
+      done[m] = true
+      rows[#rows + 1] = m
+      rows[#rows + 1] = job_value(j, body_of(v, j))
+      moved[#moved + 1] = score
+      moved[#moved + 1] = m
+      out[i] = 1
+    else
+      out[i] = 0
+    end
   end
-  zadd_many(KEYS[3 * g - 1], flat)
+  hset_many(jobs, rows)
+  local members_moved = {}
+  for k = 2, #moved, 2 do members_moved[#members_moved + 1] = moved[k] end
+  zrem_many(KEYS[3 * g - 2], members_moved)
+  zadd_many(KEYS[3 * g - 1], moved)
 end
 return out
