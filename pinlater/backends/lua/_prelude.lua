@@ -68,25 +68,6 @@ local HEADER = 24
 local MAX_U16 = 65535
 local MAX_TIME = 9007199254740991  -- 2^53 - 1 (pinlater.limits.MAX_TIMESTAMP_MS)
 
--- struct (built into Redis) packs in C; the plain-Lua path is for servers
--- without it (fakeredis in the unit tests) and gives the same bytes.
-local has_struct = type(struct) == 'table'
-
-local function be(n, k)
-  local b = {}
-  for i = k, 1, -1 do
-    b[i] = n % 256
-    n = floor(n / 256)
-  end
-  return string.char(unpack(b))
-end
-
-local function from_be(s, at, k)
-  local n = 0
-  for i = at, at + k - 1 do n = n * 256 + string.byte(s, i) end
-  return n
-end
-
 local function u16(n)
   return string.char(floor(n / 256), n % 256)
 end
@@ -96,12 +77,40 @@ local function u16_at(s, at)
   return hi * 256 + lo
 end
 
-local function pack_header(flags, allowed, left, created, updated, run_after)
-  if has_struct then
+-- The header's fields to bytes and back. struct (built into Redis) packs
+-- in C; the plain-Lua path is for servers without it (fakeredis in the
+-- unit tests) and gives the same bytes. Only the path in use is defined:
+-- every definition here costs a closure on each script call.
+local pack_header, unpack_header
+if type(struct) == 'table' then
+  pack_header = function(flags, allowed, left, created, updated, run_after)
     return struct.pack('>BHHI6I6I7', flags, allowed, left, created, updated, run_after)
   end
-  return string.char(flags) .. be(allowed, 2) .. be(left, 2) .. be(created, 6) .. be(updated, 6)
-    .. be(run_after, 7)
+  unpack_header = function(v)
+    return struct.unpack('>BHHI6I6I7', v)
+  end
+else
+  local function be(n, k)
+    local b = {}
+    for i = k, 1, -1 do
+      b[i] = n % 256
+      n = floor(n / 256)
+    end
+    return string.char(unpack(b))
+  end
+  local function from_be(s, at, k)
+    local n = 0
+    for i = at, at + k - 1 do n = n * 256 + string.byte(s, i) end
+    return n
+  end
+  pack_header = function(flags, allowed, left, created, updated, run_after)
+    return string.char(flags) .. be(allowed, 2) .. be(left, 2) .. be(created, 6) .. be(updated, 6)
+      .. be(run_after, 7)
+  end
+  unpack_header = function(v)
+    return string.byte(v, 1), from_be(v, 2, 2), from_be(v, 4, 2), from_be(v, 6, 6), from_be(v, 12, 6),
+      from_be(v, 18, 7)
+  end
 end
 
 -- The job in a table: state, allowed, left, created, updated, run_after,
@@ -110,13 +119,7 @@ end
 local function read_job(v)
   local j = {}
   local flags
-  if has_struct then
-    flags, j.allowed, j.left, j.created, j.updated, j.run_after = struct.unpack('>BHHI6I6I7', v)
-  else
-    flags = string.byte(v, 1)
-    j.allowed, j.left = from_be(v, 2, 2), from_be(v, 4, 2)
-    j.created, j.updated, j.run_after = from_be(v, 6, 6), from_be(v, 12, 6), from_be(v, 18, 7)
-  end
+  flags, j.allowed, j.left, j.created, j.updated, j.run_after = unpack_header(v)
   j.state = flags % 4
   j.status = ''
   local at = HEADER + 1
@@ -177,32 +180,20 @@ local function is_int(v)
   return type(v) == 'number' and v == math.floor(v)
 end
 
--- Many members in few calls; unpack is bounded by the Lua C stack, hence
--- chunks. `flat` is {score, member, ...} for zadd_many.
-local function zadd_many(key, flat)
-  for i = 1, #flat, 1000 do
-    redis.call('ZADD', key, unpack(flat, i, math.min(i + 999, #flat)))
+-- One command over many arguments in few calls: unpack is bounded by the
+-- Lua C stack, hence chunks (of an even size, so pairs stay together).
+local function call_many(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
   end
 end
 
-local function zrem_many(key, members)
-  for i = 1, #members, 1000 do
-    redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members)))
-  end
-end
-
+-- `flat` is {score, member, ...}.
+local function zadd_many(key, flat) call_many('ZADD', key, flat) end
+local function zrem_many(key, members) call_many('ZREM', key, members) end
 -- `flat` is {field, value, ...}.
-local function hset_many(key, flat)
-  for i = 1, #flat, 1000 do
-    redis.call('HSET', key, unpack(flat, i, math.min(i + 999, #flat)))
-  end
-end
-
-local function hdel_many(key, fields)
-  for i = 1, #fields, 1000 do
-    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
-  end
-end
+local function hset_many(key, flat) call_many('HSET', key, flat) end
+local function hdel_many(key, fields) call_many('HDEL', key, fields) end
 
 -- Batch items by priority group (it[1]): g -> item indexes, in item order.
 -- Items of one group are read with one HMGET and written with one HSET; an
