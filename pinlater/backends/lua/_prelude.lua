@@ -65,7 +65,9 @@ end
 --   body            the rest
 -- pinlater/backends/redis_record.py reads the same format in Python.
 local HEADER = 24
+
 local MAX_U16 = 65535
+
 local MAX_TIME = 9007199254740991  -- 2^53 - 1 (pinlater.limits.MAX_TIMESTAMP_MS)
 
 local function u16(n)
@@ -117,24 +119,22 @@ end
 -- claim (nil unless set), status ('' unless set), body_at (index of the
 -- body's first byte in v).
 local function read_job(v)
-  local j = {}
-  local flags
-  flags, j.allowed, j.left, j.created, j.updated, j.run_after = unpack_header(v)
-  j.state = flags % 4
-  j.status = ''
+  local flags, allowed, left, created, updated, run_after = unpack_header(v)
+  local claim, status = nil, ''
   local at = HEADER + 1
   if flags % 8 >= 4 then
     local n = u16_at(v, at)
-    j.claim = string.sub(v, at + 2, at + 1 + n)
+    claim = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
   if flags % 16 >= 8 then
     local n = u16_at(v, at)
-    j.status = string.sub(v, at + 2, at + 1 + n)
+    status = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
-  j.body_at = at
-  return j
+  -- One constructor, so the table is made at its size at once.
+  return {state = flags % 4, allowed = allowed, left = left, created = created, updated = updated,
+    run_after = run_after, claim = claim, status = status, body_at = at}
 end
 
 -- The value of job j with this body (the claim is kept only while RUNNING).
@@ -190,9 +190,12 @@ end
 
 -- `flat` is {score, member, ...}.
 local function zadd_many(key, flat) call_many('ZADD', key, flat) end
+
 local function zrem_many(key, members) call_many('ZREM', key, members) end
+
 -- `flat` is {field, value, ...}.
 local function hset_many(key, flat) call_many('HSET', key, flat) end
+
 local function hdel_many(key, fields) call_many('HDEL', key, fields) end
 
 -- Batch items by priority group (it[1]): g -> item indexes, in item order.
