@@ -34,8 +34,11 @@ from pinlater import Ack, Job, JobService
 from pinlater.settings import Settings, parse_shards
 
 PROCESSES = 2
-REDIS_SHARD = "redis://127.0.0.1:16379/5"
-REDIS_CONTROL = "redis://127.0.0.1:16379/6"
+# PINLATER_BENCH_REDIS=redis://HOST:PORT runs the Redis half on another
+# server (dbs 5 and 6 there, flushed at the start).
+REDIS_BASE = os.environ.get("PINLATER_BENCH_REDIS", "redis://127.0.0.1:16379")
+REDIS_SHARD = f"{REDIS_BASE}/5"
+REDIS_CONTROL = f"{REDIS_BASE}/6"
 MYSQL_BASE = "mysql://pinlater:pinlater@127.0.0.1:13306"
 BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
 

@@ -11,7 +11,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "services"
 
-REDIS_PORTS = (16379, 16380)
+# PINLATER_TEST_REDIS_PORTS=P1,P2 points the tests at other Redis servers
+# (e.g. private ones, so parallel runs on one machine do not share dbs).
+REDIS_PORTS = tuple(int(p) for p in os.environ.get("PINLATER_TEST_REDIS_PORTS", "16379,16380").split(","))
 MYSQL = "mysql://pinlater:pinlater@127.0.0.1:13306"
 # Thrift1 servers of the two HBase clusters (scripts/hbase).
 HBASE_PRIMARY = "127.0.0.1:19090"

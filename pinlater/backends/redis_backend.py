@@ -3,8 +3,9 @@
 Layout: see ``pinlater.storage.keys``. Every transition is one Lua script
 (``lua/*.lua``) taking "now" from the server's TIME, and every batch call
 (enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
-Reads of a single hash per job (``lookup``) are pipelined; everything that
-needs the clock or more than one key is a script.
+A lookup is one HMGET of the priority's jobs hash (atomic on its own);
+everything that needs the clock or more than one key is a script. The job
+records' format is in ``redis_record``.
 
 The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
 the transitions are not idempotent (a re-sent enqueue would store its jobs
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
+from pinlater.backends import redis_record
 from pinlater.backends.base import (
     CLAIM_TOKEN_LEN,
     CUSTOM_STATUS_MAX,
@@ -34,13 +36,7 @@ from pinlater.backends.base import (
     JobRecord,
     ShardUnavailable,
 )
-from pinlater.backends.redis_scripts import (
-    claims,
-    job_fields,
-    job_record,
-    member_id,
-    register_job_scripts,
-)
+from pinlater.backends.redis_scripts import claims, register_job_scripts
 from pinlater.states import JobState
 from pinlater.storage import keys
 from pinlater.storage.errors import redis_guard
@@ -150,7 +146,7 @@ class RedisBackend:
             ks = [keys.QUEUES, keys.prios_key(queue), keys.ids_key(queue)]
             for p in prios:
                 ks += [keys.state_key(queue, p, s) for s in JobState]
-                ks.append(keys.job_prefix(queue, p))
+                ks.append(keys.jobs_key(queue, p))
             args: list[ArgT] = [queue, DELETE_QUEUE_BATCH, *prios]
             if int(self._run("delete_queue", ks, args)) == 0:
                 return
@@ -163,7 +159,7 @@ class RedisBackend:
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         if not items:
             return []
-        groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.job_prefix(queue, p)])
+        groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
         meta = [
             [
                 groups.of(it.priority),
@@ -204,7 +200,7 @@ class RedisBackend:
             return Claims([])
         ks: list[str] = []
         for p in priorities:
-            ks += [keys.pending_key(queue, p), keys.running_key(queue, p), keys.job_prefix(queue, p)]
+            ks += [keys.pending_key(queue, p), keys.running_key(queue, p), keys.jobs_key(queue, p)]
         ks += [keys.pending_key(queue, p) for p in look_ahead]
         args: list[ArgT] = [limit, claim, len(priorities), *priorities, *look_ahead]
         return claims(self._run("dequeue", ks, args), claim)
@@ -216,7 +212,7 @@ class RedisBackend:
             lambda p: [
                 keys.running_key(queue, p),
                 keys.succeeded_key(queue, p),
-                keys.job_prefix(queue, p),
+                keys.jobs_key(queue, p),
             ]
         )
         # Only the newest CUSTOM_STATUS_MAX chars of an append can survive.
@@ -239,7 +235,7 @@ class RedisBackend:
                 keys.running_key(queue, p),
                 keys.pending_key(queue, p),
                 keys.failed_key(queue, p),
-                keys.job_prefix(queue, p),
+                keys.jobs_key(queue, p),
             ]
         )
         meta = [
@@ -263,7 +259,7 @@ class RedisBackend:
             lambda p: [
                 keys.running_key(queue, p),
                 keys.pending_key(queue, p),
-                keys.job_prefix(queue, p),
+                keys.jobs_key(queue, p),
             ]
         )
         bodies: list[bytes] = []
@@ -294,7 +290,7 @@ class RedisBackend:
             keys.running_key(queue, priority),
             keys.pending_key(queue, priority),
             keys.failed_key(queue, priority),
-            keys.job_prefix(queue, priority),
+            keys.jobs_key(queue, priority),
         ]
         repended, failed = self._run("expire_claims", ks, [int(timeout_ms), limit])
         return ExpiredClaims(repended=int(repended), failed=int(failed))
@@ -304,7 +300,7 @@ class RedisBackend:
             raise ValueError(f"gc applies to terminal states only, not {state.name}")
         if limit < 1:
             return 0
-        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
         return int(self._run("gc", ks, [int(older_than_ms), limit]))
 
     def retry_failed(self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int) -> int:
@@ -313,7 +309,7 @@ class RedisBackend:
         ks = [
             keys.failed_key(queue, priority),
             keys.pending_key(queue, priority),
-            keys.job_prefix(queue, priority),
+            keys.jobs_key(queue, priority),
         ]
         return int(self._run("retry_failed", ks, [attempts, _opt(run_after_ms), limit]))
 
@@ -325,13 +321,13 @@ class RedisBackend:
         local_ids: Sequence[int] | None,
         limit: int,
     ) -> int:
-        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
         if local_ids is None:
             return int(self._run("delete", ks, ["limit", limit]))
         if not local_ids:
             return 0
         # Ids below 1 never exist (the counter starts at 1).
-        members = [keys.member(i) for i in local_ids if i >= 1]
+        members: list[ArgT] = [keys.member(i) for i in local_ids if i >= 1]
         if not members:
             return 0
         return int(self._run("delete", ks, ["ids", 0, *members]))
@@ -354,13 +350,13 @@ class RedisBackend:
     ) -> list[JobRecord]:
         if limit < 1:
             return []
-        ks = [keys.state_key(queue, priority, state), keys.job_prefix(queue, priority)]
-        cursor: list[ArgT] = ["", ""] if before is None else [before[0], keys.member(before[1])]
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
+        cursor: list[ArgT] = ["", ""] if before is None else [before[0], before[1]]
         args: list[ArgT] = [_pending_mode(state, future), limit, "1" if include_body else "0"]
         rows = self._run("scan", ks, [*args, *cursor])
         records = []
-        for row in rows:
-            rec = job_record(member_id(row[0]), priority, row[1:], include_body)
+        for member, raw in rows:
+            rec = redis_record.decode(keys.member_id(member), priority, raw, include_body)
             if rec is not None:
                 records.append(rec)
         return records
@@ -368,18 +364,12 @@ class RedisBackend:
     def lookup(self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool) -> list[JobRecord | None]:
         if not local_ids:
             return []
-        fields = job_fields(include_body)
-
-        def read() -> list[Any]:
-            # One hash per job, so each HMGET is atomic on its own; the
-            # pipeline makes the whole lookup one round trip.
-            pipe = self._r.pipeline(transaction=False)
-            for local_id in local_ids:
-                pipe.hmget(keys.job_key(queue, priority, local_id), fields)
-            return pipe.execute()
-
-        replies = self._call(read)
-        return [
-            job_record(local_id, priority, reply, include_body)
-            for local_id, reply in zip(local_ids, replies, strict=True)
-        ]
+        # Ids below 1 never exist. One HMGET of the priority's jobs hash:
+        # one command, so the whole lookup is atomic.
+        wanted = sorted({i for i in local_ids if i >= 1})
+        found: dict[int, bytes | None] = {}
+        if wanted:
+            jobs = keys.jobs_key(queue, priority)
+            values = self._call(lambda: self._r.hmget(jobs, [keys.member(i) for i in wanted]))
+            found = dict(zip(wanted, values, strict=True))
+        return [redis_record.decode(i, priority, found.get(i), include_body) for i in local_ids]

@@ -12,15 +12,22 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:running``        zset, score updated_at (claim/heartbeat)
 ``pl:{queue}:p{N}:succeeded``      zset, score updated_at (finish time)
 ``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
-``pl:{queue}:p{N}:j:{id}``         hash per job (see JOB_FIELDS)
+``pl:{queue}:p{N}:jobs``           hash, member -> the job (one field per
+                                   job: ``pinlater.backends.redis_record``)
 ``pl:layout``                      the shard's layout version (see
                                    ``pinlater.storage.layout``)
 
 A job is a member of exactly one of its priority's four zsets, the one of its
-state, so a zset's score is always the job's sort time. Members are the local
-id zero-padded to 20 digits: among equal scores Redis orders members
-lexicographically, and with fixed-width digits that is numeric order, which
-makes (score, member) order == (sort_time, local_id) order, exactly.
+state, so a zset's score is always the job's sort time. A job's member (in
+its zset and as its field in the jobs hash) is its local id in as few
+big-endian bytes as it takes, after one byte giving that count: among equal
+scores Redis orders members bytewise, and with the count first that is
+numeric order, which makes (score, member) order == (sort_time, local_id)
+order, exactly. Short members are most of what keeps a job small: an id
+below 2**40 takes 6 bytes, within jemalloc's smallest size class.
+
+(Layout 2 and earlier kept a hash per job, ``pl:{queue}:p{N}:j:{id}``, and
+members zero-padded to 20 digits; ``pinlater migrate`` converts them.)
 
 Control store (``plc:``):
 
@@ -52,21 +59,6 @@ SHARD_LAYOUT = "pl:layout"
 CONTROL_QUEUES = "plc:queues"
 CONTROL_LAYOUT = "plc:layout"
 IDEMPOTENCY_PREFIX = "plc:idem:"
-
-MEMBER_WIDTH = 20
-
-# Hash fields of a job, in the order the read paths request them.
-JOB_FIELDS = (
-    "state",
-    "attempts_allowed",
-    "attempts_remaining",
-    "custom_status",
-    "created_at",
-    "run_after",
-    "updated_at",
-    "claim",
-)
-BODY_FIELD = "body"
 
 _STATE_SUFFIX = {
     JobState.PENDING: "pending",
@@ -104,18 +96,21 @@ def failed_key(queue: str, priority: int) -> str:
     return state_key(queue, priority, JobState.FAILED)
 
 
-def job_prefix(queue: str, priority: int) -> str:
-    """Scripts append a job's id (unpadded decimal) to get its hash key."""
-    return f"pl:{queue}:p{priority}:j:"
+def jobs_key(queue: str, priority: int) -> str:
+    return f"pl:{queue}:p{priority}:jobs"
 
 
-def job_key(queue: str, priority: int, local_id: int) -> str:
-    return f"{job_prefix(queue, priority)}{local_id}"
+def member(local_id: int) -> bytes:
+    """A job's zset member and jobs-hash field (see module doc); ids start
+    at 1."""
+    if local_id < 1:
+        raise ValueError(f"no job has id {local_id}")
+    n = (local_id.bit_length() + 7) // 8
+    return bytes((n,)) + local_id.to_bytes(n, "big")
 
 
-def member(local_id: int) -> str:
-    """The zset member of a job: its id zero-padded (see module doc)."""
-    return f"{local_id:0{MEMBER_WIDTH}d}"
+def member_id(member: bytes) -> int:
+    return int.from_bytes(member[1:], "big")
 
 
 def rate_key(bucket: str) -> str:

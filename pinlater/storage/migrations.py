@@ -54,6 +54,13 @@ def _record_only(_target: object) -> None:
     runner writes after every step."""
 
 
+def _redis_jobs_to_records(client: redis.Redis[bytes]) -> None:
+    """Layout 2 -> 3 of a Redis shard (pinlater.backends.redis_upgrade)."""
+    from pinlater.backends.redis_upgrade import upgrade_to_v3
+
+    upgrade_to_v3(client)
+
+
 def _create_meta_table(s: Session) -> None:
     s.execute(LAYOUT_SQL("meta_create"))
 
@@ -86,7 +93,16 @@ def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Calla
 # and the same index in create_job_table (backends/sql/mysql.sql) for new tables.
 REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
     "redis shard", keys.SHARD_LAYOUT, keys.QUEUES,
-    {1: Step("record the layout version (key pl:layout)", _record_only, compatible=True)},
+    {
+        1: Step("record the layout version (key pl:layout)", _record_only, compatible=True),
+        # Incompatible: this code reads layout-3 jobs only, so a shard is
+        # refused until migrate has converted its jobs.
+        2: Step(
+            "pack each job into one field of its priority's jobs hash (pl:{queue}:p{N}:jobs)",
+            _redis_jobs_to_records,
+            compatible=False,
+        ),
+    },
 )
 REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(
     "redis control store", keys.CONTROL_LAYOUT, keys.CONTROL_QUEUES,

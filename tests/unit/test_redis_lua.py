@@ -68,15 +68,39 @@ def test_every_script_starts_with_its_header() -> None:
 
 
 def test_key_layout(be: RedisBackend, client: fakeredis.FakeRedis) -> None:
-    [i] = be.enqueue(Q, [item(priority=2)])
-    assert client.exists(f"pl:{Q}:p2:j:{i}")
-    assert client.zrange(f"pl:{Q}:p2:pending", 0, -1) == [keys.member(i).encode()]
-    assert keys.member(i) == f"{i:020d}"
+    [i] = be.enqueue(Q, [item(priority=2, body=b"the body", status="st")])
+    assert keys.member(i) == b"\x01\x01"
+    assert client.zrange(f"pl:{Q}:p2:pending", 0, -1) == [keys.member(i)]
     assert client.get(f"pl:{Q}:ids") == b"1"
     assert client.smembers("pl:queues") == {Q.encode()}
     assert client.smembers(f"pl:{Q}:prios") == {b"2"}
-    fields = set(client.hgetall(f"pl:{Q}:p2:j:{i}"))
-    assert fields == {f.encode() for f in (*keys.JOB_FIELDS, keys.BODY_FIELD)}
+    # One field per job: a 24-byte header, the status (length first), the body.
+    [(field, value)] = client.hgetall(f"pl:{Q}:p2:jobs").items()
+    assert field == keys.member(i)
+    assert value[0] == 8 and value[1:5] == bytes([0, 3, 0, 3])  # PENDING + status flag; 3 attempts
+    assert value[24:] == b"\x00\x02st" + b"the body"
+    assert sorted(client.keys("*")) == sorted(
+        k.encode() for k in ("pl:layout", "pl:queues", f"pl:{Q}:ids", f"pl:{Q}:prios", f"pl:{Q}:p2:pending",
+                             f"pl:{Q}:p2:jobs")
+    )
+
+
+@pytest.mark.parametrize("local_id", [1, 255, 256, 65_535, 2**24, 2**40 - 1, 2**40, 2**53 - 1])
+def test_members_sort_as_their_ids(local_id: int) -> None:
+    m = keys.member(local_id)
+    assert keys.member_id(m) == local_id
+    if local_id > 1:
+        assert keys.member(local_id - 1) < m
+    assert m < keys.member(local_id + 1)
+    assert (len(m) <= 6) == (local_id < 2**40)
+
+
+def test_lua_and_python_members_agree(be: RedisBackend, client: fakeredis.FakeRedis) -> None:
+    client.set(f"pl:{Q}:ids", 2**40 - 2)
+    ids = be.enqueue(Q, [item(), item(), item()])
+    assert ids == [2**40 - 1, 2**40, 2**40 + 1]
+    assert client.zrange(f"pl:{Q}:p1:pending", 0, -1) == [keys.member(i) for i in ids]
+    assert [j.local_id for j in be.dequeue(Q, [1], 10, "w").jobs] == ids
 
 
 def test_enqueue_ids_increase_across_priorities_and_batches(be: RedisBackend) -> None:
@@ -208,7 +232,7 @@ def test_delete_queue_in_small_steps(
     be.enqueue("other", [item()])
     be.delete_queue(Q)
     assert {k.decode() for k in client.keys("*")} == {
-        "pl:layout", "pl:queues", "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:j:1",
+        "pl:layout", "pl:queues", "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:jobs",
     }  # fmt: skip
     assert be.queue_names() == {"other"}
     be.delete_queue(Q)  # idempotent
@@ -277,3 +301,15 @@ def test_release_caps_at_burst(control: RedisControlStore, client: fakeredis.Fak
     assert float(client.hget(keys.rate_key("b"), "tokens") or 0) == pytest.approx(3.0, abs=0.05)
     control.release("b", 10, 5.0)
     assert float(client.hget(keys.rate_key("b"), "tokens") or 0) == 5.0
+
+
+def test_one_job_twice_in_a_batch_acks_once(be: RedisBackend) -> None:
+    """A batch reads its jobs together; an item after one that changed its
+    job must still see the change, as if the items ran one by one."""
+    ids = be.enqueue(Q, [item(priority=1), item(priority=2)])
+    be.dequeue(Q, [1, 2], 10, "w")
+    items = [AckItem(1, ids[0], "w", "a"), AckItem(2, ids[1], "w", ""), AckItem(1, ids[0], "w", "b")]
+    assert be.ack_succeeded(Q, items) == [True, True, False]
+    [rec] = be.lookup(Q, 1, [ids[0]], False)
+    assert rec is not None and rec.state is JobState.SUCCEEDED and rec.custom_status == "a"
+    assert be.count(Q, 1, JobState.RUNNING, False) == 0 and be.count(Q, 1, JobState.SUCCEEDED, False) == 1

@@ -8,7 +8,7 @@ import pytest
 
 from pinlater.storage import keys
 from pinlater.storage.layout import Kind, LayoutError, Step, accept
-from pinlater.storage.scripts import checked_source
+from pinlater.storage.scripts import checked_source, used_prelude
 from pinlater.storage.sql import named_blocks
 
 
@@ -34,7 +34,7 @@ def test_the_dashboard_sql_loads_with_the_same_loader() -> None:
 def test_every_key_has_one_of_the_three_prefixes() -> None:
     made = [
         keys.QUEUES, keys.SHARD_LAYOUT, keys.CONTROL_QUEUES, keys.CONTROL_LAYOUT,
-        keys.ids_key("q"), keys.job_key("q", 1, 7), keys.rate_key("q"), keys.counts_key(5),
+        keys.ids_key("q"), keys.jobs_key("q", 1), keys.rate_key("q"), keys.counts_key(5),
         keys.idempotency_key("k"), keys.records_log_key("audit"), keys.records_map_key("progress"),
     ]  # fmt: skip
     assert all(k.split(":", 1)[0] in ("pl", "plc", "pld") for k in made)
@@ -60,3 +60,18 @@ def test_layout_rules(caplog: pytest.LogCaptureFixture) -> None:
         "store b has storage layout 3, current is 4: run `pinlater migrate`"
     ]
     assert Kind("empty", "e", "m").current == 1
+
+
+def test_a_script_gets_only_the_prelude_it_uses() -> None:
+    prelude = "\n\n".join([
+        "-- header",
+        "local function a()\nend",
+        "local function b()\n  a()\nend",
+        "local c, d\nif x then\n  c = 1\nend",
+        "local function e()\nend",
+    ])
+    assert used_prelude(prelude, "return b()") == "local function a()\nend\n\nlocal function b()\n  a()\nend"
+    assert used_prelude(prelude, "return d") == "local c, d\nif x then\n  c = 1\nend"
+    assert used_prelude(prelude, "return 1") == ""
+    count = checked_source("pinlater.backends", "count", prelude="_prelude")
+    assert "local function now_ms" in count and "local function read_job" not in count

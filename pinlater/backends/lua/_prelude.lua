@@ -16,20 +16,39 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Zset members are ids zero-padded to 20 digits; job hash keys use the
--- plain id: <prefix passed in KEYS> .. id. Deriving per-job keys from a
--- prefix in KEYS is how every script reaches job hashes (standalone Redis,
--- one shard per server/db, so no cluster slot rules apply).
-local function job_key(prefix, member)
-  return prefix .. string.match(member, '^0*(%d+)$')
-end
+local floor = math.floor
 
-local function id_key(prefix, id)
-  return prefix .. int(id)
-end
-
+-- Job ids as zset members and jobs-hash fields: one byte n (1..7), then the
+-- id in n big-endian bytes, n as small as it can be. Byte order is numeric
+-- order, so among equal scores Redis orders members by id; and a member of
+-- an id below 2^40 fits jemalloc's smallest size class.
 local function member_of(id)
-  return string.format('%020d', id)
+  if id < 1 then return '\0' end  -- ids start at 1: no job has this member
+  -- The usual sizes without a table (this runs for every item of an ACK).
+  if id < 256 then return string.char(1, id) end
+  if id < 65536 then return string.char(2, floor(id / 256), id % 256) end
+  if id < 16777216 then
+    return string.char(3, floor(id / 65536), floor(id / 256) % 256, id % 256)
+  end
+  local b, n = {}, 0
+  while id > 0 do
+    n = n + 1
+    b[n] = id % 256
+    id = floor(id / 256)
+  end
+  local out = {n}
+  for i = n, 1, -1 do out[#out + 1] = b[i] end
+  return string.char(unpack(out))
+end
+
+local function id_of(member)
+  local id = 0
+  for i = 2, #member do id = id * 256 + string.byte(member, i) end
+  return id
+end
+
+local function valid_member(m)
+  return m ~= nil and #m >= 2 and #m <= 8 and string.byte(m, 1) == #m - 1
 end
 
 -- Any integer: ids below 1 never exist, so such an item is simply stale.
@@ -37,8 +56,116 @@ local function valid_id(id)
   return type(id) == 'number' and id == math.floor(id)
 end
 
-local function valid_member(m)
-  return m ~= nil and #m == 20 and string.match(m, '^%d+$') ~= nil
+-- A job is one field of its priority's jobs hash (KEYS name it), its value:
+--   24-byte header  state + flags (1), attempts_allowed (2),
+--                   attempts_remaining (2), created_at (6), updated_at (6),
+--                   run_after (7): unsigned big-endian, times in ms
+--   claim           if flag 4: length (2) + 'TOKEN@source' (RUNNING only)
+--   custom status   if flag 8: length (2) + UTF-8 text
+--   body            the rest
+-- pinlater/backends/redis_record.py reads the same format in Python.
+local HEADER = 24
+
+local MAX_U16 = 65535
+
+local MAX_TIME = 9007199254740991  -- 2^53 - 1 (pinlater.limits.MAX_TIMESTAMP_MS)
+
+local function u16(n)
+  return string.char(floor(n / 256), n % 256)
+end
+
+local function u16_at(s, at)
+  local hi, lo = string.byte(s, at, at + 1)
+  return hi * 256 + lo
+end
+
+-- The header's fields to bytes and back. struct (built into Redis) packs
+-- in C; the plain-Lua path is for servers without it (fakeredis in the
+-- unit tests) and gives the same bytes. Only the path in use is defined:
+-- every definition here costs a closure on each script call.
+local pack_header, unpack_header
+if type(struct) == 'table' then
+  pack_header = function(flags, allowed, left, created, updated, run_after)
+    return struct.pack('>BHHI6I6I7', flags, allowed, left, created, updated, run_after)
+  end
+  unpack_header = function(v)
+    return struct.unpack('>BHHI6I6I7', v)
+  end
+else
+  local function be(n, k)
+    local b = {}
+    for i = k, 1, -1 do
+      b[i] = n % 256
+      n = floor(n / 256)
+    end
+    return string.char(unpack(b))
+  end
+  local function from_be(s, at, k)
+    local n = 0
+    for i = at, at + k - 1 do n = n * 256 + string.byte(s, i) end
+    return n
+  end
+  pack_header = function(flags, allowed, left, created, updated, run_after)
+    return string.char(flags) .. be(allowed, 2) .. be(left, 2) .. be(created, 6) .. be(updated, 6)
+      .. be(run_after, 7)
+  end
+  unpack_header = function(v)
+    return string.byte(v, 1), from_be(v, 2, 2), from_be(v, 4, 2), from_be(v, 6, 6), from_be(v, 12, 6),
+      from_be(v, 18, 7)
+  end
+end
+
+-- The job in a table: state, allowed, left, created, updated, run_after,
+-- claim (nil unless set), status ('' unless set), body_at (index of the
+-- body's first byte in v).
+local function read_job(v)
+  local flags, allowed, left, created, updated, run_after = unpack_header(v)
+  local claim, status = nil, ''
+  local at = HEADER + 1
+  if flags % 8 >= 4 then
+    local n = u16_at(v, at)
+    claim = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  if flags % 16 >= 8 then
+    local n = u16_at(v, at)
+    status = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  -- One constructor, so the table is made at its size at once.
+  return {state = flags % 4, allowed = allowed, left = left, created = created, updated = updated,
+    run_after = run_after, claim = claim, status = status, body_at = at}
+end
+
+-- The value of job j with this body (the claim is kept only while RUNNING).
+local function job_value(j, body)
+  local flags = j.state
+  local claim, status = '', ''
+  if j.state == 1 and j.claim and j.claim ~= '' then
+    flags = flags + 4
+    claim = u16(#j.claim) .. j.claim
+  end
+  if j.status ~= '' then
+    flags = flags + 8
+    status = u16(#j.status) .. j.status
+  end
+  return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. body
+end
+
+local function body_of(v, j)
+  return string.sub(v, j.body_at)
+end
+
+-- The job of field m in the jobs hash, or nil.
+local function load_job(jobs, m)
+  local v = redis.call('HGET', jobs, m)
+  if not v then return nil end
+  return read_job(v), v
+end
+
+-- Store job j, keeping the body it had in v.
+local function save_job(jobs, m, j, v)
+  redis.call('HSET', jobs, m, job_value(j, body_of(v, j)))
 end
 
 -- Batch items arrive as one JSON array (cjson is built into Redis): far
@@ -53,18 +180,49 @@ local function is_int(v)
   return type(v) == 'number' and v == math.floor(v)
 end
 
--- Many members in few calls; unpack is bounded by the Lua C stack, hence
--- chunks. `flat` is {score, member, ...} for zadd_many.
-local function zadd_many(key, flat)
-  for i = 1, #flat, 1000 do
-    redis.call('ZADD', key, unpack(flat, i, math.min(i + 999, #flat)))
+-- One command over many arguments in few calls: unpack is bounded by the
+-- Lua C stack, hence chunks (of an even size, so pairs stay together).
+local function call_many(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
   end
 end
 
-local function zrem_many(key, members)
-  for i = 1, #members, 1000 do
-    redis.call('ZREM', key, unpack(members, i, math.min(i + 999, #members)))
+-- `flat` is {score, member, ...}.
+local function zadd_many(key, flat) call_many('ZADD', key, flat) end
+
+local function zrem_many(key, members) call_many('ZREM', key, members) end
+
+-- `flat` is {field, value, ...}.
+local function hset_many(key, flat) call_many('HSET', key, flat) end
+
+local function hdel_many(key, fields) call_many('HDEL', key, fields) end
+
+-- Batch items by priority group (it[1]): g -> item indexes, in item order.
+-- Items of one group are read with one HMGET and written with one HSET; an
+-- item for a job an earlier item of the batch already changed sees it
+-- changed (`done` in the scripts), as if they ran one by one.
+local function by_group(items)
+  local groups = {}
+  for i, it in ipairs(items) do
+    local t = groups[it[1]]
+    if not t then
+      t = {}
+      groups[it[1]] = t
+    end
+    t[#t + 1] = i
   end
+  return groups
+end
+
+-- The jobs of many fields at once: {v or false, ...} in the fields' order.
+local function hmget_many(key, fields)
+  local out = {}
+  for i = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+    for k = 1, #got do out[#out + 1] = got[k] end
+  end
+  return out
 end
 
 -- claim = TOKEN(16 hex) .. '@' .. source; the caller's source must match.

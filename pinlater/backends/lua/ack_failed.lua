@@ -8,7 +8,7 @@
 -- KEYS[4g-3]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[4g-2]  pl:{queue}:p{N}:pending
 -- KEYS[4g-1]  pl:{queue}:p{N}:failed
--- KEYS[4g]    pl:{queue}:p{N}:j:          job hash prefix (job keys derived from it)
+-- KEYS[4g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, status to append,
 --             delay ms or null (= the policy's)]
@@ -36,30 +36,28 @@ local now = now_ms()
 local out = {}
 for i, it in ipairs(items) do
   local g = it[1]
-  local k = id_key(KEYS[4 * g], it[2])
+  local jobs = KEYS[4 * g]
   local m = member_of(it[2])
-  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status', 'attempts_remaining',
-    'attempts_allowed')
-  local left = tonumber(f[4])
-  if f[1] == '1' and claim_source(f[2]) == it[3] and left then
-    local status = f[3] or ''
-    if it[4] ~= '' then status = cap_right(status .. it[4], cap) end
+  local j, v = load_job(jobs, m)
+  if j and j.state == 1 and claim_source(j.claim) == it[3] then
+    if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
     redis.call('ZREM', KEYS[4 * g - 3], m)
+    local left = j.left
+    j.updated, j.claim = now, nil
     if left > 1 then
       local delay = opt(it[5])
       if delay == nil then
-        local retry = (tonumber(f[5]) or left) - left + 1
+        local retry = j.allowed - left + 1
         delay = delays[math.min(math.max(retry, 1), #delays)]
       end
-      local run_after = int(now + delay)
-      redis.call('HSET', k, 'state', 0, 'attempts_remaining', int(left - 1),
-        'run_after', run_after, 'updated_at', int(now), 'claim', '', 'custom_status', status)
-      redis.call('ZADD', KEYS[4 * g - 2], run_after, m)
+      j.state, j.left = 0, left - 1
+      j.run_after = math.min(math.max(now + delay, 0), MAX_TIME)
+      redis.call('ZADD', KEYS[4 * g - 2], int(j.run_after), m)
     else
-      redis.call('HSET', k, 'state', 3, 'attempts_remaining', 0,
-        'updated_at', int(now), 'claim', '', 'custom_status', status)
+      j.state, j.left = 3, 0
       redis.call('ZADD', KEYS[4 * g - 1], int(now), m)
     end
+    save_job(jobs, m, j, v)
     out[i] = 1
   else
     out[i] = 0

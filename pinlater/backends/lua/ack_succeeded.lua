@@ -3,7 +3,7 @@
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[3g-1]  pl:{queue}:p{N}:succeeded
--- KEYS[3g]    pl:{queue}:p{N}:j:          job hash prefix (job keys derived from it)
+-- KEYS[3g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, status to append]
 -- Returns: per item 1 (applied) or 0 (stale).
@@ -18,31 +18,35 @@ for _, it in ipairs(items) do
   end
 end
 
-local now = int(now_ms())
+local now = now_ms()
+local score = int(now)
 local out = {}
-local done = {}  -- per group: members that moved
-for i, it in ipairs(items) do
-  local g = it[1]
-  local k = id_key(KEYS[3 * g], it[2])
-  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status')
-  if f[1] == '1' and claim_source(f[2]) == it[3] then
-    local status = f[3] or ''
-    if it[4] ~= '' then status = cap_right(status .. it[4], cap) end
-    redis.call('HSET', k, 'state', 2, 'updated_at', now, 'claim', '', 'custom_status', status)
-    done[g] = done[g] or {}
-    done[g][#done[g] + 1] = member_of(it[2])
-    out[i] = 1
-  else
-    out[i] = 0
+for g, idx in pairs(by_group(items)) do
+  local jobs = KEYS[3 * g]
+  local members = {}
+  for k, i in ipairs(idx) do members[k] = member_of(items[i][2]) end
+  local values = hmget_many(jobs, members)
+  local done, rows, moved = {}, {}, {}
+  for k, i in ipairs(idx) do
+    local it, m, v = items[i], members[k], values[k]
+    local j = v and not done[m] and read_job(v)
+    if j and j.state == 1 and claim_source(j.claim) == it[3] then
+      if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
+      j.state, j.updated, j.claim = 2, now, nil
+      done[m] = true
+      rows[#rows + 1] = m
+      rows[#rows + 1] = job_value(j, body_of(v, j))
+      moved[#moved + 1] = score
+      moved[#moved + 1] = m
+      out[i] = 1
+    else
+      out[i] = 0
+    end
   end
-end
-for g, members in pairs(done) do
-  zrem_many(KEYS[3 * g - 2], members)
-  local flat = {}
-  for _, m in ipairs(members) do
-    flat[#flat + 1] = now
-    flat[#flat + 1] = m
-  end
-  zadd_many(KEYS[3 * g - 1], flat)
+  hset_many(jobs, rows)
+  local members_moved = {}
+  for k = 2, #moved, 2 do members_moved[#members_moved + 1] = moved[k] end
+  zrem_many(KEYS[3 * g - 2], members_moved)
+  zadd_many(KEYS[3 * g - 1], moved)
 end
 return out

@@ -6,7 +6,7 @@
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[3g-1]  pl:{queue}:p{N}:pending
--- KEYS[3g]    pl:{queue}:p{N}:j:          job hash prefix (job keys derived from it)
+-- KEYS[3g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, body index (0 =
 --             no new body, else the body is ARGV[2 + index]), move_to_pending
@@ -27,49 +27,40 @@ for _, it in ipairs(items) do
     return bad('checkpoint: bad body index')
   end
   if type(it[5]) ~= 'boolean' then return bad('checkpoint: bad move_to_pending') end
-  if opt(it[6]) ~= nil and not is_int(it[6]) then return bad('checkpoint: bad run_after') end
-  if opt(it[7]) ~= nil and (not is_int(it[7]) or it[7] < 1) then
+  local run_after = opt(it[6])
+  if run_after ~= nil and (not is_int(run_after) or run_after < 0 or run_after > MAX_TIME) then
+    return bad('checkpoint: bad run_after')
+  end
+  local attempts = opt(it[7])
+  if attempts ~= nil and (not is_int(attempts) or attempts < 1 or attempts > MAX_U16) then
     return bad('checkpoint: bad attempts')
   end
 end
 
-local now = int(now_ms())
+local now = now_ms()
 local out = {}
 for i, it in ipairs(items) do
   local g = it[1]
-  local k = id_key(KEYS[3 * g], it[2])
+  local jobs = KEYS[3 * g]
   local m = member_of(it[2])
-  local f = redis.call('HMGET', k, 'state', 'claim', 'custom_status')
-  if f[1] == '1' and claim_source(f[2]) == it[3] then
-    local set = {'updated_at', now}
-    if it[4] > 0 then
-      set[#set + 1] = 'body'; set[#set + 1] = ARGV[2 + it[4]]
-    end
+  local j, v = load_job(jobs, m)
+  if j and j.state == 1 and claim_source(j.claim) == it[3] then
+    j.updated = now
+    local body = it[4] > 0 and ARGV[2 + it[4]] or body_of(v, j)
     local attempts = opt(it[7])
-    if attempts then
-      set[#set + 1] = 'attempts_allowed'; set[#set + 1] = int(attempts)
-      set[#set + 1] = 'attempts_remaining'; set[#set + 1] = int(attempts)
-    end
-    if it[8] ~= '' then
-      set[#set + 1] = 'custom_status'
-      set[#set + 1] = cap_left(it[8] .. (f[3] or ''), cap)
-    end
+    if attempts then j.allowed, j.left = attempts, attempts end
+    if it[8] ~= '' then j.status = cap_left(it[8] .. j.status, cap) end
     local run_after = opt(it[6])
     if it[5] then
-      run_after = run_after and int(run_after) or now
-      set[#set + 1] = 'state'; set[#set + 1] = 0
-      set[#set + 1] = 'claim'; set[#set + 1] = ''
-      set[#set + 1] = 'run_after'; set[#set + 1] = run_after
+      j.state, j.claim, j.run_after = 0, nil, run_after or now
       redis.call('ZREM', KEYS[3 * g - 2], m)
-      redis.call('ZADD', KEYS[3 * g - 1], run_after, m)
+      redis.call('ZADD', KEYS[3 * g - 1], int(j.run_after), m)
     else
-      if run_after then
-        set[#set + 1] = 'run_after'; set[#set + 1] = int(run_after)
-      end
+      if run_after then j.run_after = run_after end
       -- running's score is the heartbeat time: expire_claims reads it.
-      redis.call('ZADD', KEYS[3 * g - 2], now, m)
+      redis.call('ZADD', KEYS[3 * g - 2], int(now), m)
     end
-    redis.call('HSET', k, unpack(set))
+    redis.call('HSET', jobs, m, job_value(j, body))
     out[i] = 1
   else
     out[i] = 0

@@ -3,10 +3,10 @@
 -- no ids, up to limit of them (oldest sort time first).
 --
 -- KEYS[1]  pl:{queue}:p{N}:{state}    the state's zset
--- KEYS[2]  pl:{queue}:p{N}:j:         job hash prefix (job keys derived from it)
+-- KEYS[2]  pl:{queue}:p{N}:jobs       jobs hash
 -- ARGV[1]  mode: 'ids' or 'limit'
 -- ARGV[2]  limit (used in 'limit' mode)
--- ARGV[3..] members (20-digit ids), in 'ids' mode
+-- ARGV[3..] members (see member_of), in 'ids' mode
 -- Returns: how many were deleted.
 local deleted = 0
 if ARGV[1] == 'ids' then
@@ -15,7 +15,7 @@ if ARGV[1] == 'ids' then
   end
   for i = 3, #ARGV do
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-      redis.call('DEL', job_key(KEYS[2], ARGV[i]))
+      redis.call('HDEL', KEYS[2], ARGV[i])
       deleted = deleted + 1
     end
   end
@@ -27,7 +27,5 @@ if limit < 1 then return 0 end
 local members = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
 if #members == 0 then return 0 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
-for _, m in ipairs(members) do
-  redis.call('DEL', job_key(KEYS[2], m))
-end
+hdel_many(KEYS[2], members)
 return #members

@@ -11,7 +11,7 @@
 -- KEYS[2]  pl:{queue}:prios
 -- KEYS[3]  pl:{queue}:ids
 -- KEYS[4+5(g-1) ...] per priority group g: pending, running, succeeded,
---          failed zsets, then the job hash prefix (job keys derived from it)
+--          failed zsets, then the jobs hash
 -- ARGV[1]  queue name
 -- ARGV[2]  batch (>= 1)
 -- ARGV[3..] the priorities of the groups, in order
@@ -21,18 +21,21 @@ local budget = tonumber(ARGV[2])
 if not budget or budget < 1 then return bad('delete_queue: bad batch') end
 local ngroups = (#KEYS - 3) / 5
 for g = 1, ngroups do
-  local prefix = KEYS[3 + 5 * g]
+  local jobs = KEYS[3 + 5 * g]
   for j = 0, 3 do
     if budget <= 0 then return 1 end
     local z = KEYS[3 + 5 * (g - 1) + 1 + j]
     local members = redis.call('ZRANGE', z, 0, budget - 1)
     if #members > 0 then
       redis.call('ZREMRANGEBYRANK', z, 0, #members - 1)
-      for _, m in ipairs(members) do redis.call('DEL', job_key(prefix, m)) end
+      hdel_many(jobs, members)
       budget = budget - #members
       if redis.call('EXISTS', z) == 1 then return 1 end
     end
   end
+  -- Every job of the priority is gone, so is its hash (Redis drops an
+  -- empty hash); DEL covers a field no zset listed.
+  redis.call('DEL', jobs)
 end
 local passed = {}
 for i = 3, #ARGV do passed[ARGV[i]] = true end

@@ -1,14 +1,14 @@
 -- dequeue: PENDING with run_after <= now -> RUNNING under one new claim,
 -- over several priorities in the order given, at most `limit` in all;
 -- within a priority oldest run_after first, then lowest id (zset order:
--- score, then member, and members are zero-padded ids). With an empty claim
+-- score, then member, and members order as their ids). With an empty claim
 -- it is a peek: the same jobs, nothing changed. Then, if fewer than `limit`
 -- were found, the first look-ahead priority with a runnable job, so that
 -- one call per shard serves every priority (pinlater/priority_walk.py).
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:pending    of claim group g (g = 1..n)
 -- KEYS[3g-1]  pl:{queue}:p{N}:running
--- KEYS[3g]    pl:{queue}:p{N}:j:         job hash prefix (job keys derived from it)
+-- KEYS[3g]    pl:{queue}:p{N}:jobs       jobs hash
 -- KEYS[3n+k]  pl:{queue}:p{M}:pending    of look-ahead priority k
 -- ARGV[1]     limit (>= 1)
 -- ARGV[2]     claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call), '' to peek
@@ -25,30 +25,36 @@ local now = now_ms()
 local out = {0}
 local left = limit
 for g = 1, n do
-  local pending, running, prefix = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
+  local pending, running, jobs = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
   local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
   if #members > 0 then
     -- They are exactly the first #members by rank.
     if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
-    local run = {}
-    for _, m in ipairs(members) do
-      local k = job_key(prefix, m)
-      local f = redis.call('HMGET', k, 'body', 'attempts_allowed', 'attempts_remaining')
-      -- A member without a hash cannot happen through these scripts; drop it
-      -- rather than recreate a partial job.
-      if f[1] then
+    local values = hmget_many(jobs, members)
+    local run, rows = {}, {}
+    local priority = tonumber(ARGV[3 + g])
+    for i, m in ipairs(members) do
+      local v = values[i]
+      -- A member without its job cannot happen through these scripts; drop
+      -- it rather than make up a job.
+      if v then
+        local j = read_job(v)
+        local body = body_of(v, j)
         if claim ~= '' then
-          redis.call('HSET', k, 'state', 1, 'claim', claim, 'updated_at', int(now))
+          j.state, j.claim, j.updated = 1, claim, now
+          rows[#rows + 1] = m
+          rows[#rows + 1] = job_value(j, body)
           run[#run + 1] = int(now)
           run[#run + 1] = m
         end
-        out[#out + 1] = tonumber(ARGV[3 + g])
-        out[#out + 1] = tonumber(m)
-        out[#out + 1] = f[1]
-        out[#out + 1] = tonumber(f[2])
-        out[#out + 1] = tonumber(f[3])
+        out[#out + 1] = priority
+        out[#out + 1] = id_of(m)
+        out[#out + 1] = body
+        out[#out + 1] = j.allowed
+        out[#out + 1] = j.left
       end
     end
+    hset_many(jobs, rows)
     zadd_many(running, run)
     left = left - #members
     if left <= 0 then return out end

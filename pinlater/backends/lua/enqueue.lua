@@ -7,10 +7,10 @@
 -- KEYS[2]        pl:{queue}:ids             (id counter)
 -- KEYS[3]        pl:{queue}:prios           (set of priorities with storage)
 -- KEYS[2+2g]     pl:{queue}:p{N}:pending    of priority group g (g = 1, 2, ...)
--- KEYS[3+2g]     pl:{queue}:p{N}:j:         job hash prefix of group g
+-- KEYS[3+2g]     pl:{queue}:p{N}:jobs       jobs hash of group g
 -- ARGV[1]        queue name
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
---                (= now), attempts_allowed (>= 1), custom_status]
+--                (= now), attempts_allowed (1..65535), custom_status]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
 -- Returns: the new local ids, in item order (consecutive, increasing).
 local items = cjson.decode(ARGV[2])
@@ -21,34 +21,41 @@ for i = 1, n do
   local it = items[i]
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('enqueue: bad group') end
   if not is_int(it[2]) then return bad('enqueue: bad priority') end
-  if opt(it[3]) ~= nil and not is_int(it[3]) then return bad('enqueue: bad run_after') end
+  local run_after = opt(it[3])
+  if run_after ~= nil and (not is_int(run_after) or run_after < 0 or run_after > MAX_TIME) then
+    return bad('enqueue: bad run_after')
+  end
   if not is_int(it[4]) or it[4] < 1 then return bad('enqueue: attempts_allowed must be >= 1') end
+  if it[4] > MAX_U16 then return bad('enqueue: attempts_allowed must be <= 65535') end
   if type(it[5]) ~= 'string' then return bad('enqueue: bad custom_status') end
 end
 
 local now = now_ms()
 local first = redis.call('INCRBY', KEYS[2], n) - n + 1
 local ids = {}
-local pend = {}
+local pend, rows = {}, {}
 for i = 1, n do
   local it = items[i]
   local g = it[1]
-  local run_after = int(opt(it[3]) or now)
+  local run_after = opt(it[3]) or now
   local id = first + i - 1
-  redis.call('HSET', id_key(KEYS[3 + 2 * g], id),
-    'body', ARGV[2 + i], 'state', 0,
-    'attempts_allowed', int(it[4]), 'attempts_remaining', int(it[4]),
-    'custom_status', it[5], 'created_at', int(now),
-    'run_after', run_after, 'updated_at', int(now), 'claim', '')
+  local m = member_of(id)
+  local job = {state = 0, allowed = it[4], left = it[4], created = now, updated = now,
+    run_after = run_after, status = it[5]}
   if not pend[g] then
-    pend[g] = {}
+    pend[g], rows[g] = {}, {}
     redis.call('SADD', KEYS[3], int(it[2]))
   end
-  local p = pend[g]
-  p[#p + 1] = run_after
-  p[#p + 1] = member_of(id)
+  local p, r = pend[g], rows[g]
+  p[#p + 1] = int(run_after)
+  p[#p + 1] = m
+  r[#r + 1] = m
+  r[#r + 1] = job_value(job, ARGV[2 + i])
   ids[i] = id
 end
-for g, flat in pairs(pend) do zadd_many(KEYS[2 + 2 * g], flat) end
+for g, flat in pairs(rows) do
+  hset_many(KEYS[3 + 2 * g], flat)
+  zadd_many(KEYS[2 + 2 * g], pend[g])
+end
 redis.call('SADD', KEYS[1], ARGV[1])
 return ids

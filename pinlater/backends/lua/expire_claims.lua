@@ -6,33 +6,38 @@
 -- KEYS[1]  pl:{queue}:p{N}:running
 -- KEYS[2]  pl:{queue}:p{N}:pending
 -- KEYS[3]  pl:{queue}:p{N}:failed
--- KEYS[4]  pl:{queue}:p{N}:j:        job hash prefix (job keys derived from it)
+-- KEYS[4]  pl:{queue}:p{N}:jobs       jobs hash
 -- ARGV[1]  claim timeout ms
 -- ARGV[2]  limit (>= 1)
 -- Returns: {repended, failed}
 local timeout = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 if not timeout or not limit or limit < 1 then return bad('expire_claims: bad arguments') end
-local nowi = now_ms()
-local now = int(nowi)
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(nowi - timeout), 'LIMIT', 0, limit)
+local now = now_ms()
+local score = int(now)
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now - timeout), 'LIMIT', 0, limit)
+if #members == 0 then return {0, 0} end
+zrem_many(KEYS[1], members)
+local values = hmget_many(KEYS[4], members)
 local repended, failed = 0, 0
-for _, m in ipairs(members) do
-  redis.call('ZREM', KEYS[1], m)
-  local k = job_key(KEYS[4], m)
-  local f = redis.call('HMGET', k, 'state', 'attempts_remaining')
-  local left = tonumber(f[2])
-  if f[1] == '1' and left then
-    if left > 1 then
-      redis.call('HSET', k, 'state', 0, 'attempts_remaining', int(left - 1),
-        'run_after', now, 'updated_at', now, 'claim', '')
-      redis.call('ZADD', KEYS[2], now, m)
+local rows = {}
+for i, m in ipairs(members) do
+  local v = values[i]
+  local j = v and read_job(v)
+  if j and j.state == 1 then
+    j.updated, j.claim = now, nil
+    if j.left > 1 then
+      j.state, j.left, j.run_after = 0, j.left - 1, now
+      redis.call('ZADD', KEYS[2], score, m)
       repended = repended + 1
     else
-      redis.call('HSET', k, 'state', 3, 'attempts_remaining', 0, 'updated_at', now, 'claim', '')
-      redis.call('ZADD', KEYS[3], now, m)
+      j.state, j.left = 3, 0
+      redis.call('ZADD', KEYS[3], score, m)
       failed = failed + 1
     end
+    rows[#rows + 1] = m
+    rows[#rows + 1] = job_value(j, body_of(v, j))
   end
 end
+hset_many(KEYS[4], rows)
 return {repended, failed}

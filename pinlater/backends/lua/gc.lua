@@ -2,7 +2,7 @@
 -- oldest first.
 --
 -- KEYS[1]  pl:{queue}:p{N}:succeeded or pl:{queue}:p{N}:failed
--- KEYS[2]  pl:{queue}:p{N}:j:        job hash prefix (job keys derived from it)
+-- KEYS[2]  pl:{queue}:p{N}:jobs      jobs hash
 -- ARGV[1]  older_than ms
 -- ARGV[2]  limit (>= 1)
 -- Returns: how many were deleted.
@@ -13,7 +13,5 @@ local cutoff = int(now_ms() - older)
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff, 'LIMIT', 0, limit)
 if #members == 0 then return 0 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
-for _, m in ipairs(members) do
-  redis.call('DEL', job_key(KEYS[2], m))
-end
+hdel_many(KEYS[2], members)
 return #members

@@ -4,29 +4,37 @@
 --
 -- KEYS[1]  pl:{queue}:p{N}:failed
 -- KEYS[2]  pl:{queue}:p{N}:pending
--- KEYS[3]  pl:{queue}:p{N}:j:        job hash prefix (job keys derived from it)
--- ARGV[1]  attempts (>= 1)
+-- KEYS[3]  pl:{queue}:p{N}:jobs      jobs hash
+-- ARGV[1]  attempts (1..65535)
 -- ARGV[2]  run_after ms ('' = now)
 -- ARGV[3]  limit (>= 1)
 -- Returns: how many were moved.
 local attempts = tonumber(ARGV[1])
 local limit = tonumber(ARGV[3])
-if not attempts or attempts < 1 then return bad('retry_failed: bad attempts') end
-if ARGV[2] ~= '' and not tonumber(ARGV[2]) then return bad('retry_failed: bad run_after') end
+if not attempts or attempts < 1 or attempts > MAX_U16 then return bad('retry_failed: bad attempts') end
+local given = tonumber(ARGV[2])
+if ARGV[2] ~= '' and (not given or given < 0 or given > MAX_TIME) then return bad('retry_failed: bad run_after') end
 if not limit or limit < 1 then return bad('retry_failed: bad limit') end
-local now = int(now_ms())
-local run_after = ARGV[2]
-if run_after == '' then run_after = now end
+local now = now_ms()
+local run_after = given or now
 local members = redis.call('ZREVRANGE', KEYS[1], 0, limit - 1)
+if #members == 0 then return 0 end
+zrem_many(KEYS[1], members)
+local values = hmget_many(KEYS[3], members)
 local moved = 0
-for _, m in ipairs(members) do
-  redis.call('ZREM', KEYS[1], m)
-  local k = job_key(KEYS[3], m)
-  if redis.call('HGET', k, 'state') == '3' then
-    redis.call('HSET', k, 'state', 0, 'attempts_allowed', ARGV[1], 'attempts_remaining', ARGV[1],
-      'run_after', run_after, 'updated_at', now, 'claim', '')
-    redis.call('ZADD', KEYS[2], run_after, m)
+local rows, pend = {}, {}
+for i, m in ipairs(members) do
+  local v = values[i]
+  local j = v and read_job(v)
+  if j and j.state == 3 then
+    j.state, j.allowed, j.left, j.run_after, j.updated, j.claim = 0, attempts, attempts, run_after, now, nil
+    rows[#rows + 1] = m
+    rows[#rows + 1] = job_value(j, body_of(v, j))
+    pend[#pend + 1] = int(run_after)
+    pend[#pend + 1] = m
     moved = moved + 1
   end
 end
+hset_many(KEYS[3], rows)
+zadd_many(KEYS[2], pend)
 return moved

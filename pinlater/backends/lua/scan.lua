@@ -1,7 +1,7 @@
 -- scan: one page of jobs in one state, ordered by (sort_time desc,
--- local_id desc), strictly after the cursor (sort_time, member).
+-- local_id desc), strictly after the cursor (sort_time, id).
 --
--- The zset score is the sort time and members are zero-padded ids, so
+-- The zset score is the sort time and members order as their ids, so
 -- ZREVRANGE order (score desc, then member desc) is exactly the scan order.
 -- The page starts at a rank found in O(log^2 n): ZCOUNT gives the rank
 -- range of the cursor's score, a binary search by rank (ZREVRANGE i i)
@@ -10,14 +10,14 @@
 -- be there. Read-only.
 --
 -- KEYS[1]  pl:{queue}:p{N}:{state}    the state's zset
--- KEYS[2]  pl:{queue}:p{N}:j:         job hash prefix (job keys derived from it)
+-- KEYS[2]  pl:{queue}:p{N}:jobs       jobs hash
 -- ARGV[1]  'all', 'due' (score <= now) or 'future' (score > now)
 -- ARGV[2]  limit (>= 1)
 -- ARGV[3]  '1' to include bodies
 -- ARGV[4]  cursor sort time ms ('' = no cursor)
--- ARGV[5]  cursor member (20-digit id)
--- Returns: list of {member, state, attempts_allowed, attempts_remaining,
---          custom_status, created_at, run_after, updated_at, claim[, body]}
+-- ARGV[5]  cursor id
+-- Returns: list of {member, job value} (without the body unless asked for;
+--          the format is in the prelude, decoded by redis_record.py)
 local z = KEYS[1]
 local mode = ARGV[1]
 local limit = tonumber(ARGV[2])
@@ -35,27 +35,30 @@ if ARGV[4] ~= '' then
   local lo = redis.call('ZCOUNT', z, '(' .. int(t), '+inf')
   local hi = lo + redis.call('ZCOUNT', z, int(t), int(t))
   -- Ranks lo..hi-1 share score t, members descending: find the first one
-  -- below the cursor (numeric compare: exact for ids < 2^53).
+  -- below the cursor (exact for ids < 2^53).
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     local m = redis.call('ZREVRANGE', z, mid, mid)[1]
-    if tonumber(m) < cursor then hi = mid else lo = mid + 1 end
+    if id_of(m) < cursor then hi = mid else lo = mid + 1 end
   end
   if lo > start then start = lo end
 end
 
-local fields = {'state', 'attempts_allowed', 'attempts_remaining', 'custom_status',
-  'created_at', 'run_after', 'updated_at', 'claim'}
-if ARGV[3] == '1' then fields[#fields + 1] = 'body' end
 local rows = redis.call('ZREVRANGE', z, start, start + limit - 1, 'WITHSCORES')
-local out = {}
+local members = {}
 for i = 1, #rows, 2 do
   -- 'future' pages end where due jobs begin.
   if mode == 'future' and tonumber(rows[i + 1]) <= now then break end
-  local f = redis.call('HMGET', job_key(KEYS[2], rows[i]), unpack(fields))
-  if f[1] then
-    table.insert(f, 1, rows[i])
-    out[#out + 1] = f
+  members[#members + 1] = rows[i]
+end
+if #members == 0 then return {} end
+local values = hmget_many(KEYS[2], members)
+local out = {}
+for i, m in ipairs(members) do
+  local v = values[i]
+  if v then
+    if ARGV[3] ~= '1' then v = string.sub(v, 1, read_job(v).body_at - 1) end
+    out[#out + 1] = {m, v}
   end
 end
 return out
