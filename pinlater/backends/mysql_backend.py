@@ -387,7 +387,7 @@ class MySQLBackend:
         return self._run(queue, tables, work, transaction=True)
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
-        def args(indexes: list[int], marker: str) -> list[Any]:
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
             ids = [items[i].local_id for i in indexes]
             return [marker, *ids, *(items[i].append_custom_status for i in indexes),
                     *ids, *ids, *(items[i].source for i in indexes)]
@@ -402,7 +402,7 @@ class MySQLBackend:
         table = json.dumps([int(d) for d in delay_table] or [0])
         last = max(0, len(delay_table) - 1)
 
-        def args(indexes: list[int], marker: str) -> list[Any]:
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
             ids = [items[i].local_id for i in indexes]
             delays = [items[i].delay_ms for i in indexes]
             return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
@@ -415,11 +415,12 @@ class MySQLBackend:
         queue: str,
         items: Sequence[_Item],
         statement: str,
-        args: Callable[[list[int], str], list[Any]],
+        args: Callable[[list[int], str | None], list[Any]],
     ) -> list[bool]:
         """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
         file) whose row count tells all applied or all stale; only a mixed
-        batch reads back which items this statement applied. Several
+        batch reads back which items this statement applied (by the marker
+        it left; a single item needs none, so its claim stays). Several
         statements (several tables, or a job named twice) share one
         transaction, all or nothing as before."""
         if not items:
@@ -433,7 +434,8 @@ class MySQLBackend:
         def work(s: Session) -> list[bool]:
             applied = [False] * len(items)
             for table, indexes in steps:
-                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}"
+                # One item's row count tells applied from stale: no marker.
+                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
                 stmt = sql(statement, table=table, ids=len(indexes))
                 updated = s.execute(stmt, args(indexes, marker))
                 if updated == len(indexes):

@@ -485,6 +485,30 @@ def test_a_dequeue_failing_part_way_claims_nothing(backend: MySQLBackend, queue:
     assert backend.count(queue, 2, P, False) == 0
 
 
+def test_a_single_ack_leaves_the_claim_a_batch_leaves_its_marker(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    one_id = claimed(backend, queue)
+    claim = _claim_column(database, queue, one_id)
+    assert backend.ack_succeeded(queue, [AckItem(1, one_id, "w1", "")]) == [True]
+    assert _claim_column(database, queue, one_id) == claim  # no write to the claim index
+    assert rec(backend, queue, one_id).claim is None  # a finished job shows no claim
+    a, b = claimed(backend, queue), claimed(backend, queue)
+    assert backend.ack_succeeded(queue, [AckItem(1, a, "w1", ""), AckItem(1, b, "w9", "")]) == [True, False]
+    assert str(_claim_column(database, queue, a)).startswith("acked:")
+    assert rec(backend, queue, b).state is R
+
+
+def _claim_column(database: str, queue: str, local_id: int) -> object:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT claim FROM {job_table(queue, 1)} WHERE id = %s", (local_id,))
+        row = cur.fetchone()
+    conn.close()
+    assert row is not None
+    return row[0]
+
+
 def test_concurrent_dequeuers_never_share_a_job(backend: MySQLBackend, queue: str) -> None:
     ids = backend.enqueue(queue, [item() for _ in range(2000)])
     got: dict[str, list[int]] = {}

@@ -206,11 +206,12 @@ FOR UPDATE
 -- values are ELT(FIELD(id, ids...), values...) ({ids}: one marker per item),
 -- the guard is in the WHERE, and claim takes this statement's own marker so
 -- that a partly stale batch can be read back (ack_applied) to tell applied
--- items from stale ones. Order of %s: marker, ids, statuses, ids, ids,
--- sources.
+-- items from stale ones. A single item's row count says it all: its marker
+-- is NULL and the claim stays (no write to the by_claim index). Order of
+-- %s: marker, ids, statuses, ids, ids, sources.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET state = 2,
-    claim = %s,
+    claim = COALESCE(%s, claim),
     updated_at = {now},
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000)
 WHERE id IN ({ids}) AND state = 1
@@ -232,7 +233,7 @@ SET run_after = IF(attempts_remaining > 1,
       run_after),
     state = IF(attempts_remaining > 1, 0, 3),
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000),
-    claim = %s,
+    claim = COALESCE(%s, claim),
     updated_at = {now},
     attempts_remaining = IF(attempts_remaining > 1, attempts_remaining - 1, 0)
 WHERE id IN ({ids}) AND state = 1
