@@ -3,12 +3,13 @@
 
 Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
 around it only when a batch spans several tables or is very large); dequeue
-is one multi-statement transaction whatever the number of priorities (per
-priority a claiming UPDATE ... LIMIT, then one read back by claim and a look
-ahead); ACKs are one guarded single-table UPDATE per table, whose row count
-says "all applied" or "all stale" and which leaves its own marker in the
-claim column, so that only a mixed batch costs a second round trip (the
-read back of the marked ids). Checkpoints are BEGIN, per table a locking
+is one compound statement whatever the number of priorities (a transaction
+of claiming UPDATE ... LIMITs, priority by priority while jobs are missing,
+and a look ahead, committed before the claimed jobs are read back by claim);
+ACKs are one guarded single-table UPDATE per table, whose row count says
+"all applied" or "all stale" and which, for several items, leaves its own
+marker in the claim column, so that only a mixed batch costs a second round
+trip (the read back of the marked ids). Checkpoints are BEGIN, per table a locking
 read of the RUNNING rows and one guarded UPDATE, COMMIT: a heartbeat keeps
 the claim, so it cannot carry a marker.
 """
