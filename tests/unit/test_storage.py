@@ -37,7 +37,7 @@ def test_the_priority_placeholder_takes_only_a_priority() -> None:
     assert "IF pl_got_7 > 0 THEN" in read and "7 AS priority" in read and "{" not in read
     for bad in (None, 0, 101, "7", 7.0, True):
         with pytest.raises(ValueError, match="priority must be an int"):
-            sql("dequeue_read", table="q_q_p7", priority=bad)  # type: ignore[arg-type]
+            sql("dequeue_read", table="q_q_p7", priority=bad)
 
 
 def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> None:
