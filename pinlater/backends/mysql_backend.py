@@ -3,12 +3,13 @@
 
 Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
 around it only when a batch spans several tables or is very large); dequeue
-is one multi-statement transaction whatever the number of priorities (per
-priority a claiming UPDATE ... LIMIT, then one read back by claim and a look
-ahead); ACKs are one guarded single-table UPDATE per table, whose row count
-says "all applied" or "all stale" and which leaves its own marker in the
-claim column, so that only a mixed batch costs a second round trip (the
-read back of the marked ids). Checkpoints are BEGIN, per table a locking
+is one compound statement whatever the number of priorities (a transaction
+of claiming UPDATE ... LIMITs, priority by priority while jobs are missing,
+and a look ahead, committed before the claimed jobs are read back by claim);
+ACKs are one guarded single-table UPDATE per table, whose row count says
+"all applied" or "all stale" and which, for several items, leaves its own
+marker in the claim column, so that only a mixed batch costs a second round
+trip (the read back of the marked ids). Checkpoints are BEGIN, per table a locking
 read of the RUNNING rows and one guarded UPDATE, COMMIT: a heartbeat keeps
 the claim, so it cannot carry a marker.
 """
@@ -19,6 +20,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from pinlater.backends.base import (
@@ -111,62 +113,65 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
     return chunks
 
 
-def _dequeue_script(
-    queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
-) -> tuple[str, list[Any]]:
-    """The one-round-trip dequeue (see dequeue_begin in the SQL file)."""
-    first, *rest = priorities
-    statements = [sql("dequeue_begin"), sql("dequeue_claim", table=job_table(queue, first))]
-    args: list[Any] = [claim, limit]
-    if rest:
-        statements.append(sql("dequeue_vars"))
-        args += [claim, limit]
-    for priority in rest:
-        statements += [sql("dequeue_prepare", table=job_table(queue, priority)),
-                       sql("dequeue_execute"), sql("dequeue_count")]
-    for priority in priorities:
-        statements.append(sql("dequeue_read", table=job_table(queue, priority)))
-        args.append(claim)
+@lru_cache(maxsize=1024)
+def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...]) -> str:
+    """The one-round-trip dequeue: one compound statement (see dequeue_begin
+    in the SQL file). Its arguments: ``_dequeue_args``."""
+    tables = [(p, job_table(queue, p)) for p in priorities]
+    inner = [sql("dequeue_declare", priority=p) for p in priorities]
+    inner.append(sql("dequeue_start"))
+    inner += [sql("dequeue_claim", table=t, priority=p) for p, t in tables]
     if look_ahead:
-        statements.append(_look_ahead(queue, look_ahead, args))
-    statements.append(sql("dequeue_commit"))
-    return ";\n".join(statements), args
+        branches = _look_ahead(queue, look_ahead)
+        inner.append(f"{sql('dequeue_if_missing')}\n{branches};\n{sql('dequeue_end_if')}")
+    inner.append(sql("dequeue_commit"))
+    inner += [sql("dequeue_read", table=t, priority=p) for p, t in tables]
+    statements = [sql("dequeue_begin"), *inner]
+    return "".join(f"{stmt};\n" for stmt in statements) + sql("dequeue_end")
+
+
+def _dequeue_args(priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]) -> list[Any]:
+    claims = [claim] * len(priorities)
+    return [limit, *claims, *_look_ahead_args(look_ahead), *claims]
 
 
 def _peek_script(
     queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int]
 ) -> tuple[str, list[Any]]:
-    statements = [sql("peek", table=job_table(queue, p)) for p in priorities]
+    statements = [sql("peek", table=job_table(queue, p), priority=p) for p in priorities]
     args: list[Any] = [limit] * len(priorities)
     if look_ahead:
-        statements.append(_look_ahead(queue, look_ahead, args))
+        statements.append(_look_ahead(queue, look_ahead))
+        args += _look_ahead_args(look_ahead)
     return ";\n".join(statements), args
 
 
-def _look_ahead(queue: str, look_ahead: Sequence[int], args: list[Any]) -> str:
-    """The look_ahead statement; appends its arguments to ``args``."""
-    for pos, priority in enumerate(look_ahead):
-        args += [pos, priority]
+def _look_ahead(queue: str, look_ahead: Sequence[int]) -> str:
+    """The look_ahead statement (its arguments: ``_look_ahead_args``)."""
     branches = [sql("look_ahead", table=job_table(queue, p)) for p in look_ahead]
     return "\nUNION ALL\n".join(branches) + "\nORDER BY pos LIMIT 1"
 
 
-def _claims(
-    results: list[tuple[tuple[Any, ...], ...]],
-    priorities: Sequence[int],
-    limit: int,
-    claim: str,
-    looked_ahead: bool,
-) -> Claims:
-    """Decode the results of a dequeue or peek script: one per priority
-    (id, body, allowed, remaining), then (when looked ahead) the first
-    runnable look-ahead priority."""
-    jobs = [
-        ClaimedJob(int(r[0]), priority, bytes(r[1]), int(r[2]), int(r[3]), claim)
-        for priority, rows in zip(priorities, results, strict=False)
-        for r in rows
-    ][:limit]  # a peek reads up to limit per priority
-    following = results[len(priorities)] if looked_ahead else ()
+def _look_ahead_args(look_ahead: Sequence[int]) -> list[int]:
+    return [x for pos, priority in enumerate(look_ahead) for x in (pos, priority)]
+
+
+_JOB_COLUMNS = 5  # id, body, attempts allowed and remaining, priority; a look-ahead row has 2
+
+
+def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims:
+    """Decode the results of a dequeue or peek: result sets of jobs, in
+    priority order, whose rows end with their priority, and (when looked
+    ahead, and not every job was found) one of (pos, priority) naming the
+    first runnable look-ahead priority."""
+    jobs: list[ClaimedJob] = []
+    following: tuple[tuple[Any, ...], ...] = ()
+    for rows in results:
+        if rows and len(rows[0]) != _JOB_COLUMNS:
+            following = rows
+            continue
+        jobs += [ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim) for r in rows]
+    del jobs[limit:]  # a peek reads up to limit per priority
     if len(jobs) >= limit or not following:
         return Claims(jobs)
     return Claims(jobs, int(following[0][1]))
@@ -318,13 +323,13 @@ class MySQLBackend:
             raise ValueError(f"source is too long ({len(source)} characters)")
         if limit <= 0 or not priorities:
             return Claims([])
-        text, args = _dequeue_script(queue, priorities, limit, claim, look_ahead)
+        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead))
+        args = _dequeue_args(priorities, limit, claim, look_ahead)
 
         def work(s: Session) -> Claims:
             # Committed when this returns: should the connection die after,
             # these jobs stay RUNNING until their claim times out (nothing is lost).
-            results = s.execute_script(text, args)
-            return _claims(results, priorities, limit, claim, bool(look_ahead))
+            return _claims(s.execute_script(text, args), limit, claim)
 
         return self._run(queue, (*priorities, *look_ahead), work)
 
@@ -334,7 +339,7 @@ class MySQLBackend:
         if limit <= 0 or not priorities:
             return Claims([])
         text, args = _peek_script(queue, priorities, limit, look_ahead)
-        work = lambda s: _claims(s.execute_script(text, args), priorities, limit, "", bool(look_ahead))  # noqa: E731
+        work = lambda s: _claims(s.execute_script(text, args), limit, "")  # noqa: E731
         return self._run(queue, (*priorities, *look_ahead), work)
 
     def _guarded(
@@ -383,7 +388,7 @@ class MySQLBackend:
         return self._run(queue, tables, work, transaction=True)
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
-        def args(indexes: list[int], marker: str) -> list[Any]:
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
             ids = [items[i].local_id for i in indexes]
             return [marker, *ids, *(items[i].append_custom_status for i in indexes),
                     *ids, *ids, *(items[i].source for i in indexes)]
@@ -398,7 +403,7 @@ class MySQLBackend:
         table = json.dumps([int(d) for d in delay_table] or [0])
         last = max(0, len(delay_table) - 1)
 
-        def args(indexes: list[int], marker: str) -> list[Any]:
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
             ids = [items[i].local_id for i in indexes]
             delays = [items[i].delay_ms for i in indexes]
             return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
@@ -411,11 +416,12 @@ class MySQLBackend:
         queue: str,
         items: Sequence[_Item],
         statement: str,
-        args: Callable[[list[int], str], list[Any]],
+        args: Callable[[list[int], str | None], list[Any]],
     ) -> list[bool]:
         """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
         file) whose row count tells all applied or all stale; only a mixed
-        batch reads back which items this statement applied. Several
+        batch reads back which items this statement applied (by the marker
+        it left; a single item needs none, so its claim stays). Several
         statements (several tables, or a job named twice) share one
         transaction, all or nothing as before."""
         if not items:
@@ -429,7 +435,8 @@ class MySQLBackend:
         def work(s: Session) -> list[bool]:
             applied = [False] * len(items)
             for table, indexes in steps:
-                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}"
+                # One item's row count tells applied from stale: no marker.
+                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
                 stmt = sql(statement, table=table, ids=len(indexes))
                 updated = s.execute(stmt, args(indexes, marker))
                 if updated == len(indexes):

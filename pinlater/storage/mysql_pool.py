@@ -145,9 +145,9 @@ class Session:
                 _backoff(attempt)
 
     def execute_script(self, text: str, args: Sequence[Any]) -> list[tuple[tuple[Any, ...], ...]]:
-        """Several statements in one round trip (the connection allows
-        multi-statements): the rows of each statement that returns rows, in
-        order. The text brackets its own transaction; on any error it is
+        """Several statements, or one compound statement, in one round trip
+        (the connection allows multi-statements): the rows of each result
+        set, in order. The text brackets its own transaction; on any error it is
         rolled back here (the pooled connection must not keep it open),
         and after a deadlock or lock wait timeout run again."""
         attempt = 0
@@ -327,7 +327,7 @@ class ConnectionPool:
             write_timeout=self._timeout,
             # Row counts of UPDATE are matched rows, not changed rows: a
             # heartbeat within the same millisecond still counts as applied.
-            # Multi-statements: a dequeue is one round trip (Session.execute_script).
+            # Multi-statements: a peek is one round trip (Session.execute_script).
             client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
         )
 

@@ -453,6 +453,62 @@ def test_priorities_are_independent(backend: MySQLBackend, queue: str) -> None:
     assert rec(backend, queue, p1[0], 1).state is P
 
 
+def test_one_dequeue_claims_priorities_in_order_up_to_the_limit(backend: MySQLBackend, queue: str) -> None:
+    backend.create_queue(queue, 4)
+    p1 = backend.enqueue(queue, [item(b"1a"), item(b"1b")])
+    p2 = backend.enqueue(queue, [item(b"2a", priority=2), item(b"2b", priority=2), item(b"2c", priority=2)])
+    p4 = backend.enqueue(queue, [item(b"4a", priority=4)])
+    got = backend.dequeue(queue, [1, 2], 4, "w1", look_ahead=[3, 4])
+    assert [(j.priority, j.local_id) for j in got.jobs] == [(1, p1[0]), (1, p1[1]), (2, p2[0]), (2, p2[1])]
+    assert got.next_priority is None  # the limit is met: no look ahead
+    assert {j.claim for j in got.jobs} == {got.jobs[0].claim}
+    assert [backend.count(queue, p, R, False) for p in (1, 2, 3, 4)] == [2, 2, 0, 0]  # nothing beyond the limit
+    got = backend.dequeue(queue, [1, 2], 5, "w1", look_ahead=[3, 4])
+    assert [(j.priority, j.local_id, j.body) for j in got.jobs] == [(2, p2[2], b"2c")]
+    assert got.next_priority == 4  # the first look-ahead priority with a runnable job
+    got = backend.dequeue(queue, [1, 2, 3], 5, "w1")
+    assert (got.jobs, got.next_priority) == ([], None)
+    assert [j.local_id for j in backend.dequeue(queue, [4], 5, "w1").jobs] == p4
+
+
+def test_a_dequeue_failing_part_way_claims_nothing(backend: MySQLBackend, queue: str, database: str) -> None:
+    ids = backend.enqueue(queue, [item(b"a"), item(b"b")])
+    conn = _raw(database)
+    with conn.cursor() as cur:  # priority 2's table is gone (the queue's tables are created again)
+        cur.execute(f"DROP TABLE {job_table(queue, 2)}")
+    conn.close()
+    # The claim of priority 1 ran before the failing one of priority 2 and
+    # was rolled back: only the retry's claim holds the jobs.
+    jobs = backend.dequeue(queue, [1, 2], 10, "w1").jobs
+    assert [j.local_id for j in jobs] == ids
+    assert {rec(backend, queue, i).claim for i in ids} == {jobs[0].claim}
+    assert backend.count(queue, 2, P, False) == 0
+
+
+def test_a_single_ack_leaves_the_claim_a_batch_leaves_its_marker(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    one_id = claimed(backend, queue)
+    claim = _claim_column(database, queue, one_id)
+    assert backend.ack_succeeded(queue, [AckItem(1, one_id, "w1", "")]) == [True]
+    assert _claim_column(database, queue, one_id) == claim  # no write to the claim index
+    assert rec(backend, queue, one_id).claim is None  # a finished job shows no claim
+    a, b = claimed(backend, queue), claimed(backend, queue)
+    assert backend.ack_succeeded(queue, [AckItem(1, a, "w1", ""), AckItem(1, b, "w9", "")]) == [True, False]
+    assert str(_claim_column(database, queue, a)).startswith("acked:")
+    assert rec(backend, queue, b).state is R
+
+
+def _claim_column(database: str, queue: str, local_id: int) -> object:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT claim FROM {job_table(queue, 1)} WHERE id = %s", (local_id,))
+        row = cur.fetchone()
+    conn.close()
+    assert row is not None
+    return row[0]
+
+
 def test_concurrent_dequeuers_never_share_a_job(backend: MySQLBackend, queue: str) -> None:
     ids = backend.enqueue(queue, [item() for _ in range(2000)])
     got: dict[str, list[int]] = {}

@@ -6,10 +6,11 @@ import logging
 
 import pytest
 
+from pinlater.backends.mysql_backend import _dequeue_args, _dequeue_text
 from pinlater.storage import keys
 from pinlater.storage.layout import Kind, LayoutError, Step, accept
 from pinlater.storage.scripts import checked_source, used_prelude
-from pinlater.storage.sql import named_blocks
+from pinlater.storage.sql import named_blocks, sql
 
 
 def _noop(_target: object) -> None:
@@ -29,6 +30,27 @@ def test_the_dashboard_sql_loads_with_the_same_loader() -> None:
     assert records("pld_create_log").startswith("CREATE TABLE IF NOT EXISTS pld_log (")
     with pytest.raises(KeyError):
         records("no_such_block")
+
+
+def test_the_priority_placeholder_takes_only_a_priority() -> None:
+    read = sql("dequeue_read", table="q_q_p7", priority=7)
+    assert "IF pl_got_7 > 0 THEN" in read and "7 AS priority" in read and "{" not in read
+    for bad in (None, 0, 101, "7", 7.0, True):
+        with pytest.raises(ValueError, match="priority must be an int"):
+            sql("dequeue_read", table="q_q_p7", priority=bad)
+
+
+def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> None:
+    text = _dequeue_text("q", (1, 2), (3,))
+    assert text.startswith("BEGIN NOT ATOMIC") and text.endswith("END")
+    # Claims in priority order, then the look ahead, COMMIT, then the reads.
+    marks = ["`q_q_p1` FORCE INDEX (by_run_after)", "`q_q_p2` FORCE INDEX (by_run_after)", "`q_q_p3`",
+             "COMMIT;", "`q_q_p1` FORCE INDEX (by_claim)", "`q_q_p2` FORCE INDEX (by_claim)"]
+    assert [text.index(m) for m in marks] == sorted(text.index(m) for m in marks)
+    args = _dequeue_args((1, 2), 5, "tok@src", (3,))
+    assert args == [5, "tok@src", "tok@src", 0, 3, "tok@src", "tok@src"]
+    assert text.count("%s") == len(args)
+    assert _dequeue_text("q", (1, 2), (3,)) is text  # built once per (queue, priorities, look ahead)
 
 
 def test_every_key_has_one_of_the_three_prefixes() -> None:

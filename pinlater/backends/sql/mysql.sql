@@ -14,6 +14,8 @@
 --   {ids}       n positional %s markers for an IN (...) list
 --   {body}      the column body, or NULL when bodies are not wanted (so
 --               InnoDB never reads the blob pages)
+--   {priority}  a priority (1..100), as a number: a constant column, or
+--               part of a local variable's name in the dequeue
 -- Every value is a %s / %(name)s parameter.
 --
 -- Index hints: the plan must not depend on statistics. With few RUNNING
@@ -33,8 +35,11 @@ CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 -- ---------------------------------------------------------------- session
 
 -- name: session_isolation
--- READ COMMITTED: no gap locks, and UPDATE ... LIMIT skips rows another
--- dequeuer has just claimed instead of queueing behind them.
+-- READ COMMITTED: no gap locks (but the claim transaction, see
+-- dequeue_start). At either level a claiming UPDATE ... LIMIT waits for
+-- rows another dequeuer has claimed and not committed yet (their last
+-- committed version still matches), then passes them: hence a dequeue
+-- commits as soon as it has claimed.
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
 
 -- name: session_setup
@@ -114,47 +119,69 @@ VALUES {rows}
 
 -- name: dequeue_begin
 -- A dequeue is one round trip per shard whatever the number of priorities:
--- a multi-statement text of these dequeue_* blocks, in one transaction so
--- that a failure part way claims nothing. The first priority's claim is a
--- plain UPDATE ... LIMIT; each further priority claims what is still
--- missing, @pl_left, through PREPARE / EXECUTE (LIMIT takes no expression;
--- a PREPARE replaces the connection's previous pl_claim). Then every claimed
--- job is read back by claim, and the look ahead finds the next priority
--- with runnable jobs.
+-- one compound statement (BEGIN NOT ATOMIC ... END) of these dequeue_*
+-- blocks, so that only what is needed runs and only claimed jobs come back.
+-- In one transaction, each priority in order claims what is still missing,
+-- pl_left (a local variable: LIMIT takes one, and a priority is skipped
+-- once the limit is met); while jobs are still missing, the look ahead
+-- finds the next priority with runnable jobs. COMMIT comes before the
+-- reads, so that the claimed rows are locked no longer than the claims
+-- take (a concurrent dequeuer waits on them). Then each priority that
+-- claimed something reads its jobs back by claim, one result set each,
+-- tagged with the priority (a UNION of rows with the body would go through
+-- a temporary table). A failure before COMMIT claims nothing.
+BEGIN NOT ATOMIC
+  DECLARE pl_left INT DEFAULT %s
+
+-- name: dequeue_declare
+DECLARE pl_got_{priority} INT DEFAULT 0
+
+-- name: dequeue_start
+-- The claim transaction alone runs at REPEATABLE READ (the session's level
+-- is READ COMMITTED): a claim's index scan starts with the entries of jobs
+-- claimed just before, delete-marked until purge removes them, and at READ
+-- COMMITTED a locking read checks each of them against the clustered index
+-- and its undo (ANALYZE of a one-job claim: 400-700 pages accessed, against
+-- about 20 at REPEATABLE READ). The gap locks it takes are held only until
+-- the COMMIT that follows the claims.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 START TRANSACTION
 
 -- name: dequeue_claim
-UPDATE {table} FORCE INDEX (by_run_after)
-SET state = 1, claim = %s, updated_at = {now}
-WHERE state = 0 AND run_after <= {now}
-ORDER BY run_after, id
-LIMIT %s
+IF pl_left > 0 THEN
+  UPDATE {table} FORCE INDEX (by_run_after)
+  SET state = 1, claim = %s, updated_at = {now}
+  WHERE state = 0 AND run_after <= {now}
+  ORDER BY run_after, id
+  LIMIT pl_left;
+  SET pl_got_{priority} = ROW_COUNT(), pl_left = pl_left - pl_got_{priority};
+END IF
 
--- name: dequeue_vars
-SET @pl_claim = %s, @pl_left = %s - ROW_COUNT()
+-- name: dequeue_if_missing
+-- Around the look ahead (look_ahead branches): only while jobs are missing.
+IF pl_left > 0 THEN
 
--- name: dequeue_prepare
-PREPARE pl_claim FROM 'UPDATE {table} FORCE INDEX (by_run_after) SET state = 1, claim = ?, updated_at = {now} WHERE state = 0 AND run_after <= {now} ORDER BY run_after, id LIMIT ?'
-
--- name: dequeue_execute
-EXECUTE pl_claim USING @pl_claim, @pl_left
-
--- name: dequeue_count
-SET @pl_left = @pl_left - ROW_COUNT()
-
--- name: dequeue_read
--- One per priority, as separate results: a UNION of rows with the body
--- would go through a temporary table.
-SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_claim)
-WHERE claim = %s AND state = 1
-ORDER BY run_after, id
+-- name: dequeue_end_if
+END IF
 
 -- name: dequeue_commit
 COMMIT
 
+-- name: dequeue_read
+IF pl_got_{priority} > 0 THEN
+  SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority
+  FROM {table} FORCE INDEX (by_claim)
+  WHERE claim = %s AND state = 1
+  ORDER BY run_after, id;
+END IF
+
+-- name: dequeue_end
+END
+
 -- name: peek
--- One per priority, as separate results (see dequeue_read).
-SELECT id, body, attempts_allowed, attempts_remaining FROM {table} FORCE INDEX (by_run_after)
+-- One per priority, as separate results (see dequeue_begin).
+SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority
+FROM {table} FORCE INDEX (by_run_after)
 WHERE state = 0 AND run_after <= {now}
 ORDER BY run_after, id
 LIMIT %s
@@ -179,11 +206,12 @@ FOR UPDATE
 -- values are ELT(FIELD(id, ids...), values...) ({ids}: one marker per item),
 -- the guard is in the WHERE, and claim takes this statement's own marker so
 -- that a partly stale batch can be read back (ack_applied) to tell applied
--- items from stale ones. Order of %s: marker, ids, statuses, ids, ids,
--- sources.
+-- items from stale ones. A single item's row count says it all: its marker
+-- is NULL and the claim stays (no write to the by_claim index). Order of
+-- %s: marker, ids, statuses, ids, ids, sources.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET state = 2,
-    claim = %s,
+    claim = COALESCE(%s, claim),
     updated_at = {now},
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000)
 WHERE id IN ({ids}) AND state = 1
@@ -205,7 +233,7 @@ SET run_after = IF(attempts_remaining > 1,
       run_after),
     state = IF(attempts_remaining > 1, 0, 3),
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000),
-    claim = %s,
+    claim = COALESCE(%s, claim),
     updated_at = {now},
     attempts_remaining = IF(attempts_remaining > 1, attempts_remaining - 1, 0)
 WHERE id IN ({ids}) AND state = 1
