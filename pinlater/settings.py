@@ -124,6 +124,9 @@ class Settings:
     server_max_buffered_bytes: int = 256 * 1024 * 1024
     server_frame_timeout_s: float = 30.0
     server_idle_timeout_s: float = 600.0
+    # Merge concurrent enqueues, dequeues and ACKs of a queue in a server
+    # process into one shard call each (see pinlater.thrift.coalesce).
+    server_coalesce: bool = True
 
     @property
     def resolved_control_url(self) -> str:
@@ -229,6 +232,7 @@ _FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("server_max_buffered_bytes", "PINLATER_SERVER_MAX_BUFFERED_BYTES", _bounded_int(1024 * 1024, 2**40)),
     ("server_frame_timeout_s", "PINLATER_SERVER_FRAME_TIMEOUT_S", _positive_float(3600)),
     ("server_idle_timeout_s", "PINLATER_SERVER_IDLE_TIMEOUT_S", _positive_float(86_400)),
+    ("server_coalesce", "PINLATER_SERVER_COALESCE", parse_flag),
 )
 
 
