@@ -39,7 +39,10 @@ class _Call(Generic[I, R]):
     def __init__(self, item: I, weight: int) -> None:
         self.item = item
         self.weight = weight
-        self.wake = threading.Event()
+        # Held until the call is woken (a bare lock: far cheaper than an
+        # Event, and it is released exactly once).
+        self.wake = threading.Lock()
+        self.wake.acquire()
         self.done = False
         self.outcome: R | BaseException | None = None
         # Set when this call is woken to run the next batch (it is the first of it).
@@ -80,7 +83,7 @@ class GroupCommit(Generic[K, I, R]):
                 state.waiting.append(call)
                 batch = None
         if batch is None:
-            call.wake.wait()
+            call.wake.acquire()
             if not call.done:  # woken to run the next batch
                 batch = call.batch
                 assert batch is not None
@@ -103,7 +106,8 @@ class GroupCommit(Generic[K, I, R]):
         for c, outcome in zip(batch, outcomes, strict=True):
             c.outcome = outcome
             c.done = True
-            c.wake.set()
+            if c is not batch[0]:  # the first is this thread
+                c.wake.release()
 
     def _next(self, key: K, finished: int) -> None:
         """Hands the key to the calls that waited meanwhile, or frees it."""
@@ -121,4 +125,4 @@ class GroupCommit(Generic[K, I, R]):
                 weight += waiting[0].weight
                 batch.append(waiting.popleft())
         first.batch = batch
-        first.wake.set()
+        first.wake.release()
