@@ -32,6 +32,11 @@ gets exactly what it would have got alone:
   dequeue go this way first, then the dequeue.
 
 ``PINLATER_SERVER_COALESCE=0`` (``Settings.server_coalesce``) turns it off.
+ACKs are merged only with ``PINLATER_SERVER_COALESCE_ACKS=1``: measured
+with 12 clients on one server process, merging cut the server's CPU per
+enqueue by 58% on MySQL and 17% on Redis, but merged ACKs cost 2.8x the
+CPU per dequeue+ACK on MySQL (the merged guarded UPDATE's row locks
+against concurrent claims) for no clear gain on Redis.
 """
 
 from __future__ import annotations
@@ -60,8 +65,11 @@ class Coalescer:
     merging concurrent calls (see the module doc); the server's handler
     calls these instead of the service's."""
 
-    def __init__(self, service: JobService) -> None:
+    def __init__(self, service: JobService, *, acks: bool | None = None) -> None:
+        """``acks`` (default: the ``server_coalesce_acks`` setting): merge
+        ACKs too; without, each caller's ACKs go alone."""
         self.service = service
+        self.merge_acks = service.settings.server_coalesce_acks if acks is None else acks
         per_call = service.settings.max_jobs_per_call
         self.enqueues: GroupCommit[str, list[EnqueueItem], list[str]] = GroupCommit(self._enqueue_batch, per_call)
         self.dequeues: GroupCommit[tuple[str, str, float], int, list[DequeuedJob]] = GroupCommit(
@@ -115,6 +123,8 @@ class Coalescer:
         failed: Sequence[Ack] = (),
         source: str | None = None,
     ) -> AckResult:
+        if not self.merge_acks:
+            return self.service.ack(queue, succeeded=succeeded, failed=failed, source=source)
         prepared = self.service.prepare_ack(queue, succeeded=succeeded, failed=failed, source=source)
         count = len(succeeded) + len(failed)
         if not count:

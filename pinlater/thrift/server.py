@@ -20,9 +20,10 @@ every MySQL connection is a server thread, and on a few cores more calls at
 once add latency, not throughput. A slow call holds one of the 64 slots,
 not the server.
 
-Concurrent enqueues, dequeues of one source and ACKs of a queue are merged
-into one shard call each while one is in flight (``pinlater.thrift.coalesce``,
-on unless ``PINLATER_SERVER_COALESCE=0``); a call alone goes at once.
+Concurrent enqueues and dequeues of one source (and ACKs, with
+``PINLATER_SERVER_COALESCE_ACKS=1``) of a queue are merged into one shard
+call each while one is in flight (``pinlater.thrift.coalesce``, on unless
+``PINLATER_SERVER_COALESCE=0``); a call alone goes at once.
 
 Hostile or broken clients (defaults from ``pinlater.settings``):
 

@@ -118,7 +118,7 @@ def svc() -> Iterator[JobService]:
 
 @pytest.fixture
 def co(svc: JobService) -> Coalescer:
-    return Coalescer(svc)
+    return Coalescer(svc, acks=True)
 
 
 # -- enqueue ---------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def test_a_shard_failing_an_ack_batch_leaves_only_its_callers_acks_unapplied(
     svc = JobService.from_settings(
         settings_for("memory", shards=parse_shards("m1=memory://,m2=memory://")), source="co-test")
     try:
-        co = Coalescer(svc)
+        co = Coalescer(svc, acks=True)
         svc.create_queue(queue_name)
         for _ in range(40):  # each on a shard picked at random
             svc.enqueue(queue_name, [Job(b"x")])
@@ -351,6 +351,11 @@ def test_coalescing_is_on_by_default_and_a_setting_turns_it_off(svc: JobService)
     assert Handler(svc, coalesce=False).jobs is svc
     assert Settings.from_env({"PINLATER_SERVER_COALESCE": "0"}).server_coalesce is False
     assert Settings.from_env({}).server_coalesce is True
+    # ACKs are merged only when asked for.
+    assert Settings.from_env({}).server_coalesce_acks is False
+    assert Settings.from_env({"PINLATER_SERVER_COALESCE_ACKS": "1"}).server_coalesce_acks is True
+    assert Handler(svc).jobs.merge_acks is False  # type: ignore[union-attr]
+    assert Coalescer(svc, acks=True).merge_acks is True
     off = JobService.from_settings(settings_for("memory", server_coalesce=False), source="off")
     try:
         assert Handler(off).jobs is off
@@ -362,7 +367,7 @@ def test_coalescing_is_on_by_default_and_a_setting_turns_it_off(svc: JobService)
 @pytest.fixture(params=["redis", "mysql"])
 def real_service(request: pytest.FixtureRequest) -> Iterator[JobService]:
     request.getfixturevalue("servers")
-    s = make_service(str(request.param))
+    s = make_service(str(request.param), server_coalesce_acks=True)
     yield s
     s.close()
 
