@@ -191,6 +191,16 @@ def server_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
+def batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        batches = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 1, 100 or 1,100, got {text!r}") from None
+    if not batches or not set(batches) <= {1, 100}:
+        raise argparse.ArgumentTypeError(f"the batch sizes measured are 1 and 100, got {text!r}")
+    return batches
+
+
 def reset(backend: str) -> None:
     shards, control = BACKENDS[backend]
     redis.Redis.from_url(control).flushdb()
@@ -210,10 +220,13 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=4, help="client processes")
     parser.add_argument("--server-processes", type=server_counts, default=(1, 2, 4),
                         help="`pinlater server --processes` values to measure, comma-separated (default 1,2,4)")
+    parser.add_argument("--batches", type=batch_sizes, default=(1, 100),
+                        help="batch sizes to measure, comma-separated: 1, 100 or both (default 1,100)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     scale = 0.05 if args.smoke else 1.0
     sizes = {1: max(args.processes * 20, int(6000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
+    sizes = {batch: jobs for batch, jobs in sizes.items() if batch in args.batches}
     reset(args.backend)
 
     rows: list[dict[str, object]] = []

@@ -22,6 +22,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
@@ -75,6 +76,38 @@ from pinlater.validation import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+_Routed = list[tuple[ShardBackend, list[tuple[JobDescriptor, Ack]]]]
+
+
+@dataclass(frozen=True)
+class PreparedAcks:
+    """One caller's ACKs, checked and routed to their shards (``prepare_ack``)."""
+
+    queue: str
+    config: QueueConfig
+    source: str
+    succeeded: _Routed
+    failed: _Routed
+
+
+@dataclass(frozen=True)
+class AckOutcome:
+    """One caller's share of ``apply_acks``: its result and, per shard
+    that failed, why."""
+
+    ack_result: AckResult
+    errors: list[str]
+
+    def result(self) -> AckResult:
+        """The result; AckNotApplied if a shard left some unapplied."""
+        if self.errors:
+            raise AckNotApplied(
+                f"{len(self.ack_result.unapplied)} ACKs not applied (retry them, or they time out and re-run): "
+                f"{'; '.join(self.errors)}",
+                self.ack_result,
+            )
+        return self.ack_result
 
 
 class JobService:
@@ -192,11 +225,19 @@ class JobService:
         return self._enqueue(queue, config, jobs)
 
     def _enqueue(self, queue: str, config: QueueConfig, jobs: Sequence[Job]) -> list[str]:
+        return self.store_enqueued(queue, self.prepare_enqueue(queue, jobs, config))
+
+    def prepare_enqueue(self, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None) -> list[EnqueueItem]:
+        """The first half of ``enqueue`` (without idempotency): checks the
+        jobs and makes the shard's items; raises for bad input. The server's
+        coalescer (``pinlater.thrift.coalesce``) checks each caller's jobs
+        with this before it stores several callers' items in one call."""
+        config = config or self.queue_config(queue)
         check_batch(len(jobs), self.settings.max_jobs_per_call, "jobs", EnqueueRejected)
         for job in jobs:
             check_job(config, job, self.settings.max_body_bytes)
         default_attempts = config.retry.attempts_allowed
-        items = [
+        return [
             EnqueueItem(
                 body=bytes(job.body),
                 priority=job.priority,
@@ -206,6 +247,10 @@ class JobService:
             )
             for job in jobs
         ]
+
+    def store_enqueued(self, queue: str, items: Sequence[EnqueueItem]) -> list[str]:
+        """The second half of ``enqueue``: stores prepared items on one
+        healthy shard in one call, all or nothing; their descriptors in order."""
         last_error: Exception | None = None
         for backend in self.shards.require_healthy():
             try:
@@ -239,10 +284,7 @@ class JobService:
         source = check_source(source or self.source)
         if succeeded or failed:
             self.ack(queue, succeeded=succeeded, failed=failed, source=source)
-        config = self.queue_config(queue)
-        check_limit(limit)
-        if not 0.0 < coverage <= 1.0:
-            raise InvalidRequest(f"coverage must be in (0, 1], got {coverage!r}")
+        config = self.check_dequeue(queue, limit, coverage)
         shards = self.shards.require_healthy()
         shards = shards[: max(1, math.ceil(coverage * len(shards)))]
         if dry_run:
@@ -258,6 +300,14 @@ class JobService:
             self.rate_limiter.give_back(config, granted - len(jobs))
         self.counters.add(queue, counters.DEQUEUED, len(jobs))
         return jobs
+
+    def check_dequeue(self, queue: str, limit: int, coverage: float = 1.0) -> QueueConfig:
+        """A dequeue's arguments checked (the queue exists); its queue's config."""
+        config = self.queue_config(queue)
+        check_limit(limit)
+        if not 0.0 < coverage <= 1.0:
+            raise InvalidRequest(f"coverage must be in (0, 1], got {coverage!r}")
+        return config
 
     def _collect(
         self,
@@ -297,6 +347,19 @@ class JobService:
         delay (the ACK's own, or the queue policy's), or FAILED at the last
         attempt. ACKs from a caller that no longer holds the claim change
         nothing and are reported stale."""
+        prepared = self.prepare_ack(queue, succeeded=succeeded, failed=failed, source=source)
+        return self.apply_acks([prepared])[0].result()
+
+    def prepare_ack(
+        self,
+        queue: str,
+        *,
+        succeeded: Sequence[Ack] = (),
+        failed: Sequence[Ack] = (),
+        source: str | None = None,
+    ) -> PreparedAcks:
+        """The first half of ``ack``: checks the ACKs and routes each to its
+        shard, applying nothing; raises for bad input."""
         source = check_source(source or self.source)
         config = self.queue_config(queue)
         check_batch(len(succeeded) + len(failed), self.settings.max_jobs_per_call, "ACKs")
@@ -305,43 +368,78 @@ class JobService:
         for a in (*succeeded, *failed):
             check_status(a.append_custom_status)
         # Parse and route everything before applying anything.
-        succeeded_by_shard = self._by_shard(queue, config, succeeded)
-        failed_by_shard = self._by_shard(queue, config, failed)
-        result = AckResult()
-        errors: list[str] = []
-        for backend, acks in succeeded_by_shard:
-            items = [AckItem(d.priority, d.local_id, source, a.append_custom_status) for d, a in acks]
-            self._apply(backend, acks, partial(_ack_succeeded, queue=queue, items=items), result, errors)
-        self.counters.add(queue, counters.SUCCEEDED, len(result.acked))
-        applied_before_failures = len(result.acked)
-        for backend, acks in failed_by_shard:
-            fail = partial(self._fail_on, queue=queue, config=config, acks=acks, source=source)
-            self._apply(backend, acks, fail, result, errors)
-        self.counters.add(queue, counters.FAILED, len(result.acked) - applied_before_failures)
-        if errors:
-            raise AckNotApplied(
-                f"{len(result.unapplied)} ACKs not applied (retry them, or they time out and re-run): "
-                f"{'; '.join(errors)}",
-                result,
-            )
-        return result
+        return PreparedAcks(
+            queue, config, source, self._by_shard(queue, config, succeeded), self._by_shard(queue, config, failed)
+        )
 
-    def _fail_on(
-        self,
-        backend: ShardBackend,
-        queue: str,
-        config: QueueConfig,
-        acks: list[tuple[JobDescriptor, Ack]],
-        source: str,
-    ) -> list[bool]:
-        # The policy's delay is picked inside the transition from the job's
-        # own attempt count: one round trip, no read first.
-        items = [
-            FailItem(d.priority, d.local_id, source, a.append_custom_status,
-                     a.retry_delay_ms if a.retry_delay_ms > 0 else None)
-            for d, a in acks
-        ]
-        return backend.ack_failed(queue, items, config.retry.delay_table())
+    def apply_acks(self, batch: Sequence[PreparedAcks]) -> list[AckOutcome]:
+        """The second half of ``ack`` for one or more callers' prepared ACKs
+        of one queue (the server's coalescer merges concurrent callers):
+        one call per shard for the success ACKs of all of them, then one per
+        shard for the failures, each item under its own caller's source.
+        Each caller's outcome is what ``ack`` would have found for it alone:
+        a shard that failed leaves that caller's ACKs there unapplied."""
+        queue, config = batch[0].queue, batch[0].config
+        outcomes: dict[tuple[int, str, bool], list[bool] | PinLaterError] = {}
+        for failures in (False, True):
+            parts: dict[str, tuple[ShardBackend, list[tuple[int, list[tuple[JobDescriptor, Ack]]]]]] = {}
+            for caller, prepared in enumerate(batch):
+                for backend, pairs in prepared.failed if failures else prepared.succeeded:
+                    parts.setdefault(backend.shard_id, (backend, []))[1].append((caller, pairs))
+            for shard_id, (backend, owners) in parts.items():
+                op: Callable[[ShardBackend], list[bool]]
+                if failures:
+                    # The policy's delay is picked inside the transition from
+                    # the job's own attempt count: one round trip, no read first.
+                    fails = [
+                        FailItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
+                                 a.retry_delay_ms if a.retry_delay_ms > 0 else None)
+                        for caller, pairs in owners for d, a in pairs
+                    ]
+                    op = partial(_ack_failed, queue=queue, items=fails, delays=config.retry.delay_table())
+                    count = len(fails)
+                else:
+                    items = [
+                        AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status)
+                        for caller, pairs in owners for d, a in pairs
+                    ]
+                    op = partial(_ack_succeeded, queue=queue, items=items)
+                    count = len(items)
+                try:
+                    applied = self._on_shard(backend, op)
+                    if len(applied) != count:
+                        raise PinLaterError(f"shard {shard_id} answered {len(applied)} of {count} ACKs")
+                except PinLaterError as exc:
+                    # Unreachable, or failed there: either way these are not
+                    # known to be applied, and every transition is safe to repeat.
+                    for caller, _ in owners:
+                        outcomes[caller, shard_id, failures] = exc
+                    continue
+                start = 0
+                for caller, pairs in owners:
+                    outcomes[caller, shard_id, failures] = applied[start : start + len(pairs)]
+                    start += len(pairs)
+        done = {False: 0, True: 0}
+        out = []
+        for caller, prepared in enumerate(batch):
+            result = AckResult()
+            errors: list[str] = []
+            for failures, groups in ((False, prepared.succeeded), (True, prepared.failed)):
+                for backend, pairs in groups:
+                    outcome = outcomes[caller, backend.shard_id, failures]
+                    if isinstance(outcome, PinLaterError):
+                        errors.append(f"shard {backend.shard_id}: {len(pairs)} jobs ({outcome})")
+                        cause = f"shard {backend.shard_id}: {outcome}"
+                        for d, _ in pairs:
+                            result.unapplied[str(d)] = cause
+                        continue
+                    for (d, _), ok in zip(pairs, outcome, strict=True):
+                        (result.acked if ok else result.stale).append(str(d))
+                    done[failures] += sum(outcome)
+            out.append(AckOutcome(result, errors))
+        self.counters.add(queue, counters.SUCCEEDED, done[False])
+        self.counters.add(queue, counters.FAILED, done[True])
+        return out
 
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
@@ -542,6 +640,10 @@ class JobService:
 # ShardSet.call) whose other arguments functools.partial binds.
 def _ack_succeeded(backend: ShardBackend, queue: str, items: list[AckItem]) -> list[bool]:
     return backend.ack_succeeded(queue, items)
+
+
+def _ack_failed(backend: ShardBackend, queue: str, items: list[FailItem], delays: Sequence[int]) -> list[bool]:
+    return backend.ack_failed(queue, items, delays)
 
 
 def _checkpoint(backend: ShardBackend, queue: str, items: list[CheckpointItem]) -> list[bool]:

@@ -124,6 +124,14 @@ class Settings:
     server_max_buffered_bytes: int = 256 * 1024 * 1024
     server_frame_timeout_s: float = 30.0
     server_idle_timeout_s: float = 600.0
+    # Merge concurrent enqueues and same-source dequeues of a queue in a server
+    # process into one shard call each (see pinlater.thrift.coalesce).
+    server_coalesce: bool = True
+    # ACKs too (of different callers, into one guarded UPDATE or script per
+    # shard). Off by default: with 12 clients on MySQL, merged ACKs cost the
+    # server 2.8x the CPU per dequeue+ACK (row locks of the merged UPDATE
+    # against concurrent claims), for a gain within noise on Redis.
+    server_coalesce_acks: bool = False
 
     @property
     def resolved_control_url(self) -> str:
@@ -229,6 +237,8 @@ _FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("server_max_buffered_bytes", "PINLATER_SERVER_MAX_BUFFERED_BYTES", _bounded_int(1024 * 1024, 2**40)),
     ("server_frame_timeout_s", "PINLATER_SERVER_FRAME_TIMEOUT_S", _positive_float(3600)),
     ("server_idle_timeout_s", "PINLATER_SERVER_IDLE_TIMEOUT_S", _positive_float(86_400)),
+    ("server_coalesce", "PINLATER_SERVER_COALESCE", parse_flag),
+    ("server_coalesce_acks", "PINLATER_SERVER_COALESCE_ACKS", parse_flag),
 )
 
 

@@ -19,6 +19,7 @@ from pinlater.queue_config import validate_queue_name
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
+from pinlater.thrift.coalesce import Coalescer
 from pinlater.validation import check_source
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,14 @@ def _list(value: Any, name: str) -> list[Any]:
 class Handler:
     """What the server calls for each method, with the decoded arguments."""
 
-    def __init__(self, service: JobService) -> None:
+    def __init__(self, service: JobService, *, coalesce: bool | None = None) -> None:
+        """``coalesce`` (default: the service's ``server_coalesce`` setting):
+        enqueues, dequeues and ACKs go through a ``Coalescer``, which merges
+        concurrent calls of a queue into one shard call."""
         self.service = service
+        if coalesce is None:
+            coalesce = service.settings.server_coalesce
+        self.jobs: JobService | Coalescer = Coalescer(service) if coalesce else service
 
     @staticmethod
     def _source(context: Any) -> str:
@@ -91,7 +98,7 @@ class Handler:
                 raise InvalidRequest("every PinLaterJob needs a body")
         jobs = [convert.job_from_wire(j) for j in wire_jobs]
         key = convert.text(context.requestId) or None
-        descriptors = self.service.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
+        descriptors = self.jobs.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
         return idl.PinLaterEnqueueResponse(jobDescriptors=descriptors)
 
     def dequeueJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
@@ -105,9 +112,9 @@ class Handler:
             succeeded = convert.acks_from_wire(_list(ack.jobsSucceeded, "jobsSucceeded"))
             failed = convert.acks_from_wire(_list(ack.jobsFailed, "jobsFailed"))
             if ack_queue != queue and (succeeded or failed):
-                self.service.ack(ack_queue, succeeded=succeeded, failed=failed, source=source)  # type: ignore[arg-type]
+                self.jobs.ack(ack_queue, succeeded=succeeded, failed=failed, source=source)  # type: ignore[arg-type]
                 succeeded, failed = [], []
-        jobs = self.service.dequeue(
+        jobs = self.jobs.dequeue(
             queue,  # type: ignore[arg-type]
             _int(request.limit, "limit", 0),  # type: ignore[arg-type]
             source=source,
@@ -122,7 +129,7 @@ class Handler:
         source = self._source(context)
         request = _request(request, "PinLaterJobAckRequest")
         queue = convert.text(request.queueName)
-        result = self.service.ack(
+        result = self.jobs.ack(
             queue,  # type: ignore[arg-type]
             succeeded=convert.acks_from_wire(_list(request.jobsSucceeded, "jobsSucceeded")),
             failed=convert.acks_from_wire(_list(request.jobsFailed, "jobsFailed")),
@@ -237,7 +244,7 @@ class Handler:
         source = self._source(context)
         request = _request(request, "PinLaterJobAckRequest")
         try:
-            result = self.service.ack(
+            result = self.jobs.ack(
                 convert.text(request.queueName),  # type: ignore[arg-type]
                 succeeded=convert.acks_from_wire(_list(request.jobsSucceeded, "jobsSucceeded")),
                 failed=convert.acks_from_wire(_list(request.jobsFailed, "jobsFailed")),

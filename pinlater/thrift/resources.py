@@ -78,6 +78,11 @@ class ByteBudget:
 
     def release(self, holder: Holder) -> None:
         """Gives back all that ``holder`` reserved (nothing if nothing)."""
+        if holder not in self._held:
+            # The common case (a request under 64 KiB reserves nothing):
+            # no lock. Only the holder's own thread adds it to _held, and a
+            # holder being shed is in _held until released.
+            return
         with self._cond:
             size = self._held.pop(holder, 0)
             self._shedding.discard(holder)

@@ -20,6 +20,11 @@ every MySQL connection is a server thread, and on a few cores more calls at
 once add latency, not throughput. A slow call holds one of the 64 slots,
 not the server.
 
+Concurrent enqueues and dequeues of one source (and ACKs, with
+``PINLATER_SERVER_COALESCE_ACKS=1``) of a queue are merged into one shard
+call each while one is in flight (``pinlater.thrift.coalesce``, on unless
+``PINLATER_SERVER_COALESCE=0``); a call alone goes at once.
+
 Hostile or broken clients (defaults from ``pinlater.settings``):
 
 * A frame must arrive whole within ``frame_timeout_s`` (30 s) of its first
@@ -81,6 +86,15 @@ log = logging.getLogger(__name__)
 
 FRAME_SLACK = 1024 * 1024
 METHODS = frozenset(service.thrift_services)
+# Per method: its argument and result structs and the argument names in order.
+_SIGNATURES = {
+    name: (
+        getattr(service, name + "_args"),
+        getattr(service, name + "_result"),
+        tuple(spec[1] for spec in getattr(service, name + "_args").thrift_spec.values()),
+    )
+    for name in METHODS
+}
 
 
 def default_max_frame(max_body_bytes: int) -> int:
@@ -351,18 +365,20 @@ class ThriftServer:
             self.stats.record(UNKNOWN_METHOD, 0.0, "UNKNOWN_METHOD")
             unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, f"no method {name!r} in PinLater")
             return encode_message(name, EXCEPTION, header.seqid, unknown), True
+        args_cls, result_cls, fields = _SIGNATURES[name]
         try:
-            args = decode_message(frame, getattr(service, name + "_args")())
+            args = decode_message(frame, args_cls())
         except Exception as exc:  # noqa: BLE001 -- anything the decoder throws is the frame's fault
             self.stats.count("bad_frames")
             return self._protocol_error(frame, f"undecodable {name} arguments: {exc}"), False
-        result = getattr(service, name + "_result")()
+        result = result_cls()
         started = time.perf_counter()
         code: str | None = None
         self.stats.count("in_flight")
         try:
             with self._call_slots:
-                value = getattr(self.handler, name)(*(args.__dict__[spec[1]] for spec in args.thrift_spec.values()))
+                given = args.__dict__
+                value = getattr(self.handler, name)(*[given[field] for field in fields])
             if "success" in result.__dict__:
                 result.success = value
         except PinLaterError as exc:
@@ -376,8 +392,7 @@ class ThriftServer:
                 errorCode=int(ErrorCode.UNKNOWN), message=f"internal error in {name}: {type(exc).__name__}: {exc}"
             )
         finally:
-            self.stats.count("in_flight", -1)
-            self.stats.record(name, time.perf_counter() - started, code)
+            self.stats.record(name, time.perf_counter() - started, code, finished_call=True)
         if header.mtype == ONEWAY:
             return None, True
         try:

@@ -252,8 +252,12 @@ class ServerStats:
         self.slot = slot
         self._lock = threading.Lock()
 
-    def record(self, method: str, seconds: float, error_code: str | None) -> None:
+    def record(self, method: str, seconds: float, error_code: str | None, *, finished_call: bool = False) -> None:
+        """One call of ``method``; with ``finished_call``, it also leaves
+        ``in_flight`` (one lock for both)."""
         with self._lock:
+            if finished_call:
+                self.table.add(self.slot, "in_flight", -1)
             self.table.record(self.slot, method, seconds, error_code)
 
     def count(self, name: str, delta: int = 1) -> None:

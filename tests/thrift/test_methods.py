@@ -245,6 +245,7 @@ def test_every_error_code_reaches_the_client_typed(
         def fail(*args: object, **kwargs: object) -> None:
             raise error
 
+        svc.create_queue("any_queue")  # the server checks the call before the (coalesced) dequeue
         monkeypatch.setattr(svc, "dequeue", fail)
         with ThriftClient([f"127.0.0.1:{server.port}"], source="errors") as c, pytest.raises(PinLaterError) as got:
             c.dequeue("any_queue", 1)
