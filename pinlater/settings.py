@@ -129,8 +129,8 @@ class Settings:
     server_coalesce: bool = True
     # ACKs too (of different callers, into one guarded UPDATE or script per
     # shard). Off by default: with 12 clients on MySQL, merged ACKs cost the
-    # server 2.8x the CPU per dequeue+ACK (row locks of the merged UPDATE
-    # against concurrent claims), for a gain within noise on Redis.
+    # server 2.8x the CPU per dequeue+ACK (likely row locks of the merged UPDATE
+    # against concurrent claims; not confirmed), for a gain within noise on Redis.
     server_coalesce_acks: bool = False
 
     @property
