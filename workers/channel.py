@@ -28,14 +28,15 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any
 
 from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
 
 from pinlater.errors import AckNotApplied, DequeueRateLimited, PinLaterError, QueueNotFound
-from pinlater.models import Checkpoint, DequeuedJob, Job
+from pinlater.models import Ack, Checkpoint, DequeuedJob, Job
 from pinlater.states import JobState
 from workers import registry
 from workers.bus import encode_transient
 from workers.client import queue_config
-from workers.message_format import decode, encode, eta_to_ms, kombu_payload, raw_message
+from workers.message_format import StoredMessage, decode, encode, eta_to_ms, kombu_payload, raw_message
 from workers.publish_info import remember_descriptor
 from workers.qos import PendingAcks, PinLaterQoS, queue_of
 from workers.waker import COALESCE_S, RECHECK_SLACK_S, WAKER
@@ -56,6 +57,26 @@ ACK_LINGER_S = 0.01
 _DUE_SLACK_MS = 50
 # After a failed call to the job service, wait this long before the next try.
 ERROR_BACKOFF_S = 1.0
+# AMQP queue arguments a task queue does not honour (they are per-queue
+# limits and TTLs of a broker that holds messages; PinLater keeps jobs
+# until they end and its retention removes them).
+UNSUPPORTED_QUEUE_ARGUMENTS = frozenset({"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes"})
+# Custom status of a job whose message expired before it could be delivered.
+EXPIRED_STATUS = "expired: not delivered (its message's expiration passed)"
+
+
+def expires_at(expiration: Any) -> int | None:
+    """Kombu's ``expiration`` property (milliseconds, as AMQP gives it: a
+    string) as the epoch ms after which the message is not delivered."""
+    if expiration is None or expiration == "":
+        return None
+    try:
+        ttl_ms = float(expiration)
+    except (TypeError, ValueError):
+        raise ValueError(f"expiration must be a number of milliseconds, got {expiration!r}") from None
+    if not math.isfinite(ttl_ms):
+        raise ValueError(f"expiration must be a finite number of milliseconds, got {expiration!r}")
+    return int(time.time() * 1000 + max(0.0, ttl_ms))
 
 
 @dataclass(slots=True)
@@ -79,6 +100,9 @@ class Channel(virtual.Channel):
         self._buffer: deque[tuple[str, DequeuedJob]] = deque()
         self._states: dict[str, QueueState] = {}
         self._rotation = 0
+        # Queues whose consumer acks nothing (no_ack): jobs are ACKed on
+        # delivery, and the prefetch window does not apply.
+        self._no_ack: set[str] = set()
 
     @property
     def client(self) -> Any:
@@ -88,6 +112,7 @@ class Channel(virtual.Channel):
     def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
         if not exchange:
             # Celery's path for a direct exchange: the routing key is the queue.
+            routing_key = registry.job_queue_name(routing_key)
             if registry.is_task_queue(routing_key):
                 self._enqueue(routing_key, message)
                 return
@@ -129,7 +154,7 @@ class Channel(virtual.Channel):
         run_after_ms = eta_to_ms(headers.get("eta"))
         attempts = headers.pop("pinlater_attempts", None)
         idempotency_key = headers.pop("pinlater_idempotency_key", None)
-        stored = encode(message, body)
+        stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
         try:
             descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
         except QueueNotFound:
@@ -151,21 +176,55 @@ class Channel(virtual.Channel):
         [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
         return str(descriptor)
 
-    def _priority(self, queue: str, celery_priority: Any) -> int:
-        # PinLater priority 1 is the highest, as Celery's 0 is with the stock
-        # Redis broker: 0 and 1 -> 1, larger numbers clamp to the queue's
-        # lowest priority.
+    def _priority(self, queue: str, kombu_priority: Any) -> int:
+        """PinLater priority 1 is the highest, as 0 is with Kombu's Redis
+        transport. A queue declared with ``max_priority=N`` has N + 1
+        priorities: Kombu's 0..N -> PinLater 1..N+1 (spread over fewer, in
+        order, if the queue has fewer). Any other queue: 0 and 1 -> 1,
+        larger numbers are the PinLater priority, clamped to the lowest."""
         try:
-            wanted = int(celery_priority or 1)
+            wanted = int(kombu_priority or 0)
         except (TypeError, ValueError):
-            wanted = 1
+            wanted = 0
+        declared = registry.max_priority(queue)
+        if declared is not None:
+            if declared <= 0 or wanted <= 0:
+                return 1
+            priorities = queue_config(self.client, queue).priorities
+            return 1 + min(wanted, declared) * (priorities - 1) // declared
         if wanted <= 1:
             return 1
         return min(wanted, queue_config(self.client, queue).priorities)
 
     # -- declaring --------------------------------------------------------------------
+    # Kombu's queue names become PinLater queue names on the way in
+    # (``registry.job_queue_name``): everything below sees only those.
+    def queue_declare(self, queue: str | None = None, passive: bool = False, **kwargs: Any) -> Any:
+        return super().queue_declare(registry.job_queue_name(queue) if queue else None, passive, **kwargs)
+
+    def queue_bind(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        return super().queue_bind(registry.job_queue_name(queue), *args, **kwargs)
+
+    def queue_unbind(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        return super().queue_unbind(registry.job_queue_name(queue), *args, **kwargs)
+
+    def queue_purge(self, queue: str, **kwargs: Any) -> Any:
+        return super().queue_purge(registry.job_queue_name(queue), **kwargs)
+
+    def prepare_queue_arguments(self, arguments: Any, **kwargs: Any) -> Any:
+        # Kombu's Queue(max_priority=..., message_ttl=...) as AMQP arguments.
+        return to_rabbitmq_queue_arguments(arguments, **kwargs)
+
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         if registry.is_task_queue(queue):
+            arguments = kwargs.get("arguments") or {}
+            max_priority = arguments.get("x-max-priority")
+            if max_priority is not None:
+                registry.declare_max_priority(queue, max_priority)
+            ignored = sorted(set(arguments) & UNSUPPORTED_QUEUE_ARGUMENTS)
+            if ignored:
+                log.warning("queue %s: %s not supported on pinlater:// (see workers/README.md); ignored",
+                            queue, ", ".join(ignored))
             self.connection.ensure_queue(queue)
         else:
             self.connection.subscriber.add_queue(queue)
@@ -182,6 +241,7 @@ class Channel(virtual.Channel):
     def queue_delete(self, queue: str, if_unused: bool = False, if_empty: bool = False, **kwargs: Any) -> None:
         # Never drops a PinLater queue: that is an operator's act
         # (``pinlater delete-queue``), not a side effect of a Kombu call.
+        queue = registry.job_queue_name(queue)
         self.state.queue_bindings_delete(queue)
         if not registry.is_task_queue(queue):
             self.connection.subscriber.remove_queue(queue)
@@ -206,6 +266,14 @@ class Channel(virtual.Channel):
         buffer = self.connection.subscriber.buffers.get(queue)
         return len(buffer) if buffer else 0
 
+    def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
+        queue = registry.job_queue_name(queue)
+        message = super().basic_get(queue, no_ack, **kwargs)
+        if message is not None and no_ack and registry.is_task_queue(queue):
+            self.qos.auto_ack(message.delivery_tag)
+            self.flush_acks()
+        return message
+
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         """One message for ``basic_get``."""
         if not registry.is_task_queue(queue):
@@ -214,14 +282,23 @@ class Channel(virtual.Channel):
             if not buffer:
                 raise Empty()
             return buffer.popleft()
-        jobs = self.client.dequeue(queue, 1, source=self.connection.source)
-        if not jobs:
-            raise Empty()
-        return self._payload(queue, jobs[0])
+        while True:
+            jobs = self.client.dequeue(queue, 1, source=self.connection.source)
+            if not jobs:
+                raise Empty()
+            stored = self._stored(queue, jobs[0])
+            if stored is not None:
+                return kombu_payload(stored, queue, jobs[0], self.connection.source)
+            self.flush_acks()
 
     # -- consuming --------------------------------------------------------------------
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
+        queue = registry.job_queue_name(queue)
         result = super().basic_consume(queue, no_ack, *args, **kwargs)
+        if no_ack:
+            self._no_ack.add(queue)
+        else:
+            self._no_ack.discard(queue)
         if registry.is_task_queue(queue):
             self._states.setdefault(queue, QueueState())
             self.connection.subscriber.watch(queue)
@@ -335,7 +412,12 @@ class Channel(virtual.Channel):
             if callback is None:
                 break
             self._buffer.popleft()
-            callback(self._payload(queue, job))
+            stored = self._stored(queue, job)
+            if stored is None:
+                continue
+            if queue in self._no_ack:
+                self.qos.auto_ack(job.descriptor)
+            callback(kombu_payload(stored, queue, job, self.connection.source))
             delivered += 1
         return delivered
 
@@ -346,19 +428,31 @@ class Channel(virtual.Channel):
         for queue in list(self._active_queues):
             buffer = buffers.get(queue)
             callback = callbacks.get(queue)
-            while buffer and callback is not None:
+            # The prefetch window holds for transient consumers that ack too
+            # (Celery's remote control and events consume with no_ack).
+            windowed = queue not in self._no_ack
+            while buffer and callback is not None and (not windowed or self.qos.can_consume()):
                 callback(buffer.popleft())
                 delivered += 1
         return delivered
 
-    def _payload(self, queue: str, job: DequeuedJob) -> dict[str, Any]:
-        """The Kombu message of a claimed job; the delivery tag is its descriptor."""
+    def _stored(self, queue: str, job: DequeuedJob) -> StoredMessage | None:
+        """The message of a claimed job, or None when it expired before this
+        delivery (then the job is ended: see ``PinLaterQoS.expire``)."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
-        return kombu_payload(stored, queue, job, self.connection.source)
+        if stored.expired(int(time.time() * 1000)):
+            self.qos.expire(job.descriptor)
+            return None
+        return stored
 
     # -- acks, heartbeats, release ----------------------------------------------------------
     def on_settled(self) -> None:
         self.connection.on_settled()
+
+    def settles_at_once(self) -> bool:
+        """ACKs go out when made: no event loop batches them, and no
+        ``drain_events`` call is running that flushes them as it returns."""
+        return self.connection.settles_at_once()
 
     def flush_acks(self, final: bool = False) -> None:
         pending = self.qos.take_pending()
@@ -366,9 +460,14 @@ class Channel(virtual.Channel):
             return
         failed_queues: dict[str, PendingAcks] = {}
         for queue, acks in pending.items():
+            released = bool(acks.released)
             try:
+                self._send_expiries(queue, acks)
                 self._send_acks(queue, acks)
                 self._send_releases(queue, acks)
+                state = self._states.get(queue)
+                if released and state is not None:
+                    state.hot = True  # released jobs are claimable by the next pump
             except (PinLaterError, OSError) as exc:
                 log.warning("%s ACKs/releases on %s not sent yet: %s", "final" if final else "", queue, exc)
                 failed_queues[queue] = acks
@@ -376,7 +475,7 @@ class Channel(virtual.Channel):
             self.qos.put_back(failed_queues)
         elif failed_queues:
             log.error("giving up on ACKs at shutdown; those jobs will time out and run again: %s",
-                      {q: len(a.succeeded) + len(a.failed) + len(a.released) for q, a in failed_queues.items()})
+                      {q: a.size() for q, a in failed_queues.items()})
 
     def _send_acks(self, queue: str, acks: PendingAcks) -> None:
         """ACKs in calls of at most ACK_CHUNK (the service caps ACKs per call,
@@ -394,6 +493,17 @@ class Channel(virtual.Channel):
                 acks.failed = [a for a in failed if a.descriptor in left] + acks.failed[len(failed):]
                 raise
             acks.succeeded, acks.failed = acks.succeeded[len(succeeded):], acks.failed[len(failed):]
+
+    def _send_expiries(self, queue: str, acks: PendingAcks) -> None:
+        """Expired jobs end FAILED: attempts set to one, then a failure ACK
+        (with ``_send_acks``) whose status says why."""
+        while acks.expired:
+            chunk = acks.expired[:ACK_CHUNK]
+            result = self.client.checkpoint(
+                queue, [Checkpoint(d, attempts_allowed=1) for d in chunk], source=self.connection.source
+            )
+            acks.failed += [Ack(d, EXPIRED_STATUS) for d in chunk if d not in result.stale]
+            acks.expired = acks.expired[len(chunk):]
 
     def _send_releases(self, queue: str, acks: PendingAcks) -> None:
         while acks.released:

@@ -9,6 +9,7 @@ client interface both share.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -20,6 +21,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings
 from workers import registry
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _clients: dict[tuple[int, Settings], PinLaterClient] = {}
 _source: tuple[int, str] | None = None
@@ -55,7 +57,15 @@ def ensure_queue(client: PinLaterClient, queue: str) -> QueueConfig:
     """Creates the queue with its task's defaults if missing (idempotent:
     an existing queue keeps the config its operators gave it)."""
     spec = registry.spec_for(queue)
-    return client.create_queue(queue, **(spec.create if spec else {}))
+    create = dict(spec.create if spec else {})
+    priorities = registry.priorities_for(queue)
+    if priorities is not None:
+        create["priorities"] = priorities
+    config = client.create_queue(queue, **create)
+    if priorities is not None and config.priorities < priorities:
+        log.warning("queue %s has %d priorities, fewer than its max_priority asks for (%d): Kombu priorities "
+                    "share them, in order", queue, config.priorities, priorities)
+    return config
 
 
 def queue_config(client: PinLaterClient, queue: str) -> QueueConfig:

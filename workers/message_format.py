@@ -10,10 +10,14 @@ Layout (bytes)::
 * ``meta``: one line of compact JSON, ``{"h": headers, ...}``: the Celery
   protocol 2 headers with every default value left out (``lang: "py"``,
   ``retries: 0``, ``root_id`` equal to ``id``, ``None``/empty values...),
-  and ``eta`` removed because it became the job's ``run_after``. Optional
+  and ``eta`` removed because it became the job's ``run_after``. A
+  message that is not a Celery task (no ``task`` and ``id`` headers: plain
+  Kombu) keeps its headers exactly as published, under ``k`` instead of
+  ``h``, and comes back with nothing added. Optional
   keys: ``c`` correlation id when it differs from the task id, ``r``
   reply_to, ``t`` content type when not ``application/json``, ``e`` content
-  encoding when not ``utf-8``, ``p`` any other message properties. JSON
+  encoding when not ``utf-8``, ``p`` any other message properties, ``x``
+  when the message expires (epoch ms, from its ``expiration``). JSON
   escapes newlines, so the first ``\\n`` ends the meta.
 * ``body``: the serialized ``[args, kwargs, embed]`` exactly as Celery made
   it, not base64'd (JSON bodies stay readable in ``pinlater lookup --body``).
@@ -74,6 +78,14 @@ class StoredMessage:
     correlation_id: str | None
     reply_to: str | None
     properties: dict[str, Any]
+    # A Celery task message (protocol 2): its headers get the defaults back,
+    # and the job's attempts and claim on delivery.
+    celery: bool = True
+    # Epoch ms after which it must not be delivered (Kombu's ``expiration``).
+    expires_at_ms: int | None = None
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
 
 
 _MUTABLE_DEFAULTS = tuple(k for k, v in _DEFAULTS.items() if isinstance(v, list | dict))
@@ -103,15 +115,22 @@ _META_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, defa
 _MISSING = object()
 
 
-def encode(message: dict[str, Any], body: bytes) -> bytes:
+def is_celery_task(headers: dict[str, Any]) -> bool:
+    return "task" in headers and "id" in headers
+
+
+def encode(message: dict[str, Any], body: bytes, *, expires_at_ms: int | None = None) -> bytes:
     headers = message.get("headers") or {}
     properties = message.get("properties") or {}
     task_id = headers.get("id")
-    compact = {
-        k: v for k, v in headers.items()
-        if k != "eta" and v != _DEFAULTS.get(k, _MISSING) and not (k == "root_id" and v == task_id)
-    }
-    meta: dict[str, Any] = {"h": compact}
+    meta: dict[str, Any]
+    if is_celery_task(headers):
+        meta = {"h": {
+            k: v for k, v in headers.items()
+            if k != "eta" and v != _DEFAULTS.get(k, _MISSING) and not (k == "root_id" and v == task_id)
+        }}
+    else:
+        meta = {"k": headers}
     correlation_id = properties.get("correlation_id")
     if correlation_id and correlation_id != task_id:
         meta["c"] = correlation_id
@@ -126,6 +145,8 @@ def encode(message: dict[str, Any], body: bytes) -> bytes:
     extra = {k: v for k, v in properties.items() if k not in _IMPLIED_PROPERTIES}
     if extra:
         meta["p"] = extra
+    if expires_at_ms is not None:
+        meta["x"] = int(expires_at_ms)
     return MAGIC + _META_ENCODER.encode(meta).encode() + b"\n" + body
 
 
@@ -141,7 +162,23 @@ def decode(raw: bytes) -> StoredMessage | None:
         meta = json.loads(raw[len(MAGIC):end])
     except ValueError:
         return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("h"), dict):
+    if not isinstance(meta, dict):
+        return None
+    expires = meta.get("x")
+    expires_at_ms = expires if isinstance(expires, int) else None
+    if isinstance(meta.get("k"), dict):
+        return StoredMessage(
+            headers=meta["k"],
+            body=raw[end + 1:],
+            content_type=meta.get("t", JSON),
+            content_encoding=meta.get("e", UTF8),
+            correlation_id=meta.get("c"),
+            reply_to=meta.get("r"),
+            properties=dict(meta.get("p") or {}),
+            celery=False,
+            expires_at_ms=expires_at_ms,
+        )
+    if not isinstance(meta.get("h"), dict):
         return None
     headers = _default_headers()
     headers.update(meta["h"])
@@ -154,6 +191,7 @@ def decode(raw: bytes) -> StoredMessage | None:
         correlation_id=meta.get("c", headers.get("id")),
         reply_to=meta.get("r"),
         properties=dict(meta.get("p") or {}),
+        expires_at_ms=expires_at_ms,
     )
 
 
@@ -175,13 +213,14 @@ def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: s
     of earlier attempts."""
     used = job.attempts_allowed - job.attempts_remaining
     headers = stored.headers
-    headers["retries"] = used
-    headers["pinlater"] = {
-        "descriptor": job.descriptor,
-        "source": source,
-        "attempts_allowed": job.attempts_allowed,
-        "attempts_remaining": job.attempts_remaining,
-    }
+    if stored.celery:
+        headers["retries"] = used
+        headers["pinlater"] = {
+            "descriptor": job.descriptor,
+            "source": source,
+            "attempts_allowed": job.attempts_allowed,
+            "attempts_remaining": job.attempts_remaining,
+        }
     priority = int(job.descriptor.rsplit(":", 2)[1][1:])
     return {
         "body": stored.body,

@@ -12,6 +12,16 @@ Here a job never leaves its shard, so:
               (``set_retry_delay``), else the queue's retry policy
 * reject(requeue=True), restore -> release: back to PENDING without
               spending an attempt (checkpoint with move_to_pending)
+* expire   -> the message's ``expiration`` passed before delivery: the job
+              ends FAILED with the status ``expired`` (its attempts are
+              set to one, then a failure ACK), never delivered
+
+Where they go out: in a worker (an event loop), ACKs and rejects are
+batched and sent by the channel's next turn. Without one (plain Kombu:
+``get``, ``drain_events``), each is sent when ``ack()`` returns, or, when
+it happens inside ``drain_events`` callbacks, when that call returns. A
+release is always sent at once: the job must be claimable again by the
+next ``get`` or ``drain_events``.
 
 Acks may come from another thread (pool result handlers), so the pending
 lists are under a lock; delivery tags are job descriptors
@@ -49,17 +59,19 @@ class PendingAcks:
     succeeded: list[Ack] = field(default_factory=list)
     failed: list[Ack] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.succeeded or self.failed or self.released)
+        return bool(self.succeeded or self.failed or self.released or self.expired)
 
     def size(self) -> int:
-        return len(self.succeeded) + len(self.failed) + len(self.released)
+        return len(self.succeeded) + len(self.failed) + len(self.released) + len(self.expired)
 
     def extend(self, other: PendingAcks) -> None:
         self.succeeded += other.succeeded
         self.failed += other.failed
         self.released += other.released
+        self.expired += other.expired
 
 
 class PinLaterQoS(virtual.QoS):
@@ -106,6 +118,24 @@ class PinLaterQoS(virtual.QoS):
                 self._added(1)
         self._quick_ack(delivery_tag)
         self.channel.on_settled()
+        if queue is not None and self.channel.settles_at_once():
+            self.channel.flush_acks()
+
+    def auto_ack(self, delivery_tag: str) -> None:
+        """A message delivered to a no_ack consumer or get: acked on delivery."""
+        queue = queue_of(delivery_tag)
+        if queue is not None:
+            with self._lock:
+                self._pending[queue].succeeded.append(Ack(delivery_tag))
+                self._added(1)
+
+    def expire(self, delivery_tag: str) -> None:
+        queue = queue_of(delivery_tag)
+        if queue is not None:
+            with self._lock:
+                self._pending[queue].expired.append(delivery_tag)
+                self._added(1)
+
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         queue = queue_of(delivery_tag)
@@ -121,6 +151,8 @@ class PinLaterQoS(virtual.QoS):
                 self._added(1)
         self._quick_ack(delivery_tag)
         self.channel.on_settled()
+        if queue is not None and (requeue or self.channel.settles_at_once()):
+            self.channel.flush_acks()
 
     def _added(self, n: int) -> None:
         # Under self._lock.

@@ -10,11 +10,13 @@ conf`` replies, which must stay JSON.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinlater.limits import MAX_PRIORITIES
 from pinlater.queue_config import QUEUE_NAME_MAX
 
 _TASK_QUEUE = re.compile(rf"^[A-Za-z0-9_]{{1,{QUEUE_NAME_MAX}}}$")
@@ -25,6 +27,28 @@ def is_task_queue(name: str) -> bool:
     Celery makes for itself (``host.celery.pidbox``, ``celeryev.UUID``,
     ``UUID.reply.celery.pidbox``) has a dot, so it is transient traffic."""
     return bool(_TASK_QUEUE.match(name))
+
+
+def is_transient(name: str) -> bool:
+    """Celery's and Kombu's own queues of broadcast traffic: remote control
+    and its replies, events, ``Broadcast`` queues (pub/sub, never stored)."""
+    return name.endswith(".pidbox") or name.startswith(_TRANSIENT_PREFIXES)
+
+
+_TRANSIENT_PREFIXES = ("celeryev.", "bcast.")
+_HASHED_KEEP = QUEUE_NAME_MAX - 9
+
+
+def job_queue_name(name: str) -> str:
+    """The PinLater queue of a Kombu queue name. Any name is a stored queue
+    except Celery's transient ones (returned unchanged, and not task queues):
+    a name that is not a PinLater name (a dot, a dash, over 50 characters)
+    becomes one, the same in every process: its characters with the others
+    as ``_``, cut to 41, then ``_`` and 8 hex digits of its SHA-1."""
+    if is_task_queue(name) or is_transient(name):
+        return name
+    digest = hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', name)[:_HASHED_KEEP]}_{digest}"
 
 
 def queue_for_task(task_name: str) -> str:
@@ -42,6 +66,8 @@ class QueueSpec:
 
 _lock = threading.Lock()
 _specs: dict[str, QueueSpec] = {}
+# Queues declared with Kombu's max_priority in this process: N (priorities 0..N).
+_max_priorities: dict[str, int] = {}
 
 
 def register(queue: str, spec: QueueSpec) -> None:
@@ -55,6 +81,30 @@ def register(queue: str, spec: QueueSpec) -> None:
                 f"(cannot also run {spec.task_name})"
             )
         _specs[queue] = spec
+
+
+def declare_max_priority(queue: str, max_priority: Any) -> None:
+    """``Queue(name, max_priority=N)``: the queue is created with N + 1
+    PinLater priorities (at most MAX_PRIORITIES) and Kombu priorities map
+    onto them in order (``workers.channel.Channel._priority``)."""
+    try:
+        value = int(max_priority)
+    except (TypeError, ValueError):
+        raise ValueError(f"max_priority of queue {queue!r} must be a whole number, got {max_priority!r}") from None
+    if not 0 <= value <= 255:
+        raise ValueError(f"max_priority of queue {queue!r} must be from 0 to 255 (as AMQP's), got {value}")
+    with _lock:
+        _max_priorities[queue] = value
+
+
+def max_priority(queue: str) -> int | None:
+    return _max_priorities.get(queue)
+
+
+def priorities_for(queue: str) -> int | None:
+    """The number of PinLater priorities a declared max_priority asks for."""
+    declared = _max_priorities.get(queue)
+    return None if declared is None else min(declared + 1, MAX_PRIORITIES)
 
 
 def spec_for(queue: str) -> QueueSpec | None:

@@ -2,9 +2,13 @@
 # (Kombu and Celery ship without complete type hints; their calls are untyped.)
 """``pinlater://``: a Kombu transport whose task queues are PinLater queues.
 
-Broker URL: ``pinlater://`` (the alias is registered by ``workers.app``);
-the job service is configured by the ``PINLATER_*`` environment, broadcast
-traffic goes to ``PINLATER_BUS_URL`` (see ``workers.settings``).
+Broker URL: ``pinlater://`` (the alias is registered by ``workers.app``):
+the job service is configured by the ``PINLATER_*`` environment.
+``pinlater://HOST:PORT`` reaches it through the PinLater Thrift server at
+that address instead (port 9010 if left out), and Kombu's failover list
+``pinlater://h1:p1;pinlater://h2:p2`` moves to the next server when one
+cannot be reached. Broadcast traffic goes to ``PINLATER_BUS_URL`` (see
+``workers.settings``).
 
 The transport is asynchronous: in a worker it hooks into Celery's event
 loop (the hub) with one file descriptor, its pub/sub connection, which
@@ -24,12 +28,15 @@ import math
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import redis
 from kombu.transport import virtual
 
-from pinlater.errors import NoHealthyShards, ShardConnectionFailed
+from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
+from pinlater.thrift import DEFAULT_SERVER_PORT
+from pinlater.thrift_client import ThriftClient
 from workers.bus import BusNames, Subscriber
 from workers.channel import Channel
 from workers.client import ensure_queue, process_source, shared_client
@@ -71,7 +78,14 @@ class Transport(virtual.Transport):
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
-        self.settings = TransportSettings.from_options(client.transport_options)
+        settings = TransportSettings.from_options(client.transport_options)
+        if client.hostname:
+            # The URL names the Thrift server (one per URL; Kombu fails over
+            # between the URLs of a list).
+            server = f"{client.hostname}:{client.port or DEFAULT_SERVER_PORT}"
+            settings = replace(settings, pinlater=replace(settings.pinlater, servers=(server,)))
+        self.settings = settings
+        self._connect_timeout_s = float(getattr(client, "connect_timeout", None) or 5.0)
         self._service: tuple[int, Any] | None = None
         self._bus: tuple[int, redis.Redis[bytes]] | None = None
         self.names = BusNames(self.settings.bus_prefix)
@@ -82,6 +96,7 @@ class Transport(virtual.Transport):
         self._pipe: tuple[int, int] | None = None
         self._poked = False
         self._ensured: set[tuple[int, str]] = set()
+        self._draining = 0  # drain_events calls running (any thread)
 
     # Kept per process id, so a transport object that crossed a fork never
     # uses its parent's sockets or claim source (and a publish does not pay
@@ -119,8 +134,22 @@ class Transport(virtual.Transport):
             self._ensured.add(key)
 
     def establish_connection(self) -> Any:
+        if self.settings.pinlater.servers:
+            self._probe_server(self.settings.pinlater.servers[0])
         self.bus.ping()
         return super().establish_connection()
+
+    def _probe_server(self, server: str) -> None:
+        """One call, no retries: Kombu retries and fails over itself, and a
+        server that is not there must fail fast and as a connection error."""
+        timeout = self._connect_timeout_s
+        probe = ThriftClient([server], retries=0, timeout_s=timeout, connect_timeout_s=timeout)
+        try:
+            probe.queue_names()
+        except PinLaterError as exc:
+            raise ShardConnectionFailed(f"no PinLater server at {server}: {exc}") from None
+        finally:
+            probe.close()
 
     def close_connection(self, connection: Any) -> None:
         try:
@@ -138,6 +167,9 @@ class Transport(virtual.Transport):
 
     def on_settled(self) -> None:
         """A message was acked or rejected (any thread)."""
+
+    def settles_at_once(self) -> bool:
+        return self._loop is None and not self._draining
 
     # -- the work of one turn ---------------------------------------------------------
     def pump(self) -> int:
@@ -164,11 +196,24 @@ class Transport(virtual.Transport):
 
     # -- blocking clients -------------------------------------------------------------
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
+        self._draining += 1
+        try:
+            delivered = self._drain(timeout)
+        finally:
+            self._draining -= 1
+        if delivered and self.settles_at_once():
+            # What the callbacks acked goes out now, in one call per queue.
+            for channel in list(self.channels):
+                if not channel.closed:
+                    channel.flush_acks()
+
+    def _drain(self, timeout: float | None) -> int:
         start = time.monotonic()
         while True:
             self.subscriber.read(0.0)
-            if self.pump():
-                return
+            delivered = self.pump()
+            if delivered:
+                return delivered
             now = time.monotonic()
             if timeout is not None and now - start >= timeout:
                 raise TimeoutError()
