@@ -32,7 +32,7 @@ SETUPS = ["memory", "redis", "mysql", "redis_sharded", "mysql_sharded"]
 # Every test uses fresh queue names, so sessions share Redis without stepping
 # on each other; MySQL databases are per session and dropped at its end.
 SESSION = uuid.uuid4().hex[:8]
-MYSQL_DATABASES = {name: f"pinlater_test_{SESSION}_{name}" for name in ("d1", "d2", "ctl")}
+MYSQL_DATABASES = {name: f"pinlater_test_{SESSION}_{name}" for name in ("d1", "d2", "ctl", "kombu_d1", "kombu_ctl")}
 SERVER_SETUPS = ["redis", "mysql", "redis_sharded", "mysql_sharded"]
 
 

@@ -11,9 +11,7 @@ while the test's own ``service`` still inspects the stores directly."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,9 +23,15 @@ from celery import Celery
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from tests.conftest import settings_for
-from tests.servers import REPO
 from tests.workers.celery_tasks import RESULTS_URL, RUN
-from tests.workers.harness import Processes, make_test_app, processes, worker_env
+from tests.workers.harness import (
+    Processes,
+    make_test_app,
+    processes,
+    start_server_process,
+    stop_server_process,
+    worker_env,
+)
 
 THRIFT = "+thrift"
 
@@ -54,31 +58,12 @@ def thrift_server(servers: None, tmp_path_factory: pytest.TempPathFactory) -> It
         if setup not in started:
             env = worker_env(setup, "unused:")
             env["PINLATER_ADMIN_SECRET"] = "secret"
-            log = open(logdir / f"{setup}.log", "ab")  # noqa: SIM115 (closed once the child has it)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "pinlater.cli", "server", "--port", "0", "--metrics-port", "-1",
-                 "--no-monitor", "--grace", "2"],
-                env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-            )
-            log.close()
-            assert proc.stdout is not None
-            line = proc.stdout.readline()  # "pinlater server listening on HOST:PORT", or EOF if it died
-            if "listening on" not in line:
-                proc.kill()
-                raise RuntimeError(f"pinlater server did not start: {line!r}\n{(logdir / f'{setup}.log').read_text()}")
-            started[setup] = (proc, line.split("listening on ")[1].split(",")[0].strip())
+            started[setup] = start_server_process(env, logdir / f"{setup}.log")
         return started[setup][1]
 
     yield address
     for proc, _ in started.values():
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop_server_process(proc)
 
 
 # Store setups a test of this session has used: "redis" and "redis+thrift"

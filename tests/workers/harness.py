@@ -71,6 +71,35 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1, 
         time.sleep(interval)
 
 
+def start_server_process(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[str], str]:
+    """A ``pinlater server`` on a free port of 127.0.0.1 with ``env``: the
+    process and its "host:port"."""
+    log = open(log_path, "ab")  # noqa: SIM115 (closed once the child has it)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pinlater.cli", "server", "--port", "0", "--metrics-port", "-1",
+         "--no-monitor", "--grace", "2"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+    )
+    log.close()
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "pinlater server listening on HOST:PORT", or EOF if it died
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"pinlater server did not start: {line!r}\n{log_path.read_text()}")
+    return proc, line.split("listening on ")[1].split(",")[0].strip()
+
+
+def stop_server_process(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
