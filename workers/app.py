@@ -7,8 +7,9 @@
     celery -A workers.app flower --address=127.0.0.1
 
 Every process that imports this module can use ``pinlater://`` broker URLs
-(the transport alias is registered here). Configuration, all from the
-environment:
+(the transport alias is registered here), and its ``app`` is Celery's
+current and default app there: ``@shared_task`` and ``current_app`` publish
+to PinLater. Configuration, all from the environment:
 
 * ``PINLATER_*``: the job service (shards, control store...), as for the
   ``pinlater`` command;
@@ -75,6 +76,9 @@ def make_app(
     if imports is None:
         extra = os.environ.get("PINLATER_CELERY_IMPORTS", "")
         imports = BUILTIN_IMPORTS + tuple(m.strip() for m in extra.split(",") if m.strip())
+    # Not the current or default app: apps made here (tests make their own)
+    # never capture ``current_app`` or ``@shared_task``; only the module's
+    # ``app`` below does.
     app = PinLaterCelery(main, broker=broker_url, task_cls=PinLaterTask, set_as_current=False)
     app.conf.update(
         broker_transport_options=dict(transport_options or {}),
@@ -127,3 +131,9 @@ def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
 
 
 app = make_app()
+# The project's app is Celery's current app (of the importing thread) and
+# default app (of every other thread): ``@shared_task`` proxies and
+# ``celery.current_app`` then publish to ``pinlater://`` in any process
+# that imports this module, as they would with a stock broker.
+app.set_current()
+app.set_default()

@@ -1,7 +1,8 @@
 """Everyday Celery habits on ``pinlater://``: ``send_task`` from a process
 that imports no task module reaches a default worker (one started without
 ``-Q`` consumes Celery's default queue); ``send_task`` results carry the
-job's descriptor."""
+job's descriptor; ``@shared_task`` and ``current_app`` publish to PinLater
+in any thread of a process that imports ``workers.app``."""
 
 from __future__ import annotations
 
@@ -36,6 +37,29 @@ print(json.dumps({
     "task_modules": sorted(m for m in sys.modules if m == "tests.workers.celery_tasks" or m.startswith("tasks")),
 }))
 """
+
+# A shared task and current_app from the main thread and from another one,
+# after an app of make_app's (which must not become the current one).
+SHARED_TASK = """
+import json, threading
+import celery
+from workers.app import make_app
+from workers.builtin_tasks import noop
+other = make_app("not_the_default", imports=())
+out = {}
+def publish(where):
+    try:
+        out[where] = {"descriptor": noop.delay().descriptor, "app": celery.current_app.main,
+                      "broker_url": celery.current_app.conf.broker_url}
+    except Exception as exc:
+        out[where] = {"error": repr(exc)}
+publish("main")
+thread = threading.Thread(target=publish, args=("thread",))
+thread.start()
+thread.join()
+print(json.dumps(out))
+"""
+
 
 def run_client(env: dict[str, str], script: str, **extra: str) -> Any:
     """Runs ``script`` in a fresh Python process with the test's setup (and
@@ -91,3 +115,19 @@ def test_send_task_to_a_named_queue_returns_the_job_descriptor(app: Celery, serv
     assert via_exchange.descriptor and via_exchange.descriptor.startswith(task.pinlater_queue + ":"), \
         "the publish went to no task queue"
     assert service.lookup([via_exchange.descriptor])[via_exchange.descriptor].state == JobState.PENDING
+
+
+@STORES
+@pytest.mark.timeout(60)
+def test_shared_tasks_and_current_app_use_pinlater_in_every_thread(
+    env: dict[str, str], service: JobService
+) -> None:
+    out = run_client(env, SHARED_TASK)
+    assert set(out) == {"main", "thread"}
+    for where, seen in out.items():
+        assert "error" not in seen, f"{where}: {seen['error']}"
+        assert seen["app"] == "workers", f"{where}: current_app is {seen['app']}"
+        assert seen["broker_url"].startswith("pinlater://"), f"{where}: {seen['broker_url']}"
+        assert seen["descriptor"].startswith("celery_noop:"), f"{where}: {seen['descriptor']}"
+    descriptors = [seen["descriptor"] for seen in out.values()]
+    assert set(service.lookup(descriptors)) == set(descriptors), "the jobs are not in celery_noop"
