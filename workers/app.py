@@ -2,13 +2,14 @@
 # (Kombu and Celery ship without complete type hints; their calls are untyped.)
 """The Celery app of the workers, with PinLater as its broker.
 
-    celery -A workers.app worker            # consumes every PinLater task queue
+    celery -A workers.app worker            # every PinLater task queue, and the default one
     celery -A workers.app worker -Q a,b     # or only these
     celery -A workers.app flower --address=127.0.0.1
 
 Every process that imports this module can use ``pinlater://`` broker URLs
-(the transport alias is registered here). Configuration, all from the
-environment:
+(the transport alias is registered here), and its ``app`` is Celery's
+current and default app there: ``@shared_task`` and ``current_app`` publish
+to PinLater. Configuration, all from the environment:
 
 * ``PINLATER_*``: the job service (shards, control store...), as for the
   ``pinlater`` command;
@@ -34,6 +35,7 @@ from kombu.transport import TRANSPORT_ALIASES
 
 from workers import registry
 from workers.message_format import RAW_CONTENT_TYPE
+from workers.publish_info import take_descriptor
 from workers.raw_serializer import register_raw_serializer
 from workers.task import PinLaterTask
 
@@ -49,6 +51,20 @@ def task_queue(name: str) -> Queue:
     return Queue(name, Exchange(name, type="direct"), routing_key=name)
 
 
+class PinLaterCelery(Celery):
+    """Celery whose ``send_task`` results carry ``descriptor``, the PinLater
+    job the publish made (None when the message went to no task queue), as
+    ``PinLaterTask.apply_async`` results do: a client that names a task
+    without importing it gets the same handle on the job."""
+
+    def send_task(self, name: str, *args: Any, **options: Any) -> Any:
+        take_descriptor()
+        result = super().send_task(name, *args, **options)
+        if result is not None:
+            result.descriptor = take_descriptor()
+        return result
+
+
 def make_app(
     main: str = "workers",
     *,
@@ -60,7 +76,10 @@ def make_app(
     if imports is None:
         extra = os.environ.get("PINLATER_CELERY_IMPORTS", "")
         imports = BUILTIN_IMPORTS + tuple(m.strip() for m in extra.split(",") if m.strip())
-    app = Celery(main, broker=broker_url, task_cls=PinLaterTask, set_as_current=False)
+    # Not the current or default app: apps made here (tests make their own)
+    # never capture ``current_app`` or ``@shared_task``; only the module's
+    # ``app`` below does.
+    app = PinLaterCelery(main, broker=broker_url, task_cls=PinLaterTask, set_as_current=False)
     app.conf.update(
         broker_transport_options=dict(transport_options or {}),
         broker_connection_retry_on_startup=True,
@@ -88,7 +107,10 @@ def make_app(
 
 def consume_task_queues(app: Celery) -> None:
     """Without ``-Q``, a worker consumes every PinLater task queue its
-    imported tasks declare (and not Celery's default queue)."""
+    imported tasks declare, and Celery's default queue (``task_default_queue``,
+    ``celery``), as a stock Celery worker does: ``send_task`` from a process
+    that imports no task module, or a publish with no route, lands there, and
+    the worker runs each message's named task."""
     app.finalize(auto=True)
     queues = app.amqp.queues
     names = registry.queues()
@@ -96,6 +118,9 @@ def consume_task_queues(app: Celery) -> None:
         if name not in queues:
             queues.add(task_queue(name))
     if queues._consume_from is None and names:
+        default = app.conf.task_default_queue
+        if default in queues and registry.is_task_queue(default):
+            names = sorted({*names, default})
         queues.select(names)
 
 
@@ -106,3 +131,9 @@ def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
 
 
 app = make_app()
+# The project's app is Celery's current app (of the importing thread) and
+# default app (of every other thread): ``@shared_task`` proxies and
+# ``celery.current_app`` then publish to ``pinlater://`` in any process
+# that imports this module, as they would with a stock broker.
+app.set_current()
+app.set_default()

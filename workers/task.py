@@ -125,16 +125,20 @@ class PinLaterTask(Task):
             if idempotency_key is not None:
                 headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
-        if "declare" not in options and self._on_pinlater_broker():
+        if "declare" not in options and "exchange" not in options and self._on_pinlater_broker():
             # Nothing to declare before a publish: a task queue that does not
             # exist yet is created by the transport when the enqueue finds it
             # missing, and transient queues are declared by their consumers.
             # Saves Kombu binding copies of the queue and exchange per publish.
+            # A publish to a named exchange still declares: the exchange's
+            # bindings in this process are what route it to a task queue.
             options["declare"] = []
         take_descriptor()
         result = super().apply_async(args, kwargs, task_id, producer, link, link_error, shadow, **options)
         if result is not None:
-            result.descriptor = take_descriptor()
+            # An app made by workers.app.make_app has already set it (its
+            # send_task takes the descriptor); any other app has not.
+            result.descriptor = take_descriptor() or getattr(result, "descriptor", None)
         return result
 
     def _on_pinlater_broker(self) -> bool:
