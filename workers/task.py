@@ -150,6 +150,12 @@ class PinLaterTask(Task):
             known = self.__dict__["_pinlater_broker"] = str(
                 conf.broker_write_url or conf.broker_url or ""
             ).startswith("pinlater:")
+            if known:
+                # Publishes declare nothing, so the app's queues declared with
+                # max_priority are made known here: their priority mapping.
+                for queue in self.app.amqp.queues.values():
+                    if queue.max_priority is not None:
+                        registry.declare_max_priority(registry.job_queue_name(queue.name), queue.max_priority)
         return known
 
     def retry(self, args: Any = None, kwargs: Any = None, exc: BaseException | None = None, throw: bool = True,

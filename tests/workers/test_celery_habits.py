@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from kombu.entity import Exchange, Queue
 
 from pinlater import JobState
 from pinlater.service import JobService
@@ -131,3 +132,19 @@ def test_shared_tasks_and_current_app_use_pinlater_in_every_thread(
         assert seen["descriptor"].startswith("celery_noop:"), f"{where}: {seen['descriptor']}"
     descriptors = [seen["descriptor"] for seen in out.values()]
     assert set(service.lookup(descriptors)) == set(descriptors), "the jobs are not in celery_noop"
+
+
+@STORES
+@pytest.mark.timeout(30)
+def test_a_celery_queue_with_max_priority_keeps_every_priority_apart(app: Celery, service: JobService) -> None:
+    """``task_queues`` with ``Queue(max_priority=5)``: the queue gets six
+    priorities and Celery priority p lands in PinLater priority p + 1, also
+    for a PinLaterTask, whose publishes declare nothing."""
+    queue = qname("w_prio")
+    service.delete_queue(queue, "secret")
+    exchange = Exchange(queue, type="direct")  # type: ignore[no-untyped-call]
+    app.conf.task_queues = [Queue(queue, exchange, routing_key=queue, max_priority=5)]  # type: ignore[no-untyped-call]
+    task = app.tasks["tests.w_pub"]
+    descriptors = [task.apply_async((p,), queue=queue, priority=p).descriptor for p in range(6)]
+    assert service.queue_config(queue, fresh=True).priorities == 6
+    assert [d.split(":")[2] for d in descriptors] == [f"p{p + 1}" for p in range(6)]
