@@ -139,7 +139,15 @@ class TestFailover(SUITE.BaseFailover):
     pass
 
 
-# -- The habits of issue #13, one test each (on both store setups) ---------------------------
+# -- The habits of issue #13, one test each (both stores, in-process and Thrift) ---------------------------
+
+
+@pytest.fixture(params=["in_process", "thrift"])
+def via(request: pytest.FixtureRequest, setup: str) -> Connection:
+    """The job service in the process, or through a pinlater server."""
+    if request.param == "thrift":
+        return Connection(f"pinlater://{request.getfixturevalue('live_server')}", transport_options=options(setup))
+    return Connection("pinlater://", transport_options=options(setup))
 
 
 @pytest.fixture
@@ -153,9 +161,9 @@ def _state(service: JobService, descriptor: str) -> JobState:
 
 
 def test_requeue_reject_and_ack_after_get_reach_the_job_at_once(
-    connection: Connection, service: JobService
+    via: Connection, service: JobService
 ) -> None:
-    with connection as conn, closing(conn.SimpleQueue("habit_get")) as queue:
+    with via as conn, closing(conn.SimpleQueue("habit_get")) as queue:
         for n in range(3):
             queue.put({"n": n})
         requeued = queue.get_nowait()
@@ -177,7 +185,7 @@ def test_requeue_reject_and_ack_after_get_reach_the_job_at_once(
         assert _state(service, consumed.delivery_tag) == JobState.SUCCEEDED
 
 
-def test_a_job_requeued_in_one_drain_is_delivered_by_the_next(connection: Connection) -> None:
+def test_a_job_requeued_in_one_drain_is_delivered_by_the_next(via: Connection) -> None:
     queue = Queue("habit_loop", Exchange("habit_loop"), routing_key="habit_loop")
     seen: list[tuple[str, bool]] = []
 
@@ -188,7 +196,7 @@ def test_a_job_requeued_in_one_drain_is_delivered_by_the_next(connection: Connec
         else:
             message.ack()
 
-    with connection as conn:
+    with via as conn:
         Producer(conn.default_channel).publish({"x": 1}, exchange=queue.exchange,
                                                       routing_key="habit_loop", declare=[queue])
         with Consumer(conn, [queue], callbacks=[callback], prefetch_count=1):
@@ -200,9 +208,9 @@ def test_a_job_requeued_in_one_drain_is_delivered_by_the_next(connection: Connec
     assert [redelivered for _, redelivered in seen] == [False, False]  # a release spends no attempt
 
 
-def test_plain_kombu_headers_come_back_exactly(connection: Connection) -> None:
+def test_plain_kombu_headers_come_back_exactly(via: Connection) -> None:
     headers = {"k1": "v1", "n": 3, "nested": {"a": [1, 2]}, "retries": 7}
-    with connection as conn, closing(conn.SimpleQueue("habit_headers")) as queue:
+    with via as conn, closing(conn.SimpleQueue("habit_headers")) as queue:
         queue.put({"hello": "world"}, headers=headers)
         message = queue.get(timeout=2)
         assert message.headers == headers
@@ -210,9 +218,9 @@ def test_plain_kombu_headers_come_back_exactly(connection: Connection) -> None:
 
 
 def test_an_expired_message_is_not_delivered_and_ends_failed(
-    connection: Connection, service: JobService
+    via: Connection, service: JobService
 ) -> None:
-    with connection as conn, closing(conn.SimpleQueue("habit_ttl")) as queue:
+    with via as conn, closing(conn.SimpleQueue("habit_ttl")) as queue:
         queue.put({"late": True}, expiration=0.2)
         expired = take_descriptor()
         queue.put({"late": False}, expiration=60)
@@ -229,11 +237,11 @@ def test_an_expired_message_is_not_delivered_and_ends_failed(
 
 
 def test_max_priority_gives_the_queue_a_priority_per_kombu_priority(
-    connection: Connection, service: JobService
+    via: Connection, service: JobService
 ) -> None:
     queue = Queue("habit_prio", Exchange("habit_prio"), routing_key="habit_prio", max_priority=10)
     got: list[int] = []
-    with connection as conn:
+    with via as conn:
         producer = Producer(conn.default_channel)
         for priority in [10, 3, 6, 0, 1, 9, 2]:
             producer.publish(priority, exchange=queue.exchange, routing_key="habit_prio",
@@ -262,12 +270,12 @@ def test_a_url_naming_no_pinlater_server_fails_fast_and_clearly(url: str) -> Non
     assert f"no PinLater server at {address}" in str(caught.value)
 
 
-def test_any_kombu_queue_name_is_a_stored_queue(connection: Connection, service: JobService) -> None:
+def test_any_kombu_queue_name_is_a_stored_queue(via: Connection, service: JobService) -> None:
     """Not only PinLater names: a dotted or long name is stored too (only
     Celery's own broadcast queues are pub/sub), so a message published
     before its consumer exists is not lost."""
     name = "emails.high-" + "x" * 60
-    with connection as conn, closing(conn.SimpleQueue(name)) as queue:
+    with via as conn, closing(conn.SimpleQueue(name)) as queue:
         queue.put({"to": "a@example.com"})
         [stored] = [q for q in service.queue_names() if q.startswith("emails_high_")]
         assert is_task_queue(stored) and stored == job_queue_name(name)
