@@ -164,11 +164,18 @@ def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> Timed:
         while done < jobs:
             claim = secrets.token_hex(8)
             now = int(time.time() * 1000)
-            cur.execute(
-                f"UPDATE {table} SET state = 1, claim = %s, updated_at = %s "
-                "WHERE state = 0 AND run_after <= %s ORDER BY run_after, id LIMIT %s",
-                (claim, now, now, min(batch, jobs - done)),
-            )
+            try:
+                cur.execute(
+                    f"UPDATE {table} SET state = 1, claim = %s, updated_at = %s "
+                    "WHERE state = 0 AND run_after <= %s ORDER BY run_after, id LIMIT %s",
+                    (claim, now, now, min(batch, jobs - done)),
+                )
+            except pymysql.err.OperationalError as exc:
+                # Concurrent claims can deadlock; the statement was rolled
+                # back, so claim again (as the job service's pool does).
+                if exc.args[0] in (1205, 1213):
+                    continue
+                raise
             cur.execute(f"SELECT id, body FROM {table} WHERE claim = %s", (claim,))
             rows = cur.fetchall()
             if not rows:
