@@ -175,9 +175,15 @@ def test_requeue_reject_and_ack_after_get_reach_the_job_at_once(
         acked = queue.get_nowait()
         acked.ack()
         assert _state(service, acked.delivery_tag) == JobState.SUCCEEDED
-        # Requeued jobs are claimable again by the very next get.
+        # Requeued jobs are claimable again by the very next gets. A release is due now,
+        # and in the same millisecond as a publish it may sort before it, so a get can
+        # return a requeued job again: only which jobs remain is fixed, not their order.
         again = {queue.get_nowait().delivery_tag for _ in range(2)}
-        assert again == {requeued.delivery_tag, rejected.delivery_tag}
+        with pytest.raises(queue.Empty):
+            queue.get_nowait()
+        remaining = again | {acked.delivery_tag}
+        assert len(remaining) == 3, "the three jobs, each claimed once after the releases"
+        assert {requeued.delivery_tag, rejected.delivery_tag} <= remaining
         # get() with a timeout consumes (drain_events): its ACK goes out at once too.
         queue.put({"n": 3})
         consumed = queue.get(timeout=2)
