@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from workers.transport import Transport
 
 log = logging.getLogger(__name__)
+# Headers that set the job's attempts and idempotency key, not stored.
+_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key"})
 # ACKs or releases per call: well under any sane PINLATER_MAX_JOBS_PER_CALL.
 ACK_CHUNK = 100
 # ACKs go out (riding along with a claim when there is one) once this many
@@ -152,8 +154,12 @@ class Channel(virtual.Channel):
         if isinstance(body, str):
             body = body.encode(message.get("content-encoding") or "utf-8")
         run_after_ms = eta_to_ms(headers.get("eta"))
-        attempts = headers.pop("pinlater_attempts", None)
-        idempotency_key = headers.pop("pinlater_idempotency_key", None)
+        attempts = headers.get("pinlater_attempts")
+        idempotency_key = headers.get("pinlater_idempotency_key")
+        if attempts is not None or idempotency_key is not None:
+            # Not stored, and left in the caller's headers: a publish retried
+            # after a connection error sends them again.
+            message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
         stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
         try:
             descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
