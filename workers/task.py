@@ -43,7 +43,7 @@ from celery.signals import task_postrun, task_prerun
 from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
 from pinlater.retry import RetryPolicy
-from workers import registry
+from workers import direct_publish, registry
 from workers.client import queue_config, shared_client
 from workers.heartbeat import HEARTBEATS, Running, beat
 from workers.publish_info import take_descriptor
@@ -125,7 +125,14 @@ class PinLaterTask(Task):
             if idempotency_key is not None:
                 headers["pinlater_idempotency_key"] = idempotency_key
             options["headers"] = headers
-        if "declare" not in options and "exchange" not in options and self._on_pinlater_broker():
+        on_pinlater = self._on_pinlater_broker()
+        if on_pinlater and direct_publish.usable(self, link, link_error, options):
+            take_descriptor()
+            result = direct_publish.publish(self, args, kwargs, task_id, producer, shadow, options)
+            if result is not None:
+                result.descriptor = take_descriptor()
+                return result
+        if "declare" not in options and "exchange" not in options and on_pinlater:
             # Nothing to declare before a publish: a task queue that does not
             # exist yet is created by the transport when the enqueue finds it
             # missing, and transient queues are declared by their consumers.

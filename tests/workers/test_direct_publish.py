@@ -1,0 +1,151 @@
+"""``apply_async`` outside a task skips Celery's and Kombu's publish layers
+(``workers.direct_publish``): the channel must get the very message
+Celery's path gives it, for every option that path handles, and the rest
+must take Celery's path."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import Celery, signals
+
+from pinlater.errors import ShardConnectionFailed
+from pinlater.service import JobService
+from tests.workers.celery_tasks import qname
+from workers import direct_publish
+from workers.channel import Channel
+
+Sent = list[tuple[str, dict[str, Any]]]
+ETA = datetime(2031, 5, 4, 3, 2, 1, 123456, tzinfo=UTC)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+    """What reaches the channel's enqueue (nothing is stored), and which path."""
+    got: Sent = []
+    monkeypatch.setattr(Channel, "_enqueue", lambda self, queue, message: got.append((queue, message)))
+    yield got
+
+
+def _both(app: Celery, task_name: str, monkeypatch: pytest.MonkeyPatch, sent: Sent, args: tuple[Any, ...],
+          options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    task = app.tasks[task_name]
+    calls: list[bool] = []
+    real = direct_publish.publish
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(True)
+        return real(*a, **k)
+
+    monkeypatch.setattr(direct_publish, "publish", counted)
+    result = task.apply_async(args, task_id="the-task-id", **dict(options))
+    assert calls, "the direct path was not taken"
+    monkeypatch.setattr(direct_publish, "usable", lambda *a: False)
+    task.apply_async(args, task_id="the-task-id", **dict(options))
+    monkeypatch.undo()
+    assert len(sent) == 2 and sent[0][0] == sent[1][0]
+    direct, celery = sent[0][1], sent[1][1]
+    sent.clear()
+    return direct, celery, result
+
+
+OPTIONS = [
+    {},
+    {"eta": ETA},
+    {"eta": ETA.isoformat(), "priority": 2, "headers": {"h": 1, "nested": [1, {"a": None}]}},
+    {"expires": ETA, "time_limit": 10, "soft_time_limit": 5},
+    {"expires": ETA.isoformat(), "ignore_result": False, "serializer": "json"},
+    {"retry": False, "delivery_mode": 1},
+    {"retry_policy": {"max_retries": 1}, "queue": qname("w_pub")},
+    {"idempotency_key": "k-1"},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=[",".join(o) or "none" for o in OPTIONS])
+def test_the_channel_gets_the_message_celerys_path_gives_it(
+    app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent, options: dict[str, Any]
+) -> None:
+    direct, celery, result = _both(app, "tests.w_pub", monkeypatch, sent, (1, "two", {"3": [4.5]}), options)
+    if "expires" in options:  # a TTL from now, on each path's clock
+        ttls = [int(m["properties"].pop("expiration")) for m in (direct, celery)]
+        assert abs(ttls[0] - ttls[1]) < 5000 and ttls[0] > 100_000_000
+    assert direct == celery
+    assert result.id == "the-task-id" and result.ignored == options.get("ignore_result", True)
+
+
+def test_times_relative_to_now_agree(app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent) -> None:
+    direct, celery, _ = _both(app, "tests.w_pub", monkeypatch, sent, (), {"countdown": 60, "expires": 600})
+    for name in ("eta", "expires"):
+        got = datetime.fromisoformat(direct["headers"].pop(name))
+        want = datetime.fromisoformat(celery["headers"].pop(name))
+        assert abs(got - want) < timedelta(seconds=5)
+    assert direct["properties"]["expiration"] == "600000"
+    assert direct == celery
+
+
+def test_the_task_retry_policy_and_shadow_travel_as_before(
+    app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent
+) -> None:
+    direct, celery, _ = _both(app, "tests.w_fail", monkeypatch, sent, (), {"shadow": "seen.as"})
+    assert direct == celery
+    assert direct["headers"]["shadow"] == "seen.as" and direct["headers"]["pinlater_attempts"] == 3
+
+
+@pytest.mark.parametrize("case", ["link", "receiver", "option"])
+def test_anything_else_takes_celerys_path(
+    app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent, case: str
+) -> None:
+    task = app.tasks["tests.w_pub"]
+    monkeypatch.setattr(direct_publish, "publish", lambda *a: pytest.fail("took the direct path"))
+    options: dict[str, Any] = {}
+    if case == "link":
+        options["link"] = task.si(2)
+    elif case == "option":
+        options["argsrepr"] = "(hidden)"
+
+    def receiver(**_: Any) -> None:
+        return None
+
+    if case == "receiver":
+        signals.before_task_publish.connect(receiver)
+    try:
+        result = task.apply_async((1,), **options)
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+    assert [queue for queue, _ in sent] == [qname("w_pub")]
+    assert sent[0][1]["headers"]["id"] == result.id
+
+
+def test_a_direct_publish_stores_the_job_and_gives_its_descriptor(app: Celery, service: JobService) -> None:
+    result = app.tasks["tests.w_pub"].apply_async((7,), priority=2)
+    assert result.descriptor.startswith(f"{qname('w_pub')}:") and ":p2:" in result.descriptor
+    stored = service.lookup([result.descriptor], include_body=True)[result.descriptor].body
+    assert stored is not None and stored.startswith(b"\x00C2")
+
+
+@pytest.mark.parametrize("path", ["direct", "celery"])
+def test_a_publish_retried_after_a_connection_error_keeps_its_attempts_and_key(
+    app: Celery, service: JobService, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    if path == "celery":
+        monkeypatch.setattr(direct_publish, "usable", lambda *a: False)
+    real = JobService.enqueue
+    failed: list[str] = []
+
+    def first_fails(self: JobService, queue: str, jobs: Any, **kwargs: Any) -> list[str]:
+        if not failed:
+            failed.append(queue)
+            raise ShardConnectionFailed("injected: connection reset")
+        return real(self, queue, jobs, **kwargs)
+
+    monkeypatch.setattr(JobService, "enqueue", first_fails)
+    key = f"retried-{uuid.uuid4().hex}"
+    result = app.tasks["tests.w_fail"].apply_async(idempotency_key=key)
+    again = app.tasks["tests.w_fail"].apply_async(idempotency_key=key)
+    assert failed == [qname("w_fail")]
+    assert again.descriptor == result.descriptor, "the idempotency key was lost on the retry"
+    assert service.lookup([result.descriptor])[result.descriptor].attempts_allowed == 3

@@ -1,0 +1,189 @@
+# mypy: disable-error-code="no-untyped-call,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""``PinLaterTask.apply_async`` straight to the channel, for the common case.
+
+Through Celery's ``send_task`` and Kombu's ``Producer.publish`` a publish
+spends about as much Python as the job service's store takes: routing
+twice over, publish signals with no receivers, a retry wrapper, entity
+declarations, ``prepare_message``. When none of what those layers add
+applies (no callbacks, no publish signals connected, not inside a running
+task, only options listed here), the task builds the very message they
+would, with Celery's own ``as_task_v2``, and hands it to the channel's
+``basic_publish`` under the same retry policy and error translation as
+Kombu's. Anything else takes Celery's path. ``tests/workers/
+test_direct_publish.py`` checks both give the channel the same message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from celery import signals
+from celery.utils import uuid
+from celery.utils.time import isoparse
+from kombu.entity import maybe_delivery_mode
+from kombu.serialization import dumps
+
+log = logging.getLogger(__name__)
+
+# apply_async options this path handles; any other one takes Celery's path.
+DIRECT_OPTIONS = frozenset({
+    "countdown", "eta", "expires", "priority", "headers", "ignore_result", "time_limit",
+    "soft_time_limit", "queue", "serializer", "retry", "retry_policy", "delivery_mode",
+})
+# What Celery's router may hand back for a plain task queue route.
+_ROUTED = frozenset({"queue", "serializer", "priority", "headers", "retry", "retry_policy", "delivery_mode",
+                     "routing_key", "exchange", "immediate", "mandatory"})
+_SIGNALS = (signals.before_task_publish, signals.after_task_publish, signals.task_sent)
+
+
+@dataclass(frozen=True, slots=True)
+class _AppDefaults:
+    """An app's publish settings, read at its first publish: as Celery's own
+    path reads them once (``AMQP._create_task_sender``), and each read of
+    ``app.conf`` costs microseconds."""
+
+    plain: bool  # task protocol 2, no compression
+    serializer: str
+    delivery_mode: Any
+    retry: bool
+    retry_policy: dict[str, Any]
+
+
+_APP_DEFAULTS: WeakKeyDictionary[Any, _AppDefaults] = WeakKeyDictionary()
+
+
+def _defaults(app: Any) -> _AppDefaults:
+    known = _APP_DEFAULTS.get(app)
+    if known is None:
+        conf = app.conf
+        known = _APP_DEFAULTS[app] = _AppDefaults(
+            plain=conf.task_protocol == 2 and not conf.task_compression,
+            serializer=conf.task_serializer,
+            delivery_mode=conf.task_default_delivery_mode,
+            retry=conf.task_publish_retry,
+            retry_policy=dict(conf.task_publish_retry_policy or {}),
+        )
+    return known
+
+
+def usable(task: Any, link: Any, link_error: Any, options: dict[str, Any]) -> bool:
+    """Whether this publish can skip Celery's and Kombu's publish layers
+    without a difference anyone could see."""
+    if link is not None or link_error is not None or not DIRECT_OPTIONS.issuperset(options):
+        return False
+    if any(signal.receivers for signal in _SIGNALS):
+        return False
+    if getattr(task, "_dump_pydantic_arguments", None) is not None:
+        return False
+    app = task.app
+    if not _defaults(app).plain:
+        return False
+    # Read on every publish, as Celery's path does (tests switch eager on).
+    conf = app.conf
+    if conf.task_always_eager or conf.task_send_sent_event:
+        return False
+    # Inside a task Celery links parent and child (root and parent ids, the
+    # trail, inherited priority): its path does that.
+    return app.current_worker_task is None
+
+
+def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: Any, shadow: Any,
+            options: dict[str, Any]) -> Any:
+    """Publishes as ``Task.apply_async`` would; None when the route is not a
+    plain task queue (the caller then takes Celery's path)."""
+    app = task.app
+    amqp = app.amqp
+    defaults = _defaults(app)
+    # Task.apply_async's checks and option defaults, in its order.
+    if task.soft_time_limit and task.time_limit and task.soft_time_limit > task.time_limit:
+        raise ValueError("soft_time_limit must be less than or equal to time_limit")
+    if task.typing:
+        check_arguments = getattr(task, "__header__", None)
+        if check_arguments is not None:
+            check_arguments(*(args or ()), **(kwargs or {}))
+    if task.__v2_compat__:
+        shadow = shadow or task.shadow_name(task(), args, kwargs, options)
+    else:
+        shadow = shadow or task.shadow_name(args, kwargs, options)
+    options = dict(task._get_exec_options(), **options)
+    options.setdefault("ignore_result", task.ignore_result)
+    # App.send_task's, for a publish outside any task.
+    countdown = options.pop("countdown", None)
+    eta = options.pop("eta", None)
+    time_limit = options.pop("time_limit", None)
+    soft_time_limit = options.pop("soft_time_limit", None)
+    expires = options.pop("expires", None)
+    ignore_result = options.pop("ignore_result", None)
+    routed = amqp.router.route(options, task.name, args, kwargs, task)
+    target = _queue_name(amqp, routed)
+    if target is None:
+        return None
+    task_id = task_id or uuid()
+    expiration = None
+    if expires is not None:
+        when = isoparse(expires) if isinstance(expires, str) else expires
+        expiration = when if isinstance(when, int | float) else (when - app.now()).total_seconds()
+        if expiration < 0:
+            log.warning("%s has an expiration date in the past (%ss ago): set to 0", task_id, -expiration)
+            expiration = 0
+    headers, properties, body, _ = amqp.create_task_message(
+        task_id, task.name, args, kwargs, countdown, eta, None, None, expires, 0, None, None, None,
+        app.thread_oid, time_limit, soft_time_limit, False, None, None, shadow, None,
+        ignore_result=ignore_result, replaced_task_nesting=0,
+    )
+    # AMQP.send_task_message's and Producer.publish's, for a direct route.
+    if routed.get("headers"):
+        headers.update(routed["headers"])
+    queue = routed.get("queue")
+    properties["delivery_mode"] = maybe_delivery_mode(
+        routed.get("delivery_mode") or getattr(getattr(queue, "exchange", None), "delivery_mode", None)
+        or defaults.delivery_mode
+    )
+    if expiration is not None:
+        properties["expiration"] = str(int(expiration * 1000))
+    content_type, content_encoding, data = dumps(body, serializer=routed.get("serializer") or defaults.serializer)
+    priority = routed.get("priority")
+
+    with app.producer_or_acquire(producer) as bound:
+        connection = bound.connection
+
+        def send() -> None:
+            channel = bound.channel
+            message = channel.prepare_message(data, priority, content_type, content_encoding, headers, properties)
+            channel.basic_publish(message, exchange="", routing_key=target)
+
+        with connection._reraise_as_library_errors():
+            if not ignore_result:
+                app.backend.on_task_call(bound, task_id)
+            retry = defaults.retry if routed.get("retry") is None else routed["retry"]
+            if retry:
+                policy = dict(defaults.retry_policy, **(routed.get("retry_policy") or {}))
+                connection.ensure(bound, send, **policy)()
+            else:
+                send()
+    result = task.AsyncResult(task_id)
+    result.ignored = ignore_result
+    return result
+
+
+def _queue_name(amqp: Any, routed: dict[str, Any]) -> str | None:
+    """The queue a route sends to by name (AMQP.send_task_message's direct
+    exchange case), or None for anything else."""
+    if not _ROUTED.issuperset(routed) or routed.get("immediate") or routed.get("mandatory"):
+        return None
+    queue = routed.get("queue")
+    exchange = routed.get("exchange")
+    if queue is None and exchange is None:
+        queue = amqp.default_queue
+    if isinstance(queue, str):
+        queue = amqp.queues.get(queue)
+    if queue is None or getattr(queue.exchange, "type", "direct") != "direct":
+        return None
+    if exchange and routed.get("routing_key"):
+        return None
+    return str(queue.name)
+
