@@ -53,7 +53,7 @@ def _both(app: Celery, task_name: str, monkeypatch: pytest.MonkeyPatch, sent: Se
     return direct, celery, result
 
 
-OPTIONS = [
+OPTIONS: list[dict[str, Any]] = [
     {},
     {"eta": ETA},
     {"eta": ETA.isoformat(), "priority": 2, "headers": {"h": 1, "nested": [1, {"a": None}]}},
