@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from pinlater.backends.redis_backend import RedisBackend
 from pinlater.storage import scripts
 from pinlater.storage.errors import redis_guard
 from pinlater.storage.redis_pool import MAX_CONNECTIONS, is_pool_exhausted, is_unusable, open_redis
-from tests.integration.redis_support import URL
+from tests.integration.redis_support import URL, wait_for_ping
 
 # Busy for ARGV[1] ms of the server's clock (TIME is not frozen inside a
 # script on the Redis these tests run on).
@@ -82,16 +81,9 @@ class OwnRedis:
         self.proc = subprocess.Popen(
             [self.binary, *args, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        probe = redis.Redis(port=self.port, socket_timeout=1)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                probe.ping()
-                break
-            except redis.ConnectionError:
-                assert self.proc.poll() is None, "own redis-server exited at start"
-                assert time.monotonic() < deadline, "own redis-server does not answer"
-                time.sleep(0.02)
+        proc = self.proc
+        probe: redis.Redis[bytes] = redis.Redis(port=self.port, socket_timeout=1)
+        wait_for_ping(probe, 10, alive=lambda: proc.poll() is None)
         probe.close()
 
     def kill(self) -> None:
