@@ -38,7 +38,7 @@ from pinlater.backends.base import (
 )
 from pinlater.backends.redis_scripts import claims, register_job_scripts
 from pinlater.states import JobState
-from pinlater.storage import keys
+from pinlater.storage import keys, scripts
 from pinlater.storage.errors import redis_guard
 from pinlater.storage.layout import check_redis_layout
 from pinlater.storage.migrations import REDIS_SHARD
@@ -116,7 +116,7 @@ class RedisBackend:
 
     def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
         with self._guard():
-            return self._scripts[name](keys=list(keys_), args=list(args), client=self._r)
+            return scripts.call(self._r, self._scripts[name], keys_, args)
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         with self._guard():

@@ -100,14 +100,14 @@ class RedisControlStore(RedisIdempotencyMixin, RedisCounterMixin):
             return 0
         args = [wanted, repr(float(rate)), repr(float(burst)), BUCKET_TTL_MS]
         with self._guard():
-            taken = self._acquire(keys=[keys.rate_key(bucket)], args=args, client=self._r)
+            taken = scripts.call(self._r, self._acquire, [keys.rate_key(bucket)], args)
         return int(taken)
 
     def release(self, bucket: str, count: int, burst: float) -> None:
         if count <= 0:
             return
         with self._guard():
-            self._release(keys=[keys.rate_key(bucket)], args=[count, repr(float(burst))], client=self._r)
+            scripts.call(self._r, self._release, [keys.rate_key(bucket)], [count, repr(float(burst))])
 
     def close(self) -> None:
         self._r.close()

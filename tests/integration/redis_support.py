@@ -4,6 +4,7 @@ test Redis (the shared suites use 1 and 2), started if it does not answer."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -21,12 +22,18 @@ def ensure_redis() -> None:
     except redis.ConnectionError:
         pass
     redis_cli("start-redis", str(PORT))  # only Redis: these tests need no MariaDB
-    deadline = time.monotonic() + 30
+    wait_for_ping(client, 30)
+
+
+def wait_for_ping(client: redis.Redis[bytes], timeout_s: float, alive: Callable[[], bool] = lambda: True) -> None:
+    """Returns once a starting server answers; its ConnectionError after
+    ``timeout_s``, or as soon as ``alive()`` says its process is gone."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             client.ping()
             return
         except redis.ConnectionError:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or not alive():
                 raise
-            time.sleep(0.2)
+            time.sleep(0.05)
