@@ -10,7 +10,6 @@ client interface both share.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import uuid
@@ -20,6 +19,7 @@ from pinlater.client_api import PinLaterClient
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings
 from workers import registry
+from workers.pid import current_pid
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -33,7 +33,7 @@ def process_source() -> str:
     of the one it replaces), and handed to pool processes in the message so
     their heartbeats count for the claim."""
     global _source
-    pid = os.getpid()
+    pid = current_pid()
     known = _source
     if known is not None and known[0] == pid:
         return known[1]
@@ -44,7 +44,7 @@ def process_source() -> str:
 
 
 def shared_client(settings: Settings) -> PinLaterClient:
-    key = (os.getpid(), settings)
+    key = (current_pid(), settings)
     with _lock:
         client = _clients.get(key)
         if client is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
+from workers.pid import current_pid
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ class Heartbeats:
     def start(self, key: int, job: Running) -> None:
         with self._lock:
             self._running[key] = job
-            if self._thread is None or self._pid != os.getpid():
+            if self._thread is None or self._pid != current_pid():
                 # First job in this process (or first after a fork).
-                self._pid = os.getpid()
+                self._pid = current_pid()
                 self._wakes_at = math.inf
                 self._thread = threading.Thread(target=self._run, name="pinlater-heartbeat", daemon=True)
                 self._thread.start()

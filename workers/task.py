@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from datetime import datetime
@@ -46,6 +45,7 @@ from pinlater.retry import RetryPolicy
 from workers import direct_publish, registry
 from workers.client import queue_config, shared_client
 from workers.heartbeat import HEARTBEATS, Running, beat
+from workers.pid import current_pid
 from workers.publish_info import take_descriptor
 from workers.settings import TransportSettings
 
@@ -103,10 +103,10 @@ class PinLaterTask(Task):
         # per task object and process (as the transport reads them once), not
         # for every task run.
         cached = self.__dict__.get("_pinlater_client")
-        if cached is None or cached[0] != os.getpid():
+        if cached is None or cached[0] != current_pid():
             options = self.app.conf.broker_transport_options
             cached = self.__dict__["_pinlater_client"] = (
-                os.getpid(), shared_client(TransportSettings.from_options(options).pinlater)
+                current_pid(), shared_client(TransportSettings.from_options(options).pinlater)
             )
         return cached[1]
 

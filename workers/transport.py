@@ -40,6 +40,7 @@ from pinlater.thrift_client import ThriftClient
 from workers.bus import BusNames, Subscriber
 from workers.channel import Channel
 from workers.client import ensure_queue, process_source, shared_client
+from workers.pid import current_pid
 from workers.settings import TransportSettings
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ MAX_ROUNDS_PER_TICK = 8
 
 
 def bus_client(url: str) -> redis.Redis[bytes]:
-    key = (os.getpid(), url)
+    key = (current_pid(), url)
     with _bus_lock:
         client = _bus_clients.get(key)
         if client is None:
@@ -103,7 +104,7 @@ class Transport(virtual.Transport):
     # for hashing the settings to find them again).
     @property
     def service(self) -> Any:
-        pid = os.getpid()
+        pid = current_pid()
         if self._service is None or self._service[0] != pid:
             self._service = (pid, shared_client(self.settings.pinlater))
         return self._service[1]
@@ -114,7 +115,7 @@ class Transport(virtual.Transport):
 
     @property
     def bus(self) -> redis.Redis[bytes]:
-        pid = os.getpid()
+        pid = current_pid()
         if self._bus is None or self._bus[0] != pid:
             self._bus = (pid, bus_client(self.settings.bus_url))
         return self._bus[1]
@@ -128,7 +129,7 @@ class Transport(virtual.Transport):
         return "pinlater"
 
     def ensure_queue(self, queue: str, again: bool = False) -> None:
-        key = (os.getpid(), queue)
+        key = (current_pid(), queue)
         if again or key not in self._ensured:
             ensure_queue(self.service, queue)
             self._ensured.add(key)
