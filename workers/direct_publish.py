@@ -17,12 +17,14 @@ test_direct_publish.py`` checks both give the channel the same message.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from celery import signals
 from celery.utils import uuid
+from celery.utils.saferepr import saferepr
 from celery.utils.time import isoparse
 from kombu.entity import maybe_delivery_mode
 from kombu.serialization import dumps
@@ -51,6 +53,7 @@ class _AppDefaults:
     delivery_mode: Any
     retry: bool
     retry_policy: dict[str, Any]
+    repr_maxlevels: int
 
 
 _APP_DEFAULTS: WeakKeyDictionary[Any, _AppDefaults] = WeakKeyDictionary()
@@ -66,6 +69,7 @@ def _defaults(app: Any) -> _AppDefaults:
             delivery_mode=conf.task_default_delivery_mode,
             retry=conf.task_publish_retry,
             retry_policy=dict(conf.task_publish_retry_policy or {}),
+            repr_maxlevels=conf.task_repr_maxlevels,
         )
     return known
 
@@ -130,10 +134,13 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
         if expiration < 0:
             log.warning("%s has an expiration date in the past (%ss ago): set to 0", task_id, -expiration)
             expiration = 0
+    # The reprs as as_task_v2 makes them, without its two reads of app.conf.
+    argsrepr = saferepr(args or (), amqp.argsrepr_maxsize, maxlevels=defaults.repr_maxlevels)
+    kwargsrepr = saferepr(kwargs or {}, amqp.kwargsrepr_maxsize, maxlevels=defaults.repr_maxlevels)
     headers, properties, body, _ = amqp.create_task_message(
         task_id, task.name, args, kwargs, countdown, eta, None, None, expires, 0, None, None, None,
         app.thread_oid, time_limit, soft_time_limit, False, None, None, shadow, None,
-        ignore_result=ignore_result, replaced_task_nesting=0,
+        ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr, kwargsrepr=kwargsrepr,
     )
     # AMQP.send_task_message's and Producer.publish's, for a direct route.
     if routed.get("headers"):
@@ -148,7 +155,7 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
     content_type, content_encoding, data = dumps(body, serializer=routed.get("serializer") or defaults.serializer)
     priority = routed.get("priority")
 
-    with app.producer_or_acquire(producer) as bound:
+    with nullcontext(producer) if producer is not None else app.producer_or_acquire() as bound:
         connection = bound.connection
 
         def send() -> None:
