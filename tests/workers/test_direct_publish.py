@@ -24,6 +24,18 @@ ETA = datetime(2031, 5, 4, 3, 2, 1, 123456, tzinfo=UTC)
 
 
 @pytest.fixture
+def drop_queues(service: JobService) -> Iterator[None]:
+    """Deletes the queues this module stores jobs in, after the test: a later
+    test's worker must not run them (within the config cache's TTL an
+    enqueue still lands in a queue deleted meanwhile, and the next worker
+    to declare the queue finds it)."""
+    yield
+    for base in ("w_pub", "w_fail"):
+        # Unconditionally: its config may be gone while its jobs are not.
+        service.delete_queue(qname(base), "secret")
+
+
+@pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
     """What reaches the channel's enqueue (nothing is stored), and which path."""
     got: Sent = []
@@ -120,6 +132,7 @@ def test_anything_else_takes_celerys_path(
     assert sent[0][1]["headers"]["id"] == result.id
 
 
+@pytest.mark.usefixtures("drop_queues")
 def test_a_direct_publish_stores_the_job_and_gives_its_descriptor(app: Celery, service: JobService) -> None:
     result = app.tasks["tests.w_pub"].apply_async((7,), priority=2)
     assert result.descriptor.startswith(f"{qname('w_pub')}:") and ":p2:" in result.descriptor
@@ -127,6 +140,7 @@ def test_a_direct_publish_stores_the_job_and_gives_its_descriptor(app: Celery, s
     assert stored is not None and stored.startswith(b"\x00C2")
 
 
+@pytest.mark.usefixtures("drop_queues")
 @pytest.mark.parametrize("path", ["direct", "celery"])
 def test_a_publish_retried_after_a_connection_error_keeps_its_attempts_and_key(
     app: Celery, service: JobService, monkeypatch: pytest.MonkeyPatch, path: str
