@@ -72,6 +72,10 @@ MAX_PRIORITIES = 100
 # After a server answered UNKNOWN_METHOD for an extension, the client uses
 # the published fallback for this long before asking again.
 EXTENSION_RECHECK_S = 300.0
+# Per method: its argument and result structs.
+_STRUCTS = {
+    name: (getattr(service, name + "_args"), getattr(service, name + "_result")) for name in service.thrift_services
+}
 # Backoff between tries: this, then doubling (up to 1 s), plus up to 50 ms at random.
 FIRST_RETRY_WAIT_S = 0.05
 
@@ -100,6 +104,7 @@ class ThriftClient:
         self._lock = threading.Lock()
         # Extension method -> monotonic time until which it is taken as missing.
         self._missing: dict[str, float] = {}
+        self._default_context = idl.RequestContext(source=self.source, requestId="")
         self._pool = ServerPool(
             self.servers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, pool_size=pool_size
         )
@@ -126,42 +131,43 @@ class ThriftClient:
 
     # -- plumbing --------------------------------------------------------------------
     def _context(self, source: str | None = None, request_id: str = "") -> Any:
+        if source is None and not request_id:
+            return self._default_context  # never changed once made
         return idl.RequestContext(source=check_source(source or self.source), requestId=request_id)
 
     def _call(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
-        args = getattr(service, method + "_args")(**kwargs)
-        result_cls = getattr(service, method + "_result")
-
-        def retryable(exc: BaseException) -> bool:
-            return isinstance(exc, ServerUnavailable) or (idempotent and isinstance(exc, CallFailed))
-
-        def attempt() -> Any:
-            return self._pool.call(method, args, result_cls())
-
+        args_cls, result_cls = _STRUCTS[method]
+        args = args_cls(**kwargs)
         # The first try outside tenacity: setting up a Retrying costs about
         # as much as the rest of the client's work for a small call, and
         # nearly every call succeeds the first time.
         started = time.monotonic()
         try:
-            result = attempt()
+            result = self._pool.call(method, args, result_cls())
         except (ServerUnavailable, CallFailed) as exc:
-            if not retryable(exc) or self.retries < 1:
+            if not _retryable(exc, idempotent) or self.retries < 1:
                 raise
-            time.sleep(FIRST_RETRY_WAIT_S + random.uniform(0, 0.05))
-            retrying = Retrying(
-                stop=stop_after_attempt(self.retries)
-                | stop_after_delay(max(0.0, self.retry_deadline_s - (time.monotonic() - started))),
-                wait=wait_exponential(multiplier=2 * FIRST_RETRY_WAIT_S, max=1.0) + wait_random(0, 0.05),
-                retry=retry_if_exception(retryable),
-                reraise=True,
-            )
-            result = retrying(attempt)
-        if getattr(result, "e", None) is not None:
-            raise convert.from_wire_error(result.e)
-        success = getattr(result, "success", None)
-        if success is None and "success" in result.__dict__:
-            raise PinLaterError(f"{method}: the server sent an empty reply")
-        return success
+            result = self._retry(method, args, result_cls, idempotent, started)
+        error = getattr(result, "e", None)
+        if error is not None:
+            raise convert.from_wire_error(error)
+        if "success" in result.__dict__:
+            if result.success is None:
+                raise PinLaterError(f"{method}: the server sent an empty reply")
+            return result.success
+        return None
+
+    def _retry(self, method: str, args: Any, result_cls: Any, idempotent: bool, started: float) -> Any:
+        """The tries after a first that failed retryably, with backoff."""
+        time.sleep(FIRST_RETRY_WAIT_S + random.uniform(0, 0.05))
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries)
+            | stop_after_delay(max(0.0, self.retry_deadline_s - (time.monotonic() - started))),
+            wait=wait_exponential(multiplier=2 * FIRST_RETRY_WAIT_S, max=1.0) + wait_random(0, 0.05),
+            retry=retry_if_exception(lambda exc: _retryable(exc, idempotent)),
+            reraise=True,
+        )
+        return retrying(lambda: self._pool.call(method, args, result_cls()))
 
     def _extension(self, method: str, fallback: Callable[[], T], /, **kwargs: Any) -> Any:
         """Calls an extension method; against a server without it, runs
@@ -465,6 +471,10 @@ class ThriftClient:
             return int(self._call("deleteJobs", idempotent=False, context=self._context(), request=request))
 
         return self._each_priority(priority, limit, run)
+
+
+def _retryable(exc: BaseException, idempotent: bool) -> bool:
+    return isinstance(exc, ServerUnavailable) or (idempotent and isinstance(exc, CallFailed))
 
 
 def _checked(result: AckResult, what: str) -> AckResult:

@@ -19,6 +19,7 @@ from pinlater.thrift.framing import (
     FrameTimeout,
     FrameTooLarge,
     PeerClosed,
+    set_timeout,
 )
 from pinlater.thrift.resources import STALL_S
 
@@ -99,7 +100,7 @@ class Connection:
                     del frame
                     server.budget.release(self)
                 if reply is not None:
-                    self.sock.settimeout(server.frame_timeout_s)
+                    set_timeout(self.sock, server.frame_timeout_s)
                     self.sock.sendall(reply)
                 with self._lock:
                     self.busy = False

@@ -90,6 +90,12 @@ class FrameRejected(FrameError):
 Reserve = Callable[[int, float], bool]
 
 
+def set_timeout(sock: socket.socket, timeout_s: float | None) -> None:
+    """``sock.settimeout`` unless it is already so: each one is a system call."""
+    if sock.gettimeout() != timeout_s:
+        sock.settimeout(timeout_s)
+
+
 class FrameReader:
     """Reads length-prefixed frames from a socket, with one ``recv`` per
     frame in the common case.
@@ -129,7 +135,7 @@ class FrameReader:
         cut short, FrameTimeout for one not whole within ``frame_timeout_s``
         of its first byte."""
         if not self._buf:
-            self.sock.settimeout(idle_timeout_s)
+            set_timeout(self.sock, idle_timeout_s)
             try:
                 chunk = self.sock.recv(SMALL_FRAME)
             except TimeoutError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import select
 import socket
 import threading
 import time
@@ -63,31 +64,34 @@ class _NotSent(Exception):
 
 
 class Connection:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+        # One timeout for every send and receive on this socket, set once:
+        # each settimeout is a system call.
+        sock.settimeout(timeout_s)
         self.sock = sock
+        self.timeout_s = timeout_s
         self.reader = FrameReader(sock, MAX_REPLY_FRAME)
         self.seqid = 0
         self.last_used = time.monotonic()
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
 
     def usable(self) -> bool:
         """Still open and in sync: nothing to read (a server that closed
-        the connection shows EOF here, before anything is sent on it)."""
+        the connection shows EOF here, before anything is sent on it, and
+        a reset shows an error)."""
         if time.monotonic() - self.last_used > MAX_IDLE_S:
             return False
         try:
-            # Non-blocking: with a timeout set, Python would first wait for data.
-            self.sock.settimeout(0)
-            self.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return True
+            # Readable means EOF, an error, or bytes nobody asked for.
+            return not self._poll.poll(0)
         except OSError:
             return False
-        return False  # EOF, or bytes nobody asked for
 
-    def call(self, name: str, args: Any, result: Any, timeout_s: float) -> Any:
+    def call(self, name: str, args: Any, result: Any) -> Any:
         self.seqid = (self.seqid + 1) & 0x7FFFFFFF
         data = encode_message(name, CALL, self.seqid, args)
-        self.sock.settimeout(timeout_s)
+        timeout_s = self.timeout_s
         try:
             self.sock.sendall(data)
         except OSError as exc:
@@ -150,6 +154,8 @@ class ServerPool:
     def _order(self) -> list[Endpoint]:
         """Round robin over the servers, the ones recently down last."""
         n = len(self.endpoints)
+        if n == 1:
+            return self.endpoints
         start = next(self._next) % n
         rotated = self.endpoints[start:] + self.endpoints[:start]
         now = time.monotonic()
@@ -164,7 +170,7 @@ class ServerPool:
                 conn.close()
         sock = socket.create_connection((ep.host, ep.port), timeout=self.connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return Connection(sock)
+        return Connection(sock, self.timeout_s)
 
     def _checkin(self, ep: Endpoint, conn: Connection) -> None:
         with ep.lock:
@@ -184,7 +190,7 @@ class ServerPool:
                 failures.append(f"{ep}: {exc}")
                 continue
             try:
-                reply = conn.call(name, args, result, self.timeout_s)
+                reply = conn.call(name, args, result)
             except _NotSent as exc:
                 conn.close()
                 ep.down_until = time.monotonic() + self.down_for_s

@@ -180,3 +180,20 @@ def test_one_client_shared_by_threads(
     assert client.count(queue_name, "pending") == 16 * 20
     assert all(len(ep.idle) <= 4 for ep in client._pool.endpoints)
     client.close()
+
+
+def test_a_pooled_connection_the_server_closed_is_not_used_for_a_plain_enqueue(
+    memory_service: JobService, start_server: Callable[..., ThriftServer], queue_name: str
+) -> None:
+    """A plain enqueue is never retried once sent (it may have run), so the
+    pool must see that the server closed an idle connection before sending
+    on it, and take a new one."""
+    server = start_server(memory_service, idle_timeout_s=0.2)
+    with ThriftClient([f"127.0.0.1:{server.port}"], source="pooled", retries=0) as client:
+        client.create_queue(queue_name)  # leaves one connection in the pool
+        deadline = time.monotonic() + 10
+        while server.stats.connections_open and time.monotonic() < deadline:
+            time.sleep(0.05)  # the server's idle timeout closes it
+        assert server.stats.connections_open == 0
+        [descriptor] = client.enqueue(queue_name, [Job(b"after the close")])
+    assert memory_service.lookup([descriptor], include_body=True)[descriptor].body == b"after the close"
