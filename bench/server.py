@@ -5,10 +5,14 @@ For enqueue and for dequeue+ACK (ACKs riding on the next dequeue), with
 batches of 1 and 100, several client processes drive either JobService
 directly ("in-process") or ThriftClient against `pinlater server
 --processes N` subprocesses, one per N of ``--server-processes`` ("server"),
-each measured right after the in-process run it is compared with. Targets:
-with batches of 100 the server reaches at least half the in-process
-throughput; with batches of one and 4 clients, 0.8 of it (with the most
-server processes measured).
+each measured right after the in-process run it is compared with. With
+batches of one the same clients also drive a server that does no work
+(``bench.echo_server``): the CPU a call costs at both ends of the transport
+on this machine, whatever the server. When the cores are the bound and no
+calls are merged, a server can reach at most in-process CPU / (in-process
+CPU + that floor) of in-process throughput: printed as the "ceiling". Targets: with batches of 100 the server reaches
+at least half the in-process throughput; with batches of one and 4
+clients, 0.8 of it (with the most server processes measured).
 
     python bench/server.py                       # Redis, one or two minutes
     python bench/server.py --backend mysql --server-processes 1,4
@@ -18,6 +22,7 @@ server processes measured).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -158,27 +163,53 @@ class Server:
 
 
 @contextmanager
-def server_process(backend: str, processes: int) -> Iterator[Server]:
-    shards, control = BACKENDS[backend]
-    env = dict(os.environ, PINLATER_SHARDS=shards, PINLATER_CONTROL_URL=control)
-    env.pop("PINLATER_SERVERS", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pinlater.cli", "server", "--host", "127.0.0.1", "--port", "0",
-         "--metrics-port", "-1", "--no-monitor", "--processes", str(processes)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
+def listening(command: list[str], env: dict[str, str]) -> Iterator[Server]:
+    """Runs ``command``, which prints "listening on HOST:PORT" when ready."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"listening on ([\d.]+):(\d+)", line)
     if not match:
         proc.kill()
-        raise RuntimeError(f"the server did not start: {line!r}")
+        raise RuntimeError(f"{command[2]} did not start: {line!r}")
     try:
         yield Server(f"{match.group(1)}:{match.group(2)}", proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def server_process(backend: str, processes: int) -> contextlib.AbstractContextManager[Server]:
+    shards, control = BACKENDS[backend]
+    env = dict(os.environ, PINLATER_SHARDS=shards, PINLATER_CONTROL_URL=control)
+    env.pop("PINLATER_SERVERS", None)
+    return listening(
+        [sys.executable, "-m", "pinlater.cli", "server", "--host", "127.0.0.1", "--port", "0",
+         "--metrics-port", "-1", "--no-monitor", "--processes", str(processes)],
+        env,
+    )
+
+
+def echo_process() -> contextlib.AbstractContextManager[Server]:
+    return listening([sys.executable, "-m", "bench.echo_server"], dict(os.environ))
+
+
+def transport_floor(pool: ProcessPoolExecutor, echo: Server, processes: int, fn: Work, jobs: int) -> Run:
+    """``fn`` with batches of one against the echo server (bench.echo_server),
+    which does no work: the client's and the server's CPU per call that no
+    server on this transport can go below."""
+    server_cpu = echo.cpu_s()
+    run = run_parallel(pool, processes, fn, "redis", echo.address, "bench_echo", jobs, 1)
+    return replace(run, server_cpu_us=1e6 * (echo.cpu_s() - server_cpu) / jobs)
+
+
+def ceiling(local: Run, floor: Run) -> float:
+    """The most of in-process throughput a server can reach with batches of
+    one when the cores are the bound and no calls are merged: through any
+    server a job costs at least the in-process work plus the transport
+    floor (both ends), in CPU on the same cores."""
+    return local.client_cpu_us / (local.client_cpu_us + floor.client_cpu_us + floor.server_cpu_us)
 
 
 def server_counts(text: str) -> tuple[int, ...]:
@@ -233,11 +264,17 @@ def main() -> int:
     context = multiprocessing.get_context("spawn")
     with ExitStack() as stack:
         servers = {n: stack.enter_context(server_process(args.backend, n)) for n in args.server_processes}
+        echo = stack.enter_context(echo_process()) if 1 in sizes else None
         pool = stack.enter_context(ProcessPoolExecutor(args.processes, mp_context=context))
         list(pool.map(time.sleep, [0] * args.processes))  # start the workers before timing
         setup = stack.enter_context(JobService.from_settings(settings_for(args.backend), source="bench-setup"))
         for batch, jobs in sizes.items():
             for op, fn in (("enqueue", enqueue), ("dequeue+ack", drain)):
+                floor = transport_floor(pool, echo, args.processes, fn, jobs) if echo and batch == 1 else None
+                if floor:
+                    print(f"{args.backend:6} {op:12} batch {batch:4}: transport floor (a server doing nothing) "
+                          f"CPU us/call: client {floor.client_cpu_us:5.0f} + server {floor.server_cpu_us:5.0f}",
+                          flush=True)
                 for n, server in servers.items():
                     # In-process right before each server run: the two see the same machine.
                     local = measure(pool, setup, args.backend, args.processes, fn, None, jobs, batch)
@@ -249,16 +286,22 @@ def main() -> int:
                                  "ratio": round(ratio, 2), "in_process_cpu_us": round(local.client_cpu_us),
                                  "server_client_cpu_us": round(remote.client_cpu_us),
                                  "server_cpu_us": round(remote.server_cpu_us)})
+                    if floor:
+                        rows[-1].update(floor_client_cpu_us=round(floor.client_cpu_us),
+                                        floor_server_cpu_us=round(floor.server_cpu_us),
+                                        ceiling=round(ceiling(local, floor), 2))
                     print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {local.per_s:9,.0f} jobs/s   "
                           f"server x{n} {remote.per_s:9,.0f} jobs/s   ratio {ratio:5.2f}   CPU us/job: "
                           f"in-process {local.client_cpu_us:5.0f}, via server {remote.client_cpu_us:5.0f} "
-                          f"+ server {remote.server_cpu_us:5.0f}", flush=True)
+                          f"+ server {remote.server_cpu_us:5.0f}"
+                          + (f"   ceiling without merging {ceiling(local, floor):4.2f}" if floor else ""), flush=True)
     most = max(args.server_processes)
     for row in rows:
         target = 0.5 if row["batch"] == 100 else 0.8
         if row["server_processes"] == most and float(row["ratio"]) < target:  # type: ignore[arg-type]
+            bound = f"; the transport floor bounds it at {row['ceiling']} without merging" if "ceiling" in row else ""
             print(f"below target: {row['op']} batch {row['batch']} through {most} server processes at "
-                  f"{row['ratio']} of in-process (target {target})")
+                  f"{row['ratio']} of in-process (target {target}){bound}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))
