@@ -4,8 +4,7 @@ It answers ``enqueueJobs`` and ``dequeueJobs`` with a canned reply (one
 descriptor; one job; ACKs of it), from one thread with a selector, and nothing else: no
 validation, no store. Clients driving it measure the transport floor on this
 machine: what a call costs the ``ThriftClient``, and the least a Python
-server on this transport spends per call. So any server's throughput with
-batches of one is bounded by it, whatever its design.
+server on this transport spends per call, whatever its design.
 
     python -m bench.echo_server     # prints "listening on HOST:PORT", serves until killed
 """

@@ -26,10 +26,11 @@ def test_server_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         (op, batch, n) for op in ("enqueue", "dequeue+ack") for batch in (1, 100) for n in (1, 2)
     }
     assert all(r["in_process_per_s"] > 0 and r["server_per_s"] > 0 for r in rows)
-    # Batches of one also measure the transport floor (bench.echo_server) and the ceiling it sets.
+    # Batches of one also measure the transport floor (bench.echo_server).
     for row in rows:
         if row["batch"] == 1:
-            assert row["floor_client_cpu_us"] > 0 and row["floor_server_cpu_us"] > 0
-            assert 0 < row["ceiling"] < 1
+            # The server's CPU is read from /proc in clock ticks: a smoke run may spend less than one.
+            assert row["floor_client_cpu_us"] > 0 and row["floor_server_cpu_us"] >= 0
+            assert "server_beyond_floor_us" in row and "client_beyond_floor_us" in row
         else:
-            assert "ceiling" not in row
+            assert "floor_client_cpu_us" not in row
