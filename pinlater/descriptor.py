@@ -16,6 +16,13 @@ _DESCRIPTOR = re.compile(
 )
 
 
+def descriptor_prefix(queue: str, shard: str) -> str:
+    """What every descriptor of ``queue`` on ``shard`` starts with: add
+    ``f"{priority}:{local_id}"`` for the whole text (a dequeue names many
+    jobs of one queue and shard at once)."""
+    return f"{queue}:s{shard}:p"
+
+
 @dataclass(frozen=True, slots=True)
 class JobDescriptor:
     queue: str
@@ -24,7 +31,7 @@ class JobDescriptor:
     local_id: int
 
     def __str__(self) -> str:
-        return f"{self.queue}:s{self.shard}:p{self.priority}:{self.local_id}"
+        return f"{descriptor_prefix(self.queue, self.shard)}{self.priority}:{self.local_id}"
 
     @classmethod
     def parse(cls, text: str) -> JobDescriptor:
