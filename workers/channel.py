@@ -446,7 +446,7 @@ class Channel(virtual.Channel):
         """The message of a claimed job, or None when it expired before this
         delivery (then the job is ended: see ``PinLaterQoS.expire``)."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
-        if stored.expired(int(time.time() * 1000)):
+        if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
             self.qos.expire(job.descriptor)
             return None
         return stored
