@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -480,14 +479,17 @@ class JobService:
     def _by_shard(
         self, queue: str, config: QueueConfig, entries: Iterable[Ack | Checkpoint]
     ) -> list[tuple[ShardBackend, list]]:  # type: ignore[type-arg]
-        groups: dict[str, list] = defaultdict(list)  # type: ignore[type-arg]
+        groups: dict[str, list] = {}  # type: ignore[type-arg]
         for entry in entries:
             d = JobDescriptor.parse(entry.descriptor)
             if d.queue != queue:
                 raise InvalidRequest(f"descriptor {entry.descriptor!r} is not in queue {queue!r}")
             check_priority(config, d.priority)
-            self.shards.get(d.shard)
-            groups[d.shard].append((d, entry))
+            group = groups.get(d.shard)
+            if group is None:
+                self.shards.get(d.shard)  # a shard of the set, or InvalidRequest
+                group = groups[d.shard] = []
+            group.append((d, entry))
         return [(self.shards.get(s), pairs) for s, pairs in groups.items()]
 
     def _apply(
