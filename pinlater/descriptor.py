@@ -31,7 +31,9 @@ class JobDescriptor:
     local_id: int
 
     def __str__(self) -> str:
-        return f"{descriptor_prefix(self.queue, self.shard)}{self.priority}:{self.local_id}"
+        # As descriptor_prefix writes it, without the extra call: an ACK
+        # result lists every descriptor this way.
+        return f"{self.queue}:s{self.shard}:p{self.priority}:{self.local_id}"
 
     @classmethod
     def parse(cls, text: str) -> JobDescriptor:
