@@ -27,13 +27,15 @@ class QueueConfigCache:
         """The queue's config: cached unless ``fresh``; QueueNotFound if it
         does not exist. While the control store is unreachable, the last
         known config is used."""
-        validate_queue_name(name)
         now = time.monotonic()
         if not fresh:
-            with self._lock:
-                cached = self._cache.get(name)
+            # A name in the cache was valid when it went in: only a miss
+            # checks it (every dequeue, ACK and task start reads a config).
+            # One dict read is atomic: no lock.
+            cached = self._cache.get(name) if isinstance(name, str) else None
             if cached is not None and now - cached[0] < self._ttl_s:
                 return cached[1]
+        validate_queue_name(name)
         try:
             config = self._control.get_queue(name)
         except ShardConnectionFailed as exc:

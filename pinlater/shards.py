@@ -140,9 +140,12 @@ class ShardSet:
                             shard_id, health.consecutive_errors, health.last_error)
 
     def _record_ok(self, shard_id: str) -> None:
-        with self._lock:
-            health = self._health[shard_id]
-            health.consecutive_errors = 0
+        health = self._health[shard_id]
+        # Nearly every call finds nothing to reset: read without the lock
+        # (an error recorded meanwhile is as if it came after this call).
+        if health.consecutive_errors:
+            with self._lock:
+                health.consecutive_errors = 0
 
     def _mark_up(self, shard_id: str) -> bool:
         with self._lock:

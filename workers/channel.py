@@ -412,6 +412,7 @@ class Channel(virtual.Channel):
     def _deliver_buffer(self) -> int:
         delivered = 0
         callbacks = self.connection._callbacks
+        source = self.connection.source
         while self._buffer and self.qos.can_consume():
             queue, job = self._buffer[0]
             callback = callbacks.get(queue)
@@ -423,7 +424,7 @@ class Channel(virtual.Channel):
                 continue
             if queue in self._no_ack:
                 self.qos.auto_ack(job.descriptor)
-            callback(kombu_payload(stored, queue, job, self.connection.source))
+            callback(kombu_payload(stored, queue, job, source))
             delivered += 1
         return delivered
 
@@ -446,7 +447,7 @@ class Channel(virtual.Channel):
         """The message of a claimed job, or None when it expired before this
         delivery (then the job is ended: see ``PinLaterQoS.expire``)."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
-        if stored.expired(int(time.time() * 1000)):
+        if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
             self.qos.expire(job.descriptor)
             return None
         return stored

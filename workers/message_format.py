@@ -32,7 +32,7 @@ stock Redis transport's JSON-and-base64 envelope.
 from __future__ import annotations
 
 import json
-from copy import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -69,7 +69,9 @@ _IMPLIED_PROPERTIES = {"delivery_info", "delivery_tag", "body_encoding", "priori
                        "correlation_id", "reply_to"}
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per delivery, and a frozen dataclass's __init__
+# costs ~1 µs more for these nine fields.
+@dataclass(slots=True)
 class StoredMessage:
     headers: dict[str, Any]
     body: bytes
@@ -96,7 +98,7 @@ def _default_headers() -> dict[str, Any]:
     since Celery may change a message's headers in place."""
     headers = dict(_DEFAULTS)
     for k in _MUTABLE_DEFAULTS:
-        headers[k] = copy(headers[k])
+        headers[k] = headers[k].copy()
     return headers
 
 
@@ -112,6 +114,9 @@ def eta_to_ms(eta: Any) -> int | None:
 
 # One encoder for every meta line (json.dumps with options builds one per call).
 _META_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+# The decoder's scanner, called straight: json.loads costs ~1.5 µs more per
+# meta line (encoding detection, its wrappers, whitespace matches).
+_SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _MISSING = object()
 
 
@@ -150,6 +155,17 @@ def encode(message: dict[str, Any], body: bytes, *, expires_at_ms: int | None = 
     return MAGIC + _META_ENCODER.encode(meta).encode() + b"\n" + body
 
 
+def _load_meta(text: str) -> Any:
+    """``json.loads(text)``: the scanner alone reads a line as ``encode``
+    writes it (one JSON value, no whitespace around it); anything else is
+    left to ``json.loads``, which also raises what it raises."""
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def decode(raw: bytes) -> StoredMessage | None:
     """The stored message, or None when ``raw`` is not in this format (a raw
     body from a non-Celery client)."""
@@ -159,7 +175,7 @@ def decode(raw: bytes) -> StoredMessage | None:
     if end < 0:
         return None
     try:
-        meta = json.loads(raw[len(MAGIC):end])
+        meta = _load_meta(raw[len(MAGIC):end].decode("utf-8", "surrogatepass"))
     except ValueError:
         return None
     if not isinstance(meta, dict):

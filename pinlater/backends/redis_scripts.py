@@ -54,15 +54,9 @@ def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
 def claims(reply: Sequence[Any], claim: str) -> Claims:
     """Decode dequeue's reply: next priority (0: none), then per job
     priority, id, body, allowed, remaining."""
+    # Positional: keywords cost ~0.2 µs more per job.
     jobs = [
-        ClaimedJob(
-            local_id=int(reply[i + 1]),
-            priority=int(reply[i]),
-            body=bytes(reply[i + 2]),
-            attempts_allowed=int(reply[i + 3]),
-            attempts_remaining=int(reply[i + 4]),
-            claim=claim,
-        )
+        ClaimedJob(int(reply[i + 1]), int(reply[i]), bytes(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]), claim)
         for i in range(1, len(reply), 5)
     ]
     return Claims(jobs, int(reply[0]) or None)

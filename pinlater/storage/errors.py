@@ -13,8 +13,7 @@ the work retried once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 import redis
@@ -27,18 +26,36 @@ from pinlater.storage.redis_pool import describe, is_pool_exhausted, is_unusable
 T = TypeVar("T")
 
 
-@contextmanager
-def redis_guard(where: str, unavailable: Callable[[str], Exception]) -> Iterator[None]:
-    """Turn redis-py's errors inside the block into the job service's, each
-    message starting with ``where`` (e.g. ``redis shard r1``)."""
-    try:
-        yield
-    except redis.exceptions.RedisError as exc:
+class RedisGuard:
+    """A ``with`` block that turns redis-py's errors inside it into the job
+    service's, each message starting with ``where`` (e.g. ``redis shard r1``).
+    It keeps no state between blocks, so one object serves every call of
+    its store: a generator-based context manager cost ~1 µs per command."""
+
+    __slots__ = ("unavailable", "where")
+
+    def __init__(self, where: str, unavailable: Callable[[str], Exception]) -> None:
+        self.where = where
+        self.unavailable = unavailable
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if not isinstance(exc, redis.exceptions.RedisError):
+            return
+        where = self.where
         if is_pool_exhausted(exc):
             raise ShardBusy(f"{where}: every pooled connection is busy") from exc
         if is_unusable(exc):
-            raise unavailable(f"{where} unavailable: {describe(exc)}") from exc
+            raise self.unavailable(f"{where} unavailable: {describe(exc)}") from exc
         raise StorageError(f"{where}: {describe(exc)}") from exc
+
+
+def redis_guard(where: str, unavailable: Callable[[str], Exception]) -> RedisGuard:
+    """Turn redis-py's errors inside the block into the job service's, each
+    message starting with ``where`` (e.g. ``redis shard r1``)."""
+    return RedisGuard(where, unavailable)
 
 
 def run_creating_missing_tables(

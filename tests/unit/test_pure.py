@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 
 from pinlater import continuation as cont
-from pinlater.descriptor import JobDescriptor
+from pinlater.config_cache import QueueConfigCache
+from pinlater.control.memory_control import MemoryControlStore
+from pinlater.descriptor import JobDescriptor, descriptor_prefix
 from pinlater.errors import (
     ContinuationInvalid,
     ErrorCode,
     InvalidRequest,
+    QueueNameInvalid,
     QueueNotFound,
     error_for_code,
 )
@@ -57,6 +60,8 @@ def test_descriptor_round_trip_and_errors() -> None:
     for bad in ("", "q:r1:p1:1", "q:sr1:1:1", "q:sr1:p1:x", "bad-q:s1:p1:1", "q:sr1:p1:1:extra"):
         with pytest.raises(InvalidRequest):
             JobDescriptor.parse(bad)
+    # A dequeue writes its descriptors from the prefix: the same text.
+    assert f"{descriptor_prefix('fanout_pin', 'r1')}2:42" == str(d)
 
 
 def test_settings_from_env() -> None:
@@ -107,3 +112,18 @@ def test_states_and_error_codes() -> None:
     assert int(JobState.FAILED) == 3
     err = error_for_code(413, "nope")
     assert isinstance(err, QueueNotFound) and err.code is ErrorCode.QUEUE_NOT_FOUND
+
+
+def test_the_config_cache_checks_names_it_does_not_hold() -> None:
+    # A cached read skips the name check: names that were never cached still
+    # get it, whatever their type, and a cached queue is read as before.
+    control = MemoryControlStore()
+    control.create_queue(QueueConfig(name="q1"))
+    cache = QueueConfigCache(control, ttl_s=60.0)
+    assert cache.get("q1").name == "q1"
+    assert cache.get("q1") is cache.get("q1")
+    for bad in ("bad-name", "", ["q1"], None, 7):
+        with pytest.raises(QueueNameInvalid):
+            cache.get(bad)  # type: ignore[arg-type]
+    with pytest.raises(QueueNotFound):
+        cache.get("q2")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
+import redis
 
+from pinlater.backends.base import ShardBusy, ShardUnavailable
 from pinlater.backends.mysql_backend import _dequeue_args, _dequeue_text
+from pinlater.errors import StorageError
 from pinlater.storage import keys
+from pinlater.storage.errors import redis_guard
 from pinlater.storage.layout import Kind, LayoutError, Step, accept
 from pinlater.storage.scripts import checked_source, used_prelude
 from pinlater.storage.sql import named_blocks, sql
@@ -97,3 +101,20 @@ def test_a_script_gets_only_the_prelude_it_uses() -> None:
     assert used_prelude(prelude, "return 1") == ""
     count = checked_source("pinlater.backends", "count", prelude="_prelude")
     assert "local function now_ms" in count and "local function read_job" not in count
+
+
+def test_one_redis_guard_serves_every_block_of_its_store() -> None:
+    guard = redis_guard("redis shard r1", ShardUnavailable)
+    for _ in range(2):
+        with pytest.raises(ShardUnavailable, match=r"^redis shard r1 unavailable: gone") as err, guard:
+            raise redis.ConnectionError("gone")
+        assert isinstance(err.value.__cause__, redis.ConnectionError)
+    with pytest.raises(ShardBusy), guard:
+        raise redis.ConnectionError("No connection available.")
+    with pytest.raises(StorageError, match=r"^redis shard r1: WRONGTYPE") as failed, guard:
+        raise redis.ResponseError("WRONGTYPE wrong kind of value")
+    assert not isinstance(failed.value, ShardUnavailable | ShardBusy)
+    with pytest.raises(KeyError), guard:
+        raise KeyError("not redis-py's: passes through")
+    with guard:
+        pass

@@ -71,6 +71,17 @@ def test_raw_bodies_are_not_mistaken_for_messages() -> None:
                                                      "chord": None})
 
 
+def test_a_meta_line_reads_as_json_loads_reads_it() -> None:
+    # Encoded lines take the scanner alone; anything else reads as json.loads
+    # would (whitespace around the value), or not at all (trailing data).
+    raw = encode(_message(), b"[]")
+    meta = raw[len(MAGIC):raw.index(b"\n")]
+    spaced = decode(MAGIC + b" " + meta + b" \n[]")
+    assert spaced is not None and spaced == decode(raw)
+    for line in (meta + b"{}", meta + b" x", b"[1, 2]", b'"h"', b"\xff{}", b"{\"h\": {\"task\": NaN}"):
+        assert decode(MAGIC + line + b"\n[]") is None
+
+
 def test_eta_is_epoch_milliseconds() -> None:
     assert eta_to_ms("2030-01-01T00:00:00+00:00") == int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert eta_to_ms("2030-01-01T00:00:00") == eta_to_ms("2030-01-01T00:00:00+00:00")
