@@ -1,10 +1,11 @@
 """A framed PinLater "server" that does no work, for ``bench/server.py``.
 
 It answers ``enqueueJobs`` and ``dequeueJobs`` with a canned reply (one
-descriptor; one job; ACKs of it), from one thread with a selector, and nothing else: no
-validation, no store. Clients driving it measure the transport floor on this
-machine: what a call costs the ``ThriftClient``, and the least a Python
-server on this transport spends per call, whatever its design.
+descriptor; one job; ACKs of it), from one thread with a selector, and
+nothing else: no validation, no store. Clients driving it measure the
+transport floor on this machine: what a call costs the ``ThriftClient``,
+and the least a Python server on this transport spends per call, whatever
+its design.
 
     python -m bench.echo_server     # prints "listening on HOST:PORT", serves until killed
 """
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pinlater.thrift import idl, service
 from pinlater.thrift.framing import REPLY, encode_message, read_header
 
-DESCRIPTOR = "bench_echo:s1:r1:p1:1"
+DESCRIPTOR = "bench_echo:s1:p1:1"
 BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
 _LENGTH = struct.Struct("!i")
 

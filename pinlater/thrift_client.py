@@ -59,7 +59,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
-from pinlater.thrift import convert, idl, service
+from pinlater.thrift import STRUCTS, convert, idl
 from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable, UnknownMethod
 from pinlater.validation import check_source
 
@@ -72,10 +72,6 @@ MAX_PRIORITIES = 100
 # After a server answered UNKNOWN_METHOD for an extension, the client uses
 # the published fallback for this long before asking again.
 EXTENSION_RECHECK_S = 300.0
-# Per method: its argument and result structs.
-_STRUCTS = {
-    name: (getattr(service, name + "_args"), getattr(service, name + "_result")) for name in service.thrift_services
-}
 # Backoff between tries: this, then doubling (up to 1 s), plus up to 50 ms at random.
 FIRST_RETRY_WAIT_S = 0.05
 
@@ -136,7 +132,7 @@ class ThriftClient:
         return idl.RequestContext(source=check_source(source or self.source), requestId=request_id)
 
     def _call(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
-        args_cls, result_cls = _STRUCTS[method]
+        args_cls, result_cls = STRUCTS[method]
         args = args_cls(**kwargs)
         # The first try outside tenacity: setting up a Retrying costs about
         # as much as the rest of the client's work for a small call, and

@@ -26,7 +26,12 @@ idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
 published: ModuleType = idl.PinLater
 service: ModuleType = idl.PinLaterExtended
 EXTENSION_METHODS = frozenset(service.thrift_services) - frozenset(published.thrift_services)
+# Per method of ``service``: its argument and result structs.
+STRUCTS: dict[str, tuple[Any, Any]] = {
+    name: (getattr(service, name + "_args"), getattr(service, name + "_result")) for name in service.thrift_services
+}
 
 __all__ = [
-    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "idl", "published", "service",
+    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "STRUCTS", "idl", "published",
+    "service",
 ]

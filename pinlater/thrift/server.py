@@ -63,7 +63,7 @@ from thriftpy2.thrift import TApplicationException
 
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
-from pinlater.thrift import idl, service
+from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.connection import Connection
 from pinlater.thrift.convert import to_wire_error
 from pinlater.thrift.framing import (
@@ -85,15 +85,11 @@ from pinlater.thrift.stats import UNKNOWN_METHOD, MetricsServer, ServerStats
 log = logging.getLogger(__name__)
 
 FRAME_SLACK = 1024 * 1024
-METHODS = frozenset(service.thrift_services)
+METHODS = frozenset(STRUCTS)
 # Per method: its argument and result structs and the argument names in order.
 _SIGNATURES = {
-    name: (
-        getattr(service, name + "_args"),
-        getattr(service, name + "_result"),
-        tuple(spec[1] for spec in getattr(service, name + "_args").thrift_spec.values()),
-    )
-    for name in METHODS
+    name: (args, result, tuple(spec[1] for spec in args.thrift_spec.values()))
+    for name, (args, result) in STRUCTS.items()
 }
 
 
@@ -424,6 +420,6 @@ class ThriftServer:
             return None
         code = ErrorCode.ENQUEUE_REJECTED if header.name == "enqueueJobs" else ErrorCode.UNKNOWN
         self.stats.record(header.name, 0.0, code.name)
-        result = getattr(service, header.name + "_result")()
+        result = STRUCTS[header.name][1]()
         result.e = idl.PinLaterException(errorCode=int(code), message=message)
         return encode_message(header.name, REPLY, header.seqid, result)
