@@ -11,6 +11,14 @@ batches of one the same clients also drive a server that does no work
 on this machine whatever the server. Each server row then also says what
 the server spends per job beyond that floor and the in-process work (what
 a server could still cut), and what the client spends beyond its floor.
+
+The CPU of the stores' server processes (Redis, MariaDB) is measured too,
+and with it each batch-of-one row prints a ceiling: the most a server
+could reach on this machine if it added nothing but the transport floor
+and did each call's work on its own (merging none), i.e. every core busy
+with floor + in-process work + store work per job. A server can pass it
+only by merging calls of several clients into one store call.
+
 Targets: with batches of 100 the server reaches at least half the
 in-process throughput; with batches of one and 4 clients, 0.8 of it (with
 the most server processes measured).
@@ -111,6 +119,37 @@ class Run:
     per_s: float
     client_cpu_us: float  # CPU of the client processes per job
     server_cpu_us: float = 0.0  # CPU of the server's processes per job
+    store_cpu_us: float = 0.0  # CPU of the stores' server processes (Redis, MariaDB) per job
+
+
+def process_cpu_s(pids: set[int], with_children_of: int | None = None) -> float:
+    """CPU seconds used so far by ``pids`` (and by the children of
+    ``with_children_of``)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat.parent.name) in pids or (with_children_of is not None and fields[1] == str(with_children_of)):
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def store_pids(backend: str) -> set[int]:
+    """The processes of the Redis (and MariaDB) servers the backend uses."""
+    shards, control = BACKENDS[backend]
+    pids = {int(redis.Redis.from_url(control).info("server")["process_id"])}
+    if backend == "redis":
+        pids.add(int(redis.Redis.from_url(shards.split("=", 1)[1]).info("server")["process_id"]))
+    else:
+        conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater")
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@pid_file")
+            row = cur.fetchone()
+        conn.close()
+        pids.add(int(Path(str(row[0])).read_text().split()[0]))  # type: ignore[index]
+    return pids
 
 
 def run_parallel(pool: ProcessPoolExecutor, processes: int, fn: Work, backend: str, server: str | None,
@@ -133,8 +172,11 @@ def measure(pool: ProcessPoolExecutor, setup: JobService, backend: str, processe
     setup.create_queue(queue)
     if fn is drain:  # something to drain, enqueued in-process (not timed)
         run_parallel(pool, processes, enqueue, backend, None, queue, jobs, 100)
+    stores = store_pids(backend)
     server_cpu = server.cpu_s() if server else 0.0
+    store_cpu = process_cpu_s(stores)
     run = run_parallel(pool, processes, fn, backend, server.address if server else None, queue, jobs, batch)
+    run = replace(run, store_cpu_us=1e6 * (process_cpu_s(stores) - store_cpu) / jobs)
     if server:
         run = replace(run, server_cpu_us=1e6 * (server.cpu_s() - server_cpu) / jobs)
     if fn is drain:
@@ -152,15 +194,7 @@ class Server:
 
     def cpu_s(self) -> float:
         """CPU seconds used so far by the server's process and its children."""
-        total = 0.0
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:  # gone meanwhile
-                continue
-            if stat.parent.name == str(self.pid) or fields[1] == str(self.pid):
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return process_cpu_s({self.pid}, with_children_of=self.pid)
 
 
 @contextmanager
@@ -213,6 +247,17 @@ def overheads(local: Run, remote: Run, floor: Run) -> tuple[float, float]:
             remote.server_cpu_us - floor.server_cpu_us - local.client_cpu_us)
 
 
+def cpu_ceiling(local: Run, floor: Run, cores: int) -> tuple[float, float]:
+    """(cores the in-process run kept busy, the highest ratio to it that a
+    server adding only the transport floor and merging no calls could
+    reach): at that ratio every core is busy with the floor, the
+    in-process work and the store's work of each job."""
+    in_process_us = local.client_cpu_us + local.store_cpu_us
+    busy = in_process_us * local.per_s / 1e6
+    most_per_s = cores * 1e6 / (floor.client_cpu_us + floor.server_cpu_us + in_process_us)
+    return busy, most_per_s / local.per_s
+
+
 def server_counts(text: str) -> tuple[int, ...]:
     try:
         counts = tuple(int(part) for part in text.split(","))
@@ -257,11 +302,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     scale = 0.05 if args.smoke else 1.0
-    sizes = {1: max(args.processes * 20, int(6000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
+    sizes = {1: max(args.processes * 20, int(20_000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
     sizes = {batch: jobs for batch, jobs in sizes.items() if batch in args.batches}
     reset(args.backend)
 
     rows: list[dict[str, object]] = []
+    cores = len(os.sched_getaffinity(0))
     context = multiprocessing.get_context("spawn")
     with ExitStack() as stack:
         servers = {n: stack.enter_context(server_process(args.backend, n)) for n in args.server_processes}
@@ -285,20 +331,28 @@ def main() -> int:
                                  "processes": args.processes, "server_processes": n,
                                  "in_process_per_s": round(local.per_s), "server_per_s": round(remote.per_s),
                                  "ratio": round(ratio, 2), "in_process_cpu_us": round(local.client_cpu_us),
+                                 "in_process_store_cpu_us": round(local.store_cpu_us),
                                  "server_client_cpu_us": round(remote.client_cpu_us),
-                                 "server_cpu_us": round(remote.server_cpu_us)})
+                                 "server_cpu_us": round(remote.server_cpu_us),
+                                 "server_store_cpu_us": round(remote.store_cpu_us)})
                     beyond = ""
                     if floor:
                         client_extra, server_extra = overheads(local, remote, floor)
+                        busy, ceiling = cpu_ceiling(local, floor, cores)
                         rows[-1].update(floor_client_cpu_us=round(floor.client_cpu_us),
                                         floor_server_cpu_us=round(floor.server_cpu_us),
                                         client_beyond_floor_us=round(client_extra),
-                                        server_beyond_floor_us=round(server_extra))
-                        beyond = f"   beyond the floor: client {client_extra:4.0f}, server {server_extra:4.0f}"
+                                        server_beyond_floor_us=round(server_extra),
+                                        in_process_cores_busy=round(busy, 2), cores=cores,
+                                        ceiling_without_merging=round(ceiling, 2))
+                        beyond = (f"\n{'':35}beyond the floor: client {client_extra:4.0f}, server {server_extra:4.0f}; "
+                                  f"in-process kept {busy:.1f} of {cores} cores busy; a server adding only the "
+                                  f"floor, merging nothing, could reach at most {ceiling:.2f}")
                     print(f"{args.backend:6} {op:12} batch {batch:4}: in-process {local.per_s:9,.0f} jobs/s   "
                           f"server x{n} {remote.per_s:9,.0f} jobs/s   ratio {ratio:5.2f}   CPU us/job: "
-                          f"in-process {local.client_cpu_us:5.0f}, via server {remote.client_cpu_us:5.0f} "
-                          f"+ server {remote.server_cpu_us:5.0f}{beyond}", flush=True)
+                          f"in-process {local.client_cpu_us:5.0f} + store {local.store_cpu_us:4.0f}, "
+                          f"via server {remote.client_cpu_us:5.0f} + server {remote.server_cpu_us:5.0f} "
+                          f"+ store {remote.store_cpu_us:4.0f}{beyond}", flush=True)
     most = max(args.server_processes)
     for row in rows:
         target = 0.5 if row["batch"] == 100 else 0.8

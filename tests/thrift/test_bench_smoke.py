@@ -32,5 +32,8 @@ def test_server_benchmark_smoke(servers: None, tmp_path: Path) -> None:
             # The server's CPU is read from /proc in clock ticks: a smoke run may spend less than one.
             assert row["floor_client_cpu_us"] > 0 and row["floor_server_cpu_us"] >= 0
             assert "server_beyond_floor_us" in row and "client_beyond_floor_us" in row
+            # The ceiling counts the store's CPU: Redis did work for every in-process job.
+            assert row["in_process_store_cpu_us"] > 0 and row["cores"] >= 1
+            assert row["ceiling_without_merging"] > 0 and row["in_process_cores_busy"] > 0
         else:
             assert "floor_client_cpu_us" not in row
