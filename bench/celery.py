@@ -7,9 +7,10 @@ shared machine hit them alike), then drained by each system's workers in
 turn:
 
 * Celery (on PinLater, and stock on the stock Redis broker): 2 worker
-  processes ``celery worker -P solo``, late ACKs, prefetch multiplier 4, no
-  events, no Flower;
-* Dramatiq on its Redis broker: ``dramatiq --processes 2 --threads 8``;
+  processes ``celery worker -P solo``, late ACKs, prefetch multiplier 16
+  (``--prefetch-multiplier``), no events, no Flower;
+* Dramatiq on its Redis broker: ``dramatiq --processes 2 --threads 8``
+  (which prefetches 2 x 8 = 16 messages per process by default);
 * Huey on Redis: 2 consumers ``huey_consumer -k thread -w 8`` (2 processes
   x 8 threads, as Dramatiq), results off.
 
@@ -19,6 +20,12 @@ to stock Celery, and its drain rate against the faster of Dramatiq and Huey.
     python bench/celery.py            # 20,000 tasks
     python bench/celery.py --smoke    # 1,000 tasks
     python bench/celery.py --json out.json
+    python bench/celery.py --prefetch-multiplier 4   # Celery's default window
+
+The prefetch window is 16 per process, not Celery's default of 4: it is the
+window Dramatiq gives each of its processes here, and Celery's optimizing
+guide advises a large multiplier for many short tasks. With 4, each solo
+worker claims at most 4 jobs per round trip (docs/benchmarks.md has both).
 
 Redis databases on 127.0.0.1:16379 (the local Redis of ``scripts/services``),
 each flushed before its system runs: PinLater one shard in db 8 and its
@@ -73,7 +80,7 @@ class System:
     worker_commands: list[list[str]]
 
 
-def bench_env() -> dict[str, str]:
+def bench_env(prefetch_multiplier: int = 16) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         PINLATER_SHARDS=f"b1={SHARD_URL}",
@@ -82,6 +89,7 @@ def bench_env() -> dict[str, str]:
         BENCH_STOCK_BROKER=STOCK_URL,
         BENCH_DRAMATIQ_URL=DRAMATIQ_URL,
         BENCH_HUEY_URL=HUEY_URL,
+        BENCH_PREFETCH_MULTIPLIER=str(prefetch_multiplier),
         PYTHONPATH=str(REPO),
     )
     env.pop("PINLATER_SERVERS", None)
@@ -164,7 +172,8 @@ def celery_workers(app_path: str) -> list[list[str]]:
 
 
 def celery_pinlater(env: dict[str, str]) -> System:
-    os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX")})
+    os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX",
+                                           "BENCH_PREFETCH_MULTIPLIER")})
     from bench.celery_apps import pinlater_app, pinlater_noop
     from workers.client import shared_client
     from workers.settings import TransportSettings
@@ -184,12 +193,14 @@ def celery_pinlater(env: dict[str, str]) -> System:
     def remaining() -> int:
         return int(client.count(QUEUE, "pending") + client.count(QUEUE, "running"))
 
-    return System("celery+pinlater", f"{PROCESSES} solo", reset, publish, remaining,
+    workers = f"{PROCESSES} solo, prefetch {env['BENCH_PREFETCH_MULTIPLIER']}"
+    return System("celery+pinlater", workers, reset, publish, remaining,
                   celery_workers("bench.celery_apps:pinlater_app"))
 
 
 def celery_stock(env: dict[str, str]) -> System:
     os.environ["BENCH_STOCK_BROKER"] = STOCK_URL
+    os.environ["BENCH_PREFETCH_MULTIPLIER"] = env["BENCH_PREFETCH_MULTIPLIER"]
     from bench.celery_apps import stock_app, stock_noop
 
     r = redis.Redis.from_url(STOCK_URL)
@@ -202,7 +213,8 @@ def celery_stock(env: dict[str, str]) -> System:
     def remaining() -> int:
         return int(r.llen(QUEUE) + r.hlen("unacked"))
 
-    return System("celery+redis", f"{PROCESSES} solo", r.flushdb, publish, remaining,
+    workers = f"{PROCESSES} solo, prefetch {env['BENCH_PREFETCH_MULTIPLIER']}"
+    return System("celery+redis", workers, r.flushdb, publish, remaining,
                   celery_workers("bench.celery_apps:stock_app"))
 
 
@@ -260,20 +272,33 @@ def print_report(summary: dict[str, Any]) -> None:
     print(f"celery+pinlater drain / fastest peer ({summary['fastest_peer']}): {summary['peer_drain_ratio']:.2f}")
 
 
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected 1 to 65535, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="1,000 tasks")
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--prefetch-multiplier", type=positive, default=16,
+                        help="Celery's worker_prefetch_multiplier for both Celery systems (default 16)")
     args = parser.parse_args(argv)
     n = args.tasks or (1000 if args.smoke else 20_000)
-    env = bench_env()
+    env = bench_env(args.prefetch_multiplier)
     if os.environ.get("PINLATER_TEST_SERVICES_STARTED") != "1":
         subprocess.run([str(REPO / "scripts" / "services"), "up"], check=True, capture_output=True)
     systems = [make(env) for make in SYSTEMS]
     publish_s = publish_all(systems, n)
     rows = [drain(system, n, spent, env) for system, spent in zip(systems, publish_s, strict=True)]
     summary = report(rows)
+    summary["prefetch_multiplier"] = args.prefetch_multiplier
     print_report(summary)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))

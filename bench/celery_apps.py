@@ -16,11 +16,15 @@ from workers.app import make_app
 
 QUEUE = "bench_noop"
 STOCK_BROKER = os.environ.get("BENCH_STOCK_BROKER", "redis://127.0.0.1:16379/7")
-# Identical for both: late ACKs, a prefetch window of 4 per process, no
-# results, no events (Flower is not running in a benchmark).
+# The prefetch window per solo worker process (``bench/celery.py
+# --prefetch-multiplier``): 16 by default, Dramatiq's default window for the
+# 8 threads of each of its processes in the same bench.
+PREFETCH_MULTIPLIER = int(os.environ.get("BENCH_PREFETCH_MULTIPLIER", "16"))
+# Identical for both: late ACKs, the same prefetch window, no results, no
+# events (Flower is not running in a benchmark).
 COMMON: dict[str, Any] = {
     "task_acks_late": True,
-    "worker_prefetch_multiplier": 4,
+    "worker_prefetch_multiplier": PREFETCH_MULTIPLIER,
     "task_ignore_result": True,
     "result_backend": None,
     "worker_send_task_events": False,

@@ -5,11 +5,15 @@ Checks that every system ran and gave numbers, not how fast."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.bench.smoke import run_smoke
+from tests.servers import REPO
 
 SYSTEMS = {"celery+pinlater", "celery+redis", "dramatiq+redis", "huey+redis"}
 
@@ -29,3 +33,17 @@ def test_celery_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert report["fastest_peer"] in {"dramatiq+redis", "huey+redis"}
     assert report["publish_ratio"] > 0 and report["drain_ratio"] > 0 and report["peer_drain_ratio"] > 0
     assert "fastest peer" in stdout
+    # Both Celery systems ran with the bench's prefetch window, and say so.
+    assert report["prefetch_multiplier"] == 16
+    assert rows["celery+pinlater"]["workers"] == rows["celery+redis"]["workers"] == "2 solo, prefetch 16"
+
+
+@pytest.mark.parametrize("multiplier", [4, 16])
+def test_the_prefetch_window_reaches_both_celery_apps(multiplier: int) -> None:
+    """The workers get the window from the environment bench/celery.py sets."""
+    code = ("import sys; sys.path.insert(0, '.'); from bench.celery_apps import pinlater_app, stock_app; "
+            "print(pinlater_app.conf.worker_prefetch_multiplier, stock_app.conf.worker_prefetch_multiplier)")
+    env = dict(os.environ, BENCH_PREFETCH_MULTIPLIER=str(multiplier))
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.split() == [str(multiplier)] * 2
