@@ -65,6 +65,16 @@ class QueueNotFound(PinLaterError):
     code = ErrorCode.QUEUE_NOT_FOUND
 
 
+class QueueDeleted(QueueNotFound):
+    """A shard refused to store jobs of a queue deleted there and not
+    created again since: the caller's config of the queue is stale, or
+    the shard was down when the queue was created again."""
+
+    def __init__(self, queue: str, shard_id: str) -> None:
+        super().__init__(f"queue {queue!r} was deleted (shard {shard_id})")
+        self.queue = queue
+
+
 class PriorityNotSupported(PinLaterError):
     code = ErrorCode.PRIORITY_NOT_SUPPORTED
 

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pinlater.backends.base import ShardUnavailable
+from pinlater.errors import QueueNotFound
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.states import JobState
@@ -63,10 +64,13 @@ class Monitor:
                 continue
             try:
                 for config in configs.values():
-                    for p in range(1, config.priorities + 1):
-                        self._expire(shard_id, config, p, stats)
-                        stats.succeeded_collected += self._gc(shard_id, config, p, JobState.SUCCEEDED)
-                        stats.failed_collected += self._gc(shard_id, config, p, JobState.FAILED)
+                    try:
+                        for p in range(1, config.priorities + 1):
+                            self._expire(shard_id, config, p, stats)
+                            stats.succeeded_collected += self._gc(shard_id, config, p, JobState.SUCCEEDED)
+                            stats.failed_collected += self._gc(shard_id, config, p, JobState.FAILED)
+                    except QueueNotFound:
+                        continue  # deleted since this pass read the configs: nothing left to tend
             except ShardUnavailable as exc:
                 stats.shards_skipped.append(shard_id)
                 stats.errors.append(f"shard {shard_id}: {exc}")

@@ -83,7 +83,8 @@ class QueueAdmin:
 
     def delete_queue(self, name: str, password: str | None) -> None:
         """Drops the queue and every job in it, on every shard. Needs the
-        configured admin secret; idempotent."""
+        configured admin secret; idempotent, so a delete cut short by a
+        shard failing midway is finished by running it again."""
         validate_queue_name(name)
         self.check_admin_secret(password)
         down = [s for s in self._shards.ids if not self._shards.is_healthy(s)]
@@ -91,10 +92,13 @@ class QueueAdmin:
             raise ShardConnectionFailed(
                 f"cannot delete queue {name!r} while shards {down} are down: its jobs there would survive"
             )
-        for backend in self._shards.all():
-            self._shards.call(backend, lambda b: b.delete_queue(name))
+        # The config goes first. A process still holding it in its cache then
+        # finds the queue deleted on the shard (QueueDeleted), reads the config
+        # again and finds no queue: no enqueue gives the queue storage again.
         self._control.delete_queue(name)
         self._configs.forget(name)
+        for backend in self._shards.all():
+            self._shards.call(backend, lambda b: b.delete_queue(name))
 
     def check_admin_secret(self, password: str | None) -> None:
         """PasswordInvalid unless ``password`` is the configured admin secret."""
@@ -157,6 +161,18 @@ class QueueAdmin:
         """A shard that comes back gets storage for queues created while it was down."""
         for config in self._control.list_queues().values():
             backend.create_queue(config.name, config.priorities)
+
+    def revive_on(self, backend: ShardBackend, queue: str) -> bool:
+        """A shard answered that ``queue`` was deleted there. If the queue
+        exists, it was created again while the shard was down: the shard
+        gets its storage now (True). If not, this process's cached config
+        of it was stale (False)."""
+        config = self._control.get_queue(queue)  # fresh: no cached or stale config decides this
+        if config is None:
+            self._configs.forget(queue)
+            return False
+        self._shards.call(backend, lambda b: b.create_queue(queue, config.priorities))
+        return True
 
     # -- operator actions ------------------------------------------------------------------
     def retry_failed(

@@ -131,6 +131,7 @@ class JobService:
         self._inspector = Inspector(shards, self._configs, self.settings)
         self._admin = QueueAdmin(shards, control, self._configs, self.counters, self._inspector, self.settings)
         shards.on_recover(self._admin.ensure_queues_on)
+        shards.on_queue_deleted(self._admin.revive_on)
         shards.start_probing()
 
     @classmethod

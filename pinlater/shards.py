@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
-from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, StorageError
+from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +57,7 @@ class ShardSet:
         self._stop = threading.Event()
         self._prober: threading.Thread | None = None
         self._on_recover: list[Callable[[ShardBackend], None]] = []
+        self._on_queue_deleted: list[Callable[[ShardBackend, str], bool]] = []
 
     # -- lookup ---------------------------------------------------------------
     @property
@@ -100,13 +101,27 @@ class ShardSet:
 
     # -- bookkeeping ------------------------------------------------------------
     def call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
-        """Run ``fn`` on a shard, recording the outcome in its health."""
+        """Run ``fn`` on a shard, recording the outcome in its health. If the
+        shard answers that the queue was deleted there but a hook
+        (``on_queue_deleted``) finds it exists and gives the shard its
+        storage again, ``fn`` runs once more."""
+        try:
+            return self._call(backend, fn)
+        except QueueDeleted as exc:
+            if not any(revive(backend, exc.queue) for revive in self._on_queue_deleted):
+                raise
+        return self._call(backend, fn)
+
+    def _call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
         try:
             result = fn(backend)
         except ShardUnavailable as exc:
             self.mark_down(backend.shard_id, exc)
             raise
         except ShardBusy:
+            raise
+        except QueueDeleted:
+            self._record_ok(backend.shard_id)  # an answer from a working shard
             raise
         except PinLaterError as exc:
             self._record_error(backend.shard_id, exc)
@@ -162,6 +177,11 @@ class ShardSet:
     def on_recover(self, callback: Callable[[ShardBackend], None]) -> None:
         """Called (in the prober thread) when a shard comes back."""
         self._on_recover.append(callback)
+
+    def on_queue_deleted(self, callback: Callable[[ShardBackend, str], bool]) -> None:
+        """Called with the shard and the queue when a shard answers that the
+        queue was deleted there; True if the shard now has its storage."""
+        self._on_queue_deleted.append(callback)
 
     def probe_once(self) -> None:
         for shard_id in self._order:

@@ -25,6 +25,7 @@ from pinlater.backends.base import (
     JobRecord,
     policy_delay,
 )
+from pinlater.errors import QueueDeleted
 from pinlater.states import JobState
 
 
@@ -84,6 +85,7 @@ class MemoryBackend:
         # queue -> priority -> id -> row
         self._jobs: dict[str, dict[int, dict[int, _Row]]] = {}
         self._next_id: dict[str, int] = {}
+        self._deleted: set[str] = set()  # as Redis's pl:deleted
 
     # -- housekeeping ------------------------------------------------------
     def ping(self) -> None:
@@ -101,9 +103,11 @@ class MemoryBackend:
             for p in range(1, priorities + 1):
                 table.setdefault(p, {})
             self._next_id.setdefault(queue, 0)
+            self._deleted.discard(queue)
 
     def delete_queue(self, queue: str) -> None:
         with self._lock:
+            self._deleted.add(queue)
             self._jobs.pop(queue, None)
             self._next_id.pop(queue, None)
 
@@ -112,17 +116,21 @@ class MemoryBackend:
             return set(self._jobs)
 
     def _table(self, queue: str, priority: int) -> dict[int, _Row]:
-        return self._jobs.setdefault(queue, {}).setdefault(priority, {})
+        """The priority's jobs; if it has none, an empty dict that is not
+        kept: as on Redis, only an enqueue gives a queue storage."""
+        return self._jobs.get(queue, {}).get(priority, {})
 
     # -- transitions ---------------------------------------------------------
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         with self._lock:
+            if queue in self._deleted:
+                raise QueueDeleted(queue, self.shard_id)
             now = self._clock()
             ids: list[int] = []
             for item in items:
                 self._next_id[queue] = self._next_id.get(queue, 0) + 1
                 local_id = self._next_id[queue]
-                self._table(queue, item.priority)[local_id] = _Row(
+                self._jobs.setdefault(queue, {}).setdefault(item.priority, {})[local_id] = _Row(
                     local_id=local_id,
                     priority=item.priority,
                     state=JobState.PENDING,

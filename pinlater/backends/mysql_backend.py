@@ -16,10 +16,11 @@ the claim, so it cannot carry a marker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
@@ -35,7 +36,7 @@ from pinlater.backends.base import (
     JobRecord,
     ShardUnavailable,
 )
-from pinlater.errors import StorageError
+from pinlater.errors import QueueDeleted, StorageError
 from pinlater.states import JobState
 from pinlater.storage.errors import run_creating_missing_tables
 from pinlater.storage.layout import check_mysql_layout
@@ -46,8 +47,24 @@ from pinlater.storage.sql import MAX_PRIORITY, job_table, sql
 T = TypeVar("T")
 
 CLAIM_MAX = 255  # the claim column's width
+QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
 _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
+
+
+@contextlib.contextmanager
+def _queue_lock(s: Session, queue: str) -> Iterator[None]:
+    """The queue's named lock on this shard's server for the block."""
+    if s.scalar(sql("lock_queue"), {"name": queue, "timeout": QUEUE_LOCK_WAIT_S}) != 1:
+        raise StorageError(f"queue {queue!r}: its tables were busy being dropped or made for {QUEUE_LOCK_WAIT_S} s")
+    try:
+        yield
+    except BaseException:
+        # The error in flight is the one to report; a session that died frees its locks.
+        with contextlib.suppress(Exception):
+            s.execute(sql("unlock_queue"), {"name": queue})
+        raise
+    s.execute(sql("unlock_queue"), {"name": queue})
 
 
 class _Targeted(Protocol):
@@ -205,6 +222,7 @@ class MySQLBackend:
     def _prepare(self, s: Session) -> None:
         check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
         s.execute(sql("create_queues_table"))
+        s.execute(sql("create_deleted_queues_table"))
         s.execute(sql("server_autoinc"))
         row = s.fetchone()
         self._autoinc_lock_mode, self._autoinc_step = int(row[0]), int(row[1])
@@ -219,22 +237,33 @@ class MySQLBackend:
         """Run ``work``. A missing table (the queue was created while this
         shard was down, or the database was recreated) is created and the
         work retried once: the queue's tables for ``priorities``, and the
-        ``queues`` table."""
+        ``queues`` table; but not those of a queue deleted here
+        (QueueDeleted)."""
 
         def create() -> None:
             if queue is not None:
-                self._create_tables(queue, sorted(set(priorities)))
+                self._create_tables(queue, sorted(set(priorities)), revive=False)
 
         return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create)
 
-    def _create_tables(self, queue: str, priorities: Sequence[int]) -> None:
+    def _create_tables(self, queue: str, priorities: Sequence[int], *, revive: bool) -> None:
+        """The queue's tables for ``priorities``. ``revive``: lift a
+        deletion of the queue here (create_queue); otherwise a queue
+        deleted here raises QueueDeleted and gets no tables."""
         tables = [job_table(queue, p) for p in priorities]
+        name = {"name": queue}
 
         def work(s: Session) -> None:
             s.execute(sql("create_queues_table"))
-            for table in tables:
-                s.execute(sql("create_job_table", table=table))
-            s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
+            s.execute(sql("create_deleted_queues_table"))
+            with _queue_lock(s, queue):
+                if revive:
+                    s.execute(sql("unmark_queue_deleted"), name)
+                elif s.scalar(sql("queue_deleted"), name):
+                    raise QueueDeleted(queue, self.shard_id)
+                for table in tables:
+                    s.execute(sql("create_job_table", table=table))
+                s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
 
         self._run(None, (), work)
 
@@ -251,20 +280,23 @@ class MySQLBackend:
     def create_queue(self, queue: str, priorities: int) -> None:
         if not 1 <= priorities <= MAX_PRIORITY:
             raise ValueError(f"priorities must be in 1..{MAX_PRIORITY}")
-        self._create_tables(queue, range(1, priorities + 1))
+        self._create_tables(queue, range(1, priorities + 1), revive=True)
 
     def delete_queue(self, queue: str) -> None:
         job_table(queue, 1)  # validates the name
         pattern = re.compile(rf"q_{re.escape(queue)}_p([0-9]+)")
 
         def work(s: Session) -> None:
-            s.execute(sql("list_tables"))
-            # Every table of the queue, not just those the queues row knows of.
-            for (name,) in s.fetchall():
-                match = pattern.fullmatch(str(name))
-                if match and 1 <= int(match.group(1)) <= MAX_PRIORITY:
-                    s.execute(sql("drop_job_table", table=job_table(queue, int(match.group(1)))))
-            s.execute(sql("unregister_queue"), {"name": queue})
+            with _queue_lock(s, queue):
+                # First, so that from the first table dropped no enqueue makes one again.
+                s.execute(sql("mark_queue_deleted"), {"name": queue})
+                s.execute(sql("list_tables"))
+                # Every table of the queue, not just those the queues row knows of.
+                for (name,) in s.fetchall():
+                    match = pattern.fullmatch(str(name))
+                    if match and 1 <= int(match.group(1)) <= MAX_PRIORITY:
+                        s.execute(sql("drop_job_table", table=job_table(queue, int(match.group(1)))))
+                s.execute(sql("unregister_queue"), {"name": queue})
 
         self._run(None, (), work)
 

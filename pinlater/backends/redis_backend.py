@@ -38,6 +38,7 @@ from pinlater.backends.base import (
     ShardUnavailable,
 )
 from pinlater.backends.redis_scripts import claims, register_job_scripts
+from pinlater.errors import QueueDeleted
 from pinlater.states import JobState
 from pinlater.storage import keys, scripts
 from pinlater.storage.errors import redis_guard
@@ -149,14 +150,14 @@ class RedisBackend:
         self._r.connection_pool.disconnect()
 
     def create_queue(self, queue: str, priorities: int) -> None:
-        self._run("create_queue", [keys.QUEUES, keys.prios_key(queue)], [queue, priorities])
+        self._run("create_queue", [keys.QUEUES, keys.prios_key(queue), keys.DELETED_QUEUES], [queue, priorities])
 
     def delete_queue(self, queue: str) -> None:
         # Bounded steps (see delete_queue.lua); each step re-reads the
         # priorities so one added meanwhile by an enqueue is not missed.
         while True:
             prios = sorted(int(p) for p in self._call(lambda: self._r.smembers(keys.prios_key(queue))))
-            ks = [keys.QUEUES, keys.prios_key(queue), keys.ids_key(queue)]
+            ks = [keys.QUEUES, keys.prios_key(queue), keys.ids_key(queue), keys.DELETED_QUEUES]
             for p in prios:
                 ks += [keys.state_key(queue, p, s) for s in JobState]
                 ks.append(keys.jobs_key(queue, p))
@@ -185,8 +186,11 @@ class RedisBackend:
             for it in items
         ]
         args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
-        ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), *groups.keys]
-        return [int(i) for i in self._run("enqueue", ks, args)]
+        ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]
+        ids = self._run("enqueue", ks, args)
+        if ids is None:
+            raise QueueDeleted(queue, self.shard_id)
+        return [int(i) for i in ids]
 
     def dequeue(
         self,

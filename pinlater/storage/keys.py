@@ -14,6 +14,10 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
 ``pl:{queue}:p{N}:jobs``           hash, member -> the job (one field per
                                    job: ``pinlater.backends.redis_record``)
+``pl:deleted``                     set of queue names deleted here and not
+                                   created again since: an enqueue of a
+                                   process whose cached config is stale is
+                                   refused instead of storing an orphan
 ``pl:layout``                      the shard's layout version (see
                                    ``pinlater.storage.layout``)
 
@@ -55,6 +59,7 @@ from __future__ import annotations
 from pinlater.states import JobState
 
 QUEUES = "pl:queues"
+DELETED_QUEUES = "pl:deleted"
 SHARD_LAYOUT = "pl:layout"
 CONTROL_QUEUES = "plc:queues"
 CONTROL_LAYOUT = "plc:layout"

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from pinlater import CONTINUATION_END, Ack, Job, JobService, JobState
+from pinlater.backends.base import EnqueueItem
 from pinlater.errors import (
     ContinuationInvalid,
     DequeueRateLimited,
@@ -15,6 +16,7 @@ from pinlater.errors import (
     InvalidRequest,
     PasswordInvalid,
     PriorityNotSupported,
+    QueueDeleted,
     QueueNameInvalid,
     QueueNameTooLong,
     QueueNotFound,
@@ -184,6 +186,42 @@ def test_delete_queue_needs_the_secret(cluster: JobService, queue_name: str) -> 
         cluster.enqueue(queue_name, [Job(b"x")])
     cluster.create_queue(queue_name)
     assert cluster.count(queue_name, "pending") == 0
+
+
+def test_a_stale_config_enqueues_nothing_into_a_deleted_queue(
+    cluster: JobService, other_worker: JobService, queue_name: str
+) -> None:
+    # other_worker holds the queue's config in its cache (config_ttl_s) when
+    # the queue is deleted: its enqueue must fail, not leave orphan jobs that
+    # no worker or operator sees (and that a queue of the same name created
+    # later would inherit).
+    cluster.create_queue(queue_name)
+    other_worker.enqueue(queue_name, [Job(b"before")])
+    cluster.delete_queue(queue_name, "secret")
+    with pytest.raises(QueueNotFound, match="was deleted"):
+        other_worker.enqueue(queue_name, [Job(b"after")])
+    for shard in cluster.shards.all():  # whichever shard it had picked
+        with pytest.raises(QueueDeleted):
+            shard.enqueue(queue_name, [EnqueueItem(b"after", 1, None, 1, "")])
+        assert queue_name not in shard.queue_names()
+    assert all(cluster.shards.is_healthy(s) for s in cluster.shard_ids())  # a refusal is not a shard error
+    cluster.create_queue(queue_name)
+    other_worker.enqueue(queue_name, [Job(b"again")])
+    assert [j.body for j in cluster.scan(queue_name, "pending", include_body=True).jobs] == [b"again"]
+
+
+def test_a_shard_that_missed_the_queue_being_created_again_stores_it_on_enqueue(
+    cluster: JobService, queue_name: str
+) -> None:
+    # As if the queue was deleted and created again while every shard was
+    # down: each still marks it deleted, and the config exists.
+    cluster.create_queue(queue_name)
+    for shard in cluster.shards.all():
+        shard.delete_queue(queue_name)
+    descriptors = cluster.enqueue(queue_name, [Job(b"x", priority=2)])
+    assert cluster.count(queue_name, "pending") == 1
+    [job] = cluster.dequeue(queue_name, 1)
+    assert job.descriptor == descriptors[0]
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,24 @@ def test_claim_timeout_repends_then_fails(cluster: JobService, queue_name: str) 
     assert (info.state, info.attempts_remaining) == (JobState.FAILED, 0)
 
 
+def test_a_queue_deleted_during_a_monitor_pass_is_skipped(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone, kept = f"{queue_name}_gone", queue_name
+    cluster.create_queue(gone)
+    cluster.create_queue(kept, claim_timeout_ms=200)
+    configs_read_before_the_delete = cluster.queue_configs([gone, kept])
+    _one(cluster, kept)
+    cluster.dequeue(kept, 1)
+    cluster.delete_queue(gone, "secret")
+    time.sleep(0.3)
+    monkeypatch.setattr(cluster, "queue_configs", lambda names=None: configs_read_before_the_delete)
+    stats = Monitor(cluster, queues=[gone, kept]).run_once()
+    assert stats.claims_repended == 1  # the queue after the deleted one was still tended
+    for shard in cluster.shards.all():
+        assert gone not in shard.queue_names()
+
+
 def test_stale_ack_after_timeout_changes_nothing(
     cluster: JobService, other_worker: JobService, queue_name: str
 ) -> None:

@@ -99,7 +99,8 @@ def test_delete_queue_removes_every_key(be: RedisBackend, raw: redis.Redis[bytes
     be.enqueue("keep", [item()])
     be.delete_queue(Q)
     assert [k for k in raw.scan_iter(match=f"pl:{Q}:*")] == []
-    assert raw.dbsize() == 6  # pl:layout, pl:queues and the 4 keys of "keep"
+    assert raw.dbsize() == 7  # pl:layout, pl:queues, pl:deleted and the 4 keys of "keep"
+    assert raw.smembers(keys.DELETED_QUEUES) == {Q.encode()}
 
 
 def test_unreachable_server_is_shard_unavailable() -> None:

@@ -50,6 +50,24 @@ def test_queue_admin(client: ThriftClient, queue_name: str) -> None:
     assert client.create_queue(queue_name, priorities=5).priorities == 5
 
 
+def test_a_queue_deleted_by_another_process_takes_no_more_jobs_through_the_server(
+    client: ThriftClient, service: JobService, queue_name: str
+) -> None:
+    # The server's config cache still holds the queue when an operator's
+    # process (its own cache) deletes it: the next enqueue is refused and
+    # stores nothing on any shard.
+    operator = JobService(service.shards, service.control, service.settings, source="operator")
+    operator.create_queue(queue_name)
+    client.enqueue(queue_name, [Job(b"before")])
+    operator.delete_queue(queue_name, "secret")
+    with pytest.raises(QueueNotFound, match="was deleted"):
+        client.enqueue(queue_name, [Job(b"after")])
+    assert all(queue_name not in shard.queue_names() for shard in service.shards.all())
+    operator.create_queue(queue_name)
+    [descriptor] = client.enqueue(queue_name, [Job(b"again")])
+    assert [j.descriptor for j in client.dequeue(queue_name, 5)] == [descriptor]
+
+
 def test_enqueue_dequeue_ack(client: ThriftClient, service: JobService, queue_name: str) -> None:
     client.create_queue(queue_name)
     low, high = client.enqueue(queue_name, [Job(b"low", priority=2), Job(b"high", priority=1, attempts_allowed=3)])

@@ -232,7 +232,8 @@ def test_delete_queue_in_small_steps(
     be.enqueue("other", [item()])
     be.delete_queue(Q)
     assert {k.decode() for k in client.keys("*")} == {
-        "pl:layout", "pl:queues", "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:jobs",
+        "pl:layout", "pl:queues", "pl:deleted",
+        "pl:other:ids", "pl:other:prios", "pl:other:p1:pending", "pl:other:p1:jobs",
     }  # fmt: skip
     assert be.queue_names() == {"other"}
     be.delete_queue(Q)  # idempotent
@@ -241,7 +242,7 @@ def test_delete_queue_in_small_steps(
 def test_delete_queue_script_waits_for_unlisted_priority(be: RedisBackend, client: fakeredis.FakeRedis) -> None:
     be.enqueue(Q, [item(priority=5)])
     script = be._scripts["delete_queue"]
-    ks = ["pl:queues", keys.prios_key(Q), keys.ids_key(Q)]
+    ks = ["pl:queues", keys.prios_key(Q), keys.ids_key(Q), keys.DELETED_QUEUES]
     # The client saw no priorities: the script must not drop the queue.
     assert script(keys=ks, args=[Q, 10], client=client) == 1
     assert client.exists(keys.pending_key(Q, 5))

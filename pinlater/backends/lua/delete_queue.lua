@@ -5,12 +5,15 @@
 --
 -- Every job is in exactly one zset of its priority, and every priority
 -- that ever held a job is in pl:{queue}:prios (enqueue adds it), so this
--- reaches every key of the queue without SCAN.
+-- reaches every key of the queue without SCAN. The first step records the
+-- queue in pl:deleted, so no enqueue gives it storage again meanwhile or
+-- after (until create_queue).
 --
 -- KEYS[1]  pl:queues
 -- KEYS[2]  pl:{queue}:prios
 -- KEYS[3]  pl:{queue}:ids
--- KEYS[4+5(g-1) ...] per priority group g: pending, running, succeeded,
+-- KEYS[4]  pl:deleted
+-- KEYS[5+5(g-1) ...] per priority group g: pending, running, succeeded,
 --          failed zsets, then the jobs hash
 -- ARGV[1]  queue name
 -- ARGV[2]  batch (>= 1)
@@ -19,12 +22,13 @@
 --          left, or pl:{queue}:prios holds a priority the client did not pass).
 local budget = tonumber(ARGV[2])
 if not budget or budget < 1 then return bad('delete_queue: bad batch') end
-local ngroups = (#KEYS - 3) / 5
+redis.call('SADD', KEYS[4], ARGV[1])
+local ngroups = (#KEYS - 4) / 5
 for g = 1, ngroups do
-  local jobs = KEYS[3 + 5 * g]
+  local jobs = KEYS[4 + 5 * g]
   for j = 0, 3 do
     if budget <= 0 then return 1 end
-    local z = KEYS[3 + 5 * (g - 1) + 1 + j]
+    local z = KEYS[4 + 5 * (g - 1) + 1 + j]
     local members = redis.call('ZRANGE', z, 0, budget - 1)
     if #members > 0 then
       redis.call('ZREMRANGEBYRANK', z, 0, #members - 1)

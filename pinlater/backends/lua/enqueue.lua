@@ -3,20 +3,26 @@
 -- would not roll back), and Redis refuses only a script's *first* write
 -- when out of memory, so a started batch always completes.
 --
+-- A queue deleted on this shard (in pl:deleted) gets no storage back from
+-- an enqueue: the caller's config of it is stale, and the jobs would be
+-- orphans no worker or operator sees. create_queue lifts that.
+--
 -- KEYS[1]        pl:queues                  (set of queue names)
 -- KEYS[2]        pl:{queue}:ids             (id counter)
 -- KEYS[3]        pl:{queue}:prios           (set of priorities with storage)
--- KEYS[2+2g]     pl:{queue}:p{N}:pending    of priority group g (g = 1, 2, ...)
--- KEYS[3+2g]     pl:{queue}:p{N}:jobs       jobs hash of group g
+-- KEYS[4]        pl:deleted                 (set of queues deleted here)
+-- KEYS[3+2g]     pl:{queue}:p{N}:pending    of priority group g (g = 1, 2, ...)
+-- KEYS[4+2g]     pl:{queue}:p{N}:jobs       jobs hash of group g
 -- ARGV[1]        queue name
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
 --                (= now), attempts_allowed (1..65535), custom_status]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
--- Returns: the new local ids, in item order (consecutive, increasing).
+-- Returns: the new local ids, in item order (consecutive, increasing);
+--          nil (nothing stored) when the queue was deleted here.
 local items = cjson.decode(ARGV[2])
 local n = #items
 if n < 1 or #ARGV ~= 2 + n then return bad('enqueue: item count does not match bodies') end
-local ngroups = (#KEYS - 3) / 2
+local ngroups = (#KEYS - 4) / 2
 for i = 1, n do
   local it = items[i]
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('enqueue: bad group') end
@@ -29,6 +35,8 @@ for i = 1, n do
   if it[4] > MAX_U16 then return bad('enqueue: attempts_allowed must be <= 65535') end
   if type(it[5]) ~= 'string' then return bad('enqueue: bad custom_status') end
 end
+
+if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return false end
 
 local now = now_ms()
 local first = redis.call('INCRBY', KEYS[2], n) - n + 1
@@ -54,8 +62,8 @@ for i = 1, n do
   ids[i] = id
 end
 for g, flat in pairs(rows) do
-  hset_many(KEYS[3 + 2 * g], flat)
-  zadd_many(KEYS[2 + 2 * g], pend[g])
+  hset_many(KEYS[4 + 2 * g], flat)
+  zadd_many(KEYS[3 + 2 * g], pend[g])
 end
 redis.call('SADD', KEYS[1], ARGV[1])
 return ids

@@ -72,6 +72,14 @@ CREATE TABLE IF NOT EXISTS queues (
   PRIMARY KEY (name)
 ) ENGINE=InnoDB
 
+-- Queues deleted on this shard and not created again since: a missing
+-- table of one is not made again for a caller whose config is stale.
+-- name: create_deleted_queues_table
+CREATE TABLE IF NOT EXISTS deleted_queues (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
+
 -- name: create_job_table
 CREATE TABLE IF NOT EXISTS {table} (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -96,6 +104,23 @@ ON DUPLICATE KEY UPDATE priorities = GREATEST(priorities, %(priorities)s)
 
 -- name: unregister_queue
 DELETE FROM queues WHERE name = %(name)s
+
+-- name: mark_queue_deleted
+INSERT IGNORE INTO deleted_queues (name) VALUES (%(name)s)
+
+-- name: unmark_queue_deleted
+DELETE FROM deleted_queues WHERE name = %(name)s
+
+-- name: queue_deleted
+SELECT COUNT(*) FROM deleted_queues WHERE name = %(name)s
+
+-- A named lock per queue and shard database, held while a queue's tables
+-- are dropped or made again, so that neither runs in the middle of the other.
+-- name: lock_queue
+SELECT GET_LOCK(CONCAT('pinlater:', SHA1(CONCAT(DATABASE(), '/', %(name)s))), %(timeout)s)
+
+-- name: unlock_queue
+SELECT RELEASE_LOCK(CONCAT('pinlater:', SHA1(CONCAT(DATABASE(), '/', %(name)s))))
 
 -- name: queue_names
 SELECT name FROM queues
