@@ -165,11 +165,11 @@ class QueueAdmin:
     def revive_on(self, backend: ShardBackend, queue: str) -> bool:
         """A shard answered that ``queue`` was deleted there. If the queue
         exists, it was created again while the shard was down: the shard
-        gets its storage now (True). If not, this process's cached config
-        of it was stale (False)."""
+        gets its storage now (True). If not, the caller's cached config of
+        it was stale (False); the cache keeps it until it expires, as it
+        would any other config."""
         config = self._control.get_queue(queue)  # fresh: no cached or stale config decides this
         if config is None:
-            self._configs.forget(queue)
             return False
         self._shards.call(backend, lambda b: b.create_queue(queue, config.priorities))
         return True

@@ -49,6 +49,7 @@ from pinlater.errors import (
     InvalidRequest,
     NoHealthyShards,
     PinLaterError,
+    QueueDeleted,
 )
 from pinlater.idempotency import enqueue_once
 from pinlater.inspection import Inspector
@@ -410,6 +411,8 @@ class JobService:
                     applied = self._on_shard(backend, op)
                     if len(applied) != count:
                         raise PinLaterError(f"shard {shard_id} answered {len(applied)} of {count} ACKs")
+                except QueueDeleted:
+                    applied = [False] * count  # its jobs are gone with it: stale, as where its storage is empty
                 except PinLaterError as exc:
                     # Unreachable, or failed there: either way these are not
                     # known to be applied, and every transition is safe to repeat.
@@ -503,6 +506,8 @@ class JobService:
     ) -> None:
         try:
             applied = self._on_shard(backend, op)
+        except QueueDeleted:
+            applied = [False] * len(pairs)  # its jobs are gone with it: stale
         except PinLaterError as exc:
             # Unreachable, or failed there: either way these are not known
             # to be applied, and every transition is safe to repeat.

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pinlater import CONTINUATION_END, Ack, Job, JobService, JobState
+from pinlater import CONTINUATION_END, Ack, Checkpoint, Job, JobService, JobState
 from pinlater.backends.base import EnqueueItem
 from pinlater.errors import (
     ContinuationInvalid,
@@ -208,6 +208,22 @@ def test_a_stale_config_enqueues_nothing_into_a_deleted_queue(
     cluster.create_queue(queue_name)
     other_worker.enqueue(queue_name, [Job(b"again")])
     assert [j.body for j in cluster.scan(queue_name, "pending", include_body=True).jobs] == [b"again"]
+
+
+def test_acks_and_checkpoints_of_a_deleted_queue_are_stale(
+    cluster: JobService, other_worker: JobService, queue_name: str
+) -> None:
+    # A worker finishing jobs of a queue deleted meanwhile, its config still cached.
+    cluster.create_queue(queue_name)
+    other_worker.enqueue(queue_name, [Job(b"a"), Job(b"b")])
+    first, second = (j.descriptor for j in other_worker.dequeue(queue_name, 2))
+    assert other_worker.checkpoint(queue_name, [Checkpoint(first)]).acked == [first]
+    cluster.delete_queue(queue_name, "secret")
+    assert other_worker.checkpoint(queue_name, [Checkpoint(first)]).stale == [first]
+    result = other_worker.ack(queue_name, succeeded=[Ack(first)], failed=[Ack(second)])
+    assert (sorted(result.stale), result.acked, result.unapplied) == (sorted([first, second]), [], {})
+    for shard in cluster.shards.all():
+        assert queue_name not in shard.queue_names()
 
 
 def test_a_shard_that_missed_the_queue_being_created_again_stores_it_on_enqueue(
