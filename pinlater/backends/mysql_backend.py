@@ -253,9 +253,9 @@ class MySQLBackend:
         tables = [job_table(queue, p) for p in priorities]
         name = {"name": queue}
 
+        # The queues and deleted_queues tables are the pool's own (``_prepare``):
+        # should either be missing, the retry in ``_run`` makes them and runs this again.
         def work(s: Session) -> None:
-            s.execute(sql("create_queues_table"))
-            s.execute(sql("create_deleted_queues_table"))
             with _queue_lock(s, queue):
                 if revive:
                     s.execute(sql("unmark_queue_deleted"), name)
