@@ -8,12 +8,20 @@ process is configured without code: ``PINLATER_SHARDS``,
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+# SettingError, parse_flag and parse_address are this module's public names
+# too; they live in envsettings, which the task packages' settings share.
+from pinlater.envsettings import SettingError as SettingError
+from pinlater.envsettings import parse_address as parse_address
+from pinlater.envsettings import parse_flag as parse_flag
+from pinlater.envsettings import positive_number as _positive_float
+from pinlater.envsettings import read
+from pinlater.envsettings import whole_number as _bounded_int
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
 _SHARD_ID = re.compile(r"^[A-Za-z0-9]+$")
@@ -60,15 +68,6 @@ def default_source() -> str:
 
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def parse_flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected a yes/no flag (1, true, yes, on / 0, false, no, off), got {text!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +156,9 @@ class Settings:
         elif env.get("PINLATER_DASHBOARD_TOKEN"):
             kwargs["dashboard_token_sha256"] = hash_secret(env["PINLATER_DASHBOARD_TOKEN"])
         for name, var, parse in _FROM_ENV:
-            text = env.get(var)
-            if text:
-                try:
-                    kwargs[name] = parse(text)
-                except ValueError as exc:
-                    raise SettingError(var, str(exc)) from None
+            value = read(env, var, parse, None)
+            if value is not None:
+                kwargs[name] = value
         if env.get("PINLATER_SERVERS"):
             servers = tuple(s.strip() for s in env["PINLATER_SERVERS"].split(",") if s.strip())
             for server in servers:
@@ -172,40 +168,6 @@ class Settings:
                     raise SettingError("PINLATER_SERVERS", str(exc)) from None
             kwargs["servers"] = servers
         return cls(**kwargs)  # type: ignore[arg-type]
-
-
-class SettingError(ValueError):
-    """A PINLATER_* variable has a value the service cannot use."""
-
-    def __init__(self, variable: str, problem: str) -> None:
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
-
-
-def _bounded_int(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ValueError(f"expected a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(high: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            raise ValueError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value) or not 0 < value <= high:
-            raise ValueError(f"must be a number above 0 and at most {high:g}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _text(text: str) -> str:
@@ -241,10 +203,3 @@ _FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("server_coalesce_acks", "PINLATER_SERVER_COALESCE_ACKS", parse_flag),
 )
 
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port``."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"server address {text!r} must look like HOST:PORT")
-    return host.strip("[]"), int(port)

@@ -1,7 +1,8 @@
 """What the task packages' command lines share (``pinlater-feeds``,
 ``pinlater-typeahead``): usage errors and failures as one line on stderr,
-never a traceback unless -v, and serving a ``JsonServer`` until SIGTERM or
-SIGINT."""
+never a traceback unless -v, ``serve``'s ``--host``/``--port`` over the
+address of its ``*_HTTP`` setting, and serving a ``JsonServer`` until
+SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from pinlater.envsettings import whole_number
 from tasks.httpserve import JsonServer, one_line
 
 
@@ -22,6 +24,27 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def add_listen_options(parser: argparse.ArgumentParser, variable: str) -> None:
+    """``--host`` and ``--port``, each overriding its half of ``variable``'s HOST:PORT."""
+    parser.add_argument("--host", help=f"address to bind (default: the host of {variable})")
+    parser.add_argument("--port", type=_port, help=f"port (default: the port of {variable}; 0 picks a free one)")
+
+
+def listen_address(args: argparse.Namespace, host: str, port: int) -> tuple[str, int]:
+    """Where ``serve`` listens: ``--host``/``--port`` where given, else the setting's ``host``/``port``."""
+    return (host if args.host is None else args.host), (port if args.port is None else args.port)
+
+
+_PORT = whole_number(0, 65535)
+
+
+def _port(text: str) -> int:
+    try:
+        return _PORT(text)
+    except ValueError as exc:  # argparse would print only "invalid _port value"
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-
-class SettingError(ValueError):
-    """A setting from the environment has a value we cannot use; the message
-    starts with the variable's name, so one line tells an operator what to fix."""
-
-    def __init__(self, variable: str, problem: str) -> None:
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+# One error type for every setting, the job service's and the tasks': a
+# bad value is one line, VARIABLE: problem, however it is read.
+from pinlater.envsettings import SettingError as SettingError

@@ -1,15 +1,23 @@
 """Client helpers of the tests of the ``tasks.httpserve`` servers (the feed
-endpoint, the typeahead): one request, a raw exchange, and the check that
-an error is one line of JSON without a traceback."""
+endpoint, the typeahead): one request, a raw exchange, the check that an
+error is one line of JSON without a traceback, and a CLI's ``serve`` run as
+a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import signal
 import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tasks.httpserve import JsonServer
+from tests.servers import REPO
+from tests.workers.harness import free_port
 
 
 def request(server: JsonServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:
@@ -57,3 +65,49 @@ def assert_malformed_answered(server: JsonServer, data: bytes, status: bytes) ->
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b" ")[1] == status, answer
     assert_error(body, json.loads(body))
+
+
+@contextlib.contextmanager
+def serving(module: str, *args: str, env: Mapping[str, str]) -> Iterator[str]:
+    """``python -m module serve *args``; yields its first line on stdout
+    (``... listening on HOST:PORT``, or "" when it exited first), then stops
+    it with SIGTERM, which must end it with status 0 and no traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, "serve", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=dict(env),
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        yield process.stdout.readline().rstrip("\n")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+# Where ``serve`` listens: its *_HTTP setting, with --host and --port each
+# overriding their half. {env} and {flag} are free ports; 192.0.2.1 (a
+# documentation address) is none of ours, so only a --host over it can listen.
+ServeCase = tuple[str, tuple[str, ...], str]  # the setting, flags, where it listens
+SERVE_ADDRESSES: list[ServeCase] = [
+    ("127.0.0.1:{env}", (), "127.0.0.1:{env}"),
+    ("127.0.0.1:{env}", ("--port", "{flag}"), "127.0.0.1:{flag}"),
+    ("192.0.2.1:{env}", ("--host", "127.0.0.1"), "127.0.0.1:{env}"),
+]
+# *_HTTP values ``serve`` refuses with "VARIABLE: must look like HOST:PORT ...".
+BAD_HTTP = ["127.0.0.1:0", "127.0.0.1:65536", ":8090", "localhost:", "localhost:²"]
+
+
+def listening_line(module: str, variable: str, case: ServeCase, env: Mapping[str, str]) -> tuple[str, str]:
+    """``serve``'s first line with ``variable`` and the flags of a
+    ``SERVE_ADDRESSES`` case, and the address that line should name."""
+    ports = {"env": free_port(), "flag": free_port()}
+    setting, flags, address = case
+    with serving(module, *(f.format(**ports) for f in flags), env={**env, variable: setting.format(**ports)}) as line:
+        return line, address.format(**ports)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pinlater.errors import PinLaterError
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
-from tasks.cliserve import OneLineParser, internal_error, run, serve_until_signal
+from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.feeds.http import FeedServer, page_json
 from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
 from tasks.feeds.settings import FeedSettings
@@ -49,8 +49,7 @@ def _reader(settings: FeedSettings, *, threads: int, shadow: bool) -> Iterator[F
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = FeedSettings.from_env()
-    host = settings.http.host if args.host is None else args.host
-    port = settings.http.port if args.port is None else args.port
+    host, port = listen_address(args, settings.http.host, settings.http.port)
     # Each request runs at most two reads at a time (primary, then the standby).
     with _reader(settings, threads=2 * MAX_CONNECTIONS, shadow=True) as reader:
         serve_until_signal("pinlater-feeds", host, port,
@@ -99,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
     p.set_defaults(fn=cmd_serve)
-    p.add_argument("--host", help="address to bind (default from PINLATER_FEED_HTTP: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default from PINLATER_FEED_HTTP: 8090; 0 picks a free one)")
+    add_listen_options(p, "PINLATER_FEED_HTTP")
     p = sub.add_parser("read", help="print a page of a user's feed, newest first")
     p.set_defaults(fn=cmd_read)
     p.add_argument("user_id")

@@ -15,24 +15,22 @@ the environment:
 | ``PINLATER_FEED_SHADOW_SHARE`` | 0.05 | share of reads also sent to the standby, answer dropped |
 | ``PINLATER_FEED_HTTP`` | ``127.0.0.1:8090`` | where ``pinlater-feeds serve`` listens |
 
-Every number is checked on load; a bad one is a ``FeedSettingError``
-naming its variable.
+Read by ``pinlater.envsettings``: a blank variable is unset, and a bad
+value is a ``SettingError`` (``FeedSettingError``) naming its variable in
+one line.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pinlater.envsettings import SettingError, parse_address, read, real_number, whole_number
 from tasks.appdata.mappings import MAX_PAGE
-from tasks.errors import SettingError
 from tasks.hbase.settings import Address
 
-
-class FeedSettingError(SettingError):
-    """A PINLATER_FEED_* variable has a value we cannot use."""
+FeedSettingError = SettingError  # the name it had before every setting shared one error type
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,49 +55,18 @@ class FeedSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FeedSettings:
         env = os.environ if env is None else env
-        default = cls()
-
-        def whole(name: str, value: int, low: int, high: int) -> int:
-            var = f"PINLATER_FEED_{name}"
-            text = env.get(var, "").strip()
-            if not text:
-                return value
-            try:
-                number = int(text)
-            except ValueError:
-                raise FeedSettingError(var, f"expected a whole number, got {text!r}") from None
-            if not low <= number <= high:
-                raise FeedSettingError(var, f"must be {low} to {high}, got {number}")
-            return number
-
-        def real(name: str, value: float, low: float, high: float) -> float:
-            var = f"PINLATER_FEED_{name}"
-            text = env.get(var, "").strip()
-            if not text:
-                return value
-            try:
-                number = float(text)
-            except ValueError:
-                raise FeedSettingError(var, f"expected a number, got {text!r}") from None
-            if not math.isfinite(number) or not low <= number <= high:
-                raise FeedSettingError(var, f"must be {low:g} to {high:g}, got {text}")
-            return number
-
-        http_text = env.get("PINLATER_FEED_HTTP", "").strip()
-        try:
-            http = Address.parse(http_text, "PINLATER_FEED_HTTP") if http_text else default.http
-        except ValueError as exc:
-            raise FeedSettingError("PINLATER_FEED_HTTP", str(exc).split(": ", 1)[-1]) from None
+        d = cls()
         return cls(
-            page_size=whole("PAGE_SIZE", default.page_size, 1, MAX_PAGE),
-            huge_followers=whole("HUGE_FOLLOWERS", default.huge_followers, 0, 2**62),
-            recent_pins=whole("RECENT_PINS", default.recent_pins, 1, MAX_PAGE),
-            cap=whole("CAP", default.cap, 1, 1_000_000),
-            trim_slack=whole("TRIM_SLACK", default.trim_slack, 0, 1_000_000),
-            trim_sample=whole("TRIM_SAMPLE", default.trim_sample, 0, MAX_PAGE),
-            sweep_rows=whole("SWEEP_ROWS", default.sweep_rows, 1, 10_000),
-            sweep_interval_s=real("SWEEP_INTERVAL_S", default.sweep_interval_s, 0, 365 * 86400),
-            read_cutoff_ms=real("READ_CUTOFF_MS", default.read_cutoff_ms, 0, 60_000),
-            shadow_share=real("SHADOW_SHARE", default.shadow_share, 0, 1),
-            http=http,
+            page_size=read(env, "PINLATER_FEED_PAGE_SIZE", whole_number(1, MAX_PAGE), d.page_size),
+            huge_followers=read(env, "PINLATER_FEED_HUGE_FOLLOWERS", whole_number(0, 2**62), d.huge_followers),
+            recent_pins=read(env, "PINLATER_FEED_RECENT_PINS", whole_number(1, MAX_PAGE), d.recent_pins),
+            cap=read(env, "PINLATER_FEED_CAP", whole_number(1, 1_000_000), d.cap),
+            trim_slack=read(env, "PINLATER_FEED_TRIM_SLACK", whole_number(0, 1_000_000), d.trim_slack),
+            trim_sample=read(env, "PINLATER_FEED_TRIM_SAMPLE", whole_number(0, MAX_PAGE), d.trim_sample),
+            sweep_rows=read(env, "PINLATER_FEED_SWEEP_ROWS", whole_number(1, 10_000), d.sweep_rows),
+            sweep_interval_s=read(env, "PINLATER_FEED_SWEEP_INTERVAL_S", real_number(0, 365 * 86400),
+                                  d.sweep_interval_s),
+            read_cutoff_ms=read(env, "PINLATER_FEED_READ_CUTOFF_MS", real_number(0, 60_000), d.read_cutoff_ms),
+            shadow_share=read(env, "PINLATER_FEED_SHADOW_SHARE", real_number(0, 1), d.shadow_share),
+            http=read(env, "PINLATER_FEED_HTTP", lambda text: Address(*parse_address(text)), d.http),
         )

@@ -4,8 +4,10 @@
     pinlater-typeahead lookup USER_ID QUERY [--limit N] [--json]
 
 Both look contacts up in ``tasks.typeahead.index.ContactsIndex.from_env()``
-(settings from the environment). Exit status: 0 done, 2 any error, printed
-as one line on stderr, never a traceback (unless -v).
+(settings from the environment: PINLATER_TYPEAHEAD_*, ``tasks.typeahead.settings``,
+and PINLATER_HBASE_*); ``serve`` listens on PINLATER_TYPEAHEAD_HTTP. Exit
+status: 0 done, 2 any error, printed as one line on stderr, never a
+traceback (unless -v).
 """
 
 from __future__ import annotations
@@ -16,13 +18,11 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 
-from tasks.cliserve import OneLineParser, internal_error, run, serve_until_signal
+from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.httpserve import MAX_CONNECTIONS, one_line, parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
 from tasks.typeahead.rank import MAX_LIMIT, Match
-
-DEFAULT_PORT = 8091
 
 
 @contextlib.contextmanager
@@ -42,8 +42,12 @@ def _index_lookup() -> Iterator[Lookup]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from tasks.typeahead.settings import TypeaheadSettings  # here: it imports HBase's client, as the index does
+
+    settings = TypeaheadSettings.from_env()
+    host, port = listen_address(args, settings.http.host, settings.http.port)
     with _index_lookup() as lookup:
-        serve_until_signal("pinlater-typeahead", args.host, args.port,
+        serve_until_signal("pinlater-typeahead", host, port,
                            lambda h, p: TypeaheadServer(lookup, h, p, max_connections=MAX_CONNECTIONS))
     return 0
 
@@ -79,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON endpoint and the search page until SIGTERM or SIGINT")
     p.set_defaults(fn=cmd_serve)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    add_listen_options(p, "PINLATER_TYPEAHEAD_HTTP")
     p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
     p.set_defaults(fn=cmd_lookup)
     p.add_argument("user_id")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,17 @@ from tasks.hbase.settings import Address
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.feeds.helpers import feed_of, silent_port, user
 from tests.hbase.conftest import PREFIX as HBASE_PREFIX
-from tests.http_client import MALFORMED, assert_error, assert_malformed_answered, request
+from tests.http_client import (
+    BAD_HTTP,
+    MALFORMED,
+    SERVE_ADDRESSES,
+    ServeCase,
+    assert_error,
+    assert_malformed_answered,
+    listening_line,
+    request,
+    serving,
+)
 from tests.servers import REPO
 
 MARGIN_S = 1.5
@@ -228,6 +237,9 @@ def test_cli_read_prints_a_page(feed: tuple[int, list[int]]) -> None:
                                  "127.0.0.1:19099"}, "feed unavailable: hbase primary"),
         (("sweep",), {"PINLATER_SHARDS": "r1=redis://127.0.0.1:1/0"}, "unavailable"),
         (("serve", "--port", "{taken}"), None, "cannot listen on 127.0.0.1:{taken}"),
+        *((("serve",), {"PINLATER_FEED_HTTP": bad}, "PINLATER_FEED_HTTP: must look like HOST:PORT")
+          for bad in BAD_HTTP),
+        (("serve", "--port", "70000"), None, "--port: must be between 0 and 65535"),
         (("bogus",), None, "invalid choice"),
     ],
 )
@@ -249,13 +261,7 @@ def test_cli_sweep_enqueues_a_sweep() -> None:
 
 def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list[int]]) -> None:
     follower, newest_first = feed
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tasks.feeds.cli", "serve", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=CLI_ENV,
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
+    with serving("tasks.feeds.cli", "--port", "0", env=CLI_ENV) as line:
         assert line.startswith("pinlater-feeds listening on 127.0.0.1:"), line
         port = int(line.rsplit(":", 1)[1])
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -263,13 +269,9 @@ def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list
         page = json.loads(connection.getresponse().read())
         connection.close()
         assert [p["id"] for p in page["pins"]] == newest_first
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == 0
-        assert "Traceback" not in (process.stderr.read() if process.stderr else "")
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
+
+
+@pytest.mark.parametrize("case", SERVE_ADDRESSES)
+def test_cli_serve_listens_on_pinlater_feed_http_unless_flags_say_otherwise(case: ServeCase) -> None:
+    line, address = listening_line("tasks.feeds.cli", "PINLATER_FEED_HTTP", case, CLI_ENV)
+    assert line == f"pinlater-feeds listening on {address}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -22,7 +23,16 @@ from tasks.appdata.ids import ObjectType, make_id
 from tasks.typeahead import cli
 from tasks.typeahead.http import MAX_QUERY_CHARS, TypeaheadServer
 from tasks.typeahead.rank import LookupResult, rank
-from tests.http_client import MALFORMED, assert_error, assert_malformed_answered, request
+from tests.http_client import (
+    BAD_HTTP,
+    MALFORMED,
+    SERVE_ADDRESSES,
+    ServeCase,
+    assert_error,
+    assert_malformed_answered,
+    listening_line,
+    request,
+)
 from tests.servers import REPO
 from tests.typeahead.support import (
     BOOK,
@@ -239,14 +249,23 @@ def test_cli_serve_refuses_a_taken_port(cli_index: _ClosingIndex, capsys: pytest
     assert cli_index.closed
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["bogus"], "invalid choice"),
-    (["lookup", "1"], "the following arguments are required: query"),
-    (["lookup", "1", "jo", "--limit", "x"], "--limit"),
-    (["serve", "--port", "http"], "--port"),
+@pytest.mark.parametrize(("args", "env", "says"), [
+    (["bogus"], {}, "invalid choice"),
+    (["lookup", "1"], {}, "the following arguments are required: query"),
+    (["lookup", "1", "jo", "--limit", "x"], {}, "--limit"),
+    (["serve", "--port", "http"], {}, "--port"),
+    (["serve", "--port", "70000"], {}, "--port: must be between 0 and 65535"),
+    *((["serve"], {"PINLATER_TYPEAHEAD_HTTP": bad}, "PINLATER_TYPEAHEAD_HTTP: must look like HOST:PORT")
+      for bad in BAD_HTTP),
 ])
-def test_cli_usage_errors_are_one_line_and_exit_2(args: list[str], says: str) -> None:
+def test_cli_usage_and_setting_errors_are_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
     done = subprocess.run([sys.executable, "-m", "tasks.typeahead.cli", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+                          timeout=60, cwd=REPO, env={**os.environ, **env})
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and says in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("case", SERVE_ADDRESSES)
+def test_cli_serve_listens_on_pinlater_typeahead_http_unless_flags_say_otherwise(case: ServeCase) -> None:
+    line, address = listening_line("tasks.typeahead.cli", "PINLATER_TYPEAHEAD_HTTP", case, os.environ)
+    assert line == f"pinlater-typeahead listening on {address}"
