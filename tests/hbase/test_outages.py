@@ -30,7 +30,7 @@ def hbase_pids() -> dict[str, str]:
     return {
         f"{cluster}/{jvm}": (VAR / "hbase" / cluster / f"{jvm}.pid").read_text().strip()
         for cluster in ("primary", "standby")
-        for jvm in ("master", "thrift")
+        for jvm in ("master", "thrift", "thrift2")
     }
 
 
