@@ -19,6 +19,7 @@ from tasks.hbase.tables import (
     ensure_table,
     ensure_tables,
 )
+from tasks.hbase.thrift2 import Thrift2Pool
 from tasks.hbase.writes import delete_cells, put_cells
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "HBaseSettings",
     "HBaseUnavailable",
     "TableDef",
+    "Thrift2Pool",
     "delete_cells",
     "drop_table",
     "ensure_table",

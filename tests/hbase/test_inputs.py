@@ -51,7 +51,16 @@ def test_settings_from_env() -> None:
     )
     assert (str(settings.primary), str(settings.standby)) == ("10.0.0.1:9090", "10.0.0.2:9091")
     assert settings.table_prefix == "demo" and settings.call_timeout_s == 0.5
-    assert str(HBaseSettings.from_env({}).primary) == "127.0.0.1:19090"
+    defaults = HBaseSettings.from_env({})
+    assert [str(a) for a in (defaults.primary, defaults.standby, defaults.primary_thrift2, defaults.standby_thrift2)] \
+        == ["127.0.0.1:19090", "127.0.0.1:19091", "127.0.0.1:19092", "127.0.0.1:19093"]
+    thrift2 = HBaseSettings.from_env(
+        {"PINLATER_HBASE_PRIMARY_THRIFT2": "10.0.0.1:9092", "PINLATER_HBASE_STANDBY_THRIFT2": "10.0.0.2:9093"}
+    )
+    assert (str(thrift2.primary_thrift2), str(thrift2.standby_thrift2)) == ("10.0.0.1:9092", "10.0.0.2:9093")
+    for name in ("PINLATER_HBASE_PRIMARY_THRIFT2", "PINLATER_HBASE_STANDBY_THRIFT2"):
+        with pytest.raises(ValueError, match=f"^{name}: expected HOST:PORT, got '127.0.0.1:0'$"):
+            HBaseSettings.from_env({name: "127.0.0.1:0"})
     with pytest.raises(ValueError, match="PINLATER_HBASE_STANDBY: expected HOST:PORT"):
         HBaseSettings.from_env({"PINLATER_HBASE_STANDBY": "nohost"})
     with pytest.raises(ValueError, match="PINLATER_HBASE_POOL_SIZE"):
