@@ -15,9 +15,11 @@ SERVICES = REPO / "scripts" / "services"
 # (e.g. private ones, so parallel runs on one machine do not share dbs).
 REDIS_PORTS = tuple(int(p) for p in os.environ.get("PINLATER_TEST_REDIS_PORTS", "16379,16380").split(","))
 MYSQL = "mysql://pinlater:pinlater@127.0.0.1:13306"
-# Thrift1 servers of the two HBase clusters (scripts/hbase).
+# Thrift1 and Thrift2 servers of the two HBase clusters (scripts/hbase).
 HBASE_PRIMARY = "127.0.0.1:19090"
 HBASE_STANDBY = "127.0.0.1:19091"
+HBASE_PRIMARY_THRIFT2 = "127.0.0.1:19092"
+HBASE_STANDBY_THRIFT2 = "127.0.0.1:19093"
 
 # Tests use their own Redis db numbers and database names, apart from the demo's.
 REDIS_SHARD_DB = 1

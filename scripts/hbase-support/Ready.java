@@ -1,12 +1,14 @@
 // Readiness probe for the local HBase clusters (run by scripts/hbase with the
 // resolved classpath, as a single-file source program).
 //
-//   java -cp CP Ready.java DEADLINE_SECONDS NAME=PORT[:PID,PID...] ...
+//   java -cp CP Ready.java DEADLINE_SECONDS NAME=PORT[,THRIFT2_PORT][:PID,PID...] ...
 //
 // A cluster is ready when its Thrift1 server lists the tables and a trial
 // table can be created, disabled and deleted: the Thrift port opens seconds
 // before the master can serve, and calls block inside the Thrift server until
-// it can. Polls every cluster until all are ready or the deadline passes
+// it can. With a Thrift2 port, that port must answer as a Thrift2 server
+// (getThriftServerType() == TWO: a Thrift1 server answers ONE) and see the
+// trial table, which proves it reaches the cluster too. Polls every cluster until all are ready or the deadline passes
 // (0 = one attempt each), or until one of a cluster's PIDs (its JVMs) dies.
 // Prints one line per cluster; exit 0 when all are ready, 1 otherwise (with
 // each cluster's last error).
@@ -19,6 +21,9 @@ import java.util.Map;
 
 import org.apache.hadoop.hbase.thrift.generated.ColumnDescriptor;
 import org.apache.hadoop.hbase.thrift.generated.Hbase;
+import org.apache.hadoop.hbase.thrift2.generated.THBaseService;
+import org.apache.hadoop.hbase.thrift2.generated.TThriftServerType;
+import org.apache.hadoop.hbase.thrift2.generated.TTableName;
 import org.apache.thrift.protocol.TBinaryProtocol;
 import org.apache.thrift.TConfiguration;
 import org.apache.thrift.transport.TSocket;
@@ -38,7 +43,28 @@ public class Ready {
     client.deleteTable(table);
   }
 
-  static void probe(int port) throws Exception {
+  // The Thrift2 server on port2 is one, and sees the table Thrift1 just made.
+  static void probeThrift2(int port2, String table) throws Exception {
+    TSocket socket = new TSocket(new TConfiguration(), "127.0.0.1", port2, CALL_TIMEOUT_MS);
+    socket.open();
+    try {
+      THBaseService.Client client = new THBaseService.Client(new TBinaryProtocol(socket));
+      TThriftServerType type = client.getThriftServerType();
+      if (type != TThriftServerType.TWO) {
+        throw new IllegalStateException("port " + port2 + " answers as a Thrift " + type + " server, not TWO");
+      }
+      TTableName name = new TTableName();
+      name.setNs(bytes("default"));
+      name.setQualifier(bytes(table));
+      if (!client.tableExists(name)) {
+        throw new IllegalStateException("thrift2 port " + port2 + " does not see table " + table);
+      }
+    } finally {
+      socket.close();
+    }
+  }
+
+  static void probe(int port, int port2) throws Exception {
     TSocket socket = new TSocket(new TConfiguration(), "127.0.0.1", port, CALL_TIMEOUT_MS);
     socket.open();
     try {
@@ -50,14 +76,21 @@ public class Ready {
           drop(client, name);
         }
       }
-      ByteBuffer table = bytes(TRIAL_PREFIX + ProcessHandle.current().pid() + "_" + System.nanoTime());
+      String name = TRIAL_PREFIX + ProcessHandle.current().pid() + "_" + System.nanoTime();
+      ByteBuffer table = bytes(name);
       ColumnDescriptor family = new ColumnDescriptor();
       family.setName(bytes("f:"));
       family.setMaxVersions(1);
       List<ColumnDescriptor> families = new ArrayList<>();
       families.add(family);
       client.createTable(table, families);
-      drop(client, table);
+      try {
+        if (port2 > 0) {
+          probeThrift2(port2, name);
+        }
+      } finally {
+        drop(client, table);
+      }
     } finally {
       socket.close();
     }
@@ -65,17 +98,20 @@ public class Ready {
 
   public static void main(String[] args) throws Exception {
     if (args.length < 2) {
-      System.err.println("usage: Ready DEADLINE_SECONDS NAME=PORT [NAME=PORT ...]");
+      System.err.println("usage: Ready DEADLINE_SECONDS NAME=PORT[,THRIFT2_PORT][:PID,...] ...");
       System.exit(2);
     }
     long start = System.nanoTime();
     long deadline = start + Long.parseLong(args[0]) * 1_000_000_000L;
     Map<String, Integer> pending = new LinkedHashMap<>();
+    Map<String, Integer> thrift2Ports = new LinkedHashMap<>();
     Map<String, List<Long>> pids = new LinkedHashMap<>();
     for (int i = 1; i < args.length; i++) {
       String[] kv = args[i].split("=", 2);
       String[] portPids = kv[1].split(":", 2);
-      pending.put(kv[0], Integer.parseInt(portPids[0]));
+      String[] ports = portPids[0].split(",", 2);
+      pending.put(kv[0], Integer.parseInt(ports[0]));
+      thrift2Ports.put(kv[0], ports.length > 1 ? Integer.parseInt(ports[1]) : 0);
       List<Long> list = new ArrayList<>();
       if (portPids.length > 1) {
         for (String pid : portPids[1].split(",")) {
@@ -92,9 +128,11 @@ public class Ready {
       for (var it = pending.entrySet().iterator(); it.hasNext(); ) {
         var e = it.next();
         try {
-          probe(e.getValue());
-          System.out.printf("%s: ready (thrift 127.0.0.1:%d created and dropped a table) after %.1fs%n",
-              e.getKey(), e.getValue(), (System.nanoTime() - start) / 1e9);
+          int port2 = thrift2Ports.get(e.getKey());
+          probe(e.getValue(), port2);
+          String thrift2 = port2 > 0 ? String.format(", thrift2 127.0.0.1:%d saw it", port2) : "";
+          System.out.printf("%s: ready (thrift 127.0.0.1:%d created and dropped a table%s) after %.1fs%n",
+              e.getKey(), e.getValue(), thrift2, (System.nanoTime() - start) / 1e9);
           it.remove();
         } catch (Exception ex) {
           for (long pid : pids.get(e.getKey())) {

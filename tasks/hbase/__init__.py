@@ -1,12 +1,14 @@
 """HBase access for the feed tasks: the primary/standby cluster pair,
-connection pools with timeouts, table definitions, timestamped batch writes
-and deletes, and paged wide-row reads. Talks Thrift1 through happybase to the
-clusters ``scripts/services up`` starts (see docs/hbase.md)."""
+connection pools with timeouts, table definitions, batch writes and deletes
+with a timestamp per cell, paged wide-row reads and versioned reads. Reads
+and DDL talk Thrift1 through happybase, writes and versioned reads Thrift2, to
+the clusters ``scripts/services up`` starts (see docs/hbase.md)."""
 
+from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.errors import HBaseError, HBaseRequestFailed, HBaseSchemaMismatch, HBaseUnavailable
 from tasks.hbase.pair import PRIMARY, STANDBY, ClusterPair
 from tasks.hbase.pool import ClusterPool
-from tasks.hbase.reads import read_columns
+from tasks.hbase.reads import get_versions, read_columns
 from tasks.hbase.settings import Address, HBaseSettings
 from tasks.hbase.tables import (
     FOLLOWING_FEED,
@@ -19,9 +21,19 @@ from tasks.hbase.tables import (
     ensure_table,
     ensure_tables,
 )
-from tasks.hbase.writes import delete_cells, put_cells
+from tasks.hbase.thrift2 import Thrift2Pool
+from tasks.hbase.writes import (
+    DeleteKind,
+    VersionDelete,
+    VersionPut,
+    delete_cells,
+    delete_versions,
+    put_cells,
+    put_versions,
+)
 
 __all__ = [
+    "ALL_VERSIONS",
     "FOLLOWING_FEED",
     "PRIMARY",
     "STANDBY",
@@ -31,6 +43,7 @@ __all__ = [
     "Address",
     "ClusterPair",
     "ClusterPool",
+    "DeleteKind",
     "Family",
     "HBaseError",
     "HBaseRequestFailed",
@@ -38,10 +51,16 @@ __all__ = [
     "HBaseSettings",
     "HBaseUnavailable",
     "TableDef",
+    "Thrift2Pool",
+    "VersionDelete",
+    "VersionPut",
     "delete_cells",
+    "delete_versions",
     "drop_table",
     "ensure_table",
     "ensure_tables",
+    "get_versions",
     "put_cells",
+    "put_versions",
     "read_columns",
 ]

@@ -9,16 +9,23 @@ propagate: PinLater retries the job.
 from __future__ import annotations
 
 import socket
-import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import happybase
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-# happybase loads HBase's Thrift1 IDL at import time as the module Hbase_thrift.
-IDL = sys.modules["Hbase_thrift"]
+from tasks.hbase.idl import THRIFT1, THRIFT2
+
+T = TypeVar("T")
+IDL = THRIFT1
 AlreadyExists: type[Exception] = IDL.AlreadyExists
-_SERVER_ERRORS: tuple[type[Exception], ...] = (IDL.IOError, IDL.IllegalArgument, TApplicationException)
+# What a server answers with when it fails a call: the connection stays usable.
+SERVER_ERRORS: tuple[type[Exception], ...] = (
+    IDL.IOError, IDL.IllegalArgument, THRIFT2.TIOError, THRIFT2.TIllegalArgument, TApplicationException,
+)
 
 
 class HBaseError(Exception):
@@ -50,6 +57,11 @@ class HBaseSchemaMismatch(HBaseError):
     """A table exists with families other than its definition asks for."""
 
 
+class NotThrift2Server(Exception):
+    """The Thrift2 address answered, but not as a Thrift2 server (a Thrift1
+    port, say): a setting points at the wrong port."""
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """The first line of an error message (HBase sends whole Java stack traces)."""
     if isinstance(text, bytes):
@@ -72,9 +84,26 @@ def translate(exc: BaseException, cluster: str, address: str, operation: str) ->
         return HBaseUnavailable(cluster, address, operation, f"timed out ({cause_of(exc)})")
     if isinstance(exc, TTransportException | OSError | happybase.NoConnectionsAvailable):
         return HBaseUnavailable(cluster, address, operation, cause_of(exc))
-    if isinstance(exc, _SERVER_ERRORS):
+    if isinstance(exc, NotThrift2Server):
+        return HBaseUnavailable(cluster, address, operation, str(exc))
+    if isinstance(exc, SERVER_ERRORS):
         return HBaseRequestFailed(cluster, address, operation, cause_of(exc))
     if isinstance(exc, TException):
         # Any other Thrift-level failure (a protocol error, a truncated frame).
         return HBaseUnavailable(cluster, address, operation, cause_of(exc))
     return None
+
+
+def with_retries(attempts: int, call: Callable[[], T]) -> T:
+    """``call()``, again after an ``HBaseUnavailable`` (a broken connection
+    has been replaced by then) up to ``attempts`` times in all."""
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_fixed(0.05),
+        retry=retry_if_exception_type(HBaseUnavailable),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            return call()
+    raise AssertionError("unreachable: tenacity re-raises the last error")

@@ -26,8 +26,8 @@ class ClusterPair:
     def from_settings(cls, settings: HBaseSettings | None = None) -> ClusterPair:
         settings = settings or HBaseSettings.from_env()
         return cls(
-            primary=ClusterPool.for_cluster(PRIMARY, settings.primary, settings),
-            standby=ClusterPool.for_cluster(STANDBY, settings.standby, settings),
+            primary=ClusterPool.for_cluster(PRIMARY, settings.primary, settings, settings.primary_thrift2),
+            standby=ClusterPool.for_cluster(STANDBY, settings.standby, settings, settings.standby_thrift2),
         )
 
     def __iter__(self) -> Iterator[ClusterPool]:

@@ -1,11 +1,13 @@
-"""A pool of Thrift connections to one HBase cluster.
+"""The connections to one HBase cluster: Thrift1 through happybase (reads,
+DDL) and Thrift2 (``ClusterPool.thrift2``: writes, versioned reads).
 
 Wraps happybase's ``ConnectionPool``: a call that breaks a connection gets
 that connection replaced by the pool and re-raised; ``ClusterPool.run`` then
 retries the call (every write here carries an explicit cell timestamp, so a
 replay is harmless) and turns what still fails into an ``HBaseError``. Every
 socket has a timeout, so a stuck call cannot hang a worker, and waiting for a
-free connection is bounded too.
+free connection is bounded too. The Thrift2 pool (``tasks.hbase.thrift2``)
+behaves the same way.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import happybase
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from tasks.hbase.errors import HBaseUnavailable, translate
+from tasks.hbase.errors import translate, with_retries
 from tasks.hbase.settings import Address, HBaseSettings
+from tasks.hbase.thrift2 import PoolLimits, Thrift2Pool
 
 T = TypeVar("T")
 
@@ -35,6 +37,7 @@ class ClusterPool:
         pool_wait_s: float = 5.0,
         attempts: int = 2,
         table_prefix: str = "",
+        thrift2_address: Address | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -45,9 +48,14 @@ class ClusterPool:
         self.table_prefix = table_prefix
         self._lock = threading.Lock()
         self._pool: Any = None  # happybase.ConnectionPool, made on first use
+        self.thrift2_address = thrift2_address
+        limits = PoolLimits(size, call_timeout_s, pool_wait_s, attempts)
+        self._thrift2 = None if thrift2_address is None else Thrift2Pool(name, thrift2_address, limits)
 
     @classmethod
-    def for_cluster(cls, name: str, address: Address, settings: HBaseSettings) -> ClusterPool:
+    def for_cluster(
+        cls, name: str, address: Address, settings: HBaseSettings, thrift2_address: Address | None = None,
+    ) -> ClusterPool:
         return cls(
             name,
             address,
@@ -56,13 +64,23 @@ class ClusterPool:
             pool_wait_s=settings.pool_wait_s,
             attempts=settings.attempts,
             table_prefix=settings.table_prefix,
+            thrift2_address=thrift2_address,
         )
+
+    @property
+    def thrift2(self) -> Thrift2Pool:
+        """The cluster's Thrift2 pool (``ValueError`` if it has no Thrift2
+        address: a pool made by hand for reads only)."""
+        if self._thrift2 is None:
+            raise ValueError(f"hbase {self.name} ({self.address}): no Thrift2 address given for this cluster")
+        return self._thrift2
 
     def __repr__(self) -> str:
         return f"ClusterPool({self.name!r}, {self.address})"
 
     def table_name(self, name: str) -> str:
-        """The name a table has on the cluster (happybase adds the prefix itself)."""
+        """The name a table has on the cluster (happybase adds the prefix
+        itself; Thrift2 calls need it spelled out)."""
         return f"{self.table_prefix}_{name}" if self.table_prefix else name
 
     def _happybase_pool(self) -> Any:
@@ -98,19 +116,13 @@ class ClusterPool:
         idempotent; whatever still fails raises an ``HBaseError`` naming the
         cluster, the operation and the cause.
         """
-        retrying = Retrying(
-            stop=stop_after_attempt(self.attempts if idempotent else 1),
-            wait=wait_fixed(0.05),
-            retry=retry_if_exception_type(HBaseUnavailable),
-            reraise=True,
-        )
-        for attempt in retrying:
-            with attempt:
-                return self._once(operation, fn)
-        raise AssertionError("unreachable: tenacity re-raises the last error")
+        return with_retries(self.attempts if idempotent else 1, lambda: self._once(operation, fn))
 
     def close(self) -> None:
-        """Close the idle connections (those in use close when returned and dropped)."""
+        """Close the idle connections of both pools (those in use close when
+        returned and dropped)."""
+        if self._thrift2 is not None:
+            self._thrift2.close()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is None:

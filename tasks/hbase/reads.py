@@ -1,4 +1,6 @@
-"""Paged reads of one wide row, server-side with ColumnPaginationFilter.
+"""Reads: paged reads of one wide row, server-side with ColumnPaginationFilter,
+and the other happybase (Thrift1) reads; ``get_versions`` reads every version
+of cells through Thrift2.
 
 Columns come back in HBase's order (lexicographic by qualifier), so with the
 feed's qualifiers (reverse creation time + pin id) the newest pins first.
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.hbase.cells import check_timestamp
+from tasks.hbase.cells import ALL_VERSIONS, check_row, check_timestamp
+from tasks.hbase.idl import THRIFT2
 from tasks.hbase.pool import ClusterPool
 
 
@@ -172,3 +175,47 @@ def scan_range(
         )
 
     return pool.run(f"scan {table} from {start[:40]!r}", work)
+
+
+def _get_column(column: bytes) -> Any:
+    """b"family" (the whole family) or b"family:qualifier"."""
+    family, colon, qualifier = column.partition(b":") if isinstance(column, bytes) else (b"", b"", b"")
+    if not family:
+        raise ValueError(f"column must be bytes b'family' or b'family:qualifier', got {column!r}")
+    return THRIFT2.TColumn(family=family, qualifier=qualifier) if colon else THRIFT2.TColumn(family=family)
+
+
+def get_versions(
+    pool: ClusterPool,
+    table: str,
+    rows: list[bytes],
+    *,
+    columns: list[bytes] | None = None,
+    max_versions: int = ALL_VERSIONS,
+    batch_size: int = 1000,
+) -> dict[bytes, dict[bytes, list[tuple[int, bytes]]]]:
+    """``{row: {b"family:qualifier": [(timestamp, value), ...]}}``, newest
+    first, up to ``max_versions`` per column (those the family keeps and no
+    delete masks), through Thrift2 ``getMultiple`` in calls of ``batch_size``
+    rows. ``columns`` are whole families (``b"m"``) or ``b"family:qualifier"``;
+    None means every family. Rows with no cells are left out."""
+    if not 0 < max_versions <= ALL_VERSIONS:
+        raise ValueError(f"max_versions must be in 1..{ALL_VERSIONS}, got {max_versions}")
+    wanted = None if columns is None else [_get_column(c) for c in columns]
+    gets = [THRIFT2.TGet(row=check_row(row), columns=wanted, maxVersions=max_versions) for row in rows]
+    if not gets:
+        return {}
+    name = pool.table_name(table).encode()
+
+    def work(client: Any) -> dict[bytes, dict[bytes, list[tuple[int, bytes]]]]:
+        out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]] = {}
+        for start in range(0, len(gets), batch_size):
+            chunk = gets[start : start + batch_size]
+            for get, result in zip(chunk, client.getMultiple(name, chunk), strict=True):
+                # HBase's order: by column, and within a column newest first.
+                for cell in result.columnValues:
+                    versions = out.setdefault(get.row, {}).setdefault(cell.family + b":" + cell.qualifier, [])
+                    versions.append((cell.timestamp, cell.value))
+        return out
+
+    return pool.thrift2.run(f"get versions of {len(gets)} rows of {table}", work)

@@ -2,15 +2,22 @@
 
 Read from the environment (``HBaseSettings.from_env``)::
 
-    PINLATER_HBASE_PRIMARY=127.0.0.1:19090     Thrift1 server of the primary
+    PINLATER_HBASE_PRIMARY=127.0.0.1:19090     Thrift1 server of the primary (reads, DDL)
     PINLATER_HBASE_STANDBY=127.0.0.1:19091     Thrift1 server of the standby
+    PINLATER_HBASE_PRIMARY_THRIFT2=127.0.0.1:19092
+                                               Thrift2 server of the primary (writes,
+                                               versioned reads, family alters)
+    PINLATER_HBASE_STANDBY_THRIFT2=127.0.0.1:19093
+                                               Thrift2 server of the standby
     PINLATER_HBASE_TABLE_PREFIX=               prefix of every table name ("" = none)
     PINLATER_HBASE_POOL_SIZE=4                 connections per cluster and process
     PINLATER_HBASE_CALL_TIMEOUT_S=10           connect and per-call socket timeout
     PINLATER_HBASE_POOL_WAIT_S=5               wait for a free pooled connection
     PINLATER_HBASE_ATTEMPTS=2                  tries of a call on a broken connection
 
-The defaults are the clusters ``scripts/services up`` starts.
+The defaults are the clusters ``scripts/services up`` starts. A value that
+is not HOST:PORT or not a number is a one-line ``ValueError`` naming the
+variable. The pool size, timeouts and attempts apply to both servers.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from dataclasses import dataclass
 
 DEFAULT_PRIMARY = "127.0.0.1:19090"
 DEFAULT_STANDBY = "127.0.0.1:19091"
+DEFAULT_PRIMARY_THRIFT2 = "127.0.0.1:19092"
+DEFAULT_STANDBY_THRIFT2 = "127.0.0.1:19093"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,8 @@ class Address:
 class HBaseSettings:
     primary: Address = Address.parse(DEFAULT_PRIMARY)
     standby: Address = Address.parse(DEFAULT_STANDBY)
+    primary_thrift2: Address = Address.parse(DEFAULT_PRIMARY_THRIFT2)
+    standby_thrift2: Address = Address.parse(DEFAULT_STANDBY_THRIFT2)
     table_prefix: str = ""
     pool_size: int = 4
     call_timeout_s: float = 10.0
@@ -70,9 +81,14 @@ class HBaseSettings:
             except ValueError:
                 raise ValueError(f"{name}: expected a number, got {raw!r}") from None
 
+        def address(name: str, default: str) -> Address:
+            return Address.parse(env.get(name) or default, name)
+
         return cls(
-            primary=Address.parse(env.get("PINLATER_HBASE_PRIMARY") or DEFAULT_PRIMARY, "PINLATER_HBASE_PRIMARY"),
-            standby=Address.parse(env.get("PINLATER_HBASE_STANDBY") or DEFAULT_STANDBY, "PINLATER_HBASE_STANDBY"),
+            primary=address("PINLATER_HBASE_PRIMARY", DEFAULT_PRIMARY),
+            standby=address("PINLATER_HBASE_STANDBY", DEFAULT_STANDBY),
+            primary_thrift2=address("PINLATER_HBASE_PRIMARY_THRIFT2", DEFAULT_PRIMARY_THRIFT2),
+            standby_thrift2=address("PINLATER_HBASE_STANDBY_THRIFT2", DEFAULT_STANDBY_THRIFT2),
             table_prefix=env.get("PINLATER_HBASE_TABLE_PREFIX", "").strip(),
             pool_size=int(number("PINLATER_HBASE_POOL_SIZE", 4)),
             call_timeout_s=number("PINLATER_HBASE_CALL_TIMEOUT_S", 10.0),

@@ -1,28 +1,179 @@
-"""Batched writes and deletes with an explicit cell timestamp.
+"""Batched writes and deletes, each cell at a timestamp of its own, through
+the cluster's Thrift2 server (``putMultiple``, ``deleteMultiple``).
 
-HBase's Thrift1 ``mutateRowsTs`` takes one timestamp per call, so a batch is
-"these cells at time T". Within one call puts are applied before deletes, so a
-put and a delete of one cell in one batch always ends deleted: puts and
-deletes are separate functions here and never share a call.
+Thrift1 gives every cell of a call one timestamp; Thrift2 takes one per cell,
+so a batch can carry any mix of versions. ``put_cells`` and ``delete_cells``
+keep the one-timestamp form on top of the per-cell functions.
 
-A delete at T masks every version <= T of its columns until a major
-compaction, including puts at older timestamps that arrive later. This is
-what makes out-of-order follow/unfollow safe: an unfollow at t2 beats the
-follow's puts at t1 < t2 whatever order the workers run them in.
+Puts and deletes never share a call. Within one call HBase does not follow
+the caller's order (Thrift1's ``mutateRows`` applied a call's puts before its
+deletes, so a put and a delete of one cell in one call always ended deleted);
+Thrift2 has a method for each, and its ``mutateRow`` that mixes them in one
+row is not used. Each call does one thing, in the order the calls are made.
+
+A delete marker masks the versions it covers until a major compaction purges
+it, including puts of those versions that arrive later. This is what makes
+out-of-order follow/unfollow safe: an unfollow at t2 beats the follow's puts
+at t1 < t2 whatever order the workers run them in. The three kinds:
+
+- ``"version"``: exactly the version at the timestamp, of one column
+  (DELETE_COLUMN);
+- ``"upto"``: every version <= the timestamp, of one column (DELETE_COLUMNS);
+- ``"family_version"``: the version at exactly the timestamp of every column
+  of a family (DELETE_FAMILY_VERSION); its column is ``b"family"`` or
+  ``b"family:"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, NamedTuple, get_args
 
-from tasks.hbase.cells import check_column, check_timestamp
-from tasks.hbase.errors import IDL
+from tasks.hbase.cells import check_column, check_family, check_row, check_timestamp, check_value
+from tasks.hbase.errors import HBaseRequestFailed
+from tasks.hbase.idl import THRIFT2
 from tasks.hbase.pool import ClusterPool
 
-DEFAULT_BATCH_SIZE = 1000  # cells per mutateRows call
-Mutation = IDL.Mutation
-BatchMutation = IDL.BatchMutation
+DEFAULT_BATCH_SIZE = 1000  # cells per putMultiple / deleteMultiple call
+
+DeleteKind = Literal["version", "upto", "family_version"]
+DELETE_KINDS: tuple[DeleteKind, ...] = get_args(DeleteKind)
+_DELETE_TYPES = {
+    "version": THRIFT2.TDeleteType.DELETE_COLUMN,
+    "upto": THRIFT2.TDeleteType.DELETE_COLUMNS,
+    "family_version": THRIFT2.TDeleteType.DELETE_FAMILY_VERSION,
+}
+
+
+class VersionPut(NamedTuple):
+    """One cell: ``column`` is ``b"family:qualifier"``, ``timestamp`` in ms."""
+
+    row: bytes
+    column: bytes
+    value: bytes
+    timestamp: int
+
+
+class VersionDelete(NamedTuple):
+    """One delete marker (see the module docstring for the kinds)."""
+
+    row: bytes
+    column: bytes
+    timestamp: int
+    kind: DeleteKind
+
+
+def _split(column: bytes) -> tuple[bytes, bytes]:
+    family, _, qualifier = check_column(column).partition(b":")
+    return family, qualifier
+
+
+def _in_calls(by_row: dict[bytes, list[Any]], batch_size: int, cells: Callable[[Any], int]) -> list[list[Any]]:
+    """The mutations of each row, rows in key order (the region server inserts
+    a sorted batch into its memstore with better locality, and splits it by
+    region in one pass), in calls of about ``batch_size`` cells, whole rows."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    calls: list[list[Any]] = []
+    chunk: list[Any] = []
+    size = 0
+    for row in sorted(by_row):
+        mutations = by_row[row]
+        chunk.extend(mutations)
+        size += sum(cells(m) for m in mutations)
+        if size >= batch_size:
+            calls.append(chunk)
+            chunk, size = [], 0
+    if chunk:
+        calls.append(chunk)
+    return calls
+
+
+def put_versions(
+    pool: ClusterPool,
+    table: str,
+    cells: Iterable[tuple[bytes, bytes, bytes, int]],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> int:
+    """Write ``(row, b"family:qualifier", value, timestamp)`` cells, each at
+    its own timestamp: one ``TPut`` per row, in ``putMultiple`` calls of about
+    ``batch_size`` cells. Returns the number of cells written.
+
+    A fan-out puts one cell into a thousand rows: equal cells share one
+    ``TColumnValue``, built and checked once."""
+    shared: dict[tuple[bytes, bytes, int], Any] = {}
+    by_row: dict[bytes, list[Any]] = {}
+    count = 0
+    for row, column, value, timestamp in cells:
+        key = (column, value, check_timestamp(timestamp))  # checked first: True == 1 as a key
+        cell = shared.get(key)
+        if cell is None:
+            family, qualifier = _split(column)
+            cell = shared[key] = THRIFT2.TColumnValue(
+                family=family, qualifier=qualifier, value=check_value(value), timestamp=timestamp,
+            )
+        by_row.setdefault(check_row(row), []).append(cell)
+        count += 1
+    if not count:
+        return 0
+    puts = {row: [THRIFT2.TPut(row=row, columnValues=values)] for row, values in by_row.items()}
+    calls = _in_calls(puts, batch_size, lambda put: len(put.columnValues))
+    name = pool.table_name(table).encode()
+
+    def work(client: Any) -> int:
+        for batch in calls:
+            client.putMultiple(name, batch)
+        return count
+
+    return pool.thrift2.run(f"put {count} cells into {table}", work)
+
+
+def _delete_column(column: bytes, timestamp: int, kind: str) -> Any:
+    if kind == "family_version":
+        return THRIFT2.TColumn(family=check_family(column), timestamp=timestamp)
+    family, qualifier = _split(column)
+    return THRIFT2.TColumn(family=family, qualifier=qualifier, timestamp=timestamp)
+
+
+def delete_versions(
+    pool: ClusterPool,
+    table: str,
+    deletes: Iterable[tuple[bytes, bytes, int, str]],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> int:
+    """Write ``(row, column, timestamp, kind)`` delete markers (kinds in the
+    module docstring: ``DeleteKind``), in ``deleteMultiple`` calls of about
+    ``batch_size`` markers. Returns the number of markers."""
+    by_row_kind: dict[tuple[bytes, str], list[Any]] = {}
+    count = 0
+    for row, column, timestamp, kind in deletes:
+        if kind not in _DELETE_TYPES:
+            raise ValueError(f"delete kind must be one of {', '.join(DELETE_KINDS)}, got {kind!r}")
+        marker = _delete_column(column, check_timestamp(timestamp), kind)
+        by_row_kind.setdefault((check_row(row), kind), []).append(marker)
+        count += 1
+    if not count:
+        return 0
+    # The server takes one delete type per TDelete: one per row and kind.
+    by_row: dict[bytes, list[Any]] = {}
+    for (row, kind), columns in by_row_kind.items():
+        by_row.setdefault(row, []).append(THRIFT2.TDelete(row=row, columns=columns, deleteType=_DELETE_TYPES[kind]))
+    calls = _in_calls(by_row, batch_size, lambda delete: len(delete.columns))
+    name = pool.table_name(table).encode()
+    operation = f"delete {count} versions from {table}"
+
+    def work(client: Any) -> int:
+        for batch in calls:
+            refused = client.deleteMultiple(name, batch)
+            if refused:  # 2.6.1 throws rather than answer refused deletes; fail if one ever does
+                raise HBaseRequestFailed(
+                    pool.name, str(pool.thrift2.address), operation, f"{len(refused)} deletes not applied"
+                )
+        return count
+
+    return pool.thrift2.run(operation, work)
 
 
 def put_cells(
@@ -35,46 +186,10 @@ def put_cells(
 ) -> int:
     """Write ``{row: {b"family:qualifier": value}}`` at ``timestamp``, in
     calls of about ``batch_size`` cells (whole rows). Returns the number of
-    cells written.
-
-    Builds Thrift's mutations itself rather than through happybase's
-    ``Batch``: a fan-out puts one cell into a thousand rows, and sharing one
-    ``Mutation`` per distinct cell halves the client's work per cell."""
+    cells written."""
     check_timestamp(timestamp)
-    shared: dict[tuple[bytes, bytes], Any] = {}
-    plan: list[tuple[bytes, list[Any]]] = []
-    cells = 0
-    # Rows in key order: the region server inserts a sorted batch into its
-    # memstore with better locality, and splits it by region in one pass.
-    for row, columns in sorted(rows.items()):
-        mutations = []
-        for column, value in columns.items():
-            mutation = shared.get((column, value))
-            if mutation is None:
-                check_column(column)
-                mutation = shared[(column, value)] = Mutation(isDelete=False, column=column, value=value)
-            mutations.append(mutation)
-        if mutations:
-            plan.append((row, mutations))
-            cells += len(mutations)
-    if not cells:
-        return 0
-
-    def work(connection: Any) -> int:
-        handle = connection.table(table)
-        chunk: list[Any] = []
-        size = 0
-        for row, mutations in plan:
-            chunk.append(BatchMutation(row, mutations))
-            size += len(mutations)
-            if size >= batch_size:
-                handle.connection.client.mutateRowsTs(handle.name, chunk, timestamp, {})
-                chunk, size = [], 0
-        if chunk:
-            handle.connection.client.mutateRowsTs(handle.name, chunk, timestamp, {})
-        return cells
-
-    return pool.run(f"put {cells} cells into {table} at {timestamp}", work)
+    cells = [(row, column, value, timestamp) for row, columns in rows.items() for column, value in columns.items()]
+    return put_versions(pool, table, cells, batch_size=batch_size)
 
 
 def delete_cells(
@@ -89,20 +204,10 @@ def delete_cells(
     version <= timestamp, now and for late writes. Whole-row deletes are not
     offered: an empty column list is an error, not "everything"."""
     check_timestamp(timestamp)
-    plan: dict[bytes, list[bytes]] = {}
+    deletes: list[tuple[bytes, bytes, int, str]] = []
     for row, columns in rows.items():
-        listed = [check_column(c) for c in columns]
+        listed = [(row, check_column(column), timestamp, "upto") for column in columns]
         if not listed:
             raise ValueError(f"delete_cells: no columns given for row {row!r} (whole-row deletes are not offered)")
-        plan[row] = listed
-    cells = sum(len(c) for c in plan.values())
-    if not cells:
-        return 0
-
-    def work(connection: Any) -> int:
-        with connection.table(table).batch(timestamp=timestamp, batch_size=batch_size) as batch:
-            for row, columns in plan.items():
-                batch.delete(row, columns)
-        return cells
-
-    return pool.run(f"delete {cells} cells from {table} at {timestamp}", work)
+        deletes.extend(listed)
+    return delete_versions(pool, table, deletes, batch_size=batch_size)

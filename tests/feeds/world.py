@@ -36,7 +36,7 @@ from tasks.typeahead.actions import ContactActions
 from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.conftest import settings_for
 from tests.hbase.conftest import PREFIX as HBASE_PREFIX
-from tests.servers import HBASE_PRIMARY, HBASE_STANDBY
+from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2
 from tests.workers.harness import Processes, wait_until, worker_env
 
 FEED_TASKS = "tasks.feeds.tasks"
@@ -55,6 +55,8 @@ def feed_env(stores: str, bus_prefix: str, imports: tuple[str, ...] = TASK_MODUL
         PINLATER_CELERY_IMPORTS=",".join(imports),
         PINLATER_HBASE_PRIMARY=HBASE_PRIMARY,
         PINLATER_HBASE_STANDBY=HBASE_STANDBY,
+        PINLATER_HBASE_PRIMARY_THRIFT2=HBASE_PRIMARY_THRIFT2,
+        PINLATER_HBASE_STANDBY_THRIFT2=HBASE_STANDBY_THRIFT2,
         PINLATER_HBASE_TABLE_PREFIX=HBASE_PREFIX,
         PINLATER_HBASE_CALL_TIMEOUT_S="10",
         PINLATER_POLL_INTERVAL_S="0.2",

@@ -12,7 +12,7 @@ import pytest
 
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables
 from tasks.hbase.settings import Address
-from tests.servers import HBASE_PRIMARY, HBASE_STANDBY, ensure_services
+from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2, ensure_services
 
 PREFIX = f"t{uuid.uuid4().hex[:8]}"
 
@@ -21,6 +21,8 @@ def test_settings(**overrides: object) -> HBaseSettings:
     fields: dict[str, object] = {
         "primary": Address.parse(HBASE_PRIMARY),
         "standby": Address.parse(HBASE_STANDBY),
+        "primary_thrift2": Address.parse(HBASE_PRIMARY_THRIFT2),
+        "standby_thrift2": Address.parse(HBASE_STANDBY_THRIFT2),
         "table_prefix": PREFIX,
         "call_timeout_s": 20.0,
     }

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.hbase import ClusterPool, HBaseSettings, delete_cells, put_cells
+from tasks.hbase import (
+    ClusterPool,
+    HBaseSettings,
+    VersionDelete,
+    VersionPut,
+    delete_cells,
+    delete_versions,
+    get_versions,
+    put_cells,
+    put_versions,
+)
 from tasks.hbase.reads import page_filter
 from tasks.hbase.settings import Address
+from tasks.hbase.writes import _in_calls
 
-POOL = ClusterPool("unused", Address("127.0.0.1", 1))  # never reached: the checks fail first
+NOWHERE = Address("127.0.0.1", 1)
+POOL = ClusterPool("unused", NOWHERE, thrift2_address=NOWHERE)  # never reached: the checks fail first
 
 
 @pytest.mark.parametrize("timestamp", [0, -1, 2**63, 1.5, True])
@@ -30,6 +42,57 @@ def test_whole_row_deletes_are_refused() -> None:
 
 def test_empty_writes_touch_nothing() -> None:
     assert put_cells(POOL, "t", {b"r": {}}, timestamp=1) == 0
+    assert put_versions(POOL, "t", []) == 0
+    assert delete_versions(POOL, "t", []) == 0
+    assert get_versions(POOL, "t", []) == {}
+
+
+@pytest.mark.parametrize(
+    ("cell", "says"),
+    [
+        (VersionPut(b"r", b"f:q", b"", 0), "cell timestamp"),
+        (VersionPut(b"r", b"f:q", b"", 2**63), "cell timestamp"),
+        (VersionPut(b"r", b"f:q", b"", True), "cell timestamp"),  # equal to 1 as a key of the cell cache
+        (VersionPut(b"r", b"fq", b"", 1), "family:qualifier"),
+        (VersionPut(b"r", b"f:q", "text", 1), "cell value must be bytes"),  # type: ignore[arg-type]
+        (VersionPut(b"", b"f:q", b"", 1), "row key"),
+        (VersionPut("r", b"f:q", b"", 1), "row key"),  # type: ignore[arg-type]
+    ],
+)
+def test_put_versions_checks_every_cell(cell: VersionPut, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        put_versions(POOL, "t", [VersionPut(b"ok", b"f:q", b"", 1), cell])
+
+
+@pytest.mark.parametrize(
+    ("delete", "says"),
+    [
+        (VersionDelete(b"r", b"f:q", 1, "all"), "delete kind must be one of version, upto, family_version"),  # type: ignore[arg-type]
+        (VersionDelete(b"r", b"f:q", 0, "upto"), "cell timestamp"),
+        (VersionDelete(b"r", b"f", 1, "version"), "family:qualifier"),
+        (VersionDelete(b"r", b"f:q", 1, "family_version"), "family must be bytes b'family' or b'family:'"),
+        (VersionDelete(b"r", b":", 1, "family_version"), "family must be"),
+        (VersionDelete(b"", b"f:q", 1, "version"), "row key"),
+    ],
+)
+def test_delete_versions_checks_every_marker(delete: VersionDelete, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        delete_versions(POOL, "t", [delete])
+
+
+def test_get_versions_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="b'family' or b'family:qualifier'"):
+        get_versions(POOL, "t", [b"r"], columns=[b":q"])
+    with pytest.raises(ValueError, match="max_versions"):
+        get_versions(POOL, "t", [b"r"], max_versions=0)
+
+
+def test_calls_hold_whole_rows_in_key_order() -> None:
+    by_row = {b"c": ["c1", "c2"], b"a": ["a1"], b"b": ["b1", "b2", "b3"], b"d": ["d1"]}
+    assert _in_calls(by_row, 3, lambda _: 1) == [["a1", "b1", "b2", "b3"], ["c1", "c2", "d1"]]
+    assert _in_calls(by_row, 1, lambda _: 1) == [["a1"], ["b1", "b2", "b3"], ["c1", "c2"], ["d1"]]
+    with pytest.raises(ValueError, match="batch_size"):
+        _in_calls(by_row, 0, lambda _: 1)
 
 
 def test_page_filter() -> None:
@@ -51,7 +114,16 @@ def test_settings_from_env() -> None:
     )
     assert (str(settings.primary), str(settings.standby)) == ("10.0.0.1:9090", "10.0.0.2:9091")
     assert settings.table_prefix == "demo" and settings.call_timeout_s == 0.5
-    assert str(HBaseSettings.from_env({}).primary) == "127.0.0.1:19090"
+    defaults = HBaseSettings.from_env({})
+    assert [str(a) for a in (defaults.primary, defaults.standby, defaults.primary_thrift2, defaults.standby_thrift2)] \
+        == ["127.0.0.1:19090", "127.0.0.1:19091", "127.0.0.1:19092", "127.0.0.1:19093"]
+    thrift2 = HBaseSettings.from_env(
+        {"PINLATER_HBASE_PRIMARY_THRIFT2": "10.0.0.1:9092", "PINLATER_HBASE_STANDBY_THRIFT2": "10.0.0.2:9093"}
+    )
+    assert (str(thrift2.primary_thrift2), str(thrift2.standby_thrift2)) == ("10.0.0.1:9092", "10.0.0.2:9093")
+    for name in ("PINLATER_HBASE_PRIMARY_THRIFT2", "PINLATER_HBASE_STANDBY_THRIFT2"):
+        with pytest.raises(ValueError, match=f"^{name}: expected HOST:PORT, got '127.0.0.1:0'$"):
+            HBaseSettings.from_env({name: "127.0.0.1:0"})
     with pytest.raises(ValueError, match="PINLATER_HBASE_STANDBY: expected HOST:PORT"):
         HBaseSettings.from_env({"PINLATER_HBASE_STANDBY": "nohost"})
     with pytest.raises(ValueError, match="PINLATER_HBASE_POOL_SIZE"):

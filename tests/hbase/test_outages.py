@@ -30,19 +30,24 @@ def hbase_pids() -> dict[str, str]:
     return {
         f"{cluster}/{jvm}": (VAR / "hbase" / cluster / f"{jvm}.pid").read_text().strip()
         for cluster in ("primary", "standby")
-        for jvm in ("master", "thrift")
+        for jvm in ("master", "thrift", "thrift2")
     }
 
 
 def test_unreachable_cluster_is_a_clear_error_at_once() -> None:
-    pool = ClusterPool("nowhere", Address("127.0.0.1", 19099), attempts=2)  # nothing listens there
-    started = time.monotonic()
-    with pytest.raises(HBaseUnavailable) as caught:
-        put_cells(pool, FEED, {b"r": {b"feed:q": b""}}, timestamp=1)
-    assert time.monotonic() - started < 2
-    message = str(caught.value)
-    assert message.startswith("hbase nowhere (127.0.0.1:19099): put 1 cells into following_feed at 1: ")
-    assert "Could not connect" in message and "\n" not in message
+    nowhere = Address("127.0.0.1", 19099)  # nothing listens there
+    pool = ClusterPool("nowhere", nowhere, attempts=2, thrift2_address=nowhere)
+    for call, operation in (
+        (lambda: put_cells(pool, FEED, {b"r": {b"feed:q": b""}}, timestamp=1), "put 1 cells into following_feed"),
+        (lambda: read_columns(pool, FEED, b"r", family="feed", limit=1), "read following_feed row b'r'"),
+    ):
+        started = time.monotonic()
+        with pytest.raises(HBaseUnavailable) as caught:
+            call()
+        assert time.monotonic() - started < 2
+        message = str(caught.value)
+        assert message.startswith(f"hbase nowhere (127.0.0.1:19099): {operation}: ")
+        assert "Could not connect" in message and "\n" not in message
 
 
 def test_server_side_errors_are_one_line(pair: ClusterPair, row: bytes) -> None:
@@ -60,10 +65,10 @@ def test_standby_outage_fails_fast_and_primary_keeps_working(pair: ClusterPair, 
     try:
         for _ in range(3):  # pooled connections were open: each is replaced, none hangs
             started = time.monotonic()
-            with pytest.raises(HBaseUnavailable, match=r"^hbase standby \(127\.0\.0\.1:19091\): "):
+            with pytest.raises(HBaseUnavailable, match=r"^hbase standby \(127\.0\.0\.1:19093\): "):
                 put_cells(pair.standby, FEED, {row: {b"feed:during": b""}}, timestamp=20)
             assert time.monotonic() - started < 2
-            with pytest.raises(HBaseError, match=r"^hbase standby .*: read following_feed"):
+            with pytest.raises(HBaseError, match=r"^hbase standby \(127\.0\.0\.1:19091\): read following_feed"):
                 read_columns(pair.standby, FEED, row, family="feed", limit=10)
         put_cells(pair.primary, FEED, {row: {b"feed:during": b""}}, timestamp=20)
         assert read_columns(pair.primary, FEED, row, family="feed", limit=10) == [(b"during", b"")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.hbase import (
+    ALL_VERSIONS,
     FOLLOWING_FEED,
     ClusterPair,
     Family,
@@ -14,9 +15,12 @@ from tasks.hbase import (
     drop_table,
     ensure_table,
     ensure_tables,
+    get_versions,
     put_cells,
+    put_versions,
     read_columns,
 )
+from tests.hbase.conftest import PREFIX, test_settings
 
 FEED = FOLLOWING_FEED.name
 
@@ -38,7 +42,7 @@ def test_following_feed_family_settings(pair: ClusterPair) -> None:
     for pool in pair:
         families = pool.run("families", lambda c: c.table(FEED).families())
         feed = families[b"feed"]
-        assert feed["max_versions"] == 1
+        assert feed["max_versions"] == ALL_VERSIONS == 2147483647
         assert feed["block_cache_enabled"] is True
     # Ensuring again creates nothing and finds the schema as defined.
     assert ensure_tables(pair) == {"primary": [], "standby": []}
@@ -54,6 +58,33 @@ def test_ensure_table_refuses_a_table_with_other_families(pair: ClusterPair) -> 
             ensure_table(pool, TableDef("odd", (Family("a", max_versions=3), Family("b"))))
     finally:
         assert drop_table(pool, "odd") is True
+
+
+def test_ensure_table_alters_a_table_made_with_the_old_settings(row: bytes) -> None:
+    """following_feed as it was made before its family kept every version:
+    ensuring it now alters the family, its other settings and data as they
+    were."""
+    pool = ClusterPair.from_settings(test_settings(table_prefix=f"{PREFIX}old")).primary
+    old = TableDef(FEED, (Family("feed", max_versions=1, bloom_filter_type="ROWCOL", in_memory=True),))
+    assert ensure_table(pool, old) is True
+    try:
+        put_cells(pool, FEED, {row: {qualifier(1): b"kept"}}, timestamp=10)
+        assert ensure_table(pool, FOLLOWING_FEED) is False  # altered, not created
+        families = pool.run("families", lambda c: c.table(FEED).families())
+        feed = families[b"feed"]
+        assert feed["max_versions"] == ALL_VERSIONS
+        assert (feed["bloom_filter_type"], feed["in_memory"], feed["block_cache_enabled"]) == (b"ROWCOL", True, True)
+        assert (feed["compression"], feed["time_to_live"]) == (b"NONE", 2147483647)
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == [(b"00000001", b"kept")]
+        put_versions(pool, FEED, [(row, qualifier(1), b"newer", 20)])
+        assert get_versions(pool, FEED, [row]) == {row: {qualifier(1): [(20, b"newer"), (10, b"kept")]}}
+        assert ensure_table(pool, FOLLOWING_FEED) is False  # nothing left to alter
+        # Fewer versions than a table keeps is still a mismatch, not an alter.
+        with pytest.raises(HBaseSchemaMismatch, match=r"family 'feed' keeps 2147483647 versions, not 1"):
+            ensure_table(pool, old)
+    finally:
+        drop_table(pool, FEED)
+        pool.close()
 
 
 def test_delete_at_t_masks_late_older_puts_and_not_newer(pair: ClusterPair, row: bytes) -> None:

@@ -1,0 +1,137 @@
+"""A bounded pool of Thrift2 connections to one cluster's Thrift2 server.
+
+Binary protocol over a buffered transport: the server's defaults (thriftpy2's
+compiled codecs). Behaves like ``ClusterPool`` does with happybase: every
+socket has a connect and call timeout, waiting for a free connection is
+bounded, a connection that fails mid-call is dropped (the next call makes a
+new one), ``run`` retries an idempotent call after such a failure, and what
+still fails reaches the caller as an ``HBaseError`` naming the cluster, this
+Thrift2 address and the operation.
+
+A new connection first asks ``getThriftServerType()``: a setting pointing at
+a Thrift1 port (which answers ONE) or at something that is no Thrift server
+fails there with one clear line, not on the first write.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
+from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[attr-defined]
+from thriftpy2.transport.socket import TSocket
+
+from tasks.hbase.errors import SERVER_ERRORS, HBaseUnavailable, NotThrift2Server, translate, with_retries
+from tasks.hbase.idl import THRIFT2
+from tasks.hbase.settings import Address
+
+T = TypeVar("T")
+_Socket: Any = TSocket  # untyped in thriftpy2
+
+
+class _Connection:
+    def __init__(self, address: Address, timeout_s: float) -> None:
+        millis = int(timeout_s * 1000)
+        self.transport = TCyBufferedTransport(
+            _Socket(address.host, address.port, socket_timeout=millis, connect_timeout=millis)
+        )
+        self.client: Any = TClient(THRIFT2.THBaseService, TCyBinaryProtocol(self.transport))
+
+    def open(self) -> _Connection:
+        self.transport.open()
+        try:
+            kind = self.client.getThriftServerType()
+        except TApplicationException as exc:  # a Thrift server without the method
+            self.close()
+            raise NotThrift2Server(f"not a Thrift2 server: getThriftServerType() failed ({exc})") from exc
+        except BaseException:
+            self.close()
+            raise
+        if kind != THRIFT2.TThriftServerType.TWO:
+            self.close()
+            name = THRIFT2.TThriftServerType._VALUES_TO_NAMES.get(kind, kind)
+            raise NotThrift2Server(f"not a Thrift2 server: getThriftServerType() answers {name} (a Thrift1 port?)")
+        return self
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLimits:
+    """How a pool bounds its calls (``HBaseSettings`` has the defaults' story)."""
+
+    size: int = 4
+    call_timeout_s: float = 10.0
+    pool_wait_s: float = 5.0
+    attempts: int = 2
+
+
+class Thrift2Pool:
+    """Up to ``limits.size`` connections to ``address``, made on demand."""
+
+    def __init__(self, cluster: str, address: Address, limits: PoolLimits = PoolLimits()) -> None:
+        self.cluster = cluster
+        self.address = address
+        self.limits = limits
+        self._slots = threading.BoundedSemaphore(limits.size)
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Thrift2Pool({self.cluster!r}, {self.address})"
+
+    def _take(self) -> _Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _Connection(self.address, self.limits.call_timeout_s).open()
+
+    def _once(self, operation: str, fn: Callable[[Any], T]) -> T:
+        if not self._slots.acquire(timeout=self.limits.pool_wait_s):
+            raise HBaseUnavailable(
+                self.cluster, str(self.address), operation,
+                f"no free Thrift2 connection within {self.limits.pool_wait_s:g}s (pool of {self.limits.size})",
+            )
+        try:
+            connection = self._take()
+            try:
+                result = fn(connection.client)
+            except SERVER_ERRORS:
+                self._give_back(connection)  # a whole answer was read: the stream is in step
+                raise
+            except BaseException:
+                connection.close()  # mid-call: unread bytes or a half-sent request may remain
+                raise
+            self._give_back(connection)
+            return result
+        except Exception as exc:
+            error = translate(exc, self.cluster, str(self.address), operation)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            self._slots.release()
+
+    def _give_back(self, connection: _Connection) -> None:
+        with self._lock:
+            self._idle.append(connection)
+
+    def run(self, operation: str, fn: Callable[[Any], T], *, idempotent: bool = True) -> T:
+        """Call ``fn(client)`` with a pooled thriftpy2 client of
+        ``THBaseService``. A broken connection is retried up to ``attempts``
+        times if the call is idempotent; whatever still fails raises an
+        ``HBaseError`` naming the cluster, this address and ``operation``."""
+        return with_retries(self.limits.attempts if idempotent else 1, lambda: self._once(operation, fn))
+
+    def close(self) -> None:
+        """Close the idle connections (one in use is kept by its call and
+        closed when it fails, or given back and closed by a later close)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()

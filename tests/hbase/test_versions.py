@@ -1,0 +1,170 @@
+"""Writes with a timestamp per cell, the three delete kinds and versioned
+reads, through the Thrift2 servers of the two real clusters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tasks.hbase import (
+    FOLLOWING_FEED,
+    TYPEAHEAD_WIDE,
+    ClusterPair,
+    ClusterPool,
+    delete_versions,
+    get_versions,
+    put_versions,
+    read_columns,
+)
+
+FEED = FOLLOWING_FEED.name
+WIDE = TYPEAHEAD_WIDE.name
+
+
+def thrift1_versions(pool: ClusterPool, table: str, row: bytes, column: bytes) -> list[tuple[bytes, int]]:
+    """Every visible version of one cell, read through Thrift1 (happybase)."""
+    return pool.run("versions", lambda c: c.table(table).cells(row, column, versions=100, include_timestamp=True))
+
+
+def versions(pool: ClusterPool, row: bytes, column: bytes, table: str = FEED) -> list[tuple[int, bytes]]:
+    return get_versions(pool, table, [row], columns=[column]).get(row, {}).get(column, [])
+
+
+def test_per_cell_timestamps_round_trip_on_both_clusters(pair: ClusterPair, row: bytes) -> None:
+    other = row + b"-2"
+    cells = [
+        (row, b"feed:a", b"a1", 1_001),
+        (row, b"feed:a", b"a2", 1_002),
+        (row, b"feed:b", b"b7", 7_007),
+        (other, b"feed:a", b"o5", 5_005),
+    ]
+    for pool in pair:
+        assert put_versions(pool, FEED, cells) == 4
+        assert thrift1_versions(pool, FEED, row, b"feed:a") == [(b"a2", 1_002), (b"a1", 1_001)]
+        latest = pool.run("row", lambda c: c.table(FEED).row(row, include_timestamp=True))
+        assert latest == {b"feed:a": (b"a2", 1_002), b"feed:b": (b"b7", 7_007)}
+        assert thrift1_versions(pool, FEED, other, b"feed:a") == [(b"o5", 5_005)]
+
+
+def test_version_delete_masks_exactly_that_version(pair: ClusterPair, row: bytes) -> None:
+    """A column kept in two versions whose newer one is deleted exactly shows
+    the older one; a later put at the deleted version stays masked, one at
+    another version shows."""
+    for pool in pair:
+        put_versions(pool, FEED, [(row, b"feed:q", b"old", 100), (row, b"feed:q", b"new", 200)])
+        assert delete_versions(pool, FEED, [(row, b"feed:q", 200, "version")]) == 1
+        assert versions(pool, row, b"feed:q") == [(100, b"old")]
+        assert read_columns(pool, FEED, row, family="feed", limit=10) == [(b"q", b"old")]  # Thrift1 too
+        put_versions(pool, FEED, [(row, b"feed:q", b"again", 200)])  # late, at the deleted version
+        assert versions(pool, row, b"feed:q") == [(100, b"old")]
+        put_versions(pool, FEED, [(row, b"feed:q", b"later", 300), (row, b"feed:q", b"between", 150)])
+        assert versions(pool, row, b"feed:q") == [(300, b"later"), (150, b"between"), (100, b"old")]
+
+
+def test_upto_delete_masks_every_version_at_or_before(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    put_versions(pool, FEED, [(row, b"feed:q", b"%d" % t, t) for t in (100, 200, 300)] + [(row, b"feed:r", b"", 100)])
+    assert delete_versions(pool, FEED, [(row, b"feed:q", 200, "upto")]) == 1
+    assert versions(pool, row, b"feed:q") == [(300, b"300")]
+    put_versions(pool, FEED, [(row, b"feed:q", b"late", 150), (row, b"feed:q", b"same", 200)])
+    assert versions(pool, row, b"feed:q") == [(300, b"300")]
+    put_versions(pool, FEED, [(row, b"feed:q", b"after", 250)])
+    assert versions(pool, row, b"feed:q") == [(300, b"300"), (250, b"after")]
+    assert versions(pool, row, b"feed:r") == [(100, b"")]  # other columns untouched
+
+
+@pytest.mark.parametrize("family", [b"feed", b"feed:"])
+def test_family_version_delete_masks_that_version_of_every_column(
+    pair: ClusterPair, row: bytes, family: bytes
+) -> None:
+    pool = pair.standby
+    cells = [(row, b"feed:" + q, q + b"@%d" % t, t) for q in (b"a", b"b", b"c") for t in (100, 200)]
+    put_versions(pool, FEED, [*cells, (row, b"feed:d", b"d@300", 300)])
+    assert delete_versions(pool, FEED, [(row, family, 200, "family_version")]) == 1
+    assert get_versions(pool, FEED, [row]) == {
+        row: {
+            b"feed:a": [(100, b"a@100")],
+            b"feed:b": [(100, b"b@100")],
+            b"feed:c": [(100, b"c@100")],
+            b"feed:d": [(300, b"d@300")],
+        }
+    }
+    # Later puts at that version are masked, in a new column too; others show.
+    put_versions(pool, FEED, [(row, b"feed:a", b"late", 200), (row, b"feed:e", b"new", 200)])
+    put_versions(pool, FEED, [(row, b"feed:a", b"a@250", 250)])
+    got = get_versions(pool, FEED, [row])[row]
+    assert got[b"feed:a"] == [(250, b"a@250"), (100, b"a@100")]
+    assert b"feed:e" not in got
+
+
+def test_one_call_mixes_kinds_and_rows(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    other = row + b"-2"
+    put_versions(pool, FEED, [(r, b"feed:" + q, b"", t) for r in (row, other) for q in (b"a", b"b") for t in (1, 2)])
+    deletes = [(row, b"feed:a", 2, "version"), (row, b"feed:b", 2, "upto"), (other, b"feed", 1, "family_version")]
+    assert delete_versions(pool, FEED, deletes) == 3
+    assert get_versions(pool, FEED, [row, other]) == {
+        row: {b"feed:a": [(1, b"")]},
+        other: {b"feed:a": [(2, b"")], b"feed:b": [(2, b"")]},
+    }
+
+
+class CallLog:
+    """Wraps a thriftpy2 client: records (method, number of mutations, rows)."""
+
+    def __init__(self, client: Any, log: list[tuple[str, int, list[bytes]]]) -> None:
+        self.client = client
+        self.log = log
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        def call(table: bytes, mutations: list[Any]) -> Any:
+            self.log.append((method, len(mutations), [m.row for m in mutations]))
+            return getattr(self.client, method)(table, mutations)
+
+        return call
+
+
+def logged_calls(pool: ClusterPool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, list[bytes]]]:
+    log: list[tuple[str, int, list[bytes]]] = []
+    run = pool.thrift2.run
+    monkeypatch.setattr(pool.thrift2, "run", lambda op, fn, **kw: run(op, lambda c: fn(CallLog(c, log)), **kw))
+    return log
+
+
+def test_batches_larger_than_one_call(pair: ClusterPair, row: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = pair.primary
+    rows = [row + b"-%02d" % i for i in range(30)]
+    cells = [(r, b"feed:" + q, b"v", t) for r in reversed(rows) for q in (b"a", b"b") for t in (10, 20)]
+    log = logged_calls(pool, monkeypatch)
+    assert put_versions(pool, FEED, cells, batch_size=10) == 120
+    # Whole rows (4 cells each) in key order, a call closed once it holds >= 10 cells.
+    assert [(method, size) for method, size, _ in log] == [("putMultiple", 3)] * 10
+    assert [r for _, _, call_rows in log for r in call_rows] == rows
+    got = get_versions(pool, FEED, rows)
+    assert all(got[r] == {b"feed:a": [(20, b"v"), (10, b"v")], b"feed:b": [(20, b"v"), (10, b"v")]} for r in rows)
+
+    log.clear()
+    deletes = [(r, b"feed:a", 20, "version") for r in rows] + [(r, b"feed:b", 20, "upto") for r in rows]
+    assert delete_versions(pool, FEED, deletes, batch_size=7) == 60
+    # One TDelete per row and kind: 4 rows (8 markers) a call, the last 2 rows alone.
+    assert [(method, size) for method, size, _ in log] == [("deleteMultiple", 8)] * 7 + [("deleteMultiple", 4)]
+    got = get_versions(pool, FEED, rows)
+    assert all(got[r] == {b"feed:a": [(10, b"v")]} for r in rows)
+
+
+def test_get_versions_every_version_newest_first(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.standby
+    stamps = [5, 1, 4, 2, 3]
+    put_versions(pool, WIDE, [(row, b"m:x", b"x%d" % t, t) for t in stamps] + [(row, b"m:y", b"y", 9)])
+    # Family c keeps one version (TYPEAHEAD_WIDE): a read of all versions gets the newest only.
+    put_versions(pool, WIDE, [(row, b"c:t", b"t1", 1), (row, b"c:t", b"t2", 2)])
+    newest_first = [(t, b"x%d" % t) for t in (5, 4, 3, 2, 1)]
+    assert get_versions(pool, WIDE, [row, row + b"-none"]) == {
+        row: {b"c:t": [(2, b"t2")], b"m:x": newest_first, b"m:y": [(9, b"y")]}
+    }
+    assert get_versions(pool, WIDE, [row], columns=[b"m"]) == {row: {b"m:x": newest_first, b"m:y": [(9, b"y")]}}
+    assert get_versions(pool, WIDE, [row], columns=[b"m:x"], max_versions=2) == {row: {b"m:x": newest_first[:2]}}
+    assert get_versions(pool, WIDE, [row + b"-none"]) == {}
+    assert get_versions(pool, WIDE, []) == {}
