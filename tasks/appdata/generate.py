@@ -184,12 +184,34 @@ def plan(spec: GraphSpec, shards: Sequence[int]) -> GraphPlan:
             if board_owner[board] != follower and (follower, board) not in seen:
                 seen.add((follower, board))
                 board_follows.append((follower, board, when()))
+    user_follows, board_follows = _distinct_follow_times(user_follows, board_follows)
     # Names from their own generator: the rest of the graph stays what it was for a seed.
     names = random.Random(f"names:{spec.seed}")
     return GraphPlan(
         user_shard, user_created, board_owner, board_created, pin_board, pin_created,
         user_follows, board_follows, celebrities, [person_name(names) for _ in user_created],
     )
+
+
+Follows = list[tuple[int, int, int]]
+
+
+def _distinct_follow_times(user_follows: Follows, board_follows: Follows) -> tuple[Follows, Follows]:
+    """No two follows of one user share a time, as ``graph.follow_clock``
+    guarantees for follows made by the application: a follow's time versions
+    its cells in the user's feed. A clash moves the later-listed follow 1 ms on."""
+    used: set[tuple[int, int]] = set()
+
+    def distinct(follows: Follows) -> Follows:
+        out = []
+        for follower, followee, ms in follows:
+            while (follower, ms) in used:
+                ms += 1
+            used.add((follower, ms))
+            out.append((follower, followee, ms))
+        return out
+
+    return distinct(user_follows), distinct(board_follows)
 
 
 class Progress:

@@ -22,6 +22,13 @@ of the task, and PinLater retries the job until both writes are done.
 ``repair_reverse`` re-adds missing reverse rows of one user from the forward
 table (a backfill/verify job can walk users with it).
 
+A follow's time (the sequence of both rows) comes from the follower's
+clock (``follow_clock``: a row per user in ``follow_clocks``): the time of
+the action, or just past the user's previous follow when that was not
+earlier. So one user's follows never share a time, not even with follows
+since removed, and a later follow has a later time: the feeds version a
+follow's cells with it, and an unfollow masks exactly that version.
+
 The forward table is the truth for "does U follow P / B"
 (``follows_user``, ``follows_board``); the reverse tables feed fan-out.
 """
@@ -36,10 +43,12 @@ from tasks.appdata import mappings, objects
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type, split_id
 from tasks.appdata.mappings import Cursor, Edge, Page
 from tasks.appdata.objects import AppObject
+from tasks.appdata.sql import sql
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import (
     BOARD_FOLLOWED_BY_USER,
     BOARD_HAS_PINS,
+    FOLLOW_CLOCKS,
     REVERSE,
     USER_FOLLOWED_BY_USER,
     USER_FOLLOWS_BOARD,
@@ -100,12 +109,36 @@ def get_pins(store: AppData, pin_ids: Sequence[int]) -> list[AppObject]:
 # ---------------------------------------------------------------- follows
 
 
+def follow_clock(store: AppData, user_id: int, at_ms: int | None = None) -> int:
+    """A time for an action of ``user_id``: ``at_ms`` (now by default), or
+    just past the user's last one when that is not earlier. Every call
+    answers a later time than the one before for this user, in any process."""
+    expect_type(user_id, ObjectType.USER)
+    asked = now_ms() if at_ms is None else at_ms
+    shard = split_id(user_id).shard
+    stmt = sql("tick_follow_clock", database=store.locate(shard).database, table=FOLLOW_CLOCKS)
+
+    def tick(cursor: Any, _database: str) -> int:
+        inserted = cursor.execute(stmt, (user_id, asked)) == 1
+        return asked if inserted else int(cursor.lastrowid)
+
+    return store.run(shard, tick)
+
+
 def _link(store: AppData, forward: MappingTable, from_id: int, to_id: int, at_ms: int | None) -> bool:
     if from_id == to_id:
         raise InvalidId(f"{from_id} cannot follow itself")
-    sequence = now_ms() if at_ms is None else at_ms
-    added = mappings.add(store, forward, from_id, to_id, sequence)
-    # Also when the forward row was there: a retry completes a half-done follow.
+    sequence = mappings.sequences(store, forward, from_id, [to_id]).get(to_id)
+    added = False
+    if sequence is None:
+        # A new follow's time comes from the follower's clock: unique among
+        # all their follows, ever, and after every earlier one.
+        sequence = follow_clock(store, from_id, at_ms)
+        added = mappings.add(store, forward, from_id, to_id, sequence)
+        if not added:  # another process made it meanwhile: its time stands
+            sequence = mappings.sequences(store, forward, from_id, [to_id]).get(to_id, sequence)
+    # Also when the forward row was there: a retry completes a half-done
+    # follow, with the forward row's own time.
     mappings.add(store, REVERSE[forward], to_id, from_id, sequence)
     return added
 
@@ -130,6 +163,13 @@ def follow_board(store: AppData, follower_id: int, board_id: int, *, at_ms: int 
 
 def unfollow_board(store: AppData, follower_id: int, board_id: int) -> bool:
     return _unlink(store, USER_FOLLOWS_BOARD, follower_id, board_id)
+
+
+def follow_time(store: AppData, follower_id: int, followee_id: int) -> int | None:
+    """When ``follower_id`` followed the user or board ``followee_id`` (the
+    forward row's sequence), or None if they do not follow it."""
+    forward = USER_FOLLOWS_BOARD if split_id(followee_id).type is ObjectType.BOARD else USER_FOLLOWS_USER
+    return mappings.sequences(store, forward, follower_id, [followee_id]).get(followee_id)
 
 
 def follows_user(store: AppData, user_id: int, pinner_id: int) -> bool:

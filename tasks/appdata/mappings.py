@@ -38,6 +38,7 @@ IN_LIST_MAX = 1000
 _CURSOR = re.compile(r"(-?[0-9]{1,19}):([0-9]{1,20})")
 SEQUENCE_MIN = -(1 << 63)
 SEQUENCE_MAX = (1 << 63) - 1
+TO_ID_MAX = (1 << 64) - 1  # above every id: a cursor at (s, TO_ID_MAX) reads rows at s too
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,24 @@ def sequences(store: AppData, table: MappingTable, from_id: int, to_ids: Iterabl
     return found
 
 
+def sequences_to(store: AppData, table: MappingTable, from_ids: Iterable[int], to_id: int) -> dict[int, int]:
+    """The sequence of the row from each of ``from_ids`` (any shards) to
+    ``to_id``; ids with no such row are left out. One query per shard and
+    1,000 ids."""
+    expect_type(to_id, table.to_type)
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for from_id in dict.fromkeys(from_ids):
+        by_shard[_check(table, from_id)].append(from_id)
+    found: dict[int, int] = {}
+    for shard, ids in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(ids), IN_LIST_MAX):
+            part = ids[start : start + IN_LIST_MAX]
+            stmt = sql("map_sequences_to", database=database, table=table.name, ids=len(part))
+            found.update((int(f), int(s)) for f, s in store.run(shard, fetcher(stmt, [to_id, *part])))
+    return found
+
+
 def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, dict[int, int]]:
     """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
     shards; one query per shard and 1,000 ids). For pages of a backfill or
@@ -207,6 +226,23 @@ def page(
 def recent(store: AppData, table: MappingTable, from_id: int, n: int) -> list[Edge]:
     """The ``n`` newest rows (highest sequence first)."""
     return page(store, table, from_id, limit=n).edges
+
+
+def up_to(store: AppData, table: MappingTable, from_id: int, sequence: int, n: int) -> list[Edge]:
+    """The ``n`` newest rows whose sequence is at most ``sequence``, newest first."""
+    _check_sequence(sequence)
+    return page(store, table, from_id, limit=n, cursor=Cursor(sequence, TO_ID_MAX)).edges
+
+
+def newer(store: AppData, table: MappingTable, from_id: int, than: Cursor, n: int) -> list[Edge]:
+    """The ``n`` rows just newer than ``than`` (a row's sequence and to_id),
+    oldest first."""
+    shard = _check(table, from_id)
+    if type(n) is not int or not 1 <= n <= MAX_PAGE:
+        raise ValueError(f"row count {n!r} must be an int in 1..{MAX_PAGE}")
+    stmt = sql("map_newer", database=store.locate(shard).database, table=table.name)
+    args = [from_id, than.sequence, than.sequence, than.to_id, n]
+    return [Edge(int(to_id), int(seq)) for to_id, seq in store.run(shard, lambda c, _db: _fetch(c, stmt, args))]
 
 
 def walk(store: AppData, table: MappingTable, from_id: int, *, page_size: int = 1000) -> Iterable[Edge]:

@@ -67,6 +67,10 @@ CONTACT_SOURCES = "contact_sources"
 EXTERNAL_ACCOUNTS = "external_accounts"
 CONTACT_TABLES = (CONTACT_SOURCES, EXTERNAL_ACCOUNTS)
 
+# Each user's last follow time, on the user's shard (tasks.appdata.graph).
+FOLLOW_CLOCKS = "follow_clocks"
+
 TABLE_NAMES = (
     frozenset(OBJECT_TABLES.values()) | frozenset(m.name for m in MAPPING_TABLES) | frozenset(CONTACT_TABLES)
+    | {FOLLOW_CLOCKS}
 )

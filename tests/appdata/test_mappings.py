@@ -131,15 +131,58 @@ def test_follow_writes_both_directions_and_repair_fills_a_lost_reverse(appdata: 
     with pytest.raises(InvalidId):
         graph.follow_user(appdata, u, u)
 
-    # A reverse write lost (the process died between the two writes): repair re-adds it.
+    # A follow asked at a time not after the user's last follow gets the
+    # time just past it (the follower's clock): no two follows of a user share one.
+    board_at = graph.follow_time(appdata, u, board.id)
+    assert board_at is not None and board_at > T0
     graph.follow_user(appdata, u, q, at_ms=T0 + 1)
+    assert graph.follow_time(appdata, u, q) == board_at + 1
+    # A reverse write lost (the process died between the two writes): repair re-adds it.
     mappings.remove(appdata, USER_FOLLOWED_BY_USER, q, u)
     assert graph.followers_of_user(appdata, q, limit=10).ids == []
     assert graph.repair_reverse(appdata, USER_FOLLOWS_USER, u) == 1
-    assert graph.followers_of_user(appdata, q, limit=10).edges == [mappings.Edge(u, T0 + 1)]
+    assert graph.followers_of_user(appdata, q, limit=10).edges == [mappings.Edge(u, board_at + 1)]
+    # A retried follow whose reverse row was lost completes it with the forward row's time.
+    mappings.remove(appdata, USER_FOLLOWED_BY_USER, q, u)
+    assert not graph.follow_user(appdata, u, q, at_ms=T0 + 99)
+    assert graph.followers_of_user(appdata, q, limit=10).edges == [mappings.Edge(u, board_at + 1)]
 
     assert graph.unfollow_board(appdata, u, board.id)
     assert not graph.follows_board(appdata, u, board.id)
     assert mappings.count(appdata, BOARD_FOLLOWED_BY_USER, board.id) == 0
     assert graph.unfollow_user(appdata, u, p) and not graph.unfollow_user(appdata, u, p)
     assert graph.followers_of_user(appdata, p, limit=10).ids == []
+
+
+def test_rows_up_to_a_sequence_newer_than_a_row_and_to_one_id(appdata: AppData) -> None:
+    a, b, c, d = _users(appdata, 4)
+    for to_id, seq in ((b, 10), (c, 20), (d, 20)):
+        mappings.add(appdata, USER_FOLLOWS_USER, a, to_id, seq)
+    high, low = max(c, d), min(c, d)
+    # Newest first, at most the sequence given (rows at it included).
+    assert mappings.up_to(appdata, USER_FOLLOWS_USER, a, 20, 5) == [
+        mappings.Edge(high, 20), mappings.Edge(low, 20), mappings.Edge(b, 10)]
+    assert mappings.up_to(appdata, USER_FOLLOWS_USER, a, 19, 5) == [mappings.Edge(b, 10)]
+    assert mappings.up_to(appdata, USER_FOLLOWS_USER, a, 9, 5) == []
+    # Just newer than a row, oldest first (ties by id, as the walk orders them).
+    assert mappings.newer(appdata, USER_FOLLOWS_USER, a, Cursor(10, b), 5) == [
+        mappings.Edge(low, 20), mappings.Edge(high, 20)]
+    assert mappings.newer(appdata, USER_FOLLOWS_USER, a, Cursor(20, low), 1) == [mappings.Edge(high, 20)]
+    # The rows from many ids (any shards) to one.
+    mappings.add(appdata, USER_FOLLOWS_USER, c, b, 30)
+    assert mappings.sequences_to(appdata, USER_FOLLOWS_USER, [a, c, d], b) == {a: 10, c: 30}
+
+
+def test_the_follow_clock_hands_each_user_distinct_later_times(appdata: AppData) -> None:
+    """From several threads at once, asked for the same time: every answer
+    is distinct and later than the one before for that user; another
+    user's clock is its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    u, v = _users(appdata, 2)
+    assert graph.follow_clock(appdata, u, T0) == T0  # the first: the time asked for
+    with ThreadPoolExecutor(8) as pool:
+        times = list(pool.map(lambda _i: graph.follow_clock(appdata, u, T0), range(40)))
+    assert sorted(times) == list(range(T0 + 1, T0 + 41))
+    assert graph.follow_clock(appdata, u, T0 + 1000) == T0 + 1000  # later than the last: as asked
+    assert graph.follow_clock(appdata, v, T0) == T0

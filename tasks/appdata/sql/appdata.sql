@@ -123,6 +123,39 @@ ORDER BY sequence DESC, to_id DESC LIMIT %s
 -- The sequence (follow time) of each of these to_ids mapped from from_id.
 SELECT to_id, sequence FROM {database}.{table} WHERE from_id = %s AND to_id IN ({ids})
 
+-- name: map_sequences_to
+-- The sequence of the row from each of these from_ids to one to_id (point
+-- lookups of the primary key). Args: to_id, then the from_ids.
+SELECT from_id, sequence FROM {database}.{table} WHERE to_id = %s AND from_id IN ({ids})
+
+-- name: map_newer
+-- The rows just newer than a (sequence, to_id), oldest first.
+-- Args: from_id, sequence, sequence, to_id, limit.
+SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+WHERE from_id = %s AND (sequence > %s OR (sequence = %s AND to_id > %s))
+ORDER BY sequence ASC, to_id ASC LIMIT %s
+
+-- ---------------------------------------------------------------- follow clocks
+
+-- name: create_follow_clocks_table
+-- The time of each user's last follow (ms), on the user's shard. A new
+-- follow of a user gets a time past it (tasks.appdata.graph), so no two
+-- follows of one user share a time, across both follow tables and edges
+-- since removed: a follow's time versions its cells in the user's feed.
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  user_id BIGINT UNSIGNED NOT NULL,
+  last_ms BIGINT NOT NULL,
+  PRIMARY KEY (user_id)
+) ENGINE=InnoDB
+
+-- name: tick_follow_clock
+-- The time asked for, or just past the user's last one when that is not
+-- earlier. LAST_INSERT_ID(expr) hands the new value back in the OK packet
+-- of an update (row count 2); a first insert (row count 1) keeps the time
+-- asked for. Args: user_id, time asked for.
+INSERT INTO {database}.{table} (user_id, last_ms) VALUES (%s, %s)
+ON DUPLICATE KEY UPDATE last_ms = LAST_INSERT_ID(GREATEST(last_ms + 1, VALUES(last_ms)))
+
 -- ---------------------------------------------------------------- object updates
 
 -- name: get_object_data
