@@ -11,14 +11,16 @@ from typing import Any, TypeVar
 from pinlater.errors import PinLaterError
 from pinlater.retry import RetryPolicy
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
+from tasks.errors import TryLater
 from tasks.hbase import HBaseError
 from workers.task import PinLaterTask
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Conditions that end when a server comes back: the job is retried.
-OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError)
+# Conditions that end by themselves (a server comes back, the application
+# finishes its write): the job is retried.
+OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError, TryLater)
 
 
 def task_options(queue: str, retry: RetryPolicy, claim_timeout_ms: int, **more: Any) -> dict[str, Any]:
@@ -43,5 +45,5 @@ def run_job(task: PinLaterTask, work: Callable[[], T], invalid: tuple[type[Excep
     except refused as exc:
         task.refuse(str(exc))
     except OUTAGES as exc:
-        log.info("%s: will retry after an outage: %s", task.name, exc)
+        log.info("%s: will retry: %s", task.name, exc)
         raise task.retry(exc=exc) from None

@@ -58,3 +58,14 @@ def services(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
             f"scripts/services {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+def hbase_compact(cluster: str, table: str) -> None:
+    """Flush ``table`` (its name on the cluster, prefix included) on one
+    HBase cluster and major-compact it: HBase then drops every delete marker
+    and what it masks. Fails loudly with the script's output."""
+    script = REPO / "scripts" / "hbase"
+    result = subprocess.run([str(script), "compact", cluster, table], capture_output=True, text=True, timeout=180)
+    if result.returncode != 0:
+        raise RuntimeError(f"scripts/hbase compact {cluster} {table} failed ({result.returncode}):\n"
+                           f"{result.stdout}\n{result.stderr}")

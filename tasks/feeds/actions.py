@@ -1,8 +1,9 @@
 """What application code calls when a user pins, follows or unfollows:
 the app data is written first (MySQL is the source of truth), then the feed
 job is enqueued on PinLater with a JSON body, through any PinLater client
-(the in-process ``JobService`` or the Thrift client of ``PINLATER_SERVERS``).
-The Celery workers of ``tasks.feeds.tasks`` do the rest.
+(the in-process ``JobService`` or the Thrift client of ``PINLATER_SERVERS``);
+an unfollow is the one exception (its job first: see ``unfollow``). The
+Celery workers of ``tasks.feeds.tasks`` do the rest.
 
     actions = FeedActions(store, pinlater.connect(Settings.from_env()))
     pin = actions.create_pin(pinner, board, {"title": "..."})
@@ -23,7 +24,7 @@ from tasks.appdata.objects import AppObject
 from tasks.appdata.store import AppData, now_ms
 from tasks.feeds import queues
 from tasks.feeds.fanout import FanoutJob
-from tasks.feeds.follow import Action, FollowAction
+from tasks.feeds.follow import FollowAction
 from tasks.feeds.settings import FeedSettings
 from tasks.feeds.trim import SweepJob
 
@@ -76,21 +77,24 @@ class FeedActions:
             added = graph.follow_board(self.store, follower_id, followee_id, at_ms=at)
         else:
             added = graph.follow_user(self.store, follower_id, followee_id, at_ms=at)
-        self.enqueue_follow(follower_id, followee_id, "follow", at)
+        self._enqueue(queues.FOLLOW, FollowAction(follower_id, followee_id, "follow", at).to_json())
         return added
 
     def unfollow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
+        """Unfollows a user or a board; True if they followed it. The feed
+        job is enqueued first, naming the follow it undoes (its time, read
+        here), then the follow leaves MySQL: a failure in between leaves a
+        job that waits for the removal, never a removal with no job. A
+        retried call finds the follow gone and enqueues nothing again."""
         at = now_ms() if at_ms is None else at_ms
+        since = graph.follow_time(self.store, follower_id, followee_id)
+        if since is None:
+            return False
+        action = FollowAction(follower_id, followee_id, "unfollow", at, follow_at=since)
+        self._enqueue(queues.FOLLOW, action.to_json())
         if split_id(followee_id).type is ObjectType.BOARD:
-            removed = graph.unfollow_board(self.store, follower_id, followee_id)
-        else:
-            removed = graph.unfollow_user(self.store, follower_id, followee_id)
-        self.enqueue_follow(follower_id, followee_id, "unfollow", at)
-        return removed
-
-    def enqueue_follow(self, follower_id: int, followee_id: int, action: Action, at_ms: int) -> str:
-        """Only the feed job of a follow or unfollow (the graph already changed)."""
-        return self._enqueue(queues.FOLLOW, FollowAction(follower_id, followee_id, action, at_ms).to_json())
+            return graph.unfollow_board(self.store, follower_id, followee_id)
+        return graph.unfollow_user(self.store, follower_id, followee_id)
 
     # -- trimming -------------------------------------------------------------------
     def start_sweep(self, cap: int | None = None) -> str:

@@ -2,15 +2,22 @@
 
 A job walks the pinner's followers, then the board's (phase ``pinner``,
 then ``board``), ``page_size`` at a time with the app data's keyset cursor,
-and each page becomes one put per cluster: the pin's column in every
-follower's row at ts = the pin's creation time. The step also says what job
-comes next (the same phase from the cursor, the board phase, or none) and
-at what priority to run it.
+and each page becomes one put per cluster: the pin's column in the rows of
+the followers whose follow brings it, each at the time of that follow (its
+version, ``tasks.feeds.writes``). The step also says what job comes next
+(the same phase from the cursor, the board phase, or none) and at what
+priority to run it.
+
+Which followers the pin goes to (``tasks.feeds.follow`` says what a follow
+brings): everyone who followed before the pin was created, and of those who
+followed at or after it, the ones for whom it is still among the account's
+``recent`` newest pins at their follow's time. Their follow's own job puts
+it too; a fan-out that runs late, early or twice puts the same cells, and
+never a pin a follow does not bring.
 
 A user who follows both the pinner and the board is reached in both
-phases. That is harmless: the column is the same and so is the timestamp,
-so the second put rewrites the same cell and the feed shows the pin once.
-Deduplicating across phases would need state the job does not carry.
+phases, with each follow's version: the feed shows the pin once, and it
+stays while either follow does.
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from tasks.appdata import graph
+from tasks.appdata import graph, mappings
 from tasks.appdata.ids import ObjectType, expect_type
-from tasks.appdata.mappings import MAX_PAGE
+from tasks.appdata.mappings import MAX_PAGE, SEQUENCE_MAX, Cursor, Page
 from tasks.appdata.store import AppData
+from tasks.appdata.tables import BOARD_HAS_PINS, USER_HAS_PINS
 from tasks.feeds import bodies
 from tasks.feeds.cells import qualifier
+from tasks.feeds.follow import DEFAULT_RECENT_PINS
 from tasks.feeds.writes import WriteBody, make_bodies
 
 Phase = Literal["pinner", "board"]
@@ -32,6 +41,7 @@ DEFAULT_PAGE_SIZE = 1000
 DEFAULT_HUGE_FOLLOWERS = 100_000  # more followers than this: priority 3
 NORMAL_PRIORITY = 1
 HUGE_PRIORITY = 3
+NEVER = SEQUENCE_MAX
 
 
 class InvalidFanoutJob(ValueError):
@@ -90,6 +100,18 @@ class FanoutJob:
         return cls(**bodies.load(text, "fanout job", required, optional, InvalidFanoutJob))
 
 
+def _followed_too_late(store: AppData, job: FanoutJob, account: int, page: Page, recent: int) -> int:
+    """The follow time from which a follow of ``account`` no longer brings
+    the pin: the creation time of the ``recent``-th of the account's pins
+    newer than it (or never, when there are fewer). Read only when someone
+    on the page followed after the pin was created."""
+    if all(e.sequence < job.created_at_ms for e in page.edges):
+        return NEVER
+    table = USER_HAS_PINS if job.phase == "pinner" else BOARD_HAS_PINS
+    newer = mappings.newer(store, table, account, Cursor(job.created_at_ms, job.pin_id), recent)
+    return newer[recent - 1].sequence if len(newer) >= recent else NEVER
+
+
 @dataclass(frozen=True, slots=True)
 class FanoutStep:
     writes: list[WriteBody]  # one put per cluster, or none for an empty page
@@ -97,7 +119,8 @@ class FanoutStep:
     priority: int  # of this page's writes and of the next job
 
 
-def fanout_page(store: AppData, job: FanoutJob, *, huge_followers: int = DEFAULT_HUGE_FOLLOWERS) -> FanoutStep:
+def fanout_page(store: AppData, job: FanoutJob, *, huge_followers: int = DEFAULT_HUGE_FOLLOWERS,
+                recent: int = DEFAULT_RECENT_PINS) -> FanoutStep:
     """One page of followers of ``job``'s phase: the writes for it and the next job."""
     account = job.pinner_id if job.phase == "pinner" else job.board_id
     priority = job.priority
@@ -105,7 +128,9 @@ def fanout_page(store: AppData, job: FanoutJob, *, huge_followers: int = DEFAULT
         priority = HUGE_PRIORITY if graph.follower_count(store, account) > huge_followers else NORMAL_PRIORITY
     walk = graph.followers_of_user if job.phase == "pinner" else graph.followers_of_board
     page = walk(store, account, limit=job.page_size, cursor=job.cursor)
-    writes = make_bodies("put", page.ids, [qualifier(job.created_at_ms, job.pin_id)], job.created_at_ms)
+    too_late = _followed_too_late(store, job, account, page, recent)
+    rows = [(e.to_id, e.sequence) for e in page.edges if e.sequence < too_late]
+    writes = make_bodies("put", account, rows, [qualifier(job.created_at_ms, job.pin_id)])
     next_job: FanoutJob | None
     if page.next is not None:
         next_job = replace(job, cursor=page.next.encode(), priority=priority)

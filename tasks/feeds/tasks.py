@@ -31,7 +31,7 @@ from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes
 from tasks.feeds.runtime import FeedRuntime, runtime
 from tasks.feeds.settings import FeedSettings
-from tasks.feeds.trim import InvalidTrimJob, SweepJob, TrimJob, over, sweep_page, trim_writes
+from tasks.feeds.trim import InvalidTrimJob, SweepJob, TrimJob, apply_trim, over, sweep_page
 from tasks.feeds.writes import CLUSTERS, InvalidWriteBody, WriteBody, apply_write
 from tasks.hbase import PRIMARY, STANDBY, HBaseError
 from tasks.shell import run_job, task_options
@@ -81,13 +81,13 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
     def work() -> int:
         job = FanoutJob.from_json(body)
         rt = runtime()
-        step = fanout_page(rt.store, job, huge_followers=rt.settings.huge_followers)
+        step = fanout_page(rt.store, job, huge_followers=rt.settings.huge_followers, recent=rt.settings.recent_pins)
         # Keyed by page: a page run again (its worker died before the ACK)
         # publishes neither its writes nor its successor twice, so a crash
         # does not start a second chain down the rest of the followers.
         publish_writes(step.writes, step.priority, _page_key(rt, job))
         if step.writes:
-            _trim_if_long(rt, job, list(step.writes[0].rows))
+            _trim_if_long(rt, job, [user for user, _version in step.writes[0].rows])
         if step.next_job is not None:
             fanout.apply_async(args=[step.next_job.to_json()], priority=step.priority,
                                idempotency_key=_page_key(rt, step.next_job))
@@ -124,7 +124,7 @@ def follow(self: PinLaterTask, body: str | bytes) -> int:
     def work() -> int:
         rt = runtime()
         action = FollowAction.from_json(body)
-        writes = follow_writes(rt.store, action, recent=rt.settings.recent_pins)
+        writes = follow_writes(rt.store, action, recent=rt.settings.recent_pins, cap=rt.settings.cap)
         key = _key(rt, f"follow:{action.follower_id}:{action.followee_id}:{action.action}:{action.at_ms}")
         publish_writes(writes, 1, key)
         return writes[0].cells() if writes else 0
@@ -137,20 +137,21 @@ def _write(task: PinLaterTask, cluster: str, body: str | bytes) -> int:
         write = WriteBody.from_json(body)
         if write.cluster != cluster:
             raise InvalidWriteBody(f"write body for the {write.cluster} cluster on the {cluster} queue")
-        return apply_write(runtime().ready(cluster), write)
+        rt = runtime()
+        return apply_write(rt.ready(cluster), rt.store, write)
 
     return _run(task, work)
 
 
 @shared_task(name="feeds.write_primary", **_options(queues.WRITE_PRIMARY))
 def write_primary(self: PinLaterTask, body: str | bytes) -> int:
-    """One batched put or delete on the primary."""
+    """One batched put or retraction on the primary."""
     return _write(self, PRIMARY, body)
 
 
 @shared_task(name="feeds.write_standby", **_options(queues.WRITE_STANDBY))
 def write_standby(self: PinLaterTask, body: str | bytes) -> int:
-    """One batched put or delete on the standby."""
+    """One batched put or retraction on the standby."""
     return _write(self, STANDBY, body)
 
 
@@ -163,8 +164,7 @@ def trim(self: PinLaterTask, body: str | bytes) -> int:
 
     def work() -> int:
         job = TrimJob.from_json(body)
-        pair = runtime().ready(job.cluster)
-        return sum(apply_write(pair, write) for write in trim_writes(pair, job.cluster, job.user_id, job.cap))
+        return apply_trim(runtime().ready(job.cluster), job.cluster, job.user_id, job.cap)
 
     return _run(self, work)
 

@@ -2,14 +2,17 @@
 
 Only the excess is read: ``ColumnPaginationFilter(limit, offset=cap)``
 through ``tasks.hbase.reads``, then pages after the last excess column.
-Each page becomes one delete at the newest timestamp among its cells: a
-delete at T masks every version <= T, so it masks all of them, and (since a
-cell of the excess is there by then) it is not later than the action that
-wrote the newest of them. A follow at a later time that puts one of these
-pins back shows it again, as it should.
+Each page's columns are deleted up to the newest version among its cells:
+a delete at T masks every version <= T of its column, so it masks all of
+them, and (each version being the time of a follow that had happened by
+then) it is not later than any follow still to come. A follow after the
+trim that brings one of these pins back has a later version and shows it
+again, as it should.
 
 The cap races fan-out harmlessly: a pin put after the read shifts the row
-by one; the next trim takes it.
+by one; the next trim takes it. A trim only ever removes pins that were
+past the cap when it read the row; what it removed stays removed (a feed
+that an unfollow shrinks below its cap does not get older pins back).
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ from typing import Any
 
 from tasks.feeds import bodies
 from tasks.feeds.cells import FAMILY, TABLE, parse_row_key, row_key
-from tasks.feeds.writes import CLUSTERS, WriteBody
-from tasks.hbase import ClusterPair
+from tasks.feeds.writes import CLUSTERS
+from tasks.hbase import ClusterPair, delete_versions
 from tasks.hbase.reads import read_cells, rows_longer_than
 
 DEFAULT_CAP = 1000
 DEFAULT_TRIM_PAGE = 1000  # excess columns read, and deleted, per call
 DEFAULT_SWEEP_ROWS = 100
 MAX_CAP = 1_000_000
+_FAMILY = FAMILY.encode()
+Delete = tuple[bytes, bytes, int, str]  # row, column, timestamp, kind (tasks.hbase.delete_versions)
 
 
 class InvalidTrimJob(ValueError):
@@ -101,16 +106,16 @@ def over(pair: ClusterPair, cluster: str, user: int, count: int) -> bool:
     return bool(read_cells(pair[cluster], TABLE, row_key(user), family=FAMILY, limit=1, offset=count))
 
 
-def trim_writes(
+def trim_deletes(
     pair: ClusterPair, cluster: str, user: int, cap: int, *, page: int = DEFAULT_TRIM_PAGE
-) -> list[WriteBody]:
+) -> list[Delete]:
     """Deletes of every column of ``user``'s row on ``cluster`` past the
-    newest ``cap`` (for that same cluster), one body per ``page`` columns."""
+    newest ``cap`` (for that same cluster), read ``page`` columns at a time."""
     if type(cap) is not int or cap < 0:
         raise ValueError(f"cap must be an int >= 0, got {cap!r}")
     pool = pair[cluster]
     row = row_key(user)
-    bodies: list[WriteBody] = []
+    deletes: list[Delete] = []
     after: bytes | None = None
     while True:
         if after is None:
@@ -118,19 +123,18 @@ def trim_writes(
         else:
             cells = read_cells(pool, TABLE, row, family=FAMILY, limit=page, after=after)
         if not cells:
-            return bodies
-        bodies.append(
-            WriteBody(
-                "delete",
-                cluster,
-                (user,),
-                tuple(q.decode("ascii") for q, _value, _ts in cells),
-                max(ts for _q, _value, ts in cells),
-            )
-        )
+            return deletes
+        newest = max(ts for _q, _value, ts in cells)
+        deletes += [(row, _FAMILY + b":" + q, newest, "upto") for q, _value, _ts in cells]
         if len(cells) < page:
-            return bodies
+            return deletes
         after = cells[-1][0]
+
+
+def apply_trim(pair: ClusterPair, cluster: str, user: int, cap: int, *, page: int = DEFAULT_TRIM_PAGE) -> int:
+    """Trims ``user``'s row on ``cluster`` to ``cap`` columns; the columns deleted."""
+    deletes = trim_deletes(pair, cluster, user, cap, page=page)
+    return delete_versions(pair[cluster], TABLE, deletes) if deletes else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,36 +1,59 @@
-"""Write job bodies: one batched put or delete, at one timestamp, on one
-cluster. Every feed change ends as one such body per cluster (a job on
-``feed_write_primary`` or ``feed_write_standby``), so an outage of one
-cluster only backs up its own queue.
+"""Write job bodies: the cells one follow is the reason for, put or
+retracted, on one cluster. Every feed change ends as one such body per
+cluster (a job on ``feed_write_primary`` or ``feed_write_standby``), so an
+outage of one cluster only backs up its own queue.
 
 Body (JSON)::
 
-    {"op": "put" | "delete", "cluster": "primary" | "standby",
-     "rows": [user id, ...], "columns": [qualifier, ...], "timestamp": ms}
+    {"op": "put", "cluster": "primary" | "standby", "followee": user or board id,
+     "rows": [[user id, version], ...], "columns": [qualifier, ...]}
+    {"op": "retract", "cluster": ..., "followee": ..., "rows": [[user id, version], ...]}
 
-Every row gets every column (fan-out: many rows, one column; follow and
-trim: one row, many columns). Replaying a body writes the same cells at the
-same time, so retries are safe.
+**The version rule.** A pin is in a user's feed because they follow its
+pinner or its board; its cell's timestamp (its version) is the time of that
+follow, so every cell a follow brings, through the follow's own job or
+through fan-outs, has that one version, and no other follow of the user
+has it (``tasks.appdata.graph.follow_clock``). Then:
+
+* ``put``: every row gets every column at the row's version. After the
+  put, the follows are read again: a row whose follow is gone (or has
+  another time now) gets its version retracted, so a put that arrives after
+  the unfollow's retraction, or after a compaction purged it, never stays.
+* ``retract``: every cell of each row at exactly that version goes (one
+  family-version delete marker a row): all the pins that follow brought,
+  and any that arrive later at that version, whatever their columns. A pin
+  also reached through another follow keeps that follow's cell.
+
+Replaying a body writes the same cells at the same versions, so retries
+and duplicates are safe.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tasks.appdata import mappings
+from tasks.appdata.ids import ObjectType, split_id
+from tasks.appdata.store import AppData
+from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_FOLLOWS_USER
 from tasks.feeds import bodies
 from tasks.feeds.cells import FAMILY, TABLE, check_user, parse_qualifier, row_key
-from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_cells, put_cells
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, delete_versions, put_versions
 from tasks.hbase.cells import check_timestamp
 
-Op = Literal["put", "delete"]
-OPS: tuple[Op, ...] = ("put", "delete")
+Op = Literal["put", "retract"]
+OPS: tuple[Op, ...] = ("put", "retract")
 CLUSTERS = (PRIMARY, STANDBY)
 # One body is one job: keep it well below the job service's body limit and
 # a single HBase batch of reasonable size.
 MAX_CELLS = 20_000
 MAX_ROWS = 10_000
 MAX_COLUMNS = 10_000
+_FAMILY = FAMILY.encode()
+_PREFIX = _FAMILY + b":"
 
 
 class InvalidWriteBody(ValueError):
@@ -41,9 +64,9 @@ class InvalidWriteBody(ValueError):
 class WriteBody:
     op: Op
     cluster: str
-    rows: tuple[int, ...]
-    columns: tuple[str, ...]  # qualifiers, without the family
-    timestamp: int
+    followee: int  # the user or board whose follow the rows' versions are
+    rows: tuple[tuple[int, int], ...]  # (user, version: the time they followed ``followee``)
+    columns: tuple[str, ...] = ()  # qualifiers, without the family; none for a retract
 
     def __post_init__(self) -> None:
         problem = _problem(self)
@@ -51,42 +74,45 @@ class WriteBody:
             raise InvalidWriteBody(f"write body: {problem}")
 
     def to_json(self) -> str:
-        return bodies.dump(
-            {
-                "op": self.op,
-                "cluster": self.cluster,
-                "rows": list(self.rows),
-                "columns": list(self.columns),
-                "timestamp": self.timestamp,
-            }
-        )
+        fields: dict[str, object] = {"op": self.op, "cluster": self.cluster, "followee": self.followee,
+                                     "rows": [list(row) for row in self.rows]}
+        if self.op == "put":
+            fields["columns"] = list(self.columns)
+        return bodies.dump(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> WriteBody:
-        keys = ("op", "cluster", "rows", "columns", "timestamp")
-        data = bodies.load(text, "write body", keys, (), InvalidWriteBody)
-        rows, columns = data["rows"], data["columns"]
+        data = bodies.load(text, "write body", ("op", "cluster", "followee", "rows"), ("columns",), InvalidWriteBody)
+        rows, columns = data["rows"], data.get("columns", [])
         if not isinstance(rows, list) or not isinstance(columns, list):
             raise InvalidWriteBody("write body: rows and columns must be lists")
-        return cls(data["op"], data["cluster"], tuple(rows), tuple(columns), data["timestamp"])
+        if not all(isinstance(row, list) and len(row) == 2 for row in rows):
+            raise InvalidWriteBody("write body: every row must be [user id, version]")
+        return cls(data["op"], data["cluster"], data["followee"], tuple((r[0], r[1]) for r in rows), tuple(columns))
 
     def cells(self) -> int:
-        return len(self.rows) * len(self.columns)
+        return len(self.rows) * max(1, len(self.columns))
 
 
 def _problem(body: WriteBody) -> str | None:
     if body.op not in OPS:
-        return f"op must be put or delete, got {body.op!r}"
+        return f"op must be put or retract, got {body.op!r}"
     if body.cluster not in CLUSTERS:
         return f"cluster must be primary or standby, got {body.cluster!r}"
-    if not body.rows or not body.columns:
-        return "rows and columns must not be empty"
+    if not body.rows:
+        return "rows must not be empty"
+    if body.op == "put" and not body.columns:
+        return "a put needs columns"
+    if body.op == "retract" and body.columns:
+        return "a retract takes no columns (it removes every cell of its version)"
     if len(body.rows) > MAX_ROWS or len(body.columns) > MAX_COLUMNS or body.cells() > MAX_CELLS:
         return f"too big: {len(body.rows)} rows x {len(body.columns)} columns (max {MAX_CELLS} cells)"
     try:
-        check_timestamp(body.timestamp)
-        for user in body.rows:
+        if type(body.followee) is not int or split_id(body.followee).type not in (ObjectType.USER, ObjectType.BOARD):
+            raise ValueError(f"followee {body.followee!r} is not a user or board id")
+        for user, version in body.rows:
             check_user(user)
+            check_timestamp(version)
         for q in body.columns:
             if not isinstance(q, str):
                 raise ValueError(f"column {q!r} is not a string")
@@ -96,22 +122,66 @@ def _problem(body: WriteBody) -> str | None:
     return None
 
 
-def make_bodies(op: Op, rows: list[int], qualifiers: list[bytes], timestamp: int) -> list[WriteBody]:
+def make_bodies(op: Op, followee: int, rows: Sequence[tuple[int, int]], qualifiers: Sequence[bytes] = ()
+                ) -> list[WriteBody]:
     """The same write for both clusters (none if there is nothing to write)."""
-    if not rows or not qualifiers:
+    if not rows or (op == "put" and not qualifiers):
         return []
     columns = tuple(q.decode("ascii") for q in qualifiers)
-    return [WriteBody(op, cluster, tuple(rows), columns, timestamp) for cluster in CLUSTERS]
+    return [WriteBody(op, cluster, followee, tuple(rows), columns) for cluster in CLUSTERS]
 
 
-def apply_write(pair: ClusterPair, body: WriteBody) -> int:
-    """One batched put or delete at the body's timestamp on its cluster; the
-    number of cells. Raises ``tasks.hbase.HBaseError`` on failure (the job
-    is retried)."""
+@dataclass(frozen=True, slots=True)
+class EdgeCells:
+    """Cells one follow (``user`` followed ``followee`` at ``version``) is the reason for."""
+
+    user: int
+    followee: int
+    version: int
+    columns: tuple[bytes, ...]  # qualifiers
+
+
+def put_edges(pool: ClusterPool, store: AppData, edges: Sequence[EdgeCells]) -> int:
+    """Puts every edge's cells at its version in one batch, then retracts
+    the versions of the edges that are gone from MySQL by now (the fence:
+    see the module's docstring). The cells put."""
+    cells = [(row_key(e.user), _PREFIX + q, b"", e.version) for e in edges for q in e.columns]
+    if not cells:
+        return 0
+    written = put_versions(pool, TABLE, cells)
+    gone = gone_edges(store, [(e.user, e.followee, e.version) for e in edges])
+    if gone:
+        retract(pool, gone)
+    return written
+
+
+def retract(pool: ClusterPool, rows: Iterable[tuple[int, int]]) -> int:
+    """Removes every cell of each ``(user, version)`` row at exactly that version."""
+    return delete_versions(pool, TABLE, [(row_key(user), _FAMILY, version, "family_version")
+                                         for user, version in dict.fromkeys(rows)])
+
+
+def gone_edges(store: AppData, edges: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """Of ``(user, followee, version)``, the ``(user, version)`` of those whose
+    follow is no longer in MySQL with that time (the forward tables, the
+    truth: one query per followee and shard)."""
+    by_followee: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for user, followee, version in edges:
+        by_followee[followee][user].add(version)
+    gone: list[tuple[int, int]] = []
+    for followee, users in by_followee.items():
+        table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
+        now = mappings.sequences_to(store, table, users, followee)
+        gone += [(user, v) for user, versions in users.items() for v in sorted(versions) if now.get(user) != v]
+    return gone
+
+
+def apply_write(pair: ClusterPair, store: AppData, body: WriteBody) -> int:
+    """One body on its cluster; the cells written (a retract counts its
+    rows). Raises ``tasks.hbase.HBaseError`` or an app-data error on
+    failure (the job is retried)."""
     pool = pair[body.cluster]
-    family = FAMILY.encode() + b":"
-    columns = [family + q.encode("ascii") for q in body.columns]
-    if body.op == "put":
-        cells: dict[bytes, dict[bytes, bytes]] = {row_key(u): dict.fromkeys(columns, b"") for u in body.rows}
-        return put_cells(pool, TABLE, cells, timestamp=body.timestamp)
-    return delete_cells(pool, TABLE, {row_key(u): columns for u in body.rows}, timestamp=body.timestamp)
+    if body.op == "retract":
+        return retract(pool, body.rows)
+    columns = tuple(q.encode("ascii") for q in body.columns)
+    return put_edges(pool, store, [EdgeCells(user, body.followee, version, columns) for user, version in body.rows])

@@ -1,5 +1,5 @@
 """Helpers of the feed tests: apply write bodies as the write jobs would,
-read a feed row back, make users and pins, hand out action times, make a
+read a feed row back (with its versions), make users and pins, hand out action times, make a
 fanned-out feed, find every row holding a cell, and a port that never answers."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tasks.appdata.store import AppData
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, parse_row_key, row_key
 from tasks.feeds.fanout import FanoutJob, fanout_page
 from tasks.feeds.writes import WriteBody, apply_write
-from tasks.hbase import ClusterPair, read_columns
+from tasks.hbase import ClusterPair, get_versions, read_columns
 from tasks.hbase.settings import Address
 
 _clock = itertools.count(1_700_000_000_000, 1000)
@@ -28,17 +28,30 @@ def tick() -> int:
     return next(_clock)
 
 
-def apply_all(pair: ClusterPair, bodies: Iterable[WriteBody], *, via_json: bool = True) -> None:
+def apply_all(pair: ClusterPair, store: AppData, bodies: Iterable[WriteBody], *, via_json: bool = True) -> None:
     """What the write jobs would do: each body (through its JSON, as a job
     carries it) on its own cluster."""
     for body in bodies:
-        apply_write(pair, WriteBody.from_json(body.to_json()) if via_json else body)
+        apply_write(pair, store, WriteBody.from_json(body.to_json()) if via_json else body)
 
 
 def feed(pair: ClusterPair, cluster: str, user: int) -> list[int]:
     """Every pin id in ``user``'s row on ``cluster``, in column order."""
     columns = read_columns(pair[cluster], TABLE, row_key(user), family=FAMILY, limit=10_000)
     return [parse_qualifier(q).pin_id for q, _ in columns]
+
+
+def feed_versions(pair: ClusterPair, user: int) -> dict[int, set[int]]:
+    """Every pin of ``user``'s row with the versions it has (the follows it
+    is there for), checked to be the same on both clusters."""
+    row = row_key(user)
+    found = []
+    for pool in pair:
+        cells = get_versions(pool, TABLE, [row], columns=[FAMILY.encode()]).get(row, {})
+        found.append({parse_qualifier(c.split(b":", 1)[1]).pin_id: {ts for ts, _v in versions}
+                      for c, versions in cells.items()})
+    assert found[0] == found[1], f"clusters differ for {user}: {found[0]} vs {found[1]}"
+    return found[0]
 
 
 def feeds(pair: ClusterPair, user: int) -> list[int]:
@@ -70,7 +83,7 @@ def feed_of(store: AppData, pair: ClusterPair, count: int) -> tuple[int, list[in
         job: FanoutJob | None = FanoutJob(p.id, pinner, board, created)
         while job is not None:
             step = fanout_page(store, job)
-            apply_all(pair, step.writes)
+            apply_all(pair, store, step.writes)
             job = step.next_job
     return follower, pins[::-1]
 

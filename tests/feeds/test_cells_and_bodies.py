@@ -41,20 +41,32 @@ def test_bad_qualifiers_are_refused(bad: bytes) -> None:
 
 
 def test_write_bodies_round_trip_and_validate() -> None:
-    body = WriteBody("put", "standby", (USER,), (qualifier(5, PIN).decode(),), 5)
-    assert WriteBody.from_json(body.to_json()) == body
-    good = {"op": "put", "cluster": "primary", "rows": [USER], "columns": [qualifier(5, PIN).decode()], "timestamp": 5}
+    put = WriteBody("put", "standby", BOARD, ((USER, 5),), (qualifier(5, PIN).decode(),))
+    retract = WriteBody("retract", "primary", USER, ((USER + 1, 7),))
+    for body in (put, retract):
+        assert WriteBody.from_json(body.to_json()) == body
+    good = {"op": "put", "cluster": "primary", "followee": BOARD, "rows": [[USER, 5]],
+            "columns": [qualifier(5, PIN).decode()]}
     for key, value in [
         ("op", "upsert"),
+        ("op", "delete"),  # a body of the layout before versions
         ("cluster", "tertiary"),
+        ("followee", PIN),
+        ("followee", "x"),
         ("rows", []),
+        ("rows", [USER]),
+        ("rows", [[USER, 0]]),
+        ("rows", [[USER, 1.5]]),
+        ("rows", [[0, 5]]),
         ("columns", ["feed:x"]),
-        ("timestamp", 0),
-        ("timestamp", 1.5),
-        ("rows", [0]),
+        ("columns", []),
     ]:
         with pytest.raises(InvalidWriteBody):
             WriteBody.from_json(json.dumps({**good, key: value}))
+    with pytest.raises(InvalidWriteBody):
+        WriteBody.from_json(json.dumps({**good, "op": "retract"}))  # a retraction names no columns
+    with pytest.raises(InvalidWriteBody):
+        WriteBody.from_json(json.dumps({**good, "timestamp": 5}))
     with pytest.raises(InvalidWriteBody):
         WriteBody.from_json("{}")
 
@@ -66,8 +78,12 @@ def test_job_bodies_round_trip_and_validate() -> None:
         FanoutJob(PIN, BOARD, BOARD, 5)
     with pytest.raises(InvalidFanoutJob):
         FanoutJob(PIN, USER, BOARD, 5, phase="everyone")  # type: ignore[arg-type]
-    action = FollowAction(USER, BOARD, "unfollow", 10)
+    action = FollowAction(USER, BOARD, "unfollow", 10, follow_at=4)
     assert FollowAction.from_json(action.to_json()) == action and action.of_board
+    with pytest.raises(InvalidFollowAction):
+        FollowAction(USER, BOARD, "unfollow", 10)  # which follow it undoes: its time
+    with pytest.raises(InvalidFollowAction):
+        FollowAction(USER, BOARD, "follow", 10, follow_at=4)
     with pytest.raises(InvalidFollowAction):
         FollowAction(USER, PIN, "follow", 10)
     with pytest.raises(InvalidFollowAction):

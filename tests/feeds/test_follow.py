@@ -1,98 +1,191 @@
-"""Follow and unfollow on the real servers: the action's time as the cell
-timestamp makes the order the jobs run in irrelevant, a re-follow shows
-the pins again, and an unfollow keeps the pins still reachable another way."""
+"""Follow and unfollow on the real servers: a follow's cells carry its time
+as their version, an unfollow retracts that version, so the order the jobs
+run in does not matter; a re-follow shows the pins again; a pin reached
+through another follow stays. The case of the report that made the rule:
+a follow's job that runs after its unfollow's, and after new pins."""
 
 from __future__ import annotations
 
 from tasks.appdata import graph
+from tasks.appdata.ids import ObjectType, split_id
 from tasks.appdata.store import AppData
-from tasks.feeds.follow import FollowAction, follow_writes
-from tasks.hbase import ClusterPair
-from tests.feeds.helpers import apply_all, feeds, pin, tick, user
+from tasks.feeds.cells import TABLE, column, row_key
+from tasks.feeds.follow import FollowAction, FollowStillThere, follow_writes
+from tasks.feeds.writes import WriteBody
+from tasks.hbase import ClusterPair, put_versions
+from tests.feeds.helpers import apply_all, feed_versions, feeds, pin, tick, user
+from tests.servers import hbase_compact
+
+
+def _is_board(followee: int) -> bool:
+    return split_id(followee).type is ObjectType.BOARD
+
+
+def follow(store: AppData, follower: int, followee: int) -> list[WriteBody]:
+    """The follow in MySQL, and its job's writes (computed now)."""
+    at = tick()
+    (graph.follow_board if _is_board(followee) else graph.follow_user)(store, follower, followee, at_ms=at)
+    return follow_writes(store, FollowAction(follower, followee, "follow", at), recent=3)
+
+
+def unfollow(store: AppData, follower: int, followee: int) -> list[WriteBody]:
+    """The unfollow in MySQL, and its job's writes (as the application
+    enqueues it: with the time of the follow it undoes)."""
+    since = graph.follow_time(store, follower, followee)
+    assert since is not None
+    (graph.unfollow_board if _is_board(followee) else graph.unfollow_user)(store, follower, followee)
+    return follow_writes(store, FollowAction(follower, followee, "unfollow", tick(), follow_at=since), recent=3)
+
+
+def board(store: AppData, owner: int) -> int:
+    return graph.create_board(store, owner, {"name": "b"}).id
 
 
 def test_follow_and_unfollow_in_either_order_end_the_same(appdata: AppData, pair: ClusterPair) -> None:
     followee = user(appdata, "followee")
-    board = graph.create_board(appdata, followee, {"name": "b"}).id
-    pins = [pin(appdata, followee, board, tick()) for _ in range(4)]
+    on = board(appdata, followee)
+    pins = [pin(appdata, followee, on, tick()) for _ in range(4)]
     in_order, reversed_, reference = user(appdata, "a"), user(appdata, "b"), user(appdata, "c")
 
-    for follower in (in_order, reversed_):
-        t1 = tick()
-        graph.follow_user(appdata, follower, followee, at_ms=t1)
-        follow = follow_writes(appdata, FollowAction(follower, followee, "follow", t1), recent=3)
-        t2 = tick()
-        graph.unfollow_user(appdata, follower, followee)
-        unfollow = follow_writes(appdata, FollowAction(follower, followee, "unfollow", t2), recent=3)
-        assert len(follow) == len(unfollow) == 2  # one body per cluster
-        if follower == in_order:
-            apply_all(pair, follow)
-            assert feeds(pair, follower) == [p.id for p in reversed(pins)][:3]
-            apply_all(pair, unfollow)
-        else:
-            apply_all(pair, unfollow)
-            apply_all(pair, follow)  # the follow's job ran late: masked by the delete at t2 > t1
+    puts = follow(appdata, in_order, followee)
+    apply_all(pair, appdata, puts)
+    assert feeds(pair, in_order) == [p.id for p in reversed(pins)][:3]
+    retraction = unfollow(appdata, in_order, followee)
+    assert len(puts) == len(retraction) == 2  # one body per cluster
+    apply_all(pair, appdata, retraction)
+    # The other way round: the follow's writes run after the unfollow's (masked by its retraction).
+    puts = follow(appdata, reversed_, followee)
+    retraction = unfollow(appdata, reversed_, followee)
+    apply_all(pair, appdata, retraction)
+    apply_all(pair, appdata, puts)
     assert feeds(pair, in_order) == feeds(pair, reversed_) == []
 
-    # Follow, unfollow, re-follow: the re-follow at t3 > t2 shows the pins again.
-    t3 = tick()
-    graph.follow_user(appdata, reversed_, followee, at_ms=t3)
-    apply_all(pair, follow_writes(appdata, FollowAction(reversed_, followee, "follow", t3), recent=3))
+    # Follow, unfollow, re-follow: the re-follow has a later time, and shows the pins again.
+    apply_all(pair, appdata, follow(appdata, reversed_, followee))
     assert feeds(pair, reversed_) == [p.id for p in reversed(pins)][:3]
-    # A follower who never unfollowed sees the same.
-    t4 = tick()
-    graph.follow_user(appdata, reference, followee, at_ms=t4)
-    apply_all(pair, follow_writes(appdata, FollowAction(reference, followee, "follow", t4), recent=3))
+    apply_all(pair, appdata, follow(appdata, reference, followee))
     assert feeds(pair, reference) == feeds(pair, reversed_)
+
+
+def test_a_late_follow_job_after_its_unfollow_and_new_pins_adds_nothing(appdata: AppData, pair: ClusterPair) -> None:
+    """Follow, unfollow a moment later, the unfollow's job runs, the
+    followee pins, then the follow's job runs: the feed stays empty (it used
+    to get the new pins at the follow's time, which nothing retracted)."""
+    followee, follower = user(appdata, "followee"), user(appdata, "follower")
+    on = board(appdata, followee)
+    pin(appdata, followee, on, tick())
+    at = tick()
+    graph.follow_user(appdata, follower, followee, at_ms=at)
+    late_follow = FollowAction(follower, followee, "follow", at)
+    apply_all(pair, appdata, unfollow(appdata, follower, followee))
+    pin(appdata, followee, on, tick())
+    pin(appdata, followee, on, tick())
+    assert follow_writes(appdata, late_follow, recent=3) == []  # the follow is gone: nothing to put
+    assert feeds(pair, follower) == []
+
+
+def test_a_put_computed_before_the_unfollow_and_applied_after_it_is_retracted(
+    appdata: AppData, pair: ClusterPair
+) -> None:
+    """The follow's job ran in time, its write jobs did not: the write's own
+    check of the follow takes them back out, whatever the markers say."""
+    followee, follower = user(appdata, "followee"), user(appdata, "follower")
+    on = board(appdata, followee)
+    made = pin(appdata, followee, on, tick())
+    puts = follow(appdata, follower, followee)
+    graph.unfollow_user(appdata, follower, followee)  # the unfollow's retraction has not run yet
+    apply_all(pair, appdata, puts)
+    assert feeds(pair, follower) == []
+    # A follow since, at a later time, is untouched by that retraction.
+    apply_all(pair, appdata, follow(appdata, follower, followee))
+    assert feeds(pair, follower) == [made.id]
+
+
+def test_a_put_that_lands_after_a_compaction_dropped_its_retraction_is_retracted_again(
+    appdata: AppData, pair: ClusterPair
+) -> None:
+    """HBase drops delete markers at a major compaction: a put of a follow
+    since undone that arrives after it would show again. The write's check
+    of the follow retracts it once more."""
+    followee, follower = user(appdata, "followee"), user(appdata, "follower")
+    made = pin(appdata, followee, board(appdata, followee), tick())
+    puts = follow(appdata, follower, followee)
+    apply_all(pair, appdata, unfollow(appdata, follower, followee))
+    since = puts[0].rows[0][1]
+    for pool in pair:
+        hbase_compact(pool.name, pool.table_name(TABLE))
+    # What the check guards against: the same cells put straight after the compaction show.
+    for pool in pair:
+        put_versions(pool, TABLE, [(row_key(follower), column(made.created_at_ms, made.id), b"", since)])
+    assert feeds(pair, follower) == [made.id]
+    for pool in pair:
+        hbase_compact(pool.name, pool.table_name(TABLE))
+    apply_all(pair, appdata, puts)  # the follow's write job, very late: its check retracts it again
+    assert feeds(pair, follower) == []
+
+
+def test_an_unfollow_job_before_the_unfollow_is_in_mysql_waits(appdata: AppData) -> None:
+    followee, follower = user(appdata, "followee"), user(appdata, "follower")
+    follow(appdata, follower, followee)
+    since = graph.follow_time(appdata, follower, followee)
+    assert since is not None
+    early = FollowAction(follower, followee, "unfollow", tick(), follow_at=since)
+    try:
+        follow_writes(appdata, early)
+    except FollowStillThere as exc:
+        assert "still follows" in str(exc)
+    else:
+        raise AssertionError("an unfollow's job ran while the follow was in MySQL")
 
 
 def test_board_unfollow_keeps_pins_of_users_still_followed(appdata: AppData, pair: ClusterPair) -> None:
     owner, guest = user(appdata, "owner"), user(appdata, "guest")
-    board = graph.create_board(appdata, owner, {"name": "group board"}).id
-    by_owner = pin(appdata, owner, board, tick())
-    by_guest = pin(appdata, guest, board, tick())
+    group = board(appdata, owner)
+    by_owner = pin(appdata, owner, group, tick())
+    by_guest = pin(appdata, guest, group, tick())
     follower = user(appdata, "follower")
 
-    t1 = tick()
-    graph.follow_board(appdata, follower, board, at_ms=t1)
-    apply_all(pair, follow_writes(appdata, FollowAction(follower, board, "follow", t1)))
-    t2 = tick()
-    graph.follow_user(appdata, follower, guest, at_ms=t2)
-    apply_all(pair, follow_writes(appdata, FollowAction(follower, guest, "follow", t2)))
+    apply_all(pair, appdata, follow(appdata, follower, group))
+    apply_all(pair, appdata, follow(appdata, follower, guest))
     assert feeds(pair, follower) == [by_guest.id, by_owner.id]
+    board_at, guest_at = graph.follow_time(appdata, follower, group), graph.follow_time(appdata, follower, guest)
+    assert feed_versions(pair, follower)[by_guest.id] == {board_at, guest_at}  # one version per follow
 
-    t3 = tick()
-    graph.unfollow_board(appdata, follower, board)
-    unfollow = follow_writes(appdata, FollowAction(follower, board, "unfollow", t3))
-    assert {c for body in unfollow for c in body.columns} == {
-        c for body in follow_writes(appdata, FollowAction(follower, owner, "unfollow", t3)) for c in body.columns
-    }  # only the owner's pin is deleted
-    apply_all(pair, unfollow)
+    apply_all(pair, appdata, unfollow(appdata, follower, group))
     assert feeds(pair, follower) == [by_guest.id]
+    assert feed_versions(pair, follower) == {by_guest.id: {guest_at}}
 
 
 def test_user_unfollow_keeps_pins_on_boards_still_followed(appdata: AppData, pair: ClusterPair) -> None:
     pinner = user(appdata, "pinner")
-    kept_board = graph.create_board(appdata, pinner, {"name": "followed"}).id
-    other_board = graph.create_board(appdata, pinner, {"name": "not followed"}).id
+    kept_board, other_board = board(appdata, pinner), board(appdata, pinner)
     kept = pin(appdata, pinner, kept_board, tick())
     dropped = pin(appdata, pinner, other_board, tick())
     follower = user(appdata, "follower")
 
-    t1 = tick()
-    graph.follow_user(appdata, follower, pinner, at_ms=t1)
-    graph.follow_board(appdata, follower, kept_board, at_ms=t1)
-    apply_all(pair, follow_writes(appdata, FollowAction(follower, pinner, "follow", t1)))
-    apply_all(pair, follow_writes(appdata, FollowAction(follower, kept_board, "follow", t1)))
+    apply_all(pair, appdata, follow(appdata, follower, pinner))
+    apply_all(pair, appdata, follow(appdata, follower, kept_board))
     assert feeds(pair, follower) == [dropped.id, kept.id]
 
-    t2 = tick()
-    graph.unfollow_user(appdata, follower, pinner)
-    apply_all(pair, follow_writes(appdata, FollowAction(follower, pinner, "unfollow", t2)))
+    apply_all(pair, appdata, unfollow(appdata, follower, pinner))
     assert feeds(pair, follower) == [kept.id]
+
+
+def test_a_follow_brings_the_pins_before_it_and_those_after_it(appdata: AppData, pair: ClusterPair) -> None:
+    """Run late, a follow's job still brings the 3 newest pins of when the
+    follow happened, and the pins made since (which fan-out brings too)."""
+    followee, follower = user(appdata, "followee"), user(appdata, "follower")
+    on = board(appdata, followee)
+    before = [pin(appdata, followee, on, tick()) for _ in range(5)]
+    at = tick()
+    graph.follow_board(appdata, follower, on, at_ms=at)
+    after = [pin(appdata, followee, on, tick()) for _ in range(4)]
+    apply_all(pair, appdata, follow_writes(appdata, FollowAction(follower, on, "follow", at), recent=3))
+    assert feeds(pair, follower) == [p.id for p in reversed(before[2:] + after)]
 
 
 def test_follow_of_an_account_without_pins_writes_nothing(appdata: AppData) -> None:
     follower, empty = user(appdata, "f"), user(appdata, "no pins")
-    assert follow_writes(appdata, FollowAction(follower, empty, "follow", tick())) == []
-    assert follow_writes(appdata, FollowAction(follower, empty, "unfollow", tick())) == []
+    assert follow(appdata, follower, empty) == []
+    # The unfollow still retracts the follow's version: pins may be on their way.
+    assert [body.op for body in unfollow(appdata, follower, empty)] == ["retract", "retract"]

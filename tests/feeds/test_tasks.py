@@ -12,6 +12,7 @@ from pinlater.states import JobState
 from tasks.appdata import graph
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
+from tasks.feeds.follow import FollowAction
 from tasks.feeds.settings import FeedSettings
 from tasks.feeds.trim import SweepJob
 from tasks.feeds.writes import WriteBody
@@ -61,39 +62,48 @@ def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld)
 @pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)
 @pytest.mark.feed_settings(recent_pins=3)
 def test_follow_and_unfollow_delivered_in_either_order_end_the_same(world: FeedWorld) -> None:
-    store, actions = world.store, world.actions
+    """The follow and unfollow jobs of the app's actions, through the
+    workers, delivered in order, in reverse order and at once (the jobs
+    enqueued as ``FeedActions`` does, at moments the test picks)."""
+    store, client = world.store, world.client
     followee = user(store, "followee")
     board = graph.create_board(store, followee, {"name": "b"}).id
     pins = [pin(store, followee, board, tick()) for _ in range(4)]
     newest = [p.id for p in reversed(pins)][:3]
     in_order, out_of_order, together = user(store, "a"), user(store, "b"), user(store, "c")
+    world.actions.ensure_queues()
     world.start_workers()
 
-    # The app's actions, as the graph records them: follow at t1, unfollow at t2.
-    times = {}
-    for follower in (in_order, out_of_order, together):
-        t1, t2 = tick(), tick()
-        graph.follow_user(store, follower, followee, at_ms=t1)
-        graph.unfollow_user(store, follower, followee)
-        times[follower] = (t1, t2)
-    # Their feed jobs, delivered in order, in reverse order, and at once.
-    t1, t2 = times[in_order]
-    actions.enqueue_follow(in_order, followee, "follow", t1)
+    # In order, through the app's own actions: the follow's job, then the unfollow's.
+    world.actions.follow(in_order, followee)
     world.settle(30)
     assert feeds(world.pair, in_order) == newest
-    actions.enqueue_follow(in_order, followee, "unfollow", t2)
-    t1, t2 = times[out_of_order]
-    actions.enqueue_follow(out_of_order, followee, "unfollow", t2)
+    world.actions.unfollow(in_order, followee)
+    # The others: follow and unfollow in MySQL, their jobs delivered later.
+    jobs = {}
+    for follower in (out_of_order, together):
+        t1 = tick()
+        graph.follow_user(store, follower, followee, at_ms=t1)
+        since = graph.follow_time(store, follower, followee)
+        graph.unfollow_user(store, follower, followee)
+        jobs[follower] = (FollowAction(follower, followee, "follow", t1).to_json().encode(),
+                          FollowAction(follower, followee, "unfollow", tick(), follow_at=since).to_json().encode())
+
+    def deliver(body: bytes) -> None:
+        client.enqueue(queues.FOLLOW, [Job(body)])
+
+    follow, unfollow = jobs[out_of_order]
+    deliver(unfollow)
     world.settle(30)
-    actions.enqueue_follow(out_of_order, followee, "follow", t1)  # late: masked by the delete at t2
-    t1, t2 = times[together]
-    actions.enqueue_follow(together, followee, "unfollow", t2)
-    actions.enqueue_follow(together, followee, "follow", t1)
+    deliver(follow)  # late: the follow is gone, nothing to put
+    follow, unfollow = jobs[together]
+    deliver(unfollow)
+    deliver(follow)
     world.settle(30)
     assert feeds(world.pair, in_order) == feeds(world.pair, out_of_order) == feeds(world.pair, together) == []
 
     # Follow, unfollow, re-follow: the re-follow (a later time) shows the pins again.
-    actions.follow(out_of_order, followee)
+    world.actions.follow(out_of_order, followee)
     world.settle(30)
     assert feeds(world.pair, out_of_order) == newest
     assert world.failed_jobs() == {}
@@ -105,7 +115,8 @@ def test_a_body_no_retry_can_fix_fails_at_once_with_its_reason(world: FeedWorld)
     bad = {
         queues.FANOUT: b'{"pin_id": 1}',
         queues.FOLLOW: b"not json",
-        queues.WRITE_PRIMARY: WriteBody("put", "standby", (user(world.store, "u"),), ("0" * 32,), 5).to_json().encode(),
+        queues.WRITE_PRIMARY: WriteBody("put", "standby", user(world.store, "v"), ((user(world.store, "u"), 5),),
+                                        ("0" * 32,)).to_json().encode(),
         queues.TRIM: b'{"user_id": 5, "cluster": "elsewhere", "cap": 10}',
     }
     descriptors = {q: world.client.enqueue(q, [Job(body)])[0] for q, body in bad.items()}

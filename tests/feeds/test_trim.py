@@ -1,17 +1,16 @@
 """Trims on the real servers: a row capped at the cap keeps its newest
-pins, the deletes mask cells written at any earlier time, and a sweep
-finds the long rows."""
+pins, the deletes mask every version of the trimmed columns written until
+then, and a sweep finds the long rows."""
 
 from __future__ import annotations
 
 import uuid
 
 from tasks.appdata.ids import ObjectType, make_id
-from tasks.feeds.cells import qualifier
-from tasks.feeds.trim import sweep_page, trim_writes
-from tasks.feeds.writes import WriteBody, make_bodies
-from tasks.hbase import ClusterPair
-from tests.feeds.helpers import apply_all, feeds, tick
+from tasks.feeds.cells import TABLE, column, row_key
+from tasks.feeds.trim import apply_trim, sweep_page, trim_deletes
+from tasks.hbase import ClusterPair, put_versions
+from tests.feeds.helpers import feeds, tick
 
 BASE = 1_650_000_000_000
 
@@ -22,35 +21,30 @@ def fresh_user() -> int:
 
 
 def fill(pair: ClusterPair, user: int, count: int) -> list[int]:
-    """``count`` pins, fanned out at their creation times, plus the 3 oldest
-    again as a follow would put them (at a later action time): the newest
-    pin ids first."""
+    """``count`` pins put as one follow (version BASE) would, plus the 3
+    oldest again under a second, later follow: the newest pin ids first."""
     pins = [(BASE + i * 1000, make_id(2, ObjectType.PIN, 10_000 + i)) for i in range(count)]
-    for created, pin_id in pins:
-        apply_all(pair, make_bodies("put", [user], [qualifier(created, pin_id)], created), via_json=False)
-    apply_all(pair, make_bodies("put", [user], [qualifier(c, p) for c, p in pins[:3]], tick()), via_json=False)
+    later = tick()
+    for pool in pair:
+        put_versions(pool, TABLE, [(row_key(user), column(c, p), b"", BASE) for c, p in pins])
+        put_versions(pool, TABLE, [(row_key(user), column(c, p), b"", later) for c, p in pins[:3]])
     return [pin_id for _, pin_id in reversed(pins)]
-
-
-def trim_both(pair: ClusterPair, user: int, cap: int, page: int) -> list[WriteBody]:
-    bodies = [b for cluster in ("primary", "standby") for b in trim_writes(pair, cluster, user, cap, page=page)]
-    apply_all(pair, bodies)
-    return bodies
 
 
 def test_trim_caps_the_row_and_keeps_the_newest(pair: ClusterPair) -> None:
     user = fresh_user()
     newest_first = fill(pair, user, 12)
-    bodies = trim_both(pair, user, cap=5, page=3)  # 7 excess columns: pages of 3, 3, 1 per cluster
-    assert [len(b.columns) for b in bodies if b.cluster == "primary"] == [3, 3, 1]
-    assert all(b.op == "delete" and b.rows == (user,) for b in bodies)
+    deletes = trim_deletes(pair, "primary", user, cap=5, page=3)  # 7 excess columns: pages of 3, 3, 1
+    assert len(deletes) == 7 and all(kind == "upto" and row == row_key(user) for row, _c, _ts, kind in deletes)
+    # Each page's columns up to its newest version: the page holding the
+    # oldest three (also under the later follow) goes up to that follow's.
+    assert sorted({ts for _r, _c, ts, _k in deletes}) == [BASE, max(ts for _r, _c, ts, _k in deletes)]
+    assert max(ts for _r, _c, ts, _k in deletes) > BASE
+    assert sum(apply_trim(pair, cluster, user, 5, page=3) for cluster in ("primary", "standby")) == 14
     assert feeds(pair, user) == newest_first[:5]
-    # The oldest three were re-put by a follow at a later time: the delete of
-    # their page carries that time, so they are masked too.
-    assert max(b.timestamp for b in bodies) > BASE + 12 * 1000
     # At the cap there is nothing to do.
-    assert trim_writes(pair, "primary", user, 5) == []
-    assert len(trim_writes(pair, "primary", user, 0, page=100)[0].columns) == 5
+    assert trim_deletes(pair, "primary", user, 5) == []
+    assert len(trim_deletes(pair, "primary", user, 0, page=100)) == 5
 
 
 def test_sweep_finds_rows_over_the_cap(pair: ClusterPair) -> None:
