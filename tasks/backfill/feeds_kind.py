@@ -2,20 +2,23 @@
 
 A user's feed, from app-data MySQL: for each user and board they follow
 (``user_follows_user`` / ``user_follows_board``, whose ``sequence`` is the
-follow's time), the followee's newest ``PINLATER_FEED_RECENT_PINS`` pins,
-put into the user's row at the follow's time: exactly the cells the
-follow's own job writes (``tasks.feeds.follow.follow_writes``). Because the
-timestamp is the follow's time, an unfollow's delete (at the later
-unfollow time) still masks them, and a backfill write never hides a newer
-real-time one.
+follow's time), the pins that follow brings (``tasks.feeds.follow.window``),
+each at the follow's time as its version: exactly the cells the follow's
+own job and the fan-outs write (``tasks.feeds.writes``). An unfollow's
+retraction masks them whenever they land, and the write's own check of the
+follows retracts what a late backfill page puts for a follow gone since.
 
-Verify compares the row with that truth:
-- missing: an expected column not in the row, unless the row is at or over
-  the cap and the pin is older than its oldest column (trimmed: the
-  trimmer's business);
-- extra: a column whose pin (its pinner and board are in the pin's JSON) is
-  reachable through no current follow. Pins put by fan-out after a follow
-  are not in the expected set but are reachable, so they are not extra.
+Verify reads every version of the row first (so whatever it finds was
+written before it read MySQL), then the truth, and compares them version by
+version:
+- missing: a (pin, follow) the truth has and the row does not, unless the
+  row is at or over the cap and the pin is older than its oldest column
+  (trimmed: the trimmer's business). Repaired by putting it at the
+  follow's version (with the write's check); one still missing in the next
+  round is masked by a trim's delete, and stays so (a trim is final);
+- extra: a version of a pin that no current follow brings (a follow gone,
+  or one whose pins are others). Repaired by deleting exactly that version:
+  a follow since made has a later time, so nothing else is masked.
 """
 
 from __future__ import annotations
@@ -24,127 +27,125 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tasks.appdata import graph, mappings
-from tasks.appdata.store import now_ms
+from tasks.appdata import mappings
 from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_FOLLOWS_USER
 from tasks.backfill import kinds
 from tasks.backfill.kinds import BackfillContext, Difference
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
-from tasks.feeds.follow import FollowAction, follow_writes
+from tasks.feeds.follow import window
 from tasks.feeds.settings import FeedSettings
-from tasks.feeds.writes import Op, WriteBody, apply_write
-from tasks.hbase import FOLLOWING_FEED, ClusterPool
-from tasks.hbase.reads import read_cells
+from tasks.feeds.writes import EdgeCells, put_edges
+from tasks.hbase import FOLLOWING_FEED, delete_versions
+from tasks.hbase.cells import ALL_VERSIONS
+from tasks.hbase.reads import get_versions
 
-ROW_PAGE = 5000  # columns per read of a row
 MISSING, EXTRA = "missing", "extra"
+_FAMILY = FAMILY.encode()
 
 
 @dataclass(frozen=True, slots=True)
 class CellFix:
-    """A ``Difference`` payload: one column of one row to put or delete."""
+    """A ``Difference`` payload: one version of one column to put or delete."""
 
     problem: str  # missing | extra
     column: str  # qualifier, without the family
-    timestamp: int  # missing: the follow's time; extra: the cell's own
+    version: int
+    followee: int  # missing: the follow that brings it; extra: 0
 
 
 @dataclass(slots=True)
 class FeedTruth:
     """One user's feed as MySQL says it should be."""
 
-    users: set[int] = field(default_factory=set)  # followed users
-    boards: set[int] = field(default_factory=set)  # followed boards
-    puts: list[WriteBody] = field(default_factory=list)  # the follows' puts, on one cluster
-    expected: dict[str, int] = field(default_factory=dict)  # column -> the latest follow time putting it
+    edges: list[EdgeCells] = field(default_factory=list)
+    expected: dict[str, dict[int, int]] = field(default_factory=dict)  # column -> {version: followee}
 
 
-def truth(ctx: BackfillContext, cluster: str, user: int, recent: int) -> FeedTruth:
+def truth(ctx: BackfillContext, user: int, settings: FeedSettings) -> FeedTruth:
     out = FeedTruth()
-    for table, followed in ((USER_FOLLOWS_USER, out.users), (USER_FOLLOWS_BOARD, out.boards)):
+    for table in (USER_FOLLOWS_USER, USER_FOLLOWS_BOARD):
         for edge in mappings.walk(ctx.store, table, user):
-            followed.add(edge.to_id)
-            action = FollowAction(user, edge.to_id, "follow", edge.sequence)
-            out.puts += [body for body in follow_writes(ctx.store, action, recent=recent) if body.cluster == cluster]
-    for body in out.puts:
-        for column in body.columns:
-            out.expected[column] = max(out.expected.get(column, 0), body.timestamp)
+            columns = tuple(window(ctx.store, edge.to_id, edge.sequence, recent=settings.recent_pins,
+                                   cap=settings.cap))
+            out.edges.append(EdgeCells(user, edge.to_id, edge.sequence, columns))
+            for column in columns:
+                out.expected.setdefault(column.decode("ascii"), {})[edge.sequence] = edge.to_id
     return out
 
 
-def row_cells(pool: ClusterPool, user: int) -> list[tuple[str, int]]:
-    """Every (column, timestamp) of ``user``'s row, newest pin first."""
-    cells: list[tuple[str, int]] = []
-    after: bytes | None = None
-    while True:
-        page = read_cells(pool, TABLE, row_key(user), family=FAMILY, limit=ROW_PAGE, after=after)
-        cells += [(q.decode("ascii"), ts) for q, _value, ts in page]
-        if len(page) < ROW_PAGE:
-            return cells
-        after = page[-1][0]
+def row_versions(ctx: BackfillContext, cluster: str, user: int) -> dict[str, set[int]]:
+    """Every column of ``user``'s row with each version a read can reach
+    (masked versions are not returned)."""
+    row = row_key(user)
+    found = get_versions(ctx.pair[cluster], TABLE, [row], columns=[_FAMILY], max_versions=ALL_VERSIONS).get(row, {})
+    return {column.split(b":", 1)[1].decode("ascii"): {ts for ts, _value in versions}
+            for column, versions in found.items()}
 
 
 class FeedsKind:
     name = "feeds"
 
     def backfill(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> int:
-        ctx.ready(cluster, FOLLOWING_FEED)
-        recent = FeedSettings.from_env(ctx.env).recent_pins
-        return sum(apply_write(ctx.pair, body) for user in user_ids for body in truth(ctx, cluster, user, recent).puts)
+        pool = ctx.ready(cluster, FOLLOWING_FEED)
+        settings = FeedSettings.from_env(ctx.env)
+        edges = [e for user in user_ids for e in truth(ctx, user, settings).edges if e.columns]
+        return put_edges(pool, ctx.store, edges)
 
     def diff(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> list[Difference]:
-        pool = ctx.ready(cluster, FOLLOWING_FEED)
+        ctx.ready(cluster, FOLLOWING_FEED)
         settings = FeedSettings.from_env(ctx.env)
         out: list[Difference] = []
         for user in user_ids:
-            want = truth(ctx, cluster, user, settings.recent_pins)
-            have = row_cells(pool, user)
-            out += _missing(user, want, have, settings.cap) + _extra(ctx, user, want, have)
+            have = row_versions(ctx, cluster, user)  # the row first, then the truth: see the docstring
+            want = truth(ctx, user, settings)
+            out += _missing(user, want, have, settings.cap) + _extra(user, want, have)
         return out
 
     def repair(self, ctx: BackfillContext, cluster: str, diffs: Sequence[Difference], round_no: int) -> int:
-        ctx.ready(cluster, FOLLOWING_FEED)
-        now = now_ms()
-        batches: dict[tuple[Op, int, int], list[str]] = defaultdict(list)
+        pool = ctx.ready(cluster, FOLLOWING_FEED)
+        puts: dict[tuple[int, int, int], list[bytes]] = defaultdict(list)
+        deletes = []
         for diff in diffs:
             fix = diff.payload
             assert isinstance(fix, CellFix), fix
+            if fix.problem == MISSING and diff.seen_before:
+                # Put last round and still not there: a trim's delete masks
+                # it, and what a trim removed stays removed.
+                continue
             if fix.problem == MISSING:
-                # Put at the follow's time, like the follow. If the put of
-                # the last round did not show, a delete marker at or after
-                # that time masks it (a trim's, or an unfollow's of an older
-                # follow of the same pin): put at the current time, which a
-                # later unfollow's delete still masks.
-                batches[("put", diff.user_id, now if diff.seen_before else fix.timestamp)].append(fix.column)
+                puts[(diff.user_id, fix.followee, fix.version)].append(fix.column.encode("ascii"))
             else:
-                # At the extra cell's own time: masks it, not a newer put.
-                batches[("delete", diff.user_id, fix.timestamp)].append(fix.column)
-        return sum(apply_write(ctx.pair, WriteBody(op, cluster, (user,), tuple(columns), ts))
-                   for (op, user, ts), columns in batches.items())
+                deletes.append((row_key(diff.user_id), _FAMILY + b":" + fix.column.encode("ascii"), fix.version,
+                                "version"))
+        edges = [EdgeCells(user, followee, version, tuple(columns)) for (user, followee, version), columns in
+                 puts.items()]
+        done = put_edges(pool, ctx.store, edges) if edges else 0
+        return done + (delete_versions(pool, TABLE, deletes) if deletes else 0)
 
 
-def _missing(user: int, want: FeedTruth, have: list[tuple[str, int]], cap: int) -> list[Difference]:
-    present = {column for column, _ts in have}
-    oldest = have[-1][0] if len(have) >= cap else None  # a row at the cap: older pins are trimmed
+def _missing(user: int, want: FeedTruth, have: dict[str, set[int]], cap: int) -> list[Difference]:
+    columns = sorted(have)
+    oldest = columns[-1] if len(columns) >= cap else None  # a row at the cap: older pins are trimmed
     out = []
-    for column, ts in sorted(want.expected.items()):
-        if column in present or (oldest is not None and column > oldest):
+    for column, versions in sorted(want.expected.items()):
+        if oldest is not None and column > oldest:
             continue
-        pin = parse_qualifier(column.encode("ascii")).pin_id
-        out.append(Difference(user, f"missing pin {pin} (followed at {ts})", CellFix(MISSING, column, ts)))
+        for version, followee in sorted(versions.items()):
+            if version not in have.get(column, ()):
+                pin = parse_qualifier(column.encode("ascii")).pin_id
+                out.append(Difference(user, f"missing pin {pin} (followed at {version})",
+                                      CellFix(MISSING, column, version, followee)))
     return out
 
 
-def _extra(ctx: BackfillContext, user: int, want: FeedTruth, have: list[tuple[str, int]]) -> list[Difference]:
-    unexpected = {parse_qualifier(c.encode("ascii")).pin_id: (c, ts) for c, ts in have if c not in want.expected}
-    if not unexpected:
-        return []
-    reachable = {
-        pin.id for pin in graph.get_pins(ctx.store, list(unexpected))
-        if pin.data.get("user_id") in want.users or pin.data.get("board_id") in want.boards
-    }
-    return [Difference(user, f"extra pin {pin} (reachable through no follow)", CellFix(EXTRA, column, ts))
-            for pin, (column, ts) in sorted(unexpected.items()) if pin not in reachable]
+def _extra(user: int, want: FeedTruth, have: dict[str, set[int]]) -> list[Difference]:
+    out = []
+    for column, versions in sorted(have.items()):
+        for version in sorted(versions - set(want.expected.get(column, {}))):
+            pin = parse_qualifier(column.encode("ascii")).pin_id
+            out.append(Difference(user, f"extra pin {pin} at {version} (brought by no current follow)",
+                                  CellFix(EXTRA, column, version, 0)))
+    return out
 
 
 kinds.register(FeedsKind())

@@ -9,8 +9,9 @@ from tasks.appdata.store import AppData
 from tasks.backfill import feeds_kind
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.records import FINISHED, Records, Run
+from tasks.feeds.cells import FAMILY, TABLE, row_key
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import ClusterPair
+from tasks.hbase import ClusterPair, get_versions
 from tests.feeds.world import FeedWorld
 from tests.workers.harness import wait_until
 
@@ -39,10 +40,14 @@ def wait_finished(world: FeedWorld, runs: list[Run], timeout: float = 60.0) -> l
 
 
 def expected_columns(ctx: BackfillContext, cluster: str, user: int) -> dict[str, int]:
-    """The feed columns MySQL says ``user`` should have, with their follow times."""
-    return feeds_kind.truth(ctx, cluster, user, FeedSettings.from_env(ctx.env).recent_pins).expected
+    """The feed columns MySQL says ``user`` should have, each at the time of
+    the newest follow that brings it (the version a read shows)."""
+    want = feeds_kind.truth(ctx, user, FeedSettings.from_env(ctx.env)).expected
+    return {column: max(versions) for column, versions in want.items()}
 
 
 def row(pair: ClusterPair, cluster: str, user: int) -> dict[str, int]:
-    """``user``'s feed row on ``cluster``: column -> cell timestamp."""
-    return dict(feeds_kind.row_cells(pair[cluster], user))
+    """``user``'s feed row on ``cluster``: column -> the version a read shows."""
+    key = row_key(user)
+    cells = get_versions(pair[cluster], TABLE, [key], columns=[FAMILY.encode()], max_versions=1).get(key, {})
+    return {column.split(b":", 1)[1].decode(): versions[0][0] for column, versions in cells.items()}

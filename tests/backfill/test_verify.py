@@ -1,7 +1,8 @@
 """Verify on planted differences (no workers: the kind's functions and the
 verify rounds in this process): a follow with no cells, a pin no follow
-reaches, and a put masked by a delete marker later than the follow, which
-only a put at the current time can show: three rounds, then nothing."""
+brings, a stale version under a good one, and a pin masked by a trim's
+delete: one round repairs all but the last, which verify reports and
+leaves (what a trim removed stays removed)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from tasks.backfill.feeds_kind import FeedsKind
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.verify import verify
 from tasks.feeds.cells import TABLE, column, qualifier, row_key
-from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_cells, put_cells
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_versions, put_versions
 from tests.backfill.conftest import ENV
 from tests.backfill.helpers import expected_columns, row
-from tests.feeds.helpers import pin, tick, user
+from tests.feeds.helpers import feed_versions, pin, tick, user
 
 
-def test_verify_repairs_until_nothing_differs(store: AppData, pair: ClusterPair) -> None:
+def test_verify_repairs_until_only_trimmed_pins_differ(store: AppData, pair: ClusterPair) -> None:
     ctx = BackfillContext(store, pair, ENV)
     reader, late, followee, stranger = (user(store, n) for n in ("reader", "late", "followee", "stranger"))
     board = graph.create_board(store, followee, {"name": "b"}).id
@@ -31,21 +32,25 @@ def test_verify_repairs_until_nothing_differs(store: AppData, pair: ClusterPair)
     kind = FeedsKind()
     assert kind.backfill(ctx, PRIMARY, [reader]) == 2
     assert kind.backfill(ctx, STANDBY, [reader, late]) == 4  # the standby stays equal to the truth
-    # A delete marker after the follow (as a trim may leave), and a pin nobody followed.
-    delete_cells(pair[PRIMARY], TABLE, {row_key(reader): [column(masked.created_at_ms, masked.id)]},
-                 timestamp=followed_at + 5000)
-    extra_at = tick()
-    put_cells(pair[PRIMARY], TABLE, {row_key(reader): {column(unreachable.created_at_ms, unreachable.id): b""}},
-              timestamp=extra_at)
+    primary, key = pair[PRIMARY], row_key(reader)
+    # A trim's delete of one pin, a pin nobody follows, and a version of a
+    # follow that is no more over a good pin.
+    delete_versions(primary, TABLE, [(key, column(masked.created_at_ms, masked.id), followed_at + 5000, "upto")])
+    gone_follow = tick()
+    put_versions(primary, TABLE, [(key, column(unreachable.created_at_ms, unreachable.id), b"", gone_follow),
+                                  (key, column(kept.created_at_ms, kept.id), b"", gone_follow)])
 
-    rounds = verify(ctx, kinds.get("feeds"), PRIMARY, page_size=16)
-    # 1: late's two pins, the masked pin, the extra pin; 2: the masked pin
-    # again (its put at the follow's time stayed masked), put at the current time.
-    assert [r.differences for r in rounds] == [4, 1, 0], [r.samples for r in rounds]
+    rounds = verify(ctx, kinds.get("feeds"), PRIMARY, page_size=16, max_rounds=3)
+    # 1: late's two pins, the masked pin, the extra pin, the stale version;
+    # then only the masked pin, reported and left alone.
+    assert [r.differences for r in rounds] == [5, 1, 1], [r.samples for r in rounds]
     assert {d.what.split(" (")[0] for d in rounds[1].samples} == {f"missing pin {masked.id}"}
-    assert rounds[1].samples[0].seen_before
-    for who in (reader, late):
-        assert set(row(pair, PRIMARY, who)) == set(expected_columns(ctx, PRIMARY, who))
+    assert rounds[1].samples[0].seen_before and rounds[2].repaired == 0
+    assert set(row(pair, PRIMARY, late)) == set(expected_columns(ctx, PRIMARY, late))
     cells = row(pair, PRIMARY, reader)
+    assert set(cells) == set(expected_columns(ctx, PRIMARY, reader)) - {
+        qualifier(masked.created_at_ms, masked.id).decode()}
     assert cells[qualifier(kept.created_at_ms, kept.id).decode()] == followed_at
-    assert cells[qualifier(masked.created_at_ms, masked.id).decode()] > followed_at + 5000
+    # The repaired row is the standby's, version for version.
+    late_at = graph.follow_time(store, late, followee)
+    assert feed_versions(pair, late) == {kept.id: {late_at}, masked.id: {late_at}}
