@@ -35,6 +35,7 @@ fresh each run and dropped at its end (``--keep`` keeps them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -398,8 +399,8 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
 def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> dict[str, Any]:
     rng = random.Random(f"lookups:{args.seed}")
     hbase = HBaseSettings.from_env()
-    pair = ClusterPair.from_settings(HBaseSettings(hbase.primary, hbase.standby, hbase.table_prefix,
-                                                   pool_size=args.threads, call_timeout_s=5.0))
+    pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads,
+                                                                       call_timeout_s=5.0))
     index = ContactsIndex(pair, TypeaheadSettings())
     total = int(args.rate * args.seconds)
     sample = rng.sample(loaded.user_ids, min(len(loaded.user_ids), 2000))

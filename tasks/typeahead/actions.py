@@ -59,7 +59,9 @@ class ContactActions:
         return added
 
     def unfollow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
-        at = now_ms() if at_ms is None else at_ms
+        # From the follower's clock: after their follow, before any later one
+        # (a removal at this time never masks a follow that comes after it).
+        at = graph.follow_clock(self.store, follower_id, at_ms)
         if self.feeds is not None:
             removed = self.feeds.unfollow(follower_id, followee_id, at_ms=at)
         else:

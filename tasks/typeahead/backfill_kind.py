@@ -29,8 +29,7 @@ class ContactsKind:
 
     def repair(self, ctx: BackfillContext, cluster: str, diffs: Sequence[Difference], round_no: int) -> int:
         payloads = [d.payload for d in diffs if isinstance(d.payload, verify.ContactDifference)]
-        again = [d.payload for d in diffs if d.seen_before and isinstance(d.payload, verify.ContactDifference)]
-        return verify.repair(_pool(ctx, cluster), payloads, seen_before=again)
+        return verify.repair(ctx.store, _pool(ctx, cluster), payloads)
 
 
 CONTACTS = register(ContactsKind())

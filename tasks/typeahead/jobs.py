@@ -8,7 +8,10 @@ writes: a job per cluster, so an outage of one delays only its own jobs.
   ``source`` was stored for ``user_id``;
 * a rename page: ``{"cluster", "user_id", "name_at", "phase", "cursor"}``:
   the renamed user's followers ("followers") then followees ("following"),
-  a page a job, chained by cursor.
+  a page a job, chained by cursor; each page hands its users to a job of
+  their own (the same body with ``"users": [id, ...]``), which settles
+  exactly those, so a run again after a crash revisits the same places
+  whatever the follows are by then.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
-from tasks.appdata.mappings import Cursor
+from tasks.appdata.mappings import MAX_PAGE, Cursor
 from tasks.feeds import bodies
 from tasks.hbase import PRIMARY, STANDBY
 from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
@@ -107,11 +110,17 @@ class RenameJob:
     name_at: int
     phase: Phase = "followers"
     cursor: str | None = None
+    users: tuple[int, ...] | None = None  # a page's users, to settle; None: read the page
 
     def __post_init__(self) -> None:
         _cluster(self.cluster)
         _user(self.user_id, "user_id")
         _time(self.name_at, "name_at")
+        if self.users is not None:
+            if not isinstance(self.users, tuple) or not 0 < len(self.users) <= MAX_PAGE:
+                raise InvalidTypeaheadJob(f"rename job: users must be 1 to {MAX_PAGE} user ids")
+            for user in self.users:
+                _user(user, "users")
         if self.phase not in ("followers", "following"):
             raise InvalidTypeaheadJob(f"rename job: phase must be followers or following, got {self.phase!r}")
         if self.cursor is not None:
@@ -121,11 +130,19 @@ class RenameJob:
                 raise InvalidTypeaheadJob(f"rename job: bad cursor: {exc}") from None
 
     def to_json(self) -> str:
-        return bodies.dump({"cluster": self.cluster, "user_id": self.user_id, "name_at": self.name_at,
-                            "phase": self.phase, "cursor": self.cursor})
+        fields: dict[str, Any] = {"cluster": self.cluster, "user_id": self.user_id, "name_at": self.name_at,
+                                  "phase": self.phase, "cursor": self.cursor}
+        if self.users is not None:
+            fields["users"] = list(self.users)
+        return bodies.dump(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RenameJob:
-        data = bodies.load(text, "rename job", ("cluster", "user_id", "name_at"), ("phase", "cursor"),
+        data = bodies.load(text, "rename job", ("cluster", "user_id", "name_at"), ("phase", "cursor", "users"),
                            InvalidTypeaheadJob)
+        users = data.get("users")
+        if users is not None:
+            if not isinstance(users, list):
+                raise InvalidTypeaheadJob("rename job: users must be a list of user ids")
+            data["users"] = tuple(users)
         return cls(**data)

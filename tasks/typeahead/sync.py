@@ -2,15 +2,16 @@
 one cluster (the Celery tasks in ``tasks.typeahead.tasks`` are shells over
 these; tests call them directly too).
 
-Every function reads the truth in MySQL when it runs, not from its job
-body, so jobs run late, twice or out of order still write the newest
-state; the versions (``tasks.typeahead.truth``) make an older write lose.
+Each names the places (owner, source, contact) an event may have changed
+and settles them (``tasks.typeahead.writer.settle``): what they hold is
+read from MySQL when the job runs, never from its body, so a job that runs
+late, twice, or beside others leaves every place as the truth says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tasks.appdata import mappings
 from tasks.appdata.store import AppData
@@ -21,56 +22,52 @@ from tasks.typeahead import truth
 from tasks.typeahead.entries import MEMBER_FAMILY, WIDE_TABLE, row_prefix
 from tasks.typeahead.jobs import RenameJob
 from tasks.typeahead.sources import Schema, Source
-from tasks.typeahead.writer import Removal, apply, put_entries
+from tasks.typeahead.writer import held_places, settle
 
 
 def follow_changed(store: AppData, pool: ClusterPool, follower: int, followee: int, at_ms: int) -> int:
     """A follow or unfollow at ``at_ms``: the follower's following, the
-    followee's followers and both mutuals set to what MySQL says now."""
-    slots = truth.follow_slots(store, follower, followee, at_ms)
-    sets = [s.entry for s in slots if s.entry is not None]
-    removals = [Removal(s.owner, s.source, s.key, s.gone_at, s.tokens) for s in slots if s.entry is None]
-    return apply(pool, sets, removals)
+    followee's followers and both mutuals."""
+    return settle(store, pool, truth.follow_places(follower, followee), at_ms=at_ms)
 
 
 def source_changed(store: AppData, pool: ClusterPool, owner: int, source: Source) -> int:
-    """``owner``'s import of ``source`` put in the index: its contacts set,
-    contacts no longer in it removed, all at the import's time."""
+    """``owner``'s import of ``source``: its contacts, and the contacts the
+    cluster holds that it no longer has."""
     if source.schema is not Schema.WIDE:
         raise ValueError(f"imported source {source.name} must use the wide schema")
-    entries, at = truth.import_of(store, owner, source)
-    if at is None:
-        return 0
     row = row_prefix(owner, source)
     stored = get_rows(pool, WIDE_TABLE, [row], columns=[MEMBER_FAMILY.rstrip(b":")]).get(row, {})
-    kept = {e.key for e in entries}
-    gone = {column[len(MEMBER_FAMILY):].decode() for column in stored} - kept
-    return apply(pool, entries, [Removal(owner, source, key, at) for key in sorted(gone)])
+    held = [(owner, source, column[len(MEMBER_FAMILY):].decode()) for column in stored]
+    return settle(store, pool, truth.import_places(store, owner, source) + held)
 
 
 @dataclass(frozen=True, slots=True)
 class RenameStep:
     entries: int
-    next_job: RenameJob | None
+    users_job: RenameJob | None  # the page's users, to settle
+    next_job: RenameJob | None  # the next page
 
 
 def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: int) -> RenameStep:
-    """One page of a renamed user's followers (then followees): the user's
-    entries in their indexes rewritten with its current name, old tokens
-    deleted. The next page's job, or None after the last."""
+    """A page job of a rename reads a page of the renamed user's followers
+    (then followees) and names two jobs: its users', which settles the places
+    holding the user in their indexes, with its current name; and the next
+    page's (None after the last). A users' job settles its places."""
+    if job.users is not None:
+        return RenameStep(settle(store, pool, truth.rename_places(job.user_id, job.users, job.phase)), None, None)
     table = USER_FOLLOWED_BY_USER if job.phase == "followers" else USER_FOLLOWS_USER
     page = mappings.page(store, table, job.user_id, limit=page_size, cursor=job.cursor)
-    entries = truth.rename_entries(store, job.user_id, page.edges, job.phase)
-    written = apply(pool, entries) if entries else 0
+    users_job = replace(job, users=tuple(page.ids)) if page.ids else None
     if page.next is not None:
-        return RenameStep(written, RenameJob(job.cluster, job.user_id, job.name_at, job.phase, page.next.encode()))
+        return RenameStep(0, users_job, replace(job, cursor=page.next.encode()))
     if job.phase == "followers":
-        return RenameStep(written, RenameJob(job.cluster, job.user_id, job.name_at, "following", None))
-    return RenameStep(written, None)
+        return RenameStep(0, users_job, replace(job, phase="following", cursor=None))
+    return RenameStep(0, users_job, None)
 
 
 def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
-    """Every entry of ``owners`` put from the truth (a backfill page). Blind
-    puts: stale cells are the verify pass's to find."""
-    entries = truth.entries_of_owners(store, owners)
-    return put_entries(pool, [e for owner in owners for e in entries[owner]])
+    """Every place of ``owners`` settled (a backfill page): those the truth
+    fills and those the cluster holds, so a page run again after its worker
+    died also revisits what the first run wrote."""
+    return settle(store, pool, truth.owner_places(store, owners) + held_places(pool, owners))

@@ -55,20 +55,23 @@ def update(self: PinLaterTask, body: str | bytes) -> int:
 
 
 def rename_key(prefix: str, job: RenameJob) -> str:
-    return f"{prefix}rename:{job.cluster}:{job.user_id}:{job.name_at}:{job.phase}:{job.cursor or ''}"
+    users = "" if job.users is None else ":users"
+    return f"{prefix}rename:{job.cluster}:{job.user_id}:{job.name_at}:{job.phase}:{job.cursor or ''}{users}"
 
 
 @shared_task(name="typeahead.rename", **_options(queues.RENAME))
 def rename(self: PinLaterTask, body: str | bytes) -> int:
-    """One page of a rename on one cluster, then the next page."""
+    """One page of a rename on one cluster: its users' job and the next page's
+    (keyed, so a replayed page starts neither twice); or a users' job."""
 
     def work() -> int:
         job = RenameJob.from_json(body)
         rt = runtime()
         step = rename_page(rt.store, rt.ready(job.cluster), job, rt.settings.rename_page)
-        if step.next_job is not None:
-            prefix = rt.store.shard_map.database_prefix
-            rename.apply_async(args=[step.next_job.to_json()], idempotency_key=rename_key(prefix, step.next_job))
+        prefix = rt.store.shard_map.database_prefix
+        for then in (step.users_job, step.next_job):
+            if then is not None:
+                rename.apply_async(args=[then.to_json()], idempotency_key=rename_key(prefix, then))
         return step.entries
 
     return _run(self, work)

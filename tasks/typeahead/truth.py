@@ -20,7 +20,7 @@ from tasks.appdata.ids import ObjectType
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.typeahead.entries import Entry, token_set
-from tasks.typeahead.sources import FOLLOWERS, FOLLOWING, IMPORTED, MUTUAL, Source, source_named
+from tasks.typeahead.sources import FOLLOWERS, FOLLOWING, GRAPH_SOURCES, IMPORTED, MUTUAL, Source, source_named
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,9 @@ def import_of(store: AppData, owner: int, source: Source) -> tuple[list[Entry], 
     return [], None
 
 
+Place = tuple[int, Source, str]  # owner, source, contact key
+
+
 @dataclass(frozen=True, slots=True)
 class Slot:
     """One (owner, source, contact) place in the index and what belongs in
@@ -109,53 +112,107 @@ class Slot:
     source: Source
     key: str
     entry: Entry | None
-    gone_at: int
+    gone_at: int  # absent: the time it became so (the event's, the import's); 0 when not known
     tokens: tuple[str, ...]  # the contact's current name tokens (deleted too when absent)
 
+    @property
+    def place(self) -> Place:
+        return self.owner, self.source, self.key
 
-def follow_slots(store: AppData, follower: int, followee: int, at_ms: int) -> list[Slot]:
-    """The four places a follow or unfollow of ``followee`` by ``follower``
-    touches, from the truth now: the follower's following, the followee's
-    followers, and both mutuals. An absent place is deleted as of the
-    event's time or the contact's name time, whichever is newer (every
-    earlier write of it is older than both)."""
-    forward = mappings.sequences(store, USER_FOLLOWS_USER, follower, [followee]).get(followee)
-    back = mappings.sequences(store, USER_FOLLOWS_USER, followee, [follower]).get(follower)
-    names = names_of(store, [follower, followee])
-    slots = []
-    for owner, source, contact, times in (
-        (follower, FOLLOWING, followee, (forward,)),
-        (followee, FOLLOWERS, follower, (forward,)),
-        (follower, MUTUAL, followee, (forward, back)),
-        (followee, MUTUAL, follower, (forward, back)),
-    ):
+
+def _contact_id(key: str) -> int | None:
+    kind, _, rest = key.partition(":")
+    return int(rest) if kind == "u" and rest.isascii() and rest.isdigit() else None
+
+
+def _follow_times(store: AppData, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """The follow time of each (follower, followee) pair that is followed:
+    followers with several pairs read all their rows at once (one query per
+    shard), the others are grouped by followee."""
+    by_follower: dict[int, set[int]] = {}
+    for a, b in pairs:
+        by_follower.setdefault(a, set()).add(b)
+    many = [a for a, bs in by_follower.items() if len(bs) > 1]
+    found: dict[tuple[int, int], int] = {}
+    for a, rows in mappings.rows_from_many(store, USER_FOLLOWS_USER, many).items():
+        found.update(((a, b), at) for b, at in rows.items() if b in by_follower[a])
+    by_followee: dict[int, list[int]] = {}
+    for a, bs in by_follower.items():
+        if len(bs) == 1:
+            by_followee.setdefault(next(iter(bs)), []).append(a)
+    for b, followers in by_followee.items():
+        found.update(((a, b), at) for a, at in mappings.sequences_to(store, USER_FOLLOWS_USER, followers, b).items())
+    return found
+
+
+def _edges(owner: int, source: Source, contact: int) -> list[tuple[int, int]]:
+    """The follows, (follower, followee), a graph place needs."""
+    if source is FOLLOWING:
+        return [(owner, contact)]
+    if source is FOLLOWERS:
+        return [(contact, owner)]
+    return [(owner, contact), (contact, owner)]  # mutual
+
+
+def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None) -> dict[Place, Slot]:
+    """What each place should hold now, from MySQL. An absent place is
+    absent as of ``at_ms`` (the time of the event that emptied it, when the
+    caller knows one), or as of its import's time for an imported source."""
+    wanted = list(dict.fromkeys(places))
+    graph_places = [(o, s, k, c) for o, s, k in wanted if s in GRAPH_SOURCES and (c := _contact_id(k)) is not None]
+    times = _follow_times(store, {edge for o, s, _k, c in graph_places for edge in _edges(o, s, c)})
+    names = names_of(store, [c for _o, _s, _k, c in graph_places])
+    out: dict[Place, Slot] = {}
+    for owner, source, key, contact in graph_places:
+        edge_times = [times.get(edge) for edge in _edges(owner, source, contact)]
         name = names.get(contact)
-        edge_times = [t for t in times if t is not None]
         entry = None
-        if name is not None and len(edge_times) == len(times):
-            entry = _graph_entry(owner, source, contact, name, *edge_times)
-        gone_at = max(at_ms, name.at_ms if name else 0)
-        slots.append(Slot(owner, source, user_key(contact), entry, gone_at, token_set(name.name) if name else ()))
-    return slots
+        if name is not None and all(t is not None for t in edge_times):
+            entry = _graph_entry(owner, source, contact, name, *[t for t in edge_times if t is not None])
+        out[(owner, source, key)] = Slot(owner, source, key, entry, at_ms or 0, token_set(name.name) if name else ())
+    imported = [p for p in wanted if p[1] in IMPORTED]
+    owners = {owner for owner, _s, _k in imported}
+    imports = {(imp.user_id, imp.source): imp for imps in contacts.sources_of(store, owners).values() for imp in imps}
+    accounts = contacts.resolve_accounts(
+        store, (a for imp in imports.values() for c in imp.contacts for a in c.accounts(imp.source)))
+    entries = {(e.owner, e.source, e.key): e for imp in imports.values() for e in import_entries(imp, accounts)}
+    for place in imported:
+        owner, source, key = place
+        imp = imports.get((owner, source.name))
+        gone_at = max(at_ms or 0, imp.updated_at_ms if imp else 0)
+        out[place] = Slot(owner, source, key, entries.get(place), gone_at, ())
+    for owner, source, key in wanted:  # keys that name no contact this code knows: absent
+        if (owner, source, key) not in out:
+            out[(owner, source, key)] = Slot(owner, source, key, None, at_ms or 0, ())
+    return out
 
 
-def rename_entries(store: AppData, user: int, edges: Sequence[mappings.Edge], phase: str) -> list[Entry]:
-    """The entries holding ``user`` in the indexes of the users of ``edges``
-    (a page of its followers, phase "followers", or of its followees,
-    "following"; each edge's sequence is the follow time), with its current
-    name."""
-    names = names_of(store, [user])
-    if user not in names:
-        return []
-    name = names[user]
+def follow_places(follower: int, followee: int) -> list[Place]:
+    """The four places a follow or unfollow of ``followee`` by ``follower``
+    touches: the follower's following, the followee's followers, and both
+    mutuals."""
+    return [(follower, FOLLOWING, user_key(followee)), (followee, FOLLOWERS, user_key(follower)),
+            (follower, MUTUAL, user_key(followee)), (followee, MUTUAL, user_key(follower))]
+
+
+def import_places(store: AppData, owner: int, source: Source) -> list[Place]:
+    """The places of ``owner``'s import from ``source`` as MySQL has it."""
+    entries, _at = import_of(store, owner, source)
+    return [(owner, source, e.key) for e in entries]
+
+
+def rename_places(user: int, others: Sequence[int], phase: str) -> list[Place]:
+    """The places holding ``user`` in the indexes of ``others`` (a page of
+    its followers, phase "followers", or of its followees, "following")."""
+    key = user_key(user)
     if phase == "followers":
         # The user is in each follower's "following", and in its "mutual" when it follows back.
-        back = mappings.sequences(store, USER_FOLLOWS_USER, user, [e.to_id for e in edges])
-        out = []
-        for edge in edges:
-            out.append(_graph_entry(edge.to_id, FOLLOWING, user, name, edge.sequence))
-            if edge.to_id in back:
-                out.append(_graph_entry(edge.to_id, MUTUAL, user, name, edge.sequence, back[edge.to_id]))
-        return out
+        return [p for other in others for p in ((other, FOLLOWING, key), (other, MUTUAL, key))]
     # The user is in the "followers" of each of its followees.
-    return [_graph_entry(edge.to_id, FOLLOWERS, user, name, edge.sequence) for edge in edges]
+    return [(other, FOLLOWERS, key) for other in others]
+
+
+def owner_places(store: AppData, owners: Sequence[int]) -> list[Place]:
+    """Every place the truth fills for ``owners`` (a backfill page)."""
+    by_owner = entries_of_owners(store, owners)
+    return [(e.owner, e.source, e.key) for owner in owners for e in by_owner[owner]]

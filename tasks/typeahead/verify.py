@@ -2,23 +2,22 @@
 index should hold, compared with what one cluster holds, and repairs.
 
 A difference is one place (owner, source, contact) whose cells differ in
-presence or value (timestamps are not compared: a repair may have had to
-write at a newer one). Repair deletes each unexpected cell at its own
-timestamp (so a newer real-time write stays) and puts the expected cells at
-the entry's version; a difference the previous round found too is put at
-the current time instead, since a delete marker newer than the version
-(invisible to reads) may have masked the first try.
+presence, value or version. The cluster is read before MySQL, so a cell
+the truth does not have was written from older truth. Repair deletes each
+such cell at exactly its own version, then settles the places
+(``tasks.typeahead.writer.settle``): it reads the truth again and writes it
+as every job does, so it is right even when the truth changed since the
+diff, and a real-time job racing it is too.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
-from tasks.appdata.store import AppData, now_ms
-from tasks.hbase import ClusterPool, delete_cells, put_cells
+from tasks.appdata.store import AppData
+from tasks.hbase import ClusterPool, delete_versions
 from tasks.hbase.reads import scan_range
 from tasks.typeahead import truth
 from tasks.typeahead.entries import (
@@ -33,7 +32,8 @@ from tasks.typeahead.entries import (
     split_tall_row,
     split_wide_row,
 )
-from tasks.typeahead.writer import in_parallel
+from tasks.typeahead.sources import BY_NAME, source_named
+from tasks.typeahead.writer import settle
 
 Place = tuple[int, str, str]  # owner, source name, contact key
 CellKey = tuple[str, bytes, bytes]  # table, row, column
@@ -105,46 +105,35 @@ def _expected_cells(entry: Entry) -> dict[CellKey, bytes]:
 def diff(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> list[ContactDifference]:
     if not owners:
         return []
+    # The cluster first, then MySQL: a cell seen was written before the truth
+    # it is compared with, so one that truth does not have is stale, not new.
+    actual = read_actual(pool, owners)
     by_owner = truth.entries_of_owners(store, owners)
     expected = {(e.owner, e.source.name, e.key): e for entries in by_owner.values() for e in entries}
-    actual = read_actual(pool, owners)
     out = []
     for place in sorted(set(expected) | set(actual)):
         entry = expected.get(place)
         want = _expected_cells(entry) if entry else {}
         have = actual[place].cells if place in actual else {}
         missing = [k for k in want if k not in have]
-        wrong = [k for k in want if k in have and have[k][0] != want[k]]
-        extra = tuple((k, have[k][1]) for k in sorted(have) if k not in want)
+        version = entry.version if entry else 0
+        wrong = [k for k in want if k in have and have[k] != (want[k], version)]
+        # A cell at another version than the entry's is stale wherever it is.
+        extra = tuple((k, have[k][1]) for k in sorted(have) if k not in want or have[k][1] != version)
         if missing or wrong or extra:
             problem = f"missing {len(missing)} cells, {len(wrong)} stale, {len(extra)} unexpected"
             out.append(ContactDifference(place[0], place[1], place[2], entry, extra, problem))
     return out
 
 
-def repair(
-    pool: ClusterPool, diffs: Sequence[ContactDifference], seen_before: Collection[ContactDifference] = ()
-) -> int:
-    """Deletes the unexpected cells (each at its own timestamp) and puts the
-    expected ones: at the entry's version, or now for a difference that a
-    previous round found too. The cells changed."""
-    changed = 0
-    deletes: dict[tuple[str, int], dict[bytes, list[bytes]]] = defaultdict(lambda: defaultdict(list))
+def repair(store: AppData, pool: ClusterPool, diffs: Sequence[ContactDifference]) -> int:
+    """Deletes each unexpected cell at exactly its own version (a stale
+    write: versions only grow with the truth, so nothing newer is hidden),
+    then settles the places of ``diffs``; the cells changed."""
+    places = [(d.owner, source_named(d.source), d.key) for d in diffs if d.source in BY_NAME]
+    strays: dict[str, list[tuple[bytes, bytes, int, str]]] = defaultdict(list)
     for d in diffs:
         for (table, row, column), ts in d.unexpected:
-            deletes[(table, ts)][row].append(column)
-    changed += in_parallel(pool, [
-        partial(delete_cells, pool, table, columns, timestamp=ts) for (table, ts), columns in sorted(deletes.items())
-    ])
-    now = now_ms()
-    puts: dict[tuple[str, int], dict[bytes, dict[bytes, bytes]]] = defaultdict(lambda: defaultdict(dict))
-    for d in diffs:
-        if d.expected is None:
-            continue
-        at = max(d.expected.version, now) if d in seen_before else d.expected.version
-        for table, rows in d.expected.cells().items():
-            for row, cells in rows.items():
-                puts[(table, at)][row].update(cells)
-    return changed + in_parallel(pool, [
-        partial(put_cells, pool, table, planned, timestamp=ts) for (table, ts), planned in sorted(puts.items())
-    ])
+            strays[table].append((row, column, ts, "version"))
+    changed = sum(delete_versions(pool, table, cells) for table, cells in sorted(strays.items()))
+    return changed + (settle(store, pool, places) if places else 0)

@@ -1,29 +1,57 @@
-"""Writes of index entries to one cluster.
+"""Writes of index entries to one cluster: every job, backfill page and
+verify repair ends a set of places (owner, source, contact) as the truth
+says, with ``settle``.
 
-* ``put_entries``: blind puts at each entry's version (a backfill: many
-  users at once, nothing read first).
-* ``apply``: real-time changes. Reads the member records of the places it
-  touches first (one multi-get per table), so a changed name's old token
-  columns are deleted though the job never knew the old name, and an
-  absent contact loses every token it had.
+Every cell of an entry carries the entry's version (``tasks.typeahead.truth``),
+and each place's member record (the contact and the tokens it is indexed
+under) is kept in every version written and not yet deleted (the family
+keeps all versions). ``settle`` makes a place right in three steps:
 
-Old tokens are deleted at the new entry's version: that masks every older
-write of them, and a later name that brings a token back has a newer
-version. Puts and deletes never share a call (within one Thrift call
-HBase applies puts first; see tasks/hbase/writes.py).
+1. **read**: what MySQL says each place should hold (an entry, or absent
+   as of a time), then every version of its member record on the cluster;
+2. **write**: an entry's cells at its version (its member record first),
+   and the cells of every older version the member records list deleted:
+   each member record at exactly its version (so one never read is never
+   hidden, and stays findable), their tokens up to the version before the
+   entry's; an absent place's cells of every version listed up to the
+   time it became absent (the event's, when the caller knows it) or older
+   than the truth read, the same way. Deletes never reach a version newer
+   than the truth read: that one was written from newer truth, and is its
+   writer's to keep;
+3. **read MySQL again**: a place whose truth changed meanwhile goes round
+   again from step 1.
+
+Why that leaves every place right once the jobs are done, whatever order
+they ran in, twice, crashed half-way or racing each other: a write from
+older truth (a stale name's tokens, an entry of a follow since undone) is
+either seen by a later settle of the place, which reads the member records
+after the truth changed and so finds it and deletes it, or it lands after
+that read, and then its own step 3 runs after the change and sees it, and
+that settle deletes it itself; a settle whose worker dies before its step
+3 is run again over the same places (a job's places come from its body, or
+from what the cluster holds), and finds it then. Versions only grow with
+the truth (a changed name or a new follow has a later time), so a delete
+up to an older version never hides a newer entry. And a write that lands
+after HBase purged the delete marker that should hide it (a major
+compaction) is caught the same way.
+
+Puts and deletes never share a call (see tasks/hbase/writes.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from tasks.hbase import ClusterPool, delete_cells, put_cells
-from tasks.hbase.reads import get_rows
+from tasks.appdata.store import AppData, now_ms
+from tasks.errors import TryLater
+from tasks.hbase import ClusterPool, delete_versions, put_versions
+from tasks.hbase.cells import ALL_VERSIONS
+from tasks.hbase.reads import get_rows, get_versions, scan_range
+from tasks.typeahead import truth
 from tasks.typeahead.entries import (
+    MEMBER_FAMILY,
     TALL_MEMBER,
     TALL_TABLE,
     WIDE_TABLE,
@@ -33,68 +61,38 @@ from tasks.typeahead.entries import (
     member_row,
     member_tokens,
     merge,
+    owner_key,
     row_prefix,
+    split_tall_row,
+    split_wide_row,
     token_columns,
 )
-from tasks.typeahead.sources import Schema, Source
+from tasks.typeahead.sources import WIDE, Schema
+from tasks.typeahead.truth import Place, Slot
 
-Place = tuple[int, Source, str]  # owner, source, contact key
+MAX_ROUNDS = 5
+# A version this much older than the truth read is from truth older than
+# it; a younger one may be of an action whose time was taken just before
+# that read and whose write committed just after (so the read missed it).
+CLOCK_MARGIN_MS = 5_000
+
+
+class IndexBusy(TryLater):
+    """The truth of some places kept changing while they were written: the
+    job runs again later."""
 
 
 @dataclass(frozen=True, slots=True)
-class Removal:
-    """A contact to take out of one owner's source, as of ``at`` (ms)."""
+class Version:
+    """One version of a place's member record on the cluster."""
 
-    owner: int
-    source: Source
-    key: str
     at: int
-    tokens: tuple[str, ...] = ()  # known tokens besides the member record's
+    tokens: tuple[str, ...]
 
 
-def _calls(by_version: dict[int, Cells]) -> list[tuple[int, str, dict[bytes, dict[bytes, bytes]]]]:
-    return [(version, table, rows) for version, tables in sorted(by_version.items()) for table, rows in tables.items()]
-
-
-def in_parallel(pool: ClusterPool, calls: Sequence[Callable[[], int]]) -> int:
-    """Runs independent write calls on up to ``pool.size`` connections at
-    once; their sum. Thrift1 takes one timestamp per call, and a page of
-    entries has thousands of distinct versions (follow times are
-    milliseconds), so a backfill page is thousands of small calls: their
-    round trips overlap instead of adding up. Each call is idempotent (cells
-    at a fixed timestamp), so the first failure is raised and the job's
-    retry writes everything again."""
-    if len(calls) <= 1 or pool.size <= 1:
-        return sum(call() for call in calls)
-    with ThreadPoolExecutor(max_workers=min(pool.size, len(calls)), thread_name_prefix="hbase-write") as executor:
-        return sum(executor.map(lambda call: call(), calls))
-
-
-def _put(pool: ClusterPool, by_version: dict[int, Cells]) -> int:
-    return in_parallel(pool, [
-        partial(put_cells, pool, table, rows, timestamp=version) for version, table, rows in _calls(by_version)
-    ])
-
-
-def _delete(pool: ClusterPool, by_version: dict[int, Cells]) -> int:
-    calls: list[Callable[[], int]] = []
-    for version, table, rows in _calls(by_version):
-        named = {row: list(columns) for row, columns in rows.items() if columns}
-        if named:
-            calls.append(partial(delete_cells, pool, table, named, timestamp=version))
-    return in_parallel(pool, calls)
-
-
-def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
-    """Every cell of ``entries`` at its entry's version; the cells written."""
-    by_version: dict[int, Cells] = defaultdict(dict)
-    for entry in entries:
-        merge(by_version[entry.version], entry.cells())
-    return _put(pool, by_version)
-
-
-def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, tuple[str, ...]]:
-    """The tokens each place's member record lists (places without one are left out)."""
+def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list[Version]]:
+    """Every version of each place's member record, newest first (places
+    without one are left out)."""
     wide: dict[bytes, list[Place]] = defaultdict(list)
     tall: dict[bytes, Place] = {}
     for place in dict.fromkeys(places):
@@ -103,47 +101,150 @@ def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, tupl
             wide[row_prefix(owner, source)].append(place)
         else:
             tall[member_row(owner, source, key)] = place
-    found: dict[Place, tuple[str, ...]] = {}
+    found: dict[Place, list[Version]] = {}
     if wide:
-        columns = sorted({member_column(key) for places_ in wide.values() for _o, _s, key in places_})
-        rows = get_rows(pool, WIDE_TABLE, sorted(wide), columns=columns)
-        for row, places_ in wide.items():
-            for place in places_:
-                value = rows.get(row, {}).get(member_column(place[2]))
-                if value is not None:
-                    found[place] = member_tokens(value)
+        columns = sorted({member_column(p[2]) for ps in wide.values() for p in ps})
+        rows = get_versions(pool, WIDE_TABLE, sorted(wide), columns=columns, max_versions=ALL_VERSIONS)
+        for row, ps in wide.items():
+            for place in ps:
+                versions = rows.get(row, {}).get(member_column(place[2]), [])
+                if versions:
+                    found[place] = [Version(ts, member_tokens(value)) for ts, value in versions]
     if tall:
-        rows = get_rows(pool, TALL_TABLE, sorted(tall), columns=[TALL_MEMBER])
+        rows = get_versions(pool, TALL_TABLE, sorted(tall), columns=[TALL_MEMBER], max_versions=ALL_VERSIONS)
         for row, place in tall.items():
-            value = rows.get(row, {}).get(TALL_MEMBER)
-            if value is not None:
-                found[place] = member_tokens(value)
+            versions = rows.get(row, {}).get(TALL_MEMBER, [])
+            if versions:
+                found[place] = [Version(ts, member_tokens(value)) for ts, value in versions]
     return found
 
 
-def _member_cells(owner: int, source: Source, key: str) -> Cells:
+def _member_cells(place: Place) -> Cells:
+    owner, source, key = place
     if source.schema is Schema.WIDE:
         return {WIDE_TABLE: {row_prefix(owner, source): {member_column(key): b""}}}
     return {TALL_TABLE: {member_row(owner, source, key): {TALL_MEMBER: b""}}}
 
 
-def apply(pool: ClusterPool, sets: Sequence[Entry], removals: Sequence[Removal] = ()) -> int:
-    """Puts ``sets`` and takes out ``removals`` on one cluster, deleting the
-    token columns the member records say are no longer the contact's. The
-    cells written and deleted."""
-    members = read_members(
-        pool, [(e.owner, e.source, e.key) for e in sets] + [(r.owner, r.source, r.key) for r in removals]
-    )
-    puts: dict[int, Cells] = defaultdict(dict)
-    deletes: dict[int, Cells] = defaultdict(dict)
-    for entry in sets:
-        merge(puts[entry.version], entry.cells())
-        stale = tuple(sorted(set(members.get((entry.owner, entry.source, entry.key), ())) - set(entry.tokens)))
-        if stale:
-            merge(deletes[entry.version], token_columns(entry.owner, entry.source, entry.key, stale))
-    for removal in removals:
-        place = (removal.owner, removal.source, removal.key)
-        tokens = tuple(sorted(set(members.get(place, ())) | set(removal.tokens)))
-        merge(deletes[removal.at], token_columns(removal.owner, removal.source, removal.key, tokens))
-        merge(deletes[removal.at], _member_cells(*place))
-    return _put(pool, puts) + _delete(pool, deletes)
+@dataclass
+class Plan:
+    """Step 2's writes: entries to put; token cells to delete, by the
+    version they are deleted up to; member records to delete, each at
+    exactly one version."""
+
+    puts: list[Entry] = field(default_factory=list)
+    tokens: dict[int, Cells] = field(default_factory=lambda: defaultdict(dict))
+    members: list[tuple[Place, int]] = field(default_factory=list)
+
+    def retire(self, place: Place, versions: Sequence[Version], keep: Iterable[str] = (), up_to: int = 0) -> None:
+        """The cells of ``versions`` of ``place`` go: each member record at
+        exactly its version, and every token those records list, up to
+        ``up_to`` (or the newest of them). A member record is never
+        deleted at a version nobody read, so one written later stays
+        findable: a token cell is only ever visible while a member record
+        that lists it is."""
+        if not versions:
+            return
+        owner, source, key = place
+        tokens = tuple(sorted({t for v in versions for t in v.tokens} | set(keep)))
+        merge(self.tokens[up_to or max(v.at for v in versions)], token_columns(owner, source, key, tokens))
+        self.members += [(place, v.at) for v in versions]
+
+
+def plan(slots: Sequence[Slot], members: dict[Place, list[Version]], read_at: int,
+         mine: dict[Place, int] | None = None) -> Plan:
+    """Step 2's writes. ``read_at``: when the truth was read; ``mine``: the
+    version this settle put at each place in an earlier round (from truth
+    that has changed since, so it is stale whatever its age)."""
+    mine = mine or {}
+    out = Plan()
+    for slot in slots:
+        versions = members.get(slot.place, [])
+        if slot.entry is not None:
+            out.puts.append(slot.entry)
+            # Up to the version before the entry's own: its new cells stay,
+            # the older versions of its own token columns go with the rest.
+            older = [v for v in versions if v.at < slot.entry.version]
+            out.retire(slot.place, older, slot.entry.tokens, slot.entry.version - 1)
+            continue
+        # Not a version newer than this read, which may be of a follow since,
+        # unless the event's time or this settle's own earlier write says
+        # it is stale.
+        out.retire(slot.place, [v for v in versions
+                                if v.at <= slot.gone_at or v.at < read_at - CLOCK_MARGIN_MS
+                                or v.at == mine.get(slot.place)])
+    return out
+
+
+def _apply(pool: ClusterPool, plan: Plan) -> int:
+    # Member records go first, in a call of their own: a write cut short
+    # (a tall source's rows are not one atomic batch) never leaves token
+    # cells that no member record lists, which nothing could find again.
+    members: dict[str, list[tuple[bytes, bytes, bytes, int]]] = defaultdict(list)
+    tokens: dict[str, list[tuple[bytes, bytes, bytes, int]]] = defaultdict(list)
+    for entry in plan.puts:
+        member = _member_cells((entry.owner, entry.source, entry.key))
+        for table, rows in entry.cells().items():
+            for row, cols in rows.items():
+                for column, value in cols.items():
+                    into = members if column in member.get(table, {}).get(row, {}) else tokens
+                    into[table].append((row, column, value, entry.version))
+    gone: dict[str, list[tuple[bytes, bytes, int, str]]] = defaultdict(list)
+    for up_to, tables in plan.tokens.items():
+        for table, rows in tables.items():
+            gone[table] += [(row, column, up_to, "upto") for row, cols in rows.items() for column in cols]
+    for place, version in plan.members:
+        for table, rows in _member_cells(place).items():
+            gone[table] += [(row, column, version, "version") for row, cols in rows.items() for column in cols]
+    return (sum(put_versions(pool, table, cells) for table, cells in sorted(members.items()))
+            + sum(put_versions(pool, table, cells) for table, cells in sorted(tokens.items()))
+            + sum(delete_versions(pool, table, planned) for table, planned in sorted(gone.items())))
+
+
+def held_places(pool: ClusterPool, owners: Sequence[int]) -> list[Place]:
+    """Every place the cluster holds a member record for, of ``owners``:
+    one read of their wide rows, one scan of their tall member rows."""
+    if not owners:
+        return []
+    out: list[Place] = []
+    wide = [row_prefix(owner, source) for owner in owners for source in WIDE]
+    for row, columns in get_rows(pool, WIDE_TABLE, wide, columns=[MEMBER_FAMILY.rstrip(b":")]).items():
+        owner, source = split_wide_row(row)
+        out += [(owner, source, column[len(MEMBER_FAMILY):].decode()) for column in columns]
+    wanted = set(owners)
+    start, stop = owner_key(min(owners)), owner_key(max(owners) + 1)
+    for row, _cells in scan_range(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER]):
+        owner, source, _token, key = split_tall_row(row)
+        if owner in wanted:
+            out.append((owner, source, key))
+    return out
+
+
+def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
+    """Every cell of ``entries`` at its entry's version, reading nothing
+    first: loading an index known to be empty (benchmarks, tests). Jobs
+    settle instead."""
+    return _apply(pool, Plan(puts=list(entries)))
+
+
+def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms: int | None = None) -> int:
+    """Makes ``places`` hold what MySQL says on this cluster (see the
+    module's docstring); ``at_ms``: the time of the event that changed them,
+    when known (an unfollow's), to delete up to. The cells written and
+    deleted. Raises ``IndexBusy`` when the truth kept changing."""
+    todo = list(dict.fromkeys(places))
+    changed = 0
+    mine: dict[Place, int] = {}
+    for _ in range(MAX_ROUNDS):
+        if not todo:
+            return changed
+        read_at = now_ms()
+        want = truth.slots(store, todo, at_ms)
+        members = read_members(pool, todo)
+        changed += _apply(pool, plan([want[p] for p in todo], members, read_at, mine))
+        mine.update((p, slot.entry.version) for p, slot in want.items() if slot.entry is not None)
+        again = truth.slots(store, todo, at_ms)
+        todo = [p for p in todo if again[p].entry != want[p].entry]
+    if todo:
+        raise IndexBusy(f"the truth of {len(todo)} index places kept changing while they were written")
+    return changed
