@@ -5,7 +5,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: venv services test demo demo-core bench down lint
+.PHONY: venv services test soak demo demo-core bench down lint
 
 venv: $(STAMP)
 
@@ -20,6 +20,13 @@ services:
 
 test: venv services
 	$(VPY) -m pytest -q
+
+# The consistency model with many more examples than `make test` gives it
+# (SOAK_EXAMPLES per backend, about 1 s each).
+SOAK_EXAMPLES ?= 1000
+soak: venv services
+	PINLATER_CONSISTENCY_EXAMPLES=$(SOAK_EXAMPLES) PINLATER_CONSISTENCY_STEPS=60 \
+		$(VPY) -m pytest -q -o timeout=0 tests/consistency
 
 demo: venv services
 	$(VPY) -m tasks.feeds.demo

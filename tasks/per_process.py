@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -22,3 +23,16 @@ class PerProcess(Generic[T]):
             if self._current is None or self._current[0] != os.getpid():
                 self._current = (os.getpid(), self._make())
             return self._current[1]
+
+    @contextmanager
+    def replaced(self, value: T) -> Iterator[T]:
+        """``value`` is this process's object inside the block (a harness
+        that runs tasks in its own process with stores it made); the one
+        before comes back after it."""
+        with self._lock:
+            before, self._current = self._current, (os.getpid(), value)
+        try:
+            yield value
+        finally:
+            with self._lock:
+                self._current = before

@@ -1,0 +1,219 @@
+"""The consistency model: random application actions (pins, follows and
+unfollows of users and boards, renames, contact imports, trims) and a
+random schedule for the jobs they make (claimed, started, stepped one store call
+at a time, interleaved, run twice at once, crashed mid-way and run again,
+a cluster down for a while, backfill pages and verify passes racing them),
+then every job drained and every feed and index of the example's users
+compared, on both clusters, with the oracle computed from MySQL alone.
+
+Hypothesis draws the rules and shrinks a failing example to a short list
+of them; the drain at the end is deterministic (newest work first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from pinlater.models import Job
+from tasks.appdata import contacts, graph
+from tasks.appdata.store import now_ms
+from tasks.backfill import kinds
+from tasks.feeds import queues as feed_queues
+from tasks.feeds.trim import TrimJob
+from tasks.hbase import PRIMARY, STANDBY
+from tests.consistency import oracle
+from tests.consistency.rig import Rig
+
+NAMES = ("Ann Lee", "Anna Li", "Bo Chen", "Li Ann", "Cy Young", "Ann", "Bo Li Ann", "Dee Ray")
+CONTACT_NAMES = ("Dee Ray", "Ann Lee", "Eve Li", "Bo", "Ann Ray", "Cy")
+USERS = 4  # few: actions on the same follows and pins collide often
+BOARDS_OF = (2, 1, 1, 0)  # boards per user: the last only follows
+CLUSTERS = (PRIMARY, STANDBY)
+SOURCES = ("address_book", "social")
+TRIM_CAP = 2
+
+user = st.integers(0, USERS - 1)
+anything = st.integers(0, 15)  # an index, taken modulo what is there
+
+
+class Model(RuleBasedStateMachine):
+    rig: ClassVar[Rig]
+    check_versions: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.users: list[int] = []
+        self.boards: list[int] = []
+        self.owner: dict[int, int] = {}
+        self.emails: list[str] = []
+        self.clock = 0
+        self.trimmed: set[int] = set()
+        self.unfollowed: set[int] = set()
+
+    def now(self) -> int:
+        """Action times: the wall clock, strictly increasing across the example."""
+        self.clock = max(now_ms(), self.clock + 1)
+        return self.clock
+
+    def note(self, line: str) -> None:
+        self.rig.log.append(line)
+
+    # ------------------------------------------------------------ the world
+    @initialize(order=st.integers(0, 1 << 32))
+    def world(self, order: int) -> None:
+        rig = self.rig
+        rig.log.clear()
+        rig.broken = False
+        # Whatever an earlier failed example left in the queues goes: every
+        # replay of an example must start from the same state.
+        rig.reset_queues()
+        store = rig.store
+        shards = sorted(store.shard_map.shards)
+        tag = uuid.uuid4().hex[:8]
+        for i in range(USERS):
+            made = graph.create_user(store, {"name": NAMES[i]}, shard=shards[i % len(shards)], created_at_ms=self.now())
+            self.users.append(made.id)
+            for j in range(BOARDS_OF[i]):
+                board = graph.create_board(store, made.id, {"name": f"b{j}"}, created_at_ms=self.now()).id
+                self.boards.append(board)
+                self.owner[board] = made.id
+        self.emails = [f"c{i}.{tag}@example.com" for i in range(len(CONTACT_NAMES))]
+        # Two imported contacts are users of the example (their entries carry the user id).
+        contacts.link_account(store, f"email:{self.emails[1]}", self.users[1])
+        contacts.link_account(store, f"social:x1{tag}", self.users[2])
+        self.tag = tag
+        self.order = order  # of the jobs the final drain runs
+
+    # ------------------------------------------------------------ application actions
+    @rule(b=anything, title=st.integers(0, 9))
+    def pin(self, b: int, title: int) -> None:
+        board = self.boards[b % len(self.boards)]
+        made = self.rig.feeds.create_pin(self.owner[board], board, {"title": f"t{title}"}, created_at_ms=self.now())
+        self.note(f"pin {made.id} by {self.owner[board]} on {board}")
+
+    @rule(a=user, b=user)
+    def follow_user(self, a: int, b: int) -> None:
+        if a != b:
+            self.rig.contacts.follow(self.users[a], self.users[b], at_ms=self.now())
+            self.note(f"{self.users[a]} follows user {self.users[b]}")
+
+    @rule(a=user, b=user)
+    def unfollow_user(self, a: int, b: int) -> None:
+        if a != b:
+            self.rig.contacts.unfollow(self.users[a], self.users[b], at_ms=self.now())
+            self.unfollowed.add(self.users[a])
+            self.note(f"{self.users[a]} unfollows user {self.users[b]}")
+
+    @rule(a=user, b=anything)
+    def follow_board(self, a: int, b: int) -> None:
+        board = self.boards[b % len(self.boards)]
+        self.rig.feeds.follow(self.users[a], board, at_ms=self.now())
+        self.note(f"{self.users[a]} follows board {board}")
+
+    @rule(a=user, b=anything)
+    def unfollow_board(self, a: int, b: int) -> None:
+        board = self.boards[b % len(self.boards)]
+        self.rig.feeds.unfollow(self.users[a], board, at_ms=self.now())
+        self.unfollowed.add(self.users[a])
+        self.note(f"{self.users[a]} unfollows board {board}")
+
+    @rule(u=user, name=st.integers(0, len(NAMES) - 1))
+    def rename(self, u: int, name: int) -> None:
+        self.rig.contacts.rename(self.users[u], NAMES[name], at_ms=self.now())
+        self.note(f"{self.users[u]} renamed {NAMES[name]!r}")
+
+    @rule(u=user, source=st.sampled_from(SOURCES), mask=st.integers(0, (1 << len(CONTACT_NAMES)) - 1))
+    def import_contacts(self, u: int, source: str, mask: int) -> None:
+        chosen = [i for i in range(len(CONTACT_NAMES)) if mask >> i & 1]
+        if source == "address_book":
+            records = [{"name": CONTACT_NAMES[i], "email": self.emails[i]} for i in chosen]
+        else:
+            records = [{"name": CONTACT_NAMES[i], "external_id": f"x{i}{self.tag}"} for i in chosen]
+        self.rig.contacts.connect_source(self.users[u], source, records, at_ms=self.now())
+        self.note(f"{self.users[u]} imports {source} {chosen}")
+
+    @rule(u=user, cluster=st.sampled_from(CLUSTERS))
+    def trim(self, u: int, cluster: str) -> None:
+        """A trim job to a small cap, scheduled like any other job, racing fan-outs and follows."""
+        job = TrimJob(self.users[u], cluster, TRIM_CAP)
+        self.rig.client.enqueue(feed_queues.TRIM, [Job(job.to_json().encode())])
+        self.trimmed.add(self.users[u])
+        self.note(f"trim {self.users[u]} on {cluster} to {TRIM_CAP}")
+
+    # ------------------------------------------------------------ the schedule
+    @rule()
+    def claim(self) -> None:
+        self.rig.claim()
+
+    @rule(i=anything)
+    def start(self, i: int) -> None:
+        self.rig.start(i)
+
+    @rule(i=anything)
+    def run(self, i: int) -> None:
+        self.rig.run_now(i)
+
+    @rule(i=anything, count=st.integers(1, 4))
+    def step(self, i: int, count: int) -> None:
+        self.rig.step(i, count)
+
+    @rule(i=anything)
+    def finish(self, i: int) -> None:
+        self.rig.finish(i)
+
+    @rule(i=anything)
+    def crash(self, i: int) -> None:
+        self.rig.crash(i)
+
+    @rule(cluster=st.sampled_from(CLUSTERS), down=st.booleans())
+    def outage(self, cluster: str, down: bool) -> None:
+        (self.rig.faults.down.add if down else self.rig.faults.down.discard)(cluster)
+        self.note(f"{cluster} {'down' if down else 'up'}")
+
+    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS),
+          mask=st.integers(1, (1 << USERS) - 1))
+    def backfill_page(self, kind: str, cluster: str, mask: int) -> None:
+        """A page of a backfill run, racing the real-time jobs."""
+        users = [u for i, u in enumerate(self.users) if mask >> i & 1]
+        ctx = self.rig.ctx
+        self.rig.start_pseudo(f"backfill {kind} {cluster} {users}",
+                              lambda: kinds.get(kind).backfill(ctx, cluster, users))
+
+    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS))
+    def verify_page(self, kind: str, cluster: str) -> None:
+        """A page of a verify round (compare, then repair), racing the real-time jobs."""
+        ctx, users = self.rig.ctx, list(self.users)
+
+        def work() -> int:
+            found = kinds.get(kind).diff(ctx, cluster, users)
+            return kinds.get(kind).repair(ctx, cluster, found, 1) if found else 0
+
+        self.rig.start_pseudo(f"verify {kind} {cluster}", work)
+
+    @invariant()
+    def nothing_stuck(self) -> None:
+        assert len(self.rig.active) < 200, "too many runs in flight"
+
+    # ------------------------------------------------------------ the end
+    def teardown(self) -> None:
+        rig = self.rig
+        if rig.broken or not self.users:  # a rule failed: that failure is the report
+            rig.abandon()
+            return
+        try:
+            rig.drain(self.order)
+        except BaseException:
+            rig.abandon()
+            raise
+        recent = rig.feed_settings.recent_pins
+        trimmed = {u: (TRIM_CAP, u in self.unfollowed) for u in self.trimmed}
+        found = oracle.feed_differences(rig.store, rig.pair, self.users, recent, versions=self.check_versions,
+                                        trimmed=trimmed)
+        found += oracle.index_differences(rig.store, rig.pair, self.users, self.users)
+        if found:
+            raise AssertionError("\n".join(["the feeds and indexes differ from the truth:", *found,
+                                            "what ran (last 60):", *rig.log[-60:]]))
