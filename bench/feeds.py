@@ -29,6 +29,7 @@ dbs (14, 15), app-data databases (``appdata_bench_``) and HBase tables
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -259,7 +260,7 @@ def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbas
                     column, pin.created_at_ms)
     relay = StallableRelay(hbase.primary)
     through_relay = ClusterPair.from_settings(
-        HBaseSettings(relay.address, hbase.standby, hbase.table_prefix, pool_size=16, call_timeout_s=5.0))
+        dataclasses.replace(hbase, primary=relay.address, pool_size=16, call_timeout_s=5.0))
     cutoff_s = settings.read_cutoff_ms / 1000
     reader = FeedReader(through_relay, store, cutoff_s, settings.shadow_share, threads=16)
     try:
