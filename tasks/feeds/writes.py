@@ -30,7 +30,6 @@ and duplicates are safe.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -164,16 +163,23 @@ def retract(pool: ClusterPool, rows: Iterable[tuple[int, int]]) -> int:
 def gone_edges(store: AppData, edges: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """Of ``(user, followee, version)``, the ``(user, version)`` of those whose
     follow is no longer in MySQL with that time (the forward tables, the
-    truth: one query per followee and shard)."""
-    by_followee: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for user, followee, version in edges:
-        by_followee[followee][user].add(version)
-    gone: list[tuple[int, int]] = []
-    for followee, users in by_followee.items():
-        table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
-        now = mappings.sequences_to(store, table, users, followee)
-        gone += [(user, v) for user, versions in users.items() for v in sorted(versions) if now.get(user) != v]
-    return gone
+    truth). A fan-out page (one followee, many users) is one query per
+    shard of the users; a backfill page (many followees) reads its users'
+    follows, one query per table and shard."""
+    wanted = list(dict.fromkeys(edges))
+    users = {user for user, _f, _v in wanted}
+    followees = {followee for _u, followee, _v in wanted}
+    now: dict[tuple[int, int], int] = {}
+    if len(followees) <= len(users):
+        for followee in followees:
+            table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
+            from_ids = [user for user, f, _v in wanted if f == followee]
+            now.update(((u, followee), at) for u, at in mappings.sequences_to(store, table, from_ids, followee).items())
+    else:
+        for table in (USER_FOLLOWS_USER, USER_FOLLOWS_BOARD):
+            for user, rows in mappings.rows_from_many(store, table, users).items():
+                now.update(((user, followee), at) for followee, at in rows.items() if followee in followees)
+    return [(user, version) for user, followee, version in wanted if now.get((user, followee)) != version]
 
 
 def apply_write(pair: ClusterPair, store: AppData, body: WriteBody) -> int:

@@ -13,10 +13,11 @@ from tasks.backfill.feeds_kind import FeedsKind
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.verify import verify
 from tasks.feeds.cells import TABLE, column, qualifier, row_key
+from tasks.feeds.follow import FollowAction, follow_writes
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_versions, put_versions
 from tests.backfill.conftest import ENV
 from tests.backfill.helpers import expected_columns, row
-from tests.feeds.helpers import feed_versions, pin, tick, user
+from tests.feeds.helpers import apply_all, feed_versions, pin, tick, user
 
 
 def test_verify_repairs_until_only_trimmed_pins_differ(store: AppData, pair: ClusterPair) -> None:
@@ -54,3 +55,9 @@ def test_verify_repairs_until_only_trimmed_pins_differ(store: AppData, pair: Clu
     # The repaired row is the standby's, version for version.
     late_at = graph.follow_time(store, late, followee)
     assert feed_versions(pair, late) == {kept.id: {late_at}, masked.id: {late_at}}
+    # The next test's verify starts from every feed equal to the truth: both follows undone.
+    for who in (reader, late):
+        since = graph.follow_time(store, who, followee)
+        graph.unfollow_user(store, who, followee)
+        apply_all(pair, store, follow_writes(store, FollowAction(who, followee, "unfollow", tick(), follow_at=since)))
+    assert [r.differences for r in verify(ctx, kinds.get("feeds"), PRIMARY, page_size=16)] == [0]

@@ -11,7 +11,7 @@ from tasks.appdata.ids import ObjectType, split_id
 from tasks.appdata.store import AppData
 from tasks.feeds.cells import TABLE, column, row_key
 from tasks.feeds.follow import FollowAction, FollowStillThere, follow_writes
-from tasks.feeds.writes import WriteBody
+from tasks.feeds.writes import WriteBody, gone_edges
 from tasks.hbase import ClusterPair, put_versions
 from tests.feeds.helpers import apply_all, feed_versions, feeds, pin, tick, user
 from tests.servers import hbase_compact
@@ -189,3 +189,22 @@ def test_follow_of_an_account_without_pins_writes_nothing(appdata: AppData) -> N
     assert follow(appdata, follower, empty) == []
     # The unfollow still retracts the follow's version: pins may be on their way.
     assert [body.op for body in unfollow(appdata, follower, empty)] == ["retract", "retract"]
+
+
+def test_the_fence_finds_the_follows_gone_for_one_followee_or_many(appdata: AppData) -> None:
+    """A fan-out page's check (one followee, many users) and a backfill
+    page's (many followees per user) read MySQL differently and agree."""
+    followee, other = user(appdata, "followee"), user(appdata, "other")
+    on = board(appdata, other)
+    fans = [user(appdata, f"fan{i}") for i in range(3)]
+    for fan in fans:
+        follow(appdata, fan, followee)
+    follow(appdata, fans[0], on)
+    times = {(fan, f): at for fan in fans for f in (followee, on)
+             if (at := graph.follow_time(appdata, fan, f)) is not None}
+    unfollow(appdata, fans[1], followee)
+    page = [(fan, followee, times[(fan, followee)]) for fan in fans]
+    assert gone_edges(appdata, page) == [(fans[1], times[(fans[1], followee)])]
+    one_user = [(fans[0], followee, times[(fans[0], followee)]), (fans[0], on, times[(fans[0], on)]),
+                (fans[0], followee, 12345)]  # a follow time that never was
+    assert gone_edges(appdata, one_user) == [(fans[0], 12345)]
