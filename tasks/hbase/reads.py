@@ -11,6 +11,7 @@ the previous page, via ColumnRangeFilter: stable under concurrent writes).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tasks.hbase.cells import ALL_VERSIONS, check_row, check_timestamp
@@ -190,27 +191,42 @@ def get_versions(
     table: str,
     rows: list[bytes],
     *,
-    columns: list[bytes] | None = None,
+    columns: list[bytes] | Mapping[bytes, list[bytes]] | None = None,
     max_versions: int = ALL_VERSIONS,
     batch_size: int = 1000,
 ) -> dict[bytes, dict[bytes, list[tuple[int, bytes]]]]:
     """``{row: {b"family:qualifier": [(timestamp, value), ...]}}``, newest
     first, up to ``max_versions`` per column (those the family keeps and no
-    delete masks), through Thrift2 ``getMultiple`` in calls of ``batch_size``
-    rows. ``columns`` are whole families (``b"m"``) or ``b"family:qualifier"``;
-    None means every family. Rows with no cells are left out."""
+    delete masks), through Thrift2 ``getMultiple``. ``columns`` are whole
+    families (``b"m"``) or ``b"family:qualifier"``: one list for every row,
+    or each row's own (a mapping; a row it lists no column for reads
+    every family); None means every family. Rows with no cells are left out.
+
+    A call closes once it names ``batch_size`` rows and columns (a row
+    counts as many as the columns it lists): the server holds a whole
+    request in memory, so many rows each listing many columns are split."""
     if not 0 < max_versions <= ALL_VERSIONS:
         raise ValueError(f"max_versions must be in 1..{ALL_VERSIONS}, got {max_versions}")
-    wanted = None if columns is None else [_get_column(c) for c in columns]
-    gets = [THRIFT2.TGet(row=check_row(row), columns=wanted, maxVersions=max_versions) for row in rows]
-    if not gets:
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    shared = None if columns is None or isinstance(columns, Mapping) else [_get_column(c) for c in columns]
+    calls: list[list[Any]] = []
+    weight = batch_size
+    for row in rows:
+        wanted = [_get_column(c) for c in columns.get(row, ())] if isinstance(columns, Mapping) else shared
+        get = THRIFT2.TGet(row=check_row(row), columns=wanted or None, maxVersions=max_versions)
+        if weight >= batch_size:
+            calls.append([])
+            weight = 0
+        calls[-1].append(get)
+        weight += max(1, len(wanted or ()))
+    if not calls:
         return {}
     name = pool.table_name(table).encode()
 
     def work(client: Any) -> dict[bytes, dict[bytes, list[tuple[int, bytes]]]]:
         out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]] = {}
-        for start in range(0, len(gets), batch_size):
-            chunk = gets[start : start + batch_size]
+        for chunk in calls:
             for get, result in zip(chunk, client.getMultiple(name, chunk), strict=True):
                 # HBase's order: by column, and within a column newest first.
                 for cell in result.columnValues:
@@ -218,4 +234,4 @@ def get_versions(
                     versions.append((cell.timestamp, cell.value))
         return out
 
-    return pool.thrift2.run(f"get versions of {len(gets)} rows of {table}", work)
+    return pool.thrift2.run(f"get versions of {len(rows)} rows of {table}", work)

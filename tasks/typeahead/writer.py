@@ -103,7 +103,9 @@ def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list
             tall[member_row(owner, source, key)] = place
     found: dict[Place, list[Version]] = {}
     if wide:
-        columns = sorted({member_column(p[2]) for ps in wide.values() for p in ps})
+        # Each row lists only its own places' columns: a union for every row
+        # would make a request of rows x columns.
+        columns = {row: sorted({member_column(p[2]) for p in ps}) for row, ps in wide.items()}
         rows = get_versions(pool, WIDE_TABLE, sorted(wide), columns=columns, max_versions=ALL_VERSIONS)
         for row, ps in wide.items():
             for place in ps:

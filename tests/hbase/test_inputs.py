@@ -85,6 +85,10 @@ def test_get_versions_checks_its_arguments() -> None:
         get_versions(POOL, "t", [b"r"], columns=[b":q"])
     with pytest.raises(ValueError, match="max_versions"):
         get_versions(POOL, "t", [b"r"], max_versions=0)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        get_versions(POOL, "t", [b"r"], batch_size=0)
+    with pytest.raises(ValueError, match="b'family' or b'family:qualifier'"):
+        get_versions(POOL, "t", [b"r"], columns={b"r": [b"m:a", b""]})
 
 
 def test_calls_hold_whole_rows_in_key_order() -> None:

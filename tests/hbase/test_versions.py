@@ -168,3 +168,23 @@ def test_get_versions_every_version_newest_first(pair: ClusterPair, row: bytes) 
     assert get_versions(pool, WIDE, [row], columns=[b"m:x"], max_versions=2) == {row: {b"m:x": newest_first[:2]}}
     assert get_versions(pool, WIDE, [row + b"-none"]) == {}
     assert get_versions(pool, WIDE, []) == {}
+
+
+def test_get_versions_reads_each_rows_own_columns_in_bounded_calls(
+    pair: ClusterPair, row: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = pair.primary
+    rows = [row + b"-%02d" % i for i in range(6)]
+    put_versions(pool, WIDE, [(r, b"m:" + q, r[-2:] + q, 7) for r in rows for q in (b"a", b"b", b"c")])
+    wanted = {r: [b"m:" + b"abc"[i % 3 : i % 3 + 1]] for i, r in enumerate(rows[:4])}
+    wanted[rows[4]] = [b"m:a", b"m:b", b"m:c"]
+    log = logged_calls(pool, monkeypatch)
+    got = get_versions(pool, WIDE, rows, columns=wanted, batch_size=4)
+    # Only the columns each row asked for; a row the mapping leaves out reads everything.
+    assert got == {
+        **{r: {cs[0]: [(7, r[-2:] + cs[0][2:])]} for r, cs in list(wanted.items())[:4]},
+        rows[4]: {b"m:" + q: [(7, rows[4][-2:] + q)] for q in (b"a", b"b", b"c")},
+        rows[5]: {b"m:" + q: [(7, rows[5][-2:] + q)] for q in (b"a", b"b", b"c")},
+    }
+    # A call closes once it lists 4 columns (a row without any counts one).
+    assert [rs for _, _, rs in log] == [rows[:4], rows[4:]]
