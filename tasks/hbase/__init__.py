@@ -1,7 +1,7 @@
 """HBase access for the feed tasks: the primary/standby cluster pair,
 connection pools with timeouts, table definitions, batch writes and deletes
 with a timestamp per cell, paged wide-row reads and versioned reads. Reads
-and DDL talk Thrift1 through happybase, writes and versioned reads Thrift2, to
+talk Thrift1 through happybase; writes, versioned reads and table changes Thrift2, to
 the clusters ``scripts/services up`` starts (see docs/hbase.md)."""
 
 from tasks.hbase.cells import ALL_VERSIONS

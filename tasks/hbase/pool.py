@@ -1,5 +1,5 @@
-"""The connections to one HBase cluster: Thrift1 through happybase (reads,
-DDL) and Thrift2 (``ClusterPool.thrift2``: writes, versioned reads).
+"""The connections to one HBase cluster: Thrift1 through happybase (reads)
+and Thrift2 (``ClusterPool.thrift2``: writes, versioned reads, table changes).
 
 Wraps happybase's ``ConnectionPool``: a call that breaks a connection gets
 that connection replaced by the pool and re-raised; ``ClusterPool.run`` then

@@ -2,11 +2,11 @@
 
 Read from the environment (``HBaseSettings.from_env``)::
 
-    PINLATER_HBASE_PRIMARY=127.0.0.1:19090     Thrift1 server of the primary (reads, DDL)
+    PINLATER_HBASE_PRIMARY=127.0.0.1:19090     Thrift1 server of the primary (reads)
     PINLATER_HBASE_STANDBY=127.0.0.1:19091     Thrift1 server of the standby
     PINLATER_HBASE_PRIMARY_THRIFT2=127.0.0.1:19092
                                                Thrift2 server of the primary (writes,
-                                               versioned reads, family alters)
+                                               versioned reads, table changes)
     PINLATER_HBASE_STANDBY_THRIFT2=127.0.0.1:19093
                                                Thrift2 server of the standby
     PINLATER_HBASE_TABLE_PREFIX=               prefix of every table name ("" = none)

@@ -1,28 +1,43 @@
-"""Table definitions, and their idempotent creation on each cluster.
+"""Table definitions, their creation on each cluster, and their drift.
 
-Tables are created through Thrift1 (happybase), which can set a family's
-versions, block cache, bloom filter, in-memory flag and TTL; not its data
-block encoding, block size or KEEP_DELETED_CELLS (see docs/hbase.md). A family
-created with happybase's defaults would keep 3 versions with the block cache
-off, so every family here states what it needs.
+Every table is made and altered through Thrift2, whose family descriptor
+carries what Thrift1 cannot set: the data block encoding and the block size
+(seed 002's prefix encoding and 16 KB blocks), beside versions, bloom filter,
+block cache and in-memory. A family created with HBase's defaults would keep
+one version and 64 KB unencoded blocks, so every family states what it needs.
 
-Thrift1 cannot alter a family. A table made when a family kept fewer versions
-than it now must is altered through Thrift2 (``modifyColumnFamily``): the
-family's descriptor is read back whole and only its versions change.
+Two kinds of difference between a table and its definition:
+
+- **correctness**: a family missing, or keeping other versions than defined.
+  A family keeping *fewer* versions is altered by any worker that finds it
+  (the writers need every version); the others stop the worker with
+  ``HBaseSchemaMismatch`` until an operator fixes them.
+- **tuning**: encoding, block size, bloom filter, block cache, in-memory.
+  A worker logs it once and works on; ``pinlater-hbase tables`` shows it and
+  ``--apply`` alters it, online, data kept.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tasks.hbase.cells import ALL_VERSIONS
-from tasks.hbase.errors import AlreadyExists, HBaseSchemaMismatch
+from tasks.hbase.errors import HBaseSchemaMismatch
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.pair import ClusterPair
 from tasks.hbase.pool import ClusterPool
+
+log = logging.getLogger(__name__)
+
+ENCODINGS = ("NONE", "PREFIX", "DIFF", "FAST_DIFF", "ROW_INDEX_V1")
+BLOOM_FILTERS = ("NONE", "ROW", "ROWCOL")
+TUNING = ("data_block_encoding", "block_size", "bloom_filter_type", "block_cache_enabled", "in_memory")
+# HBase's own bounds on a block size (HColumnDescriptor refuses others).
+MIN_BLOCK_SIZE, MAX_BLOCK_SIZE = 1024, 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +45,33 @@ class Family:
     name: str
     max_versions: int = 1
     block_cache_enabled: bool = True
-    bloom_filter_type: str = "ROW"  # NONE, ROW or ROWCOL
+    bloom_filter_type: str = "ROW"
     in_memory: bool = False
+    data_block_encoding: str = "FAST_DIFF"
+    block_size: int = 64 * 1024
 
-    def options(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        if not self.name or ":" in self.name:
+            raise ValueError(f"family name must be non-empty without ':', got {self.name!r}")
+        if type(self.max_versions) is not int or not 1 <= self.max_versions <= ALL_VERSIONS:
+            raise ValueError(f"family {self.name!r}: max_versions must be 1..{ALL_VERSIONS}, got {self.max_versions!r}")
+        if self.bloom_filter_type not in BLOOM_FILTERS:
+            raise ValueError(f"family {self.name!r}: bloom_filter_type must be one of {BLOOM_FILTERS}, "
+                             f"got {self.bloom_filter_type!r}")
+        if self.data_block_encoding not in ENCODINGS:
+            raise ValueError(f"family {self.name!r}: data_block_encoding must be one of {ENCODINGS}, "
+                             f"got {self.data_block_encoding!r}")
+        if type(self.block_size) is not int or not MIN_BLOCK_SIZE <= self.block_size <= MAX_BLOCK_SIZE:
+            raise ValueError(f"family {self.name!r}: block_size must be {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE} bytes, "
+                             f"got {self.block_size!r}")
+
+    def settings(self) -> dict[str, Any]:
         return {
             "max_versions": self.max_versions,
-            "block_cache_enabled": self.block_cache_enabled,
+            "data_block_encoding": self.data_block_encoding,
+            "block_size": self.block_size,
             "bloom_filter_type": self.bloom_filter_type,
+            "block_cache_enabled": self.block_cache_enabled,
             "in_memory": self.in_memory,
         }
 
@@ -59,34 +93,81 @@ class TableDef:
 # cell timestamps are the time of the action that wrote them. Its writers keep
 # several versions of one column alive at once and delete single versions, so
 # the family keeps every version: with VERSIONS=1 a flush drops the older
-# versions a delete of the newest one should uncover.
+# versions a delete of the newest one should uncover. Keys are nearly all
+# shared prefix (the row, then a time), so FAST_DIFF shrinks the table several
+# times; 16 KB blocks hold about one user's feed, so the cache holds and evicts
+# whole feeds (docs/hbase.md has the measurements).
 FOLLOWING_FEED = TableDef(
-    "following_feed", (Family("feed", max_versions=ALL_VERSIONS, block_cache_enabled=True),)
+    "following_feed",
+    (Family("feed", max_versions=ALL_VERSIONS, data_block_encoding="FAST_DIFF", block_size=16 * 1024),),
 )
 
 # The typeahead's contacts index (seed 003; layout in tasks/typeahead/entries.py):
 # wide rows per (user, source) with token columns "c" and member records "m",
 # and tall rows per (user, source, token, contact) for huge sources. Member
 # records and tall token cells keep every version, for the same reason as the
-# feed.
-TYPEAHEAD_WIDE = TableDef("typeahead_wide", (Family("c"), Family("m", max_versions=ALL_VERSIONS)))
+# feed. A lookup reads one user's wide rows (a few KB: 16 KB blocks) or up to
+# a hundred consecutive tall rows (64 KB blocks).
+TYPEAHEAD_WIDE = TableDef(
+    "typeahead_wide",
+    (Family("c", block_size=16 * 1024), Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
+)
 TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS),))
 
 TABLES = (FOLLOWING_FEED, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
 
-def _check(pool: ClusterPool, table: TableDef, found: dict[bytes, dict[str, Any]]) -> None:
-    for family in table.families:
-        actual = found.get(family.name.encode())
-        if actual is None:
-            problem = f"family {family.name!r} missing (has {sorted(k.decode() for k in found)})"
-        elif actual["max_versions"] != family.max_versions:
-            problem = f"family {family.name!r} keeps {actual['max_versions']} versions, not {family.max_versions}"
-        elif bool(actual["block_cache_enabled"]) != family.block_cache_enabled:
-            problem = f"family {family.name!r} has block cache {'on' if actual['block_cache_enabled'] else 'off'}"
-        else:
-            continue
-        raise HBaseSchemaMismatch(pool.name, str(pool.address), f"ensure table {table.name}", problem)
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """One way a table on one cluster differs from its definition.
+    ``family`` and ``setting`` are None for a missing table; ``setting`` is
+    None for a missing family."""
+
+    cluster: str
+    table: str
+    family: str | None
+    setting: str | None
+    found: Any
+    wanted: Any
+
+    @property
+    def tuning(self) -> bool:
+        return self.setting in TUNING
+
+    def __str__(self) -> str:
+        where = f"{self.cluster} {self.table}"
+        if self.family is None:
+            return f"{where}: table missing"
+        if self.setting is None:
+            return f"{where} family {self.family!r}: missing"
+        return f"{where} family {self.family!r}: {self.setting} is {self.found}, defined {self.wanted}"
+
+
+def _name(enum: Any, value: Any) -> Any:
+    return enum._VALUES_TO_NAMES.get(value, value)
+
+
+def _found(descriptor: Any) -> dict[str, Any]:
+    """A family descriptor read back, in ``Family.settings()``'s terms."""
+    return {
+        "max_versions": descriptor.maxVersions,
+        "data_block_encoding": _name(THRIFT2.TDataBlockEncoding, descriptor.dataBlockEncoding),
+        "block_size": descriptor.blockSize,
+        "bloom_filter_type": _name(THRIFT2.TBloomFilterType, descriptor.bloomnFilterType),
+        "block_cache_enabled": bool(descriptor.blockCacheEnabled),
+        "in_memory": bool(descriptor.inMemory),
+    }
+
+
+def _apply(family: Family, descriptor: Any) -> Any:
+    """``descriptor`` with every setting of ``family`` written over it."""
+    descriptor.maxVersions = family.max_versions
+    descriptor.dataBlockEncoding = getattr(THRIFT2.TDataBlockEncoding, family.data_block_encoding)
+    descriptor.blockSize = family.block_size
+    descriptor.bloomnFilterType = getattr(THRIFT2.TBloomFilterType, family.bloom_filter_type)
+    descriptor.blockCacheEnabled = family.block_cache_enabled
+    descriptor.inMemory = family.in_memory
+    return descriptor
 
 
 def _thrift2_table_name(pool: ClusterPool, name: str) -> Any:
@@ -94,57 +175,129 @@ def _thrift2_table_name(pool: ClusterPool, name: str) -> Any:
     return THRIFT2.TTableName(ns=(namespace or "default").encode(), qualifier=qualifier.encode())
 
 
-def keep_versions(pool: ClusterPool, table: str, family: str, versions: int) -> bool:
-    """Make ``family`` of ``table`` keep at least ``versions`` versions,
-    every other setting of the family as it is. True if it was altered (False:
-    it keeps that many already, or has no such family)."""
-    name = _thrift2_table_name(pool, table)
+def _read(pool: ClusterPool, table: TableDef) -> dict[str, Any] | None:
+    """The table's family descriptors by name, or None if it does not exist."""
+    name = _thrift2_table_name(pool, table.name)
+
+    def work(client: Any) -> dict[str, Any] | None:
+        if not client.tableExists(name):
+            return None
+        return {d.name.decode(): d for d in client.getTableDescriptor(name).columns or ()}
+
+    return pool.thrift2.run(f"describe table {table.name}", work)
+
+
+def _drift(pool: ClusterPool, table: TableDef, found: dict[str, Any] | None) -> list[Drift]:
+    if found is None:
+        return [Drift(pool.name, table.name, None, None, "missing", "defined")]
+    drift = []
+    for family in table.families:
+        descriptor = found.get(family.name)
+        if descriptor is None:
+            drift.append(Drift(pool.name, table.name, family.name, None, "missing", "defined"))
+            continue
+        actual = _found(descriptor)
+        for setting, wanted in family.settings().items():
+            if actual[setting] != wanted:
+                drift.append(Drift(pool.name, table.name, family.name, setting, actual[setting], wanted))
+    return drift
+
+
+def table_drift(pool: ClusterPool, table: TableDef) -> list[Drift]:
+    """How ``table`` on this cluster differs from its definition ([]: not at all)."""
+    return _drift(pool, table, _read(pool, table))
+
+
+def _create(pool: ClusterPool, table: TableDef) -> bool:
+    """Create the table; False if another process made it meanwhile."""
+    name = _thrift2_table_name(pool, table.name)
+    columns = [_apply(f, THRIFT2.TColumnFamilyDescriptor(name=f.name.encode())) for f in table.families]
 
     def work(client: Any) -> bool:
-        for descriptor in client.getTableDescriptor(name).columns or ():
-            if descriptor.name != family.encode():
-                continue
-            if descriptor.maxVersions >= versions:
-                return False  # altered meanwhile by another worker
-            # The server builds the new family from this descriptor alone: it
-            # must carry every setting read, with the versions changed in both
-            # places they are stated.
-            descriptor.maxVersions = versions
-            if descriptor.attributes is not None:
-                descriptor.attributes[b"VERSIONS"] = str(versions).encode()
-            client.modifyColumnFamily(name, descriptor)
-            return True
-        return False
+        try:
+            client.createTable(THRIFT2.TTableDescriptor(tableName=name, columns=columns), None)
+        except THRIFT2.TIOError as exc:
+            if "TableExistsException" in (exc.message or ""):
+                return False
+            raise
+        return True
 
-    return pool.thrift2.run(f"alter table {table} family {family} to keep {versions} versions", work)
+    return pool.thrift2.run(f"create table {table.name}", work, idempotent=False)
+
+
+def _alter(pool: ClusterPool, table: TableDef, family: Family, found: Any) -> None:
+    """Set every setting of ``family``: added if ``found`` is None, else its
+    descriptor as read, with the defined settings written over it (what the
+    definition does not name, compression or TTL say, stays as it was)."""
+    name = _thrift2_table_name(pool, table.name)
+    if found is None:
+        descriptor = _apply(family, THRIFT2.TColumnFamilyDescriptor(name=family.name.encode()))
+        pool.thrift2.run(f"add family {family.name} to {table.name}", lambda c: c.addColumnFamily(name, descriptor))
+    else:
+        descriptor = _apply(family, found)
+        pool.thrift2.run(f"alter family {family.name} of {table.name}",
+                         lambda c: c.modifyColumnFamily(name, descriptor))
+
+
+def apply_table(pool: ClusterPool, table: TableDef) -> list[Drift]:
+    """Make ``table`` on this cluster what its definition says: create it,
+    add missing families, alter drifted ones (online; data kept, though a
+    family altered to keep fewer versions loses the extra ones at its next
+    compaction). Returns the drift it found and fixed."""
+    found = _read(pool, table)
+    drift = _drift(pool, table, found)
+    if found is None:
+        _create(pool, table)
+        return drift
+    for family_name in dict.fromkeys(d.family for d in drift if d.family is not None):
+        _alter(pool, table, table.family(family_name), found.get(family_name))
+    return drift
+
+
+_warned: set[tuple[str, str]] = set()
 
 
 def ensure_table(pool: ClusterPool, table: TableDef) -> bool:
-    """Create the table on this cluster if it is missing, else check its
-    families; a family keeping fewer versions than defined is altered to keep
-    them. True if it was created here."""
+    """Create the table on this cluster if it is missing; else alter a family
+    keeping fewer versions than defined, refuse (``HBaseSchemaMismatch``) a
+    missing family or one keeping more versions, and log tuning drift once.
+    True if it was created here."""
+    found = _read(pool, table)
+    if found is None and _create(pool, table):
+        return True
+    if found is None:  # made meanwhile by another worker
+        found = _read(pool, table)
+    drift = _drift(pool, table, found)
+    short = [d for d in drift if d.setting == "max_versions" and d.found < d.wanted]
+    for item in short:
+        assert found is not None and item.family is not None
+        _alter_versions(pool, table, item.family, item.wanted, found[item.family])
+    wrong = [d for d in drift if not d.tuning and d not in short]
+    if wrong:
+        raise HBaseSchemaMismatch(pool.name, str(pool.address), f"ensure table {table.name}",
+                                  "; ".join(_problem(d) for d in wrong))
+    tuning = [d for d in drift if d.tuning]
+    if tuning and (pool.name, table.name) not in _warned:
+        _warned.add((pool.name, table.name))
+        log.warning("hbase %s: table %s differs from its tuning (%s); `pinlater-hbase tables --apply` alters it",
+                    pool.name, table.name, "; ".join(str(d) for d in tuning))
+    return False
 
-    def work(connection: Any) -> tuple[bool, dict[bytes, dict[str, Any]]]:
-        created = False
-        if table.name.encode() not in connection.tables():
-            try:
-                connection.create_table(table.name, {f.name: f.options() for f in table.families})
-                created = True
-            except AlreadyExists:  # made meanwhile by another worker
-                pass
-        return created, connection.table(table.name).families()
 
-    created, found = pool.run(f"ensure table {table.name}", work)
-    short = [
-        f for f in table.families
-        if f.name.encode() in found and found[f.name.encode()]["max_versions"] < f.max_versions
-    ]
-    for family in short:
-        keep_versions(pool, table.name, family.name, family.max_versions)
-    if short:
-        found = pool.run(f"ensure table {table.name}", lambda connection: connection.table(table.name).families())
-    _check(pool, table, found)
-    return created
+def _problem(drift: Drift) -> str:
+    if drift.setting is None:
+        return f"family {drift.family!r} missing"
+    if drift.setting == "max_versions":
+        return f"family {drift.family!r} keeps {drift.found} versions, not {drift.wanted}"
+    return str(drift)
+
+
+def _alter_versions(pool: ClusterPool, table: TableDef, family: str, versions: int, descriptor: Any) -> None:
+    """Only the versions of one family: a worker changes nothing else."""
+    name = _thrift2_table_name(pool, table.name)
+    descriptor.maxVersions = versions
+    pool.thrift2.run(f"alter table {table.name} family {family} to keep {versions} versions",
+                     lambda c: c.modifyColumnFamily(name, descriptor))
 
 
 def ensure_tables(pair: ClusterPair, tables: Iterable[TableDef] = TABLES) -> dict[str, list[str]]:

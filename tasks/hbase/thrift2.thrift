@@ -101,9 +101,10 @@ struct TTableName {
   2: required binary qualifier
 }
 
-// Every field is here, though we change only maxVersions: the server builds a
-// modified family from this struct alone, so a field we dropped on the way
-// back would reset that setting to HBase's default.
+// Every field is here, though we set only some: the server builds a modified
+// family from this struct alone (its attributes first, then every field that
+// is set, which wins), so a field dropped on the way back would reset that
+// setting to HBase's default.
 struct TColumnFamilyDescriptor {
   1: required binary name,
   2: optional map<binary, binary> attributes,
@@ -127,10 +128,21 @@ struct TColumnFamilyDescriptor {
   20: optional bool inMemory
 }
 
-// Read only (getTableDescriptor); fields 3 and 4 are not needed.
+enum TDurability {
+  USE_DEFAULT = 0,
+  SKIP_WAL = 1,
+  ASYNC_WAL = 2,
+  SYNC_WAL = 3,
+  FSYNC_WAL = 4
+}
+
+// Sent by createTable and read back by getTableDescriptor. Table attributes
+// carry what has no field of its own (coprocessors, for one).
 struct TTableDescriptor {
   1: required TTableName tableName,
-  2: optional list<TColumnFamilyDescriptor> columns
+  2: optional list<TColumnFamilyDescriptor> columns,
+  3: optional map<binary, binary> attributes,
+  4: optional TDurability durability
 }
 
 // HBase failed the call (a missing table, a region that stayed offline).
@@ -159,7 +171,15 @@ service THBaseService {
   list<TDelete> deleteMultiple(1: required binary table, 2: required list<TDelete> tdeletes)
     throws (1: TIOError io)
 
+  bool tableExists(1: TTableName tableName) throws (1: TIOError io)
+
+  // Synchronous: the table's regions are online when it returns.
+  void createTable(1: required TTableDescriptor desc, 2: optional list<binary> splitKeys) throws (1: TIOError io)
+
   TTableDescriptor getTableDescriptor(1: required TTableName table) throws (1: TIOError io)
+
+  void addColumnFamily(1: required TTableName tableName, 2: required TColumnFamilyDescriptor column)
+    throws (1: TIOError io)
 
   void modifyColumnFamily(1: required TTableName tableName, 2: required TColumnFamilyDescriptor column)
     throws (1: TIOError io)

@@ -1,0 +1,69 @@
+"""``pinlater-hbase``: the project's HBase tables on both clusters.
+
+    pinlater-hbase tables            show how each table differs from its definition
+    pinlater-hbase tables --apply    then create, add or alter what differs (online)
+
+Shows before it changes: without ``--apply`` nothing is written. Exit
+status: 0 no drift (or all of it applied), 3 drift shown and not applied,
+2 refused (a cluster down, a bad setting), 1 an internal error; an error is
+one line on stderr (a traceback with -v). Settings: PINLATER_HBASE_*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tasks.cliserve import OneLineParser, internal_error, run
+from tasks.hbase.errors import HBaseError
+from tasks.hbase.pair import ClusterPair
+from tasks.hbase.tables import TABLES, apply_table, table_drift
+from tasks.httpserve import one_line
+
+DRIFT = 3
+_REFUSED = (ValueError, HBaseError, OSError)
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    pair = ClusterPair.from_settings()
+    try:
+        found = 0
+        for pool in pair:
+            for table in TABLES:
+                drift = apply_table(pool, table) if args.apply else table_drift(pool, table)
+                found += len(drift)
+                for item in drift:
+                    print(f"{'altered' if args.apply else 'drift'}: {item}")
+                if not drift:
+                    print(f"ok: {pool.name} {table.name}")
+        if found and args.apply:  # read back: what was applied must now match
+            left = [str(d) for pool in pair for table in TABLES for d in table_drift(pool, table)]
+            for line in left:
+                print(f"still differs: {line}")
+            return DRIFT if left else 0
+        return DRIFT if found else 0
+    finally:
+        pair.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="pinlater-hbase", description="The project's HBase tables on both clusters.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("tables", help="show (and with --apply fix) how each table differs from its definition")
+    p.add_argument("--apply", action="store_true", help="create, add or alter what differs, then check again")
+    p.set_defaults(fn=cmd_tables)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), argv, _describe, lambda exc: 2 if isinstance(exc, _REFUSED) else 1)
+
+
+def _describe(exc: Exception) -> str:
+    return one_line(str(exc)) if isinstance(exc, _REFUSED) else internal_error(exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

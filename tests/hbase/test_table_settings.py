@@ -1,0 +1,193 @@
+"""Table settings (encoding, block size, bloom filter, versions) as defined,
+read back from both real clusters; drift shown, applied, and data kept."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+
+from tasks.hbase import (
+    FOLLOWING_FEED,
+    TABLES,
+    TYPEAHEAD_TALL,
+    TYPEAHEAD_WIDE,
+    ClusterPair,
+    Family,
+    TableDef,
+    drop_table,
+    ensure_table,
+    get_versions,
+    put_versions,
+)
+from tasks.hbase import cli as hbase_cli
+from tasks.hbase.idl import THRIFT2
+from tasks.hbase.tables import Drift, apply_table, table_drift
+from tests.hbase.conftest import test_settings
+
+
+def descriptor(pool: Any, table: str) -> dict[str, Any]:
+    name = pool.table_name(table)
+    found = pool.thrift2.run("describe", lambda c: c.getTableDescriptor(THRIFT2.TTableName(ns=b"default",
+                                                                                           qualifier=name.encode())))
+    return {d.name.decode(): d for d in found.columns}
+
+
+def test_every_table_reads_back_as_defined_on_both_clusters(pair: ClusterPair) -> None:
+    for pool in pair:
+        for table in TABLES:
+            assert table_drift(pool, table) == []
+            found = descriptor(pool, table.name)
+            assert sorted(found) == sorted(f.name for f in table.families)
+            for family in table.families:
+                raw = found[family.name]
+                assert raw.attributes[b"DATA_BLOCK_ENCODING"] == family.data_block_encoding.encode()
+                assert raw.attributes[b"BLOCKSIZE"] == str(family.block_size).encode()
+                assert raw.attributes[b"BLOOMFILTER"] == family.bloom_filter_type.encode()
+                assert raw.attributes[b"VERSIONS"] == str(family.max_versions).encode()
+    # The seed's feed settings in particular: FAST_DIFF keys, 16 KB blocks.
+    feed = FOLLOWING_FEED.family("feed")
+    assert (feed.data_block_encoding, feed.block_size, feed.bloom_filter_type) == ("FAST_DIFF", 16384, "ROW")
+    assert TYPEAHEAD_WIDE.family("c").block_size == 16384 and TYPEAHEAD_TALL.family("c").block_size == 65536
+
+
+def _old_feed(pool: Any) -> None:
+    """following_feed as happybase (Thrift1) made it before: one version,
+    no encoding, 64 KB blocks, a ROWCOL bloom filter, in memory, no block
+    cache."""
+    pool.run("create old", lambda c: c.create_table(
+        FOLLOWING_FEED.name, {"feed": {"max_versions": 1, "bloom_filter_type": "ROWCOL", "in_memory": True}}))
+
+
+def test_apply_alters_an_old_table_online_and_keeps_its_data() -> None:
+    pair = ClusterPair.from_settings(test_settings(table_prefix=f"t{uuid.uuid4().hex[:8]}old"))
+    try:
+        for pool in pair:
+            _old_feed(pool)
+            row = b"user-1"
+            cells = [(row, b"feed:%04d" % i, b"", 1_000 + i) for i in range(50)]
+            put_versions(pool, FOLLOWING_FEED.name, cells)
+            drift = table_drift(pool, FOLLOWING_FEED)
+            assert {d.setting: (d.found, d.wanted) for d in drift} == {
+                "max_versions": (1, 2147483647),
+                "data_block_encoding": ("NONE", "FAST_DIFF"),
+                "block_size": (65536, 16384),
+                "bloom_filter_type": ("ROWCOL", "ROW"),
+                "in_memory": (True, False),
+                "block_cache_enabled": (False, True),  # happybase's default
+            }
+            assert str(drift[1]).startswith(f"{pool.name} following_feed family 'feed': ")
+            assert apply_table(pool, FOLLOWING_FEED) == drift
+            assert table_drift(pool, FOLLOWING_FEED) == []
+            raw = descriptor(pool, FOLLOWING_FEED.name)["feed"]
+            assert (raw.compressionType, raw.timeToLive) == (2, 2147483647)  # untouched: NONE, forever
+            got = get_versions(pool, FOLLOWING_FEED.name, [row])
+            assert got == {row: {c: [(ts, b"")] for _r, c, _v, ts in cells}}
+            assert apply_table(pool, FOLLOWING_FEED) == []  # idempotent
+    finally:
+        for pool in pair:
+            drop_table(pool, FOLLOWING_FEED.name)
+        pair.close()
+
+
+def test_a_worker_works_on_a_table_with_tuning_drift_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    pair = ClusterPair.from_settings(test_settings(table_prefix=f"t{uuid.uuid4().hex[:8]}tune"))
+    pool = pair.primary
+    odd = TableDef("tuned", (Family("f", data_block_encoding="NONE", block_size=8192),))
+    try:
+        assert ensure_table(pool, odd) is True
+        wanted = TableDef("tuned", (Family("f"),))
+        with caplog.at_level(logging.WARNING, logger="tasks.hbase.tables"):
+            assert ensure_table(pool, wanted) is False
+            assert ensure_table(pool, wanted) is False
+        warnings = [r.getMessage() for r in caplog.records]
+        assert len(warnings) == 1  # once per process and table
+        assert "data_block_encoding is NONE, defined FAST_DIFF" in warnings[0]
+        assert "pinlater-hbase tables --apply" in warnings[0]
+        assert apply_table(pool, wanted)[0] == Drift("primary", "tuned", "f", "data_block_encoding", "NONE",
+                                                     "FAST_DIFF")
+        assert table_drift(pool, wanted) == []
+    finally:
+        drop_table(pool, "tuned")
+        pair.close()
+
+
+def test_apply_adds_a_missing_family(row: bytes) -> None:
+    pair = ClusterPair.from_settings(test_settings(table_prefix=f"t{uuid.uuid4().hex[:8]}fam"))
+    pool = pair.primary
+    try:
+        ensure_table(pool, TableDef("two", (Family("a"),)))
+        put_versions(pool, "two", [(row, b"a:x", b"kept", 5)])
+        wanted = TableDef("two", (Family("a"), Family("b", max_versions=3)))
+        assert [str(d) for d in table_drift(pool, wanted)] == ["primary two family 'b': missing"]
+        apply_table(pool, wanted)
+        assert table_drift(pool, wanted) == []
+        assert get_versions(pool, "two", [row]) == {row: {b"a:x": [(5, b"kept")]}}
+    finally:
+        drop_table(pool, "two")
+        pair.close()
+
+
+def _cli_env(monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
+    settings = test_settings(table_prefix=prefix)
+    monkeypatch.setenv("PINLATER_HBASE_PRIMARY", str(settings.primary))
+    monkeypatch.setenv("PINLATER_HBASE_STANDBY", str(settings.standby))
+    monkeypatch.setenv("PINLATER_HBASE_PRIMARY_THRIFT2", str(settings.primary_thrift2))
+    monkeypatch.setenv("PINLATER_HBASE_STANDBY_THRIFT2", str(settings.standby_thrift2))
+    monkeypatch.setenv("PINLATER_HBASE_TABLE_PREFIX", prefix)
+    monkeypatch.setenv("PINLATER_HBASE_CALL_TIMEOUT_S", "20")
+
+
+def test_the_tables_command_shows_before_it_applies(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}cli"
+    _cli_env(monkeypatch, prefix)
+    pair = ClusterPair.from_settings(test_settings(table_prefix=prefix))
+    try:
+        _old_feed(pair.standby)
+        assert hbase_cli.main(["tables"]) == hbase_cli.DRIFT
+        shown = capsys.readouterr().out.splitlines()
+        assert "drift: primary following_feed: table missing" in shown
+        assert "drift: standby following_feed family 'feed': data_block_encoding is NONE, defined FAST_DIFF" in shown
+        assert table_drift(pair.primary, FOLLOWING_FEED)[0].found == "missing"  # shown, nothing written
+        assert hbase_cli.main(["tables", "--apply"]) == 0
+        applied = capsys.readouterr().out
+        assert "altered: standby following_feed family 'feed': block_size is 65536, defined 16384" in applied
+        assert hbase_cli.main(["tables"]) == 0
+        assert capsys.readouterr().out.splitlines() == [f"ok: {p} {t.name}" for p in ("primary", "standby")
+                                                       for t in TABLES]
+    finally:
+        for pool in pair:
+            for table in TABLES:
+                drop_table(pool, table.name)
+        pair.close()
+
+
+def test_the_tables_command_refuses_in_one_line_when_a_cluster_is_down(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cli_env(monkeypatch, "unused")
+    monkeypatch.setenv("PINLATER_HBASE_PRIMARY_THRIFT2", "127.0.0.1:9")  # nothing listens on discard
+    monkeypatch.setenv("PINLATER_HBASE_CALL_TIMEOUT_S", "2")
+    assert hbase_cli.main(["tables"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: hbase primary (127.0.0.1:9): describe table following_feed")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"data_block_encoding": "ZIP"}, "data_block_encoding must be one of"),
+    ({"block_size": 512}, "block_size must be 1024..16777216 bytes, got 512"),
+    ({"block_size": True}, "block_size must be"),
+    ({"bloom_filter_type": "row"}, "bloom_filter_type must be one of"),
+    ({"max_versions": 0}, "max_versions must be 1..2147483647"),
+])
+def test_a_family_refuses_settings_hbase_would_not_take(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Family("f", **kwargs)
+
+
+def test_happybase_still_reads_what_thrift2_created(pair: ClusterPair) -> None:
+    families = pair.primary.run("families", lambda c: c.table(FOLLOWING_FEED.name).families())
+    assert families[b"feed"]["max_versions"] == 2147483647
