@@ -1,16 +1,21 @@
 """Health of the two HBase clusters, for the dashboard's HBase panel.
 
-One thread per cluster lists the tables (a cheap call the master answers)
-every ``interval_s`` through a pool of its own: one connection, one try, a
-socket timeout of ``timeout_s``. Requests only read the last result, so a
-cluster that is down or black-holed never slows the dashboard: its probe
-thread waits out the timeout, no request does.
+Each cluster has two Thrift servers: Thrift1 (reads, through happybase)
+and Thrift2 (every write and table change). One thread per server asks it a cheap
+question every ``interval_s`` (Thrift1: list the tables, which the master
+answers; Thrift2: its server type) through a pool of its own: one
+connection, one try, a socket timeout of ``timeout_s``. Requests only read
+the last results, so a server that is down or black-holed never slows the
+dashboard: its probe thread waits out the timeout, no request does, and
+neither does the probe of the cluster's other server.
 
-Per cluster: ``reachable`` (None until the first probe ends), the latency
-of the last probe when it answered, the last error in one line when it did
-not, and when it was checked. Settings come from ``HBaseSettings``
-(``PINLATER_HBASE_*``); when they cannot be read the dashboard still
-starts, probes nothing, and ``settings_error`` says why in one line.
+Per server: ``reachable`` (None until its first probe ends), the latency of
+the last probe when it answered, the last error in one line when it did
+not, and when it was checked. A ``ClusterHealth`` holds its Thrift1
+server's in its own fields and its Thrift2 server's in ``thrift2``. Settings
+come from ``HBaseSettings`` (``PINLATER_HBASE_*``); when they cannot be read
+the dashboard still starts, probes nothing, and ``settings_error`` says why
+in one line.
 """
 
 from __future__ import annotations
@@ -19,49 +24,96 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseError, HBaseSettings
+from tasks.hbase import PRIMARY, STANDBY, Address, ClusterPair, ClusterPool, HBaseError, HBaseSettings
 from tasks.hbase.errors import one_line
 
 log = logging.getLogger(__name__)
 
-# A cluster slower than this to list its tables is shown down. Local clusters
+# A server slower than this to answer its probe is shown down. Local clusters
 # answer in ~5 ms, but a loaded 2-core host has been seen to stall one past 1 s.
 PROBE_TIMEOUT_S = 2.0
+THRIFT1 = "thrift1"
+THRIFT2 = "thrift2"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ClusterHealth:
-    name: str
-    address: str | None
+class ServerHealth:
+    """One Thrift server of a cluster, as last probed."""
+
+    address: str | None = None
     reachable: bool | None = None
     latency_ms: float | None = None
     error: str | None = None
     checked_at_ms: int | None = None
 
 
-def probe(pool: ClusterPool) -> ClusterHealth:
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterHealth:
+    """A cluster: its Thrift1 server in the first fields (the panel's shape
+    from before Thrift2 was probed), its Thrift2 server in ``thrift2``."""
+
+    name: str
+    address: str | None
+    reachable: bool | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    checked_at_ms: int | None = None
+    thrift2: ServerHealth = dataclasses.field(default_factory=ServerHealth)
+
+    @classmethod
+    def of(cls, name: str, thrift1: ServerHealth, thrift2: ServerHealth) -> ClusterHealth:
+        return cls(name, thrift1.address, thrift1.reachable, thrift1.latency_ms, thrift1.error,
+                   thrift1.checked_at_ms, thrift2)
+
+
+def probe_thrift1(pool: ClusterPool) -> ServerHealth:
     """One timed listing of the tables; never raises."""
+    return _timed(pool.name, pool.address,
+                  lambda: pool.run("list tables", lambda connection: connection.tables(), idempotent=False))
+
+
+def probe_thrift2(pool: ClusterPool) -> ServerHealth:
+    """One timed ``getThriftServerType()``; never raises. A new connection
+    asks it first and fails in one line unless the answer is Thrift2 (a
+    setting pointing at a Thrift1 port, say)."""
+    thrift2 = pool.thrift2
+    return _timed(pool.name, thrift2.address,
+                  lambda: thrift2.run("server type", lambda client: client.getThriftServerType(), idempotent=False))
+
+
+PROBES: dict[str, Callable[[ClusterPool], ServerHealth]] = {THRIFT1: probe_thrift1, THRIFT2: probe_thrift2}
+
+
+def _timed(cluster: str, address: Address, call: Callable[[], object]) -> ServerHealth:
     started = time.monotonic()
     try:
-        pool.run("list tables", lambda connection: connection.tables(), idempotent=False)
+        call()
     except Exception as exc:
         if not isinstance(exc, HBaseError):  # not a cluster failure: a bug here, keep its traceback
-            log.exception("HBase probe of %s failed", pool.name)
+            log.exception("HBase probe of %s (%s) failed", cluster, address)
         error = one_line(exc if isinstance(exc, HBaseError) else f"{type(exc).__name__}: {exc}")
-        return ClusterHealth(pool.name, str(pool.address), False, None, error, _now_ms())
+        return ServerHealth(str(address), False, None, error, _now_ms())
     latency = round((time.monotonic() - started) * 1000, 1)
-    return ClusterHealth(pool.name, str(pool.address), True, latency, None, _now_ms())
+    return ServerHealth(str(address), True, latency, None, _now_ms())
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def bounded(settings: HBaseSettings, timeout_s: float) -> HBaseSettings:
+    """Tight bounds for the probe only (the feed tasks keep their own). A
+    ``ClusterPool`` gives its Thrift2 pool the same limits."""
+    return dataclasses.replace(settings, pool_size=1, attempts=1, pool_wait_s=timeout_s,
+                               call_timeout_s=min(settings.call_timeout_s, timeout_s))
+
+
 class HBaseHealth:
-    """Probes both clusters in the background; ``clusters()`` is the latest."""
+    """Probes both servers of both clusters in the background; ``clusters()``
+    is the latest."""
 
     def __init__(
         self,
@@ -75,13 +127,12 @@ class HBaseHealth:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._pair: ClusterPair | None = None
-        self._latest: dict[str, ClusterHealth] = {}
+        self._latest: dict[tuple[str, str], ServerHealth] = {}
         if settings is not None:
-            # Tight bounds for the probe only: the feed tasks keep their own.
-            bounded = dataclasses.replace(settings, pool_size=1, attempts=1, pool_wait_s=timeout_s,
-                                          call_timeout_s=min(settings.call_timeout_s, timeout_s))
-            self._pair = ClusterPair.from_settings(bounded)
-            self._latest = {pool.name: ClusterHealth(pool.name, str(pool.address)) for pool in self._pair}
+            self._pair = ClusterPair.from_settings(bounded(settings, timeout_s))
+            for pool in self._pair:
+                self._latest[pool.name, THRIFT1] = ServerHealth(str(pool.address))
+                self._latest[pool.name, THRIFT2] = ServerHealth(str(pool.thrift2.address))
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -96,27 +147,34 @@ class HBaseHealth:
 
     def start(self) -> HBaseHealth:
         for pool in self._pair or ():
-            thread = threading.Thread(target=self._run, args=(pool,), name=f"dash-hbase-{pool.name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            for server, probe in PROBES.items():
+                thread = threading.Thread(target=self._run, args=(pool, server, probe),
+                                          name=f"dash-hbase-{pool.name}-{server}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
         return self
 
-    def _run(self, pool: ClusterPool) -> None:
+    def _run(self, pool: ClusterPool, server: str, probe: Callable[[ClusterPool], ServerHealth]) -> None:
         while True:
             health = probe(pool)
             with self._lock:
-                self._latest[pool.name] = health
+                self._latest[pool.name, server] = health
             if self._stop.wait(self.interval_s):
                 return
 
     def clusters(self) -> list[ClusterHealth]:
         """Primary, then standby, as last probed."""
         with self._lock:
-            return [self._latest.get(name) or ClusterHealth(name, None) for name in (PRIMARY, STANDBY)]
+            return [ClusterHealth.of(name, self._server(name, THRIFT1), self._server(name, THRIFT2))
+                    for name in (PRIMARY, STANDBY)]
+
+    def _server(self, cluster: str, server: str) -> ServerHealth:
+        return self._latest.get((cluster, server)) or ServerHealth()
 
     def close(self) -> None:
         self._stop.set()
+        deadline = time.monotonic() + self.timeout_s + 1  # at most one probe in flight per thread, all at once
         for thread in self._threads:
-            thread.join(timeout=self.timeout_s + 1)  # at most one probe in flight, bounded by its timeout
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._pair is not None:
             self._pair.close()

@@ -5,12 +5,20 @@ so it reads nothing more from the shards or the clusters. Its shape:
 
     taken_at_ms, partial, settings_error,
     clusters: [{name, address, reachable, latency_ms, error, checked_at_ms,
+                thrift2: {address, reachable, latency_ms, error, checked_at_ms},
                 write_queue, backlog: QUEUE}],
     fanout: QUEUE and {lag_ms, oldest_run_after_ms},
     trim: QUEUE,           (succeeded: trims done within the queue's retention)
     trim_sweep: QUEUE      (pending or running: a sweep in progress)
 
-where QUEUE is {queue, exists, config_error, pending_now, pending_future,
+A cluster's own address to checked_at_ms are its Thrift1 server's (reads),
+``thrift2`` the same for its Thrift2 server (writes and table changes):
+``reachable`` is null until the server's first probe ends, ``latency_ms``
+is set when it answered, ``error`` (one line) when it did not. Thrift1 up
+and Thrift2 down is a cluster that serves reads but takes no writes: they
+wait in its write queue.
+
+QUEUE is {queue, exists, config_error, pending_now, pending_future,
 pending, running, succeeded, failed}: pending_now is due, pending_future
 waits for its run_after (retries waiting among them), pending is both. A
 queue not created yet shows zeros with ``exists`` false; counts are null

@@ -1,5 +1,6 @@
 // PinLater dashboard: the HBase panel of the following-feed tasks (GET
-// /api/hbase): each cluster's health and write backlog, fan-out lag, trims.
+// /api/hbase): each cluster's health (its Thrift1 and Thrift2 servers) and
+// write backlog, fan-out lag, trims.
 // app.js polls it with the rest of the page and calls PL.renderHBase.
 "use strict";
 
@@ -10,27 +11,63 @@
 
   const count = (label, n, field) => el("span", { "data-field": field }, label + " ", el("b", {}, PL.fmtInt(n)));
 
-  function health(c, settingsError) {
+  // Each cluster has two Thrift servers: Thrift1 serves reads, Thrift2 every
+  // write and table change, so one can be down while the other is up. Thrift1's health is
+  // in the cluster's own fields, Thrift2's in c.thrift2; on the page the same
+  // data-field names tell them apart by a "thrift2-" prefix.
+  const SERVERS = [
+    { key: "thrift1", label: "Thrift1 · reads", serves: "reads", probe: "listed its tables",
+      get: (c) => c, field: "" },
+    { key: "thrift2", label: "Thrift2 · writes", serves: "every write and table change", probe: "answered its server type",
+      get: (c) => c.thrift2, field: "thrift2-" },
+  ];
+
+  function health(s, settingsError, probe) {
     if (settingsError) return ["unknown", "", "HBase settings unusable"];
-    if (c.reachable === null) return ["checking…", "", "no probe has finished yet"];
-    return c.reachable ? ["up", "ok", `listed its tables at ${PL.fmtTime(c.checked_at_ms)}`]
-      : ["down", "bad", `failed at ${PL.fmtTime(c.checked_at_ms)}`];
+    if (s.reachable === null) return ["checking…", "", "no probe has finished yet"];
+    return s.reachable ? ["up", "ok", `${probe} at ${PL.fmtTime(s.checked_at_ms)}`]
+      : ["down", "bad", `failed at ${PL.fmtTime(s.checked_at_ms)}`];
+  }
+
+  // The cluster as a whole: what still works when one of its servers is down.
+  function verdict(c, settingsError) {
+    const reads = c.reachable, writes = c.thrift2.reachable;
+    if (settingsError) return ["unknown", "", "HBase settings unusable"];
+    if (reads === false && writes === false) return ["down", "bad", "both Thrift servers are down: no reads, no writes"];
+    if (writes === false) {
+      return ["writes down", "bad", `Thrift2 is down: writes to ${c.name} fail and wait in ${c.write_queue}; ` +
+        "reads go through Thrift1"];
+    }
+    if (reads === false) return ["reads down", "bad", "Thrift1 is down: reads fail; writes go through Thrift2"];
+    if (reads === null || writes === null) return ["checking…", "", "no probe has finished yet"];
+    return ["up", "ok", "both Thrift servers answer: reads and writes"];
+  }
+
+  function serverRow(server, c, settingsError) {
+    const s = server.get(c);
+    const [text, tone, title] = health(s, settingsError, server.probe);
+    return [
+      el("div", { class: "shard-head", "data-server": server.key },
+        el("span", { class: "server-label", title: server.serves }, server.label),
+        el("span", { class: "pill " + tone, "data-field": server.field + "health", title }, text),
+        s.address ? el("span", { class: "muted" }, s.address) : null,
+        s.reachable ? el("span", { class: "muted", "data-field": server.field + "latency",
+          title: `time it took: ${server.probe}` }, `latency ${s.latency_ms} ms`) : null),
+      s.reachable === false ? el("div", { class: "error", "data-field": server.field + "error" }, s.error) : null,
+    ];
   }
 
   function clusterCard(c, settingsError) {
-    const [text, tone, title] = health(c, settingsError);
+    const [text, tone, title] = verdict(c, settingsError);
     const b = c.backlog;
-    return el("div", { class: "shard " + (c.reachable === false ? "down" : "up"), "data-cluster": c.name },
+    return el("div", { class: "shard " + (tone === "bad" ? "down" : "up"), "data-cluster": c.name },
       el("div", { class: "shard-head" }, el("b", {}, c.name),
-        el("span", { class: "pill " + tone, "data-field": "health", title }, text),
-        c.address ? el("span", { class: "muted" }, c.address) : null,
-        c.reachable ? el("span", { class: "muted", "data-field": "latency", title: "time to list the tables" },
-          `latency ${c.latency_ms} ms`) : null),
+        el("span", { class: "pill " + tone, "data-field": "verdict", title }, text)),
+      SERVERS.flatMap((server) => serverRow(server, c, settingsError)),
       el("div", { class: "shard-counts", title: `queue ${b.queue}` + (b.config_error ? ": " + b.config_error : "") },
         el("span", {}, "write backlog:"), count("pending now", b.pending_now, "pending_now"),
         count("pending later", b.pending_future, "pending_future"), count("running", b.running, "running"),
-        count("failed", b.failed, "failed")),
-      c.reachable === false ? el("div", { class: "error", "data-field": "error" }, c.error) : null);
+        count("failed", b.failed, "failed")));
   }
 
   function stat(key, label, value, detail, title) {

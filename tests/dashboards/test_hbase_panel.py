@@ -1,11 +1,13 @@
 """The HBase panel (``/api/hbase`` and its card on the page): both real
-clusters' health, the feed queues' numbers as the backend counts them, the
-fan-out lag, clusters that are black-holed or refuse connections, and
-settings that cannot be read. The feed queues have fixed names: each test
-starts and ends without them."""
+clusters' health (each one's Thrift1 and Thrift2 server), the feed queues'
+numbers as the backend counts them, the fan-out lag, clusters that are
+black-holed or refuse connections, Thrift2 servers down while Thrift1 is up
+(writes down), and settings that cannot be read. The feed queues have fixed
+names: each test starts and ends without them."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Iterator
@@ -38,13 +40,18 @@ def panel(url: str) -> dict[str, Any]:
     return body  # type: ignore[no-any-return]
 
 
-def probed(url: str, reachable: bool) -> dict[str, Any]:
-    """The panel once both clusters' probes have said ``reachable``."""
+def probed(url: str, reachable: bool, thrift2: bool | None = None) -> dict[str, Any]:
+    """The panel once both clusters' probes have said ``reachable`` of their
+    Thrift1 servers and ``thrift2`` (by default the same) of their Thrift2."""
+    thrift2 = reachable if thrift2 is None else thrift2
+
     def check() -> dict[str, Any] | None:
         body = panel(url)
-        return body if all(c["reachable"] is reachable for c in body["clusters"]) else None
+        done = all(c["reachable"] is reachable and c["thrift2"]["reachable"] is thrift2 for c in body["clusters"])
+        return body if done else None
 
-    body: dict[str, Any] = wait_for(check, what=f"both clusters probed {'up' if reachable else 'down'}")
+    up = {True: "up", False: "down"}
+    body: dict[str, Any] = wait_for(check, what=f"both clusters probed: Thrift1 {up[reachable]}, Thrift2 {up[thrift2]}")
     return body
 
 
@@ -117,6 +124,18 @@ def test_both_clusters_healthy_and_absent_queues_empty(cluster: Cluster, feeds: 
     assert body["trim"]["succeeded"] == 0 and body["trim_sweep"]["exists"] is False
 
 
+def test_both_thrift2_servers_healthy(cluster: Cluster) -> None:
+    settings = HBaseSettings.from_env()
+    body = probed(cluster.url, True)
+    assert [(c["name"], c["thrift2"]["address"]) for c in body["clusters"]] == [
+        ("primary", str(settings.primary_thrift2)), ("standby", str(settings.standby_thrift2))]
+    for c in body["clusters"]:
+        thrift2 = c["thrift2"]
+        assert thrift2["reachable"] is True and thrift2["error"] is None
+        assert 0 <= thrift2["latency_ms"] < PROBE_TIMEOUT_S * 1000
+        assert abs(now_ms() - thrift2["checked_at_ms"]) < 10_000
+
+
 def test_backlog_fanout_lag_and_trims(cluster: Cluster, feeds: JobService) -> None:
     oldest = load(feeds)["fanout_oldest_ms"]
     cluster.dashboard.collector.invalidate()
@@ -152,6 +171,9 @@ def test_the_page_shows_the_panel_and_keeps_it_current(
         wait_for(lambda: card.locator('[data-field="health"]').inner_text() == "up", what="standby shown up")
         assert page.locator('#hbase [data-cluster="primary"] [data-field="health"]').inner_text() == "up"
         assert card.locator('[data-field="latency"]').inner_text().startswith("latency ")
+        wait_for(lambda: card.locator('[data-field="verdict"]').inner_text() == "up", what="standby's Thrift2 up")
+        assert card.locator('[data-field="thrift2-health"]').inner_text() == "up"
+        assert card.locator('[data-field="thrift2-latency"]').inner_text().startswith("latency ")
         pending = card.locator('[data-field="pending_now"] b')
         wait_for(lambda: pending.inner_text() == "2", what="standby backlog on the page")
         assert card.locator('[data-field="failed"] b').inner_text() == "1"
@@ -169,13 +191,17 @@ def test_the_page_shows_the_panel_and_keeps_it_current(
 
 @pytest.fixture
 def dead_clusters() -> Iterator[HBaseSettings]:
-    """A primary that accepts connections and never answers, a standby that refuses them."""
+    """A primary whose Thrift1 and Thrift2 ports accept connections and never
+    answer, a standby whose ports refuse them."""
     with socket.socket() as hole, socket.socket() as refused:
         hole.bind(("127.0.0.1", 0))
-        hole.listen(16)
+        # Never accepted, so every probe's connection stays queued: once the
+        # backlog is full, connects would fail instead of timing out.
+        hole.listen(128)
         refused.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
-        yield HBaseSettings(primary=Address("127.0.0.1", hole.getsockname()[1]),
-                            standby=Address("127.0.0.1", refused.getsockname()[1]))
+        black_holed = Address("127.0.0.1", hole.getsockname()[1])
+        closed = Address("127.0.0.1", refused.getsockname()[1])
+        yield HBaseSettings(primary=black_holed, primary_thrift2=black_holed, standby=closed, standby_thrift2=closed)
 
 
 def timed_get(url: str) -> float:
@@ -195,7 +221,12 @@ def test_dead_clusters_show_down_and_the_dashboard_answers_at_once(
         assert primary["error"].startswith(f"hbase primary ({dead_clusters.primary}): list tables: timed out")
         assert standby["error"].startswith(f"hbase standby ({dead_clusters.standby}): list tables: ")
         assert "Could not connect" in standby["error"] or "refused" in standby["error"]
-        assert all("\n" not in c["error"] and c["latency_ms"] is None for c in body["clusters"])
+        assert primary["thrift2"]["error"].startswith(f"hbase primary ({dead_clusters.primary_thrift2}): server type: "
+                                                      "timed out")
+        assert standby["thrift2"]["error"].startswith(f"hbase standby ({dead_clusters.standby_thrift2}): server type: ")
+        assert "Could not connect" in standby["thrift2"]["error"] or "refused" in standby["thrift2"]["error"]
+        for server in [*body["clusters"], *(c["thrift2"] for c in body["clusters"])]:
+            assert "\n" not in server["error"] and server["latency_ms"] is None
         # Probes wait out their timeout in their own threads; requests never do.
         for _ in range(3):
             dash.collector.invalidate()
@@ -207,6 +238,9 @@ def test_dead_clusters_show_down_and_the_dashboard_answers_at_once(
             card = page.locator('#hbase [data-cluster="primary"]')
             wait_for(lambda: card.locator('[data-field="health"]').inner_text() == "down", what="page shows down")
             assert "timed out" in card.locator('[data-field="error"]').inner_text()
+            wait_for(lambda: card.locator('[data-field="verdict"]').inner_text() == "down", what="both servers down")
+            assert card.locator('[data-field="thrift2-health"]').inner_text() == "down"
+            assert "timed out" in card.locator('[data-field="thrift2-error"]').inner_text()
             page.locator("#hbase").screenshot(path=str(ARTIFACTS / "dashboard-hbase-down.png"))
         finally:
             page.close()
@@ -226,6 +260,8 @@ def test_unusable_settings_show_the_reason(
         body = panel(dash.url)
         assert body["settings_error"] == reason
         assert [c["reachable"] for c in body["clusters"]] == [None, None]
+        assert [c["thrift2"] for c in body["clusters"]] == [
+            {"address": None, "reachable": None, "latency_ms": None, "error": None, "checked_at_ms": None}] * 2
         assert body["fanout"]["lag_ms"] == 0  # the queues' numbers do not need HBase
         assert call(dash.url + "/api/overview")[0] == 200
         page = browser_context.new_page()
@@ -233,7 +269,45 @@ def test_unusable_settings_show_the_reason(
             page.goto(dash.url + "/")
             page.wait_for_selector("#hbase-settings-error:not([hidden])")
             assert page.inner_text("#hbase-settings-error") == "HBase settings unusable: " + reason
-            assert page.inner_text('#hbase [data-cluster="primary"] [data-field="health"]') == "unknown"
+            for field in ("health", "thrift2-health", "verdict"):
+                assert page.inner_text(f'#hbase [data-cluster="primary"] [data-field="{field}"]') == "unknown"
+        finally:
+            page.close()
+    finally:
+        dash.close()
+
+
+def test_thrift2_down_reads_as_writes_down(
+    cluster: Cluster, dead_clusters: HBaseSettings, browser_context: Any
+) -> None:
+    """The real Thrift1 servers with dead Thrift2 ones: each cluster still
+    serves reads, but takes no writes, and the page says so."""
+    settings = dataclasses.replace(HBaseSettings.from_env(), primary_thrift2=dead_clusters.primary_thrift2,
+                                   standby_thrift2=dead_clusters.standby_thrift2)
+    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.5, hbase=settings).start()
+    try:
+        body = probed(dash.url, True, thrift2=False)
+        primary, standby = body["clusters"]
+        assert primary["error"] is None and standby["error"] is None
+        assert primary["thrift2"]["error"].startswith(f"hbase primary ({settings.primary_thrift2}): server type: "
+                                                      "timed out")
+        assert standby["thrift2"]["error"].startswith(f"hbase standby ({settings.standby_thrift2}): server type: ")
+        assert timed_get(dash.url + "/api/hbase") < PROBE_TIMEOUT_S / 2
+        page = browser_context.new_page()
+        try:
+            page.goto(dash.url + "/")
+            cards = [page.locator(f'#hbase [data-cluster="{name}"]') for name in ("primary", "standby")]
+
+            def writes_down() -> bool:
+                return all(card.locator('[data-field="verdict"]').inner_text() == "writes down" for card in cards)
+
+            wait_for(writes_down, what="both clusters shown writes down")
+            for card in cards:
+                assert card.locator('[data-field="health"]').inner_text() == "up"
+                assert card.locator('[data-field="thrift2-health"]').inner_text() == "down"
+                assert card.locator('[data-field="latency"]').inner_text().startswith("latency ")
+            assert "timed out" in cards[0].locator('[data-field="thrift2-error"]').inner_text()
+            page.locator("#hbase").screenshot(path=str(ARTIFACTS / "dashboard-hbase-writes-down.png"))
         finally:
             page.close()
     finally:
