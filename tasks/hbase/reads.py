@@ -178,6 +178,37 @@ def scan_range(
     return pool.run(f"scan {table} from {start[:40]!r}", work)
 
 
+def scan_rows(
+    pool: ClusterPool,
+    table: str,
+    *,
+    start: bytes,
+    stop: bytes,
+    limit: int,
+    columns: list[bytes] | None = None,
+    scan_filter: bytes | None = None,
+) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """Up to ``limit`` rows with keys in [start, stop), in key order, the
+    newest version of each cell, in **one** Thrift2 call
+    (``getScannerResults``: the server opens, reads and closes the scanner),
+    where Thrift1 takes three or four (open, fetch until short, close).
+    ``columns`` are families or ``b"family:qualifier"``; ``scan_filter`` is
+    HBase's filter language, as for ``scan_range``."""
+    if not 0 < limit <= 100_000:
+        raise ValueError(f"limit must be in 1..100000, got {limit}")
+    scan = THRIFT2.TScan(
+        startRow=start, stopRow=stop, columns=[_get_column(c) for c in columns] if columns else None,
+        filterString=scan_filter, caching=limit, limit=limit, readType=THRIFT2.TReadType.PREAD,
+    )
+    name = pool.table_name(table).encode()
+
+    def work(client: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        return [(result.row, {c.family + b":" + c.qualifier: c.value for c in result.columnValues})
+                for result in client.getScannerResults(name, scan, limit)]
+
+    return pool.thrift2.run(f"scan {table} from {start[:40]!r}", work)
+
+
 def _get_column(column: bytes) -> Any:
     """b"family" (the whole family) or b"family:qualifier"."""
     family, colon, qualifier = column.partition(b":") if isinstance(column, bytes) else (b"", b"", b"")

@@ -51,6 +51,26 @@ struct TGet {
   5: optional i32 maxVersions
 }
 
+enum TReadType {
+  DEFAULT = 1,
+  STREAM = 2,
+  PREAD = 3
+}
+
+// A scan of [startRow, stopRow); getScannerResults opens, reads and closes
+// it in one call. Fields 6, 9-13 and 16-18 are not needed.
+struct TScan {
+  1: optional binary startRow,
+  2: optional binary stopRow,
+  3: optional list<TColumn> columns,
+  4: optional i32 caching,
+  5: optional i32 maxVersions = 1,
+  7: optional binary filterString,
+  8: optional i32 batchSize,
+  14: optional TReadType readType,
+  15: optional i32 limit
+}
+
 struct TPut {
   1: required binary row,
   2: required list<TColumnValue> columnValues,
@@ -163,6 +183,10 @@ enum TThriftServerType {
 service THBaseService {
   // One result per get, at the same position (empty when the row has none).
   list<TResult> getMultiple(1: required binary table, 2: required list<TGet> tgets) throws (1: TIOError io)
+
+  // Up to numRows rows of a scan, in one call (no scanner left open).
+  list<TResult> getScannerResults(1: required binary table, 2: required TScan tscan, 3: i32 numRows = 1)
+    throws (1: TIOError io)
 
   // Not atomic across rows; every cell carries its own timestamp.
   void putMultiple(1: required binary table, 2: required list<TPut> tputs) throws (1: TIOError io)

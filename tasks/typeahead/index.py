@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseError
-from tasks.hbase.reads import prefix_filter, quote_literal, scan_range
+from tasks.hbase.reads import prefix_filter, quote_literal, scan_rows
 from tasks.typeahead.entries import (
     SEPARATOR,
     TALL_TABLE,
@@ -36,6 +36,10 @@ from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import TALL
 from tasks.typeahead.tokens import tokenize
 
+# A user has one wide row per wide source; more than this many in one
+# owner's range would be rows of sources this code does not know.
+WIDE_ROWS_MAX = 64
+
 
 def _next_key(prefix: bytes) -> bytes:
     """The first key after every key that starts with ``prefix``."""
@@ -46,8 +50,8 @@ def _next_key(prefix: bytes) -> bytes:
 def wide_candidates(pool: ClusterPool, owner: int, probe: str) -> list[Candidate]:
     """Every contact in ``owner``'s wide sources with a name token starting with ``probe``."""
     found: list[Candidate] = []
-    for row, columns in scan_range(
-        pool, WIDE_TABLE, start=owner_key(owner), stop=owner_key(owner + 1),
+    for row, columns in scan_rows(
+        pool, WIDE_TABLE, start=owner_key(owner), stop=owner_key(owner + 1), limit=WIDE_ROWS_MAX,
         columns=[TOKEN_FAMILY.rstrip(b":")], scan_filter=prefix_filter(probe.encode()),
     ):
         _owner, source = split_wide_row(row)
@@ -79,7 +83,7 @@ def tall_candidates(
     found: list[Candidate] = []
     for source in TALL:
         start = row_prefix(owner, source) + probe.encode()
-        for row, columns in scan_range(
+        for row, columns in scan_rows(
             pool, TALL_TABLE, start=start, stop=_next_key(start), columns=[TALL_VALUE, TALL_TOKENS],
             scan_filter=tokens_filter(others), limit=limit,
         ):

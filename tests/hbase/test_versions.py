@@ -18,6 +18,7 @@ from tasks.hbase import (
     put_versions,
     read_columns,
 )
+from tasks.hbase.reads import scan_range, scan_rows
 
 FEED = FOLLOWING_FEED.name
 WIDE = TYPEAHEAD_WIDE.name
@@ -188,3 +189,26 @@ def test_get_versions_reads_each_rows_own_columns_in_bounded_calls(
     }
     # A call closes once it lists 4 columns (a row without any counts one).
     assert [rs for _, _, rs in log] == [rows[:4], rows[4:]]
+
+
+def test_scan_rows_reads_a_range_in_one_call_as_scan_range_does(pair: ClusterPair, row: bytes) -> None:
+    """The Thrift2 scan the lookups use answers what the Thrift1 scan does:
+    rows in [start, stop) in key order, newest version only, the columns and
+    filter applied by HBase, at most ``limit`` rows."""
+    keys = [row + b"-%02d" % i for i in range(12)]
+    for pool in pair:
+        for i, key in enumerate(keys):
+            put_versions(pool, FEED, [(key, b"feed:a", b"old", 10), (key, b"feed:a", b"new%d" % i, 20),
+                                      (key, b"feed:b%d" % (i % 2), b"x", 10)])
+        start, stop = keys[2], keys[9]
+        one = scan_rows(pool, FEED, start=start, stop=stop, limit=100)
+        assert one == scan_range(pool, FEED, start=start, stop=stop)
+        assert [k for k, _ in one] == keys[2:9]
+        assert one[0][1] == {b"feed:a": b"new2", b"feed:b0": b"x"}
+        assert [k for k, _ in scan_rows(pool, FEED, start=start, stop=stop, limit=3)] == keys[2:5]
+        narrowed = scan_rows(pool, FEED, start=keys[0], stop=keys[-1] + b"\x00", limit=100, columns=[b"feed:a"],
+                             scan_filter=b"SingleColumnValueFilter('feed', 'a', =, 'binary:new7', true, true)")
+        assert narrowed == [(keys[7], {b"feed:a": b"new7"})]
+        assert scan_rows(pool, FEED, start=row + b"-99", stop=row + b"-zz", limit=5) == []
+        with pytest.raises(ValueError, match=r"limit must be in 1\.\.100000"):
+            scan_rows(pool, FEED, start=start, stop=stop, limit=0)
