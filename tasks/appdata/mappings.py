@@ -173,6 +173,27 @@ def sequences_to(store: AppData, table: MappingTable, from_ids: Iterable[int], t
     return found
 
 
+def sequences_of_pairs(
+    store: AppData, table: MappingTable, pairs: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], int]:
+    """The sequence of each (from_id, to_id) row that exists among ``pairs``
+    (any shards; one query per shard and 500 pairs, however many distinct
+    to_ids they hold): a page's worth of point lookups in a few round trips."""
+    by_shard: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for from_id, to_id in dict.fromkeys(pairs):
+        by_shard[_check(table, from_id, to_id)].append((from_id, to_id))
+    found: dict[tuple[int, int], int] = {}
+    step = IN_LIST_MAX // 2
+    for shard, wanted in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(wanted), step):
+            part = wanted[start : start + step]
+            stmt = sql("map_sequences_of_pairs", database=database, table=table.name, pairs=len(part))
+            args = [value for pair in part for value in pair]
+            found.update(((int(f), int(t)), int(s)) for f, t, s in store.run(shard, fetcher(stmt, args)))
+    return found
+
+
 def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, dict[int, int]]:
     """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
     shards; one query per shard and 1,000 ids). For pages of a backfill or

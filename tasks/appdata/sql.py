@@ -40,7 +40,7 @@ def parse_blocks(text: str) -> dict[str, str]:
 
 class SqlFile:
     """The blocks of ``path`` in ``package``; calling it renders one:
-    ``statements(name, database=..., table=..., ids=n, rows=n)``."""
+    ``statements(name, database=..., table=..., ids=n, rows=n, pairs=n)``."""
 
     def __init__(self, package: str, path: str, tables: Collection[str]) -> None:
         self._package, self._path, self._tables = package, path, frozenset(tables)
@@ -51,11 +51,14 @@ class SqlFile:
         return parse_blocks(resources.files(self._package).joinpath(self._path).read_text("utf-8"))
 
     def __call__(
-        self, name: str, *, database: str | None = None, table: str | None = None, ids: int = 0, rows: int = 0
+        self, name: str, *, database: str | None = None, table: str | None = None, ids: int = 0, rows: int = 0,
+        pairs: int = 0,
     ) -> str:
-        return self._render(name, database, table, ids, rows)
+        return self._render(name, database, table, ids, rows, pairs)
 
-    def _render_uncached(self, name: str, database: str | None, table: str | None, ids: int, rows: int) -> str:
+    def _render_uncached(
+        self, name: str, database: str | None, table: str | None, ids: int, rows: int, pairs: int
+    ) -> str:
         stmt = self._blocks()[name]
         if "{database}" in stmt:
             if database is None or not _DATABASE.fullmatch(database):
@@ -69,6 +72,10 @@ class SqlFile:
             if ids < 1:
                 raise ValueError(f"{name}: needs at least one id")
             stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
+        if "{pairs}" in stmt:
+            if pairs < 1:
+                raise ValueError(f"{name}: needs at least one pair")
+            stmt = stmt.replace("{pairs}", ", ".join(["(%s, %s)"] * pairs))
         if "{rows}" in stmt:
             columns = _COLUMNS.search(stmt)
             if rows < 1 or columns is None:

@@ -126,23 +126,9 @@ def _contact_id(key: str) -> int | None:
 
 
 def _follow_times(store: AppData, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """The follow time of each (follower, followee) pair that is followed:
-    followers with several pairs read all their rows at once (one query per
-    shard), the others are grouped by followee."""
-    by_follower: dict[int, set[int]] = {}
-    for a, b in pairs:
-        by_follower.setdefault(a, set()).add(b)
-    many = [a for a, bs in by_follower.items() if len(bs) > 1]
-    found: dict[tuple[int, int], int] = {}
-    for a, rows in mappings.rows_from_many(store, USER_FOLLOWS_USER, many).items():
-        found.update(((a, b), at) for b, at in rows.items() if b in by_follower[a])
-    by_followee: dict[int, list[int]] = {}
-    for a, bs in by_follower.items():
-        if len(bs) == 1:
-            by_followee.setdefault(next(iter(bs)), []).append(a)
-    for b, followers in by_followee.items():
-        found.update(((a, b), at) for a, at in mappings.sequences_to(store, USER_FOLLOWS_USER, followers, b).items())
-    return found
+    """The follow time of each (follower, followee) pair that is followed,
+    read as point lookups of the pairs, batched per shard."""
+    return mappings.sequences_of_pairs(store, USER_FOLLOWS_USER, pairs)
 
 
 def _edges(owner: int, source: Source, contact: int) -> list[tuple[int, int]]:

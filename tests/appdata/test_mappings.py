@@ -186,3 +186,38 @@ def test_the_follow_clock_hands_each_user_distinct_later_times(appdata: AppData)
     assert sorted(times) == list(range(T0 + 1, T0 + 41))
     assert graph.follow_clock(appdata, u, T0 + 1000) == T0 + 1000  # later than the last: as asked
     assert graph.follow_clock(appdata, v, T0) == T0
+
+
+def test_sequences_of_pairs_finds_each_existing_pair_across_shards_in_few_queries(appdata: AppData) -> None:
+    users = _users(appdata, 40)
+    follows = {(a, b): 1_000 + i for i, (a, b) in enumerate(zip(users, users[1:] + users[:1], strict=True))}
+    for (a, b), seq in follows.items():
+        mappings.add(appdata, USER_FOLLOWS_USER, a, b, seq)
+    absent = [(b, a) for a, b in list(follows)[:5]]  # the reverse pairs were never followed
+    asked = list(follows) + absent + list(follows)[:3]  # duplicates are asked once
+    queries = 0
+    real_run = appdata.run
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal queries
+        queries += 1
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    appdata.run = counting  # type: ignore[method-assign,assignment]
+    try:
+        assert mappings.sequences_of_pairs(appdata, USER_FOLLOWS_USER, asked) == follows
+    finally:
+        appdata.run = real_run  # type: ignore[method-assign]
+    assert queries <= 4  # one per shard, not one per pair or per followee
+    assert mappings.sequences_of_pairs(appdata, USER_FOLLOWS_USER, []) == {}
+    with pytest.raises(ValueError):
+        mappings.sequences_of_pairs(appdata, USER_FOLLOWS_USER, [(users[0], 12345)])  # not a user id
+
+
+def test_a_pairs_placeholder_renders_one_row_constructor_per_pair() -> None:
+    from tasks.appdata.sql import sql
+
+    stmt = sql("map_sequences_of_pairs", database="appdata_s00001", table="user_follows_user", pairs=2)
+    assert stmt.endswith("WHERE (from_id, to_id) IN ((%s, %s), (%s, %s))")
+    with pytest.raises(ValueError, match="needs at least one pair"):
+        sql("map_sequences_of_pairs", database="appdata_s00001", table="user_follows_user", pairs=0)

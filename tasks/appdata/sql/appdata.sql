@@ -128,6 +128,11 @@ SELECT to_id, sequence FROM {database}.{table} WHERE from_id = %s AND to_id IN (
 -- lookups of the primary key). Args: to_id, then the from_ids.
 SELECT from_id, sequence FROM {database}.{table} WHERE to_id = %s AND from_id IN ({ids})
 
+-- name: map_sequences_of_pairs
+-- The sequence of each (from_id, to_id) row that exists among these pairs
+-- (from_ids of one shard). Args: from_id, to_id of each pair.
+SELECT from_id, to_id, sequence FROM {database}.{table} WHERE (from_id, to_id) IN ({pairs})
+
 -- name: map_newer
 -- The rows just newer than a (sequence, to_id), oldest first.
 -- Args: from_id, sequence, sequence, to_id, limit.
