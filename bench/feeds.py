@@ -4,11 +4,13 @@ happybase ceiling, and feed-read latency with the primary up and stalled.
 Fan-out: one account with F followers pins P times; the fan-out tasks
 (Celery workers on PinLater: pages of 1,000 followers, one write job per
 page and cluster) put F x P cells into each cluster. Timed from the first
-enqueue to the last write job's ACK. Beside it, in the same run, the
-ceiling: a raw happybase loop putting the same cells (batches of 1,000
-rows at the pin's timestamp, the write jobs' shape) with as many processes
-as the workers have pool processes, half per cluster. Rounds alternate
-which goes first; the medians are compared.
+enqueue to the last write job's ACK. Beside it, in the same run, two
+ceilings putting the same cells with as many processes as the workers have
+pool processes, half per cluster: a raw happybase loop (batches of 1,000
+rows at the pin's timestamp, the write jobs' shape) and a raw Thrift2 loop
+(one putMultiple of 1,000 rows a page, a timestamp per cell, as the write
+jobs send them). Each round starts with a different one; the medians are
+compared, the tasks against the faster ceiling.
 
 Reads: feeds of 100 pins for 2,000 users; a FeedReader (pins joined from
 MySQL) at a fixed request rate, latency measured from each request's
@@ -48,8 +50,11 @@ sys.path.insert(0, str(REPO))
 
 import happybase  # noqa: E402
 import redis  # noqa: E402
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]  # noqa: E402
+from thriftpy2.rpc import make_client  # noqa: E402
+from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
-from bench.support import alternating, open_loop, percentile_ms  # noqa: E402
+from bench.support import open_loop, percentile_ms, rotating  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -64,6 +69,7 @@ from tasks.feeds.local import worker_processes  # noqa: E402
 from tasks.feeds.read import FeedReader  # noqa: E402
 from tasks.feeds.settings import FeedSettings  # noqa: E402
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.hbase.settings import Address  # noqa: E402
 
 SHARD_URL = "redis://127.0.0.1:16379/14"
@@ -105,12 +111,34 @@ def raw_put(address: str, prefix: str, pages: list[list[int]], column: bytes, ti
         connection.close()
 
 
-def raw_round(hbase: HBaseSettings, pages: list[list[int]], pins: list[tuple[int, int]], procs: int) -> float:
-    """The ceiling: the same cells in the same batches, plain happybase,
-    ``procs`` processes (half per cluster)."""
+def raw2_put(address: str, prefix: str, pages: list[list[int]], column: bytes, timestamp: int) -> None:
+    """One Thrift2 putMultiple per page (1,000 rows, in key order), each cell
+    at its own timestamp (the write jobs give each cell its follow's time;
+    here distinct times below the pin's), plain thriftpy2."""
+    host, port = address.rsplit(":", 1)
+    client = make_client(THRIFT2.THBaseService, host, int(port), timeout=60_000,
+                         proto_factory=TCyBinaryProtocolFactory(), trans_factory=TCyBufferedTransportFactory())
+    family, _, name = column.partition(b":")
+    table = f"{prefix}_{TABLE}".encode() if prefix else TABLE.encode()
+    try:
+        for page in pages:
+            client.putMultiple(table, [
+                THRIFT2.TPut(row=row_key(user), columnValues=[
+                    THRIFT2.TColumnValue(family=family, qualifier=name, value=b"", timestamp=timestamp - i)])
+                for i, user in enumerate(sorted(page))])
+    finally:
+        client.close()
+
+
+def raw_round(hbase: HBaseSettings, pages: list[list[int]], pins: list[tuple[int, int]], procs: int,
+              thrift2: bool = False) -> float:
+    """A ceiling: the same cells in the same batches, plain happybase (or
+    plain Thrift2 with a timestamp per cell), ``procs`` processes (half per
+    cluster)."""
     per_cluster = max(1, procs // 2)
     work = []
-    for address in (str(hbase.primary), str(hbase.standby)):
+    addresses = (hbase.primary_thrift2, hbase.standby_thrift2) if thrift2 else (hbase.primary, hbase.standby)
+    for address in map(str, addresses):
         for pin_id, created in pins:
             column = f"{FAMILY}:".encode() + qualifier(created, pin_id)
             for part in range(per_cluster):
@@ -118,7 +146,7 @@ def raw_round(hbase: HBaseSettings, pages: list[list[int]], pins: list[tuple[int
     ctx = multiprocessing.get_context("fork")
     started = time.perf_counter()
     with ctx.Pool(per_cluster * 2) as pool:
-        pool.starmap(raw_put, work)
+        pool.starmap(raw2_put if thrift2 else raw_put, work)
     return time.perf_counter() - started
 
 
@@ -177,20 +205,24 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
     pool_procs = args.workers * args.concurrency
     cells = len(fans) * args.pins * 2
 
-    def raw() -> float:
+    def raw(thrift2: bool) -> float:
         pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
-        return raw_round(hbase, pages, pins, pool_procs)
+        return raw_round(hbase, pages, pins, pool_procs, thrift2)
 
     with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeeds"):
         task_round(service, actions, celebrity, board, 1)  # warm: workers up, connections open
-        raw_s, task_s = alternating(args.rounds, raw, lambda: task_round(service, actions, celebrity, board, args.pins))
+        raw_s, raw2_s, task_s = rotating(args.rounds, lambda: raw(False), lambda: raw(True),
+                                         lambda: task_round(service, actions, celebrity, board, args.pins))
     raw_rate = cells / statistics.median(raw_s)
+    raw2_rate = cells / statistics.median(raw2_s)
     task_rate = cells / statistics.median(task_s)
     return {
         "followers": len(fans), "pins": args.pins, "cells_per_round": cells, "rounds": args.rounds,
         "workers": args.workers, "concurrency": args.concurrency,
         "tasks_cells_per_s": task_rate, "raw_cells_per_s": raw_rate, "ratio": task_rate / raw_rate,
         "tasks_s": task_s, "raw_s": raw_s,
+        "raw_thrift2_cells_per_s": raw2_rate, "raw_thrift2_s": raw2_s,
+        "ratio_to_faster_raw": task_rate / max(raw_rate, raw2_rate),
     }
 
 
@@ -258,9 +290,12 @@ def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbas
         for pool in pair:
             raw_put(str(pool.address), hbase.table_prefix, [users[i:i + 1000] for i in range(0, len(users), 1000)],
                     column, pin.created_at_ms)
-    relay = StallableRelay(hbase.primary)
-    through_relay = ClusterPair.from_settings(
-        dataclasses.replace(hbase, primary=relay.address, pool_size=16, call_timeout_s=5.0))
+    # Reads go through the Thrift2 server; both of the primary's ports are
+    # relayed and stall together, as a hung region server stalls both.
+    relay, relay2 = StallableRelay(hbase.primary), StallableRelay(hbase.primary_thrift2)
+    relay2.flowing = relay.flowing
+    through_relay = ClusterPair.from_settings(dataclasses.replace(
+        hbase, primary=relay.address, primary_thrift2=relay2.address, pool_size=16, call_timeout_s=5.0))
     cutoff_s = settings.read_cutoff_ms / 1000
     reader = FeedReader(through_relay, store, cutoff_s, settings.shadow_share, threads=16)
     try:
@@ -270,6 +305,7 @@ def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbas
         stalled = read_phase(reader, users, args.read_rate, args.read_seconds)
     finally:
         relay.close()
+        relay2.close()
         reader.close()
         through_relay.close()
     return {"rate_per_s": args.read_rate, "seconds": args.read_seconds, "cutoff_ms": settings.read_cutoff_ms,
@@ -318,7 +354,9 @@ def main() -> int:
           f"{fanout['workers']} workers x {fanout['concurrency']} processes")
     print(f"  tasks (Celery on PinLater): {fanout['tasks_cells_per_s']:,.0f} cells/s")
     print(f"  raw happybase batch puts:   {fanout['raw_cells_per_s']:,.0f} cells/s")
-    print(f"  ratio: {fanout['ratio']:.2f}")
+    print(f"  raw Thrift2 putMultiple:    {fanout['raw_thrift2_cells_per_s']:,.0f} cells/s (a timestamp per cell)")
+    print(f"  ratio: {fanout['ratio']:.2f} of raw happybase, "
+          f"{fanout['ratio_to_faster_raw']:.2f} of the faster raw writer")
     reads = read_bench(args, store, pair, hbase, FeedSettings.from_env(env))
     print(f"reads: {reads['rate_per_s']:.0f}/s for {reads['seconds']:.0f} s, 25 pins a page, "
           f"cut-off {reads['cutoff_ms']:.0f} ms, shadow share {reads['shadow_share']}")

@@ -1,14 +1,18 @@
 """Helpers shared by the HBase benchmarks (bench/feeds.py, bench/typeahead.py):
-an open-loop request driver, percentiles, and rounds that alternate which
-of two measurements goes first."""
+an open-loop request driver, percentiles, rounds that rotate which
+measurement goes first, and the region servers' GC pauses."""
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -62,19 +66,32 @@ def percentile_ms(values_s: Sequence[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
 
 
-def alternating(
-    rounds: int, first: Callable[[], float], second: Callable[[], float]
-) -> tuple[list[float], list[float]]:
-    """``rounds`` runs of both measurements, ``first`` ahead in even rounds
-    and ``second`` in odd ones (HBase flushes its memstore as data piles up,
-    and the later phase of a round would pay for both)."""
-    a: list[float] = []
-    b: list[float] = []
+def rotating(rounds: int, *measures: Callable[[], float]) -> list[list[float]]:
+    """``rounds`` runs of every measurement, each round starting one later in
+    the list than the last, so no one of them always runs first or last
+    (HBase flushes its memstores as data piles up, and whichever runs later
+    in a round pays for what ran before it)."""
+    out: list[list[float]] = [[] for _ in measures]
     for round_ in range(rounds):
-        if round_ % 2 == 0:
-            a.append(first())
-            b.append(second())
-        else:
-            b.append(second())
-            a.append(first())
-    return a, b
+        for i in range(len(measures)):
+            k = (round_ + i) % len(measures)
+            out[k].append(measures[k]())
+    return out
+
+
+_GC_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(\d+\) Pause .* ([\d.]+)ms$")
+
+
+def gc_pauses(cluster: str, since: float, until: float) -> dict[str, float]:
+    """The GC pauses ``scripts/hbase``'s region server of ``cluster`` logged
+    between two ``time.time()`` values: count, longest and total, in ms."""
+    var = Path(os.environ.get("PINLATER_VAR", Path(__file__).resolve().parent.parent / ".var"))
+    pauses: list[float] = []
+    for log in sorted((var / "hbase" / cluster / "logs").glob("gc.log*")):
+        for line in log.read_text(errors="replace").splitlines():
+            match = _GC_PAUSE.match(line)
+            if match:
+                at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+                if since <= at <= until:
+                    pauses.append(float(match.group(2)))
+    return {"count": len(pauses), "max_ms": max(pauses, default=0.0), "total_ms": round(sum(pauses), 1)}

@@ -43,6 +43,7 @@ import os
 import pickle
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -58,15 +59,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import happybase  # noqa: E402
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]  # noqa: E402
+from thriftpy2.rpc import make_client  # noqa: E402
+from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
 import tasks.typeahead.index as index_module  # noqa: E402
-from bench.support import alternating, open_loop, percentile_ms  # noqa: E402
+from bench.support import gc_pauses, open_loop, percentile_ms, rotating  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
 from tasks.appdata.names import person_name  # noqa: E402
 from tasks.appdata.store import AppData  # noqa: E402
 from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
+from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.typeahead import sync, truth  # noqa: E402
 from tasks.typeahead.entries import Entry, group_by_version  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
@@ -211,6 +216,53 @@ def _raw_page(path: str) -> int:
         return sum(executor.map(_raw_call, plan))
 
 
+class _Thrift2Clients(threading.local):
+    """One plain thriftpy2 connection to the primary's Thrift2 server per
+    thread (binary protocol, buffered transport: the server's defaults)."""
+
+    client: Any = None
+
+
+_thrift2 = _Thrift2Clients()
+
+
+def _thrift2_client() -> Any:
+    if _thrift2.client is None:
+        address = HBaseSettings.from_env().primary_thrift2
+        _thrift2.client = make_client(THRIFT2.THBaseService, address.host, address.port, timeout=60_000,
+                                      proto_factory=TCyBinaryProtocolFactory(),
+                                      trans_factory=TCyBufferedTransportFactory())
+    return _thrift2.client
+
+
+def _raw2_call(item: tuple[bytes, list[Any]]) -> int:
+    table, puts = item
+    _thrift2_client().putMultiple(table, puts)
+    return sum(len(put.columnValues) for put in puts)
+
+
+def _raw2_page(path: str) -> int:
+    """The page's cells through Thrift2: each cell at its own version, grouped
+    by row into one TPut, about 1,000 cells a putMultiple (whole rows), the
+    calls overlapped on as many threads as the writer has connections."""
+    plan: RawPlan = pickle.loads(Path(path).read_bytes())
+    prefix = HBaseSettings.from_env().table_prefix
+    by_row: dict[tuple[str, bytes], list[Any]] = defaultdict(list)
+    for version, table, rows in plan:
+        for row, columns in rows:
+            by_row[(table, row)].extend(
+                THRIFT2.TColumnValue(family=f, qualifier=q, value=v, timestamp=version)
+                for f, _, q in (c.partition(b":") for c in columns) for v in (columns[f + b":" + q],))
+    calls: list[tuple[bytes, list[Any]]] = []
+    for (table, row), cells in sorted(by_row.items()):
+        name = f"{prefix}_{table}".encode() if prefix else table.encode()
+        if not calls or calls[-1][0] != name or sum(len(p.columnValues) for p in calls[-1][1]) >= 1000:
+            calls.append((name, []))
+        calls[-1][1].append(THRIFT2.TPut(row=row, columnValues=cells))
+    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
+        return sum(executor.map(_raw2_call, calls))
+
+
 def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequence[Any]) -> tuple[float, int]:
     """Wall time of ``fn`` over ``work`` in ``processes`` processes (pool
     start and connections not counted) and the sum of what it returned."""
@@ -236,7 +288,7 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
     cells = sum(p[2] for p in planned)
     calls = sum(p[3] for p in planned)
     users = sum(len(page) for page in pages)
-    written: dict[str, list[int]] = {"rebuild": [], "raw": []}
+    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": []}
 
     def rebuild() -> float:
         elapsed, count = _timed(processes, warm_owner, _rebuild_page, pages)
@@ -248,8 +300,14 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         written["raw"].append(count)
         return elapsed
 
-    rebuild_s, raw_s = alternating(rounds, rebuild, raw)
+    def raw2() -> float:
+        elapsed, count = _timed(processes, warm_owner, _raw2_page, paths)
+        written["raw_thrift2"].append(count)
+        return elapsed
+
+    rebuild_s, raw_s, raw2_s = rotating(rounds, rebuild, raw, raw2)
     rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
+    raw2_median = statistics.median(raw2_s)
     return {
         "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
         "rounds": rounds, "entries": entries, "cells": cells, "put_calls": calls,
@@ -258,6 +316,9 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         "rebuild_users_per_s": users / rebuild_median, "rebuild_cells_per_s": cells / rebuild_median,
         "raw_users_per_s": users / raw_median, "raw_cells_per_s": cells / raw_median,
         "ratio": raw_median / rebuild_median,
+        "raw_thrift2_s": raw2_s,
+        "raw_thrift2_users_per_s": users / raw2_median, "raw_thrift2_cells_per_s": cells / raw2_median,
+        "ratio_thrift2": raw2_median / rebuild_median,
     }
 
 
@@ -276,7 +337,7 @@ class _Timings(threading.local):
 _timings = _Timings()
 _original_wide = index_module.wide_candidates
 _original_tall = index_module.tall_candidates
-_original_scan_range = index_module.scan_range  # type: ignore[attr-defined]
+_original_scan_range = index_module.scan_rows  # type: ignore[attr-defined]
 
 
 def _timed_scan_range(*args: Any, **kwargs: Any) -> Any:
@@ -396,34 +457,68 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
     }
 
 
-def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded) -> dict[str, Any]:
+def settle_tables() -> float:
+    """Flush and major-compact both index tables on the primary (what HBase
+    does by itself some time after a bulk load): lookups measured after it
+    see the index as it settles, not the store files of the load."""
+    started = time.perf_counter()
+    prefix = HBaseSettings.from_env().table_prefix
+    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+        name = f"{prefix}_{table.name}" if prefix else table.name
+        subprocess.run([str(REPO / "scripts" / "hbase"), "compact", "primary", name],
+                       check=True, capture_output=True, text=True)
+    return time.perf_counter() - started
+
+
+def _with_gc(phase: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A lookup phase and the primary region server's GC pauses during it."""
+    started = time.time()
+    result = phase()
+    return {**result, "gc_pauses": gc_pauses("primary", started, time.time())}
+
+
+def _phases(index: ContactsIndex, args: argparse.Namespace, users: list[Query], famous: list[Query],
+            celebrity: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "users": _with_gc(lambda: lookup_phase(index, users, args.rate, args.threads)),
+        "celebrity": {"user_id": celebrity[0], "followers": celebrity[1],
+                      **_with_gc(lambda: lookup_phase(index, famous, args.rate, args.threads))},
+    }
+
+
+def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages: list[list[int]]) -> dict[str, Any]:
+    """Lookups once the index is settled (the published figures), then again
+    while one process rebuilds the index beside them (a backfill running)."""
     rng = random.Random(f"lookups:{args.seed}")
     hbase = HBaseSettings.from_env()
-    pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads,
-                                                                       call_timeout_s=5.0))
-    index = ContactsIndex(pair, TypeaheadSettings())
     total = int(args.rate * args.seconds)
     sample = rng.sample(loaded.user_ids, min(len(loaded.user_ids), 2000))
-    celebrity = loaded.celebrities[0][0]
     users = make_queries(store, sample, total, rng)
-    famous = make_queries(store, [celebrity], total, rng)
+    famous = make_queries(store, [loaded.celebrities[0][0]], total, rng)
+    settle_s = settle_tables()
     index_module.wide_candidates = _timed_wide
     index_module.tall_candidates = _timed_tall
-    index_module.scan_range = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
-    try:
-        lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
-        result = {
-            "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
-            "tall_scan_limit": index.settings.tall_scan_limit,
-            "users": lookup_phase(index, users, args.rate, args.threads),
-            "celebrity": {"user_id": celebrity, "followers": loaded.celebrities[0][1],
-                          **lookup_phase(index, famous, args.rate, args.threads)},
-        }
-    finally:
-        index_module.wide_candidates = _original_wide
-        index_module.tall_candidates = _original_tall
-        index_module.scan_range = _original_scan_range  # type: ignore[attr-defined]
-        index.close()
+    index_module.scan_rows = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1, initializer=_init_worker) as backfill:  # forked before any lookup thread starts
+        pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads, call_timeout_s=5.0))
+        index = ContactsIndex(pair, TypeaheadSettings())
+        try:
+            lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
+            result = {
+                "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
+                "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
+                **_phases(index, args, users, famous, loaded.celebrities[0]),
+            }
+            rebuilding = backfill.map_async(_rebuild_page, pages, chunksize=1)
+            result["during_backfill"] = {"processes": 1, **_phases(index, args, users, famous, loaded.celebrities[0])}
+            result["during_backfill"]["backfill_still_running"] = not rebuilding.ready()
+        finally:
+            index_module.wide_candidates = _original_wide
+            index_module.tall_candidates = _original_tall
+            index_module.scan_rows = _original_scan_range  # type: ignore[attr-defined]
+            index.close()
+            backfill.terminate()
     return result
 
 
@@ -448,18 +543,26 @@ def report(result: dict[str, Any]) -> None:
           f"cells/s  (rounds {', '.join(f'{s:.1f}' for s in fill['rebuild_s'])} s)")
     print(f"  raw happybase batches: {fill['raw_users_per_s']:9,.0f} users/s {fill['raw_cells_per_s']:9,.0f} "
           f"cells/s  (rounds {', '.join(f'{s:.1f}' for s in fill['raw_s'])} s)")
-    print(f"  ratio (rebuild / raw): {fill['ratio']:.2f}")
+    rounds2 = ", ".join(f"{s:.1f}" for s in fill["raw_thrift2_s"])
+    print(f"  raw Thrift2 putMultiple: {fill['raw_thrift2_users_per_s']:7,.0f} users/s "
+          f"{fill['raw_thrift2_cells_per_s']:9,.0f} cells/s  (rounds {rounds2} s)")
+    print(f"  ratio (rebuild / raw happybase): {fill['ratio']:.2f}; "
+          f"(rebuild / raw Thrift2): {fill['ratio_thrift2']:.2f}")
     print(f"lookups: {look['rate_per_s']:.0f}/s for {look['seconds']:.0f} s per phase, {look['threads']} threads, "
           f"limit {look['limit']}, tall scan limit {look['tall_scan_limit']}; ms from the scheduled time")
     print("  phase       answered   p50     p90     p99     max  >25ms | service p99  hbase p99  decode p99  "
           "rank p99 | candidates med/p99/max  cpu")
-    for name in ("users", "celebrity"):
-        p = look[name]
+    print(f"  (settled: both tables flushed and major-compacted first, {look['settle_s']:.0f} s; then again "
+          f"while {look['during_backfill']['processes']} process rebuilds the index)")
+    for name, p in (("users", look["users"]), ("celebrity", look["celebrity"]),
+                    ("users+bf", look["during_backfill"]["users"]),
+                    ("celeb+bf", look["during_backfill"]["celebrity"])):
         print(f"  {name:10} {p['answered']:6,}/{p['requests']:<6,} {_ms(p['p50_ms'])} {_ms(p['p90_ms'])} "
               f"{_ms(p['p99_ms'])} {_ms(p['max_ms'])} {p['over_target_share']:5.1%} |"
               f"  {_ms(p['service']['p99_ms'])}    {_ms(p['hbase']['p99_ms'])}    {_ms(p['decode']['p99_ms'])}  "
               f"{_ms(p['rank']['p99_ms'])} | {p['candidates']['median']:5} /{p['candidates']['p99']:5} "
-              f"/{p['candidates']['max']:5}     {p['client_cpu_share']:.2f}")
+              f"/{p['candidates']['max']:5}     {p['client_cpu_share']:.2f}  "
+              f"gc {p['gc_pauses']['count']} pauses, max {p['gc_pauses']['max_ms']:.0f} ms")
         for shape, s in p["by_shape"].items():
             print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "
                   f"mean candidates {s['mean_candidates']:7.1f}")
@@ -505,7 +608,7 @@ def main() -> int:
         loaded = load(store, args.users, args.seed)
         with tempfile.TemporaryDirectory(prefix="bench-typeahead-") as workdir:
             fill = backfill_bench(pages_of(loaded.user_ids), args.processes, args.rounds, Path(workdir))
-        look = lookup_bench(args, store, loaded)
+        look = lookup_bench(args, store, loaded, pages_of(loaded.user_ids))
         result = {
             "load": {"users": len(loaded.user_ids), "follows": loaded.follows, "celebrities": loaded.celebrities,
                      "imports": loaded.imports, "imported_contacts": loaded.imported_contacts,

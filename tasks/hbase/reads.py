@@ -1,6 +1,7 @@
 """Reads: paged reads of one wide row, server-side with ColumnPaginationFilter,
-and the other happybase (Thrift1) reads; ``get_versions`` reads every version
-of cells through Thrift2.
+and range scans, each in one Thrift2 call; ``get_versions`` reads every
+version of cells through Thrift2; the sweep's and the tools' scans go through
+happybase (Thrift1), where a scan of many rows streams in batches.
 
 Columns come back in HBase's order (lexicographic by qualifier), so with the
 feed's qualifiers (reverse creation time + pin id) the newest pins first.
@@ -36,32 +37,32 @@ def page_filter(limit: int, offset: int = 0, after: bytes | None = None) -> byte
     return b"ColumnRangeFilter(" + quote_literal(after) + b", false, '', false) AND " + paging
 
 
+def _scan(pool: ClusterPool, table: str, scan: Any, limit: int, operation: str) -> list[Any]:
+    """Up to ``limit`` rows of ``scan`` as Thrift2 ``TResult``s, in one call
+    (``getScannerResults``: the server opens, reads and closes the scanner),
+    where a Thrift1 scan takes three or four (open, fetch until short, close)."""
+    scan.caching, scan.limit, scan.readType = limit, limit, THRIFT2.TReadType.PREAD
+    name = pool.table_name(table).encode()
+    return pool.thrift2.run(operation, lambda client: client.getScannerResults(name, scan, limit))
+
+
 def _scan_row(
     pool: ClusterPool, table: str, row: bytes, family: str, scan_filter: bytes, *,
     timestamp: int | None = None, include_timestamp: bool = False,
 ) -> list[tuple[bytes, Any]]:
     """One row's ``family`` through a filter, in column order, qualifiers
-    without the family: a scan from the row to the next possible key
-    (Thrift1's single-row get takes no filter). Sorted: happybase returns dicts."""
-    prefix = family.encode() + b":"
-
-    def work(connection: Any) -> list[tuple[bytes, Any]]:
-        out: list[tuple[bytes, Any]] = []
-        for _key, data in connection.table(table).scan(
-            row_start=row,
-            row_stop=row + b"\x00",
-            columns=[family.encode()],
-            filter=scan_filter,
-            timestamp=timestamp,
-            limit=1,
-            sorted_columns=True,
-            include_timestamp=include_timestamp,
-        ):
-            out.extend((column[len(prefix) :], value) for column, value in data.items())
-        return out
-
+    without the family: a one-row scan, since a get cannot page a row's
+    columns by qualifier. ``timestamp``: versions older than it only."""
+    scan = THRIFT2.TScan(
+        startRow=row, stopRow=row + b"\x00", columns=[THRIFT2.TColumn(family=family.encode())],
+        filterString=scan_filter,
+        timeRange=None if timestamp is None else THRIFT2.TTimeRange(minStamp=0, maxStamp=timestamp),
+    )
     what = "with timestamps" if include_timestamp else ""
-    return pool.run(f"read {table} row {row[:40]!r} {what}".rstrip(), work)
+    results = _scan(pool, table, scan, 1, f"read {table} row {row[:40]!r} {what}".rstrip())
+    if include_timestamp:
+        return [(c.qualifier, (c.value, c.timestamp)) for r in results for c in r.columnValues]
+    return [(c.qualifier, c.value) for r in results for c in r.columnValues]
 
 
 def read_cells(
@@ -189,24 +190,15 @@ def scan_rows(
     scan_filter: bytes | None = None,
 ) -> list[tuple[bytes, dict[bytes, bytes]]]:
     """Up to ``limit`` rows with keys in [start, stop), in key order, the
-    newest version of each cell, in **one** Thrift2 call
-    (``getScannerResults``: the server opens, reads and closes the scanner),
-    where Thrift1 takes three or four (open, fetch until short, close).
-    ``columns`` are families or ``b"family:qualifier"``; ``scan_filter`` is
-    HBase's filter language, as for ``scan_range``."""
+    newest version of each cell, in one Thrift2 call. ``columns`` are
+    families or ``b"family:qualifier"``; ``scan_filter`` is HBase's filter
+    language, as for ``scan_range``."""
     if not 0 < limit <= 100_000:
         raise ValueError(f"limit must be in 1..100000, got {limit}")
-    scan = THRIFT2.TScan(
-        startRow=start, stopRow=stop, columns=[_get_column(c) for c in columns] if columns else None,
-        filterString=scan_filter, caching=limit, limit=limit, readType=THRIFT2.TReadType.PREAD,
-    )
-    name = pool.table_name(table).encode()
-
-    def work(client: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        return [(result.row, {c.family + b":" + c.qualifier: c.value for c in result.columnValues})
-                for result in client.getScannerResults(name, scan, limit)]
-
-    return pool.thrift2.run(f"scan {table} from {start[:40]!r}", work)
+    scan = THRIFT2.TScan(startRow=start, stopRow=stop, filterString=scan_filter,
+                         columns=[_get_column(c) for c in columns] if columns else None)
+    return [(result.row, {c.family + b":" + c.qualifier: c.value for c in result.columnValues})
+            for result in _scan(pool, table, scan, limit, f"scan {table} from {start[:40]!r}")]
 
 
 def _get_column(column: bytes) -> Any:

@@ -57,14 +57,21 @@ enum TReadType {
   PREAD = 3
 }
 
+// Versions with minStamp <= timestamp < maxStamp.
+struct TTimeRange {
+  1: required i64 minStamp,
+  2: required i64 maxStamp
+}
+
 // A scan of [startRow, stopRow); getScannerResults opens, reads and closes
-// it in one call. Fields 6, 9-13 and 16-18 are not needed.
+// it in one call. Fields 9-13 and 16-18 are not needed.
 struct TScan {
   1: optional binary startRow,
   2: optional binary stopRow,
   3: optional list<TColumn> columns,
   4: optional i32 caching,
   5: optional i32 maxVersions = 1,
+  6: optional TTimeRange timeRange,
   7: optional binary filterString,
   8: optional i32 batchSize,
   14: optional TReadType readType,

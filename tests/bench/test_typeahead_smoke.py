@@ -15,17 +15,21 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     stdout, report = run_smoke("typeahead.py", tmp_path)
     load, fill, lookups = report["load"], report["backfill"], report["lookups"]
     assert load["imports"]["address_book"] > 0 and load["imports"]["social"] > 0 and load["linked_accounts"] > 0
-    # Both writers wrote every planned cell, to the primary only.
     assert fill["cluster"] == "primary" and fill["users"] == load["users"]
-    assert fill["cells_written"] == {"rebuild": [fill["cells"]], "raw": [fill["cells"]]}
+    # Every writer wrote every planned cell, to the primary only.
+    assert fill["cells_written"] == {"rebuild": [fill["cells"]], "raw": [fill["cells"]],
+                                     "raw_thrift2": [fill["cells"]]}
     assert fill["rebuild_users_per_s"] > 0 and fill["raw_users_per_s"] > 0 and fill["ratio"] > 0
-    for phase in ("users", "celebrity"):
-        p = lookups[phase]
+    assert fill["raw_thrift2_users_per_s"] > 0 and fill["ratio_thrift2"] > 0
+    assert lookups["settle_s"] > 0 and lookups["during_backfill"]["processes"] == 1
+    for p in (lookups["users"], lookups["celebrity"], *(lookups["during_backfill"][k] for k in ("users", "celebrity"))):
         # Every lookup answered, by the primary, and most found something.
         assert p["errors"] == 0 and p["answered"] == p["requests"] > 0
         assert p["served_by"] == {"primary": p["requests"]}
         assert p["empty_answers"] < p["requests"] / 2
         assert all(math.isfinite(p[k]) and p[k] > 0 for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))
         assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+        gc = p["gc_pauses"]  # read from the primary's GC log: the region server logs every pause
+        assert gc["count"] >= 0 and gc["max_ms"] <= gc["total_ms"] + 0.1
     assert lookups["celebrity"]["candidates"]["max"] > lookups["users"]["candidates"]["median"]
-    assert "ratio (rebuild / raw):" in stdout and "target: p99" in stdout
+    assert "ratio (rebuild / raw happybase):" in stdout and "target: p99" in stdout

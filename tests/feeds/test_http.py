@@ -149,7 +149,8 @@ def test_malformed_http_is_a_json_error_and_closes(server: FeedServer, data: byt
 
 def test_both_clusters_down_is_503_with_the_cause(appdata: AppData) -> None:
     nowhere = Address("127.0.0.1", 19099)  # nothing listens there
-    dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1), ClusterPool("standby", nowhere, attempts=1))
+    dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1, thrift2_address=nowhere),
+                       ClusterPool("standby", nowhere, attempts=1, thrift2_address=nowhere))
     server = serve(FeedReader(dead, appdata, cutoff_s=0.2))
     try:
         status, answer, raw = request(server, f"/v1/feeds/{USER_1}")
@@ -167,7 +168,8 @@ def test_a_black_holed_primary_is_served_by_the_standby(
 ) -> None:
     follower, newest_first = feed
     with silent_port() as hole:
-        slow = ClusterPool("primary", hole, call_timeout_s=3.0, attempts=1, table_prefix=pair.primary.table_prefix)
+        slow = ClusterPool("primary", hole, call_timeout_s=3.0, attempts=1, table_prefix=pair.primary.table_prefix,
+                           thrift2_address=hole)
         server = serve(FeedReader(ClusterPair(slow, pair.standby), appdata, cutoff_s=CUTOFF_S))
         try:
             started = time.monotonic()
@@ -233,8 +235,9 @@ def test_cli_read_prints_a_page(feed: tuple[int, list[int]]) -> None:
         (("read", str(USER_1), "--cursor", "bad"), None, "cursor"),
         (("read", str(USER_1), "--limit", "x"), None, "--limit"),
         (("read", str(USER_1)), {"PINLATER_FEED_READ_CUTOFF_MS": "soon"}, "PINLATER_FEED_READ_CUTOFF_MS"),
-        (("read", str(USER_1)), {"PINLATER_HBASE_PRIMARY": "127.0.0.1:19099", "PINLATER_HBASE_STANDBY":
-                                 "127.0.0.1:19099"}, "feed unavailable: hbase primary"),
+        (("read", str(USER_1)), {"PINLATER_HBASE_PRIMARY_THRIFT2": "127.0.0.1:19099",
+                                 "PINLATER_HBASE_STANDBY_THRIFT2": "127.0.0.1:19099"},
+         "feed unavailable: hbase primary"),
         (("sweep",), {"PINLATER_SHARDS": "r1=redis://127.0.0.1:1/0"}, "unavailable"),
         (("serve", "--port", "{taken}"), None, "cannot listen on 127.0.0.1:{taken}"),
         *((("serve",), {"PINLATER_FEED_HTTP": bad}, "PINLATER_FEED_HTTP: must look like HOST:PORT")

@@ -48,7 +48,8 @@ def test_slow_primary_is_beaten_by_the_standby_after_the_cutoff(
     appdata: AppData, pair: ClusterPair, black_hole: Address
 ) -> None:
     follower, newest_first = feed_of(appdata, pair, 2)
-    slow = ClusterPool("primary", black_hole, call_timeout_s=3.0, attempts=1, table_prefix=pair.primary.table_prefix)
+    slow = ClusterPool("primary", black_hole, call_timeout_s=3.0, attempts=1, table_prefix=pair.primary.table_prefix,
+                       thrift2_address=black_hole)
     reader = FeedReader(ClusterPair(slow, pair.standby), appdata, cutoff_s=0.3)
     try:
         started = time.monotonic()
@@ -63,7 +64,8 @@ def test_slow_primary_is_beaten_by_the_standby_after_the_cutoff(
 
 def test_both_clusters_down_is_a_clear_error(appdata: AppData) -> None:
     nowhere = Address("127.0.0.1", 19099)  # nothing listens there
-    dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1), ClusterPool("standby", nowhere, attempts=1))
+    dead = ClusterPair(ClusterPool("primary", nowhere, attempts=1, thrift2_address=nowhere),
+                       ClusterPool("standby", nowhere, attempts=1, thrift2_address=nowhere))
     reader = FeedReader(dead, appdata, cutoff_s=0.2)
     try:
         with pytest.raises(FeedUnavailable, match=r"hbase primary .*hbase standby|hbase standby .*hbase primary"):
