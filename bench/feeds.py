@@ -68,7 +68,7 @@ from tasks.feeds.cells import FAMILY, TABLE, qualifier, row_key  # noqa: E402
 from tasks.feeds.local import worker_processes  # noqa: E402
 from tasks.feeds.read import FeedReader  # noqa: E402
 from tasks.feeds.settings import FeedSettings  # noqa: E402
-from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.hbase.settings import Address  # noqa: E402
 
@@ -342,7 +342,8 @@ def main() -> int:
     schema.drop_shards(store)
     schema.create_shards(store)
     for pool in pair:
-        drop_table(pool, TABLE)
+        for table in TABLES:  # made fresh with today's definitions, never an older run's
+            drop_table(pool, table.name)
     ensure_tables(pair)
     with JobService.from_settings(settings, source="bench-feeds") as service:
         for name in queues.ALL:
