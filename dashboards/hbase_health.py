@@ -1,10 +1,11 @@
 """Health of the two HBase clusters, for the dashboard's HBase panel.
 
-Each cluster has two Thrift servers: Thrift1 (reads, through happybase)
-and Thrift2 (every write and table change). One thread per server asks it a cheap
-question every ``interval_s`` (Thrift1: list the tables, which the master
-answers; Thrift2: its server type) through a pool of its own: one
-connection, one try, a socket timeout of ``timeout_s``. Requests only read
+Each cluster has two Thrift servers: Thrift1 (scans of many rows, through
+happybase) and Thrift2 (every write, feed read, lookup and table change).
+One thread per server asks it a cheap question every ``interval_s``
+(Thrift1: list the tables, which the master answers; Thrift2: its server
+type) through a pool of its own: one connection, one try, a socket timeout
+of ``timeout_s``. Requests only read
 the last results, so a server that is down or black-holed never slows the
 dashboard: its probe thread waits out the timeout, no request does, and
 neither does the probe of the cluster's other server.

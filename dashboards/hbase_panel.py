@@ -11,12 +11,13 @@ so it reads nothing more from the shards or the clusters. Its shape:
     trim: QUEUE,           (succeeded: trims done within the queue's retention)
     trim_sweep: QUEUE      (pending or running: a sweep in progress)
 
-A cluster's own address to checked_at_ms are its Thrift1 server's (reads),
-``thrift2`` the same for its Thrift2 server (writes and table changes):
+A cluster's own address to checked_at_ms are its Thrift1 server's (scans),
+``thrift2`` the same for its Thrift2 server (writes, reads, table changes):
 ``reachable`` is null until the server's first probe ends, ``latency_ms``
 is set when it answered, ``error`` (one line) when it did not. Thrift1 up
-and Thrift2 down is a cluster that serves reads but takes no writes: they
-wait in its write queue.
+and Thrift2 down is a cluster that takes no writes (they wait in its write
+queue) and answers no feed read or lookup (the other cluster does); only
+its scans work.
 
 QUEUE is {queue, exists, config_error, pending_now, pending_future,
 pending, running, succeeded, failed}: pending_now is due, pending_future

@@ -11,14 +11,15 @@
 
   const count = (label, n, field) => el("span", { "data-field": field }, label + " ", el("b", {}, PL.fmtInt(n)));
 
-  // Each cluster has two Thrift servers: Thrift1 serves reads, Thrift2 every
-  // write and table change, so one can be down while the other is up. Thrift1's health is
+  // Each cluster has two Thrift servers: Thrift1 serves the scans of many rows
+  // (trim sweeps, backfills), Thrift2 every write, feed read, lookup and table
+  // change, so one can be down while the other is up. Thrift1's health is
   // in the cluster's own fields, Thrift2's in c.thrift2; on the page the same
   // data-field names tell them apart by a "thrift2-" prefix.
   const SERVERS = [
-    { key: "thrift1", label: "Thrift1 · reads", serves: "reads", probe: "listed its tables",
+    { key: "thrift1", label: "Thrift1 · scans", serves: "trim sweeps' and backfills' scans", probe: "listed its tables",
       get: (c) => c, field: "" },
-    { key: "thrift2", label: "Thrift2 · writes", serves: "every write and table change", probe: "answered its server type",
+    { key: "thrift2", label: "Thrift2 · writes, reads", serves: "every write, feed read, lookup and table change", probe: "answered its server type",
       get: (c) => c.thrift2, field: "thrift2-" },
   ];
 
@@ -33,14 +34,14 @@
   function verdict(c, settingsError) {
     const reads = c.reachable, writes = c.thrift2.reachable;
     if (settingsError) return ["unknown", "", "HBase settings unusable"];
-    if (reads === false && writes === false) return ["down", "bad", "both Thrift servers are down: no reads, no writes"];
+    if (reads === false && writes === false) return ["down", "bad", "both Thrift servers are down: nothing reaches this cluster"];
     if (writes === false) {
       return ["writes down", "bad", `Thrift2 is down: writes to ${c.name} fail and wait in ${c.write_queue}; ` +
-        "reads go through Thrift1"];
+        "feed reads and lookups are answered by the other cluster"];
     }
-    if (reads === false) return ["reads down", "bad", "Thrift1 is down: reads fail; writes go through Thrift2"];
+    if (reads === false) return ["scans down", "bad", "Thrift1 is down: trim sweeps and backfills wait; writes and reads go through Thrift2"];
     if (reads === null || writes === null) return ["checking…", "", "no probe has finished yet"];
-    return ["up", "ok", "both Thrift servers answer: reads and writes"];
+    return ["up", "ok", "both Thrift servers answer"];
   }
 
   function serverRow(server, c, settingsError) {
