@@ -1,27 +1,31 @@
-"""The typeahead's contacts index on HBase: backfill throughput against a
-raw happybase peer, and lookup latency at a sustained request rate.
+"""The typeahead's contacts index on HBase: backfill throughput against raw
+happybase and raw Thrift2 peers, and lookup latency at a sustained request
+rate, on a settled index and beside a running rebuild.
 
 Load: a GraphSpec graph (Zipf follows, ~10 per user, a few celebrities with
 large follower counts; real-looking names), address books and social
 imports for some users, a share of the address books' emails linked to
 Pinterest users, so every source of the index is exercised.
 
-Backfill: the index rebuilt for every user by the backfill's work function
-``tasks.typeahead.sync.rebuild`` in pages of 500 consecutive users of one
-shard, from N processes (each its own AppData and ClusterPair), writing to
-the primary cluster only. Beside it, in the same run, the raw peer: the
-same cells (computed once per page with ``truth.entries_of_owners`` and
-``Entry.cells``, pickled) written by a plain happybase loop in the same
-number of processes, one ``table.batch(timestamp=version)`` per version
-and table, as ``put_entries`` groups them, overlapped on as many
-connections per process as the writer uses (PINLATER_HBASE_POOL_SIZE).
-Rounds alternate which goes first; medians are compared.
+Backfill (``bench/typeahead_backfill.py``): the index rebuilt for every
+user by the backfill's work function ``tasks.typeahead.sync.rebuild`` in
+pages of 500 consecutive users of one shard, from N processes (each its
+own AppData and ClusterPair), writing to the primary cluster only. Beside
+it, in the same run, two raw peers writing the same cells (computed once
+per page with ``truth.entries_of_owners`` and ``Entry.cells``, pickled) in
+the same number of processes: a happybase loop, one
+``table.batch(timestamp=version)`` per version and table, and a Thrift2
+loop, ``putMultiple`` with a timestamp per cell. Each round starts with a
+different writer; medians are compared.
 
 Lookups: a ``ContactsIndex`` answering random users' 1-2 token prefixes of
 names in their own contacts, at a fixed rate from a thread pool; latency
 counts from each request's scheduled time (open loop). The time in HBase
 scans, in decoding their cells and in ranking is recorded per request.
-The most-followed celebrity's lookups are measured on their own.
+The most-followed celebrity's lookups are measured on their own. Both
+are measured once both tables are flushed and major-compacted, then again
+while one process rebuilds the index; the primary region server's GC
+pauses in each phase come from its GC log.
 
     python bench/typeahead.py              # 100,000 users, 2 rounds, lookups 200/s for 20 s
     python bench/typeahead.py --smoke      # small and quick (CI)
@@ -37,10 +41,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import multiprocessing
 import os
-import pickle
 import random
 import statistics
 import subprocess
@@ -50,7 +52,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,22 +59,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import happybase  # noqa: E402
-from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]  # noqa: E402
-from thriftpy2.rpc import make_client  # noqa: E402
-from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
-
 import tasks.typeahead.index as index_module  # noqa: E402
-from bench.support import gc_pauses, open_loop, percentile_ms, rotating  # noqa: E402
+from bench.support import gc_pauses, open_loop, percentile_ms  # noqa: E402
+from bench.typeahead_backfill import PAGE, backfill_bench, init_worker, rebuild_page  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
 from tasks.appdata.names import person_name  # noqa: E402
 from tasks.appdata.store import AppData  # noqa: E402
 from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
-from tasks.hbase.idl import THRIFT2  # noqa: E402
-from tasks.typeahead import sync, truth  # noqa: E402
-from tasks.typeahead.entries import Entry, group_by_version  # noqa: E402
+from tasks.typeahead import truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
 from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
@@ -83,7 +78,6 @@ BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
     "PINLATER_HBASE_TABLE_PREFIX": "benchta",
 }
-PAGE = 500  # users per backfill page
 TARGET_P99_MS = 25.0  # seed 003: server-side p99
 
 
@@ -147,179 +141,6 @@ def pages_of(user_ids: Sequence[int]) -> list[list[int]]:
         users = sorted(by_shard[shard], key=lambda u: split_id(u).local)
         pages.extend(users[i:i + PAGE] for i in range(0, len(users), PAGE))
     return pages
-
-
-# ------------------------------------------------------------------ backfill (worker processes)
-
-_worker: dict[str, Any] = {}
-
-
-def _init_worker() -> None:
-    """Each process: its own AppData, ClusterPair and raw happybase connection."""
-    hbase = HBaseSettings.from_env()
-    _worker["store"] = AppData.from_env()
-    _worker["pair"] = ClusterPair.from_settings(hbase)
-    # As many connections as the ClusterPool has: the raw loop overlaps its
-    # calls the way tasks.typeahead.writer does.
-    _worker["threads"] = hbase.pool_size
-    _worker["raw"] = happybase.ConnectionPool(hbase.pool_size, host=hbase.primary.host, port=hbase.primary.port,
-                                              table_prefix=hbase.table_prefix, timeout=60_000)
-
-
-def _warm(owner: int) -> int:
-    """Opens every connection of the process before the clock starts."""
-    truth.entries_of_owners(_worker["store"], [owner])
-    _worker["pair"].primary.run("warm", lambda connection: connection.tables())
-    with _worker["raw"].connection() as connection:
-        return len(connection.tables())
-
-
-def _rebuild_page(owners: list[int]) -> int:
-    return sync.rebuild(_worker["store"], _worker["pair"].primary, owners)
-
-
-# A page's cells as put_entries writes them: per version (the cell timestamp) and table, rows in key order.
-RawPlan = list[tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]]
-
-
-def _precompute_page(job: tuple[list[int], str]) -> tuple[str, int, int, int]:
-    """The page's cells, pickled to ``path``: (path, entries, cells, put calls)."""
-    owners, path = job
-    entries = truth.entries_of_owners(_worker["store"], owners)
-    page: list[Entry] = [e for owner in owners for e in entries[owner]]
-    plan: RawPlan = []
-    cells = calls = 0
-    for version, tables in sorted(group_by_version([(e.version, e.cells()) for e in page]).items()):
-        for table, rows in tables.items():
-            plan.append((version, table, sorted(rows.items())))
-            count = sum(len(columns) for columns in rows.values())
-            cells += count
-            calls += max(1, math.ceil(count / 1000))
-    Path(path).write_bytes(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
-    return path, len(page), cells, calls
-
-
-def _raw_call(item: tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]) -> int:
-    version, table, rows = item
-    cells = 0
-    with _worker["raw"].connection() as connection, \
-            connection.table(table).batch(timestamp=version, batch_size=1000) as batch:
-        for row, columns in rows:
-            batch.put(row, columns)
-            cells += len(columns)
-    return cells
-
-
-def _raw_page(path: str) -> int:
-    plan: RawPlan = pickle.loads(Path(path).read_bytes())
-    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
-        return sum(executor.map(_raw_call, plan))
-
-
-class _Thrift2Clients(threading.local):
-    """One plain thriftpy2 connection to the primary's Thrift2 server per
-    thread (binary protocol, buffered transport: the server's defaults)."""
-
-    client: Any = None
-
-
-_thrift2 = _Thrift2Clients()
-
-
-def _thrift2_client() -> Any:
-    if _thrift2.client is None:
-        address = HBaseSettings.from_env().primary_thrift2
-        _thrift2.client = make_client(THRIFT2.THBaseService, address.host, address.port, timeout=60_000,
-                                      proto_factory=TCyBinaryProtocolFactory(),
-                                      trans_factory=TCyBufferedTransportFactory())
-    return _thrift2.client
-
-
-def _raw2_call(item: tuple[bytes, list[Any]]) -> int:
-    table, puts = item
-    _thrift2_client().putMultiple(table, puts)
-    return sum(len(put.columnValues) for put in puts)
-
-
-def _raw2_page(path: str) -> int:
-    """The page's cells through Thrift2: each cell at its own version, grouped
-    by row into one TPut, about 1,000 cells a putMultiple (whole rows), the
-    calls overlapped on as many threads as the writer has connections."""
-    plan: RawPlan = pickle.loads(Path(path).read_bytes())
-    prefix = HBaseSettings.from_env().table_prefix
-    by_row: dict[tuple[str, bytes], list[Any]] = defaultdict(list)
-    for version, table, rows in plan:
-        for row, columns in rows:
-            by_row[(table, row)].extend(
-                THRIFT2.TColumnValue(family=f, qualifier=q, value=v, timestamp=version)
-                for f, _, q in (c.partition(b":") for c in columns) for v in (columns[f + b":" + q],))
-    calls: list[tuple[bytes, list[Any]]] = []
-    for (table, row), cells in sorted(by_row.items()):
-        name = f"{prefix}_{table}".encode() if prefix else table.encode()
-        if not calls or calls[-1][0] != name or sum(len(p.columnValues) for p in calls[-1][1]) >= 1000:
-            calls.append((name, []))
-        calls[-1][1].append(THRIFT2.TPut(row=row, columnValues=cells))
-    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
-        return sum(executor.map(_raw2_call, calls))
-
-
-def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequence[Any]) -> tuple[float, int]:
-    """Wall time of ``fn`` over ``work`` in ``processes`` processes (pool
-    start and connections not counted) and the sum of what it returned."""
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(processes, initializer=_init_worker) as pool:
-        pool.map(_warm, [warm_owner] * processes * 2, chunksize=1)
-        started = time.perf_counter()
-        total = sum(pool.imap_unordered(fn, work, chunksize=1))
-        elapsed = time.perf_counter() - started
-    return elapsed, total
-
-
-def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path) -> dict[str, Any]:
-    warm_owner = pages[0][0]
-    t = time.perf_counter()
-    jobs = [(page, str(workdir / f"page{i:05d}.pickle")) for i, page in enumerate(pages)]
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(processes, initializer=_init_worker) as pool:
-        planned = pool.map(_precompute_page, jobs, chunksize=1)
-    precompute_s = time.perf_counter() - t
-    paths = [path for path, _entries, _cells, _calls in planned]
-    entries = sum(p[1] for p in planned)
-    cells = sum(p[2] for p in planned)
-    calls = sum(p[3] for p in planned)
-    users = sum(len(page) for page in pages)
-    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": []}
-
-    def rebuild() -> float:
-        elapsed, count = _timed(processes, warm_owner, _rebuild_page, pages)
-        written["rebuild"].append(count)
-        return elapsed
-
-    def raw() -> float:
-        elapsed, count = _timed(processes, warm_owner, _raw_page, paths)
-        written["raw"].append(count)
-        return elapsed
-
-    def raw2() -> float:
-        elapsed, count = _timed(processes, warm_owner, _raw2_page, paths)
-        written["raw_thrift2"].append(count)
-        return elapsed
-
-    rebuild_s, raw_s, raw2_s = rotating(rounds, rebuild, raw, raw2)
-    rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
-    raw2_median = statistics.median(raw2_s)
-    return {
-        "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
-        "rounds": rounds, "entries": entries, "cells": cells, "put_calls": calls,
-        "cells_written": written, "precompute_s": precompute_s,
-        "rebuild_s": rebuild_s, "raw_s": raw_s,
-        "rebuild_users_per_s": users / rebuild_median, "rebuild_cells_per_s": cells / rebuild_median,
-        "raw_users_per_s": users / raw_median, "raw_cells_per_s": cells / raw_median,
-        "ratio": raw_median / rebuild_median,
-        "raw_thrift2_s": raw2_s,
-        "raw_thrift2_users_per_s": users / raw2_median, "raw_thrift2_cells_per_s": cells / raw2_median,
-        "ratio_thrift2": raw2_median / rebuild_median,
-    }
 
 
 # ------------------------------------------------------------------ lookups
@@ -500,7 +321,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
     index_module.tall_candidates = _timed_tall
     index_module.scan_rows = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1, initializer=_init_worker) as backfill:  # forked before any lookup thread starts
+    with ctx.Pool(1, initializer=init_worker) as backfill:  # forked before any lookup thread starts
         pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads, call_timeout_s=5.0))
         index = ContactsIndex(pair, TypeaheadSettings())
         try:
@@ -510,7 +331,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
                 "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
                 **_phases(index, args, users, famous, loaded.celebrities[0]),
             }
-            rebuilding = backfill.map_async(_rebuild_page, pages, chunksize=1)
+            rebuilding = backfill.map_async(rebuild_page, pages, chunksize=1)
             result["during_backfill"] = {"processes": 1, **_phases(index, args, users, famous, loaded.celebrities[0])}
             result["during_backfill"]["backfill_still_running"] = not rebuilding.ready()
         finally:

@@ -1,0 +1,204 @@
+"""The backfill half of bench/typeahead.py, in its worker processes: the
+index rebuilt by ``tasks.typeahead.sync.rebuild`` page by page, and the two
+raw peers writing the same precomputed cells, a happybase loop (one
+``table.batch(timestamp=version)`` per version and table) and a Thrift2 loop
+(``putMultiple``, a timestamp per cell), each overlapped on as many
+connections per process as the writer has (PINLATER_HBASE_POOL_SIZE)."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import pickle
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import happybase
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
+from thriftpy2.rpc import make_client
+from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]
+
+from bench.support import rotating
+from tasks.appdata.store import AppData
+from tasks.hbase import ClusterPair, HBaseSettings
+from tasks.hbase.idl import THRIFT2
+from tasks.typeahead import sync, truth
+from tasks.typeahead.entries import Entry, group_by_version
+
+PAGE = 500  # users per backfill page
+
+_worker: dict[str, Any] = {}
+
+
+def init_worker() -> None:
+    """Each process: its own AppData, ClusterPair and raw happybase connection."""
+    hbase = HBaseSettings.from_env()
+    _worker["store"] = AppData.from_env()
+    _worker["pair"] = ClusterPair.from_settings(hbase)
+    # As many connections as the ClusterPool has: the raw loop overlaps its
+    # calls the way tasks.typeahead.writer does.
+    _worker["threads"] = hbase.pool_size
+    _worker["raw"] = happybase.ConnectionPool(hbase.pool_size, host=hbase.primary.host, port=hbase.primary.port,
+                                              table_prefix=hbase.table_prefix, timeout=60_000)
+
+
+def _warm(owner: int) -> int:
+    """Opens every connection of the process before the clock starts."""
+    truth.entries_of_owners(_worker["store"], [owner])
+    _worker["pair"].primary.run("warm", lambda connection: connection.tables())
+    with _worker["raw"].connection() as connection:
+        return len(connection.tables())
+
+
+def rebuild_page(owners: list[int]) -> int:
+    return sync.rebuild(_worker["store"], _worker["pair"].primary, owners)
+
+
+# A page's cells as put_entries writes them: per version (the cell timestamp) and table, rows in key order.
+RawPlan = list[tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]]
+
+
+def _precompute_page(job: tuple[list[int], str]) -> tuple[str, int, int, int]:
+    """The page's cells, pickled to ``path``: (path, entries, cells, put calls)."""
+    owners, path = job
+    entries = truth.entries_of_owners(_worker["store"], owners)
+    page: list[Entry] = [e for owner in owners for e in entries[owner]]
+    plan: RawPlan = []
+    cells = calls = 0
+    for version, tables in sorted(group_by_version([(e.version, e.cells()) for e in page]).items()):
+        for table, rows in tables.items():
+            plan.append((version, table, sorted(rows.items())))
+            count = sum(len(columns) for columns in rows.values())
+            cells += count
+            calls += max(1, math.ceil(count / 1000))
+    Path(path).write_bytes(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
+    return path, len(page), cells, calls
+
+
+def _raw_call(item: tuple[int, str, list[tuple[bytes, dict[bytes, bytes]]]]) -> int:
+    version, table, rows = item
+    cells = 0
+    with _worker["raw"].connection() as connection, \
+            connection.table(table).batch(timestamp=version, batch_size=1000) as batch:
+        for row, columns in rows:
+            batch.put(row, columns)
+            cells += len(columns)
+    return cells
+
+
+def _raw_page(path: str) -> int:
+    plan: RawPlan = pickle.loads(Path(path).read_bytes())
+    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
+        return sum(executor.map(_raw_call, plan))
+
+
+class _Thrift2Clients(threading.local):
+    """One plain thriftpy2 connection to the primary's Thrift2 server per
+    thread (binary protocol, buffered transport: the server's defaults)."""
+
+    client: Any = None
+
+
+_thrift2 = _Thrift2Clients()
+
+
+def _thrift2_client() -> Any:
+    if _thrift2.client is None:
+        address = HBaseSettings.from_env().primary_thrift2
+        _thrift2.client = make_client(THRIFT2.THBaseService, address.host, address.port, timeout=60_000,
+                                      proto_factory=TCyBinaryProtocolFactory(),
+                                      trans_factory=TCyBufferedTransportFactory())
+    return _thrift2.client
+
+
+def _raw2_call(item: tuple[bytes, list[Any]]) -> int:
+    table, puts = item
+    _thrift2_client().putMultiple(table, puts)
+    return sum(len(put.columnValues) for put in puts)
+
+
+def _raw2_page(path: str) -> int:
+    """The page's cells through Thrift2: each cell at its own version, grouped
+    by row into one TPut, about 1,000 cells a putMultiple (whole rows), the
+    calls overlapped on as many threads as the writer has connections."""
+    plan: RawPlan = pickle.loads(Path(path).read_bytes())
+    prefix = HBaseSettings.from_env().table_prefix
+    by_row: dict[tuple[str, bytes], list[Any]] = defaultdict(list)
+    for version, table, rows in plan:
+        for row, columns in rows:
+            by_row[(table, row)].extend(
+                THRIFT2.TColumnValue(family=f, qualifier=q, value=v, timestamp=version)
+                for f, _, q in (c.partition(b":") for c in columns) for v in (columns[f + b":" + q],))
+    calls: list[tuple[bytes, list[Any]]] = []
+    for (table, row), cells in sorted(by_row.items()):
+        name = f"{prefix}_{table}".encode() if prefix else table.encode()
+        if not calls or calls[-1][0] != name or sum(len(p.columnValues) for p in calls[-1][1]) >= 1000:
+            calls.append((name, []))
+        calls[-1][1].append(THRIFT2.TPut(row=row, columnValues=cells))
+    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
+        return sum(executor.map(_raw2_call, calls))
+
+
+def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequence[Any]) -> tuple[float, int]:
+    """Wall time of ``fn`` over ``work`` in ``processes`` processes (pool
+    start and connections not counted) and the sum of what it returned."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=init_worker) as pool:
+        pool.map(_warm, [warm_owner] * processes * 2, chunksize=1)
+        started = time.perf_counter()
+        total = sum(pool.imap_unordered(fn, work, chunksize=1))
+        elapsed = time.perf_counter() - started
+    return elapsed, total
+
+
+def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path) -> dict[str, Any]:
+    warm_owner = pages[0][0]
+    t = time.perf_counter()
+    jobs = [(page, str(workdir / f"page{i:05d}.pickle")) for i, page in enumerate(pages)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=init_worker) as pool:
+        planned = pool.map(_precompute_page, jobs, chunksize=1)
+    precompute_s = time.perf_counter() - t
+    paths = [path for path, _entries, _cells, _calls in planned]
+    entries = sum(p[1] for p in planned)
+    cells = sum(p[2] for p in planned)
+    calls = sum(p[3] for p in planned)
+    users = sum(len(page) for page in pages)
+    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": []}
+
+    def rebuild() -> float:
+        elapsed, count = _timed(processes, warm_owner, rebuild_page, pages)
+        written["rebuild"].append(count)
+        return elapsed
+
+    def raw() -> float:
+        elapsed, count = _timed(processes, warm_owner, _raw_page, paths)
+        written["raw"].append(count)
+        return elapsed
+
+    def raw2() -> float:
+        elapsed, count = _timed(processes, warm_owner, _raw2_page, paths)
+        written["raw_thrift2"].append(count)
+        return elapsed
+
+    rebuild_s, raw_s, raw2_s = rotating(rounds, rebuild, raw, raw2)
+    rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
+    raw2_median = statistics.median(raw2_s)
+    return {
+        "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
+        "rounds": rounds, "entries": entries, "cells": cells, "put_calls": calls,
+        "cells_written": written, "precompute_s": precompute_s,
+        "rebuild_s": rebuild_s, "raw_s": raw_s,
+        "rebuild_users_per_s": users / rebuild_median, "rebuild_cells_per_s": cells / rebuild_median,
+        "raw_users_per_s": users / raw_median, "raw_cells_per_s": cells / raw_median,
+        "ratio": raw_median / rebuild_median,
+        "raw_thrift2_s": raw2_s,
+        "raw_thrift2_users_per_s": users / raw2_median, "raw_thrift2_cells_per_s": cells / raw2_median,
+        "ratio_thrift2": raw2_median / rebuild_median,
+    }
