@@ -274,7 +274,7 @@ def ensure_table(pool: ClusterPool, table: TableDef) -> bool:
         _alter_versions(pool, table, item.family, item.wanted, found[item.family])
     wrong = [d for d in drift if not d.tuning and d not in short]
     if wrong:
-        raise HBaseSchemaMismatch(pool.name, str(pool.address), f"ensure table {table.name}",
+        raise HBaseSchemaMismatch(pool.name, str(pool.thrift2.address), f"ensure table {table.name}",
                                   "; ".join(_problem(d) for d in wrong))
     tuning = [d for d in drift if d.tuning]
     if tuning and (pool.name, table.name) not in _warned:
