@@ -1,6 +1,7 @@
 """Outages during fan-out, with Celery workers on PinLater: the standby
 stopped (its writes wait in their own queue, the primary is complete at
-once, and the standby converges to equal it after it restarts) and a worker
+once, and the standby converges to equal it after it restarts), the
+standby's Thrift2 server stopped alone (the same, for writes), and a worker
 killed with SIGKILL (its claims time out, the pages run again, every feed
 ends complete and duplicate-free)."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +21,7 @@ from tasks.feeds import queues
 from tasks.feeds.cells import qualifier
 from tests.feeds.helpers import feed, rows_with_column
 from tests.feeds.world import FeedWorld
-from tests.servers import services
+from tests.servers import REPO, services
 from tests.workers.harness import children, wait_until
 
 
@@ -116,3 +118,39 @@ def test_a_worker_killed_during_fanout_leaves_every_feed_complete_and_duplicate_
     assert counts[queues.WRITE_PRIMARY]["succeeded"] <= 82, counts[queues.WRITE_PRIMARY]
     for cluster in ("primary", "standby"):
         assert reached(world, cluster, pin) == dict.fromkeys(fans, 1), cluster
+
+
+def stop_thrift2_alone(cluster: str) -> None:
+    """SIGTERM one cluster's Thrift2 server, its master and Thrift1 server
+    left running, and wait until it is gone."""
+    var = Path(os.environ.get("PINLATER_VAR", REPO / ".var"))
+    pid = int((var / "hbase" / cluster / "thrift2.pid").read_text().strip())
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists()
+               or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 30, 0.2, "the Thrift2 server to exit")
+
+
+@pytest.mark.slow
+@pytest.mark.feed_settings(page_size=1000)
+def test_a_thrift2_server_stopped_alone_is_its_cluster_down_for_writes_until_it_returns(world: FeedWorld) -> None:
+    """Every write goes through Thrift2: with the standby's Thrift2 server
+    stopped and its Thrift1 server up, the standby's writes wait in their
+    queue; once `scripts/services up` starts the Thrift2 server again they
+    drain by themselves and the standby equals the primary."""
+    celebrity, fans = celebrity_with(world, 2_000, seed=23)
+    world.start_workers()
+    stop_thrift2_alone("standby")
+    try:
+        pin = new_pin(world, celebrity)
+        wait_until(lambda: world.service.count(queues.WRITE_PRIMARY, "succeeded") == 2, 60, 0.2, "primary writes")
+        assert reached(world, "primary", pin) == dict.fromkeys(fans, 1)
+        wait_until(lambda: any("[retry: HBaseUnavailable: hbase standby (127.0.0.1:19093)" in s
+                               for s in world.statuses(queues.WRITE_STANDBY, "pending")), 30, 0.2,
+                   "a standby write waiting to retry")
+        assert world.service.count(queues.WRITE_STANDBY, "succeeded") == 0
+    finally:
+        services("up")  # starts the missing Thrift2 server beside the running master
+    counts = world.settle(120, "the standby's backlog")
+    assert counts[queues.WRITE_STANDBY]["succeeded"] == 2
+    assert world.failed_jobs() == {}
+    assert reached(world, "standby", pin) == reached(world, "primary", pin) == dict.fromkeys(fans, 1)

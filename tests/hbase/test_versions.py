@@ -3,6 +3,7 @@ reads, through the Thrift2 servers of the two real clusters."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,35 @@ def test_per_cell_timestamps_round_trip_on_both_clusters(pair: ClusterPair, row:
         latest = pool.run("row", lambda c: c.table(FEED).row(row, include_timestamp=True))
         assert latest == {b"feed:a": (b"a2", 1_002), b"feed:b": (b"b7", 7_007)}
         assert thrift1_versions(pool, FEED, other, b"feed:a") == [(b"o5", 5_005)]
+
+
+def test_a_batch_of_many_timestamps_lands_as_one_timestamp_at_a_time_does(pair: ClusterPair, row: bytes) -> None:
+    """Puts at many distinct timestamps and deletes up to others, each sent
+    as one batched call, leave the same cells and timestamps as the same
+    writes sent through Thrift1 one timestamp per call (the old path)."""
+    rng = random.Random(24)
+    columns = [b"feed:%02d" % i for i in range(8)]
+    puts = [(column, b"v%d" % ts, ts) for column in columns for ts in rng.sample(range(1, 400), 6)]
+    deletes = [(column, ts) for column in columns[::2] for ts in rng.sample(range(1, 400), 2)]
+    batched, one_by_one = row + b"-batched", row + b"-single"
+    for pool in pair:
+        assert put_versions(pool, FEED, [(batched, c, v, ts) for c, v, ts in puts]) == len(puts)
+        assert delete_versions(pool, FEED, [(batched, c, ts, "upto") for c, ts in deletes]) == len(deletes)
+
+        def old_path(connection: Any) -> None:
+            table = connection.table(FEED)
+            for column, value, ts in puts:
+                table.put(one_by_one, {column: value}, timestamp=ts)
+            for column, ts in deletes:
+                table.delete(one_by_one, [column], timestamp=ts)
+
+        pool.run("one timestamp a call", old_path)
+        for column in columns:
+            got = thrift1_versions(pool, FEED, batched, column)
+            assert got == thrift1_versions(pool, FEED, one_by_one, column), (pool.name, column)
+            masked_up_to = max([ts for c, ts in deletes if c == column], default=0)
+            assert got == sorted(((v, ts) for c, v, ts in puts if c == column and ts > masked_up_to),
+                                 key=lambda cell: -cell[1])
 
 
 def test_version_delete_masks_exactly_that_version(pair: ClusterPair, row: bytes) -> None:
