@@ -106,6 +106,9 @@ class Thrift2Pool:
                 raise
             except BaseException:
                 connection.close()  # mid-call: unread bytes or a half-sent request may remain
+                # The idle ones went to the same server: after it restarted they
+                # are all dead, and a retry must not spend its attempt on one.
+                self.close()
                 raise
             self._give_back(connection)
             return result

@@ -20,6 +20,7 @@ from tasks.hbase import (
     read_columns,
 )
 from tasks.hbase.settings import Address
+from tests.hbase.conftest import test_settings
 from tests.servers import REPO, services
 
 FEED = FOLLOWING_FEED.name
@@ -87,3 +88,27 @@ def test_services_up_twice_is_a_no_op(pair: ClusterPair) -> None:
     assert "hbase: standby: already running" in result.stdout
     assert "starting" not in result.stdout
     assert hbase_pids() == before
+
+
+@pytest.mark.slow
+def test_a_restarted_thrift2_server_costs_a_pool_one_failed_call_not_one_per_idle_connection(
+    pair: ClusterPair, row: bytes
+) -> None:
+    """A pool's idle Thrift2 connections all die with their server: the
+    first call after a restart may fail on one of them, and its retry then
+    opens a fresh connection instead of taking the next dead one."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    own = ClusterPair.from_settings(test_settings(attempts=2))  # pair's tables, a pool of its own
+    pool = own.standby
+    try:
+        put_cells(pool, FEED, {row: {b"feed:x": b""}}, timestamp=10)
+        with ThreadPoolExecutor(4) as threads:  # four connections, all idle afterwards
+            list(threads.map(lambda _i: read_columns(pool, FEED, row, family="feed", limit=1), range(8)))
+        assert len(pool.thrift2._idle) >= 2
+        os.kill(int(hbase_pids()["standby/thrift2"]), signal.SIGKILL)
+        services("up")  # a new Thrift2 server beside the running master
+        assert read_columns(pool, FEED, row, family="feed", limit=1) == [(b"x", b"")]
+    finally:
+        own.close()
