@@ -194,8 +194,14 @@ def test_a_black_holed_thrift2_never_delays_thrift1_nor_a_reader() -> None:
         started = time.monotonic()
         health.start()
         try:
-            # Thrift1 answers while the primary's Thrift2 probe still waits on the black hole.
-            wait_for(lambda: all(c.reachable for c in health.clusters()), TIMEOUT_S / 2, "both Thrift1 up")
+            # Thrift1 answers, and the refused Thrift2 reports, while the primary's Thrift2 probe
+            # still waits on the black hole. Each probe runs on its own thread, so wait for both.
+            wait_for(
+                lambda: all(c.reachable for c in health.clusters()) and health.clusters()[1].thrift2.reachable is False,
+                TIMEOUT_S / 2,
+                "both Thrift1 up and the standby's Thrift2 refused",
+            )
+            assert time.monotonic() - started < 0.9 * TIMEOUT_S
             primary_now, standby_now = health.clusters()
             assert primary_now.thrift2.reachable is None and standby_now.thrift2.reachable is False
             assert primary_now.error is None and primary_now.latency_ms is not None
