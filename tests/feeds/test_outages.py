@@ -120,6 +120,10 @@ def test_a_worker_killed_during_fanout_leaves_every_feed_complete_and_duplicate_
         assert reached(world, cluster, pin) == dict.fromkeys(fans, 1), cluster
 
 
+def standby_statuses(world: FeedWorld) -> dict[str, list[str]]:
+    return {state: world.statuses(queues.WRITE_STANDBY, state) for state in ("pending", "running", "failed")}
+
+
 def stop_thrift2_alone(cluster: str) -> None:
     """SIGTERM one cluster's Thrift2 server, its master and Thrift1 server
     left running, and wait until it is gone."""
@@ -145,8 +149,8 @@ def test_a_thrift2_server_stopped_alone_is_its_cluster_down_for_writes_until_it_
         wait_until(lambda: world.service.count(queues.WRITE_PRIMARY, "succeeded") == 2, 60, 0.2, "primary writes")
         assert reached(world, "primary", pin) == dict.fromkeys(fans, 1)
         wait_until(lambda: any("[retry: HBaseUnavailable: hbase standby (127.0.0.1:19093)" in s
-                               for s in world.statuses(queues.WRITE_STANDBY, "pending")), 30, 0.2,
-                   "a standby write waiting to retry")
+                               for s in world.statuses(queues.WRITE_STANDBY, "pending")), 90, 0.2,
+                   lambda: f"a standby write waiting to retry; statuses: {standby_statuses(world)}")
         assert world.service.count(queues.WRITE_STANDBY, "succeeded") == 0
     finally:
         services("up")  # starts the missing Thrift2 server beside the running master

@@ -60,14 +60,18 @@ def make_test_app(env: dict[str, str]) -> Celery:
     return app
 
 
-def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "") -> Any:
+def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1,
+               what: str | Callable[[], str] = "") -> Any:
+    """``check()`` once it is truthy; ``what`` (or what it returns, read at
+    the timeout, so it can show the state then) names it in the failure."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {said or check}")
         time.sleep(interval)
 
 
