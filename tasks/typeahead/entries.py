@@ -24,9 +24,11 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tasks.appdata.ids import split_id
 from tasks.hbase.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 from tasks.typeahead.sources import BY_CODE, Schema, Source
 from tasks.typeahead.tokens import tokenize
@@ -49,6 +51,17 @@ class CorruptCell(ValueError):
 
 def owner_key(owner: int) -> bytes:
     return owner.to_bytes(8, "big")
+
+
+def owner_ranges(owners: Iterable[int]) -> list[tuple[bytes, bytes]]:
+    """Row ranges, ``[start, stop)``, holding every row of ``owners``: one
+    per shard they are on, so owners of several shards never scan every
+    shard's rows in between (a backfill page, one shard's consecutive
+    users, is one range)."""
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for owner in owners:
+        by_shard[split_id(owner).shard].append(owner)
+    return [(owner_key(min(ids)), owner_key(max(ids) + 1)) for _shard, ids in sorted(by_shard.items())]
 
 
 def row_prefix(owner: int, source: Source) -> bytes:
@@ -77,35 +90,69 @@ class Entry:
         return token_set(self.name)
 
     def value(self) -> bytes:
-        return json.dumps({"n": self.name, "u": self.user_id}, separators=(",", ":"), ensure_ascii=False).encode()
+        return _values(self.name, self.user_id)[0]
 
     def member_value(self) -> bytes:
-        data = {"n": self.name, "u": self.user_id, "t": list(self.tokens)}
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return _values(self.name, self.user_id)[1]
 
     def cells(self) -> Cells:
         return cells_of(self.owner, self.source, self.key, self.tokens, self.value(), self.member_value())
+
+    def member_cell(self) -> Cell:
+        return member_cell(self.owner, self.source, self.key, self.member_value())
+
+    def token_cells(self) -> list[Cell]:
+        return token_cells(self.owner, self.source, self.key, self.tokens, self.value())
+
+
+@functools.lru_cache(maxsize=65_536)
+def _values(name: str, user_id: int | None) -> tuple[bytes, bytes]:
+    """A contact's cell value and member record value. Cached: a page's
+    entries name the same contacts again and again (a celebrity's name is
+    in every follower's index)."""
+    value = json.dumps({"n": name, "u": user_id}, separators=(",", ":"), ensure_ascii=False).encode()
+    member = {"n": name, "u": user_id, "t": list(token_set(name))}
+    return value, json.dumps(member, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def token_qualifier(token: str, key: str) -> bytes:
     return token.encode() + SEPARATOR + key.encode()
 
 
+Cell = tuple[str, bytes, bytes, bytes]  # table, row, column, value
+
+
+def token_cells(owner: int, source: Source, key: str, tokens: tuple[str, ...], value: bytes) -> list[Cell]:
+    """The token cells of one entry, as ``(table, row, column, value)``."""
+    prefix = row_prefix(owner, source)
+    if source.schema is Schema.WIDE:
+        return [(WIDE_TABLE, prefix, TOKEN_FAMILY + token_qualifier(t, key), value) for t in tokens]
+    line = token_line(tokens)
+    out: list[Cell] = []
+    for t in tokens:
+        row = prefix + token_qualifier(t, key)
+        out += [(TALL_TABLE, row, TALL_VALUE, value), (TALL_TABLE, row, TALL_TOKENS, line)]
+    return out
+
+
+def member_cell(owner: int, source: Source, key: str, member: bytes) -> Cell:
+    """Where one entry's member record lives, with ``member`` as its value."""
+    if source.schema is Schema.WIDE:
+        return WIDE_TABLE, row_prefix(owner, source), member_column(key), member
+    return TALL_TABLE, member_row(owner, source, key), TALL_MEMBER, member
+
+
 def cells_of(
     owner: int, source: Source, key: str, tokens: tuple[str, ...], value: bytes, member: bytes | None
 ) -> Cells:
     """The cells of one entry: its token cells, and its member record unless ``member`` is None."""
-    prefix = row_prefix(owner, source)
-    if source.schema is Schema.WIDE:
-        columns = {TOKEN_FAMILY + token_qualifier(t, key): value for t in tokens}
-        if member is not None:
-            columns[MEMBER_FAMILY + key.encode()] = member
-        return {WIDE_TABLE: {prefix: columns}}
-    line = token_line(tokens)
-    rows = {prefix + token_qualifier(t, key): {TALL_VALUE: value, TALL_TOKENS: line} for t in tokens}
+    flat = token_cells(owner, source, key, tokens, value)
     if member is not None:
-        rows[member_row(owner, source, key)] = {TALL_MEMBER: member}
-    return {TALL_TABLE: rows}
+        flat.append(member_cell(owner, source, key, member))
+    out: Cells = {}
+    for table, row, column, cell in flat:
+        out.setdefault(table, {}).setdefault(row, {})[column] = cell
+    return out
 
 
 def token_line(tokens: tuple[str, ...]) -> bytes:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tasks.appdata import mappings
-from tasks.appdata.store import AppData
+from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.hbase import ClusterPool
 from tasks.hbase.reads import get_rows
@@ -22,6 +22,7 @@ from tasks.typeahead import truth
 from tasks.typeahead.entries import MEMBER_FAMILY, WIDE_TABLE, row_prefix
 from tasks.typeahead.jobs import RenameJob
 from tasks.typeahead.sources import Schema, Source
+from tasks.typeahead.truth import Place, Slot
 from tasks.typeahead.writer import held_places, settle
 
 
@@ -69,5 +70,14 @@ def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: in
 def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     """Every place of ``owners`` settled (a backfill page): those the truth
     fills and those the cluster holds, so a page run again after its worker
-    died also revisits what the first run wrote."""
-    return settle(store, pool, truth.owner_places(store, owners) + held_places(pool, owners))
+    died also revisits what the first run wrote. The truth is read a whole
+    owner at a time (a page's places are all of its owners' places): the
+    read that names the places is step 1's truth too, and step 3 reads
+    the owners again rather than looking up each place."""
+    def read(places: Sequence[Place]) -> dict[Place, Slot]:
+        return truth.owners_truth(store, sorted({owner for owner, _s, _k in places})).slots(places)
+
+    read_at = now_ms()
+    found = truth.owners_truth(store, owners)
+    places = found.places() + held_places(pool, owners)
+    return settle(store, pool, places, read_truth=read, first=(read_at, found.slots(places)))

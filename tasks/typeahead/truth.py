@@ -19,7 +19,7 @@ from tasks.appdata import contacts, graph, mappings, objects
 from tasks.appdata.ids import ObjectType
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
-from tasks.typeahead.entries import Entry, token_set
+from tasks.typeahead.entries import Entry
 from tasks.typeahead.sources import FOLLOWERS, FOLLOWING, GRAPH_SOURCES, IMPORTED, MUTUAL, Source, source_named
 
 
@@ -46,7 +46,37 @@ def _graph_entry(owner: int, source: Source, contact: int, name: Name, *edge_tim
     return Entry(owner, source, user_key(contact), name.name, contact, max(name.at_ms, *edge_times))
 
 
-def entries_of_owners(store: AppData, owners: Sequence[int]) -> dict[int, list[Entry]]:
+Place = tuple[int, Source, str]  # owner, source, contact key
+
+
+@dataclass(frozen=True, slots=True)
+class OwnersTruth:
+    """Every entry the truth fills for some owners (every source), read at
+    once, and the time of each of their imports: enough to say what any
+    place of those owners should hold."""
+
+    by_owner: dict[int, list[Entry]]
+    entries: dict[Place, Entry]
+    imported_at: dict[tuple[int, str], int]  # (owner, source name): the import's time
+
+    def places(self) -> list[Place]:
+        return list(self.entries)
+
+    def slots(self, places: Iterable[Place], at_ms: int | None = None) -> dict[Place, Slot]:
+        """What each place should hold, as ``slots`` says for the same truth."""
+        out: dict[Place, Slot] = {}
+        for place in dict.fromkeys(places):
+            owner, source, key = place
+            if owner not in self.by_owner:
+                raise ValueError(f"place of owner {owner} outside the owners read")
+            gone_at = at_ms or 0
+            if source in IMPORTED:
+                gone_at = max(gone_at, self.imported_at.get((owner, source.name), 0))
+            out[place] = Slot(owner, source, key, self.entries.get(place), gone_at)
+        return out
+
+
+def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
     """Every entry of every source of ``owners``: the follow graph read in
     one query per shard and mapping, names in one per server."""
     followees = mappings.rows_from_many(store, USER_FOLLOWS_USER, owners)
@@ -57,9 +87,10 @@ def entries_of_owners(store: AppData, owners: Sequence[int]) -> dict[int, list[E
     accounts = contacts.resolve_accounts(
         store, (a for imps in imports.values() for imp in imps for c in imp.contacts for a in c.accounts(imp.source))
     )
-    out: dict[int, list[Entry]] = {}
+    by_owner: dict[int, list[Entry]] = {}
+    imported_at: dict[tuple[int, str], int] = {}
     for owner in owners:
-        out[owner] = entries = []
+        by_owner[owner] = entries = []
         outgoing, incoming = followees.get(owner, {}), followers.get(owner, {})
         for contact, at in outgoing.items():
             if contact in names:
@@ -70,8 +101,15 @@ def entries_of_owners(store: AppData, owners: Sequence[int]) -> dict[int, list[E
             if contact in names:
                 entries.append(_graph_entry(owner, FOLLOWERS, contact, names[contact], at))
         for imp in imports.get(owner, []):
+            imported_at[(owner, imp.source)] = imp.updated_at_ms
             entries.extend(import_entries(imp, accounts))
-    return out
+    listed = {(e.owner, e.source, e.key): e for entries in by_owner.values() for e in entries}
+    return OwnersTruth(by_owner, listed, imported_at)
+
+
+def entries_of_owners(store: AppData, owners: Sequence[int]) -> dict[int, list[Entry]]:
+    """Every entry of every source of ``owners``, by owner."""
+    return owners_truth(store, owners).by_owner
 
 
 def import_entries(imp: contacts.SourceImport, accounts: dict[str, int]) -> list[Entry]:
@@ -100,9 +138,6 @@ def import_of(store: AppData, owner: int, source: Source) -> tuple[list[Entry], 
     return [], None
 
 
-Place = tuple[int, Source, str]  # owner, source, contact key
-
-
 @dataclass(frozen=True, slots=True)
 class Slot:
     """One (owner, source, contact) place in the index and what belongs in
@@ -113,7 +148,6 @@ class Slot:
     key: str
     entry: Entry | None
     gone_at: int  # absent: the time it became so (the event's, the import's); 0 when not known
-    tokens: tuple[str, ...]  # the contact's current name tokens (deleted too when absent)
 
     @property
     def place(self) -> Place:
@@ -155,7 +189,7 @@ def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None) -> 
         entry = None
         if name is not None and all(t is not None for t in edge_times):
             entry = _graph_entry(owner, source, contact, name, *[t for t in edge_times if t is not None])
-        out[(owner, source, key)] = Slot(owner, source, key, entry, at_ms or 0, token_set(name.name) if name else ())
+        out[(owner, source, key)] = Slot(owner, source, key, entry, at_ms or 0)
     imported = [p for p in wanted if p[1] in IMPORTED]
     owners = {owner for owner, _s, _k in imported}
     imports = {(imp.user_id, imp.source): imp for imps in contacts.sources_of(store, owners).values() for imp in imps}
@@ -166,10 +200,10 @@ def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None) -> 
         owner, source, key = place
         imp = imports.get((owner, source.name))
         gone_at = max(at_ms or 0, imp.updated_at_ms if imp else 0)
-        out[place] = Slot(owner, source, key, entries.get(place), gone_at, ())
+        out[place] = Slot(owner, source, key, entries.get(place), gone_at)
     for owner, source, key in wanted:  # keys that name no contact this code knows: absent
         if (owner, source, key) not in out:
-            out[(owner, source, key)] = Slot(owner, source, key, None, at_ms or 0, ())
+            out[(owner, source, key)] = Slot(owner, source, key, None, at_ms or 0)
     return out
 
 
@@ -199,6 +233,5 @@ def rename_places(user: int, others: Sequence[int], phase: str) -> list[Place]:
 
 
 def owner_places(store: AppData, owners: Sequence[int]) -> list[Place]:
-    """Every place the truth fills for ``owners`` (a backfill page)."""
-    by_owner = entries_of_owners(store, owners)
-    return [(e.owner, e.source, e.key) for owner in owners for e in by_owner[owner]]
+    """Every place the truth fills for ``owners``."""
+    return owners_truth(store, owners).places()

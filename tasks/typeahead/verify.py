@@ -28,7 +28,7 @@ from tasks.typeahead.entries import (
     WIDE_TABLE,
     CorruptCell,
     Entry,
-    owner_key,
+    owner_ranges,
     split_tall_row,
     split_wide_row,
 )
@@ -71,25 +71,25 @@ def read_actual(pool: ClusterPool, owners: Sequence[int]) -> dict[Place, PlaceCe
     code cannot place are reported under the pseudo-contact "?" so the
     repair deletes them."""
     wanted = set(owners)
-    start, stop = owner_key(min(owners)), owner_key(max(owners) + 1)
     out: dict[Place, PlaceCells] = defaultdict(PlaceCells)
-    for row, columns in scan_range(pool, WIDE_TABLE, start=start, stop=stop, include_timestamp=True):
-        for column, (value, ts) in columns.items():
+    for start, stop in owner_ranges(owners):
+        for row, columns in scan_range(pool, WIDE_TABLE, start=start, stop=stop, include_timestamp=True):
+            for column, (value, ts) in columns.items():
+                try:
+                    place = _place_of_wide(row, column)
+                except (CorruptCell, UnicodeDecodeError):
+                    place = (int.from_bytes(row[:8], "big"), "?", "?")
+                if place[0] in wanted:
+                    out[place].cells[(WIDE_TABLE, row, column)] = (value, int(ts))
+        for row, columns in scan_range(pool, TALL_TABLE, start=start, stop=stop, include_timestamp=True):
             try:
-                place = _place_of_wide(row, column)
+                owner, source, _token, key = split_tall_row(row)
+                place = (owner, source.name, key)
             except (CorruptCell, UnicodeDecodeError):
                 place = (int.from_bytes(row[:8], "big"), "?", "?")
             if place[0] in wanted:
-                out[place].cells[(WIDE_TABLE, row, column)] = (value, int(ts))
-    for row, columns in scan_range(pool, TALL_TABLE, start=start, stop=stop, include_timestamp=True):
-        try:
-            owner, source, _token, key = split_tall_row(row)
-            place = (owner, source.name, key)
-        except (CorruptCell, UnicodeDecodeError):
-            place = (int.from_bytes(row[:8], "big"), "?", "?")
-        if place[0] in wanted:
-            for column, (value, ts) in columns.items():
-                out[place].cells[(TALL_TABLE, row, column)] = (value, int(ts))
+                for column, (value, ts) in columns.items():
+                    out[place].cells[(TALL_TABLE, row, column)] = (value, int(ts))
     return dict(out)
 
 

@@ -41,7 +41,7 @@ Puts and deletes never share a call (see tasks/hbase/writes.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData, now_ms
@@ -57,11 +57,12 @@ from tasks.typeahead.entries import (
     WIDE_TABLE,
     Cells,
     Entry,
+    member_cell,
     member_column,
     member_row,
     member_tokens,
     merge,
-    owner_key,
+    owner_ranges,
     row_prefix,
     split_tall_row,
     split_wide_row,
@@ -121,13 +122,6 @@ def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list
     return found
 
 
-def _member_cells(place: Place) -> Cells:
-    owner, source, key = place
-    if source.schema is Schema.WIDE:
-        return {WIDE_TABLE: {row_prefix(owner, source): {member_column(key): b""}}}
-    return {TALL_TABLE: {member_row(owner, source, key): {TALL_MEMBER: b""}}}
-
-
 @dataclass
 class Plan:
     """Step 2's writes: entries to put; token cells to delete, by the
@@ -185,19 +179,17 @@ def _apply(pool: ClusterPool, plan: Plan) -> int:
     members: dict[str, list[tuple[bytes, bytes, bytes, int]]] = defaultdict(list)
     tokens: dict[str, list[tuple[bytes, bytes, bytes, int]]] = defaultdict(list)
     for entry in plan.puts:
-        member = _member_cells((entry.owner, entry.source, entry.key))
-        for table, rows in entry.cells().items():
-            for row, cols in rows.items():
-                for column, value in cols.items():
-                    into = members if column in member.get(table, {}).get(row, {}) else tokens
-                    into[table].append((row, column, value, entry.version))
+        table, row, column, value = entry.member_cell()
+        members[table].append((row, column, value, entry.version))
+        for table, row, column, value in entry.token_cells():
+            tokens[table].append((row, column, value, entry.version))
     gone: dict[str, list[tuple[bytes, bytes, int, str]]] = defaultdict(list)
     for up_to, tables in plan.tokens.items():
         for table, rows in tables.items():
             gone[table] += [(row, column, up_to, "upto") for row, cols in rows.items() for column in cols]
-    for place, version in plan.members:
-        for table, rows in _member_cells(place).items():
-            gone[table] += [(row, column, version, "version") for row, cols in rows.items() for column in cols]
+    for (owner, source, key), version in plan.members:
+        table, row, column, _value = member_cell(owner, source, key, b"")
+        gone[table].append((row, column, version, "version"))
     return (sum(put_versions(pool, table, cells) for table, cells in sorted(members.items()))
             + sum(put_versions(pool, table, cells) for table, cells in sorted(tokens.items()))
             + sum(delete_versions(pool, table, planned) for table, planned in sorted(gone.items())))
@@ -214,11 +206,11 @@ def held_places(pool: ClusterPool, owners: Sequence[int]) -> list[Place]:
         owner, source = split_wide_row(row)
         out += [(owner, source, column[len(MEMBER_FAMILY):].decode()) for column in columns]
     wanted = set(owners)
-    start, stop = owner_key(min(owners)), owner_key(max(owners) + 1)
-    for row, _cells in scan_range(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER]):
-        owner, source, _token, key = split_tall_row(row)
-        if owner in wanted:
-            out.append((owner, source, key))
+    for start, stop in owner_ranges(owners):
+        for row, _cells in scan_range(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER]):
+            owner, source, _token, key = split_tall_row(row)
+            if owner in wanted:
+                out.append((owner, source, key))
     return out
 
 
@@ -229,23 +221,34 @@ def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
     return _apply(pool, Plan(puts=list(entries)))
 
 
-def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms: int | None = None) -> int:
+TruthReader = Callable[[Sequence[Place]], dict[Place, Slot]]
+
+
+def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms: int | None = None,
+           read_truth: TruthReader | None = None, first: tuple[int, dict[Place, Slot]] | None = None) -> int:
     """Makes ``places`` hold what MySQL says on this cluster (see the
     module's docstring); ``at_ms``: the time of the event that changed them,
-    when known (an unfollow's), to delete up to. The cells written and
-    deleted. Raises ``IndexBusy`` when the truth kept changing."""
+    when known (an unfollow's), to delete up to. ``read_truth`` reads what
+    places should hold (``truth.slots`` unless given); ``first``: step 1's
+    truth already read, and the time taken just before that read. The
+    cells written and deleted. Raises ``IndexBusy`` when the truth kept
+    changing."""
     todo = list(dict.fromkeys(places))
+    read = read_truth or (lambda wanted: truth.slots(store, wanted, at_ms))
     changed = 0
     mine: dict[Place, int] = {}
     for _ in range(MAX_ROUNDS):
         if not todo:
             return changed
-        read_at = now_ms()
-        want = truth.slots(store, todo, at_ms)
+        if first is not None:
+            (read_at, want), first = first, None
+        else:
+            read_at = now_ms()
+            want = read(todo)
         members = read_members(pool, todo)
         changed += _apply(pool, plan([want[p] for p in todo], members, read_at, mine))
-        mine.update((p, slot.entry.version) for p, slot in want.items() if slot.entry is not None)
-        again = truth.slots(store, todo, at_ms)
+        mine.update((p, slot.entry.version) for p in todo if (slot := want[p]).entry is not None)
+        again = read(todo)
         todo = [p for p in todo if again[p].entry != want[p].entry]
     if todo:
         raise IndexBusy(f"the truth of {len(todo)} index places kept changing while they were written")
