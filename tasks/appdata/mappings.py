@@ -173,6 +173,32 @@ def sequences_to(store: AppData, table: MappingTable, from_ids: Iterable[int], t
     return found
 
 
+def unmapped_to(store: AppData, table: MappingTable, rows: Iterable[tuple[int, int]], to_id: int
+                ) -> set[tuple[int, int]]:
+    """Of ``(from_id, sequence)`` rows (any shards), those with no row from
+    ``from_id`` to ``to_id`` at that sequence. Usually all are there: each
+    shard's 500 rows are counted first (one number back instead of a row
+    each), and read only when the count falls short."""
+    expect_type(to_id, table.to_type)
+    by_shard: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for from_id, sequence in dict.fromkeys(rows):
+        by_shard[_check(table, from_id)].append((from_id, sequence))
+    missing: set[tuple[int, int]] = set()
+    step = IN_LIST_MAX // 2
+    for shard, wanted in by_shard.items():
+        database = store.locate(shard).database
+        for start in range(0, len(wanted), step):
+            part = wanted[start : start + step]
+            stmt = sql("map_count_sequences_to", database=database, table=table.name, pairs=len(part))
+            args = [to_id, *(value for row in part for value in row)]
+            ((count,),) = store.run(shard, fetcher(stmt, args))
+            if int(count) == len(part):
+                continue
+            now = sequences_to(store, table, (from_id for from_id, _s in part), to_id)
+            missing.update((from_id, sequence) for from_id, sequence in part if now.get(from_id) != sequence)
+    return missing
+
+
 def sequences_of_pairs(
     store: AppData, table: MappingTable, pairs: Iterable[tuple[int, int]]
 ) -> dict[tuple[int, int], int]:

@@ -164,21 +164,23 @@ def gone_edges(store: AppData, edges: Iterable[tuple[int, int, int]]) -> list[tu
     """Of ``(user, followee, version)``, the ``(user, version)`` of those whose
     follow is no longer in MySQL with that time (the forward tables, the
     truth). A fan-out page (one followee, many users) is one query per
-    shard of the users; a backfill page (many followees) reads its users'
-    follows, one query per table and shard."""
+    shard of the users, answering a count unless some follow is gone; a
+    backfill page (many followees) reads its users' follows, one query per
+    table and shard."""
     wanted = list(dict.fromkeys(edges))
     users = {user for user, _f, _v in wanted}
     followees = {followee for _u, followee, _v in wanted}
-    now: dict[tuple[int, int], int] = {}
     if len(followees) <= len(users):
+        gone: set[tuple[int, int, int]] = set()
         for followee in followees:
             table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
-            from_ids = [user for user, f, _v in wanted if f == followee]
-            now.update(((u, followee), at) for u, at in mappings.sequences_to(store, table, from_ids, followee).items())
-    else:
-        for table in (USER_FOLLOWS_USER, USER_FOLLOWS_BOARD):
-            for user, rows in mappings.rows_from_many(store, table, users).items():
-                now.update(((user, followee), at) for followee, at in rows.items() if followee in followees)
+            edges_to = [(user, version) for user, f, version in wanted if f == followee]
+            gone.update((u, followee, v) for u, v in mappings.unmapped_to(store, table, edges_to, followee))
+        return [(user, version) for user, followee, version in wanted if (user, followee, version) in gone]
+    now: dict[tuple[int, int], int] = {}
+    for table in (USER_FOLLOWS_USER, USER_FOLLOWS_BOARD):
+        for user, rows in mappings.rows_from_many(store, table, users).items():
+            now.update(((user, followee), at) for followee, at in rows.items() if followee in followees)
     return [(user, version) for user, followee, version in wanted if now.get((user, followee)) != version]
 
 

@@ -103,13 +103,17 @@ def put_versions(
     A fan-out puts one cell into a thousand rows: equal cells share one
     ``TColumnValue``, built and checked once."""
     shared: dict[tuple[bytes, bytes, int], Any] = {}
+    split: dict[bytes, tuple[bytes, bytes]] = {}  # a fan-out's cells: one column, a version per row
     by_row: dict[bytes, list[Any]] = {}
     count = 0
     for row, column, value, timestamp in cells:
         key = (column, value, check_timestamp(timestamp))  # checked first: True == 1 as a key
         cell = shared.get(key)
         if cell is None:
-            family, qualifier = _split(column)
+            parts = split.get(column)
+            if parts is None:
+                parts = split[column] = _split(column)
+            family, qualifier = parts
             cell = shared[key] = THRIFT2.TColumnValue(
                 family=family, qualifier=qualifier, value=check_value(value), timestamp=timestamp,
             )

@@ -221,3 +221,46 @@ def test_a_pairs_placeholder_renders_one_row_constructor_per_pair() -> None:
     assert stmt.endswith("WHERE (from_id, to_id) IN ((%s, %s), (%s, %s))")
     with pytest.raises(ValueError, match="needs at least one pair"):
         sql("map_sequences_of_pairs", database="appdata_s00001", table="user_follows_user", pairs=0)
+
+
+def test_unmapped_to_names_the_rows_gone_or_moved_and_reads_rows_only_for_a_shard_that_lost_some(
+        appdata: AppData) -> None:
+    users = _users(appdata, 2_400)  # about 600 a shard: two chunks of 500 in each
+    star = users.pop()
+    for i, user in enumerate(users):
+        mappings.add(appdata, USER_FOLLOWS_USER, user, star, 5_000 + i)
+    asked = [(user, 5_000 + i) for i, user in enumerate(users)]
+    unfollowed, refollowed = users[7], users[1_234]
+    mappings.remove(appdata, USER_FOLLOWS_USER, unfollowed, star)
+    mappings.remove(appdata, USER_FOLLOWS_USER, refollowed, star)
+    mappings.add(appdata, USER_FOLLOWS_USER, refollowed, star, 99_999)  # followed again: another time
+    never = users[0]
+    asked += [(never, 1), asked[3]]  # a row never there; a duplicate asked once
+    statements: list[str] = []
+    real_run = appdata.run
+
+    def recording(shard: int, work: object) -> object:
+        statements.append(f"shard {shard}")
+        return real_run(shard, work)  # type: ignore[arg-type]
+
+    appdata.run = recording  # type: ignore[method-assign,assignment]
+    try:
+        missing = mappings.unmapped_to(appdata, USER_FOLLOWS_USER, asked, star)
+    finally:
+        appdata.run = real_run  # type: ignore[method-assign]
+    assert missing == {(unfollowed, 5_007), (refollowed, 5_000 + 1_234), (never, 1)}
+    # A count for each chunk of each shard; rows read again only for the
+    # chunks that fell short (at most three here).
+    chunks = sum(-(-n // 500) for n in _per_shard(appdata, [u for u, _s in dict.fromkeys(asked)]))
+    assert chunks <= len(statements) <= chunks + 3
+    assert mappings.unmapped_to(appdata, USER_FOLLOWS_USER, [], star) == set()
+    with pytest.raises(ValueError):
+        mappings.unmapped_to(appdata, USER_FOLLOWS_USER, [(users[0], 1)], 12345)  # not a user id
+
+
+def _per_shard(appdata: AppData, ids: list[int]) -> list[int]:
+    from collections import Counter
+
+    from tasks.appdata.ids import split_id
+
+    return list(Counter(split_id(i).shard for i in ids).values())

@@ -128,6 +128,12 @@ SELECT to_id, sequence FROM {database}.{table} WHERE from_id = %s AND to_id IN (
 -- lookups of the primary key). Args: to_id, then the from_ids.
 SELECT from_id, sequence FROM {database}.{table} WHERE to_id = %s AND from_id IN ({ids})
 
+-- name: map_count_sequences_to
+-- How many of these (from_id, sequence) rows to one to_id exist (from_ids
+-- of one shard; point lookups of the by_sequence index, nothing returned
+-- but the count). Args: to_id, then from_id, sequence of each pair.
+SELECT COUNT(*) FROM {database}.{table} WHERE to_id = %s AND (from_id, sequence) IN ({pairs})
+
 -- name: map_sequences_of_pairs
 -- The sequence of each (from_id, to_id) row that exists among these pairs
 -- (from_ids of one shard). Args: from_id, to_id of each pair.
