@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,19 +184,25 @@ def unmapped_to(store: AppData, table: MappingTable, rows: Iterable[tuple[int, i
     for from_id, sequence in dict.fromkeys(rows):
         by_shard[_check(table, from_id)].append((from_id, sequence))
     missing: set[tuple[int, int]] = set()
+    for shard, database, part in _pair_chunks(store, by_shard):
+        stmt = sql("map_count_sequences_to", database=database, table=table.name, pairs=len(part))
+        ((count,),) = store.run(shard, fetcher(stmt, [to_id, *(value for row in part for value in row)]))
+        if int(count) == len(part):
+            continue
+        now = sequences_to(store, table, (from_id for from_id, _s in part), to_id)
+        missing.update((from_id, sequence) for from_id, sequence in part if now.get(from_id) != sequence)
+    return missing
+
+
+def _pair_chunks(store: AppData, by_shard: dict[int, list[tuple[int, int]]]
+                 ) -> Iterator[tuple[int, str, list[tuple[int, int]]]]:
+    """Each shard's pairs, with its database, in chunks of 500 (a pair is
+    two of a statement's 1,000 arguments)."""
     step = IN_LIST_MAX // 2
     for shard, wanted in by_shard.items():
         database = store.locate(shard).database
         for start in range(0, len(wanted), step):
-            part = wanted[start : start + step]
-            stmt = sql("map_count_sequences_to", database=database, table=table.name, pairs=len(part))
-            args = [to_id, *(value for row in part for value in row)]
-            ((count,),) = store.run(shard, fetcher(stmt, args))
-            if int(count) == len(part):
-                continue
-            now = sequences_to(store, table, (from_id for from_id, _s in part), to_id)
-            missing.update((from_id, sequence) for from_id, sequence in part if now.get(from_id) != sequence)
-    return missing
+            yield shard, database, wanted[start : start + step]
 
 
 def sequences_of_pairs(
@@ -209,14 +215,10 @@ def sequences_of_pairs(
     for from_id, to_id in dict.fromkeys(pairs):
         by_shard[_check(table, from_id, to_id)].append((from_id, to_id))
     found: dict[tuple[int, int], int] = {}
-    step = IN_LIST_MAX // 2
-    for shard, wanted in by_shard.items():
-        database = store.locate(shard).database
-        for start in range(0, len(wanted), step):
-            part = wanted[start : start + step]
-            stmt = sql("map_sequences_of_pairs", database=database, table=table.name, pairs=len(part))
-            args = [value for pair in part for value in pair]
-            found.update(((int(f), int(t)), int(s)) for f, t, s in store.run(shard, fetcher(stmt, args)))
+    for shard, database, part in _pair_chunks(store, by_shard):
+        stmt = sql("map_sequences_of_pairs", database=database, table=table.name, pairs=len(part))
+        args = [value for pair in part for value in pair]
+        found.update(((int(f), int(t)), int(s)) for f, t, s in store.run(shard, fetcher(stmt, args)))
     return found
 
 
