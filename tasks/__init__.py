@@ -1,4 +1,4 @@
 """Job logic run by the workers: app-data access (sharded MySQL), HBase
 schemas and access, fan-out, follow/unfollow, feed trimming and reads, the
-typeahead index, and bulk backfills (see ../shared/DESIGN.md, "HBase and the
-tasks"). Here so far: ``tasks.hbase``, the HBase access every feed task uses."""
+typeahead index, and bulk backfills. Each package's docstring says what it
+holds; docs/feeds.md, docs/typeahead.md and docs/hbase.md describe them."""
