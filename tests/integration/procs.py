@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pinlater import Ack
 from pinlater.errors import DequeueRateLimited
@@ -10,11 +11,16 @@ from pinlater.service import JobService
 from pinlater.settings import Settings
 
 
-def drain(settings: Settings, queue: str, batch: int, idle_polls: int, name: str) -> list[str]:
-    """Dequeue and ACK until the queue stays empty; returns what it got."""
+def drain(settings: Settings, queue: str, batch: int, idle_polls: int, name: str, ready: Any = None) -> list[str]:
+    """Dequeue and ACK until the queue stays empty; returns what it got.
+    With ``ready`` (a barrier shared by the drainers), start only once every
+    drainer is connected: a spawned process can take seconds to start on a
+    busy machine, and the first could drain everything meanwhile."""
     got: list[str] = []
     empty = 0
     with JobService.from_settings(settings, source=f"drainer-{name}") as client:
+        if ready is not None:
+            ready.wait(timeout=120)
         pending: list[Ack] = []
         while empty < idle_polls:
             jobs = client.dequeue(queue, batch, succeeded=pending)

@@ -31,8 +31,9 @@ def test_four_processes_drain_each_job_exactly_once(servers: None, setup: str, q
         assert len(set(descriptors)) == JOBS
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:
-            futures = [pool.submit(drain, settings, queue_name, 50, 6, str(i)) for i in range(PROCESSES)]
+        with context.Manager() as manager, ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:
+            ready = manager.Barrier(PROCESSES)
+            futures = [pool.submit(drain, settings, queue_name, 50, 6, str(i), ready) for i in range(PROCESSES)]
             results = [f.result(timeout=600) for f in futures]
 
         everything = [d for r in results for d in r]
