@@ -110,14 +110,18 @@ class FeedWorld:
         return {q: c["failed"] for q, c in self.counts().items() if c["failed"]}
 
     def statuses(self, queue: str, state: str = "succeeded") -> list[str]:
-        """The custom statuses of every job of ``queue`` in ``state``."""
+        """The custom statuses of every job of ``queue`` in ``state``; for
+        "pending", those waiting out a retry delay too (a scan of pending
+        jobs alone gives the runnable ones)."""
         out: list[str] = []
-        for priority in (1, 2, 3):
-            continuation = "0"
-            while continuation != "-1":
-                result = self.service.scan(queue, state, priority=priority, continuation=continuation, limit=1000)
-                out.extend(job.custom_status for job in result.jobs)
-                continuation = result.continuation
+        for future in (False, True) if state == "pending" else (False,):
+            for priority in (1, 2, 3):
+                continuation = "0"
+                while continuation != "-1":
+                    result = self.service.scan(queue, state, priority=priority, future=future,
+                                               continuation=continuation, limit=1000)
+                    out.extend(job.custom_status for job in result.jobs)
+                    continuation = result.continuation
         return out
 
 
