@@ -22,8 +22,13 @@ class Schema(enum.Enum):
     TALL = "tall"  # a row per name token + contact, neighbours per (user, source)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Source:
+    """One of the constants below, compared and hashed by identity: every
+    index place holds one, and a backfill page hashes places millions of
+    times (a generated field-by-field hash was a tenth of its CPU). A copy
+    or an unpickled one is the constant again."""
+
     name: str
     code: int
     schema: Schema
@@ -32,6 +37,9 @@ class Source:
     @property
     def code_byte(self) -> bytes:
         return bytes([self.code])
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return source_named, (self.name,)
 
 
 MUTUAL = Source("mutual", 1, Schema.WIDE)
