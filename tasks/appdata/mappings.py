@@ -29,7 +29,7 @@ from typing import Any
 from pymysql.cursors import Cursor as DbCursor
 
 from tasks.appdata.ids import expect_type
-from tasks.appdata.sql import sql
+from tasks.appdata.sql import packed, packed_pairs, sql
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import MappingTable
 
@@ -235,9 +235,18 @@ def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int])
         database = store.locate(shard).database
         for start in range(0, len(ids), IN_LIST_MAX):
             part = ids[start : start + IN_LIST_MAX]
-            stmt = sql("map_rows_from_many", database=database, table=table.name, ids=len(part))
-            for from_id, to_id, sequence in store.run(shard, fetcher(stmt, part)):
-                out.setdefault(int(from_id), {})[int(to_id)] = int(sequence)
+            stmt = packed(sql("map_rows_from_many_packed", database=database, table=table.name, ids=len(part)))
+            cut: list[int] = []
+            for from_id, found, text in store.run(shard, fetcher(stmt, part)):
+                rows = packed_pairs(text, int(found))
+                if rows is None:
+                    cut.append(int(from_id))
+                else:
+                    out[int(from_id)] = rows
+            if cut:  # a mapping too long to pack: its rows one by one
+                stmt = sql("map_rows_from_many", database=database, table=table.name, ids=len(cut))
+                for from_id, to_id, sequence in store.run(shard, fetcher(stmt, cut)):
+                    out.setdefault(int(from_id), {})[int(to_id)] = int(sequence)
     return out
 
 

@@ -15,7 +15,7 @@ from pymysql.cursors import Cursor
 from tasks.appdata.ids import IdParts, InvalidId, ObjectType, make_id, split_id
 from tasks.appdata.mappings import executor
 from tasks.appdata.shardmap import Server
-from tasks.appdata.sql import sql
+from tasks.appdata.sql import packed, sql
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import OBJECT_TABLES
 
@@ -138,6 +138,61 @@ def get(store: AppData, object_id: int) -> AppObject | None:
     return found[0] if found else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One IN list of a batch get: local ids of one type in one database."""
+
+    database: str
+    shard: int
+    type: ObjectType
+    locals: list[int]
+
+    def render(self, name: str) -> str:
+        return sql(name, database=self.database, table=OBJECT_TABLES[self.type], ids=len(self.locals))
+
+
+def _union(store: AppData, server: Server, stmt: str, args: list[Any]) -> tuple[tuple[Any, ...], ...]:
+    def fetch(cursor: Cursor) -> tuple[tuple[Any, ...], ...]:
+        cursor.execute(stmt, args)
+        return cursor.fetchall()
+
+    return store.pool(server).run(fetch)
+
+
+def _read_packed(store: AppData, server: Server, pieces: list[_Piece]) -> list[tuple[_Piece, list[Any] | None]]:
+    """Each piece's rows as ``[local_id, created_at, data]`` lists, data
+    decoded, in one statement; None for a piece whose aggregate the server
+    cut (or sent as NULL), or holding a blob JSON_EXTRACT could not read."""
+    stmt = packed("\nUNION ALL\n".join(f"({piece.render('get_objects_packed')})" for piece in pieces))
+    args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
+    out: list[tuple[_Piece, list[Any] | None]] = []
+    for number, count, text in _union(store, server, stmt, args):
+        rows: list[Any] | None = [] if not count else None
+        if count and text is not None:
+            try:
+                decoded = json.loads(text)
+            except ValueError:  # cut short
+                decoded = None
+            if isinstance(decoded, list) and len(decoded) == int(count) and all(r[2] is not None for r in decoded):
+                rows = decoded
+        out.append((pieces[int(number)], rows))
+    return out
+
+
+def _read_rows(store: AppData, server: Server, pieces: list[_Piece]) -> list[AppObject]:
+    """The objects of ``pieces`` read row by row (what could not be packed)."""
+    out: list[AppObject] = []
+    for start in range(0, len(pieces), UNION_MAX):
+        batch = pieces[start : start + UNION_MAX]
+        stmt = "\nUNION ALL\n".join(f"({piece.render('get_objects')})" for piece in batch)
+        args = [a for piece in batch for a in (piece.shard, int(piece.type), *piece.locals)]
+        for shard, type_number, local, created, blob in _union(store, server, stmt, args):
+            type_ = ObjectType(int(type_number))
+            oid = make_id(int(shard), type_, int(local))
+            out.append(AppObject(oid, type_, int(created), json.loads(blob)))
+    return out
+
+
 def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None) -> list[AppObject]:
     """The objects of ``ids`` in the order given, leaving out ids with no row
     (deleted or never made). Ids of any types may be mixed; with ``kind``,
@@ -158,27 +213,21 @@ def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None)
         wanted[where.server][(where.database, p.shard, p.type)].append(p.local)
     found: dict[int, AppObject] = {}
     for server, groups in wanted.items():
-        pieces: list[tuple[str, list[int]]] = []
-        for (database, shard, type_), locals_ in groups.items():
-            stmt = sql("get_objects", database=database, table=OBJECT_TABLES[type_], ids=min(len(locals_), IN_LIST_MAX))
-            for start in range(0, len(locals_), IN_LIST_MAX):
-                chunk = locals_[start : start + IN_LIST_MAX]
-                if len(chunk) < IN_LIST_MAX:
-                    stmt = sql("get_objects", database=database, table=OBJECT_TABLES[type_], ids=len(chunk))
-                pieces.append((stmt, [shard, int(type_), *chunk]))
+        pieces = [
+            _Piece(database, shard, type_, locals_[start : start + IN_LIST_MAX])
+            for (database, shard, type_), locals_ in groups.items()
+            for start in range(0, len(locals_), IN_LIST_MAX)
+        ]
+        cut: list[_Piece] = []
         for start in range(0, len(pieces), UNION_MAX):
-            batch = pieces[start : start + UNION_MAX]
-            stmt = "\nUNION ALL\n".join(f"({text})" for text, _ in batch)
-            args = [a for _, piece_args in batch for a in piece_args]
-
-            def fetch(cursor: Cursor, stmt: str = stmt, args: list[int] = args) -> tuple[tuple[Any, ...], ...]:
-                cursor.execute(stmt, args)
-                return cursor.fetchall()
-
-            for shard, type_number, local, created, blob in store.pool(server).run(fetch):
-                type_ = ObjectType(int(type_number))
-                oid = make_id(int(shard), type_, int(local))
-                found[oid] = AppObject(oid, type_, int(created), json.loads(blob))
+            for piece, rows in _read_packed(store, server, pieces[start : start + UNION_MAX]):
+                if rows is None:
+                    cut.append(piece)
+                    continue
+                for local, created, data in rows:
+                    oid = make_id(piece.shard, piece.type, local)
+                    found[oid] = AppObject(oid, piece.type, created, data)
+        found.update((obj.id, obj) for obj in _read_rows(store, server, cut))
     return [found[i] for i in ids if i in found]
 
 

@@ -264,3 +264,29 @@ def _per_shard(appdata: AppData, ids: list[int]) -> list[int]:
     from tasks.appdata.ids import split_id
 
     return list(Counter(split_id(i).shard for i in ids).values())
+
+
+def test_rows_from_many_unpacks_each_mapping_and_reads_a_cut_one_row_by_row(
+        appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.appdata import sql as sql_module
+
+    users = _users(appdata, 700)
+    busy, few, single, none = users[0], users[1], users[2], users[3]
+    expected: dict[int, dict[int, int]] = {busy: {}, few: {}, single: {}}
+    for i, to in enumerate(users[4:]):  # 696 rows: far longer than the small limit below
+        mappings.add(appdata, USER_FOLLOWS_USER, busy, to, T0 + i)
+        expected[busy][to] = T0 + i
+    for to, sequence in zip(users[10:13], (mappings.SEQUENCE_MIN, -1, (1 << 63) - 1), strict=True):
+        mappings.add(appdata, USER_FOLLOWS_USER, few, to, sequence)
+        expected[few][to] = sequence
+    mappings.add(appdata, USER_FOLLOWS_USER, single, users[20], 12_345_678)
+    expected[single][users[20]] = 12_345_678
+    asked = [none, busy, few, single, busy]
+    assert mappings.rows_from_many(appdata, USER_FOLLOWS_USER, asked) == expected
+
+    # Cut: "to_id 12345678" one byte short still splits into two numbers; only
+    # the length says it was cut, and the row-by-row read gives the truth.
+    monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", len(f"{users[20]} 12345678") - 1)
+    assert mappings.rows_from_many(appdata, USER_FOLLOWS_USER, asked) == expected
+    monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 100)
+    assert mappings.rows_from_many(appdata, USER_FOLLOWS_USER, asked) == expected

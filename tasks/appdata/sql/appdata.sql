@@ -73,6 +73,13 @@ INSERT INTO {database}.{table} (created_at, data) VALUES {rows}
 -- joined by UNION ALL). Args: shard, type, then the local ids.
 SELECT %s AS shard, %s AS type, local_id, created_at, data FROM {database}.{table} WHERE local_id IN ({ids})
 
+-- name: get_objects_packed
+-- The same rows packed (see ``packed`` in sql.py): one row per IN list, its
+-- number, how many rows matched, and those rows as one JSON array of
+-- [local_id, created_at, data]. Joined by UNION ALL like get_objects.
+-- Args: the IN list's number, then the local ids.
+SELECT %s AS piece, COUNT(*) AS found, JSON_ARRAYAGG(JSON_ARRAY(local_id, created_at, JSON_EXTRACT(data, '$'))) AS packed FROM {database}.{table} WHERE local_id IN ({ids})
+
 -- name: max_local_id
 -- The highest local id handed out on this shard so far (0: none): a bulk
 -- backfill pages a shard's objects from 1 to it.
@@ -222,3 +229,8 @@ SELECT account, user_id FROM {database}.{table} WHERE account IN ({ids})
 -- name: map_rows_from_many
 -- Every row of several from_ids of one shard (a backfill or verify page).
 SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids})
+
+-- name: map_rows_from_many_packed
+-- The same rows packed (see ``packed`` in sql.py): per from_id, how many
+-- rows, and "to_id sequence to_id sequence ...".
+SELECT from_id, COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence SEPARATOR ' ') AS packed FROM {database}.{table} WHERE from_id IN ({ids}) GROUP BY from_id
