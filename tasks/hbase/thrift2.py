@@ -16,12 +16,12 @@ fails there with one clear line, not on the first write.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
-from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.thrift import TApplicationException, TClient, TMessageType
 from thriftpy2.transport.buffered import TCyBufferedTransport  # type: ignore[attr-defined]
 from thriftpy2.transport.socket import TSocket
 
@@ -39,7 +39,8 @@ class _Connection:
         self.transport = TCyBufferedTransport(
             _Socket(address.host, address.port, socket_timeout=millis, connect_timeout=millis)
         )
-        self.client: Any = TClient(THRIFT2.THBaseService, TCyBinaryProtocol(self.transport))
+        self.protocol = TCyBinaryProtocol(self.transport)
+        self.client: Any = TClient(THRIFT2.THBaseService, self.protocol)
 
     def open(self) -> _Connection:
         self.transport.open()
@@ -56,6 +57,28 @@ class _Connection:
             name = THRIFT2.TThriftServerType._VALUES_TO_NAMES.get(kind, kind)
             raise NotThrift2Server(f"not a Thrift2 server: getThriftServerType() answers {name} (a Thrift1 port?)")
         return self
+
+    def call_encoded(self, method: str, body: bytes) -> Any:
+        """Call ``method`` with its arguments already encoded (``body``: the
+        args struct, as ``tasks.hbase.encode`` writes it); the answer, or
+        the error, as thriftpy2's client would give them."""
+        self.protocol.write_message_begin(method, TMessageType.CALL, 0)
+        self.transport.write(body)
+        self.protocol.write_message_end()
+        self.transport.flush()
+        _name, kind, _seqid = self.protocol.read_message_begin()
+        if kind == TMessageType.EXCEPTION:
+            error = TApplicationException()
+            self.protocol.read_struct(error)
+            self.protocol.read_message_end()
+            raise error
+        result = getattr(THRIFT2.THBaseService, f"{method}_result")()
+        self.protocol.read_struct(result)
+        self.protocol.read_message_end()
+        for field, value in vars(result).items():  # a declared exception the server threw
+            if field != "success" and value is not None:
+                raise value
+        return getattr(result, "success", None)
 
     def close(self) -> None:
         self.transport.close()
@@ -91,7 +114,7 @@ class Thrift2Pool:
                 return self._idle.pop()
         return _Connection(self.address, self.limits.call_timeout_s).open()
 
-    def _once(self, operation: str, fn: Callable[[Any], T]) -> T:
+    def _once(self, operation: str, fn: Callable[[_Connection], T]) -> T:
         if not self._slots.acquire(timeout=self.limits.pool_wait_s):
             raise HBaseUnavailable(
                 self.cluster, str(self.address), operation,
@@ -100,7 +123,7 @@ class Thrift2Pool:
         try:
             connection = self._take()
             try:
-                result = fn(connection.client)
+                result = fn(connection)
             except SERVER_ERRORS:
                 self._give_back(connection)  # a whole answer was read: the stream is in step
                 raise
@@ -129,7 +152,18 @@ class Thrift2Pool:
         ``THBaseService``. A broken connection is retried up to ``attempts``
         times if the call is idempotent; whatever still fails raises an
         ``HBaseError`` naming the cluster, this address and ``operation``."""
-        return with_retries(self.limits.attempts if idempotent else 1, lambda: self._once(operation, fn))
+        return with_retries(self.limits.attempts if idempotent else 1,
+                            lambda: self._once(operation, lambda connection: fn(connection.client)))
+
+    def call_encoded(self, operation: str, method: str, bodies: Sequence[bytes]) -> None:
+        """Call ``method`` once per pre-encoded ``body``, in order, on one
+        connection (retried as ``run`` retries an idempotent call): for
+        writes whose arguments cost more to build as structs than to send."""
+        def calls(connection: _Connection) -> None:
+            for body in bodies:
+                connection.call_encoded(method, body)
+
+        with_retries(self.limits.attempts, lambda: self._once(operation, calls))
 
     def close(self) -> None:
         """Close the idle connections (one in use is kept by its call and

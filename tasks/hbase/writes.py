@@ -26,9 +26,10 @@ at t1 < t2 whatever order the workers run them in. The three kinds:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple, get_args
 
+from tasks.hbase import encode
 from tasks.hbase.cells import check_column, check_family, check_row, check_timestamp, check_value
 from tasks.hbase.errors import HBaseRequestFailed
 from tasks.hbase.idl import THRIFT2
@@ -68,19 +69,19 @@ def _split(column: bytes) -> tuple[bytes, bytes]:
     return family, qualifier
 
 
-def _in_calls(by_row: dict[bytes, list[Any]], batch_size: int, cells: Callable[[Any], int]) -> list[list[Any]]:
-    """The mutations of each row, rows in key order (the region server inserts
-    a sorted batch into its memstore with better locality, and splits it by
-    region in one pass), in calls of about ``batch_size`` cells, whole rows."""
+def _rows_in_calls(cells: Mapping[bytes, int], batch_size: int) -> list[list[bytes]]:
+    """Rows (with their number of cells) in key order (the region server
+    inserts a sorted batch into its memstore with better locality, and
+    splits it by region in one pass), in calls of about ``batch_size``
+    cells, whole rows."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    calls: list[list[Any]] = []
-    chunk: list[Any] = []
+    calls: list[list[bytes]] = []
+    chunk: list[bytes] = []
     size = 0
-    for row in sorted(by_row):
-        mutations = by_row[row]
-        chunk.extend(mutations)
-        size += sum(cells(m) for m in mutations)
+    for row in sorted(cells):
+        chunk.append(row)
+        size += cells[row]
         if size >= batch_size:
             calls.append(chunk)
             chunk, size = [], 0
@@ -100,37 +101,33 @@ def put_versions(
     its own timestamp: one ``TPut`` per row, in ``putMultiple`` calls of about
     ``batch_size`` cells. Returns the number of cells written.
 
-    A fan-out puts one cell into a thousand rows: equal cells share one
-    ``TColumnValue``, built and checked once."""
-    shared: dict[tuple[bytes, bytes, int], Any] = {}
-    split: dict[bytes, tuple[bytes, bytes]] = {}  # a fan-out's cells: one column, a version per row
-    by_row: dict[bytes, list[Any]] = {}
+    The calls are encoded here from the values (``tasks.hbase.encode``), not
+    built as structs. A fan-out puts one cell into a thousand rows: equal
+    cells are checked and encoded once."""
+    shared: dict[tuple[bytes, bytes, int], bytes] = {}
+    heads: dict[bytes, bytes] = {}  # a fan-out's cells: one column, a version per row
+    by_row: dict[bytes, list[bytes]] = {}
     count = 0
     for row, column, value, timestamp in cells:
         key = (column, value, check_timestamp(timestamp))  # checked first: True == 1 as a key
-        cell = shared.get(key)
-        if cell is None:
-            parts = split.get(column)
-            if parts is None:
-                parts = split[column] = _split(column)
-            family, qualifier = parts
-            cell = shared[key] = THRIFT2.TColumnValue(
-                family=family, qualifier=qualifier, value=check_value(value), timestamp=timestamp,
-            )
-        by_row.setdefault(check_row(row), []).append(cell)
+        encoded = shared.get(key)
+        if encoded is None:
+            head = heads.get(column)
+            if head is None:
+                head = heads[column] = encode.column_head(*_split(column))
+            encoded = shared[key] = encode.cell(head, check_value(value), timestamp)
+        values = by_row.get(row)
+        if values is None:
+            values = by_row[check_row(row)] = []
+        values.append(encoded)
         count += 1
     if not count:
         return 0
-    puts = {row: [THRIFT2.TPut(row=row, columnValues=values)] for row, values in by_row.items()}
-    calls = _in_calls(puts, batch_size, lambda put: len(put.columnValues))
     name = pool.table_name(table).encode()
-
-    def work(client: Any) -> int:
-        for batch in calls:
-            client.putMultiple(name, batch)
-        return count
-
-    return pool.thrift2.run(f"put {count} cells into {table}", work)
+    calls = _rows_in_calls({row: len(values) for row, values in by_row.items()}, batch_size)
+    bodies = [encode.put_multiple_args(name, [encode.put(row, by_row[row]) for row in rows]) for rows in calls]
+    pool.thrift2.call_encoded(f"put {count} cells into {table}", "putMultiple", bodies)
+    return count
 
 
 def _delete_column(column: bytes, timestamp: int, kind: str) -> Any:
@@ -164,7 +161,8 @@ def delete_versions(
     by_row: dict[bytes, list[Any]] = {}
     for (row, kind), columns in by_row_kind.items():
         by_row.setdefault(row, []).append(THRIFT2.TDelete(row=row, columns=columns, deleteType=_DELETE_TYPES[kind]))
-    calls = _in_calls(by_row, batch_size, lambda delete: len(delete.columns))
+    sizes = {row: sum(len(delete.columns) for delete in deletes) for row, deletes in by_row.items()}
+    calls = [[delete for row in rows for delete in by_row[row]] for rows in _rows_in_calls(sizes, batch_size)]
     name = pool.table_name(table).encode()
     operation = f"delete {count} versions from {table}"
 

@@ -17,7 +17,7 @@ from tasks.hbase import (
 )
 from tasks.hbase.reads import page_filter
 from tasks.hbase.settings import Address
-from tasks.hbase.writes import _in_calls
+from tasks.hbase.writes import _rows_in_calls
 
 NOWHERE = Address("127.0.0.1", 1)
 POOL = ClusterPool("unused", NOWHERE, thrift2_address=NOWHERE)  # never reached: the checks fail first
@@ -92,11 +92,11 @@ def test_get_versions_checks_its_arguments() -> None:
 
 
 def test_calls_hold_whole_rows_in_key_order() -> None:
-    by_row = {b"c": ["c1", "c2"], b"a": ["a1"], b"b": ["b1", "b2", "b3"], b"d": ["d1"]}
-    assert _in_calls(by_row, 3, lambda _: 1) == [["a1", "b1", "b2", "b3"], ["c1", "c2", "d1"]]
-    assert _in_calls(by_row, 1, lambda _: 1) == [["a1"], ["b1", "b2", "b3"], ["c1", "c2"], ["d1"]]
+    cells = {b"c": 2, b"a": 1, b"b": 3, b"d": 1}
+    assert _rows_in_calls(cells, 3) == [[b"a", b"b"], [b"c", b"d"]]
+    assert _rows_in_calls(cells, 1) == [[b"a"], [b"b"], [b"c"], [b"d"]]
     with pytest.raises(ValueError, match="batch_size"):
-        _in_calls(by_row, 0, lambda _: 1)
+        _rows_in_calls(cells, 0)
 
 
 def test_page_filter() -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
+from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
 from tasks.hbase import (
     FOLLOWING_FEED,
@@ -19,6 +21,7 @@ from tasks.hbase import (
     put_versions,
     read_columns,
 )
+from tasks.hbase.idl import THRIFT2
 from tasks.hbase.reads import scan_range, scan_rows
 
 FEED = FOLLOWING_FEED.name
@@ -157,10 +160,27 @@ class CallLog:
         return call
 
 
+def decoded(method: str, body: bytes) -> Any:
+    """A pre-encoded call's arguments, read back by thriftpy2."""
+    args = getattr(THRIFT2.THBaseService, f"{method}_args")()
+    TCyBinaryProtocol(TCyMemoryBuffer(body)).read_struct(args)
+    return args
+
+
 def logged_calls(pool: ClusterPool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, list[bytes]]]:
+    """Records every Thrift2 call's (method, number of mutations, rows),
+    whether made through the client or pre-encoded."""
     log: list[tuple[str, int, list[bytes]]] = []
-    run = pool.thrift2.run
+    run, call_encoded = pool.thrift2.run, pool.thrift2.call_encoded
+
+    def logged(operation: str, method: str, bodies: list[bytes]) -> None:
+        for body in bodies:
+            puts = decoded(method, body).tputs
+            log.append((method, len(puts), [put.row for put in puts]))
+        call_encoded(operation, method, bodies)
+
     monkeypatch.setattr(pool.thrift2, "run", lambda op, fn, **kw: run(op, lambda c: fn(CallLog(c, log)), **kw))
+    monkeypatch.setattr(pool.thrift2, "call_encoded", logged)
     return log
 
 
