@@ -14,7 +14,7 @@ from pymysql.cursors import Cursor
 
 from tasks.appdata.ids import IdParts, InvalidId, ObjectType, make_id, split_id
 from tasks.appdata.mappings import executor
-from tasks.appdata.shardmap import Server
+from tasks.appdata.shardmap import Server, ShardLocation
 from tasks.appdata.sql import packed, sql
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import OBJECT_TABLES
@@ -208,8 +208,11 @@ def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None)
         parts[object_id] = p
     # server -> (database, shard, type) -> local ids
     wanted: dict[Server, dict[tuple[str, int, ObjectType], list[int]]] = defaultdict(lambda: defaultdict(list))
+    located: dict[int, ShardLocation] = {}  # a page asks for thousands of ids on a few shards
     for p in parts.values():
-        where = store.locate(p.shard)
+        where = located.get(p.shard)
+        if where is None:
+            where = located[p.shard] = store.locate(p.shard)
         wanted[where.server][(where.database, p.shard, p.type)].append(p.local)
     found: dict[int, AppObject] = {}
     for server, groups in wanted.items():
