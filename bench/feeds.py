@@ -41,6 +41,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client  # noqa: E402
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
-from bench.support import open_loop, percentile_ms, rotating  # noqa: E402
+from bench.support import cpu_snapshot, cpu_spent, open_loop, percentile_ms, rotating  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -209,10 +210,22 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
         return raw_round(hbase, pages, pins, pool_procs, thrift2)
 
+    cpu: dict[str, list[dict[str, float]]] = {"tasks": [], "raw": [], "raw_thrift2": []}
+
+    def costed(name: str, measure: Callable[[], float]) -> Callable[[], float]:
+        def run() -> float:
+            before = cpu_snapshot()
+            seconds = measure()
+            cpu[name].append(cpu_spent(before, cpu_snapshot()))
+            return seconds
+
+        return run
+
     with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeeds"):
         task_round(service, actions, celebrity, board, 1)  # warm: workers up, connections open
-        raw_s, raw2_s, task_s = rotating(args.rounds, lambda: raw(False), lambda: raw(True),
-                                         lambda: task_round(service, actions, celebrity, board, args.pins))
+        raw_s, raw2_s, task_s = rotating(
+            args.rounds, costed("raw", lambda: raw(False)), costed("raw_thrift2", lambda: raw(True)),
+            costed("tasks", lambda: task_round(service, actions, celebrity, board, args.pins)))
     raw_rate = cells / statistics.median(raw_s)
     raw2_rate = cells / statistics.median(raw2_s)
     task_rate = cells / statistics.median(task_s)
@@ -223,6 +236,10 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         "tasks_s": task_s, "raw_s": raw_s,
         "raw_thrift2_cells_per_s": raw2_rate, "raw_thrift2_s": raw2_s,
         "ratio_to_faster_raw": task_rate / max(raw_rate, raw2_rate),
+        # CPU seconds a round, per writer: the machine's, each server kind's, and
+        # the rest ("clients": Celery workers, or the raw writers' processes).
+        "cpu_s_per_round": {name: {kind: round(statistics.mean(r[kind] for r in runs), 2) for kind in runs[0]}
+                            for name, runs in cpu.items()},
     }
 
 
@@ -358,6 +375,9 @@ def main() -> int:
     print(f"  raw Thrift2 putMultiple:    {fanout['raw_thrift2_cells_per_s']:,.0f} cells/s (a timestamp per cell)")
     print(f"  ratio: {fanout['ratio']:.2f} of raw happybase, "
           f"{fanout['ratio_to_faster_raw']:.2f} of the faster raw writer")
+    print("  CPU seconds a round (the machine's, then by process kind; clients = the rest):")
+    for name, spent in fanout["cpu_s_per_round"].items():
+        print(f"    {name:12} " + ", ".join(f"{kind} {value:.1f}" for kind, value in spent.items()))
     reads = read_bench(args, store, pair, hbase, FeedSettings.from_env(env))
     print(f"reads: {reads['rate_per_s']:.0f}/s for {reads['seconds']:.0f} s, 25 pins a page, "
           f"cut-off {reads['cutoff_ms']:.0f} ms, shadow share {reads['shadow_share']}")

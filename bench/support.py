@@ -1,6 +1,7 @@
 """Helpers shared by the HBase benchmarks (bench/feeds.py, bench/typeahead.py):
 an open-loop request driver, percentiles, rounds that rotate which
-measurement goes first, and the region servers' GC pauses."""
+measurement goes first, the region servers' GC pauses, and the CPU the
+machine and its servers spent."""
 
 from __future__ import annotations
 
@@ -95,3 +96,47 @@ def gc_pauses(cluster: str, since: float, until: float) -> dict[str, float]:
                 if since <= at <= until:
                     pauses.append(float(match.group(2)))
     return {"count": len(pauses), "max_ms": max(pauses, default=0.0), "total_ms": round(sum(pauses), 1)}
+
+
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# Server processes by a word of their command line (HBase standalone runs its
+# region server inside the master's JVM).
+SERVER_KINDS = (("thrift2.ThriftServer", "hbase_thrift2"), ("thrift.ThriftServer", "hbase_thrift1"),
+                ("HMaster", "hbase_region_server"), ("mariadbd", "mariadb"), ("redis-server", "redis"))
+
+
+def cpu_snapshot() -> dict[str, float]:
+    """CPU seconds so far: ``machine`` (every core, busy time, from
+    /proc/stat: processes that exited count too) and each kind of server
+    process (``SERVER_KINDS``). Two snapshots' difference is what a phase
+    cost; with nothing else running, the machine's less the servers' is
+    what the benchmark's own processes (workers, clients) spent."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    out = {"machine": (user + nice + system + irq + softirq + steal) * _TICK_S}
+    for kind in dict(SERVER_KINDS).values():
+        out[kind] = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                times = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        for word, kind in SERVER_KINDS:
+            if word.encode() in command:
+                out[kind] += (int(times[11]) + int(times[12])) * _TICK_S
+                break
+    return out
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What happened between two ``cpu_snapshot``s, and ``clients``: the
+    machine's CPU less the servers'."""
+    spent = {kind: round(after[kind] - before[kind], 2) for kind in before}
+    spent["clients"] = round(spent["machine"] - sum(v for k, v in spent.items() if k != "machine"), 2)
+    return spent

@@ -16,6 +16,14 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert fanout["tasks_cells_per_s"] > 0 and fanout["raw_cells_per_s"] > 0 and fanout["ratio"] > 0
     assert fanout["raw_thrift2_cells_per_s"] > 0 and 0 < fanout["ratio_to_faster_raw"] <= fanout["ratio"]
     assert fanout["cells_per_round"] == fanout["followers"] * fanout["pins"] * 2
+    # Every writer's round cost the machine CPU, part of it in the region servers,
+    # and the servers' share never exceeds the machine's.
+    for spent in fanout["cpu_s_per_round"].values():
+        assert spent["machine"] > 0 and spent["hbase_region_server"] > 0
+        servers = sum(v for k, v in spent.items() if k not in ("machine", "clients"))
+        assert servers <= spent["machine"] + 0.05
+        assert spent["clients"] == pytest.approx(spent["machine"] - servers, abs=0.02)
+    assert fanout["cpu_s_per_round"]["tasks"]["mariadb"] > 0  # the fan-out reads the follows
     assert reads["up"]["served_by"] == {"primary": reads["up"]["requests"]}
     # Stalled: every read still answered, by the standby.
     assert reads["stalled"]["errors"] == 0 and set(reads["stalled"]["served_by"]) == {"standby"}
