@@ -227,9 +227,9 @@ def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None)
                 if rows is None:
                     cut.append(piece)
                     continue
+                base = make_id(piece.shard, piece.type, 1) - 1  # + a local id the database gave back
                 for local, created, data in rows:
-                    oid = make_id(piece.shard, piece.type, local)
-                    found[oid] = AppObject(oid, piece.type, created, data)
+                    found[base + local] = AppObject(base + local, piece.type, created, data)
         found.update((obj.id, obj) for obj in _read_rows(store, server, cut))
     return [found[i] for i in ids if i in found]
 
