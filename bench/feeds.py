@@ -41,7 +41,6 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client  # noqa: E402
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
-from bench.support import cpu_snapshot, cpu_spent, open_loop, percentile_ms, rotating  # noqa: E402
+from bench.support import CpuCost, open_loop, percentile_ms, rotating  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -210,22 +209,12 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         pins = [(random.randrange(1, 2**36), int(time.time() * 1000) + i) for i in range(args.pins)]
         return raw_round(hbase, pages, pins, pool_procs, thrift2)
 
-    cpu: dict[str, list[dict[str, float]]] = {"tasks": [], "raw": [], "raw_thrift2": []}
-
-    def costed(name: str, measure: Callable[[], float]) -> Callable[[], float]:
-        def run() -> float:
-            before = cpu_snapshot()
-            seconds = measure()
-            cpu[name].append(cpu_spent(before, cpu_snapshot()))
-            return seconds
-
-        return run
-
+    cpu = CpuCost()
     with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeeds"):
         task_round(service, actions, celebrity, board, 1)  # warm: workers up, connections open
         raw_s, raw2_s, task_s = rotating(
-            args.rounds, costed("raw", lambda: raw(False)), costed("raw_thrift2", lambda: raw(True)),
-            costed("tasks", lambda: task_round(service, actions, celebrity, board, args.pins)))
+            args.rounds, cpu.costed("raw", lambda: raw(False)), cpu.costed("raw_thrift2", lambda: raw(True)),
+            cpu.costed("tasks", lambda: task_round(service, actions, celebrity, board, args.pins)))
     raw_rate = cells / statistics.median(raw_s)
     raw2_rate = cells / statistics.median(raw2_s)
     task_rate = cells / statistics.median(task_s)
@@ -238,8 +227,7 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         "ratio_to_faster_raw": task_rate / max(raw_rate, raw2_rate),
         # CPU seconds a round, per writer: the machine's, each server kind's, and
         # the rest ("clients": Celery workers, or the raw writers' processes).
-        "cpu_s_per_round": {name: {kind: round(statistics.mean(r[kind] for r in runs), 2) for kind in runs[0]}
-                            for name, runs in cpu.items()},
+        "cpu_s_per_round": cpu.mean(),
     }
 
 

@@ -140,3 +140,25 @@ def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     spent = {kind: round(after[kind] - before[kind], 2) for kind in before}
     spent["clients"] = round(spent["machine"] - sum(v for k, v in spent.items() if k != "machine"), 2)
     return spent
+
+
+class CpuCost:
+    """The CPU each named measurement's runs cost (``cpu_spent`` of each):
+    wrap a measurement with ``costed`` before handing it to ``rotating``."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[dict[str, float]]] = {}
+
+    def costed(self, name: str, measure: Callable[[], float]) -> Callable[[], float]:
+        def run() -> float:
+            before = cpu_snapshot()
+            seconds = measure()
+            self.runs.setdefault(name, []).append(cpu_spent(before, cpu_snapshot()))
+            return seconds
+
+        return run
+
+    def mean(self, per: float = 1.0) -> dict[str, dict[str, float]]:
+        """Each name's mean CPU seconds a run, by kind, divided by ``per``."""
+        return {name: {kind: round(sum(r[kind] for r in runs) / len(runs) / per, 4) for kind in runs[0]}
+                for name, runs in self.runs.items()}

@@ -369,6 +369,9 @@ def report(result: dict[str, Any]) -> None:
           f"{fill['raw_thrift2_cells_per_s']:9,.0f} cells/s  (rounds {rounds2} s)")
     print(f"  ratio (rebuild / raw happybase): {fill['ratio']:.2f}; "
           f"(rebuild / raw Thrift2): {fill['ratio_thrift2']:.2f}")
+    print("  CPU ms a user (the machine's, then by process kind; clients = the writer's own processes):")
+    for name, spent in fill["cpu_ms_per_user"].items():
+        print(f"    {name:12} " + ", ".join(f"{kind} {value:.2f}" for kind, value in spent.items()))
     print(f"lookups: {look['rate_per_s']:.0f}/s for {look['seconds']:.0f} s per phase, {look['threads']} threads, "
           f"limit {look['limit']}, tall scan limit {look['tall_scan_limit']}; ms from the scheduled time")
     print("  phase       answered   p50     p90     p99     max  >25ms | service p99  hbase p99  decode p99  "

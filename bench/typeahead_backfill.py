@@ -24,7 +24,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]
 
-from bench.support import rotating
+from bench.support import CpuCost, rotating
 from tasks.appdata.store import AppData
 from tasks.hbase import ClusterPair, HBaseSettings
 from tasks.hbase.idl import THRIFT2
@@ -187,7 +187,9 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         written["raw_thrift2"].append(count)
         return elapsed
 
-    rebuild_s, raw_s, raw2_s = rotating(rounds, rebuild, raw, raw2)
+    cpu = CpuCost()
+    rebuild_s, raw_s, raw2_s = rotating(rounds, cpu.costed("rebuild", rebuild), cpu.costed("raw", raw),
+                                        cpu.costed("raw_thrift2", raw2))
     rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
     raw2_median = statistics.median(raw2_s)
     return {
@@ -201,4 +203,7 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         "raw_thrift2_s": raw2_s,
         "raw_thrift2_users_per_s": users / raw2_median, "raw_thrift2_cells_per_s": cells / raw2_median,
         "ratio_thrift2": raw2_median / rebuild_median,
+        # CPU ms a user, per writer: the machine's, each server kind's, and the
+        # writer's own processes ("clients"); both cores are busy for every writer.
+        "cpu_ms_per_user": cpu.mean(per=users / 1000),
     }

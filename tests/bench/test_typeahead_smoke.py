@@ -21,6 +21,9 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
                                      "raw_thrift2": [fill["cells"]]}
     assert fill["rebuild_users_per_s"] > 0 and fill["raw_users_per_s"] > 0 and fill["ratio"] > 0
     assert fill["raw_thrift2_users_per_s"] > 0 and fill["ratio_thrift2"] > 0
+    for spent in fill["cpu_ms_per_user"].values():  # every writer cost CPU, some of it in the region server
+        assert spent["machine"] > 0 and spent["hbase_region_server"] > 0
+    assert fill["cpu_ms_per_user"]["rebuild"]["mariadb"] > 0  # the rebuild reads the truth; the raw loops do not
     assert lookups["settle_s"] > 0 and lookups["during_backfill"]["processes"] == 1
     for p in (lookups["users"], lookups["celebrity"], *(lookups["during_backfill"][k] for k in ("users", "celebrity"))):
         # Every lookup answered, by the primary, and most found something.
