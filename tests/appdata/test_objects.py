@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -86,13 +87,13 @@ def test_batch_get_unpacks_every_kind_of_blob_and_reads_a_cut_in_list_row_by_row
         appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
     from tasks.appdata import sql as sql_module
 
-    blobs = [
+    blobs: list[dict[str, Any]] = [
         {}, {"name": "Zoë \"Z\" O'Brien\n\t\\ 😀 \u2028"}, {"f": 1.5, "e": 1e-7, "big": 2**70, "neg": -(2**63)},
         {"nested": {"list": [None, True, False, [], {}], "s": "</script>"}}, {"x": "y" * 5000},
     ]
     made = [objects.create(appdata, ObjectType.BOARD, shard % 4, blob) for shard, blob in enumerate(blobs)]
     made += [objects.create(appdata, ObjectType.BOARD, 2, {"i": i}) for i in range(1_500)]  # two IN lists
-    wanted = [o.id for o in made][::-1] + [make_id(1, ObjectType.BOARD, 10**9)]
+    wanted = [*(o.id for o in reversed(made)), make_id(1, ObjectType.BOARD, 10**9)]
     assert objects.get_many(appdata, wanted) == made[::-1]
     assert [o.data for o in objects.get_many(appdata, [o.id for o in made[:5]])] == blobs
     monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 300)  # every IN list but the tiny ones is cut
