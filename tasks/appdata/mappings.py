@@ -224,7 +224,8 @@ def sequences_of_pairs(
 
 def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, dict[int, int]]:
     """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
-    shards; one query per shard and 1,000 ids). For pages of a backfill or
+    shards; one query per shard and 1,000 ids), each id's rows in to_id
+    order. For pages of a backfill or
     a verify pass: the whole mapping of each id, so keep pages small when
     some ids have huge ones."""
     by_shard: dict[int, list[int]] = defaultdict(list)

@@ -228,9 +228,10 @@ SELECT account, user_id FROM {database}.{table} WHERE account IN ({ids})
 
 -- name: map_rows_from_many
 -- Every row of several from_ids of one shard (a backfill or verify page).
-SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids})
+SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids}) ORDER BY from_id, to_id
 
 -- name: map_rows_from_many_packed
 -- The same rows packed (see ``packed`` in sql.py): per from_id, how many
--- rows, and "to_id sequence to_id sequence ...".
-SELECT from_id, COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence SEPARATOR ' ') AS packed FROM {database}.{table} WHERE from_id IN ({ids}) GROUP BY from_id
+-- rows, and "to_id sequence to_id sequence ..." in to_id order (without an
+-- order the plan decides it, and two reads of the same rows could differ).
+SELECT from_id, COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence ORDER BY to_id SEPARATOR ' ') AS packed FROM {database}.{table} WHERE from_id IN ({ids}) GROUP BY from_id
