@@ -1,6 +1,6 @@
 """Reads: paged reads of one wide row, server-side with ColumnPaginationFilter,
 and range scans, each in one Thrift2 call; ``get_versions`` reads every
-version of cells through Thrift2; the sweep's and the tools' scans go through
+version of cells through Thrift2 (``scan_versions``, of a range); the sweep's and the tools' scans go through
 happybase (Thrift1), where a scan of many rows streams in batches.
 
 Columns come back in HBase's order (lexicographic by qualifier), so with the
@@ -251,10 +251,43 @@ def get_versions(
         out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]] = {}
         for chunk in calls:
             for get, result in zip(chunk, client.getMultiple(name, chunk), strict=True):
-                # HBase's order: by column, and within a column newest first.
-                for cell in result.columnValues:
-                    versions = out.setdefault(get.row, {}).setdefault(cell.family + b":" + cell.qualifier, [])
-                    versions.append((cell.timestamp, cell.value))
+                _add_versions(out, get.row, result.columnValues)
         return out
 
     return pool.thrift2.run(f"get versions of {len(rows)} rows of {table}", work)
+
+
+def _add_versions(out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]], row: bytes, cells: list[Any]) -> None:
+    # HBase's order: by column, and within a column newest first.
+    for cell in cells:
+        out.setdefault(row, {}).setdefault(cell.family + b":" + cell.qualifier, []).append((cell.timestamp, cell.value))
+
+
+def scan_versions(
+    pool: ClusterPool,
+    table: str,
+    *,
+    start: bytes,
+    stop: bytes,
+    columns: list[bytes],
+    max_versions: int = ALL_VERSIONS,
+    page: int = 2000,
+) -> dict[bytes, dict[bytes, list[tuple[int, bytes]]]]:
+    """What ``get_versions`` gives, for every row in [start, stop) holding
+    one of ``columns`` (families or ``b"family:qualifier"``): a Thrift2
+    scan in calls of ``page`` rows, each starting after the last row of the
+    one before."""
+    if not 0 < max_versions <= ALL_VERSIONS:
+        raise ValueError(f"max_versions must be in 1..{ALL_VERSIONS}, got {max_versions}")
+    if not 0 < page <= 100_000:
+        raise ValueError(f"page must be in 1..100000, got {page}")
+    wanted = [_get_column(c) for c in columns]
+    out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]] = {}
+    while True:
+        scan = THRIFT2.TScan(startRow=start, stopRow=stop, columns=wanted, maxVersions=max_versions)
+        results = _scan(pool, table, scan, page, f"scan versions of {table} from {start[:40]!r}")
+        for result in results:
+            _add_versions(out, result.row, result.columnValues)
+        if len(results) < page:
+            return out
+        start = results[-1].row + b"\x00"

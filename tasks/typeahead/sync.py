@@ -23,7 +23,7 @@ from tasks.typeahead.entries import MEMBER_FAMILY, WIDE_TABLE, row_prefix
 from tasks.typeahead.jobs import RenameJob
 from tasks.typeahead.sources import Schema, Source
 from tasks.typeahead.truth import Place, Slot
-from tasks.typeahead.writer import held_places, settle
+from tasks.typeahead.writer import held_members, settle
 
 
 def follow_changed(store: AppData, pool: ClusterPool, follower: int, followee: int, at_ms: int) -> int:
@@ -73,11 +73,14 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     died also revisits what the first run wrote. The truth is read a whole
     owner at a time (a page's places are all of its owners' places): the
     read that names the places is step 1's truth too, and step 3 reads
-    the owners again rather than looking up each place."""
+    the owners again rather than looking up each place. Likewise the one
+    read of every member record the owners have on the cluster names the
+    places it holds and is step 1's read of them."""
     def read(places: Sequence[Place]) -> dict[Place, Slot]:
         return truth.owners_truth(store, sorted({owner for owner, _s, _k in places})).slots(places)
 
     read_at = now_ms()
     found = truth.owners_truth(store, owners)
-    places = found.places() + held_places(pool, owners)
-    return settle(store, pool, places, read_truth=read, first=(read_at, found.slots(places)))
+    held = held_members(pool, owners)
+    places = found.places() + list(held)
+    return settle(store, pool, places, read_truth=read, first=(read_at, found.slots(places), held))

@@ -48,7 +48,7 @@ from tasks.appdata.store import AppData, now_ms
 from tasks.errors import TryLater
 from tasks.hbase import ClusterPool, delete_versions, put_versions
 from tasks.hbase.cells import ALL_VERSIONS
-from tasks.hbase.reads import get_rows, get_versions, scan_range
+from tasks.hbase.reads import get_versions, scan_versions
 from tasks.typeahead import truth
 from tasks.typeahead.entries import (
     MEMBER_FAMILY,
@@ -88,7 +88,13 @@ class Version:
     """One version of a place's member record on the cluster."""
 
     at: int
-    tokens: tuple[str, ...]
+    record: bytes
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The tokens the record lists. Read only for a version that goes: a
+        page rebuilt over an index that is already right parses none."""
+        return member_tokens(self.record)
 
 
 def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list[Version]]:
@@ -112,13 +118,13 @@ def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list
             for place in ps:
                 versions = rows.get(row, {}).get(member_column(place[2]), [])
                 if versions:
-                    found[place] = [Version(ts, member_tokens(value)) for ts, value in versions]
+                    found[place] = [Version(ts, value) for ts, value in versions]
     if tall:
         rows = get_versions(pool, TALL_TABLE, sorted(tall), columns=[TALL_MEMBER], max_versions=ALL_VERSIONS)
         for row, place in tall.items():
             versions = rows.get(row, {}).get(TALL_MEMBER, [])
             if versions:
-                found[place] = [Version(ts, member_tokens(value)) for ts, value in versions]
+                found[place] = [Version(ts, value) for ts, value in versions]
     return found
 
 
@@ -195,23 +201,29 @@ def _apply(pool: ClusterPool, plan: Plan) -> int:
             + sum(delete_versions(pool, table, planned) for table, planned in sorted(gone.items())))
 
 
-def held_places(pool: ClusterPool, owners: Sequence[int]) -> list[Place]:
-    """Every place the cluster holds a member record for, of ``owners``:
-    one read of their wide rows, one scan of their tall member rows."""
+def held_members(pool: ClusterPool, owners: Sequence[int]) -> dict[Place, list[Version]]:
+    """What ``read_members`` gives for every place of ``owners`` the cluster
+    holds a member record for, without naming the places: one read of
+    every version of their wide rows' member family, one scan of their
+    tall member rows."""
     if not owners:
-        return []
-    out: list[Place] = []
+        return {}
+    found: dict[Place, list[Version]] = {}
     wide = [row_prefix(owner, source) for owner in owners for source in WIDE]
-    for row, columns in get_rows(pool, WIDE_TABLE, wide, columns=[MEMBER_FAMILY.rstrip(b":")]).items():
+    family = MEMBER_FAMILY.rstrip(b":")
+    for row, columns in get_versions(pool, WIDE_TABLE, wide, columns=[family], max_versions=ALL_VERSIONS).items():
         owner, source = split_wide_row(row)
-        out += [(owner, source, column[len(MEMBER_FAMILY):].decode()) for column in columns]
+        for column, versions in columns.items():
+            found[(owner, source, column[len(MEMBER_FAMILY):].decode())] = [
+                Version(ts, value) for ts, value in versions]
     wanted = set(owners)
     for start, stop in owner_ranges(owners):
-        for row, _cells in scan_range(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER]):
+        rows = scan_versions(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER])
+        for row, cells in rows.items():
             owner, source, _token, key = split_tall_row(row)
-            if owner in wanted:
-                out.append((owner, source, key))
-    return out
+            if owner in wanted and (held := cells.get(TALL_MEMBER)):
+                found[(owner, source, key)] = [Version(ts, value) for ts, value in held]
+    return found
 
 
 def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
@@ -222,16 +234,19 @@ def put_entries(pool: ClusterPool, entries: Iterable[Entry]) -> int:
 
 
 TruthReader = Callable[[Sequence[Place]], dict[Place, Slot]]
+# Step 1 already done: when the truth was read, what it says, the member records.
+First = tuple[int, dict[Place, Slot], dict[Place, list[Version]]]
 
 
 def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms: int | None = None,
-           read_truth: TruthReader | None = None, first: tuple[int, dict[Place, Slot]] | None = None) -> int:
+           read_truth: TruthReader | None = None, first: First | None = None) -> int:
     """Makes ``places`` hold what MySQL says on this cluster (see the
     module's docstring); ``at_ms``: the time of the event that changed them,
     when known (an unfollow's), to delete up to. ``read_truth`` reads what
     places should hold (``truth.slots`` unless given); ``first``: step 1's
-    truth already read, and the time taken just before that read. The
-    cells written and deleted. Raises ``IndexBusy`` when the truth kept
+    truth already read, the time taken just before that read, and every
+    version of its places' member records read after it (``held_members``).
+    The cells written and deleted. Raises ``IndexBusy`` when the truth kept
     changing."""
     todo = list(dict.fromkeys(places))
     read = read_truth or (lambda wanted: truth.slots(store, wanted, at_ms))
@@ -241,11 +256,11 @@ def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms:
         if not todo:
             return changed
         if first is not None:
-            (read_at, want), first = first, None
+            (read_at, want, members), first = first, None
         else:
             read_at = now_ms()
             want = read(todo)
-        members = read_members(pool, todo)
+            members = read_members(pool, todo)
         changed += _apply(pool, plan([want[p] for p in todo], members, read_at, mine))
         mine.update((p, slot.entry.version) for p in todo if (slot := want[p]).entry is not None)
         again = read(todo)

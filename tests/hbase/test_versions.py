@@ -22,7 +22,7 @@ from tasks.hbase import (
     read_columns,
 )
 from tasks.hbase.idl import THRIFT2
-from tasks.hbase.reads import scan_range, scan_rows
+from tasks.hbase.reads import scan_range, scan_rows, scan_versions
 
 FEED = FOLLOWING_FEED.name
 WIDE = TYPEAHEAD_WIDE.name
@@ -239,6 +239,29 @@ def test_get_versions_reads_each_rows_own_columns_in_bounded_calls(
     }
     # A call closes once it lists 4 columns (a row without any counts one).
     assert [rs for _, _, rs in log] == [rows[:4], rows[4:]]
+
+
+def test_scan_versions_pages_a_range_and_reads_what_get_versions_does(pair: ClusterPair, row: bytes) -> None:
+    """Every version of the asked columns of each row in [start, stop), over
+    calls of ``page`` rows, each picking up after the last: the same as a
+    get of those rows; rows without those columns are not in it."""
+    pool = pair.primary
+    keys = [row + b"-%02d" % i for i in range(7)]
+    put_versions(pool, WIDE, [(k, b"m:x", b"%s@%d" % (k[-2:], t), t) for k in keys for t in (3, 1, 2)])
+    put_versions(pool, WIDE, [(keys[3], b"m:y", b"y", 8), (keys[5], b"c:t", b"t", 4)])
+    put_versions(pool, WIDE, [(row + b"-04x", b"c:t", b"t", 4)])  # in range, none of the columns
+    every = get_versions(pool, WIDE, keys, columns=[b"m"])
+    assert every[keys[0]] == {b"m:x": [(3, b"00@3"), (2, b"00@2"), (1, b"00@1")]}
+    for page in (1, 2, 3, 7, 100):
+        assert scan_versions(pool, WIDE, start=keys[0], stop=keys[-1] + b"\x00", columns=[b"m"], page=page) == every
+    assert scan_versions(pool, WIDE, start=keys[2], stop=keys[4], columns=[b"m:y"], page=1) == {
+        keys[3]: {b"m:y": [(8, b"y")]}}
+    assert scan_versions(pool, WIDE, start=keys[0], stop=keys[2], columns=[b"m:x"], max_versions=1) == {
+        k: {b"m:x": [(3, k[-2:] + b"@3")]} for k in keys[:2]}
+    with pytest.raises(ValueError, match=r"page must be in 1\.\.100000"):
+        scan_versions(pool, WIDE, start=keys[0], stop=keys[1], columns=[b"m"], page=0)
+    with pytest.raises(ValueError, match="max_versions"):
+        scan_versions(pool, WIDE, start=keys[0], stop=keys[1], columns=[b"m"], max_versions=0)
 
 
 def test_scan_rows_reads_a_range_in_one_call_as_scan_range_does(pair: ClusterPair, row: bytes) -> None:

@@ -11,11 +11,20 @@ import pytest
 from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import PRIMARY, ClusterPair
-from tasks.typeahead import sync, verify
-from tasks.typeahead.entries import TOKEN_FAMILY, WIDE_TABLE, row_prefix, token_qualifier
+from tasks.hbase.idl import THRIFT2
+from tasks.typeahead import sync, verify, writer
+from tasks.typeahead.entries import (
+    TALL_TABLE,
+    TOKEN_FAMILY,
+    WIDE_TABLE,
+    Entry,
+    owner_ranges,
+    row_prefix,
+    token_qualifier,
+)
 from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.jobs import RenameJob
-from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWING, Schema
+from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, WIDE, Schema
 from tasks.typeahead.truth import owner_places, user_key
 from tests.typeahead.helpers import differences, found, users
 
@@ -205,10 +214,39 @@ def test_a_huge_tall_source_is_narrowed_by_the_querys_other_tokens(appdata: AppD
     assert found(narrow, star, "johnathan zz") == []
 
 
-def test_a_rebuild_reads_each_wide_row_for_its_own_members_only(
+class _LoggedGets:
+    """A Thrift2 client that notes the gets and scans asked of it."""
+
+    def __init__(self, client: Any, asked: list[tuple[str, bytes, list[Any]]]) -> None:
+        self.client, self.asked = client, asked
+
+    def __getattr__(self, method: str) -> Any:
+        return getattr(self.client, method)
+
+    def getMultiple(self, table: bytes, gets: list[Any]) -> Any:  # noqa: N802 (Thrift's name)
+        self.asked.append(("get", table, gets))
+        return self.client.getMultiple(table, gets)
+
+    def getScannerResults(self, table: bytes, scan: Any, limit: int) -> Any:  # noqa: N802 (Thrift's name)
+        self.asked.append(("scan", table, [scan]))
+        return self.client.getScannerResults(table, scan, limit)
+
+
+def _log_gets(pool: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bytes, list[Any]]]:
+    asked: list[tuple[str, bytes, list[Any]]] = []
+    run = pool.thrift2.run
+
+    def logged(op: str, fn: Any, **kw: Any) -> Any:
+        return run(op, lambda client: fn(_LoggedGets(client, asked)), **kw)
+
+    monkeypatch.setattr(pool.thrift2, "run", logged)
+    return asked
+
+
+def test_a_settle_reads_each_wide_row_for_its_own_members_only(
     appdata: AppData, pair: ClusterPair, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A page's member read lists, for each wide row, the columns of that
+    """A settle's member read lists, for each wide row, the columns of that
     row's places, not every row's: a union would make the Thrift2 server
     hold rows x columns in one request (it ran out of heap at 500 users)."""
     ann, bob, cat, dan, eve = users(appdata, "Ann Archer", "Bob Baker", "Cat Cole", "Dan Dale", "Eve Ely")
@@ -217,29 +255,53 @@ def test_a_rebuild_reads_each_wide_row_for_its_own_members_only(
     follow(appdata, pair, dan, eve)
     pool = pair.primary
     wide_table = pool.table_name(WIDE_TABLE).encode()
-    asked: dict[bytes, int] = {}
-
-    class Logged:
-        def __init__(self, client: Any) -> None:
-            self.client = client
-
-        def __getattr__(self, method: str) -> Any:
-            return getattr(self.client, method)
-
-        def getMultiple(self, table: bytes, gets: list[Any]) -> Any:  # noqa: N802 (Thrift's name)
-            if table == wide_table:
-                asked.update((get.row, len(get.columns or ())) for get in gets)
-            return self.client.getMultiple(table, gets)
-
-    run = pool.thrift2.run
-
-    def logged(op: str, fn: Any, **kw: Any) -> Any:
-        return run(op, lambda client: fn(Logged(client)), **kw)
-
-    monkeypatch.setattr(pool.thrift2, "run", logged)
-    sync.rebuild(appdata, pool, [ann, dan])
+    asked = _log_gets(pool, monkeypatch)
+    writer.settle(appdata, pool, owner_places(appdata, [ann, dan]))
+    columns = {get.row: len(get.columns or ()) for kind, table, gets in asked
+               if kind == "get" and table == wide_table for get in gets}
     wide = {place[:2] for place in owner_places(appdata, [ann, dan]) if place[1].schema is Schema.WIDE}
-    assert asked[row_prefix(ann, FOLLOWING)] == 2
-    assert asked[row_prefix(dan, FOLLOWING)] == 1
-    assert len(asked) == len(wide)
+    assert columns[row_prefix(ann, FOLLOWING)] == 2
+    assert columns[row_prefix(dan, FOLLOWING)] == 1
+    assert len(columns) == len(wide)
     assert differences(appdata, pair, [ann, bob, cat, dan, eve]) == {"primary": 0, "standby": 0}
+
+
+def test_a_rebuild_reads_its_owners_member_records_once_and_repairs_what_they_show(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backfill page reads every member record of its owners in one read
+    of their wide rows' member family and one scan of their tall member
+    rows, not again place by place, and from that read alone deletes a
+    stale name's cells and the places the truth no longer fills (wide and
+    tall)."""
+    ann, bob, cat, dan, zed = users(appdata, "Ann Archer", "Bob Baker", "Cat Cole", "Dan Dale", "Zed Zulu")
+    follow(appdata, pair, ann, bob)
+    follow(appdata, pair, cat, ann)
+    follow(appdata, pair, dan, ann)
+    pool = pair.primary
+    old = now_ms() - 60_000  # older than any truth read's clock margin
+    writer.put_entries(pool, [
+        Entry(ann, FOLLOWING, user_key(bob), "Olaf Oldname", bob, old),
+        Entry(ann, FOLLOWING, user_key(zed), "Zed Zulu", zed, old),
+        Entry(ann, FOLLOWERS, user_key(zed), "Zed Zulu", zed, old),
+    ])
+    assert found(index, ann, "olaf") == [("Olaf Oldname", "following")]
+    assert found(index, ann, "zed") == [("Zed Zulu", "following")]
+    stale = {(d.owner, d.source, d.key) for d in verify.diff(appdata, pool, [ann])}
+    assert stale == {(ann, "following", user_key(bob)), (ann, "following", user_key(zed)),
+                     (ann, "followers", user_key(zed))}
+    wide_table, tall_table = (pool.table_name(t).encode() for t in (WIDE_TABLE, TALL_TABLE))
+    asked = _log_gets(pool, monkeypatch)
+    sync.rebuild(appdata, pool, [ann, dan])
+    wide_gets = [gets for kind, table, gets in asked if kind == "get" and table == wide_table]
+    tall = [(kind, scans) for kind, table, scans in asked if table == tall_table]
+    assert len(wide_gets) == 1
+    assert {get.row for get in wide_gets[0]} == {row_prefix(o, s) for o in (ann, dan) for s in WIDE}
+    assert all(get.columns == [THRIFT2.TColumn(family=b"m")] for get in wide_gets[0])
+    assert [kind for kind, _scans in tall] == ["scan"] * len(owner_ranges([ann, dan]))  # a range per shard
+    assert all(scans[0].columns == [THRIFT2.TColumn(family=b"c", qualifier=b"m")] for _kind, scans in tall)
+    assert found(index, ann, "olaf") == []
+    assert found(index, ann, "zed") == []
+    assert found(index, ann, "bob") == [("Bob Baker", "following")]
+    assert {source for _name, source in found(index, ann, "cat")} == {"followers"}
+    assert differences(appdata, pair, [ann, bob, cat, dan, zed]) == {"primary": 0, "standby": 0}
