@@ -73,14 +73,21 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     died also revisits what the first run wrote. The truth is read a whole
     owner at a time (a page's places are all of its owners' places): the
     read that names the places is step 1's truth too, and step 3 reads
-    the owners again rather than looking up each place. Likewise the one
+    the owners again rather than looking up each place (and builds their
+    entries again only if what it read differs). Likewise the one
     read of every member record the owners have on the cluster names the
     places it holds and is step 1's read of them."""
     def read(places: Sequence[Place]) -> dict[Place, Slot]:
-        return truth.owners_truth(store, sorted({owner for owner, _s, _k in places})).slots(places)
+        # The whole page again, also for a later round's few places: the
+        # same owners read the same records when nothing changed.
+        records = truth.read_owners(store, owners)
+        if records != last[0].records:
+            last[0] = truth.truth_of(records)
+        return last[0].slots(places)
 
     read_at = now_ms()
     found = truth.owners_truth(store, owners)
+    last = [found]  # the latest truth read: records equal to its make the same entries
     held = held_members(pool, owners)
     places = found.places() + list(held)
     return settle(store, pool, places, read_truth=read, first=(read_at, found.slots(places), held))

@@ -50,6 +50,20 @@ Place = tuple[int, Source, str]  # owner, source, contact key
 
 
 @dataclass(frozen=True, slots=True)
+class OwnersRecords:
+    """The app data a whole-owner truth is computed from, as read: equal
+    records make the same truth, so a re-read that finds them unchanged
+    need not build the entries again."""
+
+    owners: tuple[int, ...]
+    followees: dict[int, dict[int, int]]
+    followers: dict[int, dict[int, int]]
+    imports: dict[int, list[contacts.SourceImport]]
+    names: dict[int, Name]
+    accounts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class OwnersTruth:
     """Every entry the truth fills for some owners (every source), read at
     once, and the time of each of their imports: enough to say what any
@@ -58,6 +72,7 @@ class OwnersTruth:
     by_owner: dict[int, list[Entry]]
     entries: dict[Place, Entry]
     imported_at: dict[tuple[int, str], int]  # (owner, source name): the import's time
+    records: OwnersRecords
 
     def places(self) -> list[Place]:
         return list(self.entries)
@@ -77,7 +92,12 @@ class OwnersTruth:
 
 
 def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
-    """Every entry of every source of ``owners``: the follow graph read in
+    """Every entry of every source of ``owners``."""
+    return truth_of(read_owners(store, owners))
+
+
+def read_owners(store: AppData, owners: Sequence[int]) -> OwnersRecords:
+    """What ``owners``' truth is computed from: the follow graph read in
     one query per shard and mapping, names in one per server."""
     followees = mappings.rows_from_many(store, USER_FOLLOWS_USER, owners)
     followers = mappings.rows_from_many(store, USER_FOLLOWED_BY_USER, owners)
@@ -87,11 +107,17 @@ def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
     accounts = contacts.resolve_accounts(
         store, (a for imps in imports.values() for imp in imps for c in imp.contacts for a in c.accounts(imp.source))
     )
+    return OwnersRecords(tuple(owners), followees, followers, imports, names, accounts)
+
+
+def truth_of(records: OwnersRecords) -> OwnersTruth:
+    """The entries ``records`` make."""
+    names, accounts = records.names, records.accounts
     by_owner: dict[int, list[Entry]] = {}
     imported_at: dict[tuple[int, str], int] = {}
-    for owner in owners:
+    for owner in records.owners:
         by_owner[owner] = entries = []
-        outgoing, incoming = followees.get(owner, {}), followers.get(owner, {})
+        outgoing, incoming = records.followees.get(owner, {}), records.followers.get(owner, {})
         for contact, at in outgoing.items():
             if contact in names:
                 entries.append(_graph_entry(owner, FOLLOWING, contact, names[contact], at))
@@ -100,11 +126,11 @@ def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
         for contact, at in incoming.items():
             if contact in names:
                 entries.append(_graph_entry(owner, FOLLOWERS, contact, names[contact], at))
-        for imp in imports.get(owner, []):
+        for imp in records.imports.get(owner, []):
             imported_at[(owner, imp.source)] = imp.updated_at_ms
             entries.extend(import_entries(imp, accounts))
     listed = {(e.owner, e.source, e.key): e for entries in by_owner.values() for e in entries}
-    return OwnersTruth(by_owner, listed, imported_at)
+    return OwnersTruth(by_owner, listed, imported_at, records)
 
 
 def entries_of_owners(store: AppData, owners: Sequence[int]) -> dict[int, list[Entry]]:

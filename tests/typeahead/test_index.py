@@ -12,7 +12,7 @@ from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import PRIMARY, ClusterPair
 from tasks.hbase.idl import THRIFT2
-from tasks.typeahead import sync, verify, writer
+from tasks.typeahead import sync, truth, verify, writer
 from tasks.typeahead.entries import (
     TALL_TABLE,
     TOKEN_FAMILY,
@@ -305,3 +305,43 @@ def test_a_rebuild_reads_its_owners_member_records_once_and_repairs_what_they_sh
     assert found(index, ann, "bob") == [("Bob Baker", "following")]
     assert {source for _name, source in found(index, ann, "cat")} == {"followers"}
     assert differences(appdata, pair, [ann, bob, cat, dan, zed]) == {"primary": 0, "standby": 0}
+
+
+def test_a_rebuild_builds_its_entries_again_only_when_what_it_reads_again_changed(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 3 of a page reads its owners' records again and compares them
+    with step 1's: unchanged, the entries are not built twice; a rename
+    landing between the page's read and its writes is seen there, and the
+    page goes round again and writes the new name."""
+    ann, bob, cat = users(appdata, "Ann Archer", "Bob Baker", "Cat Cole")
+    graph.follow_user(appdata, ann, bob)
+    graph.follow_user(appdata, cat, ann)
+    pool = pair.primary
+    built: list[truth.OwnersRecords] = []
+    truth_of = truth.truth_of
+
+    def counted(records: truth.OwnersRecords) -> truth.OwnersTruth:
+        built.append(records)
+        return truth_of(records)
+
+    monkeypatch.setattr(truth, "truth_of", counted)
+    sync.rebuild(appdata, pool, [ann, cat])
+    assert len(built) == 1
+    assert found(index, ann, "bob") == [("Bob Baker", "following")]
+
+    apply = writer._apply
+    renamed: list[int] = []
+
+    def rename_first(*args: Any) -> int:
+        if not renamed:
+            renamed.append(graph.rename_user(appdata, bob, "Rob Roe")[2])
+        return apply(*args)
+
+    monkeypatch.setattr(writer, "_apply", rename_first)
+    built.clear()
+    sync.rebuild(appdata, pool, [ann, cat])
+    assert renamed and len(built) == 2  # step 1, then step 3 found the rename
+    assert found(index, ann, "rob") == [("Rob Roe", "following")]
+    assert found(index, ann, "bob") == []
+    assert verify.diff(appdata, pool, [ann, cat]) == []
