@@ -1,7 +1,8 @@
 """Reads: paged reads of one wide row, server-side with ColumnPaginationFilter,
-and range scans, each in one Thrift2 call; ``get_versions`` reads every
-version of cells through Thrift2 (``scan_versions``, of a range); the sweep's and the tools' scans go through
-happybase (Thrift1), where a scan of many rows streams in batches.
+and range scans, each in one Thrift2 call; ``get_versions`` (of some rows)
+and ``scan_versions`` (of a range) read every version of cells through
+Thrift2; the sweep's and the tools' scans go through happybase (Thrift1),
+where a scan of many rows streams in batches.
 
 Columns come back in HBase's order (lexicographic by qualifier), so with the
 feed's qualifiers (reverse creation time + pin id) the newest pins first.
