@@ -95,6 +95,14 @@ def match_score(query_tokens: Sequence[str], name_tokens: Sequence[str]) -> floa
     k, n = len(query_tokens), len(name_tokens)
     if k == 0 or k > n:
         return None
+    if k == 1:
+        return _one_token_score(query_tokens[0], name_tokens)
+    return _program_score(query_tokens, name_tokens)
+
+
+def _program_score(query_tokens: Sequence[str], name_tokens: Sequence[str]) -> float | None:
+    """``match_score`` by the dynamic program, for 1 <= k <= n query tokens."""
+    k, n = len(query_tokens), len(name_tokens)
     # options[i]: (position, per-token gain without order) of each name token query token i prefixes.
     options: list[list[tuple[int, float]]] = []
     for q in query_tokens:
@@ -121,6 +129,19 @@ def match_score(query_tokens: Sequence[str], name_tokens: Sequence[str]) -> floa
             return None  # two query tokens need the same name token ("jo jo" on "John Smith")
         layer = following
     return round(max(layer.values()) / k + COVERAGE_WEIGHT * k / n, 6)
+
+
+def _one_token_score(q: str, name_tokens: Sequence[str]) -> float | None:
+    """``match_score`` of a one-token query (most queries): the program's
+    single step, the same arithmetic in the same order, so the same floats."""
+    best = None
+    for position, t in enumerate(name_tokens):
+        if t.startswith(q):
+            value = EXACT_WEIGHT * (t == q) + LENGTH_WEIGHT * len(q) / len(t)
+            value += ORDER_WEIGHT * (1.0 if position == 0 else _IN_ORDER_WITH_GAP)
+            if best is None or value > best:
+                best = value
+    return None if best is None else round(best + COVERAGE_WEIGHT * 1 / len(name_tokens), 6)
 
 
 def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str], limit: int) -> list[Match]:

@@ -9,6 +9,7 @@ follows it: a token never contains it.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 MAX_TOKEN_CHARS = 32
@@ -25,6 +26,15 @@ _LOOKALIKES = str.maketrans({
 # Inside a word they are dropped ("O'Brien" is one token); elsewhere they separate.
 _APOSTROPHES = frozenset("'’‘ʼ`´")
 _MARKS_DROPPED = frozenset({"Mn", "Me"})  # accents; spacing marks (Mc) are vowels of Indic scripts: kept
+# Most names are ASCII once NFKD has split their accents off (the block
+# U+0300..U+036F, all of it Mn) and the look-alikes are replaced: such a
+# name takes one regex instead of a loop over its characters. The regex is
+# the loop's rules restricted to ASCII: letters and digits (NFKD can make
+# capitals: they stay, as in the loop), an apostrophe kept out of a word it
+# sits inside.
+_TO_ASCII = {**dict.fromkeys(range(0x300, 0x370)), **_LOOKALIKES}
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+(?:['`][A-Za-z0-9]+)*")
+_ASCII_TOKEN = re.compile(rf"([A-Za-z0-9]{{1,{MAX_TOKEN_CHARS}}})[A-Za-z0-9]*")  # no apostrophe: cut as found
 
 
 def tokenize(text: str) -> list[str]:
@@ -42,6 +52,17 @@ def tokenize(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"tokenize takes a str, got {type(text).__name__}")
     folded = unicodedata.normalize("NFKD", text[:MAX_INPUT_CHARS].casefold())
+    plain = folded if folded.isascii() else folded.translate(_TO_ASCII)
+    if plain.isascii():
+        if "'" not in plain and "`" not in plain:
+            return _ASCII_TOKEN.findall(plain)[:MAX_TOKENS]
+        words = _ASCII_WORD.findall(plain)[:MAX_TOKENS]
+        return [w.replace("'", "").replace("`", "")[:MAX_TOKEN_CHARS] for w in words]
+    return _tokenize_any(folded)
+
+
+def _tokenize_any(folded: str) -> list[str]:
+    """``tokenize`` of any casefolded NFKD text, character by character."""
     chars = [c for c in folded if unicodedata.category(c) not in _MARKS_DROPPED]
     plain = "".join(chars).translate(_LOOKALIKES)
     tokens: list[str] = []

@@ -7,7 +7,16 @@ import random
 
 import pytest
 
-from tasks.typeahead.rank import MAX_LIMIT, Candidate, Contact, Match, match_score, rank
+from tasks.typeahead.rank import (
+    MAX_LIMIT,
+    Candidate,
+    Contact,
+    Match,
+    _one_token_score,
+    _program_score,
+    match_score,
+    rank,
+)
 from tasks.typeahead.tokens import tokenize
 
 ORDER = ["mutual", "following", "facebook", "gmail"]
@@ -160,3 +169,15 @@ def test_a_name_always_matches_the_query_of_its_own_tokens() -> None:
         shuffled = rng.sample(tokens, len(tokens))
         assert score(" ".join(tokens), name) == pytest.approx(1.0)  # itself, in order: the best score
         assert score(" ".join(t[: rng.randrange(1, len(t) + 1)] for t in shuffled), name) is not None
+
+
+def test_a_one_token_query_scores_what_the_dynamic_program_scores() -> None:
+    # The one-token shortcut must give the program's floats exactly: ranks
+    # compare scores, so a last-bit difference would reorder ties.
+    rng = random.Random(5)
+    words = ["jo", "john", "johnny", "j", "smith", "sm", "o", "oj", "jojo", "王", "иван"]
+    for _ in range(3000):
+        name_tokens = [rng.choice(words) for _ in range(rng.randrange(1, 9))]
+        query = rng.choice(words)[: rng.randrange(1, 5)]
+        assert _one_token_score(query, name_tokens) == _program_score([query], name_tokens), (query, name_tokens)
+    assert _one_token_score("x", ["john"]) is None

@@ -4,10 +4,19 @@ casefolded, any script's letters kept, never a NUL byte in a token."""
 from __future__ import annotations
 
 import random
+import unicodedata
 
 import pytest
 
-from tasks.typeahead.tokens import MAX_INPUT_CHARS, MAX_TOKEN_CHARS, MAX_TOKENS, token_bytes, tokenize
+from tasks.typeahead.tokens import (
+    _TO_ASCII,
+    MAX_INPUT_CHARS,
+    MAX_TOKEN_CHARS,
+    MAX_TOKENS,
+    _tokenize_any,
+    token_bytes,
+    tokenize,
+)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +92,26 @@ def test_properties_on_random_text() -> None:
         for token in tokens:
             assert 0 < len(token) <= MAX_TOKEN_CHARS
             assert b"\x00" not in token_bytes(token)
+
+
+def test_the_ascii_shortcut_tokenizes_as_the_character_loop_does() -> None:
+    # Names that are ASCII once accents are split off take a regex; every
+    # other name the character loop. Both must give the same tokens, for
+    # each code point alone, inside a word and after an apostrophe, and on
+    # random mixes of the characters the rules treat differently.
+    def by_loop(text: str) -> list[str]:
+        return _tokenize_any(unicodedata.normalize("NFKD", text[:MAX_INPUT_CHARS].casefold()))
+
+    # A code point the shortcut can take: it becomes ASCII once folded.
+    shortcut = [c for c in map(chr, range(0x110000))
+                if unicodedata.normalize("NFKD", c.casefold()).translate(_TO_ASCII).isascii()]
+    assert len(shortcut) > 1000
+    for char in shortcut:
+        for text in (char, f"a{char}b", f"x'{char}y", f"{char}'z", f"é{char}"):
+            assert tokenize(text) == by_loop(text), (hex(ord(char)), text)
+    rng = random.Random(9)
+    alphabet = "aAzZ09'` -_,.\x00\t’éÉøßæŁıİ①ﬁＡℌ\u0301\u0300\u036f\u0483王Иοςक\u093e🙂´"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80)))
+        assert tokenize(text) == by_loop(text), text
+    assert tokenize("a" * 40 + "'" + "b" * 5) == ["a" * MAX_TOKEN_CHARS]

@@ -1,0 +1,25 @@
+"""decode_contact: reads back every contact cell the writer makes, and
+refuses anything else with CorruptCell (a lookup then fails over)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.typeahead.entries import CorruptCell, Entry, decode_contact
+from tasks.typeahead.sources import FOLLOWERS
+
+
+@pytest.mark.parametrize(("name", "user_id"),
+                         [("John Smith", 5), ("王小明", None), ('quote " and \\ slash', 0), ("", None)])
+def test_a_written_contact_reads_back(name: str, user_id: int | None) -> None:
+    entry = Entry(owner=1 << 36, source=FOLLOWERS, key="u:5", name=name, user_id=user_id, version=1)
+    assert decode_contact(entry.value()) == (name, user_id)
+
+
+@pytest.mark.parametrize("junk", [
+    b"", b"{", b"null", b"[]", b'{"n":"a"}', b'{"u":1}', b'{"n":1,"u":null}', b'{"n":"a","u":"7"}',
+    b'{"n":"a","u":null} trailing', b'{"n":"a","u":null}{}', b" " + b'{"n":"a","u":null}', b"\xff\xfe",
+])
+def test_anything_else_is_a_corrupt_cell(junk: bytes) -> None:
+    with pytest.raises(CorruptCell):
+        decode_contact(junk)
