@@ -3,7 +3,7 @@
 Every table is made and altered through Thrift2, whose family descriptor
 carries what Thrift1 cannot set: the data block encoding and the block size
 (seed 002's prefix encoding and 16 KB blocks), beside versions, bloom filter,
-block cache and in-memory. A family created with HBase's defaults would keep
+block cache, in-memory and prefetch on open. A family created with HBase's defaults would keep
 one version and 64 KB unencoded blocks, so every family states what it needs.
 
 Two kinds of difference between a table and its definition:
@@ -12,7 +12,8 @@ Two kinds of difference between a table and its definition:
   A family keeping *fewer* versions is altered by any worker that finds it
   (the writers need every version); the others stop the worker with
   ``HBaseSchemaMismatch`` until an operator fixes them.
-- **tuning**: encoding, block size, bloom filter, block cache, in-memory.
+- **tuning**: encoding, block size, bloom filter, block cache, in-memory,
+  prefetch on open.
   A worker logs it once and works on; ``pinlater-hbase tables`` shows it and
   ``--apply`` alters it, online, data kept.
 """
@@ -35,7 +36,10 @@ log = logging.getLogger(__name__)
 
 ENCODINGS = ("NONE", "PREFIX", "DIFF", "FAST_DIFF", "ROW_INDEX_V1")
 BLOOM_FILTERS = ("NONE", "ROW", "ROWCOL")
-TUNING = ("data_block_encoding", "block_size", "bloom_filter_type", "block_cache_enabled", "in_memory")
+TUNING = ("data_block_encoding", "block_size", "bloom_filter_type", "block_cache_enabled", "in_memory",
+          "prefetch_blocks_on_open")
+# A family attribute the Thrift2 descriptor has no field for: set and read as a value.
+PREFETCH = b"PREFETCH_BLOCKS_ON_OPEN"
 # HBase's own bounds on a block size (HColumnDescriptor refuses others).
 MIN_BLOCK_SIZE, MAX_BLOCK_SIZE = 1024, 16 * 1024 * 1024
 
@@ -49,6 +53,9 @@ class Family:
     in_memory: bool = False
     data_block_encoding: str = "FAST_DIFF"
     block_size: int = 64 * 1024
+    # Read every block of a store file into the cache when the file opens (after
+    # a flush, a compaction or a restart), not on the first lookups that miss.
+    prefetch_blocks_on_open: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or ":" in self.name:
@@ -73,6 +80,7 @@ class Family:
             "bloom_filter_type": self.bloom_filter_type,
             "block_cache_enabled": self.block_cache_enabled,
             "in_memory": self.in_memory,
+            "prefetch_blocks_on_open": self.prefetch_blocks_on_open,
         }
 
 
@@ -107,12 +115,15 @@ FOLLOWING_FEED = TableDef(
 # and tall rows per (user, source, token, contact) for huge sources. Member
 # records and tall token cells keep every version, for the same reason as the
 # feed. A lookup reads one user's wide rows (a few KB: 16 KB blocks) or up to
-# a hundred consecutive tall rows (64 KB blocks).
+# a hundred consecutive tall rows (64 KB blocks). The families lookups read are
+# prefetched when a store file opens: a compaction's new file is otherwise
+# read from disk by the lookups that follow it, a celebrity's most of all.
 TYPEAHEAD_WIDE = TableDef(
     "typeahead_wide",
-    (Family("c", block_size=16 * 1024), Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
+    (Family("c", block_size=16 * 1024, prefetch_blocks_on_open=True),
+     Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
 )
-TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS),))
+TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),))
 
 TABLES = (FOLLOWING_FEED, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
@@ -156,6 +167,7 @@ def _found(descriptor: Any) -> dict[str, Any]:
         "bloom_filter_type": _name(THRIFT2.TBloomFilterType, descriptor.bloomnFilterType),
         "block_cache_enabled": bool(descriptor.blockCacheEnabled),
         "in_memory": bool(descriptor.inMemory),
+        "prefetch_blocks_on_open": (descriptor.attributes or {}).get(PREFETCH, b"false").lower() == b"true",
     }
 
 
@@ -167,6 +179,8 @@ def _apply(family: Family, descriptor: Any) -> Any:
     descriptor.bloomnFilterType = getattr(THRIFT2.TBloomFilterType, family.bloom_filter_type)
     descriptor.blockCacheEnabled = family.block_cache_enabled
     descriptor.inMemory = family.in_memory
+    prefetch = b"true" if family.prefetch_blocks_on_open else b"false"
+    descriptor.attributes = {**(descriptor.attributes or {}), PREFETCH: prefetch}
     return descriptor
 
 

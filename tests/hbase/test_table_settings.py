@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tasks.hbase import (
+    ALL_VERSIONS,
     FOLLOWING_FEED,
     TABLES,
     TYPEAHEAD_TALL,
@@ -47,10 +48,15 @@ def test_every_table_reads_back_as_defined_on_both_clusters(pair: ClusterPair) -
                 assert raw.attributes[b"BLOCKSIZE"] == str(family.block_size).encode()
                 assert raw.attributes[b"BLOOMFILTER"] == family.bloom_filter_type.encode()
                 assert raw.attributes[b"VERSIONS"] == str(family.max_versions).encode()
+                prefetch = raw.attributes[b"PREFETCH_BLOCKS_ON_OPEN"]
+                assert prefetch == str(family.prefetch_blocks_on_open).lower().encode()
     # The seed's feed settings in particular: FAST_DIFF keys, 16 KB blocks.
     feed = FOLLOWING_FEED.family("feed")
     assert (feed.data_block_encoding, feed.block_size, feed.bloom_filter_type) == ("FAST_DIFF", 16384, "ROW")
     assert TYPEAHEAD_WIDE.family("c").block_size == 16384 and TYPEAHEAD_TALL.family("c").block_size == 65536
+    # What lookups read is cached as soon as a compaction writes it.
+    assert TYPEAHEAD_WIDE.family("c").prefetch_blocks_on_open and TYPEAHEAD_TALL.family("c").prefetch_blocks_on_open
+    assert not TYPEAHEAD_WIDE.family("m").prefetch_blocks_on_open
 
 
 def _old_feed(pool: Any) -> None:
@@ -127,6 +133,28 @@ def test_apply_adds_a_missing_family(row: bytes) -> None:
         assert get_versions(pool, "two", [row]) == {row: {b"a:x": [(5, b"kept")]}}
     finally:
         drop_table(pool, "two")
+        pair.close()
+
+
+def test_prefetch_on_open_is_tuning_that_apply_turns_on_and_off_keeping_data(row: bytes) -> None:
+    pair = ClusterPair.from_settings(test_settings(table_prefix=f"t{uuid.uuid4().hex[:8]}pre"))
+    pool = pair.primary
+    plain = TableDef("pre", (Family("c", max_versions=ALL_VERSIONS),))
+    prefetched = TableDef("pre", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),))
+    try:
+        ensure_table(pool, plain)
+        put_versions(pool, "pre", [(row, b"c:x", b"old", 5), (row, b"c:x", b"new", 6)])
+        drift = table_drift(pool, prefetched)
+        assert drift == [Drift("primary", "pre", "c", "prefetch_blocks_on_open", False, True)] and drift[0].tuning
+        assert ensure_table(pool, prefetched) is False  # a worker works on: tuning only
+        apply_table(pool, prefetched)
+        assert table_drift(pool, prefetched) == []
+        assert descriptor(pool, "pre")["c"].attributes[b"PREFETCH_BLOCKS_ON_OPEN"] == b"true"
+        apply_table(pool, plain)
+        assert table_drift(pool, plain) == [] and table_drift(pool, prefetched) != []
+        assert get_versions(pool, "pre", [row]) == {row: {b"c:x": [(6, b"new"), (5, b"old")]}}
+    finally:
+        drop_table(pool, "pre")
         pair.close()
 
 
