@@ -79,15 +79,19 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     places it holds and is step 1's read of them."""
     def read(places: Sequence[Place]) -> dict[Place, Slot]:
         # The whole page again, also for a later round's few places: the
-        # same owners read the same records when nothing changed.
+        # same owners read the same records when nothing changed, and then
+        # step 1's slots are the answer for step 1's places.
         records = truth.read_owners(store, owners)
         if records != last[0].records:
             last[0] = truth.truth_of(records)
+        elif last[0] is found and places == first_places:
+            return first_slots
         return last[0].slots(places)
 
     read_at = now_ms()
     found = truth.owners_truth(store, owners)
     last = [found]  # the latest truth read: records equal to its make the same entries
     held = held_members(pool, owners)
-    places = found.places() + list(held)
-    return settle(store, pool, places, read_truth=read, first=(read_at, found.slots(places), held))
+    first_places = list(dict.fromkeys(found.places() + list(held)))
+    first_slots = found.slots(first_places)
+    return settle(store, pool, first_places, read_truth=read, first=(read_at, first_slots, held))

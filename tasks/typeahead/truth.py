@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tasks.appdata import contacts, graph, mappings, objects
 from tasks.appdata.ids import ObjectType
@@ -23,8 +24,8 @@ from tasks.typeahead.entries import Entry
 from tasks.typeahead.sources import FOLLOWERS, FOLLOWING, GRAPH_SOURCES, IMPORTED, MUTUAL, Source, source_named
 
 
-@dataclass(frozen=True, slots=True)
-class Name:
+class Name(NamedTuple):
+    # A tuple: a page's step 3 compares thousands of them with step 1's.
     name: str
     at_ms: int
 
@@ -164,10 +165,10 @@ def import_of(store: AppData, owner: int, source: Source) -> tuple[list[Entry], 
     return [], None
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(NamedTuple):
     """One (owner, source, contact) place in the index and what belongs in
-    it now: ``entry`` to be there, or None to be absent as of ``gone_at``."""
+    it now: ``entry`` to be there, or None to be absent as of ``gone_at``.
+    A tuple: a backfill page makes thousands."""
 
     owner: int
     source: Source

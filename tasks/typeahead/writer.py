@@ -264,7 +264,8 @@ def settle(store: AppData, pool: ClusterPool, places: Iterable[Place], *, at_ms:
         changed += _apply(pool, plan([want[p] for p in todo], members, read_at, mine))
         mine.update((p, slot.entry.version) for p in todo if (slot := want[p]).entry is not None)
         again = read(todo)
-        todo = [p for p in todo if again[p].entry != want[p].entry]
+        # The same entry object, as a truth read again unchanged gives: no compare.
+        todo = [p for p in todo if (now := again[p].entry) is not (was := want[p].entry) and now != was]
     if todo:
         raise IndexBusy(f"the truth of {len(todo)} index places kept changing while they were written")
     return changed
