@@ -3,8 +3,9 @@
 Every table is made and altered through Thrift2, whose family descriptor
 carries what Thrift1 cannot set: the data block encoding and the block size
 (seed 002's prefix encoding and 16 KB blocks), beside versions, bloom filter,
-block cache, in-memory and prefetch on open. A family created with HBase's defaults would keep
-one version and 64 KB unencoded blocks, so every family states what it needs.
+block cache, in-memory and prefetch on open. A family created with HBase's
+defaults would keep one version and 64 KB unencoded blocks, so every family
+states what it needs.
 
 Two kinds of difference between a table and its definition:
 
