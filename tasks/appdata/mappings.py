@@ -29,7 +29,7 @@ from typing import Any
 from pymysql.cursors import Cursor as DbCursor
 
 from tasks.appdata.ids import expect_type
-from tasks.appdata.sql import packed, packed_pairs, sql
+from tasks.appdata.sql import Digest, digest, packed, packed_pairs, sql
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import MappingTable
 
@@ -222,32 +222,56 @@ def sequences_of_pairs(
     return found
 
 
-def rows_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, dict[int, int]]:
-    """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
-    shards; one query per shard and 1,000 ids), each id's rows in to_id
-    order. For pages of a backfill or
-    a verify pass: the whole mapping of each id, so keep pages small when
-    some ids have huge ones."""
+def _by_shard_parts(
+    store: AppData, table: MappingTable, from_ids: Iterable[int]
+) -> Iterator[tuple[int, str, list[int]]]:
+    """(shard, database, up to 1,000 ids) for each query of a many-ids read."""
     by_shard: dict[int, list[int]] = defaultdict(list)
     for from_id in dict.fromkeys(from_ids):
         by_shard[_check(table, from_id)].append(from_id)
-    out: dict[int, dict[int, int]] = {}
     for shard, ids in by_shard.items():
         database = store.locate(shard).database
         for start in range(0, len(ids), IN_LIST_MAX):
-            part = ids[start : start + IN_LIST_MAX]
-            stmt = packed(sql("map_rows_from_many_packed", database=database, table=table.name, ids=len(part)))
-            cut: list[int] = []
-            for from_id, found, text in store.run(shard, fetcher(stmt, part)):
-                rows = packed_pairs(text, int(found))
-                if rows is None:
-                    cut.append(int(from_id))
-                else:
-                    out[int(from_id)] = rows
-            if cut:  # a mapping too long to pack: its rows one by one
-                stmt = sql("map_rows_from_many", database=database, table=table.name, ids=len(cut))
-                for from_id, to_id, sequence in store.run(shard, fetcher(stmt, cut)):
-                    out.setdefault(int(from_id), {})[int(to_id)] = int(sequence)
+            yield shard, database, ids[start : start + IN_LIST_MAX]
+
+
+def rows_from_many(
+    store: AppData, table: MappingTable, from_ids: Iterable[int], digests: dict[int, Digest] | None = None
+) -> dict[int, dict[int, int]]:
+    """``{from_id: {to_id: sequence}}`` of every row of ``from_ids`` (any
+    shards; one query per shard and 1,000 ids), each id's rows in to_id
+    order. For pages of a backfill or a verify pass: the whole mapping of
+    each id, so keep pages small when some ids have huge ones. ``digests``,
+    when given, gets each from_id's digest of what was read (see
+    ``digests_from_many``)."""
+    out: dict[int, dict[int, int]] = {}
+    for shard, database, part in _by_shard_parts(store, table, from_ids):
+        stmt = packed(sql("map_rows_from_many_packed", database=database, table=table.name, ids=len(part)))
+        cut: list[int] = []
+        for from_id, found, text in store.run(shard, fetcher(stmt, part)):
+            rows = packed_pairs(text, int(found))
+            if rows is None:
+                cut.append(int(from_id))
+            else:
+                out[int(from_id)] = rows
+            if digests is not None:
+                digests[int(from_id)] = digest(int(found), text, whole=rows is not None)
+        if cut:  # a mapping too long to pack: its rows one by one
+            stmt = sql("map_rows_from_many", database=database, table=table.name, ids=len(cut))
+            for from_id, to_id, sequence in store.run(shard, fetcher(stmt, cut)):
+                out.setdefault(int(from_id), {})[int(to_id)] = int(sequence)
+    return out
+
+
+def digests_from_many(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> dict[int, Digest]:
+    """Each from_id's digest of its rows now: equal to the one a
+    ``rows_from_many`` filled in when those rows are still the ones it
+    read (ids without rows are left out of both)."""
+    out: dict[int, Digest] = {}
+    for shard, database, part in _by_shard_parts(store, table, from_ids):
+        stmt = packed(sql("map_digests_from_many", database=database, table=table.name, ids=len(part)))
+        for from_id, found, text in store.run(shard, fetcher(stmt, part)):
+            out[int(from_id)] = int(found), text
     return out
 
 

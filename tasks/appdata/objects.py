@@ -12,10 +12,10 @@ from typing import Any
 
 from pymysql.cursors import Cursor
 
-from tasks.appdata.ids import IdParts, InvalidId, ObjectType, make_id, split_id
+from tasks.appdata.ids import InvalidId, ObjectType, make_id, split_id
 from tasks.appdata.mappings import executor
 from tasks.appdata.shardmap import Server, ShardLocation
-from tasks.appdata.sql import packed, sql
+from tasks.appdata.sql import Digest, digest, packed, sql
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import OBJECT_TABLES
 
@@ -159,14 +159,18 @@ def _union(store: AppData, server: Server, stmt: str, args: list[Any]) -> tuple[
     return store.pool(server).run(fetch)
 
 
-def _read_packed(store: AppData, server: Server, pieces: list[_Piece]) -> list[tuple[_Piece, list[Any] | None]]:
+def _read_packed(
+    store: AppData, server: Server, pieces: list[_Piece]
+) -> list[tuple[_Piece, list[Any] | None, Digest]]:
     """Each piece's rows as ``[local_id, created_at, data]`` lists, data
-    decoded, in one statement; None for a piece whose aggregate the server
-    cut (or sent as NULL), or holding a blob JSON_EXTRACT could not read."""
+    decoded, in one statement, and its digest; None for a piece whose
+    aggregate the server cut (or sent as NULL), or holding a blob
+    JSON_EXTRACT could not read."""
     stmt = packed("\nUNION ALL\n".join(f"({piece.render('get_objects_packed')})" for piece in pieces))
     args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
-    out: list[tuple[_Piece, list[Any] | None]] = []
-    for number, count, text in _union(store, server, stmt, args):
+    out: list[tuple[_Piece, list[Any] | None, Digest]] = []
+    # In piece order (UNION ALL promises none), so digests line up.
+    for number, count, text in sorted(_union(store, server, stmt, args), key=lambda row: int(row[0])):
         rows: list[Any] | None = [] if not count else None
         if count and text is not None:
             try:
@@ -175,7 +179,7 @@ def _read_packed(store: AppData, server: Server, pieces: list[_Piece]) -> list[t
                 decoded = None
             if isinstance(decoded, list) and len(decoded) == int(count) and all(r[2] is not None for r in decoded):
                 rows = decoded
-        out.append((pieces[int(number)], rows))
+        out.append((pieces[int(number)], rows, digest(int(count), text, whole=rows is not None)))
     return out
 
 
@@ -193,37 +197,49 @@ def _read_rows(store: AppData, server: Server, pieces: list[_Piece]) -> list[App
     return out
 
 
-def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None) -> list[AppObject]:
-    """The objects of ``ids`` in the order given, leaving out ids with no row
-    (deleted or never made). Ids of any types may be mixed; with ``kind``,
-    an id of another type is refused (InvalidId). An id whose shard is not
-    in the shard map raises UnknownShard: that is a config error, not a
-    missing object. One statement per server and up to 1,000 ids (the
-    server's databases joined by UNION ALL: independent SELECTs, no join)."""
-    parts: dict[int, IdParts] = {}
-    for object_id in ids:
-        p = split_id(object_id)
-        if kind is not None and p.type is not kind:
-            raise InvalidId(f"id {object_id} is a {p.type.name.lower()}, not a {kind.name.lower()}")
-        parts[object_id] = p
+def _pieces(store: AppData, ids: Sequence[int], kind: ObjectType | None) -> dict[Server, list[list[_Piece]]]:
+    """The IN lists of a batch get of ``ids``, by server, in statements of
+    up to ``UNION_MAX``: the same ids in the same order make the same."""
     # server -> (database, shard, type) -> local ids
     wanted: dict[Server, dict[tuple[str, int, ObjectType], list[int]]] = defaultdict(lambda: defaultdict(list))
     located: dict[int, ShardLocation] = {}  # a page asks for thousands of ids on a few shards
-    for p in parts.values():
+    for object_id in dict.fromkeys(ids):
+        p = split_id(object_id)
+        if kind is not None and p.type is not kind:
+            raise InvalidId(f"id {object_id} is a {p.type.name.lower()}, not a {kind.name.lower()}")
         where = located.get(p.shard)
         if where is None:
             where = located[p.shard] = store.locate(p.shard)
         wanted[where.server][(where.database, p.shard, p.type)].append(p.local)
-    found: dict[int, AppObject] = {}
+    out: dict[Server, list[list[_Piece]]] = {}
     for server, groups in wanted.items():
         pieces = [
             _Piece(database, shard, type_, locals_[start : start + IN_LIST_MAX])
             for (database, shard, type_), locals_ in groups.items()
             for start in range(0, len(locals_), IN_LIST_MAX)
         ]
+        out[server] = [pieces[start : start + UNION_MAX] for start in range(0, len(pieces), UNION_MAX)]
+    return out
+
+
+def get_many(
+    store: AppData, ids: Sequence[int], kind: ObjectType | None = None, digests: list[Digest] | None = None
+) -> list[AppObject]:
+    """The objects of ``ids`` in the order given, leaving out ids with no row
+    (deleted or never made). Ids of any types may be mixed; with ``kind``,
+    an id of another type is refused (InvalidId). An id whose shard is not
+    in the shard map raises UnknownShard: that is a config error, not a
+    missing object. One statement per server and up to 1,000 ids (the
+    server's databases joined by UNION ALL: independent SELECTs, no join).
+    ``digests``, when given, gets the digest of each IN list read (see
+    ``digests_of_many``)."""
+    found: dict[int, AppObject] = {}
+    for server, statements in _pieces(store, ids, kind).items():
         cut: list[_Piece] = []
-        for start in range(0, len(pieces), UNION_MAX):
-            for piece, rows in _read_packed(store, server, pieces[start : start + UNION_MAX]):
+        for pieces in statements:
+            for piece, rows, piece_digest in _read_packed(store, server, pieces):
+                if digests is not None:
+                    digests.append(piece_digest)
                 if rows is None:
                     cut.append(piece)
                     continue
@@ -233,6 +249,19 @@ def get_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None)
         found.update((obj.id, obj) for obj in _read_rows(store, server, cut))
     return [found[i] for i in ids if i in found]
 
+
+def digests_of_many(store: AppData, ids: Sequence[int], kind: ObjectType | None = None) -> list[Digest]:
+    """The digest of each IN list a ``get_many`` of the same ids would read
+    now: equal to the list it filled in when the rows are still those it
+    read."""
+    out: list[Digest] = []
+    for server, statements in _pieces(store, ids, kind).items():
+        for pieces in statements:
+            stmt = packed("\nUNION ALL\n".join(f"({piece.render('get_objects_digest')})" for piece in pieces))
+            args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
+            rows = sorted(_union(store, server, stmt, args), key=lambda row: int(row[0]))
+            out += [(int(count), text) for _number, count, text in rows]
+    return out
 
 
 def update(

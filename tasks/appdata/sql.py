@@ -10,6 +10,7 @@ file's fixed list of tables). Every value travels as a driver parameter.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection
 from functools import cache, lru_cache
@@ -102,6 +103,24 @@ PACKED_MAX_BYTES = 16 * 1024 * 1024
 def packed(stmt: str) -> str:
     """``stmt`` run with its aggregates allowed ``PACKED_MAX_BYTES``."""
     return f"SET STATEMENT group_concat_max_len = {int(PACKED_MAX_BYTES)} FOR {stmt}"
+
+
+# A packed group as a re-read can check it cheaply: how many rows it had and
+# the SHA-256 (hex) of its text, as MariaDB's SHA2(text, 256) gives it. A
+# group the client could not read whole has the digest "", which no
+# re-read gives, so it never counts as unchanged. Equal digests mean equal
+# text, so equal rows: what a reader needs to reuse what it parsed.
+Digest = tuple[int, str | None]
+
+
+def digest(count: int, text: str | bytes | None, whole: bool = True) -> Digest:
+    """The digest of a packed group of ``count`` rows as read (``whole``:
+    the reader parsed it all, rather than finding it cut)."""
+    if not whole:
+        return count, ""
+    if text is None:
+        return count, None
+    return count, hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
 
 
 def packed_pairs(text: str | bytes | None, count: int) -> dict[int, int] | None:

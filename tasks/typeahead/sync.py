@@ -72,12 +72,16 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     fills and those the cluster holds, so a page run again after its worker
     died also revisits what the first run wrote. The truth is read a whole
     owner at a time (a page's places are all of its owners' places): the
-    read that names the places is step 1's truth too, and step 3 reads
-    the owners again rather than looking up each place (and builds their
-    entries again only if what it read differs). Likewise the one
+    read that names the places is step 1's truth too, and step 3 asks
+    MySQL whether the owners' records are still those (``truth.unchanged``)
+    rather than looking up each place, and reads them again (building
+    their entries again only if what it read differs) when they are not.
+    Likewise the one
     read of every member record the owners have on the cluster names the
     places it holds and is step 1's read of them."""
     def read(places: Sequence[Place]) -> dict[Place, Slot]:
+        if last[0] is found and places == first_places and truth.unchanged(store, found.records):
+            return first_slots
         # The whole page again, also for a later round's few places: the
         # same owners read the same records when nothing changed, and then
         # step 1's slots are the answer for step 1's places.

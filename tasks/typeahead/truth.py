@@ -13,11 +13,12 @@ the version, so a write made from older truth is always the older cell.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tasks.appdata import contacts, graph, mappings, objects
 from tasks.appdata.ids import ObjectType
+from tasks.appdata.sql import Digest
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.typeahead.entries import Entry
@@ -34,10 +35,11 @@ def user_key(user_id: int) -> str:
     return f"u:{user_id}"
 
 
-def names_of(store: AppData, user_ids: Iterable[int]) -> dict[int, Name]:
-    """Current names (and their versions) of the users that exist."""
+def names_of(store: AppData, user_ids: Iterable[int], digests: list[Digest] | None = None) -> dict[int, Name]:
+    """Current names (and their versions) of the users that exist
+    (``digests``: as ``objects.get_many`` fills them)."""
     out: dict[int, Name] = {}
-    for user in objects.get_many(store, list(dict.fromkeys(user_ids)), ObjectType.USER):
+    for user in objects.get_many(store, list(dict.fromkeys(user_ids)), ObjectType.USER, digests):
         name, at = graph.name_of(user)
         out[user.id] = Name(name, at)
     return out
@@ -62,6 +64,18 @@ class OwnersRecords:
     imports: dict[int, list[contacts.SourceImport]]
     names: dict[int, Name]
     accounts: dict[str, int]
+    # What was asked for and the digests of what came back, for
+    # ``unchanged``; not part of the records' value.
+    asked: RecordsAsked | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsAsked:
+    contact_ids: tuple[int, ...]
+    accounts: tuple[str, ...]
+    followees: dict[int, Digest]
+    followers: dict[int, Digest]
+    names: list[Digest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +114,37 @@ def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
 def read_owners(store: AppData, owners: Sequence[int]) -> OwnersRecords:
     """What ``owners``' truth is computed from: the follow graph read in
     one query per shard and mapping, names in one per server."""
-    followees = mappings.rows_from_many(store, USER_FOLLOWS_USER, owners)
-    followers = mappings.rows_from_many(store, USER_FOLLOWED_BY_USER, owners)
+    followees_digests: dict[int, Digest] = {}
+    followers_digests: dict[int, Digest] = {}
+    followees = mappings.rows_from_many(store, USER_FOLLOWS_USER, owners, followees_digests)
+    followers = mappings.rows_from_many(store, USER_FOLLOWED_BY_USER, owners, followers_digests)
     imports = contacts.sources_of(store, owners)
-    contact_ids = {c for rows in (followees, followers) for m in rows.values() for c in m}
-    names = names_of(store, contact_ids)
-    accounts = contacts.resolve_accounts(
-        store, (a for imps in imports.values() for imp in imps for c in imp.contacts for a in c.accounts(imp.source))
+    contact_ids = tuple({c for rows in (followees, followers) for m in rows.values() for c in m})
+    names_digests: list[Digest] = []
+    names = names_of(store, contact_ids, names_digests)
+    asked_accounts = tuple(dict.fromkeys(
+        a for imps in imports.values() for imp in imps for c in imp.contacts for a in c.accounts(imp.source)))
+    accounts = contacts.resolve_accounts(store, asked_accounts)
+    asked = RecordsAsked(contact_ids, asked_accounts, followees_digests, followers_digests, names_digests)
+    return OwnersRecords(tuple(owners), followees, followers, imports, names, accounts, asked)
+
+
+def unchanged(store: AppData, records: OwnersRecords) -> bool:
+    """Whether MySQL still holds what ``read_owners`` read as ``records``:
+    what ``read_owners`` would read again, at a fraction of its cost. The
+    graph and the names are compared by digest (equal digests: the same
+    text, so the same rows, and then the same contacts and accounts to ask
+    about); imports and accounts, small, are read again whole. Stops at
+    the first difference."""
+    asked = records.asked
+    return (
+        asked is not None
+        and mappings.digests_from_many(store, USER_FOLLOWS_USER, records.owners) == asked.followees
+        and mappings.digests_from_many(store, USER_FOLLOWED_BY_USER, records.owners) == asked.followers
+        and contacts.sources_of(store, records.owners) == records.imports
+        and objects.digests_of_many(store, asked.contact_ids, ObjectType.USER) == asked.names
+        and contacts.resolve_accounts(store, asked.accounts) == records.accounts
     )
-    return OwnersRecords(tuple(owners), followees, followers, imports, names, accounts)
 
 
 def truth_of(records: OwnersRecords) -> OwnersTruth:

@@ -10,6 +10,7 @@ import pytest
 from tasks.appdata import graph, mappings, objects
 from tasks.appdata.ids import InvalidId, ObjectType
 from tasks.appdata.mappings import Cursor
+from tasks.appdata.sql import Digest
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import (
     BOARD_FOLLOWED_BY_USER,
@@ -296,3 +297,50 @@ def test_rows_from_many_unpacks_each_mapping_and_reads_a_cut_one_row_by_row(
     assert read() == expected
     monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 100)
     assert read() == expected
+
+
+def test_a_mappings_digest_is_the_one_its_read_gave_until_its_rows_change(
+        appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.appdata import sql as sql_module
+
+    users = _users(appdata, 40)
+    owners, others = users[:4], users[4:]
+    for i, owner in enumerate(owners[:3]):
+        for j, to in enumerate(others[: 5 + i]):
+            mappings.add(appdata, USER_FOLLOWS_USER, owner, to, T0 + j)
+
+    def read() -> dict[int, Digest]:
+        digests: dict[int, Digest] = {}
+        mappings.rows_from_many(appdata, USER_FOLLOWS_USER, owners, digests)
+        return digests
+
+    before = read()
+    assert set(before) == set(owners[:3])  # an id without rows has no digest, read or asked
+    assert mappings.digests_from_many(appdata, USER_FOLLOWS_USER, owners) == before
+    # Each change moves its own id's digest and no other's.
+    def moved_only(owner: int) -> None:
+        nonlocal before
+        now = mappings.digests_from_many(appdata, USER_FOLLOWS_USER, owners)
+        assert now[owner] != before.get(owner)
+        assert {k: v for k, v in now.items() if k != owner} == {k: v for k, v in before.items() if k != owner}
+        assert read() == now
+        before = now
+
+    mappings.add(appdata, USER_FOLLOWS_USER, owners[0], others[30], T0)  # a new row
+    moved_only(owners[0])
+    mappings.remove(appdata, USER_FOLLOWS_USER, owners[1], others[2])  # a row gone
+    moved_only(owners[1])
+    mappings.remove(appdata, USER_FOLLOWS_USER, owners[2], others[0])  # gone and back, at a new sequence
+    mappings.add(appdata, USER_FOLLOWS_USER, owners[2], others[0], T0 + 99)
+    moved_only(owners[2])
+    mappings.add(appdata, USER_FOLLOWS_USER, owners[3], others[0], T0)  # a first row
+    moved_only(owners[3])
+    # A mapping too long to pack is read row by row: its digest never
+    # matches, so nothing is taken as unchanged from a text not read whole.
+    monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 40)
+    rows = mappings.rows_from_many(appdata, USER_FOLLOWS_USER, owners)
+    texts = {o: " ".join(f"{to} {seq}" for to, seq in rows[o].items()) for o in owners}
+    cut = {o for o in owners if len(texts[o]) >= 40}
+    assert cut and cut != set(owners)
+    assert read() == {o: (before[o][0], "") if o in cut else before[o] for o in owners}
+    assert all(mappings.digests_from_many(appdata, USER_FOLLOWS_USER, owners)[o] != (before[o][0], "") for o in cut)

@@ -12,6 +12,7 @@ from tasks.appdata.errors import AppDataUnavailable, UnknownShard
 from tasks.appdata.ids import InvalidId, ObjectType, make_id, split_id
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.shardmap import ShardMap
+from tasks.appdata.sql import Digest
 from tasks.appdata.store import AppData
 
 
@@ -98,3 +99,38 @@ def test_batch_get_unpacks_every_kind_of_blob_and_reads_a_cut_in_list_row_by_row
     assert [o.data for o in objects.get_many(appdata, [o.id for o in made[:5]])] == blobs
     monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 300)  # every IN list but the tiny ones is cut
     assert objects.get_many(appdata, wanted) == made[::-1]
+
+
+def test_a_batch_gets_digests_are_what_asking_for_them_gives_until_a_row_changes(
+        appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.appdata import sql as sql_module
+
+    blobs: list[dict[str, Any]] = [{"name": "Zoë \"Z\" O'Brien\n\t\\ 😀 \u2028 e\u0301"}, {"f": 1.5, "big": 2**70}]
+    made = [objects.create(appdata, ObjectType.USER, shard % 3, blob) for shard, blob in enumerate(blobs * 3)]
+    made += [objects.create(appdata, ObjectType.USER, 2, {"name": f"n{i}"}) for i in range(1_200)]  # two IN lists
+    wanted = [*(o.id for o in reversed(made)), make_id(1, ObjectType.USER, 10**9), make_id(3, ObjectType.USER, 10**9)]
+
+    def read() -> list[Digest]:
+        digests: list[Digest] = []
+        assert objects.get_many(appdata, wanted, ObjectType.USER, digests) == made[::-1]
+        return digests
+
+    before = read()
+    assert len(before) == 5  # shards 0 and 1 (and a missing id), shard 2 in two lists, shard 3 (a missing id)
+    assert (0, None) in before  # an IN list of missing ids: nothing read, nothing to hash
+    assert all(isinstance(text, str) and len(text) == 64 for count, text in before if count)
+    assert objects.digests_of_many(appdata, wanted, ObjectType.USER) == before
+    # A changed blob moves the digest of its own IN list only.
+    for target in (made[0], made[-1]):
+        objects.update(appdata, target.id, ObjectType.USER, lambda o: {**o.data, "name": "Renamed"})
+        made[made.index(target)] = objects.get_many(appdata, [target.id])[0]
+        now = objects.digests_of_many(appdata, wanted, ObjectType.USER)
+        assert sum(a != b for a, b in zip(now, before, strict=True)) == 1
+        assert read() == now
+        before = now
+    # A list cut by the server is read row by row and its digest never matches.
+    monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 300)
+    cut = read()
+    assert [c for c in cut if c[1] == ""] and all(c == (b[0], "") or c == b for c, b in zip(cut, before, strict=True))
+    asked = objects.digests_of_many(appdata, wanted, ObjectType.USER)
+    assert all(a != c for a, c in zip(asked, cut, strict=True) if c[1] == "")

@@ -4,6 +4,7 @@ de-duplication, renames, out-of-order follows, imports, and the verify pass."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -310,8 +311,8 @@ def test_a_rebuild_reads_its_owners_member_records_once_and_repairs_what_they_sh
 def test_a_rebuild_builds_its_entries_again_only_when_what_it_reads_again_changed(
     appdata: AppData, pair: ClusterPair, index: ContactsIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Step 3 of a page reads its owners' records again and compares them
-    with step 1's: unchanged, the entries are not built twice; a rename
+    """Step 3 of a page asks whether its owners' records are still those
+    step 1 read: unchanged, they are neither read nor built twice; a rename
     landing between the page's read and its writes is seen there, and the
     page goes round again and writes the new name."""
     ann, bob, cat = users(appdata, "Ann Archer", "Bob Baker", "Cat Cole")
@@ -319,15 +320,21 @@ def test_a_rebuild_builds_its_entries_again_only_when_what_it_reads_again_change
     graph.follow_user(appdata, cat, ann)
     pool = pair.primary
     built: list[truth.OwnersRecords] = []
-    truth_of = truth.truth_of
+    read: list[truth.OwnersRecords] = []
+    truth_of, read_owners = truth.truth_of, truth.read_owners
 
     def counted(records: truth.OwnersRecords) -> truth.OwnersTruth:
         built.append(records)
         return truth_of(records)
 
+    def counted_reads(store: AppData, owners: Any) -> truth.OwnersRecords:
+        read.append(read_owners(store, owners))
+        return read[-1]
+
     monkeypatch.setattr(truth, "truth_of", counted)
+    monkeypatch.setattr(truth, "read_owners", counted_reads)
     sync.rebuild(appdata, pool, [ann, cat])
-    assert len(built) == 1
+    assert len(built) == 1 and len(read) == 1
     assert found(index, ann, "bob") == [("Bob Baker", "following")]
 
     apply = writer._apply
@@ -340,8 +347,63 @@ def test_a_rebuild_builds_its_entries_again_only_when_what_it_reads_again_change
 
     monkeypatch.setattr(writer, "_apply", rename_first)
     built.clear()
+    read.clear()
     sync.rebuild(appdata, pool, [ann, cat])
-    assert renamed and len(built) == 2  # step 1, then step 3 found the rename
+    assert renamed and len(built) == 2 and len(read) > 1  # step 1, then step 3 found the rename
     assert found(index, ann, "rob") == [("Rob Roe", "following")]
     assert found(index, ann, "bob") == []
     assert verify.diff(appdata, pool, [ann, cat]) == []
+
+
+CHANGES = ["rename", "follow", "unfollow", "follow back", "import", "account"]
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_every_kind_of_change_between_a_pages_read_and_its_writes_sends_it_round_again(
+    appdata: AppData, pair: ClusterPair, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Whatever record of a page's owners changes after step 1 read it (a
+    contact's name, a follow either way, an import, the account an imported
+    contact resolves to), step 3 sees it and the page's places end as the
+    truth says; with no change, step 3 never reads the records whole. (A
+    new follow's places are new to the page: its own job settles them, as
+    the app enqueues one with every follow.)"""
+    ann, bob, cat, dee = users(appdata, "Ann Archer", "Bob Baker", "Cat Cole", "Dee Dunn")
+    graph.follow_user(appdata, ann, bob)
+    graph.follow_user(appdata, cat, ann)
+    book = [{"name": "Eve Ellis", "email": "eve@example.com"}, {"name": "Dee at work", "email": "dee@example.com"}]
+    contacts.put_source(appdata, ann, "address_book", book, at_ms=now_ms())
+    pool = pair.primary
+    changes: dict[str, Callable[[], object]] = {
+        "rename": lambda: graph.rename_user(appdata, bob, "Rob Roe"),
+        "follow": lambda: graph.follow_user(appdata, ann, dee),
+        "unfollow": lambda: graph.unfollow_user(appdata, ann, bob),
+        "follow back": lambda: graph.follow_user(appdata, ann, cat),
+        "import": lambda: contacts.put_source(appdata, ann, "address_book", book[:1], at_ms=now_ms() + 1),
+        "account": lambda: contacts.link_account(appdata, "email:dee@example.com", dee),
+    }
+    read: list[truth.OwnersRecords] = []
+    read_owners, apply = truth.read_owners, writer._apply
+
+    def counted_reads(store: AppData, owners: Any) -> truth.OwnersRecords:
+        read.append(read_owners(store, owners))
+        return read[-1]
+
+    def change_first(*args: Any) -> int:
+        if len(read) == 1 and change not in done:
+            done.append(change)
+            changes[change]()
+        return apply(*args)
+
+    done: list[str] = []
+    monkeypatch.setattr(truth, "read_owners", counted_reads)
+    monkeypatch.setattr(writer, "_apply", change_first)
+    sync.rebuild(appdata, pool, [ann, cat, dee])
+    assert done == [change] and len(read) > 1  # step 3 saw it and read the page again
+    if change in ("follow", "follow back"):
+        sync.follow_changed(appdata, pool, ann, dee if change == "follow" else cat, now_ms())
+    assert verify.diff(appdata, pool, [ann, cat, dee]) == []
+    read.clear()
+    sync.rebuild(appdata, pool, [ann, cat, dee])  # nothing changes now
+    assert len(read) == 1
+    assert verify.diff(appdata, pool, [ann, cat, dee]) == []

@@ -77,8 +77,16 @@ SELECT %s AS shard, %s AS type, local_id, created_at, data FROM {database}.{tabl
 -- The same rows packed (see ``packed`` in sql.py): one row per IN list, its
 -- number, how many rows matched, and those rows as one JSON array of
 -- [local_id, created_at, data]. Joined by UNION ALL like get_objects.
+-- The array is in local_id order, so that reading the same rows twice gives
+-- the same text (and get_objects_digest its digest).
 -- Args: the IN list's number, then the local ids.
-SELECT %s AS piece, COUNT(*) AS found, JSON_ARRAYAGG(JSON_ARRAY(local_id, created_at, JSON_EXTRACT(data, '$'))) AS packed FROM {database}.{table} WHERE local_id IN ({ids})
+SELECT %s AS piece, COUNT(*) AS found, JSON_ARRAYAGG(JSON_ARRAY(local_id, created_at, JSON_EXTRACT(data, '$')) ORDER BY local_id) AS packed FROM {database}.{table} WHERE local_id IN ({ids})
+
+-- name: get_objects_digest
+-- get_objects_packed's count and the SHA-256 of its text instead of the
+-- text: a re-read that says whether the rows are still those read, sending
+-- 64 characters for each IN list.
+SELECT %s AS piece, COUNT(*) AS found, SHA2(JSON_ARRAYAGG(JSON_ARRAY(local_id, created_at, JSON_EXTRACT(data, '$')) ORDER BY local_id), 256) AS digest FROM {database}.{table} WHERE local_id IN ({ids})
 
 -- name: max_local_id
 -- The highest local id handed out on this shard so far (0: none): a bulk
@@ -235,3 +243,8 @@ SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids})
 -- rows, and "to_id sequence to_id sequence ..." in to_id order (without an
 -- order the plan decides it, and two reads of the same rows could differ).
 SELECT from_id, COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence ORDER BY to_id SEPARATOR ' ') AS packed FROM {database}.{table} WHERE from_id IN ({ids}) GROUP BY from_id
+
+-- name: map_digests_from_many
+-- map_rows_from_many_packed's count and the SHA-256 of its text, per
+-- from_id: whether the rows are still those read.
+SELECT from_id, COUNT(*) AS found, SHA2(GROUP_CONCAT(to_id, ' ', sequence ORDER BY to_id SEPARATOR ' '), 256) AS digest FROM {database}.{table} WHERE from_id IN ({ids}) GROUP BY from_id
