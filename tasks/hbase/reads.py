@@ -260,8 +260,11 @@ def get_versions(
 
 def _add_versions(out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]], row: bytes, cells: list[Any]) -> None:
     # HBase's order: by column, and within a column newest first.
+    if not cells:
+        return
+    columns = out.setdefault(row, {})
     for cell in cells:
-        out.setdefault(row, {}).setdefault(cell.family + b":" + cell.qualifier, []).append((cell.timestamp, cell.value))
+        columns.setdefault(cell.family + b":" + cell.qualifier, []).append((cell.timestamp, cell.value))
 
 
 def scan_versions(

@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tasks.appdata.store import AppData, now_ms
 from tasks.errors import TryLater
@@ -83,9 +84,10 @@ class IndexBusy(TryLater):
     job runs again later."""
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
-    """One version of a place's member record on the cluster."""
+class Version(NamedTuple):
+    """One version of a place's member record on the cluster. A tuple: a
+    backfill page over a filled index reads one for each of its thousands
+    of places."""
 
     at: int
     record: bytes
@@ -118,13 +120,13 @@ def read_members(pool: ClusterPool, places: Iterable[Place]) -> dict[Place, list
             for place in ps:
                 versions = rows.get(row, {}).get(member_column(place[2]), [])
                 if versions:
-                    found[place] = [Version(ts, value) for ts, value in versions]
+                    found[place] = list(map(Version._make, versions))
     if tall:
         rows = get_versions(pool, TALL_TABLE, sorted(tall), columns=[TALL_MEMBER], max_versions=ALL_VERSIONS)
         for row, place in tall.items():
             versions = rows.get(row, {}).get(TALL_MEMBER, [])
             if versions:
-                found[place] = [Version(ts, value) for ts, value in versions]
+                found[place] = list(map(Version._make, versions))
     return found
 
 
@@ -214,15 +216,14 @@ def held_members(pool: ClusterPool, owners: Sequence[int]) -> dict[Place, list[V
     for row, columns in get_versions(pool, WIDE_TABLE, wide, columns=[family], max_versions=ALL_VERSIONS).items():
         owner, source = split_wide_row(row)
         for column, versions in columns.items():
-            found[(owner, source, column[len(MEMBER_FAMILY):].decode())] = [
-                Version(ts, value) for ts, value in versions]
+            found[(owner, source, column[len(MEMBER_FAMILY):].decode())] = list(map(Version._make, versions))
     wanted = set(owners)
     for start, stop in owner_ranges(owners):
         rows = scan_versions(pool, TALL_TABLE, start=start, stop=stop, columns=[TALL_MEMBER])
         for row, cells in rows.items():
             owner, source, _token, key = split_tall_row(row)
             if owner in wanted and (held := cells.get(TALL_MEMBER)):
-                found[(owner, source, key)] = [Version(ts, value) for ts, value in held]
+                found[(owner, source, key)] = list(map(Version._make, held))
     return found
 
 
