@@ -29,11 +29,12 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
 from workers import registry
+from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import take_descriptor
 from workers.raw_serializer import register_raw_serializer
@@ -128,6 +129,12 @@ def consume_task_queues(app: Celery) -> None:
 def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
     if instance is not None and isinstance(instance.app.amqp.queues, dict):
         consume_task_queues(instance.app)
+
+
+@worker_process_init.connect  # each process of the prefork pool
+@worker_init.connect  # the worker's own process (the solo and thread pools run tasks there)
+def _tune_gc(**_: Any) -> None:
+    tune_gc()
 
 
 app = make_app()
