@@ -1,8 +1,9 @@
 """The backfill half of bench/typeahead.py, in its worker processes: the
 index rebuilt by ``tasks.typeahead.sync.rebuild`` page by page, and the two
 raw peers writing the same precomputed cells, a happybase loop (one
-``table.batch(timestamp=version)`` per version and table) and a Thrift2 loop
-(``putMultiple``, a timestamp per cell), each overlapped on as many
+``table.batch(timestamp=version)`` per version and table), a Thrift2 loop
+(``putMultiple`` of thriftpy2 structs, a timestamp per cell) and the
+project's own put call with nothing read first, each overlapped on as many
 connections per process as the writer has (PINLATER_HBASE_POOL_SIZE)."""
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ig
 
 from bench.support import CpuCost, rotating
 from tasks.appdata.store import AppData
-from tasks.hbase import ClusterPair, HBaseSettings
+from tasks.hbase import ClusterPair, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
 from tasks.typeahead import sync, truth
 from tasks.typeahead.entries import Entry, group_by_version
+from workers.gc_policy import tune_gc
 
 PAGE = 500  # users per backfill page
 
@@ -37,7 +39,9 @@ _worker: dict[str, Any] = {}
 
 
 def init_worker() -> None:
-    """Each process: its own AppData, ClusterPair and raw happybase connection."""
+    """Each process: its own AppData, ClusterPair and raw happybase
+    connection, and the collector a worker process runs with."""
+    tune_gc()
     hbase = HBaseSettings.from_env()
     _worker["store"] = AppData.from_env()
     _worker["pair"] = ClusterPair.from_settings(hbase)
@@ -96,6 +100,21 @@ def _raw_page(path: str) -> int:
     plan: RawPlan = pickle.loads(Path(path).read_bytes())
     with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
         return sum(executor.map(_raw_call, plan))
+
+
+def _raw_encoded_page(path: str) -> int:
+    """The page's cells through the project's own write call,
+    ``tasks.hbase.put_versions`` (puts encoded from values, no structs), one
+    call per table overlapped on as many threads as the writer has
+    connections: the rebuild's writes with nothing read first, so the
+    rebuild's ratio to it is what its reads and planning cost."""
+    plan: RawPlan = pickle.loads(Path(path).read_bytes())
+    by_table: dict[str, list[tuple[bytes, bytes, bytes, int]]] = defaultdict(list)
+    for version, table, rows in plan:
+        by_table[table] += [(row, column, value, version) for row, columns in rows for column, value in columns.items()]
+    pool = _worker["pair"].primary
+    with ThreadPoolExecutor(max_workers=_worker["threads"]) as executor:
+        return sum(executor.map(lambda item: put_versions(pool, *item), sorted(by_table.items())))
 
 
 class _Thrift2Clients(threading.local):
@@ -157,7 +176,13 @@ def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequ
     return elapsed, total
 
 
-def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path) -> dict[str, Any]:
+def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path,
+                   settle: Callable[[], float]) -> dict[str, Any]:
+    """Each writer ``rounds`` times, the cluster settled (``settle``: flushed
+    and major-compacted) before every run, so that none of them pays for
+    the flushes and compactions of the writes before it: a run starts on
+    the cells the last one left (the index is full after the first), in
+    one store file."""
     warm_owner = pages[0][0]
     t = time.perf_counter()
     jobs = [(page, str(workdir / f"page{i:05d}.pickle")) for i, page in enumerate(pages)]
@@ -170,32 +195,33 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
     cells = sum(p[2] for p in planned)
     calls = sum(p[3] for p in planned)
     users = sum(len(page) for page in pages)
-    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": []}
-
-    def rebuild() -> float:
-        elapsed, count = _timed(processes, warm_owner, rebuild_page, pages)
-        written["rebuild"].append(count)
-        return elapsed
-
-    def raw() -> float:
-        elapsed, count = _timed(processes, warm_owner, _raw_page, paths)
-        written["raw"].append(count)
-        return elapsed
-
-    def raw2() -> float:
-        elapsed, count = _timed(processes, warm_owner, _raw2_page, paths)
-        written["raw_thrift2"].append(count)
-        return elapsed
-
+    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": [], "raw_encoded": []}
+    settle_s: list[float] = []
     cpu = CpuCost()
-    rebuild_s, raw_s, raw2_s = rotating(rounds, cpu.costed("rebuild", rebuild), cpu.costed("raw", raw),
-                                        cpu.costed("raw_thrift2", raw2))
+
+    def measured(name: str, fn: Callable[[Any], int], work: Sequence[Any]) -> Callable[[], float]:
+        def run() -> float:
+            elapsed, count = _timed(processes, warm_owner, fn, work)
+            written[name].append(count)
+            return elapsed
+
+        costed = cpu.costed(name, run)
+
+        def settled_run() -> float:
+            settle_s.append(settle())
+            return costed()
+
+        return settled_run
+
+    rebuild_s, raw_s, raw2_s, encoded_s = rotating(
+        rounds, measured("rebuild", rebuild_page, pages), measured("raw", _raw_page, paths),
+        measured("raw_thrift2", _raw2_page, paths), measured("raw_encoded", _raw_encoded_page, paths))
     rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
-    raw2_median = statistics.median(raw2_s)
+    raw2_median, encoded_median = statistics.median(raw2_s), statistics.median(encoded_s)
     return {
         "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
         "rounds": rounds, "entries": entries, "cells": cells, "put_calls": calls,
-        "cells_written": written, "precompute_s": precompute_s,
+        "cells_written": written, "precompute_s": precompute_s, "settle_s": settle_s,
         "rebuild_s": rebuild_s, "raw_s": raw_s,
         "rebuild_users_per_s": users / rebuild_median, "rebuild_cells_per_s": cells / rebuild_median,
         "raw_users_per_s": users / raw_median, "raw_cells_per_s": cells / raw_median,
@@ -203,6 +229,9 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         "raw_thrift2_s": raw2_s,
         "raw_thrift2_users_per_s": users / raw2_median, "raw_thrift2_cells_per_s": cells / raw2_median,
         "ratio_thrift2": raw2_median / rebuild_median,
+        "raw_encoded_s": encoded_s,
+        "raw_encoded_users_per_s": users / encoded_median, "raw_encoded_cells_per_s": cells / encoded_median,
+        "ratio_encoded": encoded_median / rebuild_median,
         # CPU ms a user, per writer: the machine's, each server kind's, and the
         # writer's own processes ("clients"); both cores are busy for every writer.
         "cpu_ms_per_user": cpu.mean(per=users / 1000),
