@@ -329,6 +329,11 @@ class ConnectionPool:
             # heartbeat within the same millisecond still counts as applied.
             # Multi-statements: a peek is one round trip (Session.execute_script).
             client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
+            # No TLS is configured. Left to itself PyMySQL offers TLS on every
+            # connect, loading the system's CA certificates into a new context
+            # each time: ~50 ms of CPU holding the GIL, which stalls every
+            # thread of the process while a pool opens connections.
+            ssl_disabled=True,
         )
 
     def _open(self) -> Connection[Cursor]:
