@@ -48,7 +48,11 @@ struct TGet {
   1: required binary row,
   2: optional list<TColumn> columns,
   3: optional i64 timestamp,
-  5: optional i32 maxVersions
+  4: optional TTimeRange timeRange,
+  5: optional i32 maxVersions,
+  6: optional binary filterString,
+  12: optional i32 storeLimit,
+  13: optional i32 storeOffset
 }
 
 enum TReadType {
@@ -188,6 +192,8 @@ enum TThriftServerType {
 }
 
 service THBaseService {
+  TResult get(1: required binary table, 2: required TGet tget) throws (1: TIOError io)
+
   // One result per get, at the same position (empty when the row has none).
   list<TResult> getMultiple(1: required binary table, 2: required list<TGet> tgets) throws (1: TIOError io)
 

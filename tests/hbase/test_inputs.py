@@ -15,7 +15,7 @@ from tasks.hbase import (
     put_cells,
     put_versions,
 )
-from tasks.hbase.reads import page_filter
+from tasks.hbase.reads import after_filter, page_filter
 from tasks.hbase.settings import Address
 from tasks.hbase.writes import _rows_in_calls
 
@@ -99,12 +99,12 @@ def test_calls_hold_whole_rows_in_key_order() -> None:
         _rows_in_calls(cells, 0)
 
 
-def test_page_filter() -> None:
+def test_page_filters() -> None:
     assert page_filter(10, 20) == b"ColumnPaginationFilter(10, 20)"
-    expected = b"ColumnRangeFilter('it''s', false, '', false) AND ColumnPaginationFilter(5, 0)"
-    assert page_filter(5, after=b"it's") == expected
-    with pytest.raises(ValueError):
-        page_filter(0)
+    assert after_filter(b"it's") == b"ColumnRangeFilter('it''s', false, '', false)"
+    for limit, offset in ((0, 0), (100_001, 0), (1, -1)):
+        with pytest.raises(ValueError, match=r"^(limit|offset) must be"):
+            page_filter(limit, offset)
 
 
 def test_settings_from_env() -> None:

@@ -120,7 +120,7 @@ def test_reads_as_of_a_timestamp_are_exclusive(pair: ClusterPair, row: bytes) ->
     assert len(read_columns(pool, FEED, row, family="feed", limit=10, before_timestamp=201)) == 2
 
 
-def test_paging_with_column_pagination_filter(pair: ClusterPair, row: bytes) -> None:
+def test_paging_by_offset_and_by_cursor(pair: ClusterPair, row: bytes) -> None:
     pool = pair.standby
     # More cells than one batch, to cross mutateRows calls.
     put_cells(pool, FEED, {row: {qualifier(i): b"%d" % i for i in range(25)}}, timestamp=9_000, batch_size=10)
@@ -146,3 +146,31 @@ def test_paging_cursor_with_quotes_and_binary_qualifiers(pair: ClusterPair, row:
     first = read_columns(pool, FEED, row, family="feed", limit=2)
     rest = read_columns(pool, FEED, row, family="feed", limit=10, after=first[-1][0])
     assert [q for q, _ in first + rest] == sorted(qualifiers)
+
+
+def test_pages_count_each_live_column_once_whatever_its_versions_and_deletes(pair: ClusterPair, row: bytes) -> None:
+    """A page's limit and offset count columns as a read sees them: a column
+    with several versions once, a deleted one not at all, one newer than an
+    as-of read not at all; by offset and by cursor alike."""
+    pool = pair.primary
+    put_cells(pool, FEED, {row: {qualifier(i): b"old" for i in range(30)}}, timestamp=1_000)
+    put_cells(pool, FEED, {row: {qualifier(i): b"new" for i in range(0, 30, 3)}}, timestamp=2_000)
+    delete_cells(pool, FEED, {row: [qualifier(i) for i in range(1, 30, 4)]}, timestamp=3_000)
+    put_cells(pool, FEED, {row: {qualifier(i): b"late" for i in range(2, 30, 5)}}, timestamp=4_000)
+    for as_of in (None, 4_000):
+        whole = read_columns(pool, FEED, row, family="feed", limit=100, before_timestamp=as_of)
+        live = [i for i in range(30) if i % 4 != 1 or (as_of is None and i % 5 == 2)]
+        assert [q for q, _ in whole] == [b"%08d" % i for i in live]
+        for limit in (1, 4, 7):
+            by_offset = [read_columns(pool, FEED, row, family="feed", limit=limit, offset=o, before_timestamp=as_of)
+                         for o in range(0, len(whole) + limit, limit)]
+            assert [c for p in by_offset for c in p] == whole
+            assert [len(p) for p in by_offset[:-2]] == [limit] * (len(by_offset) - 2)
+            assert 0 < len(by_offset[-2]) <= limit and by_offset[-1] == []
+            seen: list[tuple[bytes, bytes]] = []
+            after = None
+            while page := read_columns(pool, FEED, row, family="feed", limit=limit, after=after,
+                                       before_timestamp=as_of):
+                seen.extend(page)
+                after = page[-1][0]
+            assert seen == whole
