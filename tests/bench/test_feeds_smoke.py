@@ -25,6 +25,9 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         assert spent["clients"] == pytest.approx(spent["machine"] - servers, abs=0.02)
     assert fanout["cpu_s_per_round"]["tasks"]["mariadb"] > 0  # the fan-out reads the follows
     assert reads["up"]["served_by"] == {"primary": reads["up"]["requests"]}
+    # The cold phase is measured like the others, before the warm-up reads.
+    assert reads["cold"]["requests"] == reads["up"]["requests"] and reads["cold"]["errors"] == 0
+    assert reads["warm_up_reads"] > 0 and reads["warm_up_s"] > 0
     # Stalled: every read still answered, by the standby.
     assert reads["stalled"]["errors"] == 0 and set(reads["stalled"]["served_by"]) == {"standby"}
-    assert "of the faster raw writer" in stdout and "primary stalled" in stdout
+    assert "of the faster raw writer" in stdout and "primary stalled" in stdout and "primary cold" in stdout
