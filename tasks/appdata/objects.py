@@ -159,6 +159,15 @@ def _union(store: AppData, server: Server, stmt: str, args: list[Any]) -> tuple[
     return store.pool(server).run(fetch)
 
 
+def _numbered(store: AppData, server: Server, pieces: list[_Piece], block: str) -> list[Any]:
+    """The one ``(number, count, text)`` row ``block`` gives each piece, all
+    in one statement, in piece order (UNION ALL promises none), so that
+    digests line up."""
+    stmt = packed("\nUNION ALL\n".join(f"({piece.render(block)})" for piece in pieces))
+    args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
+    return sorted(_union(store, server, stmt, args), key=lambda row: int(row[0]))
+
+
 def _read_packed(
     store: AppData, server: Server, pieces: list[_Piece]
 ) -> list[tuple[_Piece, list[Any] | None, Digest]]:
@@ -166,11 +175,8 @@ def _read_packed(
     decoded, in one statement, and its digest; None for a piece whose
     aggregate the server cut (or sent as NULL), or holding a blob
     JSON_EXTRACT could not read."""
-    stmt = packed("\nUNION ALL\n".join(f"({piece.render('get_objects_packed')})" for piece in pieces))
-    args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
     out: list[tuple[_Piece, list[Any] | None, Digest]] = []
-    # In piece order (UNION ALL promises none), so digests line up.
-    for number, count, text in sorted(_union(store, server, stmt, args), key=lambda row: int(row[0])):
+    for number, count, text in _numbered(store, server, pieces, "get_objects_packed"):
         rows: list[Any] | None = [] if not count else None
         if count and text is not None:
             try:
@@ -257,10 +263,7 @@ def digests_of_many(store: AppData, ids: Sequence[int], kind: ObjectType | None 
     out: list[Digest] = []
     for server, statements in _pieces(store, ids, kind).items():
         for pieces in statements:
-            stmt = packed("\nUNION ALL\n".join(f"({piece.render('get_objects_digest')})" for piece in pieces))
-            args = [a for number, piece in enumerate(pieces) for a in (number, *piece.locals)]
-            rows = sorted(_union(store, server, stmt, args), key=lambda row: int(row[0]))
-            out += [(int(count), text) for _number, count, text in rows]
+            out += [(int(count), text) for _n, count, text in _numbered(store, server, pieces, "get_objects_digest")]
     return out
 
 
