@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml
 services:
 	scripts/services up
 
+# The trimming coprocessor's Java unit tests (Maven Surefire), then every Python test.
 test: venv services
+	scripts/hbase coprocessor test
 	$(VPY) -m pytest -q
 
 # The consistency model with many more examples than `make test` gives it

@@ -3,9 +3,11 @@
 // classpath, as a single-file source program). A major compaction drops the
 // delete markers and the cells they mask: tests use it to see what is left.
 //
-//   java -cp CP Compact.java ZK_PORT TABLE [DEADLINE_SECONDS]
+//   java -cp CP Compact.java ZK_PORT TABLE [DEADLINE_SECONDS [flush]]
 //
-// Exit 0 when the compaction finished, 1 on an error or at the deadline.
+// With "flush", only the flush: the memstores become one more file per store
+// (tests lay out a store's files so). Exit 0 when done, 1 on an error or at
+// the deadline.
 import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
@@ -29,6 +31,10 @@ public class Compact {
     try (Connection connection = ConnectionFactory.createConnection(conf); Admin admin = connection.getAdmin()) {
       TableName table = TableName.valueOf(args[1]);
       admin.flush(table);
+      if (args.length > 3 && args[3].equals("flush")) {
+        System.out.println("flushed " + table);
+        return;
+      }
       admin.majorCompact(table);
       // The request is queued: wait for it to start, then to end.
       Thread.sleep(300);
