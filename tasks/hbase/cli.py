@@ -1,7 +1,12 @@
 """``pinlater-hbase``: the project's HBase tables on both clusters.
 
-    pinlater-hbase tables            show how each table differs from its definition
+    pinlater-hbase tables            show how each table differs from its definition,
+                                     and how each cluster's feed is trimmed
     pinlater-hbase tables --apply    then create, add or alter what differs (online)
+
+The feed table's definition carries the trimming coprocessor and its cap
+(``PINLATER_FEED_CAP``); a cluster whose table lacks either is trimmed by
+the sweep until ``--apply`` attaches it.
 
 Shows before it changes: without ``--apply`` nothing is written. Exit
 status: 0 no drift (or all of it applied), 3 drift shown and not applied,
@@ -16,29 +21,47 @@ import sys
 from collections.abc import Sequence
 
 from tasks.cliserve import OneLineParser, internal_error, run
+from tasks.feeds.settings import FeedSettings
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.pair import ClusterPair
-from tasks.hbase.tables import TABLES, apply_table, table_drift
+from tasks.hbase.pool import ClusterPool
+from tasks.hbase.tables import FOLLOWING_FEED, TABLES, TableDef, apply_table, compaction_cap, feed_table, table_drift
 from tasks.httpserve import one_line
 
 DRIFT = 3
 _REFUSED = (ValueError, HBaseError, OSError)
 
 
+def defined_tables() -> tuple[TableDef, ...]:
+    """The tables, the feed's with the configured cap."""
+    feed = feed_table(FeedSettings.from_env().cap)
+    return tuple(feed if table.name == FOLLOWING_FEED.name else table for table in TABLES)
+
+
+def _exists(pool: ClusterPool) -> bool:
+    name = FOLLOWING_FEED.name.encode()  # the connection lists names without the prefix
+    return pool.run("list tables", lambda connection: name in connection.tables())
+
+
 def cmd_tables(args: argparse.Namespace) -> int:
+    tables = defined_tables()
     pair = ClusterPair.from_settings()
     try:
         found = 0
         for pool in pair:
-            for table in TABLES:
+            for table in tables:
                 drift = apply_table(pool, table) if args.apply else table_drift(pool, table)
                 found += len(drift)
                 for item in drift:
                     print(f"{'altered' if args.apply else 'drift'}: {item}")
                 if not drift:
                     print(f"ok: {pool.name} {table.name}")
+            if _exists(pool):
+                cap = compaction_cap(pool)
+                how = "by the sweep (no trimming coprocessor)" if cap is None else f"by compaction, cap {cap}"
+                print(f"trimming: {pool.name} {FOLLOWING_FEED.name} {how}")
         if found and args.apply:  # read back: what was applied must now match
-            left = [str(d) for pool in pair for table in TABLES for d in table_drift(pool, table)]
+            left = [str(d) for pool in pair for table in tables for d in table_drift(pool, table)]
             for line in left:
                 print(f"still differs: {line}")
             return DRIFT if left else 0

@@ -14,21 +14,29 @@ Two kinds of difference between a table and its definition:
   (the writers need every version); the others stop the worker with
   ``HBaseSchemaMismatch`` until an operator fixes them.
 - **tuning**: encoding, block size, bloom filter, block cache, in-memory,
-  prefetch on open.
+  prefetch on open; and at table level the coprocessor a table is defined
+  with and the attributes it reads (the feed's compaction-time trimming and
+  its cap).
   A worker logs it once and works on; ``pinlater-hbase tables`` shows it and
   ``--apply`` alters it, online, data kept.
+
+A table is created with its coprocessor when the cluster can load the class;
+on a cluster that cannot (an HBase without the project's jar) it is created
+without it, with a warning, and the drift says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tasks.hbase.cells import ALL_VERSIONS
-from tasks.hbase.errors import HBaseSchemaMismatch
+from tasks.hbase.errors import HBaseError, HBaseSchemaMismatch
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.pair import ClusterPair
 from tasks.hbase.pool import ClusterPool
@@ -85,16 +93,35 @@ class Family:
         }
 
 
+# The feed's compaction-time trimming (tasks/feeds/coprocessor; docs/feeds.md):
+# a RegionObserver on the region servers' classpath, and the table attribute
+# it reads its cap from at each compaction.
+FEED_TRIM_OBSERVER = "org.pinlater.feeds.FeedTrimObserver"
+TRIM_CAP_ATTRIBUTE = "pinlater.trim.cap"
+DEFAULT_FEED_CAP = 1000
+# A coprocessor attached by class alone (no jar path: the class path has it),
+# at HBase's priority for user coprocessors.
+_COPROCESSOR_KEY = re.compile(rb"coprocessor\$([0-9]+)")
+_USER_PRIORITY = 1073741823
+
+
 @dataclass(frozen=True, slots=True)
 class TableDef:
     name: str
     families: tuple[Family, ...]
+    coprocessor: str | None = None  # a RegionObserver class the table is attached to
+    values: tuple[tuple[str, str], ...] = ()  # table attributes (what the coprocessor reads)
 
     def family(self, name: str) -> Family:
         for family in self.families:
             if family.name == name:
                 return family
         raise KeyError(f"table {self.name} has no family {name!r}")
+
+    def with_values(self, **values: str) -> TableDef:
+        """This definition with other table attributes (dotted names: pass a dict with **)."""
+        merged = dict(self.values) | values
+        return dataclasses.replace(self, values=tuple(sorted(merged.items())))
 
 
 # The following feed (seed 002): one row per user, wide: family "feed", one
@@ -106,10 +133,21 @@ class TableDef:
 # shared prefix (the row, then a time), so FAST_DIFF shrinks the table several
 # times; 16 KB blocks hold about one user's feed, so the cache holds and evicts
 # whole feeds (docs/hbase.md has the measurements).
+# Its rows are capped inside compactions by FEED_TRIM_OBSERVER (seed 002);
+# the cap here is the default of PINLATER_FEED_CAP, which ``feed_table`` sets.
 FOLLOWING_FEED = TableDef(
     "following_feed",
     (Family("feed", max_versions=ALL_VERSIONS, data_block_encoding="FAST_DIFF", block_size=16 * 1024),),
+    coprocessor=FEED_TRIM_OBSERVER,
+    values=((TRIM_CAP_ATTRIBUTE, str(DEFAULT_FEED_CAP)),),
 )
+
+
+def feed_table(cap: int) -> TableDef:
+    """The feed table's definition with ``cap`` as its compaction-time cap."""
+    if type(cap) is not int or cap < 1:
+        raise ValueError(f"feed cap must be an int >= 1, got {cap!r}")
+    return FOLLOWING_FEED.with_values(**{TRIM_CAP_ATTRIBUTE: str(cap)})
 
 # The typeahead's contacts index (seed 003; layout in tasks/typeahead/entries.py):
 # wide rows per (user, source) with token columns "c" and member records "m",
@@ -144,10 +182,13 @@ class Drift:
 
     @property
     def tuning(self) -> bool:
-        return self.setting in TUNING
+        """Drift a worker works on with (a table-level setting is one)."""
+        return self.setting in TUNING or (self.family is None and self.setting is not None)
 
     def __str__(self) -> str:
         where = f"{self.cluster} {self.table}"
+        if self.family is None and self.setting is not None:
+            return f"{where}: {self.setting} is {self.found}, defined {self.wanted}"
         if self.family is None:
             return f"{where}: table missing"
         if self.setting is None:
@@ -190,24 +231,59 @@ def _thrift2_table_name(pool: ClusterPool, name: str) -> Any:
     return THRIFT2.TTableName(ns=(namespace or "default").encode(), qualifier=qualifier.encode())
 
 
-def _read(pool: ClusterPool, table: TableDef) -> dict[str, Any] | None:
-    """The table's family descriptors by name, or None if it does not exist."""
+@dataclass(frozen=True, slots=True)
+class _Found:
+    descriptor: Any  # the TTableDescriptor read back
+    families: dict[str, Any]  # its family descriptors by name
+
+    @property
+    def attributes(self) -> dict[bytes, bytes]:
+        return dict(self.descriptor.attributes or {})
+
+
+def _read(pool: ClusterPool, table: TableDef) -> _Found | None:
+    """The table's descriptor, or None if it does not exist."""
     name = _thrift2_table_name(pool, table.name)
 
-    def work(client: Any) -> dict[str, Any] | None:
+    def work(client: Any) -> _Found | None:
         if not client.tableExists(name):
             return None
-        return {d.name.decode(): d for d in client.getTableDescriptor(name).columns or ()}
+        descriptor = client.getTableDescriptor(name)
+        return _Found(descriptor, {d.name.decode(): d for d in descriptor.columns or ()})
 
     return pool.thrift2.run(f"describe table {table.name}", work)
 
 
-def _drift(pool: ClusterPool, table: TableDef, found: dict[str, Any] | None) -> list[Drift]:
+def coprocessors(attributes: dict[bytes, bytes]) -> dict[bytes, str]:
+    """The coprocessors a table is attached to: attribute key -> class name."""
+    out = {}
+    for key, spec in attributes.items():
+        if _COPROCESSOR_KEY.fullmatch(key):
+            parts = spec.decode(errors="replace").split("|")
+            out[key] = parts[1].strip() if len(parts) > 1 else spec.decode(errors="replace")
+    return out
+
+
+def _table_drift(pool: ClusterPool, table: TableDef, found: _Found) -> list[Drift]:
+    drift = []
+    attributes = found.attributes
+    if table.coprocessor is not None and table.coprocessor not in coprocessors(attributes).values():
+        attached = ", ".join(sorted(coprocessors(attributes).values())) or "none"
+        drift.append(Drift(pool.name, table.name, None, "coprocessor", attached, table.coprocessor))
+    for key, wanted in table.values:
+        value = attributes.get(key.encode())
+        have = "unset" if value is None else value.decode(errors="replace")
+        if have != wanted:
+            drift.append(Drift(pool.name, table.name, None, key, have, wanted))
+    return drift
+
+
+def _drift(pool: ClusterPool, table: TableDef, found: _Found | None) -> list[Drift]:
     if found is None:
         return [Drift(pool.name, table.name, None, None, "missing", "defined")]
-    drift = []
+    drift = _table_drift(pool, table, found)
     for family in table.families:
-        descriptor = found.get(family.name)
+        descriptor = found.families.get(family.name)
         if descriptor is None:
             drift.append(Drift(pool.name, table.name, family.name, None, "missing", "defined"))
             continue
@@ -223,21 +299,86 @@ def table_drift(pool: ClusterPool, table: TableDef) -> list[Drift]:
     return _drift(pool, table, _read(pool, table))
 
 
+def _attributes(table: TableDef, found: dict[bytes, bytes] | None = None) -> dict[bytes, bytes]:
+    """``found`` (a table's attributes as read) with the definition's
+    coprocessor attached and its values set; other attributes are kept."""
+    attributes = dict(found or {})
+    if table.coprocessor is not None:
+        attached = coprocessors(attributes)
+        if table.coprocessor not in attached.values():
+            numbers = [int(m.group(1)) for k in attached if (m := _COPROCESSOR_KEY.fullmatch(k))]
+            slot = b"coprocessor$%d" % (max(numbers, default=0) + 1)
+            attributes[slot] = f"|{table.coprocessor}|{_USER_PRIORITY}|".encode()
+    for name, value in table.values:
+        attributes[name.encode()] = value.encode()
+    return attributes
+
+
+def compaction_cap(pool: ClusterPool, table: TableDef = FOLLOWING_FEED) -> int | None:
+    """The cap ``table``'s compactions trim its rows to on this cluster: its
+    attribute, when the table is attached to the trimming coprocessor and the
+    attribute is a whole number the coprocessor takes; else None (the table
+    is not trimmed by compactions, so the sweep trims it)."""
+    found = _read(pool, table)
+    if found is None or FEED_TRIM_OBSERVER not in coprocessors(found.attributes).values():
+        return None
+    text = found.attributes.get(TRIM_CAP_ATTRIBUTE.encode(), b"")
+    # As the coprocessor reads it: ASCII digits only, at most 18 of them.
+    if not (text.isdigit() and len(text) <= 18 and int(text) >= 1):
+        return None
+    return int(text)
+
+
+def detach_coprocessor(pool: ClusterPool, table: TableDef) -> bool:
+    """Take ``table``'s coprocessor off it on this cluster (its attributes
+    stay); True if it was attached. The regions reopen without it."""
+    found = _read(pool, table)
+    if found is None or table.coprocessor is None:
+        return False
+    attributes = found.attributes
+    keys = [key for key, name in coprocessors(attributes).items() if name == table.coprocessor]
+    if not keys:
+        return False
+    found.descriptor.attributes = {k: v for k, v in attributes.items() if k not in keys}
+    pool.thrift2.run(f"detach {table.coprocessor} from {table.name}", lambda c: c.modifyTable(found.descriptor))
+    return True
+
+
 def _create(pool: ClusterPool, table: TableDef) -> bool:
-    """Create the table; False if another process made it meanwhile."""
+    """Create the table; False if another process made it meanwhile. A
+    coprocessor the cluster cannot load is left out, with a warning."""
     name = _thrift2_table_name(pool, table.name)
     columns = [_apply(f, THRIFT2.TColumnFamilyDescriptor(name=f.name.encode())) for f in table.families]
 
-    def work(client: Any) -> bool:
-        try:
-            client.createTable(THRIFT2.TTableDescriptor(tableName=name, columns=columns), None)
-        except THRIFT2.TIOError as exc:
-            if "TableExistsException" in (exc.message or ""):
-                return False
-            raise
-        return True
+    def work(attributes: dict[bytes, bytes]) -> Callable[[Any], bool]:
+        def create(client: Any) -> bool:
+            try:
+                client.createTable(THRIFT2.TTableDescriptor(tableName=name, columns=columns, attributes=attributes),
+                                   None)
+            except THRIFT2.TIOError as exc:
+                if "TableExistsException" in (exc.message or ""):
+                    return False
+                raise
+            return True
 
-    return pool.thrift2.run(f"create table {table.name}", work, idempotent=False)
+        return create
+
+    try:
+        return pool.thrift2.run(f"create table {table.name}", work(_attributes(table)), idempotent=False)
+    except HBaseError as exc:
+        if table.coprocessor is None or table.coprocessor not in str(exc):
+            raise
+    log.warning("hbase %s: cannot load %s there; table %s created without it (see docs/feeds.md)",
+                pool.name, table.coprocessor, table.name)
+    bare = dataclasses.replace(table, coprocessor=None)
+    return pool.thrift2.run(f"create table {table.name}", work(_attributes(bare)), idempotent=False)
+
+
+def _alter_table(pool: ClusterPool, table: TableDef, found: _Found) -> None:
+    """Attach the coprocessor and set the values (the families as read; the
+    regions reopen, data kept)."""
+    found.descriptor.attributes = _attributes(table, found.attributes)
+    pool.thrift2.run(f"alter table {table.name}", lambda c: c.modifyTable(found.descriptor))
 
 
 def _alter(pool: ClusterPool, table: TableDef, family: Family, found: Any) -> None:
@@ -264,8 +405,10 @@ def apply_table(pool: ClusterPool, table: TableDef) -> list[Drift]:
     if found is None:
         _create(pool, table)
         return drift
+    if any(d.family is None for d in drift):  # first: it sends the families as read
+        _alter_table(pool, table, found)
     for family_name in dict.fromkeys(d.family for d in drift if d.family is not None):
-        _alter(pool, table, table.family(family_name), found.get(family_name))
+        _alter(pool, table, table.family(family_name), found.families.get(family_name))
     return drift
 
 
@@ -286,7 +429,7 @@ def ensure_table(pool: ClusterPool, table: TableDef) -> bool:
     short = [d for d in drift if d.setting == "max_versions" and d.found < d.wanted]
     for item in short:
         assert found is not None and item.family is not None
-        _alter_versions(pool, table, item.family, item.wanted, found[item.family])
+        _alter_versions(pool, table, item.family, item.wanted, found.families[item.family])
     wrong = [d for d in drift if not d.tuning and d not in short]
     if wrong:
         raise HBaseSchemaMismatch(pool.name, str(pool.thrift2.address), f"ensure table {table.name}",

@@ -221,6 +221,9 @@ service THBaseService {
   void modifyColumnFamily(1: required TTableName tableName, 2: required TColumnFamilyDescriptor column)
     throws (1: TIOError io)
 
+  // Replaces the whole descriptor (families and attributes); regions reopen.
+  void modifyTable(1: required TTableDescriptor desc) throws (1: TIOError io)
+
   // ONE from a Thrift1 server, TWO from a Thrift2 one: both answer it.
   TThriftServerType getThriftServerType()
 }

@@ -25,7 +25,14 @@ from tasks.hbase import (
 )
 from tasks.hbase import cli as hbase_cli
 from tasks.hbase.idl import THRIFT2
-from tasks.hbase.tables import Drift, apply_table, table_drift
+from tasks.hbase.tables import (
+    FEED_TRIM_OBSERVER,
+    TRIM_CAP_ATTRIBUTE,
+    Drift,
+    apply_table,
+    compaction_cap,
+    table_drift,
+)
 from tests.hbase.conftest import test_settings
 
 
@@ -83,10 +90,16 @@ def test_apply_alters_an_old_table_online_and_keeps_its_data() -> None:
                 "bloom_filter_type": ("ROWCOL", "ROW"),
                 "in_memory": (True, False),
                 "block_cache_enabled": (False, True),  # happybase's default
+                # The compaction-time trimming: the coprocessor and its cap.
+                "coprocessor": ("none", FEED_TRIM_OBSERVER),
+                TRIM_CAP_ATTRIBUTE: ("unset", "1000"),
             }
-            assert str(drift[1]).startswith(f"{pool.name} following_feed family 'feed': ")
+            assert str(drift[0]) == f"{pool.name} following_feed: coprocessor is none, defined {FEED_TRIM_OBSERVER}"
+            assert str(drift[2]).startswith(f"{pool.name} following_feed family 'feed': ")
+            assert compaction_cap(pool) is None
             assert apply_table(pool, FOLLOWING_FEED) == drift
             assert table_drift(pool, FOLLOWING_FEED) == []
+            assert compaction_cap(pool) == 1000
             raw = descriptor(pool, FOLLOWING_FEED.name)["feed"]
             assert (raw.compressionType, raw.timeToLive) == (2, 2147483647)  # untouched: NONE, forever
             got = get_versions(pool, FOLLOWING_FEED.name, [row])
@@ -184,8 +197,11 @@ def test_the_tables_command_shows_before_it_applies(monkeypatch: pytest.MonkeyPa
         applied = capsys.readouterr().out
         assert "altered: standby following_feed family 'feed': block_size is 65536, defined 16384" in applied
         assert hbase_cli.main(["tables"]) == 0
-        assert capsys.readouterr().out.splitlines() == [f"ok: {p} {t.name}" for p in ("primary", "standby")
-                                                       for t in TABLES]
+        assert capsys.readouterr().out.splitlines() == [
+            line for p in ("primary", "standby")
+            for line in [*(f"ok: {p} {t.name}" for t in TABLES),
+                         f"trimming: {p} following_feed by compaction, cap 1000"]
+        ]
     finally:
         for pool in pair:
             for table in TABLES:
