@@ -30,6 +30,8 @@ from typing import Any
 
 from tasks.hbase import PRIMARY, STANDBY, Address, ClusterPair, ClusterPool, HBaseError, HBaseSettings
 from tasks.hbase.errors import one_line
+from tasks.hbase.jmx import trim_counts
+from tasks.hbase.tables import compaction_cap
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,40 @@ class ServerHealth:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TrimHealth:
+    """How a cluster's feed is trimmed, as last probed: ``mode`` is
+    "compaction" (the table is attached to the trimming coprocessor, with
+    ``cap``), "sweep" (it is not: trim jobs and the sweep do it) or None
+    (unknown: ``error`` says why). The counts are the region server's since
+    it started (None when its JMX could not be read or has none yet)."""
+
+    mode: str | None = None
+    cap: int | None = None
+    cells_dropped: int | None = None
+    rows_trimmed: int | None = None
+    compactions_trimmed: int | None = None
+    compactions_passed: int | None = None
+    error: str | None = None
+    checked_at_ms: int | None = None
+
+
+def probe_trimming(pool: ClusterPool) -> TrimHealth:
+    """The feed table's trimming mode and the coprocessor's counts; never raises."""
+    try:
+        cap = compaction_cap(pool)
+    except HBaseError as exc:
+        return TrimHealth(error=one_line(exc), checked_at_ms=_now_ms())
+    health = TrimHealth("sweep" if cap is None else "compaction", cap, checked_at_ms=_now_ms())
+    if pool.info_address is None:
+        return health
+    try:
+        counts = trim_counts(pool.name, pool.info_address, timeout_s=pool.call_timeout_s)
+    except HBaseError as exc:
+        return dataclasses.replace(health, error=one_line(exc))
+    return health if counts is None else dataclasses.replace(health, **dataclasses.asdict(counts))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterHealth:
     """A cluster: its Thrift1 server in the first fields (the panel's shape
     from before Thrift2 was probed), its Thrift2 server in ``thrift2``."""
@@ -63,11 +99,12 @@ class ClusterHealth:
     error: str | None = None
     checked_at_ms: int | None = None
     thrift2: ServerHealth = dataclasses.field(default_factory=ServerHealth)
+    trimming: TrimHealth = dataclasses.field(default_factory=TrimHealth)
 
     @classmethod
-    def of(cls, name: str, thrift1: ServerHealth, thrift2: ServerHealth) -> ClusterHealth:
+    def of(cls, name: str, thrift1: ServerHealth, thrift2: ServerHealth, trimming: TrimHealth) -> ClusterHealth:
         return cls(name, thrift1.address, thrift1.reachable, thrift1.latency_ms, thrift1.error,
-                   thrift1.checked_at_ms, thrift2)
+                   thrift1.checked_at_ms, thrift2, trimming)
 
 
 def probe_thrift1(pool: ClusterPool) -> ServerHealth:
@@ -129,6 +166,7 @@ class HBaseHealth:
         self.timeout_s = timeout_s
         self._pair: ClusterPair | None = None
         self._latest: dict[tuple[str, str], ServerHealth] = {}
+        self._trimming: dict[str, TrimHealth] = {}
         if settings is not None:
             self._pair = ClusterPair.from_settings(bounded(settings, timeout_s))
             for pool in self._pair:
@@ -153,7 +191,20 @@ class HBaseHealth:
                                           name=f"dash-hbase-{pool.name}-{server}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
+            thread = threading.Thread(target=self._run_trimming, args=(pool,),
+                                      name=f"dash-hbase-{pool.name}-trimming", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
+
+    def _run_trimming(self, pool: ClusterPool) -> None:
+        # Its counts move with compactions, and JMX copies them every ~10 s.
+        while True:
+            health = probe_trimming(pool)
+            with self._lock:
+                self._trimming[pool.name] = health
+            if self._stop.wait(max(self.interval_s, 5.0)):
+                return
 
     def _run(self, pool: ClusterPool, server: str, probe: Callable[[ClusterPool], ServerHealth]) -> None:
         while True:
@@ -166,7 +217,8 @@ class HBaseHealth:
     def clusters(self) -> list[ClusterHealth]:
         """Primary, then standby, as last probed."""
         with self._lock:
-            return [ClusterHealth.of(name, self._server(name, THRIFT1), self._server(name, THRIFT2))
+            return [ClusterHealth.of(name, self._server(name, THRIFT1), self._server(name, THRIFT2),
+                                     self._trimming.get(name) or TrimHealth())
                     for name in (PRIMARY, STANDBY)]
 
     def _server(self, cluster: str, server: str) -> ServerHealth:

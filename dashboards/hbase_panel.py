@@ -6,6 +6,8 @@ so it reads nothing more from the shards or the clusters. Its shape:
     taken_at_ms, partial, settings_error,
     clusters: [{name, address, reachable, latency_ms, error, checked_at_ms,
                 thrift2: {address, reachable, latency_ms, error, checked_at_ms},
+                trimming: {mode, cap, cells_dropped, rows_trimmed, compactions_trimmed,
+                           compactions_passed, error, checked_at_ms},
                 write_queue, backlog: QUEUE}],
     fanout: QUEUE and {lag_ms, oldest_run_after_ms},
     trim: QUEUE,           (succeeded: trims done within the queue's retention)
@@ -18,6 +20,12 @@ is set when it answered, ``error`` (one line) when it did not. Thrift1 up
 and Thrift2 down is a cluster that takes no writes (they wait in its write
 queue) and answers no feed read or lookup (the other cluster does); only
 its scans work.
+
+``trimming`` says how the cluster's feed rows are capped: ``mode``
+"compaction" (the feed table is attached to the trimming coprocessor, whose
+cap is ``cap``), "sweep" (it is not: fan-out trims and the sweep cap it),
+null while unknown. The counts are the coprocessor's on that region server
+since it started, from its JMX (null when unreadable; ``error`` says why).
 
 QUEUE is {queue, exists, config_error, pending_now, pending_future,
 pending, running, succeeded, failed}: pending_now is due, pending_future

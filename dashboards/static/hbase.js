@@ -58,6 +58,24 @@
     ];
   }
 
+  // How the cluster's feed rows are capped: by its compactions (the trimming
+  // coprocessor) or by trim jobs and the sweep.
+  function trimmingRow(t) {
+    if (!t || t.mode === null) {
+      return el("div", { class: "shard-counts", "data-field": "trimming" }, el("span", {}, "trimming:"),
+        el("span", { class: "muted", title: t && t.error ? t.error : "" }, "unknown"));
+    }
+    const byCompaction = t.mode === "compaction";
+    return el("div", { class: "shard-counts", "data-field": "trimming",
+      title: byCompaction ? "the feed table is attached to the trimming coprocessor; counts since the region server started"
+        : "the feed table has no trimming coprocessor: fan-out trims and the sweep cap the rows" },
+      el("span", {}, "trimming:"),
+      el("span", { "data-field": "trim-mode" }, byCompaction ? `by compaction, cap ${PL.fmtInt(t.cap)}` : "by the sweep"),
+      byCompaction && t.cells_dropped !== null ? count("cells dropped", t.cells_dropped, "cells_dropped") : null,
+      byCompaction && t.rows_trimmed !== null ? count("rows trimmed", t.rows_trimmed, "rows_trimmed") : null,
+      t.error ? el("span", { class: "error" }, t.error) : null);
+  }
+
   function clusterCard(c, settingsError) {
     const [text, tone, title] = verdict(c, settingsError);
     const b = c.backlog;
@@ -68,7 +86,8 @@
       el("div", { class: "shard-counts", title: `queue ${b.queue}` + (b.config_error ? ": " + b.config_error : "") },
         el("span", {}, "write backlog:"), count("pending now", b.pending_now, "pending_now"),
         count("pending later", b.pending_future, "pending_future"), count("running", b.running, "running"),
-        count("failed", b.failed, "failed")));
+        count("failed", b.failed, "failed")),
+      trimmingRow(c.trimming));
   }
 
   function stat(key, label, value, detail, title) {

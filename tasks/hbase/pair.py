@@ -26,8 +26,10 @@ class ClusterPair:
     def from_settings(cls, settings: HBaseSettings | None = None) -> ClusterPair:
         settings = settings or HBaseSettings.from_env()
         return cls(
-            primary=ClusterPool.for_cluster(PRIMARY, settings.primary, settings, settings.primary_thrift2),
-            standby=ClusterPool.for_cluster(STANDBY, settings.standby, settings, settings.standby_thrift2),
+            primary=ClusterPool.for_cluster(PRIMARY, settings.primary, settings, settings.primary_thrift2,
+                                            settings.primary_info),
+            standby=ClusterPool.for_cluster(STANDBY, settings.standby, settings, settings.standby_thrift2,
+                                            settings.standby_info),
         )
 
     def __iter__(self) -> Iterator[ClusterPool]:

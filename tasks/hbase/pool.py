@@ -38,8 +38,10 @@ class ClusterPool:
         attempts: int = 2,
         table_prefix: str = "",
         thrift2_address: Address | None = None,
+        info_address: Address | None = None,
     ) -> None:
         self.name = name
+        self.info_address = info_address  # the region server's web server (JMX)
         self.address = address
         self.size = size
         self.call_timeout_s = call_timeout_s
@@ -55,6 +57,7 @@ class ClusterPool:
     @classmethod
     def for_cluster(
         cls, name: str, address: Address, settings: HBaseSettings, thrift2_address: Address | None = None,
+        info_address: Address | None = None,
     ) -> ClusterPool:
         return cls(
             name,
@@ -65,6 +68,7 @@ class ClusterPool:
             attempts=settings.attempts,
             table_prefix=settings.table_prefix,
             thrift2_address=thrift2_address,
+            info_address=info_address,
         )
 
     @property

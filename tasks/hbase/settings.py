@@ -9,6 +9,11 @@ Read from the environment (``HBaseSettings.from_env``)::
                                                versioned reads, table changes)
     PINLATER_HBASE_STANDBY_THRIFT2=127.0.0.1:19093
                                                Thrift2 server of the standby
+    PINLATER_HBASE_PRIMARY_INFO=127.0.0.1:16110
+                                               web server of the primary's region
+                                               server (JMX: the feed trimming's counts)
+    PINLATER_HBASE_STANDBY_INFO=127.0.0.1:16210
+                                               web server of the standby's
     PINLATER_HBASE_TABLE_PREFIX=               prefix of every table name ("" = none)
     PINLATER_HBASE_POOL_SIZE=4                 connections per cluster and process
     PINLATER_HBASE_CALL_TIMEOUT_S=10           connect and per-call socket timeout
@@ -30,6 +35,8 @@ DEFAULT_PRIMARY = "127.0.0.1:19090"
 DEFAULT_STANDBY = "127.0.0.1:19091"
 DEFAULT_PRIMARY_THRIFT2 = "127.0.0.1:19092"
 DEFAULT_STANDBY_THRIFT2 = "127.0.0.1:19093"
+DEFAULT_PRIMARY_INFO = "127.0.0.1:16110"
+DEFAULT_STANDBY_INFO = "127.0.0.1:16210"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,8 @@ class HBaseSettings:
     standby: Address = Address.parse(DEFAULT_STANDBY)
     primary_thrift2: Address = Address.parse(DEFAULT_PRIMARY_THRIFT2)
     standby_thrift2: Address = Address.parse(DEFAULT_STANDBY_THRIFT2)
+    primary_info: Address = Address.parse(DEFAULT_PRIMARY_INFO)
+    standby_info: Address = Address.parse(DEFAULT_STANDBY_INFO)
     table_prefix: str = ""
     pool_size: int = 4
     call_timeout_s: float = 10.0
@@ -89,6 +98,8 @@ class HBaseSettings:
             standby=address("PINLATER_HBASE_STANDBY", DEFAULT_STANDBY),
             primary_thrift2=address("PINLATER_HBASE_PRIMARY_THRIFT2", DEFAULT_PRIMARY_THRIFT2),
             standby_thrift2=address("PINLATER_HBASE_STANDBY_THRIFT2", DEFAULT_STANDBY_THRIFT2),
+            primary_info=address("PINLATER_HBASE_PRIMARY_INFO", DEFAULT_PRIMARY_INFO),
+            standby_info=address("PINLATER_HBASE_STANDBY_INFO", DEFAULT_STANDBY_INFO),
             table_prefix=env.get("PINLATER_HBASE_TABLE_PREFIX", "").strip(),
             pool_size=int(number("PINLATER_HBASE_POOL_SIZE", 4)),
             call_timeout_s=number("PINLATER_HBASE_CALL_TIMEOUT_S", 10.0),

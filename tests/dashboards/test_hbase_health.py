@@ -248,5 +248,8 @@ def test_the_panel_has_each_clusters_thrift2_server() -> None:
     primary_c, standby_c = body["clusters"]
     assert primary_c == {"name": "primary", "address": str(a), **unprobed,
                          "thrift2": {"address": str(b), **unprobed},
+                         "trimming": dict.fromkeys(["mode", "cap", "cells_dropped", "rows_trimmed",
+                                                    "compactions_trimmed", "compactions_passed", "error",
+                                                    "checked_at_ms"]),
                          "write_queue": WRITE_PRIMARY, "backlog": primary_c["backlog"]}
     assert standby_c["address"] == str(c) and standby_c["thrift2"] == {"address": str(d), **unprobed}
