@@ -60,12 +60,29 @@ def services(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
     return result
 
 
-def hbase_compact(cluster: str, table: str) -> None:
+def hbase_compact(cluster: str, table: str, *, flush_only: bool = False) -> None:
     """Flush ``table`` (its name on the cluster, prefix included) on one
     HBase cluster and major-compact it: HBase then drops every delete marker
-    and what it masks. Fails loudly with the script's output."""
+    and what it masks. ``flush_only``: the flush alone (the memstore becomes
+    one more store file). Fails loudly with the script's output."""
+    _hbase_script("compact", cluster, table, *(["flush"] if flush_only else []))
+
+
+def hbase_raw(cluster: str, table: str, row: bytes) -> list[tuple[str, bytes, int]]:
+    """Every cell of one row as stored, delete markers included: (type,
+    family:qualifier, timestamp), type as HBase names it ("Put", "Delete",
+    "DeleteColumn", ...)."""
+    out = []
+    for line in filter(None, _hbase_script("raw", cluster, table, row.decode()).splitlines()):
+        kind, column, ts = line.split(" ")
+        out.append((kind, column.encode(), int(ts)))
+    return out
+
+
+def _hbase_script(*args: str) -> str:
     script = REPO / "scripts" / "hbase"
-    result = subprocess.run([str(script), "compact", cluster, table], capture_output=True, text=True, timeout=180)
+    result = subprocess.run([str(script), *args], capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
-        raise RuntimeError(f"scripts/hbase compact {cluster} {table} failed ({result.returncode}):\n"
+        raise RuntimeError(f"scripts/hbase {' '.join(args)} failed ({result.returncode}):\n"
                            f"{result.stdout}\n{result.stderr}")
+    return result.stdout

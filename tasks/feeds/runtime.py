@@ -2,17 +2,24 @@
 and the HBase pair, made on first use and again after a fork (a pool
 process must not share its parent's sockets). The feed table is ensured on
 a cluster the first time the process uses that cluster, so a worker starts
-while a cluster is down and its jobs for the other cluster still run."""
+while a cluster is down and its jobs for the other cluster still run.
+
+Whether a cluster's compactions trim the feed (the table is attached to the
+trimming coprocessor) is read from its table descriptor and kept for a
+minute, so an operator's alter reaches every worker within that."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import FOLLOWING_FEED, ClusterPair
-from tasks.hbase.tables import EnsuredTables
+from tasks.hbase import ClusterPair
+from tasks.hbase.tables import EnsuredTables, TableDef, compaction_cap, feed_table
 from tasks.per_process import PerProcess
+
+TRIM_MODE_TTL_S = 60.0
 
 
 @dataclass
@@ -21,9 +28,12 @@ class FeedRuntime:
     store: AppData
     pair: ClusterPair
     tables: EnsuredTables = field(init=False)
+    table: TableDef = field(init=False)
+    _trim_caps: dict[str, tuple[int | None, float]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tables = EnsuredTables(self.pair)
+        self.table = feed_table(self.settings.cap)
 
     @classmethod
     def from_env(cls) -> FeedRuntime:
@@ -32,8 +42,18 @@ class FeedRuntime:
     def ready(self, cluster: str) -> ClusterPair:
         """The pair, with the feed table ensured on ``cluster`` (raises
         ``HBaseError`` while it is down: the job is retried)."""
-        self.tables.ready(cluster, FOLLOWING_FEED)
+        self.tables.ready(cluster, self.table)
         return self.pair
+
+    def trimmed_by_compaction(self, cluster: str) -> bool:
+        """Whether ``cluster``'s compactions trim the feed (raises
+        ``HBaseError`` while it is down)."""
+        cap, expires = self._trim_caps.get(cluster, (None, 0.0))
+        now = time.monotonic()
+        if now >= expires:
+            cap = compaction_cap(self.ready(cluster)[cluster], self.table)
+            self._trim_caps[cluster] = (cap, now + TRIM_MODE_TTL_S)
+        return cap is not None
 
     def close(self) -> None:
         self.store.close()

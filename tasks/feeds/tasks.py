@@ -97,22 +97,27 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
 
 
 def _trim_if_long(rt: FeedRuntime, job: FanoutJob, followers: list[int]) -> None:
-    """Checks a few of the page's rows on the primary (the same ones on a
-    replay) and enqueues trims of those well over the cap. A feed that keeps
-    growing is in many pages, so it is found soon; the sweep finds the rest.
-    A failed check is skipped: it must not hold up the fan-out."""
+    """On clusters whose compactions do not trim the feed (no coprocessor):
+    checks a few of the page's rows (the same ones on a replay) and enqueues
+    trims of those well over the cap. A feed that keeps growing is in many
+    pages, so it is found soon; the sweep finds the rest. Where compactions
+    trim, nothing is read or enqueued. A failed check is skipped: it must not
+    hold up the fan-out."""
     sample = min(rt.settings.trim_sample, len(followers))
     if not sample:
         return
-    chosen = random.Random(f"{job.pin_id}:{job.phase}:{job.cursor}").sample(followers, sample)
     try:
-        pair = rt.ready(PRIMARY)
-        long_rows = [user for user in chosen if over(pair, PRIMARY, user, rt.settings.trim_threshold)]
+        clusters = [cluster for cluster in CLUSTERS if not rt.trimmed_by_compaction(cluster)]
+        if not clusters:
+            return
+        chosen = random.Random(f"{job.pin_id}:{job.phase}:{job.cursor}").sample(followers, sample)
+        pair = rt.ready(clusters[0])
+        long_rows = [user for user in chosen if over(pair, clusters[0], user, rt.settings.trim_threshold)]
     except HBaseError as exc:
         log.info("feeds.fanout: feed length check skipped: %s", exc)
         return
     for user in long_rows:
-        for cluster in CLUSTERS:
+        for cluster in clusters:
             trim.apply_async(args=[TrimJob(user, cluster, rt.settings.cap).to_json()])
 
 
@@ -186,6 +191,9 @@ def trim_sweep(self: PinLaterTask, body: str | bytes) -> int:
         if job.cluster is None:
             for cluster in CLUSTERS:
                 trim_sweep.apply_async(args=[SweepJob(cluster, None, cap).to_json()])
+            return 0
+        if rt.trimmed_by_compaction(job.cluster):
+            log.info("feeds.trim_sweep: %s trims the feed in its compactions; no sweep there", job.cluster)
             return 0
         pair = rt.ready(job.cluster)
         page = sweep_page(pair, job.cluster, job.cursor, cap, rows=rt.settings.sweep_rows)

@@ -1,6 +1,7 @@
 """Helpers of the feed tests: apply write bodies as the write jobs would,
 read a feed row back (with its versions), make users and pins, hand out action times, make a
-fanned-out feed, find every row holding a cell, and a port that never answers."""
+fanned-out feed, find every row holding a cell, a port that never answers, and the feed
+table trimmed by compaction or by jobs for a while."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from tasks.appdata.store import AppData
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, parse_row_key, row_key
 from tasks.feeds.fanout import FanoutJob, fanout_page
 from tasks.feeds.writes import WriteBody, apply_write
-from tasks.hbase import ClusterPair, get_versions, read_columns
+from tasks.hbase import FOLLOWING_FEED, ClusterPair, get_versions, read_columns
 from tasks.hbase.settings import Address
+from tasks.hbase.tables import apply_table, detach_coprocessor, ensure_table, feed_table
 
 _clock = itertools.count(1_700_000_000_000, 1000)
 
@@ -63,6 +65,33 @@ def feeds(pair: ClusterPair, user: int) -> list[int]:
 
 def user(store: AppData, name: str) -> int:
     return graph.create_user(store, {"name": name}).id
+
+
+@contextlib.contextmanager
+def trimming(pair: ClusterPair, cap: int, *, by_compaction: tuple[str, ...] = ()) -> Iterator[None]:
+    """The feed table with ``cap`` as its compaction-time cap, the trimming
+    coprocessor attached only on the clusters named (the others trim with
+    jobs), and as defined again afterwards (later tests share the table)."""
+    try:
+        for pool in pair:
+            ensure_table(pool, feed_table(cap))
+            apply_table(pool, feed_table(cap))
+            if pool.name not in by_compaction:
+                assert detach_coprocessor(pool, feed_table(cap))
+        yield
+    finally:
+        for pool in pair:
+            apply_table(pool, FOLLOWING_FEED)
+
+
+def followed_pinner(store: AppData, readers: int) -> tuple[int, int, list[int]]:
+    """A pinner with a board and ``readers`` new users following it."""
+    pinner = user(store, "pinner")
+    board = graph.create_board(store, pinner, {"name": "b"}).id
+    followers = [user(store, f"reader{i}") for i in range(readers)]
+    for reader in followers:
+        graph.follow_user(store, reader, pinner)
+    return pinner, board, followers
 
 
 def pin(store: AppData, pinner: int, board: int, at_ms: int) -> AppObject:

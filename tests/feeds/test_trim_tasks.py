@@ -1,7 +1,8 @@
-"""Trimming by the tasks: a fan-out that samples a row well over the cap
-enqueues its trim, and the periodic sweep (started here by hand, as
-``celery beat`` would) caps every feed, including those grown by follows,
-keeping the newest pins on both clusters."""
+"""Trimming by the tasks, on clusters whose feed table lacks the trimming
+coprocessor (an HBase without the project's jar): a fan-out that samples a
+row well over the cap enqueues its trim, and the periodic sweep (started
+here by hand, as ``celery beat`` would) caps every feed, including those
+grown by follows, keeping the newest pins on both clusters."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from tasks.appdata import graph
 from tasks.feeds import queues
-from tests.feeds.helpers import feed, feeds, pin, tick, user
+from tests.feeds.helpers import feed, feeds, followed_pinner, pin, tick, trimming, user
 from tests.feeds.world import FeedWorld
 
 CAP = 20
@@ -17,12 +18,13 @@ CAP = 20
 
 @pytest.mark.feed_settings(cap=CAP, trim_slack=5, trim_sample=1000, recent_pins=40, page_size=100)
 def test_fanout_trims_and_the_sweep_caps_every_feed_keeping_the_newest(world: FeedWorld) -> None:
+    pinner, board, readers = followed_pinner(world.store, 5)
+    with trimming(world.pair, CAP):
+        jobs_trim_every_feed(world, pinner, board, readers)
+
+
+def jobs_trim_every_feed(world: FeedWorld, pinner: int, board: int, readers: list[int]) -> None:
     store, actions = world.store, world.actions
-    pinner = user(store, "prolific")
-    board = graph.create_board(store, pinner, {"name": "b"}).id
-    readers = [user(store, f"reader{i}") for i in range(5)]
-    for reader in readers:
-        graph.follow_user(store, reader, pinner)
     world.start_workers()
 
     created = []
