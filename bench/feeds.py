@@ -10,7 +10,10 @@ pool processes, half per cluster: a raw happybase loop (batches of 1,000
 rows at the pin's timestamp, the write jobs' shape) and a raw Thrift2 loop
 (one putMultiple of 1,000 rows a page, a timestamp per cell, as the write
 jobs send them). Each round starts with a different one; the medians are
-compared, the tasks against the faster ceiling.
+compared, the tasks against the faster ceiling. Then the same task rounds
+with the feed table's trimming coprocessor taken off both clusters (new
+workers), where each fan-out page reads sampled rows looking for feeds to
+trim: the write-path cost the coprocessor removes.
 
 Reads: feeds of 100 pins for 2,000 users; a FeedReader (pins joined from
 MySQL) at a fixed request rate, latency measured from each request's
@@ -72,9 +75,10 @@ from tasks.feeds.cells import FAMILY, TABLE, qualifier, row_key  # noqa: E402
 from tasks.feeds.local import worker_processes  # noqa: E402
 from tasks.feeds.read import FeedReader  # noqa: E402
 from tasks.feeds.settings import FeedSettings  # noqa: E402
-from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.hbase import FOLLOWING_FEED, TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.hbase.settings import Address  # noqa: E402
+from tasks.hbase.tables import apply_table, detach_coprocessor  # noqa: E402
 
 SHARD_URL = "redis://127.0.0.1:16379/14"
 CONTROL_URL = "redis://127.0.0.1:16379/15"
@@ -219,9 +223,27 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         raw_s, raw2_s, task_s = rotating(
             args.rounds, cpu.costed("raw", lambda: raw(False)), cpu.costed("raw_thrift2", lambda: raw(True)),
             cpu.costed("tasks", lambda: task_round(service, actions, celebrity, board, args.pins)))
+    # The same rounds with the feed table's trimming coprocessor taken off
+    # both clusters, as on an HBase without the project's jar: each fan-out
+    # page then reads sampled rows to find feeds to trim. New workers: a
+    # worker reads the trimming mode once a minute.
+    pair = ClusterPair.from_settings(hbase)
+    try:
+        for pool in pair:
+            detach_coprocessor(pool, FOLLOWING_FEED)
+        with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeedsnocp"):
+            task_round(service, actions, celebrity, board, 1)
+            bare_s = [cpu.costed("tasks_without_coprocessor",
+                                 lambda: task_round(service, actions, celebrity, board, args.pins))()
+                      for _ in range(args.rounds)]
+    finally:
+        for pool in pair:
+            apply_table(pool, FOLLOWING_FEED)
+        pair.close()
     raw_rate = cells / statistics.median(raw_s)
     raw2_rate = cells / statistics.median(raw2_s)
     task_rate = cells / statistics.median(task_s)
+    bare_rate = cells / statistics.median(bare_s)
     return {
         "followers": len(fans), "pins": args.pins, "cells_per_round": cells, "rounds": args.rounds,
         "workers": args.workers, "concurrency": args.concurrency,
@@ -229,6 +251,9 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         "tasks_s": task_s, "raw_s": raw_s,
         "raw_thrift2_cells_per_s": raw2_rate, "raw_thrift2_s": raw2_s,
         "ratio_to_faster_raw": task_rate / max(raw_rate, raw2_rate),
+        # The tasks with no trimming coprocessor (fan-out samples rows for trims).
+        "tasks_without_coprocessor_cells_per_s": bare_rate, "tasks_without_coprocessor_s": bare_s,
+        "coprocessor_speedup": task_rate / bare_rate,
         # CPU seconds a round, per writer: the machine's, each server kind's, and
         # the rest ("clients": Celery workers, or the raw writers' processes).
         "cpu_s_per_round": cpu.mean(),
@@ -383,6 +408,9 @@ def main() -> int:
     print(f"  raw Thrift2 putMultiple:    {fanout['raw_thrift2_cells_per_s']:,.0f} cells/s (a timestamp per cell)")
     print(f"  ratio: {fanout['ratio']:.2f} of raw happybase, "
           f"{fanout['ratio_to_faster_raw']:.2f} of the faster raw writer")
+    print(f"  tasks, no trimming coprocessor (pages sample rows for trims): "
+          f"{fanout['tasks_without_coprocessor_cells_per_s']:,.0f} cells/s; "
+          f"with it {fanout['coprocessor_speedup']:.2f}x that")
     print("  CPU seconds a round (the machine's, then by process kind; clients = the rest):")
     for name, spent in fanout["cpu_s_per_round"].items():
         print(f"    {name:12} " + ", ".join(f"{kind} {value:.1f}" for kind, value in spent.items()))

@@ -16,6 +16,11 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert fanout["tasks_cells_per_s"] > 0 and fanout["raw_cells_per_s"] > 0 and fanout["ratio"] > 0
     assert fanout["raw_thrift2_cells_per_s"] > 0 and 0 < fanout["ratio_to_faster_raw"] <= fanout["ratio"]
     assert fanout["cells_per_round"] == fanout["followers"] * fanout["pins"] * 2
+    # The same rounds without the trimming coprocessor, and how the two compare.
+    assert fanout["tasks_without_coprocessor_cells_per_s"] > 0
+    assert len(fanout["tasks_without_coprocessor_s"]) == fanout["rounds"]
+    assert fanout["coprocessor_speedup"] == pytest.approx(
+        fanout["tasks_cells_per_s"] / fanout["tasks_without_coprocessor_cells_per_s"])
     # Every writer's round cost the machine CPU, part of it in the region servers,
     # and the servers' share never exceeds the machine's.
     for spent in fanout["cpu_s_per_round"].values():
@@ -30,4 +35,5 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert reads["warm_up_reads"] > 0 and reads["warm_up_s"] > 0
     # Stalled: every read still answered, by the standby.
     assert reads["stalled"]["errors"] == 0 and set(reads["stalled"]["served_by"]) == {"standby"}
-    assert "of the faster raw writer" in stdout and "primary stalled" in stdout and "primary cold" in stdout
+    assert "no trimming coprocessor" in stdout and "of the faster raw writer" in stdout
+    assert "primary stalled" in stdout and "primary cold" in stdout
