@@ -24,11 +24,15 @@ test: venv services
 	$(VPY) -m pytest -q
 
 # The consistency model with many more examples than `make test` gives it
-# (SOAK_EXAMPLES per backend, about 1 s each).
+# (SOAK_EXAMPLES per backend, about 1 s each), and the scale tests at
+# SCALE_FOLLOWERS followers of one account (`make test`: 20,000).
 SOAK_EXAMPLES ?= 1000
+SCALE_FOLLOWERS ?= 100000
 soak: venv services
 	PINLATER_CONSISTENCY_EXAMPLES=$(SOAK_EXAMPLES) PINLATER_CONSISTENCY_STEPS=60 \
 		$(VPY) -m pytest -q -o timeout=0 tests/consistency
+	PINLATER_SCALE_FOLLOWERS=$(SCALE_FOLLOWERS) \
+		$(VPY) -m pytest -q -o timeout=0 -s tests/feeds/test_fanout_scale.py tests/typeahead/test_rename_scale.py
 
 demo: venv services
 	$(VPY) -m tasks.feeds.demo
