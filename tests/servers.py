@@ -5,6 +5,7 @@ server: they start it, or fail loudly)."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -66,6 +67,45 @@ def hbase_compact(cluster: str, table: str, *, flush_only: bool = False) -> None
     and what it masks. ``flush_only``: the flush alone (the memstore becomes
     one more store file). Fails loudly with the script's output."""
     _hbase_script("compact", cluster, table, *(["flush"] if flush_only else []))
+
+
+class HBaseAdmin:
+    """Flushes and major compactions of one cluster through one long-lived
+    ``scripts/hbase admin`` JVM (a compaction then costs HBase's work, not a
+    JVM start). Fails loudly with HBase's one-line error."""
+
+    def __init__(self, cluster: str, timeout_s: float = 150.0) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._proc = subprocess.Popen([str(REPO / "scripts" / "hbase"), "admin", cluster], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def flush(self, table: str) -> None:
+        self._call(f"flush {table}")
+
+    def major_compact(self, table: str) -> None:
+        """Flush, then major-compact and wait until it is over."""
+        self._call(f"major {table}")
+
+    def _call(self, command: str) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(command + "\n")
+        self._proc.stdin.flush()
+        ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout_s)
+        answer = self._proc.stdout.readline().strip() if ready else "no answer within the timeout"
+        if answer != "ok":
+            raise RuntimeError(f"hbase {self.cluster}: {command}: {answer}")
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
 
 def hbase_raw(cluster: str, table: str, row: bytes) -> list[tuple[str, bytes, int]]:

@@ -8,6 +8,15 @@
 // With "flush", only the flush: the memstores become one more file per store
 // (tests lay out a store's files so). Exit 0 when done, 1 on an error or at
 // the deadline.
+//
+//   java -cp CP Compact.java ZK_PORT -
+//
+// Serves commands from stdin, one connection for all of them (a test that
+// compacts often pays the JVM's start once): "flush TABLE" or "major TABLE"
+// per line, each answered "ok" or "error: ..." on one line; ends at EOF.
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
@@ -27,29 +36,66 @@ public class Compact {
     Configuration conf = HBaseConfiguration.create();
     conf.set("hbase.zookeeper.quorum", "localhost");
     conf.set("hbase.zookeeper.property.clientPort", args[0]);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(args.length > 2 ? Long.parseLong(args[2]) : 60);
+    long seconds = args.length > 2 ? Long.parseLong(args[2]) : 60;
     try (Connection connection = ConnectionFactory.createConnection(conf); Admin admin = connection.getAdmin()) {
-      TableName table = TableName.valueOf(args[1]);
-      admin.flush(table);
-      if (args.length > 3 && args[3].equals("flush")) {
-        System.out.println("flushed " + table);
+      if (args[1].equals("-")) {
+        serve(admin, seconds);
         return;
       }
-      admin.majorCompact(table);
-      // The request is queued: wait for it to start, then to end.
-      Thread.sleep(300);
-      while (admin.getCompactionState(table) != CompactionState.NONE) {
-        if (System.nanoTime() > deadline) {
-          System.err.println("compact: " + table + " still compacting at the deadline");
-          System.exit(1);
-        }
-        Thread.sleep(100);
+      TableName table = TableName.valueOf(args[1]);
+      boolean flushOnly = args.length > 3 && args[3].equals("flush");
+      if (!run(admin, table, !flushOnly, System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds))) {
+        System.err.println("compact: " + table + " still compacting at the deadline");
+        System.exit(1);
       }
-      System.out.println("compacted " + table);
+      System.out.println((flushOnly ? "flushed " : "compacted ") + table);
     } catch (Exception e) {
-      String message = String.valueOf(e.getMessage()).split("\n", 2)[0];
-      System.err.println("compact: " + e.getClass().getSimpleName() + ": " + message);
+      System.err.println("compact: " + oneLine(e));
       System.exit(1);
     }
+  }
+
+  /** Flush, then (major) compact and wait; false at the deadline. */
+  static boolean run(Admin admin, TableName table, boolean major, long deadline) throws Exception {
+    admin.flush(table);
+    if (!major) {
+      return true;
+    }
+    admin.majorCompact(table);
+    // The request is queued: wait for it to start, then to end.
+    Thread.sleep(300);
+    while (admin.getCompactionState(table) != CompactionState.NONE) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      Thread.sleep(50);
+    }
+    return true;
+  }
+
+  static void serve(Admin admin, long seconds) throws Exception {
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    String line;
+    while ((line = in.readLine()) != null) {
+      String[] words = line.trim().split(" ");
+      String answer;
+      if (words.length != 2 || !(words[0].equals("flush") || words[0].equals("major"))) {
+        answer = "error: expected 'flush TABLE' or 'major TABLE', got '" + line + "'";
+      } else {
+        try {
+          boolean done = run(admin, TableName.valueOf(words[1]), words[0].equals("major"),
+              System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds));
+          answer = done ? "ok" : "error: still compacting at the deadline";
+        } catch (Exception e) {
+          answer = "error: " + oneLine(e);
+        }
+      }
+      System.out.println(answer);
+      System.out.flush();
+    }
+  }
+
+  static String oneLine(Exception e) {
+    return e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).split("\n", 2)[0];
   }
 }
