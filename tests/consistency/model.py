@@ -1,5 +1,6 @@
 """The consistency model: random application actions (pins, follows and
-unfollows of users and boards, renames, contact imports, trims) and a
+unfollows of users and boards, renames, contact imports, trims, flushes
+and major compactions of the feed table, which its coprocessor trims) and a
 random schedule for the jobs they make (claimed, started, stepped one store call
 at a time, interleaved, run twice at once, crashed mid-way and run again,
 a cluster down for a while, backfill pages and verify passes racing them),
@@ -26,7 +27,7 @@ from tasks.feeds import queues as feed_queues
 from tasks.feeds.trim import TrimJob
 from tasks.hbase import PRIMARY, STANDBY
 from tests.consistency import oracle
-from tests.consistency.rig import Rig
+from tests.consistency.rig import TRIM_CAP, Rig
 
 NAMES = ("Ann Lee", "Anna Li", "Bo Chen", "Li Ann", "Cy Young", "Ann", "Bo Li Ann", "Dee Ray")
 CONTACT_NAMES = ("Dee Ray", "Ann Lee", "Eve Li", "Bo", "Ann Ray", "Cy")
@@ -34,7 +35,6 @@ USERS = 4  # few: actions on the same follows and pins collide often
 BOARDS_OF = (2, 1, 1, 0)  # boards per user: the last only follows
 CLUSTERS = (PRIMARY, STANDBY)
 SOURCES = ("address_book", "social")
-TRIM_CAP = 2
 
 user = st.integers(0, USERS - 1)
 anything = st.integers(0, 15)  # an index, taken modulo what is there
@@ -53,6 +53,7 @@ class Model(RuleBasedStateMachine):
         self.clock = 0
         self.trimmed: set[int] = set()
         self.unfollowed: set[int] = set()
+        self.compacted = False  # a compaction trimmed (or may have trimmed) every feed of the example
 
     def now(self) -> int:
         """Action times: the wall clock, strictly increasing across the example."""
@@ -145,6 +146,17 @@ class Model(RuleBasedStateMachine):
         self.note(f"trim {self.users[u]} on {cluster} to {TRIM_CAP}")
 
     # ------------------------------------------------------------ the schedule
+    @rule(cluster=st.sampled_from(CLUSTERS), what=st.integers(0, 24))
+    def compaction(self, cluster: str, what: int) -> None:
+        """Now and then (most draws do nothing: each costs HBase real
+        work) a flush of the feed table, or a major compaction, which the
+        coprocessor trims to TRIM_CAP, between two store calls of the jobs."""
+        if what > 1:
+            return
+        self.rig.compact(cluster, major=what == 1)
+        self.compacted = True  # a flush may start a minor compaction of HBase's own, which may trim too
+        self.note(f"{'major compaction' if what else 'flush'} of the feed table on {cluster}")
+
     @rule()
     def claim(self) -> None:
         self.rig.claim()
@@ -210,7 +222,9 @@ class Model(RuleBasedStateMachine):
             rig.abandon()
             raise
         recent = rig.feed_settings.recent_pins
-        trimmed = {u: (TRIM_CAP, u in self.unfollowed) for u in self.trimmed}
+        # A compaction may have trimmed any feed (HBase also starts minor
+        # ones after flushes); a trim job, its user's.
+        trimmed = {u: (TRIM_CAP, u in self.unfollowed) for u in (self.users if self.compacted else self.trimmed)}
         found = oracle.feed_differences(rig.store, rig.pair, self.users, recent, versions=self.check_versions,
                                         trimmed=trimmed)
         found += oracle.index_differences(rig.store, rig.pair, self.users, self.users)

@@ -35,8 +35,10 @@ from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.records import Records
 from tasks.feeds import queues as feed_queues
 from tasks.feeds.actions import FeedActions
+from tasks.feeds.cells import TABLE as FEED_TABLE
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import PRIMARY, STANDBY, TABLES, ClusterPair, ClusterPool, HBaseUnavailable
+from tasks.hbase import FOLLOWING_FEED, PRIMARY, STANDBY, TABLES, ClusterPair, ClusterPool, HBaseUnavailable
+from tasks.hbase.tables import apply_table, feed_table
 from tasks.shell import OUTAGES
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
@@ -45,6 +47,7 @@ from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.conftest import settings_for
 from tests.consistency import steps
 from tests.hbase.conftest import test_settings
+from tests.servers import HBaseAdmin
 from tests.workers.harness import worker_env
 from workers import message_format, registry
 from workers.app import make_app
@@ -55,6 +58,9 @@ SOURCE = "consistency-model"
 # Every failure is retried at once: the model decides when a job runs again.
 RETRY_NOW = RetryPolicy(kind="constant", retries=999, base_ms=0)
 TASK_MODULES = ("tasks.feeds.tasks", "tasks.typeahead.tasks")
+# The cap of trim jobs and, as the feed table's attribute, of the trimming
+# coprocessor: small, so a few pins cross it.
+TRIM_CAP = 2
 
 
 class Faults:
@@ -150,6 +156,7 @@ class Rig:
     pseudo_waiting: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     broken: bool = False  # a run failed in a way the model does not expect: the example's report
+    admins: dict[str, HBaseAdmin] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -158,6 +165,17 @@ class Rig:
         except BaseException:
             self.broken = True
             raise
+
+    # -- HBase's own work -----------------------------------------------------------
+    def compact(self, cluster: str, *, major: bool) -> None:
+        """A flush of the feed table on ``cluster`` (a new store file; HBase
+        may start a minor compaction), or a major compaction: both run the
+        trimming coprocessor's hooks, between two store calls of the jobs."""
+        if cluster not in self.admins:
+            self.admins[cluster] = HBaseAdmin(cluster)
+        table = self.pair[cluster].table_name(FEED_TABLE)
+        with self._guard():
+            (self.admins[cluster].major_compact if major else self.admins[cluster].flush)(table)
 
     # -- the job service ---------------------------------------------------------
     def reset_queues(self) -> None:
@@ -374,7 +392,10 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
         runtimes[1].ready(cluster)
         for table in TABLES:
             runtimes[2].ctx.ready(cluster, table)
+    for pool in pair:  # compactions trim to the trim jobs' cap (restored below: later tests share the table)
+        apply_table(pool, feed_table(TRIM_CAP))
     feeds = FeedActions(store, client, feed_settings)
+    admins: dict[str, HBaseAdmin] = {}
     previous_app = current_app._get_current_object()
     try:
         with contextlib.ExitStack() as stack:
@@ -384,10 +405,14 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
             stack.enter_context(_gated_publishes())
             app.set_current()
             the_rig = Rig(backend, store, pair, service, client, app, feed_settings, typeahead_settings, faults,
-                          feeds, ContactActions(store, client, feeds=feeds), runtimes[2].ctx)
+                          feeds, ContactActions(store, client, feeds=feeds), runtimes[2].ctx, admins=admins)
             the_rig.reset_queues()
             yield the_rig
     finally:
+        for pool in pair:
+            apply_table(pool, FOLLOWING_FEED)
+        for admin in admins.values():
+            admin.close()
         previous_app.set_current()
         task_store.close()
         task_pair.close()
