@@ -26,6 +26,9 @@ primary is reached through a local TCP relay that the benchmark can stall
 both go through it.
 
     python bench/feeds.py              # F=50,000, P=4, 2 rounds; reads 100/s for 10 s
+    python bench/feeds.py --cap 4 --trim-slack 2
+                                       # feeds past the cap during the rounds: without
+                                       # the coprocessor, fan-outs make trim jobs
     python bench/feeds.py --smoke      # small and quick (CI)
     python bench/feeds.py --json out.json
 
@@ -75,10 +78,10 @@ from tasks.feeds.cells import FAMILY, TABLE, qualifier, row_key  # noqa: E402
 from tasks.feeds.local import worker_processes  # noqa: E402
 from tasks.feeds.read import FeedReader  # noqa: E402
 from tasks.feeds.settings import FeedSettings  # noqa: E402
-from tasks.hbase import FOLLOWING_FEED, TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.hbase.settings import Address  # noqa: E402
-from tasks.hbase.tables import apply_table, detach_coprocessor  # noqa: E402
+from tasks.hbase.tables import TRIM_CAP_ATTRIBUTE, TableDef, apply_table, detach_coprocessor, feed_table  # noqa: E402
 
 SHARD_URL = "redis://127.0.0.1:16379/14"
 CONTROL_URL = "redis://127.0.0.1:16379/15"
@@ -174,7 +177,9 @@ def task_round(service: JobService, actions: FeedActions, celebrity: int, board:
     return (ended_ms - started_ms) / 1000
 
 
-MEASURED = (queues.FANOUT, queues.WRITE_PRIMARY, queues.WRITE_STANDBY)
+# Trims too: without the coprocessor, feeds past the cap make trim jobs,
+# part of the fan-out's cost (none run at the default cap here).
+MEASURED = (queues.FANOUT, queues.WRITE_PRIMARY, queues.WRITE_STANDBY, queues.TRIM)
 
 
 def _finished_since(service: JobService, queue: str, since_ms: int) -> int:
@@ -189,7 +194,7 @@ def _finished_since(service: JobService, queue: str, since_ms: int) -> int:
 
 
 def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobService, store: AppData,
-                 hbase: HBaseSettings) -> dict[str, Any]:
+                 hbase: HBaseSettings, feed: TableDef) -> dict[str, Any]:
     spec = GraphSpec(users=args.followers + 1, boards=10, pins=0, follows_per_user=0, board_follows_per_user=0,
                      celebrities=1, celebrity_followers=args.followers, seed=4)
     summary = generate.generate(store, spec)
@@ -230,7 +235,7 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
     pair = ClusterPair.from_settings(hbase)
     try:
         for pool in pair:
-            detach_coprocessor(pool, FOLLOWING_FEED)
+            detach_coprocessor(pool, feed)
         with worker_processes(env, args.workers, logdir, concurrency=args.concurrency, name="benchfeedsnocp"):
             task_round(service, actions, celebrity, board, 1)
             bare_s = [cpu.costed("tasks_without_coprocessor",
@@ -238,7 +243,7 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
                       for _ in range(args.rounds)]
     finally:
         for pool in pair:
-            apply_table(pool, FOLLOWING_FEED)
+            apply_table(pool, feed)
         pair.close()
     raw_rate = cells / statistics.median(raw_s)
     raw2_rate = cells / statistics.median(raw2_s)
@@ -246,6 +251,7 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
     bare_rate = cells / statistics.median(bare_s)
     return {
         "followers": len(fans), "pins": args.pins, "cells_per_round": cells, "rounds": args.rounds,
+        "cap": int(dict(feed.values)[TRIM_CAP_ATTRIBUTE]),
         "workers": args.workers, "concurrency": args.concurrency,
         "tasks_cells_per_s": task_rate, "raw_cells_per_s": raw_rate, "ratio": task_rate / raw_rate,
         "tasks_s": task_s, "raw_s": raw_s,
@@ -375,6 +381,9 @@ def main() -> int:
     parser.add_argument("--read-rate", type=float, default=100.0)
     parser.add_argument("--read-seconds", type=float, default=10.0)
     parser.add_argument("--warm-reads", type=int, default=10_000, help="reads between the cold and measured phases")
+    parser.add_argument("--cap", type=int, default=None,
+                        help="feed cap (PINLATER_FEED_CAP and the table's): small, feeds pass it during the rounds")
+    parser.add_argument("--trim-slack", type=int, default=None, help="PINLATER_FEED_TRIM_SLACK for the workers")
     parser.add_argument("--smoke", action="store_true", help="small and quick")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -383,6 +392,11 @@ def main() -> int:
         args.read_rate, args.read_seconds, args.warm_reads = 50.0, 2.0, 300
 
     env = bench_env()
+    if args.cap is not None:
+        env["PINLATER_FEED_CAP"] = str(args.cap)
+    if args.trim_slack is not None:
+        env["PINLATER_FEED_TRIM_SLACK"] = str(args.trim_slack)
+    feed = feed_table(FeedSettings.from_env(env).cap)
     for url in (SHARD_URL, CONTROL_URL):
         redis.Redis.from_url(url).flushdb()
     settings = Settings.from_env(env)
@@ -394,14 +408,14 @@ def main() -> int:
     for pool in pair:
         for table in TABLES:  # made fresh with today's definitions, never an older run's
             drop_table(pool, table.name)
-    ensure_tables(pair)
+    ensure_tables(pair, [feed if t.name == feed.name else t for t in TABLES])
     with JobService.from_settings(settings, source="bench-feeds") as service:
         for name in queues.ALL:
             with suppress(QueueNotFound):
                 service.create_queue(name, **queues.create_options(name))
-        fanout = fanout_bench(args, env, service, store, hbase)
+        fanout = fanout_bench(args, env, service, store, hbase, feed)
     print(f"fan-out: {fanout['followers']:,} followers x {fanout['pins']} pins x 2 clusters = "
-          f"{fanout['cells_per_round']:,} cells per round, {fanout['rounds']} round(s), "
+          f"{fanout['cells_per_round']:,} cells per round, {fanout['rounds']} round(s), feed cap {fanout['cap']}, "
           f"{fanout['workers']} workers x {fanout['concurrency']} processes")
     print(f"  tasks (Celery on PinLater): {fanout['tasks_cells_per_s']:,.0f} cells/s")
     print(f"  raw happybase batch puts:   {fanout['raw_cells_per_s']:,.0f} cells/s")
