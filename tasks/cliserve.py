@@ -1,7 +1,7 @@
 """What the task packages' command lines share (``pinlater-feeds``,
 ``pinlater-typeahead``): usage errors and failures as one line on stderr,
 never a traceback unless -v, ``serve``'s ``--host``/``--port`` over the
-address of its ``*_HTTP`` setting, and serving a ``JsonServer`` until
+address of its ``*_HTTP`` setting, and serving an ``HttpServer`` until
 SIGTERM or SIGINT."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from pinlater.cli_output import one_line
 from pinlater.envsettings import whole_number
-from tasks.httpserve import JsonServer, one_line
+from pinlater.httpserver import HttpServer
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -73,7 +74,7 @@ def internal_error(exc: Exception) -> str:
     return f"internal error: {type(exc).__name__}: {one_line(str(exc))} (run with -v for details)"
 
 
-def serve_until_signal(prog: str, host: str, port: int, make_server: Callable[[str, int], JsonServer]) -> None:
+def serve_until_signal(prog: str, host: str, port: int, make_server: Callable[[str, int], HttpServer]) -> None:
     """Start ``make_server(host, port)``, print ``<prog> listening on
     host:port`` and serve until SIGTERM or SIGINT, then stop it."""
     stop = threading.Event()

@@ -1,4 +1,4 @@
-"""Client helpers of the tests of the ``tasks.httpserve`` servers (the feed
+"""Client helpers of the tests of the ``pinlater.httpserver`` servers (the feed
 endpoint, the typeahead): one request, a raw exchange, the check that an
 error is one line of JSON without a traceback, and a CLI's ``serve`` run as
 a subprocess."""
@@ -15,12 +15,12 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tasks.httpserve import JsonServer
+from pinlater.httpserver import HttpServer
 from tests.servers import REPO
 from tests.workers.harness import free_port
 
 
-def request(server: JsonServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:
+def request(server: HttpServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:
     """Status, parsed JSON (None for an empty body) and the raw body."""
     host, port = server.address
     connection = http.client.HTTPConnection(host, port, timeout=10)
@@ -41,7 +41,7 @@ def assert_error(raw: bytes, answer: Any) -> None:
     assert set(answer) == {"error"} and answer["error"] and "Traceback" not in answer["error"]
 
 
-def raw_exchange(server: JsonServer, data: bytes) -> bytes:
+def raw_exchange(server: HttpServer, data: bytes) -> bytes:
     """Send bytes as they are; everything the server answers until it closes."""
     with socket.create_connection(server.address, timeout=10) as sock:
         sock.sendall(data)
@@ -59,7 +59,7 @@ MALFORMED = [
 ]
 
 
-def assert_malformed_answered(server: JsonServer, data: bytes, status: bytes) -> None:
+def assert_malformed_answered(server: HttpServer, data: bytes, status: bytes) -> None:
     """A malformed request gets its status and a one-line JSON error, then the server closes."""
     answer = raw_exchange(server, data)  # returns once the server closes the connection
     head, _, body = answer.partition(b"\r\n\r\n")

@@ -30,6 +30,7 @@ from celery.exceptions import Retry
 from celery.utils.serialization import get_pickled_exception
 from celery.worker.request import Request
 
+from pinlater.cli_output import one_line
 from pinlater.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def retry_delay_ms(when: Any) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:200]
+    return one_line(f"{type(exc).__name__}: {exc}", 200)
 
 
 class PinLaterRequest(Request):

@@ -1,7 +1,7 @@
 """Server statistics: requests, errors and latency per method and the
 connection counters, served as Prometheus text at ``/metrics`` and as JSON
-at ``/stats.json`` by a small HTTP server (``pinlater server-stats`` reads
-the JSON).
+at ``/stats.json`` by a small HTTP server (``pinlater.httpserver``;
+``pinlater server-stats`` reads the JSON).
 
 They live in a ``StatsTable``: one slot of fixed layout per server process,
 in memory that ``pinlater server --processes N`` shares between its parent
@@ -15,7 +15,6 @@ each method's most recent calls in every process together.
 
 from __future__ import annotations
 
-import json
 import logging
 import mmap
 import os
@@ -23,10 +22,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
 from pinlater.errors import ErrorCode
+from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, json_answer
 from pinlater.thrift import service
 
 log = logging.getLogger(__name__)
@@ -345,43 +344,25 @@ class StatsSource(Protocol):
     def prometheus(self) -> str: ...
 
 
-class MetricsServer:
-    """``GET /metrics`` (Prometheus text) and ``GET /stats.json``."""
+class MetricsServer(HttpServer):
+    """``GET /metrics`` (Prometheus text) and ``GET /stats.json`` (also
+    ``/stats``), on the project's hardened HTTP server."""
 
     def __init__(self, stats: StatsSource, host: str, port: int) -> None:
         self.stats = stats
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, ctype = stats.prometheus().encode(), "text/plain; version=0.0.4; charset=utf-8"
-                elif path in ("/stats.json", "/stats"):
-                    body, ctype = json.dumps(stats.snapshot()).encode(), "application/json"
-                else:
-                    self.send_error(404, "try /metrics or /stats.json")
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                log.debug("metrics: " + format, *args)
-
-        self._http = ThreadingHTTPServer((host, port), Handler)
-        self._http.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__("metrics", _MetricsHandler, host, port)
 
     @property
     def port(self) -> int:
-        return int(self._http.server_address[1])
+        return self.address[1]
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._http.serve_forever, name="pinlater-metrics", daemon=True)
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+class _MetricsHandler(HttpHandler):
+    server: MetricsServer
+
+    def answer(self, request: Request) -> Answer:
+        if request.path == "/metrics":
+            return Answer(200, self.server.stats.prometheus().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        if request.path in ("/stats.json", "/stats"):
+            return json_answer(200, self.server.stats.snapshot())
+        return error_answer(404, f"no such path: {request.path[:100]} (try /metrics or /stats.json)")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from pinlater.cli_output import one_line
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import PinLaterError
 from tasks.appdata.store import AppData
@@ -36,7 +37,6 @@ from tasks.backfill.records import Records, Run
 from tasks.backfill.verify import DEFAULT_MAX_ROUNDS, Round, verify
 from tasks.cliserve import OneLineParser, run
 from tasks.hbase import ClusterPair
-from tasks.hbase.errors import one_line
 
 WATCH_INTERVAL_S = 1.0
 TEXT_BAR_WIDTH = 30

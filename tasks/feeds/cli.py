@@ -20,7 +20,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
+from pinlater.cli_output import one_line
 from pinlater.errors import PinLaterError
+from pinlater.httpserver import MAX_CONNECTIONS
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
@@ -28,7 +30,7 @@ from tasks.feeds.http import FeedServer, page_json
 from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair, HBaseError
-from tasks.httpserve import MAX_CONNECTIONS, one_line, parse_user_id
+from tasks.httpserve import parse_user_id
 
 # The caller's or the environment's fault: exit 2 (anything else is our bug: 1).
 _REFUSED = (ValueError, FeedUnavailable, AppDataError, HBaseError, OSError, PinLaterError)

@@ -1,7 +1,7 @@
 """The feed read endpoint: ``GET /v1/feeds/<user_id>?limit=N&cursor=C``
 answered from a ``FeedReader`` as one JSON object, and ``GET /healthz``.
 
-The server is a ``tasks.httpserve.JsonServer``: bound to 127.0.0.1 unless
+The server is a ``pinlater.httpserver.HttpServer``: bound to 127.0.0.1 unless
 told otherwise, socket reads and writes bounded by ``request_timeout_s``, at
 most ``max_connections`` handler threads. Every error is a one-line JSON
 ``{"error": "..."}``: 400 for a bad user id, limit or cursor, 404 for an
@@ -16,20 +16,11 @@ import logging
 import re
 from typing import Any, Unpack
 
+from pinlater.cli_output import one_line
+from pinlater.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
 from tasks.appdata.errors import AppDataError
 from tasks.feeds.read import MAX_LIMIT, FeedPage, FeedReader, FeedUnavailable, check_page
-from tasks.httpserve import (
-    Answer,
-    JsonHandler,
-    JsonServer,
-    ServerOptions,
-    error_answer,
-    json_answer,
-    one_line,
-    parse_count,
-    parse_user_id,
-    unique_params,
-)
+from tasks.httpserve import JsonHandler, parse_count, parse_user_id, unique_params
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +43,7 @@ def page_json(user_id: int, page: FeedPage) -> dict[str, Any]:
     }
 
 
-class FeedServer(JsonServer):
+class FeedServer(HttpServer):
     """Serves one ``FeedReader`` and closes it in ``server_close``."""
 
     def __init__(self, reader: FeedReader,

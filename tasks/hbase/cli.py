@@ -20,13 +20,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from pinlater.cli_output import one_line
 from tasks.cliserve import OneLineParser, internal_error, run
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.pair import ClusterPair
 from tasks.hbase.pool import ClusterPool
 from tasks.hbase.tables import FOLLOWING_FEED, TABLES, TableDef, apply_table, compaction_cap, feed_table, table_drift
-from tasks.httpserve import one_line
 
 DRIFT = 3
 _REFUSED = (ValueError, HBaseError, OSError)

@@ -17,6 +17,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
+from pinlater.cli_output import one_line
 from tasks.hbase.idl import THRIFT1, THRIFT2
 
 T = TypeVar("T")
@@ -60,14 +61,6 @@ class HBaseSchemaMismatch(HBaseError):
 class NotThrift2Server(Exception):
     """The Thrift2 address answered, but not as a Thrift2 server (a Thrift1
     port, say): a setting points at the wrong port."""
-
-
-def one_line(text: object, limit: int = 300) -> str:
-    """The first line of an error message (HBase sends whole Java stack traces)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def cause_of(exc: BaseException) -> str:

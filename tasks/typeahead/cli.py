@@ -18,8 +18,10 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 
+from pinlater.cli_output import one_line
+from pinlater.httpserver import MAX_CONNECTIONS
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
-from tasks.httpserve import MAX_CONNECTIONS, one_line, parse_user_id
+from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
 from tasks.typeahead.rank import MAX_LIMIT, Match

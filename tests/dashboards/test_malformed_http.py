@@ -78,7 +78,7 @@ CASES = {
     "request_line_garbage": (b"GARBAGE\r\n\r\n", 400),
     "request_line_bad_version": (b"GET / HTTP/x.y\r\nHost: 127.0.0.1\r\n\r\n", 400),
     "http_0_9": (b"GET /\r\n\r\n", 400),
-    "unknown_method": (b"BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", 501),
+    "unknown_method": (b"BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", 405),
 }
 
 

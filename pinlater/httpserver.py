@@ -1,0 +1,334 @@
+"""The one HTTP server of every small endpoint of the project (the
+dashboard, the feed and typeahead endpoints, the Thrift server's metrics):
+a stdlib ``ThreadingHTTPServer``, which a few operators, scrapers and
+callers need no more than, hardened against what a hostile or broken client
+sends.
+
+- Bound to 127.0.0.1 unless told otherwise; while bound to loopback, a Host
+  header naming another server is refused (421), so a page elsewhere that
+  rebinds its DNS name to 127.0.0.1 cannot read answers through a browser.
+- Every socket read and write waits at most ``request_timeout_s``, so a
+  client that stops sending ties up one thread for that long, not forever;
+  at most ``max_connections`` handler threads, further connections wait in
+  the kernel's backlog.
+- A request line over 64 KiB, a header over 64 KiB or over 100 headers are
+  refused by the stdlib; a body needs a Content-Length (no chunked bodies),
+  a single one, at most the handler's ``max_body_bytes`` (0: no bodies),
+  and must arrive whole within the timeout. A refused request closes its
+  connection: where the next request would start is unknown.
+- Every error, those the stdlib answers itself included, is one line
+  (``error_answer``, or a handler's own ``error``); a handler's exception
+  is logged with its traceback and answered 500 without it. Requests are
+  logged without query strings; bodies and headers are never logged.
+
+A server is an ``HttpServer`` given an ``HttpHandler`` subclass whose
+``answer`` turns a parsed ``Request`` into an ``Answer``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socket import socket
+from typing import Any, ClassVar, Self, TypedDict
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from pinlater.cli_output import one_line
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 32
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")  # not int(): it takes "+1", " 1", "1_0" and other scripts' digits
+BASE_HEADERS: Mapping[str, str] = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One response: status, body, its type, and headers of its own."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request that passed the checks: the path percent-decoded, the
+    query's parameters in order, header names lower-cased."""
+
+    method: str
+    path: str
+    pairs: list[tuple[str, str]]
+    headers: Mapping[str, str]
+    body: bytes
+    remote: str
+
+
+def json_answer(status: int, value: Any) -> Answer:
+    """One line of compact JSON (no NaN: browsers' JSON.parse refuses it)."""
+    return Answer(status, json.dumps(value, separators=(",", ":"), allow_nan=False).encode() + b"\n")
+
+
+def error_answer(status: int, message: str) -> Answer:
+    """``{"error": "<one line>"}``."""
+    return json_answer(status, {"error": one_line(message, 500)})
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class ServerOptions(TypedDict, total=False):
+    """``HttpServer``'s tuning, passed on by its subclasses' constructors."""
+
+    request_timeout_s: float
+    max_connections: int
+
+
+class HttpServer(ThreadingHTTPServer):
+    """A capped, timed-out ``ThreadingHTTPServer``; ``start`` serves it in a
+    daemon thread named after ``name``, ``stop`` stops it and closes the socket."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        name: str,
+        handler: type[HttpHandler],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        if max_connections < 1 or not request_timeout_s > 0:
+            raise ValueError(f"need max_connections >= 1 and request_timeout_s > 0, got {max_connections}, "
+                             f"{request_timeout_s}")
+        self.name = name
+        self.request_timeout_s = request_timeout_s
+        self.loopback = is_loopback(host)
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        super().__init__((host, port), handler)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where it listens (the real port when bound to port 0)."""
+        host, port = self.server_address[:2]
+        return (bytes(host).decode() if isinstance(host, bytes | bytearray) else host), port
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def start(self) -> Self:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self.serve_forever, name=f"pinlater-{self.name}-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (when started) and close the socket (``server_close``)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join(timeout=5)
+        self.server_close()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # The thread cap: wait for a slot, but notice a stop meanwhile.
+        while not self._slots.acquire(timeout=0.2):
+            if self._stopping.is_set():
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # reset, broken pipe, timeout: the client went away
+            log.info("%s connection from %s ended: %s", self.name, client_address[0], exc)
+        else:
+            log.exception("%s connection from %s failed", self.name, client_address[0])
+
+
+class _Refused(Exception):
+    """A request refused before it reaches ``answer``."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class HttpHandler(BaseHTTPRequestHandler):
+    """Checks a request and hands it to ``answer``. A subclass sets the
+    methods it takes, how large a body may be, and may add headers to every
+    answer (a page's CSP) or give errors a shape of its own (``error``)."""
+
+    server: HttpServer
+    connection: socket
+    protocol_version = "HTTP/1.1"
+    methods: ClassVar[frozenset[str]] = frozenset({"GET"})
+    max_body_bytes: ClassVar[int] = 0
+    max_query_fields: ClassVar[int] = 10
+    headers_for_all: ClassVar[Mapping[str, str]] = BASE_HEADERS
+
+    def answer(self, request: Request) -> Answer:
+        raise NotImplementedError
+
+    def error(self, status: int, message: str) -> Answer:
+        """The answer of an error (``message`` is one line already)."""
+        return error_answer(status, message)
+
+    def version_string(self) -> str:
+        return "pinlater"  # the Server header: no Python version for a scanner to match
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
+
+    def _serve(self) -> None:
+        if self.command not in self.methods:
+            self._not_allowed()
+            return
+        try:
+            body = self._read_body()
+        except _Refused as exc:
+            self._send(self.error(exc.status, exc.message), close=True)
+            return
+        try:
+            parts = urlsplit(self.path)
+            path = unquote(parts.path, errors="strict")
+            pairs = parse_qsl(parts.query, keep_blank_values=True, errors="strict",
+                              max_num_fields=self.max_query_fields)
+        except ValueError as exc:  # UnicodeDecodeError is one
+            reason = "bad percent-encoding (not UTF-8)" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            self._send(self.error(HTTPStatus.BAD_REQUEST, f"malformed URL: {one_line(reason, 100)}"))
+            return
+        if not self._host_allowed():
+            self._send(self.error(HTTPStatus.MISDIRECTED_REQUEST, "Host header must name this server (localhost)"))
+            return
+        request = Request(self.command, path, pairs, {k.lower(): v for k, v in self.headers.items()}, body,
+                          self.client_address[0])
+        try:
+            answer = self.answer(request)
+        except Exception:
+            log.exception("%s: %s %s failed", self.server.name, self.command, path[:200])
+            answer = self.error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the server's log)")
+        self._send(answer)
+
+    # Every method reaches _serve, which refuses those not in ``methods``.
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve  # noqa: N815 -- http.server's
+
+    def _not_allowed(self) -> None:
+        allowed = ", ".join(sorted(self.methods))
+        self._send(self.error(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not supported: use {allowed}"),
+                   close=True)
+
+    def _read_body(self) -> bytes:
+        no_body = self.max_body_bytes == 0
+        if self.headers.get("Transfer-Encoding") is not None:
+            if no_body:
+                raise _Refused(HTTPStatus.BAD_REQUEST, f"{self.command} takes no body")
+            raise _Refused(HTTPStatus.LENGTH_REQUIRED, "send the body with a Content-Length (no Transfer-Encoding)")
+        lengths = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+        if not lengths:
+            return b""
+        if len(lengths) > 1:
+            raise _Refused(HTTPStatus.BAD_REQUEST, "conflicting Content-Length headers")
+        [text] = lengths
+        if not _CONTENT_LENGTH.fullmatch(text):
+            raise _Refused(HTTPStatus.BAD_REQUEST, f"Content-Length must be a number of bytes, got {text[:20]!r}")
+        length = int(text)
+        if length and no_body:
+            raise _Refused(HTTPStatus.BAD_REQUEST, f"{self.command} takes no body")
+        if length > self.max_body_bytes:
+            raise _Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {self.max_body_bytes} bytes")
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            raise _Refused(HTTPStatus.REQUEST_TIMEOUT,
+                           f"the body did not arrive within {self.server.request_timeout_s:g}s") from None
+        if len(body) < length:
+            raise _Refused(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {length} bytes")
+        return body
+
+    def _host_allowed(self) -> bool:
+        if not self.server.loopback:
+            return True  # bound to a real interface: the operator chose who may reach it
+        host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]")
+        return host in ("", "localhost") or is_loopback(host)
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # a request line without a version: no status line to answer with
+            self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 is not supported: end the request line with HTTP/1.1")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What the stdlib answers itself (a broken request line, headers too
+        long, a method it has no ``do_`` for): one line like every other
+        error, then close."""
+        if self.request_version == "HTTP/0.9":
+            # The stdlib's default until parsed; an HTTP/0.9 answer has no status line.
+            self.request_version = "HTTP/1.0"
+        if code == HTTPStatus.NOT_IMPLEMENTED:  # an unknown method
+            self._not_allowed()
+            return
+        try:
+            status = HTTPStatus(code)
+        except ValueError:
+            status = HTTPStatus.BAD_REQUEST
+        self._send(self.error(status, one_line(message or status.phrase, 200)), close=True)
+
+    def _send(self, answer: Answer, close: bool = False) -> None:
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.content_type)
+        self.send_header("Content-Length", str(len(answer.body)))
+        for name, value in {**self.headers_for_all, **answer.headers}.items():
+            self.send_header(name, value)
+        if answer.status == HTTPStatus.METHOD_NOT_ALLOWED:
+            self.send_header("Allow", ", ".join(sorted(self.methods)))
+        elif answer.status == HTTPStatus.SERVICE_UNAVAILABLE:
+            self.send_header("Retry-After", "1")
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer.body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass  # see log_request: no query strings (tokens, cursors, what people type) in logs
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # command and path are unset when the request line could not be parsed.
+        path = (getattr(self, "path", None) or "").split("?", 1)[0]
+        log.info("%s: %s %s %s %s", self.server.name, self.client_address[0], getattr(self, "command", None) or "-",
+                 path[:200], int(code) if isinstance(code, HTTPStatus) else code)
