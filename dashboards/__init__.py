@@ -7,9 +7,9 @@ Modules: ``snapshot`` (what the page shows, read from the shards),
 ``controls`` (rate, pause, resume, retry-failed, delete-jobs), ``audit``
 and ``progress`` (records kept in the control store by ``records``),
 ``metrics`` (Prometheus text), ``rates`` (the per-minute rate charts),
-``hbase_health`` (background probes of the feed tasks' HBase clusters) and
-``hbase_panel`` (those clusters and the feed queues, from the snapshot), ``api`` (JSON API), ``server`` (HTTP, and the
-``Dashboard`` that ties it together), ``cli``; the page is in ``static/``.
+``panels`` (the parts other packages add, found through entry points),
+``api`` (JSON API), ``server`` (HTTP, and the ``Dashboard`` that ties it
+together), ``cli``; the page is in ``static/``.
 This package module imports none of them, so that ``pinlater --help``
 stays light: import what you need from each.
 """

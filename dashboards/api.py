@@ -10,10 +10,9 @@ Reads (GET):
   /api/job?descriptor=&body=1      one job; its body only when asked, capped
   /api/audit?limit=                operator actions, newest first
   /api/progress                    long operations (see dashboards.progress)
-  /api/hbase                       HBase clusters and feed queues (see dashboards.hbase_panel)
   /api/rates?minutes=&limit=       per-minute rates of the busiest queues (see dashboards.rates)
-  /api/backfills                   recent bulk backfill runs (see dashboards.backfill_panel)
   /metrics                         Prometheus text
+  and each installed panel's routes (see dashboards.panels)
 Controls (POST, JSON object body, token and operator headers):
   /api/queues/{queue}/{rate|pause|resume|retry-failed|delete-jobs}
 
@@ -34,16 +33,14 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.audit import AuditLog
-from dashboards.backfill_panel import BackfillBoard, backfill_panel
 from dashboards.controls import Caller, Controls
-from dashboards.hbase_health import HBaseHealth
-from dashboards.hbase_panel import hbase_panel
 from dashboards.metrics import render
+from dashboards.panels import Panel, Unavailable, View, check_routes
 from dashboards.progress import ProgressBoard
 from dashboards.rates import DEFAULT_QUEUES, MAX_MINUTES, MAX_QUEUES, RateCharts
 from dashboards.snapshot import Collector
@@ -131,14 +128,15 @@ class Api:
         collector: Collector,
         audit: AuditLog,
         progress: ProgressBoard,
-        hbase: HBaseHealth,
-        backfills: BackfillBoard,
+        panels: Sequence[Panel] = (),
         *,
+        unavailable_panels: Sequence[Unavailable] = (),
         body_cap: int = DEFAULT_BODY_CAP,
         refresh_ms: int = 2000,
     ) -> None:
         self.service, self.settings, self.collector = service, settings, collector
-        self.audit, self.progress, self.hbase, self.backfills = audit, progress, hbase, backfills
+        self.audit, self.progress, self.panels = audit, progress, list(panels)
+        self.unavailable_panels = list(unavailable_panels)
         self.controls = Controls(service, audit, collector.invalidate)
         # The charts show the queues of the snapshot, which the page reads anyway.
         self.rates = RateCharts(service.minute_series, lambda: [q["name"] for q in collector.snapshot()["queues"]],
@@ -153,11 +151,13 @@ class Api:
             "/api/job": self._job,
             "/api/audit": self._audit,
             "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
-            "/api/hbase": lambda r: json_response(200, hbase_panel(self.collector.snapshot(), self.hbase)),
             "/api/rates": self._rates,
-            "/api/backfills": lambda r: json_response(200, backfill_panel(self.collector.snapshot(), self.backfills)),
             "/metrics": self._metrics,
         }
+        check_routes(self.panels, self._gets, reserved_prefix="/api/queues/")
+        for panel in self.panels:
+            for path, view in panel.routes.items():
+                self._gets[path] = self._panel_view(view)
 
     @property
     def controls_enabled(self) -> bool:
@@ -171,7 +171,12 @@ class Api:
             "refresh_ms": self.refresh_ms,
             "body_cap_bytes": self.body_cap,
             "shards": self.service.shard_ids(),
+            "panels": [p.name for p in self.panels],
+            "unavailable_panels": [{"name": u.name, "error": u.error} for u in self.unavailable_panels],
         }
+
+    def _panel_view(self, view: View) -> Callable[[Request], Response]:
+        return lambda r: json_response(200, view(self.collector.snapshot()))
 
     # -- dispatch ---------------------------------------------------------------
     def handle(self, req: Request) -> Response:

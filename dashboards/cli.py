@@ -3,8 +3,8 @@
 Settings come from the PINLATER_* environment (``pinlater.settings``):
 PINLATER_DASHBOARD_HOST / _PORT (127.0.0.1:8080), PINLATER_DASHBOARD_TOKEN
 (controls are refused without it), PINLATER_DASHBOARD_PROTECT_READS,
-PINLATER_FLOWER_URL; the HBase panel's clusters from PINLATER_HBASE_*
-(``tasks.hbase.settings``). SIGTERM or SIGINT stops it.
+PINLATER_FLOWER_URL; each installed panel (``dashboards.panels``) reads
+settings of its own. SIGTERM or SIGINT stops it.
 """
 
 from __future__ import annotations

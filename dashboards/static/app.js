@@ -8,6 +8,8 @@ const PL = (window.PL = {
   snap: null,
   selected: null, // queue shown in the detail panel
   failures: 0,
+  // The installed panels' scripts each push {path, render(answer), failed(message)}.
+  panels: [],
 });
 
 // -- helpers ----------------------------------------------------------------
@@ -248,17 +250,17 @@ function renderAudit(entries) {
 
 // -- polling ----------------------------------------------------------------------
 PL.refresh = async function () {
-  // Progress, audit and rates live in the control store, HBase health elsewhere: if
-  // one fails it fails alone and the shards' numbers are still shown.
-  const [progress, audit, hbase, rates, backfills] = await Promise.allSettled(
-    [PL.api("/api/progress"), PL.api("/api/audit?limit=30"), PL.api("/api/hbase"), PL.api("/api/rates?minutes=60"),
-     PL.api("/api/backfills")]);
-  if (hbase.status === "fulfilled") PL.renderHBase(hbase.value);
-  else PL.hbaseFailed(hbase.reason.message);
+  // Progress, audit and rates live in the control store, the panels' data elsewhere:
+  // if one fails it fails alone and the shards' numbers are still shown.
+  const [progress, audit, rates, ...panels] = await Promise.allSettled(
+    [PL.api("/api/progress"), PL.api("/api/audit?limit=30"), PL.api("/api/rates?minutes=60"),
+     ...PL.panels.map((p) => PL.api(p.path))]);
+  PL.panels.forEach((p, i) => {
+    if (panels[i].status === "fulfilled") p.render(panels[i].value);
+    else p.failed(panels[i].reason.message);
+  });
   if (rates.status === "fulfilled") PL.renderRates(rates.value);
   else PL.ratesFailed(rates.reason.message);
-  if (backfills.status === "fulfilled") PL.renderBackfills(backfills.value);
-  else PL.backfillsFailed(backfills.reason.message);
   if (progress.status === "fulfilled") renderProgress(progress.value.operations);
   else document.getElementById("progress").replaceChildren(el("p", { class: "error" }, "Cannot read progress: " + progress.reason.message));
   if (audit.status === "fulfilled") renderAudit(audit.value.entries);

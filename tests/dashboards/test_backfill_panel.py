@@ -16,12 +16,14 @@ from pinlater import JobService
 from pinlater.settings import hash_secret
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
+from tasks.backfill.panel import BackfillBoard, BackfillPanel
 from tasks.backfill.plan import Plan
 from tasks.backfill.queue import QUEUE, create_options
 from tasks.backfill.records import Records
-from tests.appdata.conftest import ENV, appdata  # noqa: F401  (a fixture, used by name)
 from tests.dashboards.http import call
-from tests.dashboards.support import ARTIFACTS, Cluster, dashboard_settings, wait_for
+from tests.dashboards.support import Cluster, dashboard_settings, wait_for
+from tests.support.appdata import ENV
+from tests.support.browser import ARTIFACTS
 
 ADMIN = "backfill-panel-admin"
 
@@ -48,7 +50,7 @@ def runs_panel(url: str, check: Any, what: str) -> dict[str, Any]:
 
 
 def test_runs_with_progress_state_and_pause(
-    cluster: Cluster, queue: JobService, appdata: AppData, browser_context: Any  # noqa: F811
+    cluster: Cluster, queue: JobService, appdata: AppData, browser_context: Any
 ) -> None:
     records = Records(appdata)
     running = records.create_run("feeds", "primary", Plan(500, {0: 6, 1: 4}))
@@ -59,8 +61,8 @@ def test_runs_with_progress_state_and_pause(
     records.start_page(done.id, 0, 1)
     records.finish_page(done.id, 0, 1, users=10, cells=40)
     assert records.finish_run(done.id) and not records.finish_run(done.id)
-    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.3,
-                     appdata=AppDataSettings.from_env(ENV)).start()
+    board = BackfillBoard(AppDataSettings.from_env(ENV), interval_s=0.3)
+    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.3, panels=[BackfillPanel(board)]).start()
     try:
         body = runs_panel(dash.url, lambda b: any(r["id"] == running.id for r in b["runs"]), "the runs")
         assert body["error"] is None and body["queue_paused"] is False
@@ -100,7 +102,8 @@ def test_mysql_down_is_one_line_and_the_dashboard_answers_at_once(
     cluster: Cluster, browser_context: Any
 ) -> None:
     down = AppDataSettings.from_env({**ENV, "PINLATER_APPDATA_SHARDS": "0-3=mysql://pinlater:pinlater@127.0.0.1:9"})
-    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.3, appdata=down).start()
+    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.3,
+                     panels=[BackfillPanel(BackfillBoard(down, interval_s=0.3))]).start()
     try:
         body = runs_panel(dash.url, lambda b: b["error"], "the error")
         assert body["error"].startswith("cannot read the backfill runs: ") and "\n" not in body["error"]

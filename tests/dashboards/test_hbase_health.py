@@ -18,7 +18,10 @@ from thriftpy2 import protocol, transport
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TTransportException
 
-from dashboards.hbase_health import (
+from tasks.feeds.panel import hbase_view
+from tasks.feeds.queues import WRITE_PRIMARY
+from tasks.hbase import ClusterPair, HBaseSettings
+from tasks.hbase.health import (
     ClusterHealth,
     HBaseHealth,
     ServerHealth,
@@ -26,9 +29,6 @@ from dashboards.hbase_health import (
     probe_thrift1,
     probe_thrift2,
 )
-from dashboards.hbase_panel import hbase_panel
-from tasks.feeds.queues import WRITE_PRIMARY
-from tasks.hbase import ClusterPair, HBaseSettings
 from tasks.hbase.idl import THRIFT1, THRIFT2
 from tasks.hbase.settings import Address
 from tasks.hbase.thrift2 import PoolLimits
@@ -227,7 +227,8 @@ def test_a_black_holed_thrift2_never_delays_thrift1_nor_a_reader() -> None:
 
 def test_unusable_settings_leave_both_servers_unknown() -> None:
     health = HBaseHealth.from_env({"PINLATER_HBASE_STANDBY_THRIFT2": "nonsense"})
-    assert health.settings_error == "PINLATER_HBASE_STANDBY_THRIFT2: expected HOST:PORT, got 'nonsense'"
+    assert health.settings_error == ("PINLATER_HBASE_STANDBY_THRIFT2: must look like HOST:PORT with a port "
+                                     "from 1 to 65535, got 'nonsense'")
     health.start()
     try:
         assert health.clusters() == [ClusterHealth("primary", None), ClusterHealth("standby", None)]
@@ -242,7 +243,7 @@ SNAPSHOT = {"taken_at_ms": 1_700_000_000_000, "partial": False, "queues": []}
 def test_the_panel_has_each_clusters_thrift2_server() -> None:
     with refusing() as a, refusing() as b, refusing() as c, refusing() as d:
         health = HBaseHealth(settings(a, b, c, d))  # not started: nothing probed
-        body = json.loads(json.dumps(hbase_panel(SNAPSHOT, health)))
+        body = json.loads(json.dumps(hbase_view(SNAPSHOT, health)))
         health.close()
     unprobed = {"reachable": None, "latency_ms": None, "error": None, "checked_at_ms": None}
     primary_c, standby_c = body["clusters"]

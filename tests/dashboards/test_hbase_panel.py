@@ -15,15 +15,17 @@ from typing import Any
 
 import pytest
 
-from dashboards.hbase_health import PROBE_TIMEOUT_S
 from dashboards.server import Dashboard
 from pinlater import Ack, Job, JobService
 from pinlater.settings import hash_secret
+from tasks.feeds.panel import HBasePanel
 from tasks.feeds.queues import ALL, FANOUT, TRIM, TRIM_SWEEP, WRITE_PRIMARY, WRITE_STANDBY, create_options
 from tasks.hbase import HBaseSettings
+from tasks.hbase.health import PROBE_TIMEOUT_S, HBaseHealth
 from tasks.hbase.settings import Address
 from tests.dashboards.http import call
-from tests.dashboards.support import ARTIFACTS, Cluster, backend_counts, dashboard_settings, wait_for
+from tests.dashboards.support import Cluster, backend_counts, dashboard_settings, wait_for
+from tests.support.browser import ARTIFACTS
 
 ADMIN = "feed-panel-admin"
 HOUR_MS = 3_600_000
@@ -214,7 +216,8 @@ def timed_get(url: str) -> float:
 def test_dead_clusters_show_down_and_the_dashboard_answers_at_once(
     cluster: Cluster, dead_clusters: HBaseSettings, browser_context: Any
 ) -> None:
-    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.5, hbase=dead_clusters).start()
+    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.5,
+                     panels=[HBasePanel(HBaseHealth(dead_clusters, interval_s=0.5))]).start()
     try:
         body = probed(dash.url, False)
         primary, standby = body["clusters"]
@@ -255,7 +258,7 @@ def test_unusable_settings_show_the_reason(
 ) -> None:
     monkeypatch.setenv("PINLATER_HBASE_PRIMARY", "nonsense")
     dash = Dashboard(cluster.svc, dashboard_settings(), port=0).start()
-    reason = "PINLATER_HBASE_PRIMARY: expected HOST:PORT, got 'nonsense'"
+    reason = "PINLATER_HBASE_PRIMARY: must look like HOST:PORT with a port from 1 to 65535, got 'nonsense'"
     try:
         body = panel(dash.url)
         assert body["settings_error"] == reason
@@ -284,7 +287,8 @@ def test_thrift2_down_reads_as_writes_down(
     serves reads, but takes no writes, and the page says so."""
     settings = dataclasses.replace(HBaseSettings.from_env(), primary_thrift2=dead_clusters.primary_thrift2,
                                    standby_thrift2=dead_clusters.standby_thrift2)
-    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.5, hbase=settings).start()
+    dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.5,
+                     panels=[HBasePanel(HBaseHealth(settings, interval_s=0.5))]).start()
     try:
         body = probed(dash.url, True, thrift2=False)
         primary, standby = body["clusters"]

@@ -1,7 +1,9 @@
-"""The HBase panel (``GET /api/hbase``): the health of both clusters and the
-PinLater queues of the following-feed tasks, built from the snapshot the
-rest of the page shows and the last probes of ``dashboards.hbase_health``,
-so it reads nothing more from the shards or the clusters. Its shape:
+"""The dashboard's HBase panel (``GET /api/hbase``, a ``dashboards.panels``
+plugin): the health of both clusters and the PinLater queues of the
+following-feed tasks, built from the snapshot the rest of the page shows
+and the last probes of ``tasks.hbase.health``, so a request reads nothing
+more from the shards or the clusters. Its part of the page is in
+``static/`` beside this module. Its shape:
 
     taken_at_ms, partial, settings_error,
     clusters: [{name, address, reachable, latency_ms, error, checked_at_ms,
@@ -47,11 +49,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from dashboards.hbase_health import HBaseHealth
+from dashboards.panels import View
 from dashboards.snapshot import STATES
 from tasks.feeds.queues import FANOUT, TRIM, TRIM_SWEEP, WRITE
+from tasks.hbase.health import HBaseHealth
 
 
 def _queue(snap: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def _fanout(snap: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def hbase_panel(snap: Mapping[str, Any], health: HBaseHealth) -> dict[str, Any]:
+def hbase_view(snap: Mapping[str, Any], health: HBaseHealth) -> dict[str, Any]:
     clusters = [
         {**dataclasses.asdict(c), "write_queue": WRITE[c.name], "backlog": _queue(snap, WRITE[c.name])}
         for c in health.clusters()
@@ -88,3 +92,28 @@ def hbase_panel(snap: Mapping[str, Any], health: HBaseHealth) -> dict[str, Any]:
         "trim": _queue(snap, TRIM),
         "trim_sweep": _queue(snap, TRIM_SWEEP),
     }
+
+
+class HBasePanel:
+    """The panel: probes the clusters in the background (``HBaseHealth``),
+    answers ``/api/hbase`` from the last probes. ``health`` defaults to
+    the clusters of ``PINLATER_HBASE_*``; settings it cannot read leave the
+    panel saying why instead of stopping the dashboard."""
+
+    name = "hbase"
+    static_dir = Path(__file__).with_name("static")
+
+    def __init__(self, health: HBaseHealth) -> None:
+        self.health = health
+        self.routes: Mapping[str, View] = {"/api/hbase": lambda snap: hbase_view(snap, self.health)}
+
+    @classmethod
+    def from_env(cls, *, interval_s: float) -> HBasePanel:
+        """The entry point (``pinlater.dashboard_panels``)."""
+        return cls(HBaseHealth.from_env(interval_s=interval_s))
+
+    def start(self) -> None:
+        self.health.start()
+
+    def close(self) -> None:
+        self.health.close()

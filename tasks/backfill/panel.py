@@ -1,6 +1,8 @@
-"""The Backfills panel (``GET /api/backfills``): the recent bulk backfill
-runs with their progress, read from the app-data MySQL where the runs are
-recorded (``tasks.backfill.records``).
+"""The dashboard's Backfills panel (``GET /api/backfills``, a
+``dashboards.panels`` plugin): the recent bulk backfill runs with their
+progress, read from the app-data MySQL where the runs are recorded
+(``tasks.backfill.records``). Its part of the page is in ``static/``
+beside this module.
 
 A thread reads them every ``interval_s`` through a store of its own with a
 short socket timeout; a request only reads the last result, so MySQL being
@@ -21,14 +23,16 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from dashboards.panels import View
+from pinlater.cli_output import one_line
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.queue import QUEUE
 from tasks.backfill.records import Counts, Records, Run
 from tasks.backfill.runs import progress_of
-from tasks.hbase.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ def _paused(snap: Mapping[str, Any]) -> bool:
     return bool(view and view.get("paused"))
 
 
-def backfill_panel(snap: Mapping[str, Any], board: BackfillBoard) -> dict[str, Any]:
+def backfills_view(snap: Mapping[str, Any], board: BackfillBoard) -> dict[str, Any]:
     reading, paused = board.latest(), _paused(snap)
     runs = []
     for run, counts in reading.runs:
@@ -121,3 +125,28 @@ def backfill_panel(snap: Mapping[str, Any], board: BackfillBoard) -> dict[str, A
         })
     return {"taken_at_ms": snap["taken_at_ms"], "checked_at_ms": reading.checked_at_ms, "error": reading.error,
             "queue_paused": paused, "runs": runs}
+
+
+class BackfillPanel:
+    """The panel: reads the runs in the background (``BackfillBoard``),
+    answers ``/api/backfills`` from the last reading. ``board`` defaults to
+    the app data of ``PINLATER_APPDATA_*``; settings it cannot read leave
+    the panel saying why instead of stopping the dashboard."""
+
+    name = "backfills"
+    static_dir = Path(__file__).with_name("static")
+
+    def __init__(self, board: BackfillBoard) -> None:
+        self.board = board
+        self.routes: Mapping[str, View] = {"/api/backfills": lambda snap: backfills_view(snap, self.board)}
+
+    @classmethod
+    def from_env(cls, *, interval_s: float) -> BackfillPanel:
+        """The entry point (``pinlater.dashboard_panels``)."""
+        return cls(BackfillBoard.from_env(interval_s=interval_s))
+
+    def start(self) -> None:
+        self.board.start()
+
+    def close(self) -> None:
+        self.board.close()

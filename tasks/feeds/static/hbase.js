@@ -1,7 +1,7 @@
 // PinLater dashboard: the HBase panel of the following-feed tasks (GET
-// /api/hbase): each cluster's health (its Thrift1 and Thrift2 servers) and
-// write backlog, fan-out lag, trims.
-// app.js polls it with the rest of the page and calls PL.renderHBase.
+// /api/hbase, tasks.feeds.panel): each cluster's health (its Thrift1 and
+// Thrift2 servers) and write backlog, fan-out lag, trims. It registers with
+// PL.panels; the dashboard's app.js polls it with the rest of the page.
 "use strict";
 
 (function () {
@@ -96,7 +96,7 @@
       el("span", { class: "muted detail" }, detail));
   }
 
-  PL.renderHBase = function (panel) {
+  function render(panel) {
     const error = $("hbase-settings-error");
     error.textContent = panel.settings_error ? "HBase settings unusable: " + panel.settings_error : "";
     error.hidden = !panel.settings_error;
@@ -112,9 +112,11 @@
         `queue ${t.queue}: succeeded jobs still kept (retention)`),
       stat("sweep", "Trim sweep", sweeping ? "in progress" : "idle",
         `${PL.fmtInt(s.pending)} pending · ${PL.fmtInt(s.running)} running`, `queue ${s.queue}`));
-  };
+  }
 
-  PL.hbaseFailed = function (message) {
+  function failed(message) {
     $("hbase-clusters").replaceChildren(el("p", { class: "error" }, "Cannot read the HBase panel: " + message));
-  };
+  }
+
+  PL.panels.push({ path: "/api/hbase", render, failed });
 })();

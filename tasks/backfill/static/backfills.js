@@ -1,7 +1,7 @@
-// PinLater dashboard: the Backfills panel (GET /api/backfills): each recent
-// bulk backfill run's kind, cluster, progress bar, pages done of total,
-// rate, time left and state. app.js polls it with the rest of the page and
-// calls PL.renderBackfills.
+// PinLater dashboard: the Backfills panel (GET /api/backfills,
+// tasks.backfill.panel): each recent bulk backfill run's kind, cluster,
+// progress bar, pages done of total, rate, time left and state. It registers
+// with PL.panels; the dashboard's app.js polls it with the rest of the page.
 "use strict";
 
 (function () {
@@ -29,7 +29,7 @@
       el("td", {}, el("span", { class: "pill " + (TONE[run.state] || ""), "data-field": "state" }, run.state)));
   }
 
-  PL.renderBackfills = function (panel) {
+  function render(panel) {
     const error = $("backfills-error");
     error.textContent = panel.error || "";
     error.hidden = !panel.error;
@@ -38,11 +38,13 @@
     const rows = panel.runs.length ? panel.runs.map(row)
       : [el("tr", {}, el("td", { colspan: 8, class: "muted" }, panel.checked_at_ms ? "No backfill runs yet." : "Loading…"))];
     document.querySelector("#backfills tbody").replaceChildren(head, ...rows);
-  };
+  }
 
-  PL.backfillsFailed = function (message) {
+  function failed(message) {
     const error = $("backfills-error");
     error.textContent = "Cannot read the backfills: " + message;
     error.hidden = false;
-  };
+  }
+
+  PL.panels.push({ path: "/api/backfills", render, failed });
 })();

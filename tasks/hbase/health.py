@@ -1,4 +1,5 @@
-"""Health of the two HBase clusters, for the dashboard's HBase panel.
+"""Health of the two HBase clusters, for the dashboard's HBase panel
+(``tasks.feeds.panel``).
 
 Each cluster has two Thrift servers: Thrift1 (scans of many rows, through
 happybase) and Thrift2 (every write, feed read, lookup and table change).
@@ -28,9 +29,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tasks.hbase import PRIMARY, STANDBY, Address, ClusterPair, ClusterPool, HBaseError, HBaseSettings
-from tasks.hbase.errors import one_line
+from pinlater.cli_output import one_line
+from tasks.hbase.errors import HBaseError
 from tasks.hbase.jmx import trim_counts
+from tasks.hbase.pair import PRIMARY, STANDBY, ClusterPair
+from tasks.hbase.pool import ClusterPool
+from tasks.hbase.settings import Address, HBaseSettings
 from tasks.hbase.tables import compaction_cap
 
 log = logging.getLogger(__name__)
