@@ -20,6 +20,7 @@ from typing import Any
 
 from pinlater.cli_commands import register_commands
 from pinlater.cli_output import INSTALL_HINT, one_line, print_result
+from pinlater.envsettings import read
 from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.migrate import add_migrate_command
@@ -67,7 +68,7 @@ def cmd_create_queue(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_delete_queue(c: JobService, a: argparse.Namespace) -> Any:
-    c.delete_queue(a.queue, a.secret or os.environ.get("PINLATER_ADMIN_SECRET"))
+    c.delete_queue(a.queue, a.secret or read(os.environ, "PINLATER_ADMIN_SECRET", str, None))
     return {"deleted": a.queue}
 
 

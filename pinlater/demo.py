@@ -20,9 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pinlater import Ack, Job, JobService, RetryPolicy, Settings
+from pinlater.envsettings import read
 from pinlater.errors import DequeueRateLimited
 from pinlater.monitor import Monitor
-from pinlater.settings import hash_secret, parse_shards
+from pinlater.settings import hash_secret, parse_shards, parse_store_url
 
 DEMO_SHARDS = (
     "r1=redis://127.0.0.1:16379/0,r2=redis://127.0.0.1:16380/0,"
@@ -38,10 +39,10 @@ QUEUES = {
 
 
 def demo_settings() -> Settings:
-    shards = os.environ.get("PINLATER_SHARDS", DEMO_SHARDS)
+    # The job service's own variables, read the same way, with the demo's defaults.
     return Settings(
-        shards=parse_shards(shards),
-        control_url=os.environ.get("PINLATER_CONTROL_URL", "redis://127.0.0.1:16379/0"),
+        shards=read(os.environ, "PINLATER_SHARDS", parse_shards, parse_shards(DEMO_SHARDS)),
+        control_url=read(os.environ, "PINLATER_CONTROL_URL", parse_store_url, "redis://127.0.0.1:16379/0"),
         admin_secret_sha256=hash_secret(DEMO_SECRET),
     )
 

@@ -10,18 +10,25 @@ value it refuses is a ``SettingError`` naming the variable, in one line.
 The parsers take text and raise ``ValueError`` with a one-line problem:
 ``whole_number(low, high)``, ``real_number(low, high)``,
 ``positive_number(high)``, ``parse_flag``, ``parse_address`` (HOST:PORT) and
-``one_of(choices)``. Numbers are ASCII decimal and finite: ``int()`` and
-``float()`` also take other scripts' digits ("٣") and underscores
-("1_000"), ``float()`` takes "inf" and "nan" and makes "1e400" inf, and
-``str.isdigit()`` takes "²", which ``int()`` then refuses.
+``one_of(choices)``, ``plain_text``, ``text_matching(pattern, what)``,
+``url(schemes)`` and ``comma_separated(item)``. Numbers are ASCII decimal
+and finite: ``int()`` and ``float()`` also take other scripts' digits ("٣")
+and underscores ("1_000"), ``float()`` takes "inf" and "nan" and makes
+"1e400" inf, and ``str.isdigit()`` takes "²", which ``int()`` then refuses.
+
+Each settings module declares its variables as a tuple ``SETTINGS`` of
+``Setting`` records (variable, the field it sets, parser, default, meaning)
+and reads them with ``read_fields``; ``pinlater.settings_doc`` makes
+docs/configuration.md from those tuples.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -56,6 +63,39 @@ def read(env: Mapping[str, str], variable: str, parse: Callable[[str], T], defau
         return parse(text)
     except ValueError as exc:
         raise SettingError(variable, str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One environment variable, as code reads it and docs list it.
+
+    ``field``: the attribute of the settings object that ``read_fields``
+    sets ("" when other code reads the variable). ``default``: the value as
+    a user would write it, "" when unset has a meaning of its own (said in
+    ``meaning``); a default that is a value parses to the settings object's
+    default (the docs' test checks). ``meaning``: one line for the docs."""
+
+    variable: str
+    field: str
+    parse: Callable[[str], Any]
+    default: str
+    meaning: str
+
+
+def read_fields(env: Mapping[str, str], settings: Sequence[Setting]) -> dict[str, Any]:
+    """``{field: value}`` of each variable of ``settings`` that is set (in
+    order: a later variable for the same field wins); unset ones are left
+    out, so the settings object keeps its own default."""
+    found: dict[str, Any] = {}
+    for setting in settings:
+        if setting.field:
+            value = read(env, setting.variable, setting.parse, _UNSET)
+            if value is not _UNSET:
+                found[setting.field] = value
+    return found
+
+
+_UNSET: Any = object()
 
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
@@ -123,5 +163,58 @@ def one_of(choices: Iterable[str]) -> Callable[[str], str]:
         if value not in known:
             raise ValueError(f"expected one of {', '.join(known)}, got {_shown(text)}")
         return value
+
+    return parse
+
+
+def plain_text(text: str) -> str:
+    """Any text, without the white space around it."""
+    return text.strip()
+
+
+def text_matching(pattern: str, what: str) -> Callable[[str], str]:
+    """Trimmed text that ``pattern`` matches in full; ``what`` says what that is."""
+    compiled = re.compile(pattern)
+
+    def parse(text: str) -> str:
+        value = text.strip()
+        if not compiled.fullmatch(value):
+            raise ValueError(f"expected {what}, got {_shown(text)}")
+        return value
+
+    return parse
+
+
+def url(schemes: Iterable[str]) -> Callable[[str], str]:
+    """A URL of one of ``schemes``, with something after ``://``. The text
+    is never repeated in the problem: a URL may carry a password."""
+    known = tuple(schemes)
+    expected = "expected a URL starting " + " or ".join(f"{scheme}://" for scheme in known)
+
+    def parse(text: str) -> str:
+        value = text.strip()
+        scheme, sep, rest = value.partition("://")
+        if not sep or not rest or any(c.isspace() for c in value):
+            raise ValueError(f"{expected} and naming a place after it (the value is not shown)")
+        if scheme not in known:
+            raise ValueError(f"{expected}, got {_shown(scheme, 12)}://...")
+        return value
+
+    return parse
+
+
+def comma_separated(item: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
+    """Items separated by commas, each read by ``item``; blank items are
+    skipped, and a problem with one names its place (1 is the first)."""
+
+    def parse(text: str) -> tuple[T, ...]:
+        parts = [part for part in text.split(",") if part.strip()]
+        values = []
+        for place, part in enumerate(parts, 1):
+            try:
+                values.append(item(part))
+            except ValueError as exc:
+                raise ValueError(f"item {place}: {exc}") from None
+        return tuple(values)
 
     return parse

@@ -2,7 +2,8 @@
 
 Every value can come from the environment (``Settings.from_env``), so a
 process is configured without code: ``PINLATER_SHARDS``,
-``PINLATER_CONTROL_URL`` and the rest below.
+``PINLATER_CONTROL_URL`` and the rest of ``SETTINGS`` below (listed in
+docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -11,17 +12,24 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from pinlater.envsettings import (
+    Setting,
+    comma_separated,
+    plain_text,
+    positive_number,
+    read_fields,
+    url,
+    whole_number,
+)
 
 # SettingError, parse_flag and parse_address are this module's public names
 # too; they live in envsettings, which the task packages' settings share.
 from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
-from pinlater.envsettings import positive_number as _positive_float
-from pinlater.envsettings import read
-from pinlater.envsettings import whole_number as _bounded_int
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
 _SHARD_ID = re.compile(r"^[A-Za-z0-9]+$")
@@ -50,8 +58,8 @@ def parse_shards(text: str) -> tuple[ShardSpec, ...]:
         part = part.strip()
         if not part:
             continue
-        if "=" not in part:
-            raise ValueError(f"shard entry {part!r} must look like ID=URL")
+        if "=" not in part:  # not shown: it may be a URL with a password
+            raise ValueError(f"shard entry {len(specs) + 1} must look like ID=URL")
         shard_id, url = part.split("=", 1)
         specs.append(ShardSpec(shard_id.strip(), url.strip()))
     if not specs:
@@ -139,67 +147,89 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Raises SettingError naming the variable at fault."""
-        env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
-        try:
-            kwargs["shards"] = parse_shards(env.get("PINLATER_SHARDS", DEFAULT_SHARDS))
-        except ValueError as exc:
-            raise SettingError("PINLATER_SHARDS", str(exc)) from None
-        if env.get("PINLATER_CONTROL_URL"):
-            kwargs["control_url"] = env["PINLATER_CONTROL_URL"]
-        if env.get("PINLATER_ADMIN_SECRET_SHA256"):
-            kwargs["admin_secret_sha256"] = env["PINLATER_ADMIN_SECRET_SHA256"].lower()
-        elif env.get("PINLATER_ADMIN_SECRET"):
-            kwargs["admin_secret_sha256"] = hash_secret(env["PINLATER_ADMIN_SECRET"])
-        if env.get("PINLATER_DASHBOARD_TOKEN_SHA256"):
-            kwargs["dashboard_token_sha256"] = env["PINLATER_DASHBOARD_TOKEN_SHA256"].lower()
-        elif env.get("PINLATER_DASHBOARD_TOKEN"):
-            kwargs["dashboard_token_sha256"] = hash_secret(env["PINLATER_DASHBOARD_TOKEN"])
-        for name, var, parse in _FROM_ENV:
-            value = read(env, var, parse, None)
-            if value is not None:
-                kwargs[name] = value
-        if env.get("PINLATER_SERVERS"):
-            servers = tuple(s.strip() for s in env["PINLATER_SERVERS"].split(",") if s.strip())
-            for server in servers:
-                try:
-                    parse_address(server)
-                except ValueError as exc:
-                    raise SettingError("PINLATER_SERVERS", str(exc)) from None
-            kwargs["servers"] = servers
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return cls(**read_fields(os.environ if env is None else env, SETTINGS))
 
 
-def _text(text: str) -> str:
+def _sha256_hex(text: str) -> str:
+    # The text is not repeated: it stands for a secret.
+    value = text.strip().lower()
+    if not _SHA256.fullmatch(value):
+        raise ValueError(f"expected a sha256 as 64 hexadecimal digits, got {len(value)} characters")
+    return value
+
+
+def _address_text(text: str) -> str:
+    parse_address(text)
     return text.strip()
 
 
-_PORT = _bounded_int(0, 65535)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_PORT = whole_number(0, 65535)
 MAX_SERVER_PROCESSES = 64
-parse_server_processes = _bounded_int(1, MAX_SERVER_PROCESSES)
-_FROM_ENV: tuple[tuple[str, str, Callable[[str], object]], ...] = (
-    ("max_body_bytes", "PINLATER_MAX_BODY_BYTES", _bounded_int(1, 64 * 1024 * 1024)),
-    ("default_priorities", "PINLATER_DEFAULT_PRIORITIES", _bounded_int(1, 100)),
-    ("config_ttl_s", "PINLATER_CONFIG_TTL_S", _positive_float(3600)),
-    ("dashboard_protect_reads", "PINLATER_DASHBOARD_PROTECT_READS", parse_flag),
-    ("dashboard_host", "PINLATER_DASHBOARD_HOST", _text),
-    ("dashboard_port", "PINLATER_DASHBOARD_PORT", _PORT),
-    ("flower_url", "PINLATER_FLOWER_URL", _text),
-    ("server_host", "PINLATER_SERVER_HOST", _text),
-    ("server_port", "PINLATER_SERVER_PORT", _PORT),
-    ("metrics_port", "PINLATER_METRICS_PORT", _PORT),
-    ("server_processes", "PINLATER_SERVER_PROCESSES", parse_server_processes),
-    ("client_timeout_s", "PINLATER_CLIENT_TIMEOUT_S", _positive_float(3600)),
-    ("idempotency_window_ms", "PINLATER_IDEMPOTENCY_WINDOW_MS", _bounded_int(1, 30 * 86_400_000)),
-    ("max_jobs_per_call", "PINLATER_MAX_JOBS_PER_CALL", _bounded_int(1, 100_000)),
-    ("regex_max_bodies", "PINLATER_REGEX_MAX_BODIES", _bounded_int(1, 100_000_000)),
-    ("regex_budget_s", "PINLATER_REGEX_BUDGET_S", _positive_float(3600)),
-    ("server_max_connections", "PINLATER_SERVER_MAX_CONNECTIONS", _bounded_int(1, 100_000)),
-    ("server_max_connections_per_client", "PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT", _bounded_int(1, 100_000)),
-    ("server_max_buffered_bytes", "PINLATER_SERVER_MAX_BUFFERED_BYTES", _bounded_int(1024 * 1024, 2**40)),
-    ("server_frame_timeout_s", "PINLATER_SERVER_FRAME_TIMEOUT_S", _positive_float(3600)),
-    ("server_idle_timeout_s", "PINLATER_SERVER_IDLE_TIMEOUT_S", _positive_float(86_400)),
-    ("server_coalesce", "PINLATER_SERVER_COALESCE", parse_flag),
-    ("server_coalesce_acks", "PINLATER_SERVER_COALESCE_ACKS", parse_flag),
+parse_server_processes = whole_number(1, MAX_SERVER_PROCESSES)
+parse_store_url = url(("redis", "rediss", "mysql", "memory"))
+_D = Settings()
+# Every variable of the job service (docs/configuration.md is made from this:
+# python -m pinlater.settings_doc). Of a secret and its _SHA256, the _SHA256
+# wins: it comes later.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("PINLATER_SHARDS", "shards", parse_shards, DEFAULT_SHARDS,
+            "the shards, ID=URL,... (redis://, rediss://, mysql:// or memory://); an ID must never change"),
+    Setting("PINLATER_CONTROL_URL", "control_url", parse_store_url, "",
+            "where queue configs and rate buckets live (unset: the first shard)"),
+    Setting("PINLATER_ADMIN_SECRET", "admin_secret_sha256", hash_secret, "",
+            "the secret deleteQueue requires (unset: every delete is refused); the CLI sends it too"),
+    Setting("PINLATER_ADMIN_SECRET_SHA256", "admin_secret_sha256", _sha256_hex, "",
+            "sha256 hex of that secret, instead of the secret itself"),
+    Setting("PINLATER_MAX_BODY_BYTES", "max_body_bytes", whole_number(1, 64 * 1024 * 1024),
+            str(_D.max_body_bytes), "largest job body, in bytes (at most 64 MiB)"),
+    Setting("PINLATER_DEFAULT_PRIORITIES", "default_priorities", whole_number(1, 100),
+            str(_D.default_priorities), "priorities of a queue created without a number of them (1 to 100)"),
+    Setting("PINLATER_CONFIG_TTL_S", "config_ttl_s", positive_number(3600), "1",
+            "how long a process trusts its cached copy of a queue's config, in seconds"),
+    Setting("PINLATER_SERVER_HOST", "server_host", plain_text, _D.server_host,
+            "where `pinlater server` listens"),
+    Setting("PINLATER_SERVER_PORT", "server_port", _PORT, str(_D.server_port), "its Thrift port"),
+    Setting("PINLATER_METRICS_PORT", "metrics_port", _PORT, str(_D.metrics_port), "its metrics endpoint's port"),
+    Setting("PINLATER_SERVER_PROCESSES", "server_processes", parse_server_processes, str(_D.server_processes),
+            f"server processes sharing the port (1 to {MAX_SERVER_PROCESSES})"),
+    Setting("PINLATER_SERVERS", "servers", comma_separated(_address_text), "",
+            "HOST:PORT,... of Thrift servers: when set, connect() calls them (unset: in-process)"),
+    Setting("PINLATER_CLIENT_TIMEOUT_S", "client_timeout_s", positive_number(3600), "10",
+            "how long the Thrift client of PINLATER_SERVERS waits on a server, in seconds"),
+    Setting("PINLATER_IDEMPOTENCY_WINDOW_MS", "idempotency_window_ms", whole_number(1, 30 * 86_400_000),
+            str(_D.idempotency_window_ms),
+            "a repeated enqueue with the same idempotency key within this window returns the first's descriptors"),
+    Setting("PINLATER_DASHBOARD_HOST", "dashboard_host", plain_text, _D.dashboard_host,
+            "where `pinlater dashboard` listens"),
+    Setting("PINLATER_DASHBOARD_PORT", "dashboard_port", _PORT, str(_D.dashboard_port), "its port"),
+    Setting("PINLATER_DASHBOARD_TOKEN", "dashboard_token_sha256", hash_secret, "",
+            "the operator token every dashboard control needs (unset: every control is refused)"),
+    Setting("PINLATER_DASHBOARD_TOKEN_SHA256", "dashboard_token_sha256", _sha256_hex, "",
+            "sha256 hex of that token, instead of the token itself"),
+    Setting("PINLATER_DASHBOARD_PROTECT_READS", "dashboard_protect_reads", parse_flag, "no",
+            "ask for the token on the read-only views (JSON API, /metrics) too"),
+    Setting("PINLATER_FLOWER_URL", "flower_url", url(("http", "https")), _D.flower_url,
+            "Flower, linked from the dashboard"),
+    Setting("PINLATER_MAX_JOBS_PER_CALL", "max_jobs_per_call", whole_number(1, 100_000),
+            str(_D.max_jobs_per_call),
+            "jobs (or ACKs, checkpoints) in one call: bounds how long a caller holds a shard"),
+    Setting("PINLATER_REGEX_MAX_BODIES", "regex_max_bodies", whole_number(1, 100_000_000),
+            str(_D.regex_max_bodies), "bodies a body-regex count, scan or delete examines at most"),
+    Setting("PINLATER_REGEX_BUDGET_S", "regex_budget_s", positive_number(3600), "2",
+            "seconds a body-regex count, scan or delete runs at most"),
+    Setting("PINLATER_SERVER_MAX_CONNECTIONS", "server_max_connections", whole_number(1, 100_000),
+            str(_D.server_max_connections), "Thrift connections a server process accepts"),
+    Setting("PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT", "server_max_connections_per_client",
+            whole_number(1, 100_000), str(_D.server_max_connections_per_client), "of them from one client address"),
+    Setting("PINLATER_SERVER_MAX_BUFFERED_BYTES", "server_max_buffered_bytes", whole_number(1024 * 1024, 2**40),
+            str(_D.server_max_buffered_bytes), "request bytes the Thrift server holds across connections"),
+    Setting("PINLATER_SERVER_FRAME_TIMEOUT_S", "server_frame_timeout_s", positive_number(3600), "30",
+            "seconds a client may take to send a whole request"),
+    Setting("PINLATER_SERVER_IDLE_TIMEOUT_S", "server_idle_timeout_s", positive_number(86_400), "600",
+            "seconds an idle connection is kept"),
+    Setting("PINLATER_SERVER_COALESCE", "server_coalesce", parse_flag, "yes",
+            "merge concurrent enqueues and same-source dequeues of a queue into one shard call each"),
+    Setting("PINLATER_SERVER_COALESCE_ACKS", "server_coalesce_acks", parse_flag, "no",
+            "merge ACKs of different callers too (costs CPU on MySQL)"),
 )
-

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-# One error type for every setting, the job service's and the tasks': a
-# bad value is one line, VARIABLE: problem, however it is read.
-from pinlater.envsettings import SettingError as SettingError
-
 
 class TryLater(Exception):
     """A job ran before the truth it acts on is in place (an unfollow's job

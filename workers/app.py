@@ -9,7 +9,8 @@
 Every process that imports this module can use ``pinlater://`` broker URLs
 (the transport alias is registered here), and its ``app`` is Celery's
 current and default app there: ``@shared_task`` and ``current_app`` publish
-to PinLater. Configuration, all from the environment:
+to PinLater. Configuration, all from the environment (every variable, its
+default and meaning: docs/configuration.md):
 
 * ``PINLATER_*``: the job service (shards, control store...), as for the
   ``pinlater`` command;
@@ -33,11 +34,13 @@ from celery.signals import celeryd_after_setup, worker_init, worker_process_init
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
+from pinlater.envsettings import read
 from workers import registry
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import take_descriptor
 from workers.raw_serializer import register_raw_serializer
+from workers.settings import parse_imports
 from workers.task import PinLaterTask
 
 TRANSPORT_ALIASES["pinlater"] = "workers.transport:Transport"
@@ -75,8 +78,8 @@ def make_app(
     **config: Any,
 ) -> Celery:
     if imports is None:
-        extra = os.environ.get("PINLATER_CELERY_IMPORTS", "")
-        imports = BUILTIN_IMPORTS + tuple(m.strip() for m in extra.split(",") if m.strip())
+        extra: tuple[str, ...] = read(os.environ, "PINLATER_CELERY_IMPORTS", parse_imports, ())
+        imports = BUILTIN_IMPORTS + extra
     # Not the current or default app: apps made here (tests make their own)
     # never capture ``current_app`` or ``@shared_task``; only the module's
     # ``app`` below does.
@@ -118,6 +121,9 @@ def consume_task_queues(app: Celery) -> None:
     for name in names:
         if name not in queues:
             queues.add(task_queue(name))
+    # None until a -Q selection (``select``); no public attribute tells
+    # (``consume_from`` falls back to every queue). Checked against Celery
+    # 5.7 (tests/unit/test_third_party_guards.py).
     if queues._consume_from is None and names:
         default = app.conf.task_default_queue
         if default in queues and registry.is_task_queue(default):

@@ -15,6 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pinlater.envsettings import (
+    Setting,
+    comma_separated,
+    plain_text,
+    positive_number,
+    read,
+    read_fields,
+    text_matching,
+    url,
+    whole_number,
+)
 from pinlater.settings import Settings
 
 DEFAULT_BUS_URL = "redis://127.0.0.1:16379/0"
@@ -43,13 +54,33 @@ class TransportSettings:
     def from_options(
         cls, options: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
     ) -> TransportSettings:
+        """Raises SettingError naming the variable, or the transport option, at fault."""
         options = dict(options or {})
         env = dict(os.environ if env is None else env)
         env.update({str(k): str(v) for k, v in (options.get("pinlater_env") or {}).items()})
-        return cls(
-            pinlater=Settings.from_env(env),
-            bus_url=str(options.get("bus_url") or env.get("PINLATER_BUS_URL") or DEFAULT_BUS_URL),
-            bus_prefix=str(options.get("bus_prefix") or env.get("PINLATER_BUS_PREFIX") or DEFAULT_BUS_PREFIX),
-            poll_interval_s=float(options.get("poll_interval") or env.get("PINLATER_POLL_INTERVAL_S") or 1.0),
-            max_batch=int(options.get("max_batch") or env.get("PINLATER_MAX_BATCH") or 100),
-        )
+        fields = read_fields(env, SETTINGS)
+        for option, setting in _OPTIONS.items():
+            if options.get(option) is not None:  # read as its variable would be, but named as the option
+                label = f"broker_transport_options[{option!r}]"
+                fields[setting.field] = read({label: str(options[option])}, label, setting.parse, None)
+        return cls(pinlater=Settings.from_env(env), **fields)
+
+
+# Task modules are dotted Python names.
+parse_imports = comma_separated(text_matching(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", "a dotted module name"))
+SETTINGS: tuple[Setting, ...] = (
+    Setting("PINLATER_BUS_URL", "bus_url", url(("redis", "rediss")), DEFAULT_BUS_URL,
+            "Redis for events, remote control, replies and wake-ups (transport option bus_url)"),
+    Setting("PINLATER_BUS_PREFIX", "bus_prefix", plain_text, DEFAULT_BUS_PREFIX,
+            "prefix of the bus's channels and keys: keeps apart apps sharing a Redis (option bus_prefix)"),
+    Setting("PINLATER_POLL_INTERVAL_S", "poll_interval_s", positive_number(3600), "1",
+            "slow poll of each consumed queue, in seconds: delayed jobs coming due, retries, raw enqueues "
+            "(option poll_interval)"),
+    Setting("PINLATER_MAX_BATCH", "max_batch", whole_number(1, 100_000), "100",
+            "largest claim per dequeue call (option max_batch)"),
+    Setting("PINLATER_CELERY_IMPORTS", "", parse_imports, "",
+            "comma-separated task modules the workers import (workers.builtin_tasks always)"),
+)
+_OPTIONS = {option: next(s for s in SETTINGS if s.field == field)
+            for option, field in (("bus_url", "bus_url"), ("bus_prefix", "bus_prefix"),
+                                  ("poll_interval", "poll_interval_s"), ("max_batch", "max_batch"))}

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from tasks.appdata import mappings, objects, schema
 from tasks.appdata.ids import ObjectType
 from tasks.appdata.names import person_name
-from tasks.appdata.settings import AppDataSettingError, AppDataSettings
+from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import (
     BOARD_FOLLOWED_BY_USER,
@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed, now_ms=args.now_ms,
         )
         settings = AppDataSettings.from_env()
-    except (ValueError, AppDataSettingError) as exc:
+    except ValueError as exc:  # a SettingError too
         parser.error(str(exc))
     with AppData(settings) as store:
         schema.create_shards(store)

@@ -1,4 +1,4 @@
-"""The shard map (seed 000): ranges of shard ids to MySQL servers, each
+"""The shard map (as in Pinterest's MySQL sharding): ranges of shard ids to MySQL servers, each
 server holding one database per shard (``<prefix>s00042``), so shards move
 between servers without their ids changing. Only this config says where a
 shard lives; ids never name a host.
@@ -23,7 +23,7 @@ from tasks.appdata.errors import UnknownShard
 from tasks.appdata.ids import MAX_SHARD
 
 _PREFIX = re.compile(r"[A-Za-z0-9_]{1,50}")
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_RANGE = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?")  # ASCII: \d takes other scripts' digits
 DEFAULT_PREFIX = "appdata_"
 
 
@@ -102,7 +102,8 @@ class ShardMap:
             if not entry:
                 continue
             if "=" not in entry:
-                raise ValueError(f"entry {entry!r} must look like FIRST-LAST=mysql://user:pass@host:port")
+                # Not shown: it may be a URL with a password.
+                raise ValueError(f"entry {len(ranges) + 1} must look like FIRST-LAST=mysql://user:pass@host:port")
             span, url = (part.strip() for part in entry.split("=", 1))
             match = _RANGE.fullmatch(span)
             if not match:

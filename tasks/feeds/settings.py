@@ -1,23 +1,8 @@
 """One typed settings object for the feed tasks, reads and endpoint, from
-the environment:
-
-| variable | default | meaning |
-|---|---|---|
-| ``PINLATER_FEED_PAGE_SIZE`` | 1000 | followers per fan-out job (one page, one write per cluster) |
-| ``PINLATER_FEED_HUGE_FOLLOWERS`` | 100000 | accounts with more followers fan out at priority 3 |
-| ``PINLATER_FEED_RECENT_PINS`` | 200 | pins a follow adds (an unfollow removes) |
-| ``PINLATER_FEED_CAP`` | 1000 | longest feed kept (newest first) |
-| ``PINLATER_FEED_TRIM_SLACK`` | 100 | a fan-out enqueues a trim for a row over cap + slack |
-| ``PINLATER_FEED_TRIM_SAMPLE`` | 4 | rows per fan-out page checked against that limit |
-| ``PINLATER_FEED_SWEEP_ROWS`` | 100 | long rows found per sweep job |
-| ``PINLATER_FEED_SWEEP_INTERVAL_S`` | 3600 | how often ``celery beat`` starts a sweep (0: never) |
-| ``PINLATER_FEED_READ_CUTOFF_MS`` | 50 | a read asks the standby too after this long (near the primary's p99.9) |
-| ``PINLATER_FEED_SHADOW_SHARE`` | 0.05 | share of reads also sent to the standby, answer dropped |
-| ``PINLATER_FEED_HTTP`` | ``127.0.0.1:8090`` | where ``pinlater-feeds serve`` listens |
-
-Read by ``pinlater.envsettings``: a blank variable is unset, and a bad
-value is a ``SettingError`` (``FeedSettingError``) naming its variable in
-one line.
+the ``PINLATER_FEED_*`` variables of ``SETTINGS`` below (listed, with every
+other package's, in docs/configuration.md). Read by ``pinlater.envsettings``:
+a blank variable is unset, and a bad value is a one-line ``SettingError``
+naming its variable.
 """
 
 from __future__ import annotations
@@ -26,11 +11,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlater.envsettings import SettingError, parse_address, read, real_number, whole_number
+from pinlater.envsettings import Setting, read_fields, real_number, whole_number
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.hbase.settings import Address
-
-FeedSettingError = SettingError  # the name it had before every setting shared one error type
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +37,31 @@ class FeedSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FeedSettings:
-        env = os.environ if env is None else env
-        d = cls()
-        return cls(
-            page_size=read(env, "PINLATER_FEED_PAGE_SIZE", whole_number(1, MAX_PAGE), d.page_size),
-            huge_followers=read(env, "PINLATER_FEED_HUGE_FOLLOWERS", whole_number(0, 2**62), d.huge_followers),
-            recent_pins=read(env, "PINLATER_FEED_RECENT_PINS", whole_number(1, MAX_PAGE), d.recent_pins),
-            cap=read(env, "PINLATER_FEED_CAP", whole_number(1, 1_000_000), d.cap),
-            trim_slack=read(env, "PINLATER_FEED_TRIM_SLACK", whole_number(0, 1_000_000), d.trim_slack),
-            trim_sample=read(env, "PINLATER_FEED_TRIM_SAMPLE", whole_number(0, MAX_PAGE), d.trim_sample),
-            sweep_rows=read(env, "PINLATER_FEED_SWEEP_ROWS", whole_number(1, 10_000), d.sweep_rows),
-            sweep_interval_s=read(env, "PINLATER_FEED_SWEEP_INTERVAL_S", real_number(0, 365 * 86400),
-                                  d.sweep_interval_s),
-            read_cutoff_ms=read(env, "PINLATER_FEED_READ_CUTOFF_MS", real_number(0, 60_000), d.read_cutoff_ms),
-            shadow_share=read(env, "PINLATER_FEED_SHADOW_SHARE", real_number(0, 1), d.shadow_share),
-            http=read(env, "PINLATER_FEED_HTTP", lambda text: Address(*parse_address(text)), d.http),
-        )
+        """Raises SettingError naming the variable at fault."""
+        return cls(**read_fields(os.environ if env is None else env, SETTINGS))
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("PINLATER_FEED_PAGE_SIZE", "page_size", whole_number(1, MAX_PAGE), "1000",
+            "followers per fan-out job (one page, one write per cluster)"),
+    Setting("PINLATER_FEED_HUGE_FOLLOWERS", "huge_followers", whole_number(0, 2**62), "100000",
+            "accounts with more followers fan out at priority 3"),
+    Setting("PINLATER_FEED_RECENT_PINS", "recent_pins", whole_number(1, MAX_PAGE), "200",
+            "pins a follow adds (an unfollow removes)"),
+    Setting("PINLATER_FEED_CAP", "cap", whole_number(1, 1_000_000), "1000",
+            "longest feed kept (newest first); the trimming coprocessor's cap too"),
+    Setting("PINLATER_FEED_TRIM_SLACK", "trim_slack", whole_number(0, 1_000_000), "100",
+            "a fan-out enqueues a trim for a row over cap + slack"),
+    Setting("PINLATER_FEED_TRIM_SAMPLE", "trim_sample", whole_number(0, MAX_PAGE), "4",
+            "rows per fan-out page checked against that limit"),
+    Setting("PINLATER_FEED_SWEEP_ROWS", "sweep_rows", whole_number(1, 10_000), "100",
+            "long rows found per sweep job"),
+    Setting("PINLATER_FEED_SWEEP_INTERVAL_S", "sweep_interval_s", real_number(0, 365 * 86400), "3600",
+            "how often `celery beat` starts a sweep, in seconds (0: never)"),
+    Setting("PINLATER_FEED_READ_CUTOFF_MS", "read_cutoff_ms", real_number(0, 60_000), "50",
+            "a read asks the standby too after this long (near the primary's p99.9)"),
+    Setting("PINLATER_FEED_SHADOW_SHARE", "shadow_share", real_number(0, 1), "0.05",
+            "share of reads also sent to the standby, answer dropped"),
+    Setting("PINLATER_FEED_HTTP", "http", Address.parse, "127.0.0.1:8090",
+            "where `pinlater-feeds serve` listens (`--host`, `--port` override its halves)"),
+)

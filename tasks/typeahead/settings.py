@@ -1,15 +1,8 @@
-"""One typed settings object for the typeahead, from the environment:
-
-| variable | default | meaning |
-|---|---|---|
-| ``PINLATER_TYPEAHEAD_ORDER`` | ``mutual,following,social,address_book,followers`` | source ranking order |
-| ``PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT`` | 100 | rows read per tall source and lookup |
-| ``PINLATER_TYPEAHEAD_RENAME_PAGE`` | 1000 | followers (or followees) per rename job |
-| ``PINLATER_TYPEAHEAD_HTTP`` | ``127.0.0.1:8091`` | where ``pinlater-typeahead serve`` listens |
-
-Read by ``pinlater.envsettings``: a blank variable is unset, and a bad
-value is a ``SettingError`` (``TypeaheadSettingError``) naming its variable
-in one line.
+"""One typed settings object for the typeahead, from the
+``PINLATER_TYPEAHEAD_*`` variables of ``SETTINGS`` below (listed, with every
+other package's, in docs/configuration.md). Read by ``pinlater.envsettings``:
+a blank variable is unset, and a bad value is a one-line ``SettingError``
+naming its variable.
 """
 
 from __future__ import annotations
@@ -18,12 +11,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlater.envsettings import SettingError, parse_address, read, whole_number
+from pinlater.envsettings import Setting, read_fields, whole_number
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.hbase.settings import Address
 from tasks.typeahead.sources import DEFAULT_ORDER, parse_order
-
-TypeaheadSettingError = SettingError  # the name it had before every setting shared one error type
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +26,17 @@ class TypeaheadSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TypeaheadSettings:
-        env = os.environ if env is None else env
-        d = cls()
-        return cls(
-            source_order=read(env, "PINLATER_TYPEAHEAD_ORDER", parse_order, d.source_order),
-            tall_scan_limit=read(env, "PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT", whole_number(1, 100_000),
-                                 d.tall_scan_limit),
-            rename_page=read(env, "PINLATER_TYPEAHEAD_RENAME_PAGE", whole_number(1, MAX_PAGE), d.rename_page),
-            http=read(env, "PINLATER_TYPEAHEAD_HTTP", lambda text: Address(*parse_address(text)), d.http),
-        )
+        """Raises SettingError naming the variable at fault."""
+        return cls(**read_fields(os.environ if env is None else env, SETTINGS))
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("PINLATER_TYPEAHEAD_ORDER", "source_order", parse_order, ",".join(DEFAULT_ORDER),
+            "source ranking order, each known source once"),
+    Setting("PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT", "tall_scan_limit", whole_number(1, 100_000), "100",
+            "rows read per tall source and lookup"),
+    Setting("PINLATER_TYPEAHEAD_RENAME_PAGE", "rename_page", whole_number(1, MAX_PAGE), "1000",
+            "followers (or followees) per rename job"),
+    Setting("PINLATER_TYPEAHEAD_HTTP", "http", Address.parse, "127.0.0.1:8091",
+            "where `pinlater-typeahead serve` listens (`--host`, `--port` override its halves)"),
+)

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pinlater.envsettings import SettingError
 from tasks.appdata.errors import UnknownShard
-from tasks.appdata.settings import (
-    PREFIX_VAR,
-    SHARDS_VAR,
-    TIMEOUT_VAR,
-    AppDataSettingError,
-    AppDataSettings,
-)
+from tasks.appdata.settings import PREFIX_VAR, SHARDS_VAR, TIMEOUT_VAR, AppDataSettings
 from tasks.appdata.shardmap import Server
 
 
@@ -60,7 +55,7 @@ def test_ranges_servers_and_databases() -> None:
     ],
 )
 def test_bad_settings_name_their_variable(variable: str, value: str, problem: str) -> None:
-    with pytest.raises(AppDataSettingError) as info:
+    with pytest.raises(SettingError) as info:
         AppDataSettings.from_env({variable: value})
     assert info.value.variable == variable
     assert str(info.value).startswith(f"{variable}: ")

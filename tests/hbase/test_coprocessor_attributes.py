@@ -113,5 +113,5 @@ def test_the_info_addresses_are_settings_that_default_to_the_local_clusters() ->
     assert (str(defaults.primary_info), str(defaults.standby_info)) == ("127.0.0.1:16110", "127.0.0.1:16210")
     moved = HBaseSettings.from_env({"PINLATER_HBASE_STANDBY_INFO": "10.0.0.5:16030"})
     assert str(moved.standby_info) == "10.0.0.5:16030"
-    with pytest.raises(ValueError, match="PINLATER_HBASE_PRIMARY_INFO: expected HOST:PORT"):
+    with pytest.raises(ValueError, match="PINLATER_HBASE_PRIMARY_INFO: must look like HOST:PORT"):
         HBaseSettings.from_env({"PINLATER_HBASE_PRIMARY_INFO": "nonsense"})

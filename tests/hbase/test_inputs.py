@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pinlater.envsettings import SettingError
 from tasks.hbase import (
     ClusterPool,
     HBaseSettings,
@@ -126,9 +127,10 @@ def test_settings_from_env() -> None:
     )
     assert (str(thrift2.primary_thrift2), str(thrift2.standby_thrift2)) == ("10.0.0.1:9092", "10.0.0.2:9093")
     for name in ("PINLATER_HBASE_PRIMARY_THRIFT2", "PINLATER_HBASE_STANDBY_THRIFT2"):
-        with pytest.raises(ValueError, match=f"^{name}: expected HOST:PORT, got '127.0.0.1:0'$"):
+        with pytest.raises(SettingError, match=f"^{name}: must look like HOST:PORT with a port from 1 to 65535, "
+                                               "got '127.0.0.1:0'$"):
             HBaseSettings.from_env({name: "127.0.0.1:0"})
-    with pytest.raises(ValueError, match="PINLATER_HBASE_STANDBY: expected HOST:PORT"):
+    with pytest.raises(SettingError, match="PINLATER_HBASE_STANDBY: must look like HOST:PORT"):
         HBaseSettings.from_env({"PINLATER_HBASE_STANDBY": "nohost"})
-    with pytest.raises(ValueError, match="PINLATER_HBASE_POOL_SIZE"):
+    with pytest.raises(SettingError, match="PINLATER_HBASE_POOL_SIZE: must be between 1 and"):
         HBaseSettings.from_env({"PINLATER_HBASE_POOL_SIZE": "0"})

@@ -8,12 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-import tasks.errors
 from pinlater.envsettings import SettingError
-from tasks.appdata.settings import AppDataSettingError
-from tasks.feeds.settings import FeedSettingError, FeedSettings
+from tasks.feeds.settings import FeedSettings
 from tasks.hbase.settings import Address
-from tasks.typeahead.settings import TypeaheadSettingError, TypeaheadSettings
+from tasks.typeahead.settings import TypeaheadSettings
 
 
 def outcome(read: Callable[[], object]) -> object:
@@ -44,10 +42,8 @@ def test_an_endpoint_address_is_read_alike(text: str) -> None:
     assert isinstance(feed, Address) == (text in ("localhost:9000", " [::1]:9000 "))
 
 
-def test_blank_is_the_default_and_the_old_error_names_still_catch() -> None:
+def test_blank_is_the_default() -> None:
     assert FeedSettings.from_env({"PINLATER_FEED_HTTP": " "}).http == Address("127.0.0.1", 8090)
     assert TypeaheadSettings.from_env({"PINLATER_TYPEAHEAD_HTTP": ""}).http == Address("127.0.0.1", 8091)
-    assert FeedSettingError is TypeaheadSettingError is tasks.errors.SettingError is SettingError
-    assert issubclass(AppDataSettingError, SettingError)
-    with pytest.raises(TypeaheadSettingError, match=r"^PINLATER_TYPEAHEAD_ORDER: unknown contact source 'likes'"):
+    with pytest.raises(SettingError, match=r"^PINLATER_TYPEAHEAD_ORDER: unknown contact source 'likes'"):
         TypeaheadSettings.from_env({"PINLATER_TYPEAHEAD_ORDER": "mutual,likes"})

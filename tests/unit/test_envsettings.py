@@ -11,13 +11,19 @@ import pytest
 
 import pinlater.settings
 from pinlater.envsettings import (
+    Setting,
     SettingError,
+    comma_separated,
     one_of,
     parse_address,
     parse_flag,
+    plain_text,
     positive_number,
     read,
+    read_fields,
     real_number,
+    text_matching,
+    url,
     whole_number,
 )
 
@@ -57,6 +63,11 @@ def test_addresses_refuse_half_addresses_and_ports_out_of_range(text: str) -> No
     (parse_flag, "\uff12", "expected a yes/no flag"),
     (one_of(["redis", "mysql"]), "Redis", "expected one of redis, mysql, got 'Redis'"),
     (one_of(["redis", "mysql"]), "", "expected one of redis, mysql, got ''"),
+    (text_matching(r"[a-z]+", "lower-case letters"), "ab1", "expected lower-case letters, got 'ab1'"),
+    (url(["redis", "rediss"]), "http://h", "expected a URL starting redis:// or rediss://, got 'http'://..."),
+    (url(["redis"]), "redis://", "expected a URL starting redis:// and naming a place after it"),
+    (url(["redis"]), "localhost:6379", "expected a URL starting redis:// and naming a place after it"),
+    (comma_separated(parse_address), "a:1,,b:0", "item 2: must look like HOST:PORT"),
 ])
 def test_flags_and_choices_refuse_anything_else(parse: Callable[[str], object], text: str, problem: str) -> None:
     assert one_line_problem(parse, text).startswith(problem)
@@ -94,6 +105,11 @@ def one_line_problem(parse: Callable[[str], object], text: str) -> str:
     (parse_address, "[::1]:65535", ("::1", 65535)),
     (parse_address, "feeds.internal:1", ("feeds.internal", 1)),
     (one_of(["redis", "mysql"]), " mysql ", "mysql"),
+    (plain_text, "  any text ", "any text"),
+    (text_matching(r"[a-z]+", "lower-case letters"), " ab ", "ab"),
+    (url(["redis", "rediss"]), " rediss://:pw@h:6379/0 ", "rediss://:pw@h:6379/0"),
+    (comma_separated(parse_address), " a:1, ,[::1]:2,", (("a", 1), ("::1", 2))),
+    (comma_separated(plain_text), " , ", ()),
 ])
 def test_good_values_are_read(parse: Callable[[str], object], text: str, value: object) -> None:
     assert read({VAR: text}, VAR, parse, None) == value
@@ -121,3 +137,23 @@ def test_the_job_service_settings_keep_their_names_and_share_the_error() -> None
     with pytest.raises(SettingError, match=r"^PINLATER_CONFIG_TTL_S: must be a number above 0 and at most 3600"):
         pinlater.settings.Settings.from_env({"PINLATER_CONFIG_TTL_S": "1e400"})
     assert pinlater.settings.Settings.from_env({"PINLATER_SERVER_HOST": "  "}).server_host == "127.0.0.1"
+
+
+def test_a_url_with_a_password_is_never_repeated() -> None:
+    for text in ("http://u:hunter2@h", "redis//u:hunter2@h", "redis://u:hunter2@ h"):
+        with pytest.raises(SettingError) as info:
+            read({VAR: text}, VAR, url(["redis"]), "")
+        assert "hunter2" not in str(info.value)
+
+
+def test_read_fields_sets_what_is_set_and_a_later_variable_wins() -> None:
+    declared = (
+        Setting("A", "size", whole_number(1, 9), "1", "a size"),
+        Setting("A_LATER", "size", whole_number(1, 9), "", "the same size, winning"),
+        Setting("B", "", plain_text, "", "read by other code"),
+    )
+    assert read_fields({}, declared) == {}
+    assert read_fields({"A": "3", "B": "x"}, declared) == {"size": 3}
+    assert read_fields({"A": "3", "A_LATER": "4"}, declared) == {"size": 4}
+    with pytest.raises(SettingError, match=r"^A_LATER: must be between 1 and 9, got 10$"):
+        read_fields({"A_LATER": "10"}, declared)
