@@ -1,5 +1,5 @@
 """One object per process, made on first use and again after a fork: a
-pool process must not share its parent's sockets (the task runtimes)."""
+pool process must not share its parent's sockets (the task runtime)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,16 @@ class PerProcess(Generic[T]):
             if self._current is None or self._current[0] != os.getpid():
                 self._current = (os.getpid(), self._make())
             return self._current[1]
+
+    def discard(self) -> T | None:
+        """Forgets this process's object, so the next ``get`` makes a new one,
+        and returns it for the caller to close: None if there is none, or if
+        it was made before a fork (its sockets are the parent's to close)."""
+        with self._lock:
+            current, self._current = self._current, None
+        if current is None or current[0] != os.getpid():
+            return None
+        return current[1]
 
     @contextmanager
     def replaced(self, value: T) -> Iterator[T]:

@@ -1,16 +1,14 @@
-"""What the backfill tasks of one process share: a ``BackfillContext``
-(app data, clusters) and the run records, made on first use and again
-after a fork (a pool process must not share its parent's sockets)."""
+"""What the backfill tasks keep of their own in a process, over the
+process's ``TaskRuntime``: a ``BackfillContext`` on its app-data store and
+HBase pair (with the tables the kinds ensured), and the run records."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.appdata.store import AppData
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.records import Records
-from tasks.hbase import ClusterPair
-from tasks.per_process import PerProcess
+from tasks.runtime import TaskRuntime, current
 
 
 @dataclass
@@ -19,14 +17,12 @@ class BackfillRuntime:
     records: Records
 
     @classmethod
-    def from_env(cls) -> BackfillRuntime:
-        store = AppData.from_env()
-        return cls(BackfillContext(store, ClusterPair.from_settings()), Records(store))
+    def on(cls, shared: TaskRuntime) -> BackfillRuntime:
+        """The backfill tasks' view of ``shared`` (kinds read their settings
+        from its environment)."""
+        return cls(BackfillContext(shared.store, shared.pair, shared.env), Records(shared.store))
 
 
-_runtime: PerProcess[BackfillRuntime] = PerProcess(BackfillRuntime.from_env)
-
-
-def runtime() -> BackfillRuntime:
-    """This process's runtime (from the environment)."""
-    return _runtime.get()
+def runtime(shared: TaskRuntime | None = None) -> BackfillRuntime:
+    """The backfill tasks' view of ``shared``, by default this process's runtime."""
+    return (current() if shared is None else shared).view(BackfillRuntime.on)

@@ -1,12 +1,12 @@
-"""What the feed tasks of one process share: settings, the app-data store
-and the HBase pair, made on first use and again after a fork (a pool
-process must not share its parent's sockets). The feed table is ensured on
-a cluster the first time the process uses that cluster, so a worker starts
-while a cluster is down and its jobs for the other cluster still run.
+"""What the feed tasks keep of their own in a process, over the process's
+``TaskRuntime`` (its app-data store and HBase pair): settings, the feed
+table ensured on a cluster the first time the process uses that cluster (so
+a worker starts while a cluster is down and its jobs for the other cluster
+still run), and whether each cluster's compactions trim the feed.
 
-Whether a cluster's compactions trim the feed (the table is attached to the
-trimming coprocessor) is read from its table descriptor and kept for a
-minute, so an operator's alter reaches every worker within that."""
+Whether they do (the table is attached to the trimming coprocessor) is read
+from the cluster's table descriptor and kept for a minute, so an operator's
+alter reaches every worker within that."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tasks.appdata.store import AppData
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair
 from tasks.hbase.tables import EnsuredTables, TableDef, compaction_cap, feed_table
-from tasks.per_process import PerProcess
+from tasks.runtime import TaskRuntime, current
 
 TRIM_MODE_TTL_S = 60.0
 
@@ -36,8 +36,9 @@ class FeedRuntime:
         self.table = feed_table(self.settings.cap)
 
     @classmethod
-    def from_env(cls) -> FeedRuntime:
-        return cls(FeedSettings.from_env(), AppData.from_env(), ClusterPair.from_settings())
+    def on(cls, shared: TaskRuntime) -> FeedRuntime:
+        """The feed tasks' view of ``shared`` (settings from its environment)."""
+        return cls(FeedSettings.from_env(shared.env), shared.store, shared.pair)
 
     def ready(self, cluster: str) -> ClusterPair:
         """The pair, with the feed table ensured on ``cluster`` (raises
@@ -55,14 +56,7 @@ class FeedRuntime:
             self._trim_caps[cluster] = (cap, now + TRIM_MODE_TTL_S)
         return cap is not None
 
-    def close(self) -> None:
-        self.store.close()
-        self.pair.close()
 
-
-_runtime: PerProcess[FeedRuntime] = PerProcess(FeedRuntime.from_env)
-
-
-def runtime() -> FeedRuntime:
-    """This process's runtime (from the environment)."""
-    return _runtime.get()
+def runtime(shared: TaskRuntime | None = None) -> FeedRuntime:
+    """The feed tasks' view of ``shared``, by default this process's runtime."""
+    return (current() if shared is None else shared).view(FeedRuntime.on)

@@ -1,6 +1,6 @@
-"""What the typeahead tasks of one process share: settings, the app-data
-store and the HBase pair, made on first use and again after a fork; the
-index tables are ensured on a cluster the first time the process uses it."""
+"""What the typeahead tasks keep of their own in a process, over the
+process's ``TaskRuntime`` (its app-data store and HBase pair): settings, and
+the index tables ensured on a cluster the first time the process uses it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tasks.appdata.store import AppData
 from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool
 from tasks.hbase.tables import EnsuredTables
-from tasks.per_process import PerProcess
+from tasks.runtime import TaskRuntime, current
 from tasks.typeahead.settings import TypeaheadSettings
 
 
@@ -24,8 +24,9 @@ class TypeaheadRuntime:
         self.tables = EnsuredTables(self.pair)
 
     @classmethod
-    def from_env(cls) -> TypeaheadRuntime:
-        return cls(TypeaheadSettings.from_env(), AppData.from_env(), ClusterPair.from_settings())
+    def on(cls, shared: TaskRuntime) -> TypeaheadRuntime:
+        """The typeahead tasks' view of ``shared`` (settings from its environment)."""
+        return cls(TypeaheadSettings.from_env(shared.env), shared.store, shared.pair)
 
     def ready(self, cluster: str) -> ClusterPool:
         """``cluster``'s pool with the index tables ensured (HBaseError while
@@ -33,9 +34,6 @@ class TypeaheadRuntime:
         return self.tables.ready(cluster, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
 
-_runtime: PerProcess[TypeaheadRuntime] = PerProcess(TypeaheadRuntime.from_env)
-
-
-def runtime() -> TypeaheadRuntime:
-    """This process's runtime (from the environment)."""
-    return _runtime.get()
+def runtime(shared: TaskRuntime | None = None) -> TypeaheadRuntime:
+    """The typeahead tasks' view of ``shared``, by default this process's runtime."""
+    return (current() if shared is None else shared).view(TypeaheadRuntime.on)
