@@ -13,6 +13,11 @@ would, with Celery's own ``as_task_v2``, and hands it to the channel's
 ``basic_publish`` under the same retry policy and error translation as
 Kombu's. Anything else takes Celery's path. ``tests/workers/
 test_direct_publish.py`` checks both give the channel the same message.
+
+It follows Celery's and Kombu's code, private parts included
+(``Task._get_exec_options``, ``Connection._reraise_as_library_errors``,
+``AMQP.as_task_v2``'s positional parameters), as of Celery and Kombu 5.7:
+``tests/unit/test_third_party_guards.py`` fails when those change.
 """
 
 from __future__ import annotations

@@ -23,6 +23,11 @@ it happens inside ``drain_events`` callbacks, when that call returns. A
 release is always sent at once: the job must be claimable again by the
 next ``get`` or ``drain_events``.
 
+Kombu's QoS has no public hooks for this: the subclass reads and clears
+its delivered tags (``_delivered``, ``_dirty``, ``_quick_ack``, ``_flush``,
+``_on_collect``), checked against Kombu 5.7 and guarded by
+``tests/unit/test_third_party_guards.py``.
+
 Acks may come from another thread (pool result handlers), so the pending
 lists are under a lock; delivery tags are job descriptors
 (``QUEUE:sSHARD:pN:ID``), so a tag alone names the job and its queue.

@@ -10,9 +10,10 @@ import socket
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pinlater.thrift.framing import (
+    Frame,
     FrameError,
     FrameReader,
     FrameRejected,
@@ -21,14 +22,39 @@ from pinlater.thrift.framing import (
     PeerClosed,
     set_timeout,
 )
-from pinlater.thrift.resources import STALL_S
-
-if TYPE_CHECKING:
-    from pinlater.thrift.server import ThriftServer
+from pinlater.thrift.resources import STALL_S, ByteBudget
+from pinlater.thrift.stats import ServerStats
 
 log = logging.getLogger("pinlater.thrift.server")
 
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close sends a reset
+
+
+class ConnectionServer(Protocol):
+    """What a connection needs of the server that accepted it (the
+    ThriftServer), so that this module does not depend on the server's."""
+
+    @property
+    def max_frame(self) -> int: ...
+    @property
+    def frame_timeout_s(self) -> float: ...
+    @property
+    def idle_timeout_s(self) -> float: ...
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def stats(self) -> ServerStats: ...
+    @property
+    def budget(self) -> ByteBudget: ...
+
+    def handle(self, frame: Frame) -> tuple[bytes | None, bool]:
+        """(reply to send or None, whether the connection stays usable)."""
+
+    def refusal_reply(self, head: bytes, message: str) -> bytes | None:
+        """The error answering a request that was drained unread."""
+
+    def forget(self, conn: Connection) -> None:
+        """Frees the slot of a connection that has closed."""
 
 
 class Connection:
@@ -39,7 +65,7 @@ class Connection:
     or is being closed, its thread exits quietly. Both change under
     ``_lock``, and the socket is shut down and closed only under it."""
 
-    def __init__(self, server: ThriftServer, sock: socket.socket, address: str, peer: str) -> None:
+    def __init__(self, server: ConnectionServer, sock: socket.socket, address: str, peer: str) -> None:
         self.server = server
         self.sock = sock
         self.address = address
@@ -116,7 +142,7 @@ class Connection:
         finally:
             self.close()
             server.budget.release(self)
-            server._forget(self)
+            server.forget(self)
 
     def _reserve(self, size: int, deadline: float) -> bool:
         return self.server.budget.reserve(self, size, deadline)

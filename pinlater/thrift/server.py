@@ -14,7 +14,7 @@ one shared listening socket; every limit below is then per process.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
 64 by default): each call holds a shard connection, a Redis shard's pool has
-256 (``pinlater.backends.redis_client``; a call past them waits, then fails
+256 (``pinlater.storage.redis_pool``; a call past them waits, then fails
 as ShardBusy, load rather than an outage, so the shard stays in rotation),
 every MySQL connection is a server thread, and on a few cores more calls at
 once add latency, not throughput. A slow call holds one of the 64 slots,
@@ -282,7 +282,7 @@ class ThriftServer:
             conn.thread.start()
         for conn in waiting:  # never started: close them here
             conn.close()
-            self._forget(conn)
+            self.forget(conn)
 
     def _admit(self, address: str) -> str | None:
         """None if a connection from ``address`` may be opened, else the
@@ -341,7 +341,9 @@ class ThriftServer:
                 del self._by_address[conn.address]
         self.stats.count("connections_open", -1)
 
-    def _forget(self, conn: Connection) -> None:
+    def forget(self, conn: Connection) -> None:
+        """Frees the slot of a connection that has closed (its own thread,
+        or the starter's at shutdown)."""
         with self._lock:
             self._remove(conn)
 

@@ -1,7 +1,8 @@
 """HBase's two Thrift interfaces, as thriftpy2 modules.
 
 ``THRIFT1`` is the one happybase speaks (it loads HBase's IDL at import time
-as the module ``Hbase_thrift``): reads. ``THRIFT2`` is our subset of
+as the module ``Hbase_thrift``, as of happybase 1.3, guarded by
+``tests/unit/test_third_party_guards.py``): reads. ``THRIFT2`` is our subset of
 the Thrift2 interface (``thrift2.thrift`` beside this file): writes with a
 timestamp per cell, versioned reads, and table creation and alters.
 """
