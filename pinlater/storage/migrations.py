@@ -5,6 +5,10 @@ current layout is one past the last step (``pinlater.storage.layout``).
 Adding a step is a few lines: a function (or ``each_job_table`` with a
 block of ``sql/layout.sql``), an entry in the kind's ``steps``, and the
 same change in the statements that create new stores (``backends/sql``).
+A step's SQL is frozen once released. The layout a MySQL step upgrades
+from is kept frozen too, under ``tests/integration/sql``:
+``tests/integration/test_migrations.py`` builds a store at each older
+layout, migrates it and compares every table with a new store's.
 
 The runner brings a store up one step at a time and records each new
 version as soon as its step is done, so a crash loses at most the step
@@ -65,6 +69,10 @@ def _create_meta_table(s: Session) -> None:
     s.execute(LAYOUT_SQL("meta_create"))
 
 
+def _create_deleted_queues_table(s: Session) -> None:
+    s.execute(LAYOUT_SQL("shard_v2_deleted_queues"))
+
+
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
     """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
     ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
@@ -86,11 +94,12 @@ def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Calla
 
 
 # Adding a step, e.g. an index on MySQL job tables: a block in sql/layout.sql
-#     -- name: v2_job_index
+#     -- name: shard_v3_job_index
 #     ALTER TABLE {table} ADD INDEX by_x (state, x)
 # then in MYSQL_SHARD's steps
-#     2: Step("index job tables by x", each_job_table("v2_job_index"), compatible=True),
-# and the same index in create_job_table (backends/sql/mysql.sql) for new tables.
+#     3: Step("index job tables by x", each_job_table("shard_v3_job_index"), compatible=True),
+# the same index in create_job_table (backends/sql/mysql.sql) for new tables,
+# and layout 3 frozen in tests/integration/sql for test_migrations.
 REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
     "redis shard", keys.SHARD_LAYOUT, keys.QUEUES,
     {
@@ -110,7 +119,15 @@ REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(
 )
 MYSQL_SHARD: Kind[Session] = Kind(
     "mysql shard", "shard", "queues",
-    {1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True)},
+    {
+        1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True),
+        # Compatible: the backend makes this table when it opens a shard.
+        2: Step(
+            "make the deleted_queues table (queues deleted on this shard)",
+            _create_deleted_queues_table,
+            compatible=True,
+        ),
+    },
 )
 MYSQL_CONTROL: Kind[Session] = Kind(
     "mysql control store", "control", "pinlater_queue_config",

@@ -25,3 +25,13 @@ INSERT IGNORE INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
 -- After a migration step; never back to an older version.
 INSERT INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
 ON DUPLICATE KEY UPDATE version = GREATEST(version, VALUES(version))
+
+-- name: shard_v2_deleted_queues
+-- Shard layout 2 -> 3: the queues deleted on the shard. Frozen, like every
+-- step: a new shard gets the same table from the backend's
+-- create_deleted_queues_table (tests/integration/test_migrations.py
+-- compares the two).
+CREATE TABLE IF NOT EXISTS deleted_queues (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
