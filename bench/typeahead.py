@@ -78,7 +78,7 @@ BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
     "PINLATER_HBASE_TABLE_PREFIX": "benchta",
 }
-TARGET_P99_MS = 25.0  # seed 003: server-side p99
+TARGET_P99_MS = 25.0  # Pinterest's typeahead's server-side p99
 
 
 # ------------------------------------------------------------------ load

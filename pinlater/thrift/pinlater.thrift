@@ -1,6 +1,6 @@
 /*
- * The PinLater wire interface, written from the contract tables in
- * shared/pinlater-wire.md. Transport: framed. Protocol: binary.
+ * The PinLater wire interface (its contract tables: docs/thrift-server.md).
+ * Transport: framed. Protocol: binary.
  *
  * A client generated from this file (any language, stock Thrift code
  * generation) talks to `pinlater server`. Conventions of this server that

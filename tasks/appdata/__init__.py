@@ -1,4 +1,4 @@
-"""App data in sharded MySQL (seed 000): users, boards, pins and follows.
+"""App data in sharded MySQL (as Pinterest shards it): users, boards, pins and follows.
 
 - ``ids``: 64-bit ids (2 reserved bits, 16-bit shard, 10-bit type, 36-bit local id)
 - ``shardmap``, ``settings``: ranges of shards to servers, one database per shard

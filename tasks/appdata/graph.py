@@ -4,7 +4,7 @@ follows, with the shard rules and the reverse mappings.
 Where new objects go:
 - a user: a random mapped shard (``shard=`` to choose one);
 - a board: its owner's shard;
-- a pin: its board's shard (seed 000's preference), so a board's pins and
+- a pin: its board's shard (as Pinterest's sharding does), so a board's pins and
   the board_has_pins rows sit together.
 
 Reverse mappings (a follow is user_follows_X on the follower's shard and

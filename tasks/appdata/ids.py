@@ -1,4 +1,4 @@
-"""64-bit object ids (seed 000): 2 reserved bits (zero), a 16-bit shard, a
+"""64-bit object ids (as in Pinterest's MySQL sharding): 2 reserved bits (zero), a 16-bit shard, a
 10-bit type and a 36-bit local id (the row's auto-increment key in its
 shard's object table).
 

@@ -1,4 +1,4 @@
-"""Bulk backfills (issue: "one command starts a backfill"): chained, paged
+"""Bulk backfills (one command starts a backfill): chained, paged
 jobs on the ``backfill`` queue, runs and pages recorded in app-data MySQL,
 progress, pause/resume, and a verify pass that repairs what differs.
 

@@ -2,7 +2,7 @@
 
 Every table is made and altered through Thrift2, whose family descriptor
 carries what Thrift1 cannot set: the data block encoding and the block size
-(seed 002's prefix encoding and 16 KB blocks), beside versions, bloom filter,
+(the feed paper's prefix encoding and 16 KB blocks), beside versions, bloom filter,
 block cache, in-memory and prefetch on open. A family created with HBase's
 defaults would keep one version and 64 KB unencoded blocks, so every family
 states what it needs.
@@ -124,7 +124,7 @@ class TableDef:
         return dataclasses.replace(self, values=tuple(sorted(merged.items())))
 
 
-# The following feed (seed 002): one row per user, wide: family "feed", one
+# The following feed (Pinterest's HBase feed paper): one row per user, wide: family "feed", one
 # column per pin, qualifier = reverse creation time + pin id, empty value;
 # cell timestamps are the time of the action that wrote them. Its writers keep
 # several versions of one column alive at once and delete single versions, so
@@ -133,7 +133,7 @@ class TableDef:
 # shared prefix (the row, then a time), so FAST_DIFF shrinks the table several
 # times; 16 KB blocks hold about one user's feed, so the cache holds and evicts
 # whole feeds (docs/hbase.md has the measurements).
-# Its rows are capped inside compactions by FEED_TRIM_OBSERVER (seed 002);
+# Its rows are capped inside compactions by FEED_TRIM_OBSERVER (docs/feeds.md);
 # the cap here is the default of PINLATER_FEED_CAP, which ``feed_table`` sets.
 FOLLOWING_FEED = TableDef(
     "following_feed",
@@ -149,7 +149,7 @@ def feed_table(cap: int) -> TableDef:
         raise ValueError(f"feed cap must be an int >= 1, got {cap!r}")
     return FOLLOWING_FEED.with_values(**{TRIM_CAP_ATTRIBUTE: str(cap)})
 
-# The typeahead's contacts index (seed 003; layout in tasks/typeahead/entries.py):
+# The typeahead's contacts index (docs/typeahead.md; layout in tasks/typeahead/entries.py):
 # wide rows per (user, source) with token columns "c" and member records "m",
 # and tall rows per (user, source, token, contact) for huge sources. Member
 # records and tall token cells keep every version, for the same reason as the

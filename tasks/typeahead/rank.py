@@ -1,4 +1,4 @@
-"""Scoring, ranking and de-duplicating typeahead matches (seed 003): pure
+"""Scoring, ranking and de-duplicating typeahead matches (docs/typeahead.md): pure
 functions over the contacts the index found for a query's tokens.
 
 A contact matches when every query token is a prefix of a distinct token of

@@ -1,4 +1,4 @@
-"""The contact sources of the typeahead (seed 003) and the HBase schema
+"""The contact sources of the typeahead (docs/typeahead.md) and the HBase schema
 each is stored in.
 
 * ``mutual``, ``following``: from the follow graph, small per user: wide.
@@ -56,7 +56,7 @@ IMPORTED = tuple(s for s in SOURCES if s.imported)
 WIDE = tuple(s for s in SOURCES if s.schema is Schema.WIDE)
 TALL = tuple(s for s in SOURCES if s.schema is Schema.TALL)
 
-# Mutual follows are the strongest signal (seed 003), then whom the user
+# Mutual follows are the strongest signal (Pinterest's typeahead), then whom the user
 # follows, then people from their own networks, then followers.
 DEFAULT_ORDER = ("mutual", "following", "social", "address_book", "followers")
 

@@ -1,5 +1,5 @@
 """The one tokenizer of the typeahead: contact names when they are indexed,
-and queries when they are looked up, so both always agree (seed 003).
+and queries when they are looked up, so both always agree.
 
 A token is a run of letters and digits of any script, casefolded, without
 accents. Tokens are the byte prefixes of the index's column qualifiers and

@@ -34,7 +34,7 @@ def test_round_trip_at_the_edges_and_at_random() -> None:
 
 
 def test_the_seed_example_decomposes_as_in_the_post() -> None:
-    # Pin 241294492511762325 of seed 000: shard 3429, type 1, local 7075733.
+    # Pin 241294492511762325 of Pinterest's sharding post: shard 3429, type 1, local 7075733.
     assert split_id(241294492511762325) == (3429, ObjectType(1), 7075733)
     assert make_id(3429, 1, 7075733) == 241294492511762325
 

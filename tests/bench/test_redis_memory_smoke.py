@@ -1,5 +1,5 @@
 """A short run of bench/redis_memory.py (it starts and stops its own stock
-redis-server), so the benchmark cannot rot, and the bound of issue #12: a
+redis-server), so the benchmark cannot rot, and the memory bound: a
 pending job with a 100-byte body costs at most ~300 bytes of Redis memory
 on a server with default settings, at most about what the leanest raw
 layout of the same data costs."""

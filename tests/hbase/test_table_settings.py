@@ -33,7 +33,7 @@ from tasks.hbase.tables import (
     compaction_cap,
     table_drift,
 )
-from tests.hbase.conftest import test_settings
+from tests.support.hbase import test_settings
 
 
 def descriptor(pool: Any, table: str) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def test_every_table_reads_back_as_defined_on_both_clusters(pair: ClusterPair) -
                 assert raw.attributes[b"VERSIONS"] == str(family.max_versions).encode()
                 prefetch = raw.attributes[b"PREFETCH_BLOCKS_ON_OPEN"]
                 assert prefetch == str(family.prefetch_blocks_on_open).lower().encode()
-    # The seed's feed settings in particular: FAST_DIFF keys, 16 KB blocks.
+    # The feed paper's settings in particular: FAST_DIFF keys, 16 KB blocks.
     feed = FOLLOWING_FEED.family("feed")
     assert (feed.data_block_encoding, feed.block_size, feed.bloom_filter_type) == ("FAST_DIFF", 16384, "ROW")
     assert TYPEAHEAD_WIDE.family("c").block_size == 16384 and TYPEAHEAD_TALL.family("c").block_size == 65536

@@ -72,7 +72,7 @@ def slow(self: Any, seconds: float) -> None:
     time.sleep(seconds)
 
 
-# The README's example: options that configure the queue when a publish or a
+# The example of docs/architecture.md: options that configure the queue when a publish or a
 # worker first creates it (over Thrift too).
 @task("w_readme", max_dequeue_rate=200)
 def send_email(self: Any, user_id: int) -> None:
@@ -111,7 +111,7 @@ def rated(self: Any, body: bytes) -> None:
 
 
 # -- heartbeats ----------------------------------------------------------------------------
-# PINLATER_SOAK=1 runs the heartbeat test at the issue's own numbers (a 60 s
+# PINLATER_SOAK=1 runs the heartbeat test at full size (a 60 s
 # task, a 10 s claim timeout) instead of CI's scaled ones (12 s, 3 s).
 SOAK = os.environ.get("PINLATER_SOAK") == "1"
 LONG_CLAIM_TIMEOUT_MS = 10_000 if SOAK else 3000

@@ -1,10 +1,10 @@
 """A long task keeps its claim through heartbeats; without them the claim
 times out and the job runs again.
 
-Scaled for CI: a 12 s task with a claim timeout of 3 s stands for the
-issue's 60 s task with a 10 s claim timeout (same ratio of task length to
+Scaled for CI: a 12 s task with a claim timeout of 3 s stands for a
+real 60 s task with a 10 s claim timeout (same ratio of task length to
 timeout, more than three timeouts long); ``PINLATER_SOAK=1`` runs the
-issue's own numbers. The monitor expires claims every 0.5 s."""
+full-size numbers. The monitor expires claims every 0.5 s."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Trims the following feed inside HBase's compactions (seed 002): each row
+ * Trims the following feed inside HBase's compactions (docs/feeds.md): each row
  * keeps its newest {@code cap} pin columns and the rest are not written to the
  * new file. No delete marker is written and nothing is read on the write path.
  *
