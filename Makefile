@@ -5,7 +5,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: venv services test soak demo demo-core bench down lint
+.PHONY: venv services services-core kombu-suite test test-core soak demo demo-core bench down lint
 
 venv: $(STAMP)
 
@@ -18,10 +18,41 @@ $(STAMP): pyproject.toml
 services:
 	scripts/services up
 
-# The trimming coprocessor's Java unit tests (Maven Surefire), then every Python test.
-test: venv services
+# Redis and MariaDB only: what the job service itself runs on.
+services-core:
+	scripts/services up-core
+
+# Kombu's own transport tests, for the installed kombu (fetched once with pip).
+kombu-suite: venv
+	$(VPY) -m tests.workers.kombu_suite
+
+# How the suite is spread over processes (pytest-xdist; a file's tests stay
+# in one process, each with its own Redis dbs): tests marked `serial_hbase`
+# stop an HBase cluster or read the region servers' counters, so they run
+# apart from the other HBase tests, beside the core's (which use no HBase);
+# tests marked `serial` stop a Redis server or need the machine to
+# themselves, so they run alone, last.
+TEST_PROCESSES ?= 3
+CORE_TESTS := tests/unit tests/contract tests/integration tests/thrift tests/workers
+APP_TESTS := tests/appdata tests/backfill tests/bench tests/consistency tests/dashboards tests/feeds tests/hbase \
+	tests/typeahead
+PYTEST := $(VPY) -m pytest -q
+SPREAD := -p xdist --dist loadgroup -m "not serial and not serial_hbase"
+
+# The job service: its backends, the Thrift server and the Celery transport,
+# against Redis and MariaDB only (no JVM, no browser, no network).
+test-core: venv services-core kombu-suite
+	$(PYTEST) $(SPREAD) -n $(TEST_PROCESSES) $(CORE_TESTS)
+	$(PYTEST) -p no:xdist -m serial $(CORE_TESTS)
+
+# Everything, what CI runs: the trimming coprocessor's Java unit tests
+# (Maven Surefire), then every Python test.
+test: venv services kombu-suite
 	scripts/hbase coprocessor test
-	$(VPY) -m pytest -q
+	$(PYTEST) $(SPREAD) -n $(TEST_PROCESSES) $(APP_TESTS)
+	scripts/concurrently "$(PYTEST) -p no:xdist -m serial_hbase $(APP_TESTS)" \
+		'$(PYTEST) $(SPREAD) -n $(TEST_PROCESSES) $(CORE_TESTS)'
+	$(PYTEST) -p no:xdist -m serial
 
 # The consistency model with many more examples than `make test` gives it
 # (SOAK_EXAMPLES per backend, about 1 s each), and the scale tests at

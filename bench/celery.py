@@ -292,8 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     n = args.tasks or (1000 if args.smoke else 20_000)
     env = bench_env(args.prefetch_multiplier)
-    if os.environ.get("PINLATER_TEST_SERVICES_STARTED") != "1":
-        subprocess.run([str(REPO / "scripts" / "services"), "up"], check=True, capture_output=True)
+    if os.environ.get("PINLATER_TEST_SERVICES_STARTED") not in ("core", "all"):
+        subprocess.run([str(REPO / "scripts" / "services"), "up-core"], check=True, capture_output=True)
     systems = [make(env) for make in SYSTEMS]
     publish_s = publish_all(systems, n)
     rows = [drain(system, n, spent, env) for system, spent in zip(systems, publish_s, strict=True)]

@@ -22,9 +22,28 @@ HBASE_STANDBY = "127.0.0.1:19091"
 HBASE_PRIMARY_THRIFT2 = "127.0.0.1:19092"
 HBASE_STANDBY_THRIFT2 = "127.0.0.1:19093"
 
+# Each test process has its own block of 16 Redis dbs (scripts/services
+# gives the servers 64): under pytest-xdist, worker gwN uses block N + 1, so
+# tests that flush a db never meet another process's tests, nor the demo and
+# the benchmarks, which keep block 0. A plain pytest run uses block 0.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+REDIS_DB_BLOCK = int(_XDIST_WORKER.removeprefix("gw")) + 1 if _XDIST_WORKER.startswith("gw") else 0
+if REDIS_DB_BLOCK > 3:
+    raise RuntimeError(f"{_XDIST_WORKER}: the test Redis servers have dbs for 3 test processes at most")
+
+
+def redis_db(number: int) -> int:
+    """Test db ``number`` (0-15) in this process's block."""
+    if not 0 <= number < 16:
+        raise ValueError(f"a test Redis db is 0-15, not {number}")
+    return REDIS_DB_BLOCK * 16 + number
+
+
 # Tests use their own Redis db numbers and database names, apart from the demo's.
-REDIS_SHARD_DB = 1
-REDIS_CONTROL_DB = 2
+REDIS_SHARD_DB = redis_db(1)
+REDIS_CONTROL_DB = redis_db(2)
+# A suffix for names that must differ between test processes (MySQL databases).
+WORKER_SUFFIX = f"_{_XDIST_WORKER}" if _XDIST_WORKER else ""
 
 
 def redis_url(port: int, db: int) -> str:
@@ -35,16 +54,25 @@ def mysql_url(database: str) -> str:
     return f"{MYSQL}/{database}"
 
 
-def ensure_services() -> None:
-    """Start Redis, MariaDB and HBase with the project's script (idempotent)."""
-    if os.environ.get("PINLATER_TEST_SERVICES_STARTED") == "1":
+# What this test process has started: "core" (Redis, MariaDB) or "all"
+# (those, HBase and Chromium). Worker subprocesses inherit it.
+_STARTED = "PINLATER_TEST_SERVICES_STARTED"
+
+
+def ensure_services(*, hbase: bool = True) -> None:
+    """Start the test servers with the project's script (idempotent): Redis
+    and MariaDB, and unless ``hbase`` is false, HBase and Chromium too. The
+    job service's own tests ask for the core only, so they run without a JVM."""
+    started = os.environ.get(_STARTED, "")
+    if started == "all" or (started == "core" and not hbase):
         return
-    result = subprocess.run([str(SERVICES), "up"], capture_output=True, text=True, timeout=900)
+    command = "up" if hbase else "up-core"
+    result = subprocess.run([str(SERVICES), command], capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         raise RuntimeError(
-            f"scripts/services up failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            f"scripts/services {command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
-    os.environ["PINLATER_TEST_SERVICES_STARTED"] = "1"
+    os.environ[_STARTED] = "all" if hbase else "core"
 
 
 def redis_cli(*args: str) -> None:

@@ -16,8 +16,8 @@ from tasks.appdata import generate, graph, mappings, objects
 from tasks.appdata.generate import GraphSpec
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_HAS_BOARDS
-from tests.appdata.conftest import ENV
 from tests.servers import REPO
+from tests.support.appdata import ENV
 
 NOW = 1_760_000_000_000
 

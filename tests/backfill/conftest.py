@@ -21,10 +21,10 @@ from tasks.appdata.settings import PREFIX_VAR
 from tasks.appdata.store import AppData
 from tasks.backfill.queue import QUEUE
 from tasks.hbase import ClusterPair
-from tests.appdata.conftest import ENV as APPDATA_ENV
-from tests.appdata.conftest import shard_databases
 from tests.feeds.world import TASK_MODULES, FeedWorld, feed_world
-from tests.hbase.conftest import tables_pair
+from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.appdata import shard_databases
+from tests.support.hbase import tables_pair
 
 TAG = uuid.uuid4().hex[:8]
 ENV = {**APPDATA_ENV, PREFIX_VAR: f"appdata_bf{TAG}_", "PINLATER_HBASE_TABLE_PREFIX": f"bf{TAG}"}

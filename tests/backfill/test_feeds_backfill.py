@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -128,6 +129,19 @@ def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(
     assert world.failed_jobs() == {}
 
 
+def quiet(read: Callable[[], int], quiet_s: float, timeout_s: float) -> int:
+    """``read()`` once it has not changed for ``quiet_s``; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, f"still changing after {timeout_s}s (last {value})"
+        time.sleep(0.2)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
 def test_pause_stops_progress_and_resume_finishes(world: FeedWorld) -> None:
     small_graph(world.store, seed=24, users=60)
     world.client.set_rate(QUEUE, 10)
@@ -138,8 +152,9 @@ def test_pause_stops_progress_and_resume_finishes(world: FeedWorld) -> None:
     runs.pause(world.client)
     assert runs.queue_paused(world.client)
     assert runs.run_progress(records, run, True).state == "paused"
-    time.sleep(1.0)  # pages already claimed finish
-    stopped = records.counts(run.id).pages_done
+    # Pages claimed before the pause still finish, however slow the machine:
+    # wait until none has for a while, then no other may.
+    stopped = quiet(lambda: records.counts(run.id).pages_done, quiet_s=2.0, timeout_s=30)
     time.sleep(2.0)
     assert records.counts(run.id).pages_done == stopped < run.total_pages
     runs.resume(world.client)

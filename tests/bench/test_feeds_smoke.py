@@ -10,6 +10,9 @@ from tests.bench.smoke import run_smoke
 
 
 @pytest.mark.slow
+# Its reads must all be answered by the primary within the hedge: alone, not
+# beside other tests' load.
+@pytest.mark.serial
 def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     stdout, report = run_smoke("feeds.py", tmp_path)
     fanout, reads = report["fanout"], report["reads"]

@@ -22,6 +22,7 @@ from celery import Celery, current_app
 
 import tasks.backfill.runtime as backfill_runtime
 import tasks.feeds.runtime as feed_runtime
+import tasks.runtime as task_runtime
 import tasks.typeahead.runtime as typeahead_runtime
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import QueueNotFound
@@ -32,7 +33,6 @@ from pinlater.thrift_client import ThriftClient
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.kinds import BackfillContext
-from tasks.backfill.records import Records
 from tasks.feeds import queues as feed_queues
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.cells import TABLE as FEED_TABLE
@@ -43,11 +43,11 @@ from tasks.shell import OUTAGES
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.settings import TypeaheadSettings
-from tests.appdata.conftest import ENV as APPDATA_ENV
-from tests.conftest import settings_for
 from tests.consistency import steps
-from tests.hbase.conftest import test_settings
 from tests.servers import HBaseAdmin
+from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.hbase import test_settings
+from tests.support.stores import settings_for
 from tests.workers.harness import worker_env
 from workers import message_format, registry
 from workers.app import make_app
@@ -347,15 +347,6 @@ class Rig:
         self.pseudo_waiting.clear()
 
 
-def _task_runtimes(store: AppData, pair: ClusterPair, feed_settings: FeedSettings,
-                   typeahead_settings: TypeaheadSettings, env: dict[str, str]) -> tuple[Any, Any, Any]:
-    return (
-        feed_runtime.FeedRuntime(feed_settings, store, pair),
-        typeahead_runtime.TypeaheadRuntime(typeahead_settings, store, pair),
-        backfill_runtime.BackfillRuntime(BackfillContext(store, pair, env), Records(store)),
-    )
-
-
 @contextlib.contextmanager
 def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | None,
         feed_env: dict[str, str]) -> Iterator[Rig]:
@@ -384,14 +375,15 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
     _gate_store(task_store)
     for pool in task_pair:
         _gate_pool(pool, faults)
-    runtimes = _task_runtimes(task_store, task_pair, feed_settings, typeahead_settings, env)
+    shared = task_runtime.TaskRuntime(task_store, task_pair, env)
+    ctx = backfill_runtime.runtime(shared).ctx
     # Ensured here, outside any job thread: ``EnsuredTables`` holds a lock
     # across its first calls, and a job parked there would stop every other.
     for cluster in (PRIMARY, STANDBY):
-        runtimes[0].ready(cluster)
-        runtimes[1].ready(cluster)
+        feed_runtime.runtime(shared).ready(cluster)
+        typeahead_runtime.runtime(shared).ready(cluster)
         for table in TABLES:
-            runtimes[2].ctx.ready(cluster, table)
+            ctx.ready(cluster, table)
     for pool in pair:  # compactions trim to the trim jobs' cap (restored below: later tests share the table)
         apply_table(pool, feed_table(TRIM_CAP))
     feeds = FeedActions(store, client, feed_settings)
@@ -399,13 +391,11 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
     previous_app = current_app._get_current_object()
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(feed_runtime._runtime.replaced(runtimes[0]))
-            stack.enter_context(typeahead_runtime._runtime.replaced(runtimes[1]))
-            stack.enter_context(backfill_runtime._runtime.replaced(runtimes[2]))
+            stack.enter_context(task_runtime.replaced(shared))
             stack.enter_context(_gated_publishes())
             app.set_current()
             the_rig = Rig(backend, store, pair, service, client, app, feed_settings, typeahead_settings, faults,
-                          feeds, ContactActions(store, client, feeds=feeds), runtimes[2].ctx, admins=admins)
+                          feeds, ContactActions(store, client, feeds=feeds), ctx, admins=admins)
             the_rig.reset_queues()
             yield the_rig
     finally:

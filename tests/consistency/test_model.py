@@ -33,7 +33,12 @@ FEED_ENV = {
 }
 
 
-@pytest.mark.parametrize("backend", ["redis", "redis+thrift"])
+# Each backend is a group of its own: the two longest tests of the suite run
+# side by side under pytest-xdist.
+@pytest.mark.parametrize("backend", [
+    pytest.param(backend, marks=pytest.mark.xdist_group(f"consistency-{backend}"))
+    for backend in ("redis", "redis+thrift")
+])
 def test_every_feed_and_index_equals_its_truth_under_any_schedule(
     backend: str, servers: None, appdata: AppData, pair: ClusterPair, request: pytest.FixtureRequest
 ) -> None:

@@ -2,7 +2,7 @@
 of a few thousand jobs and a dashboard serving it (shared by the whole
 directory: tests compare against live backend counts, so one test's control
 does not upset another's check). Headless Chromium (``browser_context``) is
-in tests/conftest.py: one Playwright per process."""
+in tests/support/browser.py: one Playwright per process."""
 
 from __future__ import annotations
 

@@ -19,16 +19,10 @@ from dashboards.server import Dashboard
 from pinlater import Ack, DequeuedJob, Job, JobService, JobState
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, hash_secret, parse_shards
-from tests.servers import REDIS_PORTS, REPO, redis_url
+from tests.servers import REDIS_PORTS, redis_db, redis_url
 
-SHARD_DB, CONTROL_DB = 12, 13
+SHARD_DB, CONTROL_DB = redis_db(12), redis_db(13)
 TOKEN = "test-operator-token"
-ARTIFACTS = REPO / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 # The dashboard's keys for the five job counts, and how to ask the backend for each.
 STATE_QUERIES = {
     "pending_now": (JobState.PENDING, False),

@@ -16,7 +16,6 @@ from pinlater import Checkpoint
 from pinlater.errors import DequeueRateLimited
 from pinlater.storage.keys import CONTROL_QUEUES
 from tests.dashboards.support import (
-    ARTIFACTS,
     STATE_QUERIES,
     TOKEN,
     UNREADABLE,
@@ -29,6 +28,7 @@ from tests.dashboards.support import (
     run_known_work,
     wait_for,
 )
+from tests.support.browser import ARTIFACTS
 
 
 def number(text: str) -> int:

@@ -12,9 +12,9 @@ from dashboards.audit import AuditEntry, AuditLog
 from dashboards.progress import KEEP_FINISHED_MS, STALE_MS, ProgressBoard
 from dashboards.records import open_records
 from tests.dashboards.support import CONTROL_DB
-from tests.servers import REDIS_PORTS, mysql_url, redis_url
+from tests.servers import REDIS_PORTS, WORKER_SUFFIX, mysql_url, redis_url
 
-MYSQL_DB = "pinlater_test_dash_records"
+MYSQL_DB = f"pinlater_test_dash_records{WORKER_SUFFIX}"
 
 
 @pytest.fixture(params=["memory", "redis", "mysql"])

@@ -7,10 +7,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from pinlater import Job
 from tests.dashboards.http import call
-from tests.dashboards.support import ARTIFACTS, STATE_QUERIES, Cluster, run_workload, wait_for
+from tests.dashboards.support import STATE_QUERIES, Cluster, run_workload, wait_for
 from tests.servers import redis_cli
+from tests.support.browser import ARTIFACTS
+
+# Stops a Redis server other tests use.
+pytestmark = pytest.mark.serial
 
 
 def overview(c: Cluster) -> dict[str, Any]:

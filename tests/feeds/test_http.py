@@ -23,9 +23,7 @@ from tasks.feeds.http import FeedServer
 from tasks.feeds.read import FeedReader
 from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.settings import Address
-from tests.appdata.conftest import ENV as APPDATA_ENV
 from tests.feeds.helpers import feed_of, silent_port, user
-from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.http_client import (
     BAD_HTTP,
     MALFORMED,
@@ -38,6 +36,8 @@ from tests.http_client import (
     serving,
 )
 from tests.servers import REPO
+from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.hbase import PREFIX as HBASE_PREFIX
 
 MARGIN_S = 1.5
 CUTOFF_S = 0.3

@@ -24,6 +24,9 @@ from tests.feeds.world import FeedWorld
 from tests.servers import REPO, services
 from tests.workers.harness import children, wait_until
 
+# Stops an HBase cluster or a Thrift server other tests use.
+pytestmark = pytest.mark.serial_hbase
+
 
 def celebrity_with(world: FeedWorld, followers: int, seed: int) -> tuple[int, set[int]]:
     spec = GraphSpec(users=followers + 1, boards=10, pins=0, follows_per_user=0, board_follows_per_user=0,

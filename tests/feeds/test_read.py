@@ -75,6 +75,7 @@ def test_both_clusters_down_is_a_clear_error(appdata: AppData) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial_hbase  # stops the primary cluster other tests use
 def test_read_with_the_primary_stopped_is_served_by_the_standby(appdata: AppData, pair: ClusterPair) -> None:
     follower, newest_first = feed_of(appdata, pair, 3)
     cutoff = 0.5

@@ -36,8 +36,11 @@ from tasks.hbase.tables import (
 from tests.consistency.oracle import feed_differences
 from tests.feeds.helpers import apply_all, feed, feeds, followed_pinner, pin, tick, trimming, user
 from tests.feeds.world import FeedWorld
-from tests.hbase.conftest import tables_pair
 from tests.servers import hbase_compact, hbase_raw
+from tests.support.hbase import tables_pair
+
+# Counts the region servers' trimming counters, which every compaction moves.
+pytestmark = pytest.mark.serial_hbase
 
 
 @pytest.fixture(scope="module")

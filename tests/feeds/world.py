@@ -33,10 +33,10 @@ from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
-from tests.appdata.conftest import ENV as APPDATA_ENV
-from tests.conftest import settings_for
-from tests.hbase.conftest import PREFIX as HBASE_PREFIX
 from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2
+from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.hbase import PREFIX as HBASE_PREFIX
+from tests.support.stores import settings_for
 from tests.workers.harness import Processes, wait_until, worker_env
 
 FEED_TASKS = "tasks.feeds.tasks"

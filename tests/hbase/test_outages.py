@@ -20,8 +20,11 @@ from tasks.hbase import (
     read_columns,
 )
 from tasks.hbase.settings import Address
-from tests.hbase.conftest import test_settings
 from tests.servers import REPO, services
+from tests.support.hbase import test_settings
+
+# Stops an HBase cluster other tests use.
+pytestmark = pytest.mark.serial_hbase
 
 FEED = FOLLOWING_FEED.name
 VAR = Path(os.environ.get("PINLATER_VAR", REPO / ".var"))

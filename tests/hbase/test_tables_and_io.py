@@ -20,7 +20,7 @@ from tasks.hbase import (
     put_versions,
     read_columns,
 )
-from tests.hbase.conftest import PREFIX, test_settings
+from tests.support.hbase import PREFIX, test_settings
 
 FEED = FOLLOWING_FEED.name
 
@@ -88,7 +88,7 @@ def test_ensure_table_alters_a_table_made_with_the_old_settings(row: bytes) -> N
 
 
 def test_delete_at_t_masks_late_older_puts_and_not_newer(pair: ClusterPair, row: bytes) -> None:
-    """Out-of-order follow/unfollow (seed 002): the unfollow's delete at T
+    """Out-of-order follow/unfollow (docs/feeds.md): the unfollow's delete at T
     wins over the follow's put at T-1 even when the put is processed later;
     a re-follow at T+1 shows."""
     column = qualifier(7)

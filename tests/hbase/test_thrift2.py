@@ -30,8 +30,8 @@ from tasks.hbase import (
 )
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
-from tests.hbase.conftest import PREFIX, test_settings
 from tests.servers import REPO, ensure_services
+from tests.support.hbase import PREFIX, test_settings
 
 FEED = FOLLOWING_FEED.name
 CELL = [(b"r", b"feed:q", b"", 1)]

@@ -21,7 +21,7 @@ def raw_connection(database: str | None = None) -> pymysql.connections.Connectio
 def throwaway_database() -> Iterator[str]:
     """A fresh database name for one test module, dropped at its end
     (MariaDB started by scripts/services if it is not up)."""
-    ensure_services()
+    ensure_services(hbase=False)
     name = f"pinlater_test_{uuid.uuid4().hex[:10]}"
     yield name
     conn = raw_connection()

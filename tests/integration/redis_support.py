@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import redis
 
-from tests.servers import REDIS_PORTS, redis_cli, redis_url
+from tests.servers import REDIS_PORTS, redis_cli, redis_db, redis_url
 
 PORT = REDIS_PORTS[0]
-URL = redis_url(PORT, 9)
+URL = redis_url(PORT, redis_db(9))
 
 
 def ensure_redis() -> None:

@@ -14,7 +14,7 @@ from pinlater import Job
 from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
 from pinlater.service import JobService
 from pinlater.settings import SettingError, Settings, parse_shards
-from tests.servers import MYSQL, REDIS_CONTROL_DB, REDIS_PORTS, redis_url
+from tests.servers import MYSQL, REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, redis_url
 
 GOOD_CONTROL = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
 WRONG_PASSWORD = MYSQL.replace("pinlater:pinlater@", "pinlater:wrong@") + "/pinlater_cli_errors"
@@ -51,6 +51,9 @@ def assert_one_line(result: subprocess.CompletedProcess[str], *needles: str) -> 
         (f"r1={REDIS_ON_MYSQL_PORT}", GOOD_CONTROL, ["shard r1", "not a Redis server?"]),
         ("r1=bogus://nowhere", None, ["PINLATER_SHARDS", "unsupported URL scheme 'bogus'"]),
     ],
+    # Ids without the URLs: the control store's db differs between test processes.
+    ids=["mysql-wrong-password", "mysql-wrong-password-shard", "redis-no-such-db", "redis-no-such-db-shard",
+         "redis-on-mysql-port", "redis-on-mysql-port-shard", "bogus-scheme"],
 )
 def test_an_unusable_store_is_one_line_naming_it(
     servers: None, queue_name: str, shards: str, control: str | None, needles: list[str]
@@ -94,7 +97,7 @@ def test_non_finite_rates_are_refused_by_the_cli(args: list[str], needle: str) -
 
 
 def test_priorities_zero_is_refused_not_replaced(servers: None, queue_name: str) -> None:
-    env = {"PINLATER_SHARDS": f"r1={redis_url(REDIS_PORTS[0], 1)}", "PINLATER_CONTROL_URL": GOOD_CONTROL}
+    env = {"PINLATER_SHARDS": f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)}", "PINLATER_CONTROL_URL": GOOD_CONTROL}
     assert_one_line(run_cli(["create-queue", queue_name, "--priorities", "0"], env),
                     "priorities must be a whole number from 1 to 100")
     assert queue_name not in run_cli(["--json", "queues"], env).stdout

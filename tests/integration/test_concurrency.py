@@ -10,8 +10,8 @@ import pytest
 
 from pinlater import Job
 from pinlater.service import JobService
-from tests.conftest import settings_for
 from tests.integration.procs import drain
+from tests.support.stores import settings_for
 
 JOBS = 20_000
 PROCESSES = 4

@@ -28,7 +28,7 @@ from pinlater.storage.layout import Kind, LayoutError, Step
 from pinlater.storage.migrations import MYSQL_CONTROL, MYSQL_SHARD, REDIS_CONTROL, REDIS_SHARD, each_job_table
 from pinlater.storage.sql import named_blocks
 from tests.integration.mysql_support import raw_connection, throwaway_database
-from tests.servers import REDIS_PORTS, ensure_services, mysql_url, redis_url
+from tests.servers import REDIS_PORTS, ensure_services, mysql_url, redis_db, redis_url
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
 Q = "mig"
@@ -36,7 +36,7 @@ OLD_CLAIM = "0123456789abcdef@old-worker"
 # id -> (state, attempts_allowed, attempts_remaining, claim)
 V1_JOBS = {1: (P, 3, 3, None), 2: (R, 3, 2, OLD_CLAIM), 3: (F, 1, 0, None), 4: (P, 3, 3, None)}
 V1_SQL = named_blocks("tests.integration", "sql/layout_v1.sql")
-REDIS_DB = 11  # only this module uses it; flushed before and after
+REDIS_DB = redis_db(11)  # only this module uses it; flushed before and after
 STATE_SUFFIX = {P: "pending", R: "running", S: "succeeded", F: "failed"}
 
 
@@ -133,7 +133,7 @@ class OldStore:
 
 @pytest.fixture(params=["redis", "mysql"])
 def old(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> OldStore:
-    ensure_services()
+    ensure_services(hbase=False)
     if request.param == "redis":
         url = redis_url(REDIS_PORTS[0], REDIS_DB)
         r = redis.Redis.from_url(url)
@@ -270,7 +270,7 @@ def test_an_incompatible_step_refuses_the_store_until_migrate_runs_it(
 
 
 def test_a_new_store_records_the_current_layout_when_first_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    ensure_services()
+    ensure_services(hbase=False)
     database = f"pinlater_test_{uuid.uuid4().hex[:10]}"
     store = OldStore("mysql", mysql_url(database), database)
     try:

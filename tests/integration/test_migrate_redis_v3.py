@@ -26,12 +26,12 @@ from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from pinlater.storage.layout import LayoutError
 from pinlater.storage.migrations import REDIS_SHARD
-from tests.servers import REDIS_PORTS, ensure_services, redis_url
+from tests.servers import REDIS_PORTS, ensure_services, redis_db, redis_url
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED
 Q = "mig_v2"
 CLAIM = "0123456789abcdef@old-worker"
-REDIS_DB = 12  # only this module uses it; flushed before and after
+REDIS_DB = redis_db(12)  # only this module uses it; flushed before and after
 SUFFIX = {P: "pending", R: "running", S: "succeeded", F: "failed"}
 HOUR = 3_600_000
 
@@ -91,7 +91,7 @@ def descriptor(job: V2Job) -> str:
 
 @pytest.fixture
 def url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    ensure_services()
+    ensure_services(hbase=False)
     url = redis_url(REDIS_PORTS[0], REDIS_DB)
     r = redis.Redis.from_url(url)
     r.flushdb()

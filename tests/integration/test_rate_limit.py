@@ -12,8 +12,8 @@ import pytest
 
 from pinlater import Job
 from pinlater.service import JobService
-from tests.conftest import settings_for
 from tests.integration.procs import timed_dequeues
+from tests.support.stores import settings_for
 
 RATE = 200.0
 RUN_S = 19.0

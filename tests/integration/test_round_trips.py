@@ -19,7 +19,7 @@ from pinlater import Ack, Job, JobService
 from pinlater.backends.redis_backend import RedisBackend
 from pinlater.backends.redis_scripts import JOB_SCRIPTS, job_script_source
 from pinlater.retry import RetryPolicy
-from tests.conftest import MYSQL_DATABASES, settings_for
+from tests.support.stores import MYSQL_DATABASES, settings_for
 
 SHARDED = ["redis_sharded", "mysql_sharded"]
 

@@ -12,8 +12,11 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import ShardConnectionFailed
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
-from tests.conftest import settings_for
-from tests.servers import redis_cli
+from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, redis_cli, redis_url
+from tests.support.stores import settings_for
+
+# Stops a Redis server other tests use.
+pytestmark = pytest.mark.serial
 
 
 def _work(client: JobService, queue: str, done: set[str]) -> None:
@@ -79,7 +82,7 @@ def test_queues_keep_working_while_the_control_store_is_down(servers: None, queu
     """Queue configs and rate buckets on a Redis of their own (16380), jobs on
     16379: stopping the control store must not stop the queues."""
     settings = settings_for(
-        "redis", control_url="redis://127.0.0.1:16380/2", config_ttl_s=0.2
+        "redis", control_url=redis_url(REDIS_PORTS[1], REDIS_CONTROL_DB), config_ttl_s=0.2
     )
     with JobService.from_settings(settings, source="control-outage") as client:
         client.create_queue(queue_name, max_dequeue_rate=500)

@@ -13,7 +13,7 @@ import pytest
 from pinlater.service import JobService
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
-from tests.conftest import settings_for
+from tests.support.stores import settings_for
 
 BACKENDS = ["memory", "redis", "mysql"]
 

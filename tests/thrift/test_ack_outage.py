@@ -28,8 +28,11 @@ from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
-from tests.conftest import settings_for
 from tests.servers import REDIS_PORTS, REDIS_SHARD_DB, SERVICES, redis_url
+from tests.support.stores import settings_for
+
+# Stops a Redis server other tests use.
+pytestmark = pytest.mark.serial
 
 
 def free_port() -> int:

@@ -34,7 +34,7 @@ from pinlater.thrift.coalesce import Coalescer
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
-from tests.conftest import settings_for
+from tests.support.stores import settings_for
 from tests.thrift.conftest import make_service
 
 

@@ -9,14 +9,10 @@ a normal client on 127.0.0.1 keeps calling: every call must succeed within
 from __future__ import annotations
 
 import contextlib
-import json
 import resource
-import signal
 import socket
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,51 +21,11 @@ import pytest
 
 from pinlater import Job
 from pinlater.thrift_client import ThriftClient
+from tests.support.server_process import ServerProcess, server_env
 from tests.thrift.rawwire import call_frame, ctx, length_prefix
-from tests.thrift.test_server_process import LISTENING, cli, server_env
 
 MiB = 1024 * 1024
 NORMAL_BOUND_S = 1.0
-
-
-class ServerProcess:
-    """``pinlater server`` with extra environment and flags."""
-
-    def __init__(self, *args: str, **env: str) -> None:
-        full_env = server_env()
-        full_env.update(env)
-        self.p = subprocess.Popen(
-            cli("server", "--no-monitor", "--metrics-port", "0", *args),
-            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
-        assert self.p.stdout is not None
-        line = self.p.stdout.readline()
-        match = LISTENING.search(line)
-        assert match, f"unexpected first line {line!r}"
-        self.port, self.metrics_port = int(match.group(1)), int(match.group(2))
-
-    def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/stats.json", timeout=5) as r:
-            out: dict[str, Any] = json.loads(r.read())
-        return out
-
-    def rss_bytes(self) -> int:
-        with open(f"/proc/{self.p.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        raise AssertionError("no VmRSS")
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(10)
-        if self.p.stdout is not None:
-            self.p.stdout.close()
 
 
 @pytest.fixture
@@ -77,13 +33,13 @@ def start(servers: None) -> Iterator[Any]:
     started: list[ServerProcess] = []
 
     def run(*args: str, **env: str) -> ServerProcess:
-        p = ServerProcess(*args, **env)
+        p = ServerProcess("--no-monitor", *args, env=server_env(**env))
         started.append(p)
         return p
 
     yield run
     for p in started:
-        p.stop()
+        p.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,16 +1,11 @@
-"""A hostile body regex through a real ``pinlater server`` process: the
-issue's ``(a+)+$`` over bodies of ``b"a" * 25 + b"!"`` took ~37 s under a
+"""A hostile body regex through a real ``pinlater server`` process:
+``(a+)+$`` over bodies of ``b"a" * 25 + b"!"`` took ~37 s under a
 backtracking engine and stalled every other connection meanwhile. Here the
 hostile calls must answer promptly and correctly while a normal client's
 calls each complete within 1 s, on Redis and on MySQL."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,15 +18,15 @@ from pinlater.errors import PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
-from tests.conftest import MYSQL_DATABASES
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, mysql_url, redis_url
+from tests.support.server_process import ServerProcess, server_env
+from tests.support.stores import MYSQL_DATABASES
 from tests.thrift.conftest import make_service
 
-LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+), metrics on")
 HOSTILE = "(a+)+$"
 HOSTILE_BODY = b"a" * 25 + b"!"  # ~4.6 s each under Python's re
 RUN_S = 4.0  # how long the two clients run side by side
-NORMAL_MAX_S = 1.0  # the issue's bound on every normal call
+NORMAL_MAX_S = 1.0  # the bound on every normal call
 HOSTILE_MAX_S = 1.0  # a hostile call must answer promptly too
 MAX_CALLS = 2000  # loops are bounded in count as well as in time
 
@@ -52,26 +47,11 @@ def backend_env(backend: str) -> dict[str, str]:
 def server_port(request: pytest.FixtureRequest, servers: None) -> Iterator[int]:
     """A ``pinlater server`` subprocess over the backend; killed afterwards
     (under a backtracking engine it would still be inside the regex)."""
-    env = dict(os.environ)
-    env.pop("PINLATER_SERVERS", None)
-    env.update(backend_env(str(request.param)))
-    env.update({"PINLATER_ADMIN_SECRET": "secret", "PINLATER_SERVER_HOST": "127.0.0.1", "PINLATER_SERVER_PORT": "0"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pinlater.cli", "server", "--metrics-port", "0", "--no-monitor"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = ServerProcess("--no-monitor", env=server_env(**backend_env(str(request.param))))
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = LISTENING.search(line)
-        if match is None:
-            proc.kill()
-            raise AssertionError(f"pinlater server did not start: {line!r} {proc.communicate(timeout=10)[1]}")
-        yield int(match.group(1))
+        yield proc.port
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=10)
+        proc.kill()
 
 
 @dataclass

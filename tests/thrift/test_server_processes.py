@@ -6,7 +6,6 @@ left running after SIGTERM (or after the parent is killed)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -15,74 +14,36 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
 
 import pytest
 
 from pinlater import Ack, Job, JobService
 from pinlater.settings import Settings
-from pinlater.thrift_client import ThriftClient
-from tests.conftest import MYSQL_DATABASES
 from tests.servers import mysql_url
-from tests.thrift.test_server_process import LISTENING, cli, server_env
+from tests.support.server_process import ServerProcess, cli, server_env
+from tests.support.stores import MYSQL_DATABASES
 
 CLIENTS = 6
 
 
-class Server:
-    """``pinlater server --processes N`` with its log in a file (the
-    children write to the same stderr; a pipe nobody reads could fill)."""
-
-    def __init__(self, log_dir: Path, *args: str, **env: str) -> None:
-        full_env = server_env()
-        full_env.update(env)
-        self.log_path = log_dir / "server.log"
-        self._log: TextIO = self.log_path.open("w")
-        self.p = subprocess.Popen(
-            cli("server", "--no-monitor", "--metrics-port", "0", "--grace", "5", *args),
-            env=full_env, stdout=subprocess.PIPE, stderr=self._log, text=True,
-        )
-        assert self.p.stdout is not None
-        line = self.p.stdout.readline()
-        match = LISTENING.search(line)
-        assert match, f"unexpected first line {line!r}; log: {self.log()}"
-        self.port, self.metrics_port = int(match.group(1)), int(match.group(2))
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/stats.json", timeout=5) as r:
-            out: dict[str, Any] = json.loads(r.read())
-        return out
-
-    def child_pids(self) -> list[int]:
-        return [int(p["pid"]) for p in self.stats()["processes"]]
-
-    def client(self, name: str) -> ThriftClient:
-        return ThriftClient([f"127.0.0.1:{self.port}"], source=name, timeout_s=10)
-
-    def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(10)
-        if self.p.stdout is not None:
-            self.p.stdout.close()
-        self._log.close()
+def server_process(log_dir: Path, *args: str, **env: str) -> ServerProcess:
+    """``pinlater server --processes N`` with its log in ``log_dir``."""
+    log = log_dir / f"server-{len(list(log_dir.glob('server-*.log')))}.log"
+    return ServerProcess("--no-monitor", "--grace", "5", *args, env=server_env(**env), log_path=log)
 
 
 @pytest.fixture
-def start(servers: None, tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    started: list[Server] = []
+def start(servers: None, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    started: list[ServerProcess] = []
 
-    def run(*args: str, **env: str) -> Server:
-        server = Server(tmp_path, *args, **env)
+    def run(*args: str, **env: str) -> ServerProcess:
+        server = server_process(tmp_path, *args, **env)
         started.append(server)
         return server
 
     yield run
     for server in started:
-        server.close()
+        server.kill()
 
 
 def alive(pid: int) -> bool:
@@ -102,7 +63,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
 
 @pytest.mark.parametrize("backend", ["redis", "mysql"])
 def test_concurrent_clients_each_job_processed_once(
-    start: Callable[..., Server], queue_name: str, backend: str
+    start: Callable[..., ServerProcess], queue_name: str, backend: str
 ) -> None:
     env = {}
     if backend == "mysql":
@@ -156,7 +117,7 @@ def test_concurrent_clients_each_job_processed_once(
         c.close()
 
 
-def test_connections_spread_and_metrics_are_summed(start: Callable[..., Server], queue_name: str) -> None:
+def test_connections_spread_and_metrics_are_summed(start: Callable[..., ServerProcess], queue_name: str) -> None:
     server = start("--processes", "3")
     clients = [server.client(f"c{i}") for i in range(CLIENTS)]
     clients[0].create_queue(queue_name)
@@ -208,7 +169,7 @@ def test_connections_spread_and_metrics_are_summed(start: Callable[..., Server],
 
 
 def test_a_killed_child_is_replaced_and_the_server_keeps_answering(
-    start: Callable[..., Server], queue_name: str
+    start: Callable[..., ServerProcess], queue_name: str
 ) -> None:
     server = start("--processes", "3")
     clients = [server.client(f"k{i}") for i in range(CLIENTS)]
@@ -233,7 +194,7 @@ def test_a_killed_child_is_replaced_and_the_server_keeps_answering(
         c.close()
 
 
-def test_sigterm_stops_every_child_after_calls_in_flight(start: Callable[..., Server], queue_name: str) -> None:
+def test_sigterm_stops_every_child_after_calls_in_flight(start: Callable[..., ServerProcess], queue_name: str) -> None:
     server = start("--processes", "3")
     clients = [server.client(f"t{i}") for i in range(CLIENTS)]
     clients[0].create_queue(queue_name)
@@ -268,7 +229,7 @@ def test_sigterm_stops_every_child_after_calls_in_flight(start: Callable[..., Se
         c.close()
 
 
-def test_children_stop_when_the_parent_is_killed(start: Callable[..., Server]) -> None:
+def test_children_stop_when_the_parent_is_killed(start: Callable[..., ServerProcess]) -> None:
     server = start("--processes", "2")
     pids = server.child_pids()
     server.p.kill()
@@ -276,7 +237,7 @@ def test_children_stop_when_the_parent_is_killed(start: Callable[..., Server]) -
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout_s=10)
 
 
-def test_a_crash_loop_stops_the_server(start: Callable[..., Server]) -> None:
+def test_a_crash_loop_stops_the_server(start: Callable[..., ServerProcess]) -> None:
     server = start("--processes", "3")
     first = server.child_pids()
     for pid in first:
@@ -289,7 +250,7 @@ def test_a_crash_loop_stops_the_server(start: Callable[..., Server]) -> None:
     assert "giving up" in server.log()
 
 
-def test_processes_from_the_environment(start: Callable[..., Server]) -> None:
+def test_processes_from_the_environment(start: Callable[..., ServerProcess]) -> None:
     server = start(PINLATER_SERVER_PROCESSES="2")
     assert len(server.child_pids()) == 2
     single = start()  # default: one process, as before

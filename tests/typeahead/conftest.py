@@ -1,9 +1,7 @@
-"""Fixtures of the typeahead tests: the app-data store and the HBase pair of
-tests/appdata and tests/hbase (real MariaDB and both real HBase clusters,
-per-session databases and tables), ``world`` (Celery workers on PinLater,
-tests.feeds.world) for the task tests, and a typeahead server over the
-in-process index of ``tests.typeahead.support`` (no HBase) for the endpoint
-tests; headless Chromium (``browser_context``) is tests/conftest.py's."""
+"""Fixtures of the typeahead tests: a typeahead server over the in-process
+index of ``tests.typeahead.support`` (no HBase) for the endpoint tests. The
+app-data store, the HBase pair, ``world`` (Celery workers on PinLater) and
+headless Chromium come from the plugins of ``tests.support``."""
 
 from __future__ import annotations
 
@@ -12,11 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tasks.typeahead.http import TypeaheadServer
-from tests.appdata.conftest import appdata  # noqa: F401  (a fixture, used by name)
-from tests.feeds.conftest import world  # noqa: F401  (a fixture, used by name)
-from tests.hbase.conftest import pair  # noqa: F401  (a fixture, used by name)
 from tests.typeahead.support import FakeIndex
-from tests.workers.conftest import thrift_server  # noqa: F401  (a fixture, used by name)
 
 
 @pytest.fixture(scope="module")

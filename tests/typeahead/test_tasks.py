@@ -76,6 +76,7 @@ def _unfinished(world: FeedWorld) -> int:
     return counts["pending"] + counts["running"]
 
 
+@pytest.mark.serial_hbase  # stops the standby cluster other tests use
 def test_an_outage_of_the_standby_delays_only_its_jobs(world: FeedWorld) -> None:
     """The standby's jobs retry until it answers; the primary's run meanwhile."""
     store, act = world.store, world.contacts

@@ -161,3 +161,18 @@ def test_a_package_missing_when_a_command_runs_is_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "`pinlater needy` needs a package that is not installed: No module named 'pinlater_no_such_extra'" in err
+
+
+def test_the_root_conftest_and_its_plugins_load_nothing_of_the_apps() -> None:
+    """``make test-core`` must not need the apps: the root conftest and the
+    fixture plugins it names import no ``tasks`` or ``dashboards`` module."""
+    script = (
+        "import sys, importlib\n"
+        "root = importlib.import_module('tests.conftest')\n"
+        "for name in root.pytest_plugins: importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tasks', 'dashboards')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout

@@ -3,7 +3,7 @@ processes, an app in the test process, the job service, a monitor (claim
 timeouts) and the results store (keys of this test only: test sessions
 share Redis and never flush it).
 
-``backend`` is a store setup of ``tests.conftest.settings_for`` ("redis",
+``backend`` is a store setup of ``tests.support.stores.settings_for`` ("redis",
 "mysql"), or one with "+thrift" ("redis+thrift"): then the workers and the
 test's app reach the job service through a ``pinlater server`` process
 over the same stores (``PINLATER_SERVERS``), as a remote deployment does,
@@ -11,9 +11,8 @@ while the test's own ``service`` still inspects the stores directly."""
 
 from __future__ import annotations
 
-import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,9 @@ from celery import Celery
 
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
-from tests.conftest import settings_for
+from tests.support.stores import settings_for
 from tests.workers.celery_tasks import RESULTS_URL, RUN
-from tests.workers.harness import (
-    Processes,
-    make_test_app,
-    processes,
-    start_server_process,
-    stop_server_process,
-    worker_env,
-)
+from tests.workers.harness import Processes, make_test_app, processes, worker_env
 
 THRIFT = "+thrift"
 
@@ -45,25 +37,6 @@ def backend(request: pytest.FixtureRequest) -> str:
 def stores(backend: str) -> str:
     """The setup of the shards and control store ("redis" for "redis+thrift")."""
     return backend.removesuffix(THRIFT)
-
-
-@pytest.fixture(scope="session")
-def thrift_server(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
-    """``pinlater server`` processes, one per store setup, started when a
-    test first needs one and kept for the session: address by setup."""
-    started: dict[str, tuple[subprocess.Popen[str], str]] = {}
-    logdir = tmp_path_factory.mktemp("thrift_servers")
-
-    def address(setup: str) -> str:
-        if setup not in started:
-            env = worker_env(setup, "unused:")
-            env["PINLATER_ADMIN_SECRET"] = "secret"
-            started[setup] = start_server_process(env, logdir / f"{setup}.log")
-        return started[setup][1]
-
-    yield address
-    for proc, _ in started.values():
-        stop_server_process(proc)
 
 
 # Store setups a test of this session has used: "redis" and "redis+thrift"

@@ -25,8 +25,8 @@ from typing import Any
 from celery import Celery
 
 from pinlater.settings import Settings
-from tests.conftest import settings_for
 from tests.servers import REPO
+from tests.support.stores import settings_for
 from workers.app import make_app
 
 TASKS_MODULE = "tests.workers.celery_tasks"
@@ -73,35 +73,6 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1,
             said = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout}s waiting for {said or check}")
         time.sleep(interval)
-
-
-def start_server_process(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[str], str]:
-    """A ``pinlater server`` on a free port of 127.0.0.1 with ``env``: the
-    process and its "host:port"."""
-    log = open(log_path, "ab")  # noqa: SIM115 (closed once the child has it)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pinlater.cli", "server", "--port", "0", "--metrics-port", "-1",
-         "--no-monitor", "--grace", "2"],
-        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-    )
-    log.close()
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "pinlater server listening on HOST:PORT", or EOF if it died
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"pinlater server did not start: {line!r}\n{log_path.read_text()}")
-    return proc, line.split("listening on ")[1].split(",")[0].strip()
-
-
-def stop_server_process(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from pinlater import Ack, Job, JobService, JobState
-from tests.conftest import settings_for
+from tests.support.stores import settings_for
 from workers.channel import ACK_CHUNK, Channel
 from workers.qos import PendingAcks
 

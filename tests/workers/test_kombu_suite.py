@@ -4,9 +4,9 @@
 ``pinlater://`` over Redis shards and over MySQL shards.
 
 The classes are kombu's ``t/integration/common.py`` of the installed
-version, unchanged (``tests.workers.kombu_suite`` fetches it with pip).
+version, unchanged (``make kombu-suite`` fetches it with pip).
 Priorities are ordered as on kombu's Redis transport (0 is the highest).
-At the end, a test of our own for each habit of issue #13.
+At the end, a test of our own for each Celery habit users rely on.
 Failover URLs name Thrift servers: the live one is a ``pinlater server``
 over the same stores. Each store setup is this module's alone, and is
 emptied before every test (kombu's tests use fixed queue names).
@@ -31,17 +31,18 @@ import workers.app  # noqa: F401  (registers the pinlater:// alias)
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
-from tests.conftest import MYSQL_DATABASES, settings_for
-from tests.servers import REDIS_PORTS, mysql_url, redis_url
+from tests.servers import REDIS_PORTS, mysql_url, redis_db, redis_url
+from tests.support.server_process import ServerProcess
+from tests.support.stores import MYSQL_DATABASES, settings_for
 from tests.workers import kombu_suite
-from tests.workers.harness import free_port, start_server_process, stop_server_process
+from tests.workers.harness import free_port
 from workers.channel import EXPIRED_STATUS
 from workers.publish_info import take_descriptor
 from workers.registry import is_task_queue, job_queue_name
 
 SUITE: Any = kombu_suite.load()
 # Redis databases only this module uses.
-REDIS_SHARD_DB, REDIS_CONTROL_DB = 13, 14
+REDIS_SHARD_DB, REDIS_CONTROL_DB = redis_db(13), redis_db(14)
 
 
 def suite_settings(setup: str) -> Settings:
@@ -99,9 +100,8 @@ def live_server(setup: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     env = dict(os.environ, **suite_env(setup))
     env.pop("PINLATER_SERVERS", None)
     log: Path = tmp_path_factory.mktemp("kombu_suite") / f"server-{setup}.log"
-    proc, address = start_server_process(env, log)
-    yield address
-    stop_server_process(proc)
+    with ServerProcess("--no-monitor", "--grace", "2", env=env, log_path=log, metrics=False) as proc:
+        yield proc.address
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ class TestFailover(SUITE.BaseFailover):
     pass
 
 
-# -- The habits of issue #13, one test each (both stores, in-process and Thrift) ---------------------------
+# -- Celery habits users rely on, one test each (both stores, in-process and Thrift) ---------------------------
 
 
 @pytest.fixture(params=["in_process", "thrift"])

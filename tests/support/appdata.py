@@ -1,20 +1,21 @@
-"""App-data fixtures: 4 shards in two ranges on the one test MariaDB (so
-"several databases per server" is exercised), databases named per test
-session and dropped at its end. MariaDB is started by scripts/services if
-it is not up; tests never skip for it."""
+"""App-data fixtures (a pytest plugin): 4 shards in two ranges on the one
+test MariaDB (so "several databases per server" is exercised), databases
+named per test session and dropped at its end. MariaDB is started by
+scripts/services if it is not up; tests never skip for it."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tasks.appdata import schema
-from tasks.appdata.settings import AppDataSettings
-from tasks.appdata.store import AppData
 from tests.servers import MYSQL, ensure_services
+
+if TYPE_CHECKING:
+    from tasks.appdata.store import AppData
 
 PREFIX = f"appdata_test_{uuid.uuid4().hex[:8]}_"
 SHARDS = f"0-1={MYSQL},2-3={MYSQL}"
@@ -24,7 +25,11 @@ ENV = {"PINLATER_APPDATA_SHARDS": SHARDS, "PINLATER_APPDATA_DATABASE_PREFIX": PR
 @contextlib.contextmanager
 def shard_databases(env: dict[str, str] = ENV) -> Iterator[AppData]:
     """A store over the shard databases of ``env``, made and dropped."""
-    ensure_services()
+    from tasks.appdata import schema
+    from tasks.appdata.settings import AppDataSettings
+    from tasks.appdata.store import AppData
+
+    ensure_services(hbase=False)
     store = AppData(AppDataSettings.from_env(env))
     schema.create_shards(store)
     yield store
