@@ -28,8 +28,8 @@ kombu-suite: venv
 
 # How the suite is spread over processes (pytest-xdist; a file's tests stay
 # in one process, each with its own Redis dbs): tests marked `serial_hbase`
-# stop an HBase cluster or read the region servers' counters, so they run
-# apart from the other HBase tests, beside the core's (which use no HBase);
+# stop an HBase cluster or one of its Thrift servers, so they run apart from
+# the other HBase tests, beside the core's (which use no HBase);
 # tests marked `serial` stop a Redis server or need the machine to
 # themselves, so they run alone, last.
 TEST_PROCESSES ?= 3

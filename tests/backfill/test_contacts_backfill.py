@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from tasks.appdata import contacts
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -20,6 +22,9 @@ from tasks.typeahead import truth
 from tasks.typeahead.index import ContactsIndex
 from tests.backfill.helpers import small_graph, wait_finished
 from tests.feeds.world import FeedWorld
+
+# Tens of seconds a test: started early, so no process is left with one at the end.
+pytestmark = pytest.mark.slow
 
 BOTH = (PRIMARY, STANDBY)
 SURNAMES = ("Quill", "Rowe", "Stark", "Thorne", "Vance")

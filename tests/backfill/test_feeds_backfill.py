@@ -23,6 +23,9 @@ from tests.backfill.helpers import expected_columns, row, small_graph, wait_fini
 from tests.feeds.world import FeedWorld
 from tests.workers.harness import wait_until
 
+# Tens of seconds a test: started early, so no process is left with one at the end.
+pytestmark = pytest.mark.slow
+
 BOTH = (PRIMARY, STANDBY)
 
 

@@ -11,11 +11,16 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from tasks.appdata import schema
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table
 from tests.servers import REPO, ensure_services
+
+# Tens of seconds a test: started early, so no process is left with one at the end.
+pytestmark = pytest.mark.slow
 
 
 def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:

@@ -39,9 +39,6 @@ from tests.feeds.world import FeedWorld
 from tests.servers import hbase_compact, hbase_raw
 from tests.support.hbase import tables_pair
 
-# Counts the region servers' trimming counters, which every compaction moves.
-pytestmark = pytest.mark.serial_hbase
-
 
 @pytest.fixture(scope="module")
 def own() -> Iterator[ClusterPair]:

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, redis_url
+
+# Tens of seconds a test: started early, so no process is left with one at the end.
+pytestmark = pytest.mark.slow
 
 
 def pinlater(*args: str, ok: bool = True, stdin: str | None = None) -> Any:

@@ -9,6 +9,9 @@ import pytest
 
 from tests.integration.test_cli import pinlater
 
+# Tens of seconds a test: started early, so no process is left with one at the end.
+pytestmark = pytest.mark.slow
+
 
 def test_cli_regex_is_re2_prompt_and_budgeted(servers: None, queue_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pinlater("create-queue", queue_name)

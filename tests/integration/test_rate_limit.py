@@ -15,6 +15,9 @@ from pinlater.service import JobService
 from tests.integration.procs import timed_dequeues
 from tests.support.stores import settings_for
 
+# Each backend's case takes tens of seconds, mostly waiting: they may run side by side.
+pytestmark = pytest.mark.spread_cases
+
 RATE = 200.0
 RUN_S = 19.0
 PAUSE_AT = 12.5  # seconds after the workers are asked to start (they take ~1 s to spawn)

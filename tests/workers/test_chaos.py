@@ -21,6 +21,9 @@ from pinlater.service import JobService
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, children, wait_for_workers
 
+# Each backend's case takes tens of seconds, mostly waiting: they may run side by side.
+pytestmark = pytest.mark.spread_cases
+
 JOBS = 2000
 KILL_EVERY_S = (1.5, 2.5)
 KILLING_FOR_S = 20.0

@@ -20,6 +20,9 @@ from pinlater.service import JobService
 from tests.workers.celery_tasks import LONG_TASK_S, key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until
 
+# Each backend's case takes tens of seconds, mostly waiting: they may run side by side.
+pytestmark = pytest.mark.spread_cases
+
 TASK_S = LONG_TASK_S
 
 

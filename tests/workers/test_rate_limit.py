@@ -16,6 +16,9 @@ from pinlater.service import JobService
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until
 
+# Each backend's case takes tens of seconds, mostly waiting: they may run side by side.
+pytestmark = pytest.mark.spread_cases
+
 RATE = 50.0
 MEASURE_S = 20.0
 
