@@ -87,7 +87,9 @@ def test_heavy_tail_with_a_100k_follower_account(appdata: AppData) -> None:
     follows = summary.user_follows
     print(f"\n100k-follower graph: {follows:,} follows, {summary.mapping_rows:,} rows in {elapsed:.1f} s; "
           + ", ".join(f"{k} {v:.2f}s" for k, v in summary.seconds.items()))
-    assert elapsed < 30
+    # Not a speed target (bench/ measures speed): a guard against a slip into
+    # per-row round trips, which take many minutes; a loaded machine takes 30 s.
+    assert elapsed < 180
 
 
 def test_cli_prints_a_summary(appdata: AppData) -> None:
