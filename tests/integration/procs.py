@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -9,6 +10,12 @@ from pinlater import Ack
 from pinlater.errors import DequeueRateLimited
 from pinlater.service import JobService
 from pinlater.settings import Settings
+
+
+def ready() -> int:
+    """A first task for a spawned process: it imports this module (and the
+    job service) before the timed work; the process's pid."""
+    return os.getpid()
 
 
 def drain(settings: Settings, queue: str, batch: int, idle_polls: int, name: str, ready: Any = None) -> list[str]:
