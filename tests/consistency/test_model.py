@@ -34,7 +34,9 @@ FEED_ENV = {
 
 
 # Each backend is a group of its own: the two longest tests of the suite run
-# side by side under pytest-xdist.
+# side by side under pytest-xdist. About 2 s an example when the machine is
+# busy: the timeout grows with the examples asked for.
+@pytest.mark.timeout(max(300, 5 * EXAMPLES))
 @pytest.mark.parametrize("backend", [
     pytest.param(backend, marks=pytest.mark.xdist_group(f"consistency-{backend}"))
     for backend in ("redis", "redis+thrift")

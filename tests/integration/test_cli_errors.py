@@ -18,7 +18,7 @@ from tests.servers import MYSQL, REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, 
 
 GOOD_CONTROL = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
 WRONG_PASSWORD = MYSQL.replace("pinlater:pinlater@", "pinlater:wrong@") + "/pinlater_cli_errors"
-NO_SUCH_DB = redis_url(REDIS_PORTS[0], 99)
+NO_SUCH_DB = redis_url(REDIS_PORTS[0], 4096)  # past the test servers' dbs (scripts/services: 128)
 REDIS_ON_MYSQL_PORT = "redis://127.0.0.1:13306/0"
 
 

@@ -330,10 +330,12 @@ def test_expire_claims_repends_and_fails(be: RedisBackend) -> None:
 def test_expire_claims_limit_and_heartbeat(be: RedisBackend) -> None:
     ids = be.enqueue(Q, [item() for _ in range(5)])
     be.dequeue(Q, [1], 5, "w")
-    time.sleep(0.06)
+    # Claims 1 s old against an 800 ms timeout; the heartbeat stays fresh
+    # unless the next calls stall 800 ms (50 ms was too little on a busy machine).
+    time.sleep(1.0)
     be.checkpoint(Q, [CheckpointItem(1, ids[4], "w", None, False, None, None, None)])
-    assert be.expire_claims(Q, 1, 50, 2) == ExpiredClaims(2, 0)  # limit, oldest first
-    assert be.expire_claims(Q, 1, 50, 10) == ExpiredClaims(2, 0)  # ids[4] heartbeated
+    assert be.expire_claims(Q, 1, 800, 2) == ExpiredClaims(2, 0)  # limit, oldest first
+    assert be.expire_claims(Q, 1, 800, 10) == ExpiredClaims(2, 0)  # ids[4] heartbeated
     assert one(be, ids[4]).state is R
 
 

@@ -41,10 +41,11 @@ def test_heartbeats_keep_a_long_task_and_their_absence_reruns_it(
         return int(results.hget(key(f"runs:{queue}"), descriptor) or 0)
 
     # Without heartbeats: expired after ~3 s, claimed again and re-run
-    # while the first run is still sleeping.
+    # while the first run is still sleeping (it started after t0, so it
+    # sleeps past t0 + TASK_S). On a busy machine the re-run took 10.1 s.
     wait_until(lambda: runs("w_long_nohb", without_hb) >= 2, TASK_S, what="the job without heartbeats to re-run")
     rerun_after = time.monotonic() - t0
-    assert rerun_after < TASK_S - 2
+    assert rerun_after < TASK_S
 
     wait_until(lambda: service.lookup([with_hb])[with_hb].state == JobState.SUCCEEDED, TASK_S + 10,
                what="the heartbeating job to succeed")
