@@ -64,7 +64,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client  # noqa: E402
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
-from bench.support import CpuCost, open_loop, percentile_ms, rotating  # noqa: E402
+from bench.support import CpuCost, open_loop, percentile_ms, rotating, warn_of_quick_jit  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -387,6 +387,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="small and quick")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    warn_of_quick_jit()
     if args.smoke:
         args.followers, args.pins, args.rounds, args.readers = 3000, 1, 1, 200
         args.read_rate, args.read_seconds, args.warm_reads = 50.0, 2.0, 300

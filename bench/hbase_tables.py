@@ -3,7 +3,7 @@
 The same feed cells (``--users`` rows of ``--pins`` pins each, the feed's
 real row keys and qualifiers, empty values, a follow time per cell as its
 timestamp) are written to one table per encoding on the primary cluster,
-each flushed and major-compacted (``scripts/hbase compact``), then:
+each flushed and major-compacted (``scripts/hbase admin``), then:
 
 - ``store_bytes``: the size of the table's store files on disk;
 - ``read``: random whole-feed reads of 50 pins (``read_columns``, the feed
@@ -26,7 +26,6 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.support import percentile_ms  # noqa: E402
+from bench.support import HBaseAdmin, percentile_ms, warn_of_quick_jit  # noqa: E402
 from tasks.feeds.cells import qualifier, row_key  # noqa: E402
 from tasks.hbase import FOLLOWING_FEED, ClusterPair, Family, HBaseSettings, TableDef, drop_table, ensure_table  # noqa: E402
 from tasks.hbase.reads import read_columns  # noqa: E402
@@ -78,6 +77,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = HBaseSettings.from_env()
     pair = ClusterPair.from_settings(dataclasses.replace(settings, table_prefix=PREFIX, call_timeout_s=60.0))
     pool = pair.primary
+    admin = HBaseAdmin("primary")
     cells = _cells(args.users, args.pins, args.seed)
     rows = sorted({c[0] for c in cells})
     rng = random.Random(args.seed)
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             started = time.monotonic()
             put_versions(pool, table.name, cells)
             write_s = time.monotonic() - started
-            subprocess.run([str(REPO / "scripts" / "hbase"), "compact", "primary", f"{PREFIX}_{table.name}"],
-                           check=True, capture_output=True, text=True)
+            admin.major_compact(f"{PREFIX}_{table.name}")
             size = _store_bytes(table.name)
             passes = []
             for _ in range(2):
@@ -120,6 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep:
             for encoding in ENCODINGS:
                 drop_table(pool, _table(encoding).name)
+        admin.close()
         pair.close()
     return result
 
@@ -134,6 +134,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the tables")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args()
+    warn_of_quick_jit()
     if args.smoke:
         args.users, args.pins, args.reads = 100, 100, 200
     result = run(args)

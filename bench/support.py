@@ -1,12 +1,17 @@
 """Helpers shared by the HBase benchmarks (bench/feeds.py, bench/typeahead.py):
 an open-loop request driver, percentiles, rounds that rotate which
-measurement goes first, the region servers' GC pauses, and the CPU the
-machine and its servers spent."""
+measurement goes first, the region servers' GC pauses, the CPU the
+machine and its servers spent, and flushes and major compactions through one
+long-lived admin JVM (the tests use it too)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +23,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass(slots=True)
@@ -86,7 +92,7 @@ _GC_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(
 def gc_pauses(cluster: str, since: float, until: float) -> dict[str, float]:
     """The GC pauses ``scripts/hbase``'s region server of ``cluster`` logged
     between two ``time.time()`` values: count, longest and total, in ms."""
-    var = Path(os.environ.get("PINLATER_VAR", Path(__file__).resolve().parent.parent / ".var"))
+    var = Path(os.environ.get("PINLATER_VAR", REPO / ".var"))
     pauses: list[float] = []
     for log in sorted((var / "hbase" / cluster / "logs").glob("gc.log*")):
         for line in log.read_text(errors="replace").splitlines():
@@ -96,6 +102,17 @@ def gc_pauses(cluster: str, since: float, until: float) -> dict[str, float]:
                 if since <= at <= until:
                     pauses.append(float(match.group(2)))
     return {"count": len(pauses), "max_ms": max(pauses, default=0.0), "total_ms": round(sum(pauses), 1)}
+
+
+def warn_of_quick_jit() -> None:
+    """One line on stderr when the clusters run with C1 alone (``make test``
+    starts them so): their figures would not be those of a cluster as it
+    would run."""
+    for cluster in ("primary", "standby"):
+        jit = Path(os.environ.get("PINLATER_VAR", REPO / ".var")) / "hbase" / cluster / "jit"
+        if jit.exists() and jit.read_text().strip() == "quick":
+            print(f"warning: the {cluster} HBase cluster runs with C1 alone (PINLATER_HBASE_JIT=quick); "
+                  "for figures as published: PINLATER_HBASE_JIT=full scripts/services up", file=sys.stderr)
 
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -162,3 +179,66 @@ class CpuCost:
         """Each name's mean CPU seconds a run, by kind, divided by ``per``."""
         return {name: {kind: round(sum(r[kind] for r in runs) / len(runs) / per, 4) for kind in runs[0]}
                 for name, runs in self.runs.items()}
+
+
+class HBaseAdmin:
+    """Flushes and major compactions of one cluster through one long-lived
+    ``scripts/hbase admin`` JVM: a compaction then costs HBase's work, not a
+    JVM's start and its connection (about 3 s of CPU each on this machine).
+    Fails loudly with HBase's one-line error; after a failure the JVM is
+    stopped and the next call starts another. Safe to share between threads."""
+
+    def __init__(self, cluster: str, timeout_s: float = 150.0) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+
+    def flush(self, table: str) -> None:
+        self._call(f"flush {table}")
+
+    def major_compact(self, table: str) -> None:
+        """Flush, then major-compact and wait until it is over."""
+        self._call(f"major {table}")
+
+    def _call(self, command: str) -> None:
+        with self._lock:
+            if self._proc is None:
+                self._proc = subprocess.Popen([str(REPO / "scripts" / "hbase"), "admin", self.cluster],
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            try:
+                self._proc.stdin.write(command + "\n")
+                self._proc.stdin.flush()
+                ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout_s)
+                answer = self._proc.stdout.readline().strip() if ready else "no answer within the timeout"
+            except OSError as e:
+                answer = f"the admin JVM is gone ({e})"
+            if answer != "ok":
+                self._stop()
+                raise RuntimeError(f"hbase {self.cluster}: {command}: {answer or 'the admin JVM exited'}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):  # the JVM already exited: its pipe is broken
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> HBaseAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import multiprocessing
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import tasks.typeahead.index as index_module  # noqa: E402
-from bench.support import gc_pauses, open_loop, percentile_ms  # noqa: E402
+from bench.support import HBaseAdmin, gc_pauses, open_loop, percentile_ms, warn_of_quick_jit  # noqa: E402
 from bench.typeahead_backfill import PAGE, backfill_bench, init_worker, rebuild_page  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
@@ -278,16 +278,14 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
     }
 
 
-def settle_tables() -> float:
+def settle_tables(admin: HBaseAdmin) -> float:
     """Flush and major-compact both index tables on the primary (what HBase
     does by itself some time after a bulk load): lookups measured after it
     see the index as it settles, not the store files of the load."""
     started = time.perf_counter()
     prefix = HBaseSettings.from_env().table_prefix
     for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
-        name = f"{prefix}_{table.name}" if prefix else table.name
-        subprocess.run([str(REPO / "scripts" / "hbase"), "compact", "primary", name],
-                       check=True, capture_output=True, text=True)
+        admin.major_compact(f"{prefix}_{table.name}" if prefix else table.name)
     return time.perf_counter() - started
 
 
@@ -307,7 +305,8 @@ def _phases(index: ContactsIndex, args: argparse.Namespace, users: list[Query], 
     }
 
 
-def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages: list[list[int]]) -> dict[str, Any]:
+def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages: list[list[int]],
+                 admin: HBaseAdmin) -> dict[str, Any]:
     """Lookups once the index is settled (the published figures), then again
     while one process rebuilds the index beside them (a backfill running)."""
     rng = random.Random(f"lookups:{args.seed}")
@@ -316,7 +315,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
     sample = rng.sample(loaded.user_ids, min(len(loaded.user_ids), 2000))
     users = make_queries(store, sample, total, rng)
     famous = make_queries(store, [loaded.celebrities[0][0]], total, rng)
-    settle_s = settle_tables()
+    settle_s = settle_tables(admin)
     index_module.wide_candidates = _timed_wide
     index_module.tall_candidates = _timed_tall
     index_module.scan_rows = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
@@ -426,19 +425,21 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the databases and tables after the run")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    warn_of_quick_jit()
     if args.smoke:
         args.users, args.rounds, args.rate, args.seconds = 600, 1, 100.0, 1.5
 
     os.environ.update(BENCH_ENV)
     store = AppData.from_env()
     pair = ClusterPair.from_settings()
+    admin = HBaseAdmin("primary")
     _reset(store, pair, create=True)
     try:
         loaded = load(store, args.users, args.seed)
         with tempfile.TemporaryDirectory(prefix="bench-typeahead-") as workdir:
             fill = backfill_bench(pages_of(loaded.user_ids), args.processes, args.rounds, Path(workdir),
-                                  settle_tables)
-        look = lookup_bench(args, store, loaded, pages_of(loaded.user_ids))
+                                  functools.partial(settle_tables, admin))
+        look = lookup_bench(args, store, loaded, pages_of(loaded.user_ids), admin)
         result = {
             "load": {"users": len(loaded.user_ids), "follows": loaded.follows, "celebrities": loaded.celebrities,
                      "imports": loaded.imports, "imported_contacts": loaded.imported_contacts,
@@ -454,6 +455,7 @@ def main() -> int:
     finally:
         if not args.keep:
             _reset(store, pair, create=False)
+        admin.close()
         store.close()
         pair.close()
     return 0

@@ -4,10 +4,12 @@ server: they start it, or fail loudly)."""
 
 from __future__ import annotations
 
+import atexit
 import os
-import select
 import subprocess
 from pathlib import Path
+
+from bench.support import HBaseAdmin
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "services"
@@ -23,13 +25,13 @@ HBASE_PRIMARY_THRIFT2 = "127.0.0.1:19092"
 HBASE_STANDBY_THRIFT2 = "127.0.0.1:19093"
 
 # Each test process has its own block of 16 Redis dbs (scripts/services
-# gives the servers 64): under pytest-xdist, worker gwN uses block N + 1, so
+# gives the servers 128): under pytest-xdist, worker gwN uses block N + 1, so
 # tests that flush a db never meet another process's tests, nor the demo and
 # the benchmarks, which keep block 0. A plain pytest run uses block 0.
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 REDIS_DB_BLOCK = int(_XDIST_WORKER.removeprefix("gw")) + 1 if _XDIST_WORKER.startswith("gw") else 0
-if REDIS_DB_BLOCK > 3:
-    raise RuntimeError(f"{_XDIST_WORKER}: the test Redis servers have dbs for 3 test processes at most")
+if REDIS_DB_BLOCK > 7:
+    raise RuntimeError(f"{_XDIST_WORKER}: the test Redis servers have dbs for 7 test processes at most")
 
 
 def redis_db(number: int) -> int:
@@ -93,47 +95,21 @@ def hbase_compact(cluster: str, table: str, *, flush_only: bool = False) -> None
     """Flush ``table`` (its name on the cluster, prefix included) on one
     HBase cluster and major-compact it: HBase then drops every delete marker
     and what it masks. ``flush_only``: the flush alone (the memstore becomes
-    one more store file). Fails loudly with the script's output."""
-    _hbase_script("compact", cluster, table, *(["flush"] if flush_only else []))
+    one more store file). Through one admin JVM per cluster and test process;
+    fails loudly with HBase's error."""
+    admin = _ADMINS.get(cluster)
+    if admin is None:
+        admin = _ADMINS.setdefault(cluster, HBaseAdmin(cluster))
+    (admin.flush if flush_only else admin.major_compact)(table)
 
 
-class HBaseAdmin:
-    """Flushes and major compactions of one cluster through one long-lived
-    ``scripts/hbase admin`` JVM (a compaction then costs HBase's work, not a
-    JVM start). Fails loudly with HBase's one-line error."""
+_ADMINS: dict[str, HBaseAdmin] = {}
 
-    def __init__(self, cluster: str, timeout_s: float = 150.0) -> None:
-        self.cluster = cluster
-        self.timeout_s = timeout_s
-        self._proc = subprocess.Popen([str(REPO / "scripts" / "hbase"), "admin", cluster], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True, bufsize=1)
 
-    def flush(self, table: str) -> None:
-        self._call(f"flush {table}")
-
-    def major_compact(self, table: str) -> None:
-        """Flush, then major-compact and wait until it is over."""
-        self._call(f"major {table}")
-
-    def _call(self, command: str) -> None:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(command + "\n")
-        self._proc.stdin.flush()
-        ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout_s)
-        answer = self._proc.stdout.readline().strip() if ready else "no answer within the timeout"
-        if answer != "ok":
-            raise RuntimeError(f"hbase {self.cluster}: {command}: {answer}")
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+@atexit.register
+def _close_admins() -> None:
+    for admin in _ADMINS.values():
+        admin.close()
 
 
 def hbase_raw(cluster: str, table: str, row: bytes) -> list[tuple[str, bytes, int]]:

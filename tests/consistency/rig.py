@@ -24,6 +24,7 @@ import tasks.backfill.runtime as backfill_runtime
 import tasks.feeds.runtime as feed_runtime
 import tasks.runtime as task_runtime
 import tasks.typeahead.runtime as typeahead_runtime
+from bench.support import HBaseAdmin
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import QueueNotFound
 from pinlater.models import Ack, DequeuedJob
@@ -44,7 +45,6 @@ from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.settings import TypeaheadSettings
 from tests.consistency import steps
-from tests.servers import HBaseAdmin
 from tests.support.appdata import ENV as APPDATA_ENV
 from tests.support.hbase import test_settings
 from tests.support.stores import settings_for
