@@ -35,7 +35,7 @@ from tests.support.hbase import PREFIX, test_settings
 
 FEED = FOLLOWING_FEED.name
 CELL = [(b"r", b"feed:q", b"", 1)]
-JAR = "hbase/m2/org/apache/hbase/hbase-thrift/2.6.1/hbase-thrift-2.6.1.jar"
+JAR = "/hbase-thrift-2.6.1.jar"
 
 
 def spec(value: Any) -> Any:
@@ -51,7 +51,8 @@ def spec(value: Any) -> Any:
 
 def test_our_idl_has_hbase_2_6_1_field_ids_and_types(tmp_path: Path) -> None:
     ensure_services()  # resolves the jars
-    jar = Path(os.environ.get("PINLATER_CACHE", REPO / ".cache")) / JAR
+    classpath = Path(os.environ.get("PINLATER_CACHE", REPO / ".cache")) / "hbase" / "classpath.txt"
+    jar = next(Path(p) for p in classpath.read_text().strip().split(":") if p.endswith(JAR))
     with zipfile.ZipFile(jar) as archive:
         (tmp_path / "hbase.thrift").write_bytes(archive.read("org/apache/hadoop/hbase/thrift2/hbase.thrift"))
     real = thriftpy2.load(str(tmp_path / "hbase.thrift"), module_name="apache_hbase_thrift2_thrift")
