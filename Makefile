@@ -10,9 +10,11 @@ STAMP   := $(VENV)/.installed
 venv: $(STAMP)
 
 # (Re)install when pyproject.toml is newer than the stamp, or the venv is gone.
+# Without pip's bytecode: the tests read theirs from .var/pycache (below), and
+# compiling every installed package took a quarter of the install.
 $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
 services:
@@ -32,7 +34,8 @@ kombu-suite: venv
 	$(VPY) -m tests.workers.kombu_suite
 
 # How the suite is spread over processes (pytest-xdist; a file's tests stay
-# in one process, each with its own Redis dbs): tests marked `serial_hbase`
+# in one process, each with its own Redis dbs; the longest are handed out
+# first, in the order tests/conftest.py sorts them): tests marked `serial_hbase`
 # stop an HBase cluster or one of its Thrift servers, so they run apart from
 # the other HBase tests, beside the core's (which use no HBase);
 # tests marked `serial` stop a Redis server or need the machine to
@@ -52,7 +55,7 @@ APP_TESTS := tests/appdata tests/backfill tests/bench tests/consistency tests/da
 CORE_WAITING := tests/integration/test_cli.py tests/integration/test_cli_errors.py \
 	tests/integration/test_cli_regex.py tests/thrift/test_bench_smoke.py tests/thrift/test_server_processes.py
 PYTEST := $(VPY) -m pytest -q
-SPREAD := -p xdist --dist loadgroup -m "not serial and not serial_hbase"
+SPREAD := -p xdist --dist loadgroup --no-loadscope-reorder -m "not serial and not serial_hbase"
 
 # Bytecode is cached under .var, out of the source tree, even where the
 # environment says not to write it (PYTHONDONTWRITEBYTECODE): otherwise each
