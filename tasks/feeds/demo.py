@@ -174,9 +174,12 @@ def backfill(console: Console, store: AppData, service: JobService, timeout_s: f
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("contacts backfill pages", total=sum(r.total_pages for r in started))
         while time.monotonic() < deadline:
+            # The state first: a run is finished after its last page's counts,
+            # so counts read after it are whole.
+            finished = all(records.get_run(r.id).state == FINISHED for r in started)
             counts = [records.counts(r.id) for r in started]
             progress.update(bar, completed=sum(c.pages_done for c in counts))
-            if all(records.get_run(r.id).state == FINISHED for r in started):
+            if finished:
                 users = sum(c.users_done for c in counts) // len(started)
                 console.print(f"typeahead index loaded for {users:,} users on both clusters "
                               f"in {time.monotonic() - began:.1f} s")
