@@ -37,9 +37,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,12 +98,24 @@ def bench_env(prefetch_multiplier: int = 16) -> dict[str, str]:
     return env
 
 
-def start_workers(commands: list[list[str]], env: dict[str, str]) -> Procs:
-    return [
-        subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
-        for command in commands
-    ]
+def start_workers(commands: list[list[str]], env: dict[str, str], logs: Path) -> Procs:
+    """The workers, each writing its output to ``logs/worker<i>.log``."""
+    procs = []
+    for i, command in enumerate(commands):
+        with open(logs / f"worker{i}.log", "wb") as log:
+            procs.append(subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+    return procs
+
+
+def exit_report(procs: Procs, logs: Path) -> str | None:
+    """How the first worker that exited ended (its exit code and the end of
+    its output); None while every worker runs."""
+    for i, proc in enumerate(procs):
+        if proc.poll() is not None:
+            tail = (logs / f"worker{i}.log").read_text(errors="replace").strip().splitlines()[-15:]
+            return f"worker {i} exited with code {proc.returncode}; its output ended:\n" + "\n".join(tail)
+    return None
 
 
 def stop_workers(procs: Procs) -> None:
@@ -135,7 +149,8 @@ def publish_all(systems: list[System], n: int) -> list[float]:
 
 def drain(system: System, n: int, publish_s: float, env: dict[str, str]) -> dict[str, Any]:
     """Starts the system's workers on its ``n`` published tasks and times the drain."""
-    procs = start_workers(system.worker_commands, env)
+    logs = Path(tempfile.mkdtemp(prefix="bench-celery-"))
+    procs = start_workers(system.worker_commands, env, logs)
     try:
         deadline = time.monotonic() + 60 + n / 50
         start_at = None
@@ -147,8 +162,9 @@ def drain(system: System, n: int, publish_s: float, env: dict[str, str]) -> dict
                 start_at, start_left = now, left
             if left == 0:
                 break
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"{system.name}: a worker exited early ({left} tasks left)")
+            exited = exit_report(procs, logs)
+            if exited is not None:
+                raise RuntimeError(f"{system.name}: a worker exited early ({left} tasks left): {exited}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{system.name}: {left} tasks left at the deadline")
             time.sleep(0.01)
@@ -156,6 +172,7 @@ def drain(system: System, n: int, publish_s: float, env: dict[str, str]) -> dict
         drain_s = now - start_at
     finally:
         stop_workers(procs)
+        shutil.rmtree(logs, ignore_errors=True)
         system.reset()
     return {
         "system": system.name, "tasks": n, "workers": system.workers,
