@@ -31,16 +31,18 @@ import workers.app  # noqa: F401  (registers the pinlater:// alias)
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
-from tests.servers import REDIS_PORTS, mysql_url, redis_db, redis_url
+from tests.servers import REDIS_PORTS, free_port, mysql_url, redis_db, redis_url
 from tests.support.server_process import ServerProcess
 from tests.support.stores import MYSQL_DATABASES, settings_for
 from tests.workers import kombu_suite
-from tests.workers.harness import free_port
 from workers.channel import EXPIRED_STATUS
 from workers.publish_info import take_descriptor
 from workers.registry import is_task_queue, job_queue_name
 
 SUITE: Any = kombu_suite.load()
+# Many short tests, about a hundred seconds in all, in one process (the
+# stores are module fixtures): started among the first.
+pytestmark = pytest.mark.slow
 # Redis databases only this module uses.
 REDIS_SHARD_DB, REDIS_CONTROL_DB = redis_db(13), redis_db(14)
 
