@@ -16,8 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pinlater.httpserver import HttpServer
-from tests.servers import REPO
-from tests.workers.harness import free_port
+from tests.servers import REPO, free_port
 
 
 def request(server: HttpServer, path: str, method: str = "GET", **headers: str) -> tuple[int, Any, bytes]:

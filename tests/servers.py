@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -130,3 +131,30 @@ def _hbase_script(*args: str) -> str:
         raise RuntimeError(f"scripts/hbase {' '.join(args)} failed ({result.returncode}):\n"
                            f"{result.stdout}\n{result.stderr}")
     return result.stdout
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivateRedis:
+    """A Redis of one test module's own, on a free port with its data under
+    ``var``, started and stopped with ``scripts/services``: a test may stop
+    it while other processes' tests keep their servers."""
+
+    def __init__(self, var: Path) -> None:
+        self.port = free_port()
+        self.env = dict(os.environ, PINLATER_VAR=str(var))
+
+    def _run(self, action: str) -> None:
+        subprocess.run([str(SERVICES), action, str(self.port)], env=self.env, check=True,
+                       capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        self._run("start-redis")
+
+    def stop(self) -> None:
+        self._run("stop-redis")

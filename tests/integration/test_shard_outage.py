@@ -1,5 +1,7 @@
 """One of two Redis shards stops mid-run: enqueues keep succeeding on the
-other; when it returns its jobs drain; nothing is lost."""
+other; when it returns its jobs drain; nothing is lost. The Redis that
+stops (a shard, then the control store) is this module's own, so tests of
+other processes keep their servers."""
 
 from __future__ import annotations
 
@@ -12,11 +14,9 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import ShardConnectionFailed
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
-from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, redis_cli, redis_url
+from pinlater.settings import parse_shards
+from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
-
-# Stops a Redis server other tests use.
-pytestmark = pytest.mark.serial
 
 
 def _work(client: JobService, queue: str, done: set[str]) -> None:
@@ -33,8 +33,9 @@ def _work(client: JobService, queue: str, done: set[str]) -> None:
 
 
 @pytest.mark.slow
-def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) -> None:
-    settings = settings_for("redis_sharded", health_probe_interval_s=0.2)
+def test_stopping_one_redis_shard_loses_nothing(private_redis: PrivateRedis, queue_name: str) -> None:
+    shards = f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)},r2={redis_url(private_redis.port, REDIS_SHARD_DB)}"
+    settings = settings_for("redis", shards=parse_shards(shards), health_probe_interval_s=0.2)
     client = JobService.from_settings(settings, source="outage-test")
     monitor = Monitor(client, queues=[queue_name])
     try:
@@ -45,7 +46,7 @@ def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) 
             enqueued += client.enqueue(queue_name, [Job(b"before")] * 10)
         assert {JobDescriptor.parse(d).shard for d in enqueued} == {"r1", "r2"}
 
-        redis_cli("stop-redis", "16380")
+        private_redis.stop()
         try:
             during: list[str] = []
             for i in range(100):  # every enqueue must succeed while r2 is down
@@ -55,7 +56,7 @@ def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) 
             assert client.shards.is_healthy("r1") and not client.shards.is_healthy("r2")
             enqueued += during
         finally:
-            redis_cli("start-redis", "16380")
+            private_redis.start()
 
         deadline = time.time() + 30
         while not client.shards.is_healthy("r2"):
@@ -78,17 +79,18 @@ def test_stopping_one_redis_shard_loses_nothing(servers: None, queue_name: str) 
 
 
 @pytest.mark.slow
-def test_queues_keep_working_while_the_control_store_is_down(servers: None, queue_name: str) -> None:
-    """Queue configs and rate buckets on a Redis of their own (16380), jobs on
+def test_queues_keep_working_while_the_control_store_is_down(private_redis: PrivateRedis, queue_name: str) -> None:
+    """Queue configs and rate buckets on a Redis of their own, jobs on
     16379: stopping the control store must not stop the queues."""
+    private_redis.start()  # up, whatever the last test left
     settings = settings_for(
-        "redis", control_url=redis_url(REDIS_PORTS[1], REDIS_CONTROL_DB), config_ttl_s=0.2
+        "redis", control_url=redis_url(private_redis.port, REDIS_CONTROL_DB), config_ttl_s=0.2
     )
     with JobService.from_settings(settings, source="control-outage") as client:
         client.create_queue(queue_name, max_dequeue_rate=500)
         client.enqueue(queue_name, [Job(b"x")] * 50)
         assert len(client.dequeue(queue_name, 5)) == 5  # the config is now cached
-        redis_cli("stop-redis", "16380")
+        private_redis.stop()
         try:
             time.sleep(0.3)  # past the config TTL: the control store must be asked again
             more = client.enqueue(queue_name, [Job(b"during")] * 5)
@@ -97,5 +99,5 @@ def test_queues_keep_working_while_the_control_store_is_down(servers: None, queu
             assert client.ack(queue_name, succeeded=[Ack(j.descriptor) for j in jobs]).acked
             assert set(more) <= set(client.lookup(more))
         finally:
-            redis_cli("start-redis", "16380")
+            private_redis.start()
         assert client.queue_config(queue_name, fresh=True).max_dequeue_rate == 500

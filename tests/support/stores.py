@@ -20,6 +20,7 @@ from tests.servers import (
     REDIS_CONTROL_DB,
     REDIS_PORTS,
     REDIS_SHARD_DB,
+    PrivateRedis,
     ensure_services,
     mysql_url,
     redis_url,
@@ -71,6 +72,15 @@ def servers() -> Iterator[None]:
         for database in MYSQL_DATABASES.values():
             cur.execute(f"DROP DATABASE IF EXISTS {database}")
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def private_redis(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    """A Redis of this test module's own, which its tests may stop."""
+    redis = PrivateRedis(tmp_path_factory.mktemp("private_redis"))
+    redis.start()
+    yield redis
+    redis.stop()
 
 
 @pytest.fixture

@@ -11,12 +11,8 @@ directory), so suites running at the same time keep their shards."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,41 +24,8 @@ from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
-from tests.servers import REDIS_PORTS, REDIS_SHARD_DB, SERVICES, redis_url
+from tests.servers import REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
-
-# Stops a Redis server other tests use.
-pytestmark = pytest.mark.serial
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class PrivateRedis:
-    def __init__(self, var: Path) -> None:
-        self.port = free_port()
-        self.env = dict(os.environ, PINLATER_VAR=str(var))
-
-    def _run(self, action: str) -> None:
-        subprocess.run([str(SERVICES), action, str(self.port)], env=self.env, check=True,
-                       capture_output=True, timeout=120)
-
-    def start(self) -> None:
-        self._run("start-redis")
-
-    def stop(self) -> None:
-        self._run("stop-redis")
-
-
-@pytest.fixture(scope="module")
-def private_redis(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
-    redis = PrivateRedis(tmp_path_factory.mktemp("private_redis"))
-    redis.start()
-    yield redis
-    redis.stop()
 
 
 @pytest.fixture

@@ -75,12 +75,6 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1,
         time.sleep(interval)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Processes:
     """Long-running child processes of one test."""
 

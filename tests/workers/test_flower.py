@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from tests.servers import free_port
 from tests.workers.celery_tasks import qname
-from tests.workers.harness import Processes, free_port, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers, wait_until
 
 
 def _get(port: int, path: str) -> Any:
