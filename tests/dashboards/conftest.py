@@ -1,7 +1,7 @@
 """Fixtures of the dashboard tests: a two-shard Redis cluster with a workload
-of a few thousand jobs and a dashboard serving it (shared by the whole
-directory: tests compare against live backend counts, so one test's control
-does not upset another's check). Headless Chromium (``browser_context``) is
+of a few thousand jobs (shared by the whole directory: tests compare against
+live backend counts, so one test's control does not upset another's check)
+and a dashboard serving it, one per module. Headless Chromium (``browser_context``) is
 in tests/support/browser.py: one Playwright per process."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dashboards.server import Dashboard
 from pinlater import JobService
 from tests.dashboards.support import (
     Cluster,
+    Workload,
     dashboard_settings,
     flush_dashboard_dbs,
     run_workload,
@@ -22,12 +23,19 @@ from tests.dashboards.support import (
 
 
 @pytest.fixture(scope="session")
-def cluster(servers: None) -> Iterator[Cluster]:
+def workload(servers: None) -> Iterator[tuple[JobService, Workload]]:
     flush_dashboard_dbs()
-    settings = dashboard_settings()
-    svc = JobService.from_settings(settings, source="dashboard-test")
-    work = run_workload(svc, f"dash_{uuid.uuid4().hex[:8]}")
-    dashboard = Dashboard.from_settings(settings, port=0, refresh_s=0.5).start()
+    svc = JobService.from_settings(dashboard_settings(), source="dashboard-test")
+    yield svc, run_workload(svc, f"dash_{uuid.uuid4().hex[:8]}")
+    svc.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(workload: tuple[JobService, Workload]) -> Iterator[Cluster]:
+    """A dashboard per module, over the session's workload: one kept for the
+    session went on refreshing, its panels probing, long after the last
+    dashboard test of its process."""
+    svc, work = workload
+    dashboard = Dashboard.from_settings(dashboard_settings(), port=0, refresh_s=0.5).start()
     yield Cluster(svc, dashboard, work)
     dashboard.close()
-    svc.close()
