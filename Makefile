@@ -38,8 +38,8 @@ kombu-suite: venv
 # first, in the order tests/conftest.py sorts them): tests marked `serial_hbase`
 # stop an HBase cluster or one of its Thrift servers, so they run apart from
 # the other HBase tests, beside the core's (which use no HBase);
-# tests marked `serial` stop a Redis server or need the machine to
-# themselves, so they run alone, last.
+# tests marked `serial` need the machine to themselves, so they run alone,
+# last.
 # The apps' tests spend much of their time waiting on HBase and Celery
 # workers, so they get more processes than cores; the core's, beside the
 # HBase outages, get 3 (4 made heartbeats late there).

@@ -1,6 +1,6 @@
 """Helpers of the dashboard tests: settings, the workload, backend counts.
 
-The cluster uses Redis dbs of its own (12: shards on 16379 and 16380, 13:
+The cluster uses Redis dbs of its own (3: shards on 16379 and 16380, 4:
 control store on 16379), flushed at the start, so the page shows only what
 these tests put there, whatever other suites left behind.
 """
@@ -21,7 +21,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.servers import REDIS_PORTS, redis_db, redis_url
 
-SHARD_DB, CONTROL_DB = redis_db(12), redis_db(13)
+SHARD_DB, CONTROL_DB = redis_db(3), redis_db(4)
 TOKEN = "test-operator-token"
 # The dashboard's keys for the five job counts, and how to ask the backend for each.
 STATE_QUERIES = {

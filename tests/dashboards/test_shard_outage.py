@@ -5,18 +5,38 @@ back, so do its numbers."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
-from pinlater import Job
+from dashboards.server import Dashboard
+from pinlater import Job, JobService
+from pinlater.settings import parse_shards
 from tests.dashboards.http import call
-from tests.dashboards.support import STATE_QUERIES, Cluster, run_workload, wait_for
-from tests.servers import redis_cli
+from tests.dashboards.support import STATE_QUERIES, Cluster, dashboard_settings, run_workload, wait_for
+from tests.servers import REDIS_PORTS, PrivateRedis, redis_db, redis_url
 from tests.support.browser import ARTIFACTS
 
-# Stops a Redis server other tests use.
-pytestmark = pytest.mark.serial
+# The shard that stops is a Redis of this module's own, so the test runs
+# beside the others; the first shard and the control store are dbs of its own.
+SHARD_DB, CONTROL_DB = redis_db(5), redis_db(6)
+
+
+@pytest.fixture(scope="module")
+def cluster(private_redis: PrivateRedis) -> Iterator[Cluster]:
+    urls = [redis_url(REDIS_PORTS[0], SHARD_DB), redis_url(private_redis.port, SHARD_DB),
+            redis_url(REDIS_PORTS[0], CONTROL_DB)]
+    for url in urls:
+        redis.Redis.from_url(url).flushdb()
+    settings = dashboard_settings(shards=parse_shards(f"r1={urls[0]},r2={urls[1]}"), control_url=urls[2])
+    svc = JobService.from_settings(settings, source="dashboard-outage-test")
+    work = run_workload(svc, f"outage_{uuid.uuid4().hex[:8]}", scale=5)
+    dashboard = Dashboard.from_settings(settings, port=0, refresh_s=0.5).start()
+    yield Cluster(svc, dashboard, work)
+    dashboard.close()
+    svc.close()
 
 
 def overview(c: Cluster) -> dict[str, Any]:
@@ -25,9 +45,11 @@ def overview(c: Cluster) -> dict[str, Any]:
     return snap  # type: ignore[no-any-return]
 
 
-def test_dashboard_keeps_working_while_a_shard_is_down(cluster: Cluster, browser_context: Any) -> None:
+def test_dashboard_keeps_working_while_a_shard_is_down(
+    cluster: Cluster, private_redis: PrivateRedis, browser_context: Any
+) -> None:
     svc = cluster.svc
-    queue = run_workload(svc, f"outage_{uuid.uuid4().hex[:8]}", scale=5).queue
+    queue = cluster.work.queue
     for _ in range(100):  # enqueue picks a shard at random per call: make sure both have jobs
         by_shard = svc.count_by_shard(queue)
         if by_shard["r1"]["pending"] and by_shard["r2"]["pending"]:
@@ -41,7 +63,7 @@ def test_dashboard_keeps_working_while_a_shard_is_down(cluster: Cluster, browser
     page.goto(cluster.url + "/")
     row = page.locator(f'#queues tr[data-queue="{queue}"]')
     row.wait_for()
-    redis_cli("stop-redis", "16380")
+    private_redis.stop()
     try:
         snap = wait_for(lambda: (s := overview(cluster))["shards_down"] == ["r2"] and s, what="r2 marked down")
         assert snap["partial"] is True
@@ -62,7 +84,7 @@ def test_dashboard_keeps_working_while_a_shard_is_down(cluster: Cluster, browser
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / "dashboard-shard-down.png"))
     finally:
-        redis_cli("start-redis", "16380")
+        private_redis.start()
     wait_for(lambda: overview(cluster)["shards_down"] == [], timeout_s=20, what="r2 back")
     assert next(q for q in overview(cluster)["queues"] if q["name"] == queue)["counts"]["pending_now"] == (
         by_shard["r1"]["pending"] + by_shard["r2"]["pending"]
