@@ -21,6 +21,15 @@ def _info(cluster: JobService, descriptor: str):  # type: ignore[no-untyped-def]
     return cluster.lookup([descriptor], include_body=True)[descriptor]
 
 
+def _past(cluster: JobService, moment_ms: int) -> None:
+    """Wait until every shard's clock is past ``moment_ms``: a fixed sleep
+    either wastes time or, on a busy machine, ends too early."""
+    deadline = time.monotonic() + 10
+    while min(cluster.shard_now_ms(s) for s in cluster.shard_ids()) <= moment_ms:
+        assert time.monotonic() < deadline, "the shards' clocks did not pass the moment"
+        time.sleep(0.05)
+
+
 def test_enqueue_makes_pending_with_all_attempts(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     shard_now = min(cluster.shard_now_ms(s) for s in cluster.shard_ids())
@@ -62,11 +71,13 @@ def test_future_jobs_wait_for_run_after(cluster: JobService, queue_name: str) ->
     cluster.create_queue(queue_name)
     now = cluster.shard_now_ms()
     later = _one(cluster, queue_name, run_after_ms=now + 3_600_000)
-    soon = _one(cluster, queue_name, run_after_ms=now + 300)
+    # Due in 1.5 s: the checks before it must come first even on a busy
+    # machine (300 ms was passed there).
+    soon = _one(cluster, queue_name, run_after_ms=now + 1500)
     assert cluster.dequeue(queue_name, 10) == []
     assert cluster.count(queue_name, "pending") == 0
     assert cluster.count(queue_name, "pending", future=True) == 2
-    time.sleep(0.5)
+    _past(cluster, now + 1500)
     assert [j.descriptor for j in cluster.dequeue(queue_name, 10)] == [soon]
     assert _info(cluster, later).state is JobState.PENDING
 
@@ -101,15 +112,16 @@ def test_ack_failure_with_retries_left_repends_after_the_delay(cluster: JobServi
     cluster.create_queue(queue_name)
     descriptor = _one(cluster, queue_name, attempts_allowed=3)
     cluster.dequeue(queue_name, 1)
-    result = cluster.ack(queue_name, failed=[Ack(descriptor, "oops", retry_delay_ms=250)])
+    # A delay long enough that the checks before it come first on a busy machine.
+    result = cluster.ack(queue_name, failed=[Ack(descriptor, "oops", retry_delay_ms=1500)])
     assert result.acked == [descriptor]
     info = _info(cluster, descriptor)
     assert info.state is JobState.PENDING
     assert info.attempts_remaining == 2
-    assert info.run_after_ms == info.updated_at_ms + 250
+    assert info.run_after_ms == info.updated_at_ms + 1500
     assert info.claim is None and info.custom_status == "oops"
     assert cluster.dequeue(queue_name, 1) == []
-    time.sleep(0.35)
+    _past(cluster, info.run_after_ms)
     [again] = cluster.dequeue(queue_name, 1)
     assert (again.descriptor, again.attempts_remaining) == (descriptor, 2)
 
@@ -211,12 +223,14 @@ def test_stale_ack_after_timeout_changes_nothing(
 
 
 def test_checkpoint_heartbeat_keeps_a_long_job_claimed(cluster: JobService, queue_name: str) -> None:
-    cluster.create_queue(queue_name, claim_timeout_ms=300)
+    # Beats at a fifth of the timeout: on a busy machine a 150 ms sleep
+    # between beats can last twice that.
+    cluster.create_queue(queue_name, claim_timeout_ms=1500)
     descriptor = _one(cluster, queue_name)
     cluster.dequeue(queue_name, 1)
     monitor = Monitor(cluster, queues=[queue_name])
-    for _ in range(4):
-        time.sleep(0.15)
+    for _ in range(6):
+        time.sleep(0.3)
         assert cluster.checkpoint(queue_name, [Checkpoint(descriptor)]).acked == [descriptor]
         monitor.run_once()
     info = _info(cluster, descriptor)

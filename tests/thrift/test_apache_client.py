@@ -115,9 +115,10 @@ def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleT
     client.checkpointJobs(ctx, t.PinLaterCheckpointJobsRequest(queueName=queue_name, requests=[
         t.PinLaterCheckpointJobRequest(jobDescriptor=a, newBody="job-a-v2", prependCustomStatus="half ")]))
 
-    # First failure, with a delay: back to PENDING, one attempt spent.
+    # First failure, with a delay: back to PENDING, one attempt spent. The
+    # delay is long enough that the checks before it come first on a busy machine.
     client.ackDequeuedJobs(ctx, t.PinLaterJobAckRequest(queueName=queue_name, jobsFailed=[
-        t.PinLaterJobAckInfo(jobDescriptor=a, appendCustomStatus="fail1", retryDelayMillis=300)]))
+        t.PinLaterJobAckInfo(jobDescriptor=a, appendCustomStatus="fail1", retryDelayMillis=1500)]))
     info = client.lookupJobs(ctx, t.PinLaterLookupJobRequest(jobDescriptors=[a], includeBody=True))[a]
     assert info.jobState == t.PinLaterJobState.PENDING and info.attemptsRemaining == 1
     assert info.body == b"job-a-v2" and info.customStatus.startswith("half")
@@ -126,7 +127,7 @@ def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleT
     # Priority 2's job is runnable; ours is not yet.
     response = client.dequeueJobs(ctx, t.PinLaterDequeueRequest(queueName=queue_name, limit=5))
     assert list(response.jobs) == [b]
-    time.sleep(0.4)
+    time.sleep(1.6)
     response = client.dequeueJobs(ctx, t.PinLaterDequeueRequest(
         queueName=queue_name, limit=5,
         jobAckRequest=t.PinLaterJobAckRequest(
