@@ -19,6 +19,10 @@ from tasks.feeds.writes import WriteBody
 from tests.feeds.helpers import feeds, pin, tick, user
 from tests.feeds.world import FeedWorld, longest_run_ms
 
+# Workers and both clusters, about ten seconds a test: started early, so no
+# process is left with them at the end.
+pytestmark = pytest.mark.slow
+
 BACKENDS = ["redis", "redis+thrift", "mysql"]
 
 

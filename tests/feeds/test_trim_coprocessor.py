@@ -39,6 +39,10 @@ from tests.feeds.world import FeedWorld
 from tests.servers import hbase_compact, hbase_raw
 from tests.support.hbase import tables_pair
 
+# Compactions take tens of seconds a test: started early, so no process is
+# left with one at the end.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def own() -> Iterator[ClusterPair]:

@@ -23,6 +23,10 @@ from tests.servers import mysql_url
 from tests.support.server_process import ServerProcess, cli, server_env
 from tests.support.stores import MYSQL_DATABASES
 
+# Server processes started and stopped, ten seconds a test: started early, so
+# no process is left with them at the end.
+pytestmark = pytest.mark.slow
+
 CLIENTS = 6
 
 

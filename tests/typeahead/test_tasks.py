@@ -17,6 +17,10 @@ from tests.feeds.world import FeedWorld
 from tests.servers import services
 from tests.typeahead.helpers import differences, found, users
 
+# A rename throttled by its queue's rate takes tens of seconds: started early,
+# so no process is left with it at the end.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("world", ["redis", "mysql", "redis+thrift"], indirect=True)
 def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
