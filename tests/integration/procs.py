@@ -43,12 +43,17 @@ def drain(settings: Settings, queue: str, batch: int, idle_polls: int, name: str
     return got
 
 
-def timed_dequeues(settings: Settings, queue: str, batch: int, seconds: float, name: str) -> list[tuple[float, int]]:
-    """Dequeue (and ACK) as fast as the rate limit allows for ``seconds``;
-    returns (wall time, jobs) for every successful dequeue."""
+def timed_dequeues(
+    settings: Settings, queue: str, batch: int, seconds: float, name: str, ready: Any
+) -> list[tuple[float, int]]:
+    """Dequeue (and ACK) as fast as the rate limit allows for ``seconds``
+    from when every party of the barrier ``ready`` (the test too) is there,
+    connected; returns (wall time, jobs) for every successful dequeue."""
     events: list[tuple[float, int]] = []
-    end = time.time() + seconds
     with JobService.from_settings(settings, source=f"rated-{name}") as client:
+        client.count(queue, "pending")  # connected to every shard before the timeline starts
+        ready.wait(timeout=120)
+        end = time.time() + seconds
         while time.time() < end:
             try:
                 jobs = client.dequeue(queue, batch)

@@ -17,7 +17,7 @@ from tests.support.stores import settings_for
 
 RATE = 200.0
 RUN_S = 19.0
-PAUSE_AT = 12.5  # seconds after the workers, already spawned, are asked to start
+PAUSE_AT = 12.5  # seconds after the workers, spawned and connected, start
 RESUME_AT = 15.5
 
 
@@ -37,13 +37,16 @@ def test_two_processes_share_one_rate_and_obey_pause_and_resume(
             client.enqueue(queue_name, [Job(b"x")] * 1000)
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(2, mp_context=context) as pool:
-            # Both processes spawned and this module imported first: on a
-            # loaded machine that alone took 6 s of the timeline.
+        with context.Manager() as manager, ProcessPoolExecutor(2, mp_context=context) as pool:
+            # Both processes spawned, this module imported and the stores
+            # connected before the timeline starts: on a loaded machine the
+            # spawns took 6 s of it, the connections 3 s.
             for warming in [pool.submit(ready) for _ in range(2)]:
                 warming.result(timeout=120)
+            start = manager.Barrier(3)
+            futures = [pool.submit(timed_dequeues, settings, queue_name, 50, RUN_S, str(i), start) for i in range(2)]
+            start.wait(timeout=120)
             t0 = time.time()
-            futures = [pool.submit(timed_dequeues, settings, queue_name, 50, RUN_S, str(i)) for i in range(2)]
             # Operator actions on a fixed timeline while the workers run.
             timeline = threading.Event()
             timeline.wait(max(0.0, t0 + PAUSE_AT - time.time()))
