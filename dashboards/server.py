@@ -10,6 +10,7 @@ Errors are JSON ``{"error": {"code", "message"}}`` like the API's. Bodies
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from pathlib import Path
@@ -67,10 +68,10 @@ def load_static(files: PanelFiles) -> dict[str, tuple[bytes, str]]:
 
 class DashboardServer(HttpServer):
     def __init__(self, api: Api, static: dict[str, tuple[bytes, str]], host: str, port: int,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, tls: ssl.SSLContext | None = None) -> None:
         self.api = api
         self.static = static
-        super().__init__("dashboard", _Handler, host, port, request_timeout_s=request_timeout_s)
+        super().__init__("dashboard", _Handler, host, port, request_timeout_s=request_timeout_s, tls=tls)
 
 
 class _Handler(HttpHandler):
@@ -145,6 +146,7 @@ class Dashboard:
                 settings.dashboard_host if host is None else host,
                 settings.dashboard_port if port is None else port,
                 request_timeout_s,
+                settings.http_tls.context() if settings.http_tls is not None else None,
             )
         except BaseException:  # e.g. the port is taken: release what was opened
             self._close_parts()

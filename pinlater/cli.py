@@ -20,6 +20,7 @@ from typing import Any
 
 from pinlater.cli_commands import register_commands
 from pinlater.cli_output import INSTALL_HINT, one_line, print_result
+from pinlater.devcerts import add_dev_certs_command
 from pinlater.envsettings import read
 from pinlater.errors import PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE
@@ -28,6 +29,7 @@ from pinlater.models import Job, JobInfo
 from pinlater.monitor import Monitor
 from pinlater.queue_config import check_rate
 from pinlater.service import JobService
+from pinlater.settings import Settings
 from pinlater.states import JobState
 
 
@@ -51,7 +53,9 @@ def _info_dict(info: JobInfo) -> dict[str, Any]:
 # -- commands ------------------------------------------------------------------
 def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
     rows = []
-    for name, config in sorted(c.queue_configs().items()):
+    # Through a server: one config per name (the wire has no call for all of them).
+    configs = c.queue_configs() if isinstance(c, JobService) else {n: c.queue_config(n) for n in c.queue_names()}
+    for name, config in sorted(configs.items()):
         if config.paused:
             rate = "paused"
         else:
@@ -173,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinlater", description="Operate a PinLater job service.")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    parser.add_argument("--server", metavar="HOST:PORT[,...]",
+                        help="call these `pinlater server`s (TLS per PINLATER_CLIENT_TLS_*) instead of the stores; "
+                             "not for shards, monitor and migrate, which work on the stores themselves")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn: Callable[[JobService, argparse.Namespace], Any], text: str) -> argparse.ArgumentParser:
@@ -237,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true")
     p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
     add_migrate_command(sub)
+    add_dev_certs_command(sub)
     register_commands(sub)
     return parser
 
@@ -280,13 +288,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "run", None) is not None:  # server, server-stats, dashboard: no client of their own
+        if args.server:
+            raise ValueError(f"--server is for the commands on queues and jobs, not `pinlater {args.command}`")
         return int(args.run(args))
-    # The operators' CLI always talks to the stores (PINLATER_SERVERS is for applications).
-    with JobService.from_settings() as client:
-        result = args.fn(client, args)
+    # The stores, unless --server: PINLATER_SERVERS is for applications.
+    if args.server:
+        result = _through_server(args)
+    else:
+        with JobService.from_settings() as client:
+            result = args.fn(client, args)
     if result is not None:
         print_result(args, result)
     return 0
+
+
+STORES_ONLY = frozenset({"shards", "monitor"})
+
+
+def _through_server(args: argparse.Namespace) -> Any:
+    from pinlater.thrift_client import ThriftClient
+
+    if args.command in STORES_ONLY:
+        raise ValueError(f"`pinlater {args.command}` works on the stores themselves: run it without --server")
+    settings = Settings.from_env()
+    servers = [s.strip() for s in args.server.split(",") if s.strip()]
+    with ThriftClient(servers, source=f"pinlater-cli-{os.getpid()}", timeout_s=settings.client_timeout_s,
+                      tls=settings.client_tls) as client:
+        return args.fn(client, args)
 
 
 if __name__ == "__main__":

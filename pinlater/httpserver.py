@@ -31,6 +31,7 @@ import ipaddress
 import json
 import logging
 import re
+import ssl
 import sys
 import threading
 from collections.abc import Mapping
@@ -84,6 +85,16 @@ def error_answer(status: int, message: str) -> Answer:
     return json_answer(status, {"error": one_line(message, 500)})
 
 
+def http_tls() -> ssl.SSLContext | None:
+    """The HTTPS context of PINLATER_HTTP_TLS_CERT and _KEY, or None for
+    plain HTTP: the dashboard's, the feed and typeahead endpoints' and the
+    Thrift server's metrics endpoint's."""
+    from pinlater.settings import Settings
+
+    tls = Settings.from_env().http_tls
+    return tls.context() if tls is not None else None
+
+
 def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -96,6 +107,7 @@ class ServerOptions(TypedDict, total=False):
 
     request_timeout_s: float
     max_connections: int
+    tls: ssl.SSLContext | None
 
 
 class HttpServer(ThreadingHTTPServer):
@@ -113,12 +125,16 @@ class HttpServer(ThreadingHTTPServer):
         *,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: serve HTTPS with this server context (see ``http_tls``);
+        each handshake runs in its connection's thread, within the timeout."""
         if max_connections < 1 or not request_timeout_s > 0:
             raise ValueError(f"need max_connections >= 1 and request_timeout_s > 0, got {max_connections}, "
                              f"{request_timeout_s}")
         self.name = name
         self.request_timeout_s = request_timeout_s
+        self.tls = tls
         self.loopback = is_loopback(host)
         self._slots = threading.BoundedSemaphore(max_connections)
         self._stopping = threading.Event()
@@ -134,7 +150,13 @@ class HttpServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:  # the handshake waits for the connection's own thread
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
     def start(self) -> Self:
         """Serve in a daemon thread."""
@@ -210,6 +232,8 @@ class HttpHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
 
     def _serve(self) -> None:
         if self.command not in self.methods:

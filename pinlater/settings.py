@@ -30,6 +30,7 @@ from pinlater.envsettings import (
 from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
+from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
 _SHARD_ID = re.compile(r"^[A-Za-z0-9]+$")
@@ -139,6 +140,56 @@ class Settings:
     # server 2.8x the CPU per dequeue+ACK (likely row locks of the merged UPDATE
     # against concurrent claims; not confirmed), for a gain within noise on Redis.
     server_coalesce_acks: bool = False
+    # TLS of the Thrift server (see pinlater.tls): certificate and key files;
+    # a client CA turns on client certificates, and a roles file maps their
+    # names to roles (pinlater.thrift.access).
+    server_tls_cert: str | None = None
+    server_tls_key: str | None = None
+    server_tls_client_ca: str | None = None
+    server_roles: str | None = None
+    # Serve plain TCP on an address other than loopback anyway.
+    server_insecure: bool = False
+    # HTTPS of the small HTTP endpoints (dashboard, feeds, typeahead, metrics).
+    http_tls_cert: str | None = None
+    http_tls_key: str | None = None
+    # TLS of the Thrift client (PINLATER_SERVERS): on when a CA is given.
+    client_tls_ca: str | None = None
+    client_tls_cert: str | None = None
+    client_tls_key: str | None = None
+
+    @property
+    def server_tls(self) -> ServerTls | None:
+        """The server's TLS files, or None for plain TCP."""
+        if not self.server_tls_cert:
+            for variable, value in (("PINLATER_SERVER_TLS_KEY", self.server_tls_key),
+                                    ("PINLATER_SERVER_TLS_CLIENT_CA", self.server_tls_client_ca),
+                                    ("PINLATER_SERVER_ROLES", self.server_roles)):
+                if value:
+                    raise SettingError(variable, "needs PINLATER_SERVER_TLS_CERT (and its key) to be set")
+            return None
+        if self.server_roles and not self.server_tls_client_ca:
+            raise SettingError("PINLATER_SERVER_ROLES", "roles need client certificates: "
+                               "set PINLATER_SERVER_TLS_CLIENT_CA too")
+        return ServerTls(self.server_tls_cert, self.server_tls_key or self.server_tls_cert, self.server_tls_client_ca)
+
+    @property
+    def http_tls(self) -> ServerTls | None:
+        """The HTTP endpoints' certificate, or None for plain HTTP."""
+        if not self.http_tls_cert:
+            if self.http_tls_key:
+                raise SettingError("PINLATER_HTTP_TLS_KEY", "needs PINLATER_HTTP_TLS_CERT to be set")
+            return None
+        return ServerTls(self.http_tls_cert, self.http_tls_key or self.http_tls_cert)
+
+    @property
+    def client_tls(self) -> ClientTls | None:
+        """The Thrift client's TLS, or None for plain TCP."""
+        if not self.client_tls_ca:
+            if self.client_tls_cert or self.client_tls_key:
+                raise SettingError("PINLATER_CLIENT_TLS_CERT", "needs PINLATER_CLIENT_TLS_CA, the CA that "
+                                   "signed the servers' certificates")
+            return None
+        return ClientTls(self.client_tls_ca, self.client_tls_cert, self.client_tls_key)
 
     @property
     def resolved_control_url(self) -> str:
@@ -232,4 +283,25 @@ SETTINGS: tuple[Setting, ...] = (
             "merge concurrent enqueues and same-source dequeues of a queue into one shard call each"),
     Setting("PINLATER_SERVER_COALESCE_ACKS", "server_coalesce_acks", parse_flag, "no",
             "merge ACKs of different callers too (costs CPU on MySQL)"),
+    Setting("PINLATER_SERVER_TLS_CERT", "server_tls_cert", plain_text, "",
+            "PEM certificate (chain) of the Thrift server: set, it speaks TLS 1.2+ only; reloaded on SIGHUP"),
+    Setting("PINLATER_SERVER_TLS_KEY", "server_tls_key", plain_text, "",
+            "PEM private key of that certificate (unset: in the certificate's file)"),
+    Setting("PINLATER_SERVER_TLS_CLIENT_CA", "server_tls_client_ca", plain_text, "",
+            "PEM CA file: set, every client must present a certificate it signed (mutual TLS)"),
+    Setting("PINLATER_SERVER_ROLES", "server_roles", plain_text, "",
+            "roles file, one line an identity: <certificate CN or SAN> <role> [queue ...] (unset: "
+            "any client certificate may call everything); reloaded on SIGHUP"),
+    Setting("PINLATER_SERVER_INSECURE", "server_insecure", parse_flag, "no",
+            "let the Thrift server listen without TLS on an address other than loopback"),
+    Setting("PINLATER_HTTP_TLS_CERT", "http_tls_cert", plain_text, "",
+            "PEM certificate: set, the dashboard, feed and typeahead endpoints and the metrics endpoint serve HTTPS"),
+    Setting("PINLATER_HTTP_TLS_KEY", "http_tls_key", plain_text, "",
+            "PEM private key of that certificate (unset: in the certificate's file)"),
+    Setting("PINLATER_CLIENT_TLS_CA", "client_tls_ca", plain_text, "",
+            "PEM CA file that signed the servers' certificates: set, the Thrift client speaks TLS"),
+    Setting("PINLATER_CLIENT_TLS_CERT", "client_tls_cert", plain_text, "",
+            "PEM client certificate the Thrift client presents (for servers with client certificates)"),
+    Setting("PINLATER_CLIENT_TLS_KEY", "client_tls_key", plain_text, "",
+            "PEM private key of that certificate (unset: in the certificate's file)"),
 )

@@ -61,6 +61,7 @@ from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
 from pinlater.thrift import STRUCTS, convert, idl
 from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable, UnknownMethod
+from pinlater.tls import ClientTls
 from pinlater.validation import check_source
 
 __all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
@@ -89,7 +90,9 @@ class ThriftClient:
         pool_size: int = 8,
         default_priorities: int = 3,
         config_ttl_s: float = 1.0,
+        tls: ClientTls | None = None,
     ) -> None:
+        """``tls``: speak TLS to the servers (PINLATER_CLIENT_TLS_*)."""
         self.source = check_source(source or default_source())
         self.servers = list(servers)
         self.retries = retries
@@ -102,7 +105,8 @@ class ThriftClient:
         self._missing: dict[str, float] = {}
         self._default_context = idl.RequestContext(source=self.source, requestId="")
         self._pool = ServerPool(
-            self.servers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, pool_size=pool_size
+            self.servers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, pool_size=pool_size,
+            tls=tls.context() if tls is not None else None,
         )
 
     @classmethod
@@ -114,6 +118,7 @@ class ThriftClient:
             timeout_s=settings.client_timeout_s,
             default_priorities=settings.default_priorities,
             config_ttl_s=settings.config_ttl_s,
+            tls=settings.client_tls,
         )
 
     def close(self) -> None:

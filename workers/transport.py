@@ -144,7 +144,8 @@ class Transport(virtual.Transport):
         """One call, no retries: Kombu retries and fails over itself, and a
         server that is not there must fail fast and as a connection error."""
         timeout = self._connect_timeout_s
-        probe = ThriftClient([server], retries=0, timeout_s=timeout, connect_timeout_s=timeout)
+        probe = ThriftClient([server], retries=0, timeout_s=timeout, connect_timeout_s=timeout,
+                             tls=self.settings.pinlater.client_tls)
         try:
             probe.queue_names()
         except PinLaterError as exc:

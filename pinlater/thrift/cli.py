@@ -5,6 +5,7 @@ of the PINLATER_* settings, and the monitor (claim timeouts, GC) in a
 thread. Where the monitor runs as its own process (the Procfile's
 ``monitor: pinlater monitor``), start the server with ``--no-monitor``.
 SIGTERM or SIGINT: stop accepting, finish the calls in flight, exit.
+SIGHUP: read the TLS certificate, key, client CA and roles files again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
 from pinlater.thrift import supervisor
+from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift.worker import WorkerOptions
 
@@ -34,6 +36,12 @@ def run_server(args: argparse.Namespace) -> int:
     port = settings.server_port if args.port is None else args.port
     metrics_port = settings.metrics_port if args.metrics_port is None else args.metrics_port
     processes = _processes(args.processes, settings)
+    try:
+        security = Security.from_settings(settings)
+        check_exposure(host, security, settings.server_insecure)
+    except ValueError as exc:  # a TLS or roles file, or settings that do not go together
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if processes > 1:
         options = WorkerOptions(args.max_frame_bytes, args.max_connections, args.max_concurrent_calls, args.grace,
                                 logging.getLogger().getEffectiveLevel())
@@ -50,6 +58,7 @@ def run_server(args: argparse.Namespace) -> int:
             max_frame_bytes=args.max_frame_bytes,
             max_connections=args.max_connections,
             max_concurrent_calls=args.max_concurrent_calls,
+            security=security,
         )
     except OSError as exc:
         service.close()
@@ -61,6 +70,7 @@ def run_server(args: argparse.Namespace) -> int:
         monitor.start_thread()
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     signal.signal(signal.SIGINT, lambda *_: server.request_stop())
+    signal.signal(signal.SIGHUP, lambda *_: server.request_reload())
     server.start()
     metrics = f", metrics on http://{host}:{server.metrics.port}/metrics" if server.metrics else ""
     print(f"pinlater server listening on {host}:{server.port}{metrics}", flush=True)

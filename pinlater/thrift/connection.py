@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -24,6 +25,7 @@ from pinlater.thrift.framing import (
 )
 from pinlater.thrift.resources import STALL_S, ByteBudget
 from pinlater.thrift.stats import ServerStats
+from pinlater.tls import HANDSHAKE_RECORD, peer_names
 
 log = logging.getLogger("pinlater.thrift.server")
 
@@ -46,9 +48,12 @@ class ConnectionServer(Protocol):
     def stats(self) -> ServerStats: ...
     @property
     def budget(self) -> ByteBudget: ...
+    @property
+    def tls_context(self) -> ssl.SSLContext | None: ...
 
-    def handle(self, frame: Frame) -> tuple[bytes | None, bool]:
-        """(reply to send or None, whether the connection stays usable)."""
+    def handle(self, frame: Frame, names: tuple[str, ...] = ()) -> tuple[bytes | None, bool]:
+        """(reply to send or None, whether the connection stays usable);
+        ``names``: the client certificate's."""
 
     def refusal_reply(self, head: bytes, message: str) -> bytes | None:
         """The error answering a request that was drained unread."""
@@ -73,6 +78,8 @@ class Connection:
         self.reader = FrameReader(sock, server.max_frame, self._reserve)
         self.busy = False
         self.closing = False
+        # The client certificate's names (with TLS and client certificates).
+        self.names: tuple[str, ...] = ()
         self._replied_at = 0.0
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self.run, name=f"pinlater-conn-{peer}", daemon=True)
@@ -82,6 +89,9 @@ class Connection:
     def run(self) -> None:
         server = self.server
         try:
+            context = server.tls_context
+            if context is not None and not self._start_tls(context):
+                return
             while not server.stopping:
                 try:
                     frame = self.reader.read_frame(
@@ -121,7 +131,7 @@ class Connection:
                         return
                     self.busy = True
                 try:
-                    reply, keep = server.handle(frame)
+                    reply, keep = server.handle(frame, self.names)
                 finally:
                     del frame
                     server.budget.release(self)
@@ -143,6 +153,40 @@ class Connection:
             self.close()
             server.budget.release(self)
             server.forget(self)
+
+    def _start_tls(self, context: ssl.SSLContext) -> bool:
+        """The TLS handshake, whole within the frame timeout; False (and
+        counted) if it failed. A peer whose first byte is not a TLS
+        handshake record (a plain Thrift client) is closed before any TLS
+        work is done."""
+        server = self.server
+        deadline = time.monotonic() + server.frame_timeout_s
+        try:
+            self.sock.settimeout(server.frame_timeout_s)
+            first = self.sock.recv(1, socket.MSG_PEEK)
+            if not first:
+                return False
+            if first[0] != HANDSHAKE_RECORD:
+                server.stats.count("tls_plaintext_refused")
+                log.debug("closed a connection from %s that does not speak TLS", self.peer)
+                with contextlib.suppress(OSError):
+                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+                return False
+            with self._lock:
+                if self.closing:
+                    return False
+                self.sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+                self.reader.sock = self.sock
+            self.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            self.sock.do_handshake()
+            self.names = peer_names(self.sock)
+        except (OSError, ValueError) as exc:
+            if not self.closing:
+                server.stats.count("tls_handshake_failures")
+                log.info("TLS handshake with %s failed: %s", self.peer, _tls_reason(exc))
+            return False
+        server.stats.count("tls_handshakes")
+        return True
 
     def _reserve(self, size: int, deadline: float) -> bool:
         return self.server.budget.reserve(self, size, deadline)
@@ -217,3 +261,9 @@ class Connection:
             self.closing = True
             with contextlib.suppress(OSError):
                 self.sock.close()
+
+
+def _tls_reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    return str(exc) or type(exc).__name__

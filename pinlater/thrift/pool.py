@@ -17,6 +17,7 @@ import itertools
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -84,9 +85,22 @@ class Connection:
             return False
         try:
             # Readable means EOF, an error, or bytes nobody asked for.
-            return not self._poll.poll(0)
+            if not self._poll.poll(0):
+                return True
+            return isinstance(self.sock, ssl.SSLSocket) and self._only_tls_records()
         except OSError:
             return False
+
+    def _only_tls_records(self) -> bool:
+        """What arrived is TLS housekeeping (a session ticket), not data."""
+        self.sock.setblocking(False)
+        try:
+            self.sock.recv(1)
+            return False  # data nobody asked for, or EOF
+        except ssl.SSLWantReadError:
+            return True
+        finally:
+            self.sock.settimeout(self.timeout_s)
 
     def call(self, name: str, args: Any, result: Any) -> Any:
         self.seqid = (self.seqid + 1) & 0x7FFFFFFF
@@ -95,9 +109,19 @@ class Connection:
         try:
             self.sock.sendall(data)
         except OSError as exc:
+            if isinstance(self.sock, ssl.SSLSocket) and self.seqid == 1:
+                raise _NotSent(f"TLS: the server closed the connection after the handshake; did it refuse "
+                               f"this client's certificate? ({exc})") from exc
             raise _NotSent(f"send failed: {exc}") from exc
         try:
             frame = self.reader.read_frame(frame_timeout_s=timeout_s, idle_timeout_s=timeout_s)
+        except ssl.SSLError as exc:
+            if "ALERT" in str(exc.reason):  # the server refused our certificate: nothing ran
+                raise _NotSent(f"TLS: the server refused this client's certificate ({exc.reason})") from exc
+            raise CallFailed(f"{name}: {type(exc).__name__}: {exc}") from exc
+        except (OSError, FrameError, PeerClosed) as exc:
+            raise CallFailed(f"{name}: {type(exc).__name__}: {exc}") from exc
+        try:
             if frame is None:
                 raise CallFailed(f"{name}: no reply within {timeout_s:g}s, or the server closed the connection")
             header = check_message(frame)
@@ -140,7 +164,11 @@ class ServerPool:
         connect_timeout_s: float = 2.0,
         pool_size: int = 8,
         down_for_s: float = 2.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: a client context (``pinlater.tls.ClientTls``) to speak
+        TLS to every server; the host name given in ``servers`` must be in
+        the server's certificate."""
         if not servers:
             raise ValueError("at least one server address is needed")
         self.endpoints = [Endpoint(*parse_address(s)) for s in servers]
@@ -148,6 +176,7 @@ class ServerPool:
         self.connect_timeout_s = connect_timeout_s
         self.pool_size = pool_size
         self.down_for_s = down_for_s
+        self.tls = tls
         self._next = itertools.count()
         self._closed = False
 
@@ -170,6 +199,12 @@ class ServerPool:
                 conn.close()
         sock = socket.create_connection((ep.host, ep.port), timeout=self.connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            try:  # the handshake within the connect timeout
+                sock = self.tls.wrap_socket(sock, server_hostname=ep.host)
+            except BaseException:
+                sock.close()
+                raise
         return Connection(sock, self.timeout_s)
 
     def _checkin(self, ep: Endpoint, conn: Connection) -> None:

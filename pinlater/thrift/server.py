@@ -43,6 +43,14 @@ Hostile or broken clients (defaults from ``pinlater.settings``):
   stalled ones are shed to make room, and past that a request is drained
   unread and answered with an error.
 
+TLS and roles (``pinlater.thrift.security``): with a certificate, each
+connection's thread does the TLS handshake within the frame timeout, after
+peeking at the first byte: a client that is not speaking TLS is closed
+before any TLS work. A connection in its handshake is idle for shedding.
+With roles, every call is checked against the caller's certificate names
+(``pinlater.thrift.access``) after its arguments are decoded, before it
+reaches the job service; ``request_reload`` (SIGHUP) reloads the files.
+
 Shutdown (``stop``): stop accepting, wake idle connections so they close,
 let calls in flight finish and send their replies, then close what is left
 after ``grace_s``.
@@ -54,6 +62,7 @@ import contextlib
 import heapq
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -63,7 +72,7 @@ from thriftpy2.thrift import TApplicationException
 
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
-from pinlater.thrift import STRUCTS, idl
+from pinlater.thrift import STRUCTS, access, idl
 from pinlater.thrift.connection import Connection
 from pinlater.thrift.convert import to_wire_error
 from pinlater.thrift.framing import (
@@ -80,6 +89,7 @@ from pinlater.thrift.framing import (
 )
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
+from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.stats import UNKNOWN_METHOD, MetricsServer, ServerStats
 
 log = logging.getLogger(__name__)
@@ -117,6 +127,7 @@ class ThriftServer:
         listener: socket.socket | None = None,
         stats: ServerStats | None = None,
         accept_gate: Callable[[], bool] | None = None,
+        security: Security | None = None,
     ) -> None:
         """Limits left as None come from the service's settings
         (PINLATER_SERVER_MAX_CONNECTIONS and the others).
@@ -124,8 +135,16 @@ class ThriftServer:
         One process of several (``pinlater.thrift.supervisor``) is given the
         ``listener`` they share (``host`` and ``port`` are then its own), its
         ``stats`` slot, and an ``accept_gate``: it accepts only while the
-        gate says it is its turn."""
+        gate says it is its turn.
+
+        ``security`` (default: from the service's settings,
+        PINLATER_SERVER_TLS_* and PINLATER_SERVER_ROLES): TLS and roles.
+        Plain TCP on an address other than loopback is refused (a
+        TlsConfigError) unless PINLATER_SERVER_INSECURE says otherwise."""
         settings = job_service.settings
+        self.security = security if security is not None else Security.from_settings(settings)
+        if listener is None:
+            check_exposure(host, self.security, settings.server_insecure)
         self.service = job_service
         self.handler = handler or Handler(job_service)
         self.max_frame = max_frame_bytes or default_max_frame(settings.max_body_bytes)
@@ -144,6 +163,8 @@ class ThriftServer:
         self.metrics = MetricsServer(self.stats, host, metrics_port) if metrics_port is not None else None
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._reload = threading.Event()
+        self._last_denial_log: dict[tuple[str, str], float] = {}
         self._lock = threading.Lock()
         self._conns: set[Connection] = set()
         self._by_address: dict[str, set[Connection]] = {}
@@ -171,24 +192,43 @@ class ThriftServer:
         self._starter_thread.start()
         self._accept_thread.start()
         log.info(
-            "pinlater thrift server on %s:%d (max frame %d bytes, max %d connections, %d per client address, "
+            "pinlater thrift server on %s:%d%s (max frame %d bytes, max %d connections, %d per client address, "
             "%d bytes buffered, frame timeout %gs, idle timeout %gs)%s",
-            self.host, self.port, self.max_frame, self.max_connections, self.max_connections_per_client,
-            self.budget.capacity, self.frame_timeout_s, self.idle_timeout_s,
+            self.host, self.port, self._security_text(), self.max_frame, self.max_connections,
+            self.max_connections_per_client, self.budget.capacity, self.frame_timeout_s, self.idle_timeout_s,
             f", metrics on http://{self.host}:{self.metrics.port}/metrics" if self.metrics else "",
         )
         return self
 
+    def _security_text(self) -> str:
+        if self.security.context is None:
+            return ""
+        if self.security.access is not None:
+            return f" with TLS, client certificates and {len(self.security.access.grants)} identities' roles"
+        return " with TLS and client certificates" if self.security.tls and self.security.tls.client_ca else " with TLS"
+
+    @property
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context new connections take (None: plain TCP)."""
+        return self.security.context
+
     def request_stop(self) -> None:
         """Safe from a signal handler: only sets a flag."""
         self._stopping.set()
+
+    def request_reload(self) -> None:
+        """Safe from a signal handler (SIGHUP): ``serve_forever`` reloads
+        the TLS files and the roles within half a second."""
+        self._reload.set()
 
     def serve_forever(self, grace_s: float = 30.0) -> None:
         """Runs until ``request_stop`` (e.g. on SIGTERM), then stops gracefully."""
         if self._accept_thread is None:
             self.start()
         while not self._stopping.wait(0.5):
-            pass
+            if self._reload.is_set():
+                self._reload.clear()
+                self.security.reload()
         self.stop(grace_s)
 
     def stop(self, grace_s: float = 30.0) -> None:
@@ -348,8 +388,9 @@ class ThriftServer:
             self._remove(conn)
 
     # -- one call ------------------------------------------------------------------------
-    def handle(self, frame: Frame) -> tuple[bytes | None, bool]:
-        """(reply to send or None, whether the connection stays usable)."""
+    def handle(self, frame: Frame, names: tuple[str, ...] = ()) -> tuple[bytes | None, bool]:
+        """(reply to send or None, whether the connection stays usable);
+        ``names``: the client certificate's, checked against the roles."""
         try:
             header = check_message(frame)
         except FrameError as exc:
@@ -374,9 +415,16 @@ class ThriftServer:
         code: str | None = None
         self.stats.count("in_flight")
         try:
+            roles = self.security.access
+            grant = None
+            if roles is not None:
+                grant = roles.grant_for(names)
+                self._authorize(grant, names, name, args)
             with self._call_slots:
                 given = args.__dict__
                 value = getattr(self.handler, name)(*[given[field] for field in fields])
+            if grant is not None and grant.queues is not None and name == "getQueueNames":
+                value = {queue for queue in value if grant.may_touch(queue)}
             if "success" in result.__dict__:
                 result.success = value
         except PinLaterError as exc:
@@ -399,6 +447,26 @@ class ThriftServer:
             log.exception("could not encode the %s reply", name)
             app = TApplicationException(TApplicationException.INTERNAL_ERROR, f"could not encode the reply: {exc}")
             return encode_message(name, EXCEPTION, header.seqid, app), True
+
+    def _authorize(self, grant: access.Grant | None, names: tuple[str, ...], method: str, args: Any) -> None:
+        try:
+            access.check(grant, names, method, args, self._queue_exists)
+        except access.AccessDenied as exc:
+            self.stats.count("calls_denied")
+            # The identity and the method, never the arguments; a client
+            # retrying in a loop writes one line a second.
+            key = (grant.identity if grant else "", method)
+            now = time.monotonic()
+            if now - self._last_denial_log.get(key, 0.0) >= 1.0:
+                if len(self._last_denial_log) > 10_000:
+                    self._last_denial_log.clear()
+                self._last_denial_log[key] = now
+                log.warning("denied: %s", exc.message)
+            raise
+
+    def _queue_exists(self, name: str) -> bool:
+        self.service.queue_config(name)
+        return True
 
     @staticmethod
     def _protocol_error(frame: Frame, message: str) -> bytes | None:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from pinlater.errors import ErrorCode
-from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, json_answer
+from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, http_tls, json_answer
 from pinlater.thrift import service
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,9 @@ QUANTILES = (0.5, 0.99)
 COUNTERS = (
     "connections_open", "connections_total", "connections_refused", "connections_over_client_limit",
     "connections_shed", "bad_frames", "frame_timeouts", "frames_over_budget", "buffered_bytes", "in_flight",
+    # TLS: handshakes done, failed (bad certificates, garbage), plain-TCP
+    # clients closed at their first byte; calls outside the caller's role.
+    "tls_handshakes", "tls_handshake_failures", "tls_plaintext_refused", "calls_denied",
 )
 # The state of a live process, meaningless once it exited.
 GAUGES = ("connections_open", "buffered_bytes", "in_flight")
@@ -286,6 +289,10 @@ _SERVER_METRICS = (
     ("frames_over_budget", "counter", "Requests refused: no room in the budget of buffered bytes."),
     ("buffered_bytes", "gauge", "Bytes reserved for requests over 64 KiB being read or handled."),
     ("in_flight", "gauge", "Calls being handled now."),
+    ("tls_handshakes", "counter", "TLS handshakes completed."),
+    ("tls_handshake_failures", "counter", "TLS handshakes that failed: a certificate refused, a bad or slow hello."),
+    ("tls_plaintext_refused", "counter", "Connections to the TLS port closed at their first byte: not TLS."),
+    ("calls_denied", "counter", "Calls refused: outside the caller's role or queues."),
     ("uptime_s", "gauge", "Seconds since the server started."),
     ("process_restarts", "counter", "Server processes that exited unexpectedly and were replaced."),
 )
@@ -350,7 +357,7 @@ class MetricsServer(HttpServer):
 
     def __init__(self, stats: StatsSource, host: str, port: int) -> None:
         self.stats = stats
-        super().__init__("metrics", _MetricsHandler, host, port)
+        super().__init__("metrics", _MetricsHandler, host, port, tls=http_tls())
 
     @property
     def port(self) -> int:

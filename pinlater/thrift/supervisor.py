@@ -109,6 +109,7 @@ class Supervisor:
         self._restart_at: dict[int, float] = {}
         self._exits: collections.deque[float] = collections.deque()
         self._stopping = threading.Event()
+        self._reload = threading.Event()
         self.gave_up = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -139,10 +140,20 @@ class Supervisor:
         """Safe from a signal handler: only sets a flag."""
         self._stopping.set()
 
+    def request_reload(self) -> None:
+        """Safe from a signal handler (SIGHUP): the children are told to
+        reload their TLS files and roles."""
+        self._reload.set()
+
     def serve_forever(self) -> None:
         """Watches the children until ``request_stop`` (or a crash loop),
         then stops them all."""
         while not self._stopping.wait(WATCH_INTERVAL_S):
+            if self._reload.is_set():
+                self._reload.clear()
+                for child in self._children:
+                    if child is not None and child.proc.poll() is None:
+                        child.proc.send_signal(signal.SIGHUP)
             self._watch()
         self.stop()
 
@@ -225,6 +236,7 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
         return 2
     signal.signal(signal.SIGTERM, lambda *_: supervisor.request_stop())
     signal.signal(signal.SIGINT, lambda *_: supervisor.request_stop())
+    signal.signal(signal.SIGHUP, lambda *_: supervisor.request_reload())
     try:
         supervisor.start()
     except SupervisorError as exc:

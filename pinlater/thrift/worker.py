@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(name, type=int, required=True)
     parser.add_argument("--options", type=WorkerOptions.from_json, required=True)
     args = parser.parse_args(argv)
+    # A reload asked for while starting would kill the process: it loads
+    # the files fresh anyway.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     options: WorkerOptions = args.options
     logging.basicConfig(
         level=options.log_level, stream=sys.stderr,
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
         signal.signal(signal.SIGINT, lambda *_: server.request_stop())
+        signal.signal(signal.SIGHUP, lambda *_: server.request_reload())
         server.start()
         table.mark_ready(args.slot)
         threading.Thread(target=_watch_parent, args=(args.parent, server), name="pinlater-parent-watch",

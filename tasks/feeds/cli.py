@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pinlater.cli_output import one_line
 from pinlater.errors import PinLaterError
-from pinlater.httpserver import MAX_CONNECTIONS
+from pinlater.httpserver import MAX_CONNECTIONS, http_tls
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Each request runs at most two reads at a time (primary, then the standby).
     with _reader(settings, threads=2 * MAX_CONNECTIONS, shadow=True) as reader:
         serve_until_signal("pinlater-feeds", host, port,
-                           lambda h, p: FeedServer(reader, h, p, max_connections=MAX_CONNECTIONS))
+                           lambda h, p: FeedServer(reader, h, p, max_connections=MAX_CONNECTIONS, tls=http_tls()))
     return 0
 
 

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from urllib.request import urlopen
 
 from pinlater.thrift_client import ThriftClient
+from pinlater.tls import ClientTls
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, REPO, redis_url
 
 # "pinlater server listening on 127.0.0.1:PORT[, metrics on http://127.0.0.1:PORT/metrics][ (N processes)]"
@@ -94,8 +95,8 @@ class ServerProcess:
     def child_pids(self) -> list[int]:
         return [int(p["pid"]) for p in self.stats()["processes"]]
 
-    def client(self, source: str, timeout_s: float = 10) -> ThriftClient:
-        return ThriftClient([self.address], source=source, timeout_s=timeout_s)
+    def client(self, source: str, timeout_s: float = 10, tls: ClientTls | None = None, **kwargs: Any) -> ThriftClient:
+        return ThriftClient([self.address], source=source, timeout_s=timeout_s, tls=tls, **kwargs)
 
     def rss_bytes(self) -> int:
         with open(f"/proc/{self.p.pid}/status") as f:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import ssl
 import subprocess
 import sys
 import time
@@ -21,7 +22,10 @@ import pytest
 
 from pinlater.service import JobService
 from pinlater.thrift import IDL_PATH
+from pinlater.thrift.security import Security
 from pinlater.thrift.server import ThriftServer
+from tests.support.tls import Certs, make_certs
+from tests.thrift.conftest import make_service
 
 EXTENSIONS_MARKER = "\n/*\n * ===================================================================\n * EXTENSIONS:"
 # sha256 of the published interface as first written from the wire contract,
@@ -41,6 +45,11 @@ def published_definitions() -> str:
     return published[published.index("*/") + 2:]
 
 Generated = tuple[ModuleType, ModuleType]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 def _generate(compiler: str, idl: Path, out: Path, package: str, service: str) -> Generated:
@@ -98,6 +107,10 @@ def apache_extended(generated_extended: Generated, server: ThriftServer) -> Iter
 
 def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleType], queue_name: str) -> None:
     client, t = apache
+    _lifecycle(client, t, queue_name)
+
+
+def _lifecycle(client: Any, t: ModuleType, queue_name: str) -> None:
     ctx = t.RequestContext(source="apache-worker")
     client.createQueue(ctx, queue_name)
     assert queue_name in client.getQueueNames(ctx)
@@ -173,6 +186,72 @@ def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleT
     assert refused.value.errorCode == t.ErrorCode.PASSWORD_INVALID
     client.deleteQueue(ctx, queue_name, "secret")
     assert queue_name not in client.getQueueNames(ctx)
+
+
+@pytest.fixture
+def tls_server(certs: Certs, servers: Any, start_server: Any) -> Iterator[ThriftServer]:
+    service = make_service("redis")
+    yield start_server(service, security=Security(certs.server(), certs.roles))
+    service.close()
+
+
+def _stock_tls(generated: Generated, port: int, certs: Certs, identity: str | None,
+               ca: str | None = None) -> tuple[Any, Any, ModuleType]:
+    """A stock client on Apache Thrift's own TLS socket."""
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSSLSocket, TTransport
+
+    context = ssl.create_default_context(cafile=ca or certs.ca)
+    if identity is not None:
+        context.load_cert_chain(certs.directory / f"{identity}.pem", certs.directory / f"{identity}.key")
+    socket = TSSLSocket.TSSLSocket("127.0.0.1", port, ssl_context=context, server_hostname="127.0.0.1")
+    transport = TTransport.TFramedTransport(socket)
+    transport.open()
+    service, ttypes = generated
+    return service.Client(TBinaryProtocol.TBinaryProtocol(transport)), transport, ttypes
+
+
+def test_full_lifecycle_over_tls_with_a_client_certificate(
+        generated: Generated, tls_server: ThriftServer, certs: Certs, queue_name: str) -> None:
+    client, transport, t = _stock_tls(generated, tls_server.port, certs, "tls-admin")
+    try:
+        _lifecycle(client, t, queue_name)
+    finally:
+        transport.close()
+    assert tls_server.stats.snapshot()["tls_handshakes"] == 1
+
+
+@pytest.mark.parametrize("how", ["plain TCP", "no certificate", "another CA", "expired"])
+def test_a_stock_client_without_a_valid_certificate_is_refused(
+        generated: Generated, tls_server: ThriftServer, certs: Certs, how: str) -> None:
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    service, t = generated
+    if how == "plain TCP":
+        transport = TTransport.TFramedTransport(TSocket.TSocket("127.0.0.1", tls_server.port))
+        transport.open()
+        client = service.Client(TBinaryProtocol.TBinaryProtocol(transport))
+    else:
+        identity = {"no certificate": None, "another CA": "other-ca", "expired": "expired"}[how]
+        try:
+            client, transport, _ = _stock_tls(generated, tls_server.port, certs, identity)
+        except TTransport.TTransportException:  # refused within the handshake
+            client = transport = None
+    try:
+        if client is not None:
+            with pytest.raises((TTransport.TTransportException, ssl.SSLError, OSError)):
+                client.getQueueNames(t.RequestContext(source="stock"))
+    finally:
+        if transport is not None:
+            transport.close()
+    counter = "tls_plaintext_refused" if how == "plain TCP" else "tls_handshake_failures"
+    deadline = time.monotonic() + 5  # the server's side of a failed handshake may end after the client's
+    while not tls_server.stats.snapshot()[counter] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stats = tls_server.stats.snapshot()
+    assert stats["methods"] == {}, "nothing was called"
+    assert stats[counter] == 1
 
 
 def test_errors_reach_a_stock_client_as_pinlater_exceptions(apache: tuple[Any, ModuleType], queue_name: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from pinlater import Job
 from pinlater.thrift_client import ThriftClient
+from pinlater.tls import ClientTls
 from tests.support.server_process import ServerProcess, server_env
 from tests.thrift.rawwire import call_frame, ctx, length_prefix
 
@@ -55,15 +56,16 @@ class NormalClient:
     alternately on its pooled connection and on a fresh connection (a new
     client getting in). Records every call's latency and every failure."""
 
-    def __init__(self, port: int, queue: str) -> None:
+    def __init__(self, port: int, queue: str, tls: ClientTls | None = None) -> None:
         self.address = [f"127.0.0.1:{port}"]
+        self.tls = tls
         self.queue = queue
         self.latencies: list[float] = []
         self.slowest = (0.0, "")
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.pooled = ThriftClient(self.address, source="normal", timeout_s=5, retries=0)
+        self.pooled = ThriftClient(self.address, source="normal", timeout_s=5, retries=0, tls=tls)
         self.pooled.create_queue(queue)
 
     def __enter__(self) -> NormalClient:
@@ -84,7 +86,7 @@ class NormalClient:
                 if i % 2:
                     self.pooled.enqueue(self.queue, [Job(b"normal")])
                 else:
-                    with ThriftClient(self.address, source="normal-new", timeout_s=5, retries=0) as fresh:
+                    with ThriftClient(self.address, source="normal-new", timeout_s=5, retries=0, tls=self.tls) as fresh:
                         fresh.count(self.queue, "pending")
             except Exception as exc:  # noqa: BLE001 -- recorded, asserted on
                 self.errors.append(f"call {i}: {type(exc).__name__}: {exc}")

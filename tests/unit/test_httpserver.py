@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pinlater.cli_output import one_line
+from pinlater.devcerts import DevCA
 from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
 from pinlater.thrift.stats import MetricsServer
 
@@ -207,3 +211,32 @@ def test_the_metrics_server_answers_its_paths_and_json_errors() -> None:
 ])
 def test_one_line(text: object, limit: int, expected: str) -> None:
     assert one_line(text, limit) == expected
+
+
+def test_https_when_given_a_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PINLATER_HTTP_TLS_CERT/_KEY turn every endpoint to HTTPS (here the
+    metrics server's); a plain HTTP client gets no answer."""
+    ca = DevCA()
+    ca.issue("endpoint", server_names=("127.0.0.1",)).write(tmp_path / "cert.pem", tmp_path / "key.pem")
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    monkeypatch.setenv("PINLATER_HTTP_TLS_CERT", str(tmp_path / "cert.pem"))
+    monkeypatch.setenv("PINLATER_HTTP_TLS_KEY", str(tmp_path / "key.pem"))
+    metrics = MetricsServer(_NoStats(), "127.0.0.1", 0).start()
+    try:
+        assert metrics.url.startswith("https://127.0.0.1:")
+        trusted = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        with urllib.request.urlopen(metrics.url + "/metrics", context=trusted, timeout=10) as response:
+            assert response.status == 200 and b"# TYPE" in response.read()
+        with pytest.raises(OSError):  # not an answer: the TLS handshake fails on the HTTP request
+            with urllib.request.urlopen(metrics.url.replace("https", "http") + "/metrics", timeout=10) as r:
+                r.read()
+    finally:
+        metrics.stop()
+
+
+class _NoStats:
+    def snapshot(self) -> dict[str, object]:
+        return {}
+
+    def prometheus(self) -> str:
+        return "# TYPE pinlater_server_uptime_s gauge\npinlater_server_uptime_s 1\n"
