@@ -23,9 +23,17 @@ Targets: with batches of 100 the server reaches at least half the
 in-process throughput; with batches of one and 4 clients, 0.8 of it (with
 the most server processes measured).
 
+With ``--tls`` each server count also runs a server with TLS, client
+certificates and roles (certificates from ``pinlater.devcerts``), measured
+right after the plain one: the TLS rows give its throughput as a share of
+plain TCP's and the CPU it adds per call, and a "connect" row what a new
+connection costs (opened, one call, closed) with and without TLS. Target:
+batches of 100 within 10% of plain TCP.
+
     python bench/server.py                       # Redis, one or two minutes
     python bench/server.py --backend mysql --server-processes 1,4
     python bench/server.py --smoke --json out.json   # a few seconds, for CI
+    python bench/server.py --tls --server-processes 4
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,8 +62,10 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pinlater import Ack, Job, JobService
+from pinlater.devcerts import write_dev_certs
 from pinlater.settings import Settings, parse_shards
 from pinlater.thrift_client import ThriftClient
+from pinlater.tls import ClientTls
 
 BACKENDS = {
     "redis": ("r1=redis://127.0.0.1:16379/3", "redis://127.0.0.1:16379/4"),
@@ -71,15 +82,23 @@ def settings_for(backend: str) -> Settings:
 Client = JobService | ThriftClient
 
 
-def open_client(backend: str, server: str | None) -> Client:
+@dataclass(frozen=True)
+class Endpoint:
+    """A server as the client processes reach it."""
+
+    address: str
+    tls: ClientTls | None = None
+
+
+def open_client(backend: str, server: Endpoint | None) -> Client:
     source = f"bench-{os.getpid()}"
     if server is None:
         return JobService.from_settings(settings_for(backend), source=source)
-    return ThriftClient([server], source=source, timeout_s=30)
+    return ThriftClient([server.address], source=source, timeout_s=30, tls=server.tls)
 
 
 # -- workloads (in worker processes) --------------------------------------------------------
-def enqueue(backend: str, server: str | None, queue: str, jobs: int, batch: int) -> int:
+def enqueue(backend: str, server: Endpoint | None, queue: str, jobs: int, batch: int) -> int:
     with open_client(backend, server) as client:
         done = 0
         while done < jobs:
@@ -89,7 +108,7 @@ def enqueue(backend: str, server: str | None, queue: str, jobs: int, batch: int)
     return done
 
 
-def drain(backend: str, server: str | None, queue: str, jobs: int, batch: int) -> int:
+def drain(backend: str, server: Endpoint | None, queue: str, jobs: int, batch: int) -> int:
     with open_client(backend, server) as client:
         done = 0
         acks: list[Ack] = []
@@ -104,7 +123,7 @@ def drain(backend: str, server: str | None, queue: str, jobs: int, batch: int) -
     return done
 
 
-Work = Callable[[str, str | None, str, int, int], int]
+Work = Callable[[str, Endpoint | None, str, int, int], int]
 
 
 def with_cpu(fn: Work, *args: Any) -> tuple[int, float]:
@@ -152,7 +171,7 @@ def store_pids(backend: str) -> set[int]:
     return pids
 
 
-def run_parallel(pool: ProcessPoolExecutor, processes: int, fn: Work, backend: str, server: str | None,
+def run_parallel(pool: ProcessPoolExecutor, processes: int, fn: Work, backend: str, server: Endpoint | None,
                  queue: str, jobs: int, batch: int) -> Run:
     share = jobs // processes
     start = time.perf_counter()
@@ -175,7 +194,7 @@ def measure(pool: ProcessPoolExecutor, setup: JobService, backend: str, processe
     stores = store_pids(backend)
     server_cpu = server.cpu_s() if server else 0.0
     store_cpu = process_cpu_s(stores)
-    run = run_parallel(pool, processes, fn, backend, server.address if server else None, queue, jobs, batch)
+    run = run_parallel(pool, processes, fn, backend, server.endpoint if server else None, queue, jobs, batch)
     run = replace(run, store_cpu_us=1e6 * (process_cpu_s(stores) - store_cpu) / jobs)
     if server:
         run = replace(run, server_cpu_us=1e6 * (server.cpu_s() - server_cpu) / jobs)
@@ -191,6 +210,11 @@ def measure(pool: ProcessPoolExecutor, setup: JobService, backend: str, processe
 class Server:
     address: str
     pid: int
+    tls: ClientTls | None = None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.address, self.tls)
 
     def cpu_s(self) -> float:
         """CPU seconds used so far by the server's process and its children."""
@@ -215,15 +239,44 @@ def listening(command: list[str], env: dict[str, str]) -> Iterator[Server]:
         proc.wait(30)
 
 
-def server_process(backend: str, processes: int) -> contextlib.AbstractContextManager[Server]:
+def server_process(backend: str, processes: int,
+                   tls_dir: Path | None = None) -> contextlib.AbstractContextManager[Server]:
+    """A server; with ``tls_dir`` (``pinlater dev-certs``' files) one with
+    TLS, client certificates and roles, called with the admin's certificate."""
     shards, control = BACKENDS[backend]
     env = dict(os.environ, PINLATER_SHARDS=shards, PINLATER_CONTROL_URL=control)
     env.pop("PINLATER_SERVERS", None)
-    return listening(
+    tls = None
+    if tls_dir is not None:
+        for line in (tls_dir / "server.env").read_text().splitlines():
+            variable, _, value = line.partition("=")
+            env[variable] = value
+        tls = ClientTls(str(tls_dir / "ca.pem"), str(tls_dir / "admin.pem"), str(tls_dir / "admin.key"))
+    return _with_tls(listening(
         [sys.executable, "-m", "pinlater.cli", "server", "--host", "127.0.0.1", "--port", "0",
          "--metrics-port", "-1", "--no-monitor", "--processes", str(processes)],
         env,
-    )
+    ), tls)
+
+
+@contextmanager
+def _with_tls(started: contextlib.AbstractContextManager[Server], tls: ClientTls | None) -> Iterator[Server]:
+    with started as server:
+        yield replace(server, tls=tls)
+
+
+def connect_cost(server: Server, connections: int) -> tuple[float, float]:
+    """(ms, CPU us of client and server) per new connection that makes one
+    call and closes."""
+    cpu = time.process_time()
+    server_cpu = server.cpu_s()
+    start = time.perf_counter()
+    for _ in range(connections):
+        with ThriftClient([server.address], source="bench-connect", tls=server.tls, retries=0) as client:
+            client.queue_names()
+    elapsed = time.perf_counter() - start
+    used = time.process_time() - cpu + server.cpu_s() - server_cpu
+    return 1000 * elapsed / connections, 1e6 * used / connections
 
 
 def echo_process() -> contextlib.AbstractContextManager[Server]:
@@ -235,7 +288,7 @@ def transport_floor(pool: ProcessPoolExecutor, echo: Server, processes: int, fn:
     which does no work: the client's and the server's CPU per call that no
     server on this transport can go below."""
     server_cpu = echo.cpu_s()
-    run = run_parallel(pool, processes, fn, "redis", echo.address, "bench_echo", jobs, 1)
+    run = run_parallel(pool, processes, fn, "redis", echo.endpoint, "bench_echo", jobs, 1)
     return replace(run, server_cpu_us=1e6 * (echo.cpu_s() - server_cpu) / jobs)
 
 
@@ -256,6 +309,18 @@ def cpu_ceiling(local: Run, floor: Run, cores: int) -> tuple[float, float]:
     busy = in_process_us * local.per_s / 1e6
     most_per_s = cores * 1e6 / (floor.client_cpu_us + floor.server_cpu_us + in_process_us)
     return busy, most_per_s / local.per_s
+
+
+def tls_row(args: argparse.Namespace, op: str, batch: int, jobs: int, n: int, plain: Run,
+            secure: Run) -> dict[str, object]:
+    """TLS beside plain TCP, the same work through the same number of server processes."""
+    plain_cpu = (plain.client_cpu_us + plain.server_cpu_us) * batch
+    tls_cpu = (secure.client_cpu_us + secure.server_cpu_us) * batch
+    return {"backend": args.backend, "transport": "tls", "op": op, "batch": batch, "jobs": jobs,
+            "processes": args.processes, "server_processes": n, "plain_per_s": round(plain.per_s),
+            "tls_per_s": round(secure.per_s), "ratio_to_plain": round(secure.per_s / plain.per_s, 2),
+            "plain_cpu_us_per_call": round(plain_cpu), "tls_cpu_us_per_call": round(tls_cpu),
+            "tls_extra_cpu_us_per_call": round(tls_cpu - plain_cpu)}
 
 
 def server_counts(text: str) -> tuple[int, ...]:
@@ -300,6 +365,8 @@ def main() -> int:
     parser.add_argument("--batches", type=batch_sizes, default=(1, 100),
                         help="batch sizes to measure, comma-separated: 1, 100 or both (default 1,100)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--tls", action="store_true",
+                        help="also measure each server count with TLS, client certificates and roles, beside plain TCP")
     args = parser.parse_args()
     scale = 0.05 if args.smoke else 1.0
     sizes = {1: max(args.processes * 20, int(20_000 * scale)), 100: max(args.processes * 200, int(80_000 * scale))}
@@ -311,6 +378,12 @@ def main() -> int:
     context = multiprocessing.get_context("spawn")
     with ExitStack() as stack:
         servers = {n: stack.enter_context(server_process(args.backend, n)) for n in args.server_processes}
+        tls_servers: dict[int, Server] = {}
+        if args.tls:
+            tls_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tls-")))
+            write_dev_certs(tls_dir, days=1)
+            tls_servers = {n: stack.enter_context(server_process(args.backend, n, tls_dir))
+                           for n in args.server_processes}
         echo = stack.enter_context(echo_process()) if 1 in sizes else None
         pool = stack.enter_context(ProcessPoolExecutor(args.processes, mp_context=context))
         list(pool.map(time.sleep, [0] * args.processes))  # start the workers before timing
@@ -353,8 +426,31 @@ def main() -> int:
                           f"in-process {local.client_cpu_us:5.0f} + store {local.store_cpu_us:4.0f}, "
                           f"via server {remote.client_cpu_us:5.0f} + server {remote.server_cpu_us:5.0f} "
                           f"+ store {remote.store_cpu_us:4.0f}{beyond}", flush=True)
+                    if n in tls_servers:
+                        secure = measure(pool, setup, args.backend, args.processes, fn, tls_servers[n], jobs, batch)
+                        rows.append(tls_row(args, op, batch, jobs, n, remote, secure))
+                        print(f"{'':6} {op:12} batch {batch:4}: TLS x{n} {secure.per_s:9,.0f} jobs/s, "
+                              f"{rows[-1]['ratio_to_plain']:.2f} of plain TCP; CPU us/call: plain "
+                              f"{rows[-1]['plain_cpu_us_per_call']:6.0f}, TLS {rows[-1]['tls_cpu_us_per_call']:6.0f}",
+                              flush=True)
+        for n, secure_server in tls_servers.items():
+            connections = 20 if args.smoke else 300
+            plain_ms, plain_cpu = connect_cost(servers[n], connections)
+            tls_ms, tls_cpu = connect_cost(secure_server, connections)
+            rows.append({"backend": args.backend, "transport": "tls", "op": "connect", "server_processes": n,
+                         "connections": connections, "plain_ms_per_connection": round(plain_ms, 3),
+                         "tls_ms_per_connection": round(tls_ms, 3),
+                         "tls_extra_ms_per_connection": round(tls_ms - plain_ms, 3),
+                         "tls_extra_cpu_us_per_connection": round(tls_cpu - plain_cpu)})
+            print(f"{args.backend:6} {'connect':12} x{n}: a new connection and one call: plain {plain_ms:.2f} ms, "
+                  f"TLS {tls_ms:.2f} ms; TLS adds {tls_cpu - plain_cpu:,.0f} CPU us (client and server)", flush=True)
     most = max(args.server_processes)
     for row in rows:
+        if row.get("transport") == "tls":
+            if row.get("batch") == 100 and float(row["ratio_to_plain"]) < 0.9:  # type: ignore[arg-type]
+                print(f"below target: {row['op']} batch 100 over TLS x{row['server_processes']} at "
+                      f"{row['ratio_to_plain']} of plain TCP (target 0.9)")
+            continue
         target = 0.5 if row["batch"] == 100 else 0.8
         if row["server_processes"] == most and float(row["ratio"]) < target:  # type: ignore[arg-type]
             print(f"below target: {row['op']} batch {row['batch']} through {most} server processes at "

@@ -17,11 +17,22 @@ def test_server_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     out = tmp_path / "server.json"
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / "server.py"), "--smoke", "--processes", "2", "--server-processes", "1,2",
-         "--json", str(out)],
+         "--tls", "--json", str(out)],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = json.loads(out.read_text())
+    everything = json.loads(out.read_text())
+    rows = [r for r in everything if "transport" not in r]
+    tls = [r for r in everything if r.get("transport") == "tls"]
+    # TLS beside plain TCP, for each server count, and what a connection costs.
+    assert {(r["op"], r.get("batch"), r["server_processes"]) for r in tls} == {
+        (op, batch, n) for op in ("enqueue", "dequeue+ack") for batch in (1, 100) for n in (1, 2)
+    } | {("connect", None, 1), ("connect", None, 2)}
+    for row in tls:
+        if row["op"] == "connect":
+            assert row["tls_ms_per_connection"] > 0 and row["plain_ms_per_connection"] > 0
+        else:
+            assert row["tls_per_s"] > 0 and row["ratio_to_plain"] > 0 and row["tls_cpu_us_per_call"] > 0
     assert {(r["op"], r["batch"], r["server_processes"]) for r in rows} == {
         (op, batch, n) for op in ("enqueue", "dequeue+ack") for batch in (1, 100) for n in (1, 2)
     }
