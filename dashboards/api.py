@@ -57,6 +57,7 @@ from pinlater.models import CONTINUATION_START, JobInfo
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
+from pinlater.storage.urls import redact
 from pinlater.validation import MAX_LIMIT
 
 MAX_POST_BYTES = 64 * 1024
@@ -165,7 +166,8 @@ class Api:
 
     def config(self) -> dict[str, Any]:
         return {
-            "flower_url": self.settings.flower_url,
+            # The page links to it; a password in the setting is not shown.
+            "flower_url": redact(self.settings.flower_url),
             "controls_enabled": self.controls_enabled,
             "reads_protected": self.settings.dashboard_protect_reads,
             "refresh_ms": self.refresh_ms,

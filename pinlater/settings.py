@@ -30,6 +30,7 @@ from pinlater.envsettings import (
 from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
+from pinlater.storage.urls import redact
 from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
@@ -50,6 +51,10 @@ class ShardSpec:
         scheme = self.url.split("://", 1)[0]
         if scheme not in ("redis", "rediss", "mysql", "memory"):
             raise ValueError(f"shard {self.id}: unsupported URL scheme {scheme!r}")
+
+    def __repr__(self) -> str:
+        # Settings are logged and end up in tracebacks: never the password.
+        return f"ShardSpec(id={self.id!r}, url={redact(self.url)!r})"
 
 
 def parse_shards(text: str) -> tuple[ShardSpec, ...]:
@@ -83,7 +88,8 @@ def hash_secret(secret: str) -> str:
 class Settings:
     shards: tuple[ShardSpec, ...] = field(default_factory=lambda: parse_shards(DEFAULT_SHARDS))
     # Where queue configs and rate buckets live; the first shard by default.
-    control_url: str | None = None
+    # Out of repr: it may hold a password.
+    control_url: str | None = field(default=None, repr=False)
     max_body_bytes: int = 1024 * 1024
     default_priorities: int = 3
     # How long a process trusts its cached copy of a queue's config.
@@ -92,7 +98,7 @@ class Settings:
     # Share of the rate a token bucket may hold: bursts stay small.
     rate_burst_s: float = 0.1
     # sha256 hex of the secret that deleteQueue requires; None refuses all.
-    admin_secret_sha256: str | None = None
+    admin_secret_sha256: str | None = field(default=None, repr=False)
     socket_timeout_s: float = 5.0
     # The Thrift server (`pinlater server`) and its metrics endpoint.
     server_host: str = "127.0.0.1"
@@ -111,7 +117,7 @@ class Settings:
     dashboard_port: int = 8080
     # sha256 hex of the operator token every dashboard control needs; None
     # (no PINLATER_DASHBOARD_TOKEN) refuses every control. Never defaulted.
-    dashboard_token_sha256: str | None = None
+    dashboard_token_sha256: str | None = field(default=None, repr=False)
     # Ask for the token on the read-only views (JSON API, /metrics) too.
     dashboard_protect_reads: bool = False
     flower_url: str = "http://127.0.0.1:5555"

@@ -57,6 +57,37 @@ def mysql_url(database: str) -> str:
     return f"{MYSQL}/{database}"
 
 
+# The TLS stores of scripts/services (same ports, users and passwords): a Redis
+# speaking TLS only, its default user off, and a MariaDB requiring TLS, with
+# certificates of a CA made once into PINLATER_VAR/tls-stores.
+TLS_STORES = Path(os.environ.get("PINLATER_VAR") or REPO / ".var") / "tls-stores"
+STORE_CA = TLS_STORES / "ca.pem"
+STORE_CLIENT_CERT = TLS_STORES / "client.pem"
+STORE_CLIENT_KEY = TLS_STORES / "client.key"
+REDIS_TLS_PORT = 16390
+REDIS_TLS_USER = "pinlater_tls"
+REDIS_TLS_PASSWORD = "tls-redis-pw-5c1e"
+MYSQL_TLS_PORT = 13307
+MYSQL_TLS_USER = "pinlater_tls"
+MYSQL_TLS_PASSWORD = "tls-mysql-pw-9b2d"
+
+
+def redis_tls_url(db: int, *, password: str = REDIS_TLS_PASSWORD, ca: Path = STORE_CA,
+                  client_cert: bool = False) -> str:
+    """The TLS Redis as the ACL user, checked against ``ca``; with
+    ``client_cert``, presenting the client certificate too."""
+    url = f"rediss://{REDIS_TLS_USER}:{password}@127.0.0.1:{REDIS_TLS_PORT}/{db}?ssl_ca_certs={ca}"
+    return url + (f"&ssl_certfile={STORE_CLIENT_CERT}&ssl_keyfile={STORE_CLIENT_KEY}" if client_cert else "")
+
+
+def mysql_tls_url(database: str, *, password: str = MYSQL_TLS_PASSWORD, ca: Path = STORE_CA,
+                  client_cert: bool = False) -> str:
+    """The TLS MariaDB, checked against ``ca``; with ``client_cert``,
+    presenting the client certificate too."""
+    url = f"mysql://{MYSQL_TLS_USER}:{password}@127.0.0.1:{MYSQL_TLS_PORT}/{database}?ssl_ca={ca}"
+    return url + (f"&ssl_cert={STORE_CLIENT_CERT}&ssl_key={STORE_CLIENT_KEY}" if client_cert else "")
+
+
 # What this test process has started: "core" (Redis, MariaDB) or "all"
 # (those, HBase and Chromium). Worker subprocesses inherit it.
 _STARTED = "PINLATER_TEST_SERVICES_STARTED"

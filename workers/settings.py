@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pinlater.envsettings import (
@@ -38,7 +38,7 @@ class TransportSettings:
     # Redis for broadcast traffic (events, remote control, replies) and
     # wake-ups. Pub/sub is not scoped by database, so apps sharing a Redis
     # are kept apart by ``bus_prefix``.
-    bus_url: str = DEFAULT_BUS_URL
+    bus_url: str = field(default=DEFAULT_BUS_URL, repr=False)  # may hold a password
     bus_prefix: str = DEFAULT_BUS_PREFIX
     # Slow poll of each consumed queue: picks up delayed jobs whose run_after
     # came due, retries, and jobs enqueued by non-Celery clients (which send

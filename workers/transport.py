@@ -35,6 +35,7 @@ import redis
 from kombu.transport import virtual
 
 from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
+from pinlater.storage.redis_pool import tls_options
 from pinlater.thrift import DEFAULT_SERVER_PORT
 from pinlater.thrift_client import ThriftClient
 from workers.bus import BusNames, Subscriber
@@ -58,7 +59,7 @@ def bus_client(url: str) -> redis.Redis[bytes]:
     with _bus_lock:
         client = _bus_clients.get(key)
         if client is None:
-            client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+            client = redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30, **tls_options(url))
             _bus_clients[key] = client
         return client
 

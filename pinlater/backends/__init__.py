@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pinlater.backends.base import ShardBackend, ShardUnavailable
 from pinlater.settings import ShardSpec
+from pinlater.storage.urls import redact
 
 __all__ = ["ShardBackend", "ShardUnavailable", "open_backend"]
 
@@ -22,4 +23,4 @@ def open_backend(spec: ShardSpec, socket_timeout_s: float = 5.0) -> ShardBackend
         from pinlater.backends.memory_backend import MemoryBackend
 
         return MemoryBackend(spec.id)
-    raise ValueError(f"unsupported shard URL {spec.url!r}")
+    raise ValueError(f"unsupported shard URL {redact(spec.url)!r}")

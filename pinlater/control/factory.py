@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pinlater.control.base import ControlStore
+from pinlater.storage.urls import redact
 
 
 def open_control_store(url: str, socket_timeout_s: float = 5.0) -> ControlStore:
@@ -19,4 +20,4 @@ def open_control_store(url: str, socket_timeout_s: float = 5.0) -> ControlStore:
         from pinlater.control.memory_control import MemoryControlStore
 
         return MemoryControlStore.shared(url)
-    raise ValueError(f"unsupported control store URL {url!r}")
+    raise ValueError(f"unsupported control store URL {redact(url)!r}")

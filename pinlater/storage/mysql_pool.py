@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
 import pymysql
 from pymysql.connections import Connection
@@ -21,6 +20,8 @@ from pymysql.cursors import Cursor
 
 from pinlater.errors import PinLaterError, StorageError
 from pinlater.storage.sql import sql
+from pinlater.storage.urls import MySQLUrl, mysql_connect_options
+from pinlater.tls import ClientTls
 
 T = TypeVar("T")
 
@@ -36,6 +37,7 @@ REFUSED = frozenset({1040, 1044, 1045, 1129, 1130, 1698})
 LOCK_CONFLICT = frozenset({1205, 1213})
 LOCK_RETRIES = 4
 NO_SUCH_TABLE = 1146
+ACCESS_DENIED = 1045
 UNKNOWN_DATABASE = 1049
 # A connection idle for longer is pinged before use: after a server restart
 # every pooled connection is dead, and a ping (unlike a statement) is safe
@@ -99,22 +101,22 @@ class MySQLAddress:
     user: str
     password: str = field(repr=False)
     database: str
+    # The CA (and client certificate) of a TLS connection; None: plain TCP.
+    tls: ClientTls | None = None
 
     @classmethod
     def parse(cls, url: str) -> MySQLAddress:
-        """``mysql://user:password@host:port/database``."""
-        parts = urlsplit(url)
-        if parts.scheme != "mysql":
-            raise ValueError(f"not a mysql:// URL: {parts.scheme}://...")
-        database = parts.path.lstrip("/")
-        if not _DATABASE.fullmatch(database):
-            raise ValueError(f"MySQL URL needs a database name of [A-Za-z0-9_]: {database!r}")
+        """``mysql://user:password@host:port/database[?ssl_ca=...&ssl_cert=...&ssl_key=...]``."""
+        parsed = MySQLUrl.parse(url)
+        if not _DATABASE.fullmatch(parsed.database):
+            raise ValueError(f"MySQL URL needs a database name of [A-Za-z0-9_]: {parsed.database[:80]!r}")
         return cls(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
-            user=unquote(parts.username or ""),
-            password=unquote(parts.password or ""),
-            database=database,
+            host=parsed.host or "127.0.0.1",
+            port=parsed.port,
+            user=parsed.user,
+            password=parsed.password,
+            database=parsed.database,
+            tls=parsed.tls,
         )
 
     def __str__(self) -> str:
@@ -221,6 +223,8 @@ class ConnectionPool:
         self._idle: queue.LifoQueue[tuple[Connection[Cursor], int, float]] = queue.LifoQueue()
         self._lock = threading.Lock()
         self._generation = 0  # bumped by flush(): older connections are not reused
+        # Made once (a bad CA file is a ValueError here), shared by every connect.
+        self._tls = address.tls.context() if address.tls is not None else None
 
     def run(self, work: Callable[[Session], T], *, transaction: bool = False) -> T:
         """``work`` on one connection; with ``transaction``, between BEGIN and
@@ -303,8 +307,16 @@ class ConnectionPool:
             return self._open(), generation
         except Exception as exc:
             if is_unreachable(exc) or is_foreign(exc):
-                raise self._unavailable(_OneLine(describe(exc))) from exc
+                raise self._unavailable(_OneLine(self._describe_refusal(exc))) from exc
             raise
+
+    def _describe_refusal(self, exc: BaseException) -> str:
+        # A server requiring TLS (require_secure_transport) answers a plain
+        # client's right password with "access denied" too.
+        text = describe(exc)
+        if error_code(exc) == ACCESS_DENIED and self._tls is None:
+            text += "; if the server requires TLS, add ?ssl_ca=CA_FILE to the URL"
+        return text
 
     def _checkin(self, conn: Connection[Cursor], generation: int) -> None:
         if generation == self._generation and self._idle.qsize() < self._max_idle:
@@ -329,11 +341,7 @@ class ConnectionPool:
             # heartbeat within the same millisecond still counts as applied.
             # Multi-statements: a peek is one round trip (Session.execute_script).
             client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
-            # No TLS is configured. Left to itself PyMySQL offers TLS on every
-            # connect, loading the system's CA certificates into a new context
-            # each time: ~50 ms of CPU holding the GIL, which stalls every
-            # thread of the process while a pool opens connections.
-            ssl_disabled=True,
+            **mysql_connect_options(self._tls),
         )
 
     def _open(self) -> Connection[Cursor]:

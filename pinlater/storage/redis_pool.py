@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from pinlater.storage.urls import redis_tls
 
 # Enough for a Thrift server's threads plus background work; beyond it a
 # caller waits (BlockingConnectionPool) instead of failing, since a full
@@ -14,8 +18,15 @@ POOL_EXHAUSTED = "No connection available"
 
 
 def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
+    """A client of ``url``: ``redis://`` or ``rediss://`` (TLS), with
+    ``USER:PASSWORD@`` for an ACL user and, for TLS, redis-py's own query
+    names ``ssl_ca_certs`` (the CA that signed the server's certificate;
+    without it the system's CAs) and ``ssl_certfile``/``ssl_keyfile`` (a
+    client certificate). A bad URL or unreadable TLS file is a ValueError
+    here, not a failure at the first command."""
     pool = redis.BlockingConnectionPool.from_url(
         url,
+        **tls_options(url),
         max_connections=MAX_CONNECTIONS,
         timeout=socket_timeout_s,
         socket_timeout=socket_timeout_s,
@@ -25,6 +36,19 @@ def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
         retry=Retry(NoBackoff(), 0),
     )
     return redis.Redis(connection_pool=pool, decode_responses=False)
+
+
+def tls_options(url: str) -> dict[str, Any]:
+    """redis-py's TLS arguments of ``url``; a bad query or an unreadable
+    TLS file is a ValueError here, not a failure at the first command."""
+    tls = redis_tls(url)
+    if tls is not None:
+        tls.context()  # only to check the files now: redis-py loads them per connection
+    if not url.startswith("rediss://"):
+        return {}
+    # redis-py's defaults today, stated so that no upgrade turns them off:
+    # the server's certificate is verified and names the host we dialled.
+    return {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
 
 
 def is_pool_exhausted(exc: BaseException) -> bool:

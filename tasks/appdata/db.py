@@ -10,7 +10,9 @@ mean "a job shard is down", not "an app-data shard is down". What is kept
 from it: autocommit connections, an idle connection pinged before reuse,
 every idle connection dropped when the server turns out to be unreachable,
 and a statement retried after a deadlock or lock wait timeout (it was rolled
-back, so running it again is safe).
+back, so running it again is safe). Shared with it: the URL and its TLS
+files (``pinlater.storage.urls``, a module of plain functions), so a shard
+map URL reads exactly like a job shard's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pymysql
 from pymysql.connections import Connection
 from pymysql.cursors import Cursor
 
+from pinlater.storage.urls import mysql_connect_options
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable
 from tasks.appdata.shardmap import Server
 from tasks.appdata.sql import sql
@@ -68,6 +71,8 @@ class ServerPool:
         self._idle: queue.LifoQueue[tuple[Conn, int, float]] = queue.LifoQueue()
         self._lock = threading.Lock()
         self._generation = 0
+        # Made once (a bad CA file is a ValueError here), shared by every connect.
+        self._tls = server.tls.context() if server.tls is not None else None
 
     def run(self, work: Callable[[Cursor], T]) -> T:
         """``work`` with a cursor of one connection. Errors come out as
@@ -143,11 +148,7 @@ class ServerPool:
             connect_timeout=self._timeout,
             read_timeout=self._timeout,
             write_timeout=self._timeout,
-            # No TLS is configured. Left to itself PyMySQL offers TLS on every
-            # connect, loading the system's CA certificates into a new context
-            # each time: ~50 ms of CPU holding the GIL, which stalls every
-            # thread of the process while a pool opens connections.
-            ssl_disabled=True,
+            **mysql_connect_options(self._tls),
         )
         try:
             with conn.cursor() as cursor:

@@ -5,7 +5,7 @@ shard lives; ids never name a host.
 
 Text form, as in ``PINLATER_APPDATA_SHARDS``::
 
-    0-2047=mysql://user:pass@db1:3306, 2048-4095=mysql://user:pass@db2:3306
+    0-2047=mysql://user:pass@db1:3306, 2048-4095=mysql://user:pass@db2:3306?ssl_ca=/etc/ca.pem
 
 A single shard is ``N=URL``. Ranges may not overlap; gaps are allowed (a
 shard in a gap is unknown: ``UnknownShard``).
@@ -17,8 +17,9 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
 
+from pinlater.storage.urls import MySQLUrl
+from pinlater.tls import ClientTls
 from tasks.appdata.errors import UnknownShard
 from tasks.appdata.ids import MAX_SHARD
 
@@ -35,22 +36,19 @@ class Server:
     port: int
     user: str
     password: str = field(repr=False)
+    # The CA (and client certificate) of a TLS connection; None: plain TCP.
+    tls: ClientTls | None = None
 
     @classmethod
     def parse(cls, url: str) -> Server:
-        """``mysql://user:password@host:port`` (no database path)."""
-        parts = urlsplit(url.strip())
-        if parts.scheme != "mysql":
-            raise ValueError(f"not a mysql:// URL: {url.split('://', 1)[0]!r}")
-        if parts.path.strip("/"):
+        """``mysql://user:password@host:port[?ssl_ca=...&ssl_cert=...&ssl_key=...]``
+        (no database path), read by the job service's own MySQL URL parser."""
+        parsed = MySQLUrl.parse(url)
+        if parsed.database:
             raise ValueError("a server URL names no database (each shard has its own): drop the path")
-        if not parts.hostname:
+        if not parsed.host:
             raise ValueError("a server URL needs a host")
-        try:
-            port = parts.port or 3306
-        except ValueError:
-            raise ValueError("the port is not a number in 0..65535") from None
-        return cls(parts.hostname, port, unquote(parts.username or ""), unquote(parts.password or ""))
+        return cls(parsed.host, parsed.port, parsed.user, parsed.password, parsed.tls)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"

@@ -1,5 +1,6 @@
 """The rest of the wire contract in-process: lookup, count, scan, delete,
-dry runs, queue admin, and clear errors for bad input, on every setup."""
+dry runs, queue admin, and clear errors for bad input, on every setup, the
+TLS ones included."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from pinlater.errors import (
     QueueNameTooLong,
     QueueNotFound,
 )
+from tests.support.stores import SETUPS, TLS_SETUPS, setup_fixture
+
+# The TLS stores too: these two files make every kind of store call.
+setup = setup_fixture(SETUPS + TLS_SETUPS)
 
 
 def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:

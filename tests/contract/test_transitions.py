@@ -1,4 +1,5 @@
-"""Every row of DESIGN's transition table, against every backend setup."""
+"""Every row of DESIGN's transition table, against every backend setup,
+the TLS ones included."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from pinlater import Ack, Checkpoint, Job, JobService, JobState, RetryPolicy
 from pinlater.descriptor import JobDescriptor
 from pinlater.models import DequeuedJob
 from pinlater.monitor import Monitor
+from tests.support.stores import SETUPS, TLS_SETUPS, setup_fixture
+
+# The TLS stores too: these two files make every kind of store call.
+setup = setup_fixture(SETUPS + TLS_SETUPS)
 
 
 def _one(cluster: JobService, queue: str, **job: object) -> str:

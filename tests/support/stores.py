@@ -1,36 +1,52 @@
 """The job service's stores for tests (a pytest plugin of the root conftest).
 
 ``cluster`` builds a JobService over one of five setups: memory, Redis, MySQL,
-and two-shard Redis and MySQL. Every test gets fresh queue names, so tests
-never see each other's jobs. ``servers`` starts Redis and MariaDB only: the
-job service's tests need no JVM.
+and two-shard Redis and MySQL; a module may add the two TLS setups
+(``TLS_SETUPS``: Redis and MySQL over TLS with passwords, see
+``setup_fixture``). Every test gets fresh queue names, so tests never see
+each other's jobs. ``servers`` starts Redis and MariaDB only (the TLS ones
+too): the job service's tests need no JVM.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pymysql
 import pytest
 
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
+from pinlater.tls import ClientTls
 from tests.servers import (
+    MYSQL_TLS_PASSWORD,
+    MYSQL_TLS_PORT,
+    MYSQL_TLS_USER,
     REDIS_CONTROL_DB,
     REDIS_PORTS,
     REDIS_SHARD_DB,
+    STORE_CA,
     PrivateRedis,
     ensure_services,
+    mysql_tls_url,
     mysql_url,
+    redis_tls_url,
     redis_url,
 )
 
 SETUPS = ["memory", "redis", "mysql", "redis_sharded", "mysql_sharded"]
+# The stores over TLS with passwords (scripts/services' TLS Redis and
+# MariaDB): a shard and the control store on each. Redis presents a client
+# certificate too. Not in SETUPS: the contract suite runs them on its
+# transitions and operations only (``setup_fixture``), which cover every
+# store call a TLS connection could change.
+TLS_SETUPS = ["redis_tls", "mysql_tls"]
 # Every test uses fresh queue names, so sessions share Redis without stepping
 # on each other; MySQL databases are per session and dropped at its end.
 SESSION = uuid.uuid4().hex[:8]
 MYSQL_DATABASES = {name: f"pinlater_test_{SESSION}_{name}" for name in ("d1", "d2", "ctl", "kombu_d1", "kombu_ctl")}
+MYSQL_TLS_DATABASES = {name: f"pinlater_test_{SESSION}_tls_{name}" for name in ("d1", "ctl")}
 SERVER_SETUPS = ["redis", "mysql", "redis_sharded", "mysql_sharded"]
 
 
@@ -50,6 +66,12 @@ def settings_for(setup: str, **overrides: object) -> Settings:
     elif setup == "mysql_sharded":
         shards = f"d1={mysql_url(MYSQL_DATABASES['d1'])},d2={mysql_url(MYSQL_DATABASES['d2'])}"
         control = mysql_url(MYSQL_DATABASES["ctl"])
+    elif setup == "redis_tls":
+        shards = f"r1={redis_tls_url(REDIS_SHARD_DB, client_cert=True)}"
+        control = redis_tls_url(REDIS_CONTROL_DB, client_cert=True)
+    elif setup == "mysql_tls":
+        shards = f"d1={mysql_tls_url(MYSQL_TLS_DATABASES['d1'])}"
+        control = mysql_tls_url(MYSQL_TLS_DATABASES["ctl"])
     else:
         raise ValueError(setup)
     fields: dict[str, object] = {
@@ -72,6 +94,12 @@ def servers() -> Iterator[None]:
         for database in MYSQL_DATABASES.values():
             cur.execute(f"DROP DATABASE IF EXISTS {database}")
     conn.close()
+    conn = pymysql.connect(host="127.0.0.1", port=MYSQL_TLS_PORT, user=MYSQL_TLS_USER, password=MYSQL_TLS_PASSWORD,
+                           ssl=ClientTls(str(STORE_CA)).context())
+    with conn.cursor() as cur:
+        for database in MYSQL_TLS_DATABASES.values():
+            cur.execute(f"DROP DATABASE IF EXISTS {database}")
+    conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +116,20 @@ def queue_name() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=SETUPS)
-def setup(request: pytest.FixtureRequest) -> str:
-    if request.param != "memory":
-        request.getfixturevalue("servers")
-    return str(request.param)
+def setup_fixture(setups: list[str]) -> Callable[[pytest.FixtureRequest], str]:
+    """A ``setup`` fixture over ``setups``: a module assigns it to ``setup``
+    to run its tests on other setups (e.g. ``SETUPS + TLS_SETUPS``)."""
+
+    @pytest.fixture(params=setups)
+    def setup(request: pytest.FixtureRequest) -> str:
+        if request.param != "memory":
+            request.getfixturevalue("servers")
+        return str(request.param)
+
+    return setup
+
+
+setup = setup_fixture(SETUPS)
 
 
 @pytest.fixture
