@@ -23,7 +23,9 @@ from tests.feeds.world import FeedWorld, longest_run_ms
 # process is left with them at the end.
 pytestmark = pytest.mark.slow
 
-BACKENDS = ["redis", "redis+thrift", "mysql"]
+# Through a plain server in the tests below; here through one with TLS, the workers holding
+# the worker role only and the application the producer role.
+BACKENDS = ["redis", "redis+tls", "mysql"]
 
 
 def followers(store: AppData, account: int, count: int, name: str) -> list[int]:

@@ -25,6 +25,7 @@ from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.thrift_client import ThriftClient
+from pinlater.tls import ClientTls
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
@@ -37,6 +38,7 @@ from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, H
 from tests.support.appdata import ENV as APPDATA_ENV
 from tests.support.hbase import PREFIX as HBASE_PREFIX
 from tests.support.stores import settings_for
+from tests.support.tls import client_tls_env
 from tests.workers.harness import Processes, wait_until, worker_env
 
 FEED_TASKS = "tasks.feeds.tasks"
@@ -142,11 +144,14 @@ def reset_queues(service: JobService, names: tuple[str, ...] = QUEUES) -> None:
 def feed_world(
     stores: str, thrift_address: str | None, store: AppData, pair: ClusterPair, logdir: Path, *,
     imports: tuple[str, ...] = TASK_MODULES, more_queues: tuple[str, ...] = (),
-    extra_env: dict[str, str] | None = None, **feed: Any
+    extra_env: dict[str, str] | None = None, tls: dict[str, ClientTls] | None = None, **feed: Any
 ) -> Iterator[FeedWorld]:
     """Workers import ``imports`` and consume the feed queues and
     ``more_queues`` (reset like the feed queues), with ``extra_env`` over
-    the test settings: other task packages' tests build on this world."""
+    the test settings: other task packages' tests build on this world.
+    ``tls``: the "workers" and "app" clients of the Thrift server speak TLS
+    with those certificates."""
+    tls = tls or {}
     env = feed_env(stores, f"feeds{int(time.time() * 1000) % 10**8}:", imports,
                    **{k: str(v) for k, v in feed.items()})
     env.update(extra_env or {})
@@ -157,7 +162,9 @@ def feed_world(
         client: PinLaterClient = service
         if thrift_address is not None:
             env["PINLATER_SERVERS"] = thrift_address
-            client = ThriftClient([thrift_address], source="feed-tests")
+            if "workers" in tls:
+                env |= client_tls_env(tls["workers"])
+            client = ThriftClient([thrift_address], source="feed-tests", tls=tls.get("app"))
         actions = FeedActions(store, client, FeedSettings.from_env(env))
         procs = Processes(env, logdir)
         # The world's queues alone: the shards also hold every queue other
