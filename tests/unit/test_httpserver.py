@@ -227,9 +227,9 @@ def test_https_when_given_a_certificate(tmp_path: Path, monkeypatch: pytest.Monk
         trusted = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
         with urllib.request.urlopen(metrics.url + "/metrics", context=trusted, timeout=10) as response:
             assert response.status == 200 and b"# TYPE" in response.read()
-        with pytest.raises(OSError):  # not an answer: the TLS handshake fails on the HTTP request
-            with urllib.request.urlopen(metrics.url.replace("https", "http") + "/metrics", timeout=10) as r:
-                r.read()
+        with (pytest.raises(OSError),  # not an answer: the TLS handshake fails on the HTTP request
+              urllib.request.urlopen(metrics.url.replace("https", "http") + "/metrics", timeout=10) as r):
+            r.read()
     finally:
         metrics.stop()
 
