@@ -9,13 +9,16 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from pinlater.devcerts import DevCA
 from tasks.appdata import graph
 from tasks.appdata.ids import ID_LIMIT, ObjectType, make_id
 from tasks.appdata.store import AppData
@@ -268,6 +271,23 @@ def test_cli_serve_announces_its_port_and_stops_on_sigterm(feed: tuple[int, list
         assert line.startswith("pinlater-feeds listening on 127.0.0.1:"), line
         port = int(line.rsplit(":", 1)[1])
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", f"/v1/feeds/{follower}")
+        page = json.loads(connection.getresponse().read())
+        connection.close()
+        assert [p["id"] for p in page["pins"]] == newest_first
+
+
+def test_cli_serve_speaks_https_with_a_certificate(feed: tuple[int, list[int]], tmp_path: Path) -> None:
+    follower, newest_first = feed
+    ca = DevCA()
+    ca.issue("feeds", server_names=("127.0.0.1",)).write(tmp_path / "cert.pem", tmp_path / "key.pem")
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    env = {**CLI_ENV, "PINLATER_HTTP_TLS_CERT": str(tmp_path / "cert.pem"),
+           "PINLATER_HTTP_TLS_KEY": str(tmp_path / "key.pem")}
+    with serving("tasks.feeds.cli", "--port", "0", env=env) as line:
+        port = int(line.rsplit(":", 1)[1])
+        trusted = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=trusted)
         connection.request("GET", f"/v1/feeds/{follower}")
         page = json.loads(connection.getresponse().read())
         connection.close()
