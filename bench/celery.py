@@ -192,6 +192,8 @@ def celery_pinlater(env: dict[str, str]) -> System:
     os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX",
                                            "BENCH_PREFETCH_MULTIPLIER")})
     from bench.celery_apps import pinlater_app, pinlater_noop
+    from pinlater.service import JobService
+    from pinlater.settings import Settings
     from workers.client import shared_client
     from workers.settings import TransportSettings
 
@@ -200,6 +202,14 @@ def celery_pinlater(env: dict[str, str]) -> System:
     def reset() -> None:
         for url in (SHARD_URL, CONTROL_URL):
             redis.Redis.from_url(url).flushdb()
+        # This process's client recorded the stores' layout on its first
+        # command (its shard health probe, in the background), perhaps before
+        # the flush, and records it once only: a fresh client's first calls
+        # record it again, as on a new deployment, or the workers would
+        # find the queue's keys without it and take the stores for layout 1.
+        with JobService.from_settings(Settings.from_env(), source="bench-reset") as fresh:
+            fresh.queue_names()
+            fresh.shard_status(probe=True)
 
     def publish(count: int) -> None:
         # Created by its first publish, as in an application.
