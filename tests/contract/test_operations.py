@@ -22,10 +22,6 @@ from pinlater.errors import (
     QueueNameTooLong,
     QueueNotFound,
 )
-from tests.support.stores import SETUPS, TLS_SETUPS, setup_fixture
-
-# The TLS stores too: these two files make every kind of store call.
-setup = setup_fixture(SETUPS + TLS_SETUPS)
 
 
 def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:

@@ -11,10 +11,6 @@ from pinlater import Ack, Checkpoint, Job, JobService, JobState, RetryPolicy
 from pinlater.descriptor import JobDescriptor
 from pinlater.models import DequeuedJob
 from pinlater.monitor import Monitor
-from tests.support.stores import SETUPS, TLS_SETUPS, setup_fixture
-
-# The TLS stores too: these two files make every kind of store call.
-setup = setup_fixture(SETUPS + TLS_SETUPS)
 
 
 def _one(cluster: JobService, queue: str, **job: object) -> str:

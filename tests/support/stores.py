@@ -1,10 +1,10 @@
 """The job service's stores for tests (a pytest plugin of the root conftest).
 
 ``cluster`` builds a JobService over one of five setups: memory, Redis, MySQL,
-and two-shard Redis and MySQL; a module may add the two TLS setups
-(``TLS_SETUPS``: Redis and MySQL over TLS with passwords, see
-``setup_fixture``). Every test gets fresh queue names, so tests never see
-each other's jobs. ``servers`` starts Redis and MariaDB only (the TLS ones
+and two-shard Redis and MySQL; a directory or module may add the two TLS
+setups (``TLS_SETUPS``: Redis and MySQL over TLS with passwords) through
+``setup_fixture``, as the contract suite does. Every test gets fresh queue
+names, so tests never see each other's jobs. ``servers`` starts Redis and MariaDB only (the TLS ones
 too): the job service's tests need no JVM.
 """
 
@@ -38,9 +38,8 @@ from tests.servers import (
 SETUPS = ["memory", "redis", "mysql", "redis_sharded", "mysql_sharded"]
 # The stores over TLS with passwords (scripts/services' TLS Redis and
 # MariaDB): a shard and the control store on each. Redis presents a client
-# certificate too. Not in SETUPS: the contract suite runs them on its
-# transitions and operations only (``setup_fixture``), which cover every
-# store call a TLS connection could change.
+# certificate too. Not in SETUPS: the contract suite runs them
+# (tests/contract/conftest.py, through ``setup_fixture``).
 TLS_SETUPS = ["redis_tls", "mysql_tls"]
 # Every test uses fresh queue names, so sessions share Redis without stepping
 # on each other; MySQL databases are per session and dropped at its end.
