@@ -58,6 +58,10 @@ def test_sighup_reloads_roles_and_certificate_and_keeps_open_connections(
             # The worker's line goes: its next call on the same connection is refused.
             Path(certs.roles).write_text("tls-admin admin\n")
             server.p.send_signal(signal.SIGHUP)
+            # Every process, before the next signal: a process told twice before
+            # it got round to the first reloads once, with the files as they are then.
+            _until(lambda: server.log().count("reloaded the TLS") == int(processes), "every process reloaded",
+                   server)
             _until(lambda: _denied(worker), "the worker's role revoked", server)
             # A new server certificate from a new CA: new connections need it,
             # open ones carry on.
