@@ -54,7 +54,7 @@ def test_an_unreadable_roles_file_is_one_line(tmp_path: Any) -> None:
         AccessList.load(str(tmp_path / "missing"))
 
 
-def test_the_roles_cover_the_issue_s_methods() -> None:
+def test_what_each_role_may_call() -> None:
     assert ROLES["admin"] == frozenset(STRUCTS)
     for role in ("producer", "worker", "operator"):
         assert not ROLES[role] & {"deleteQueue"}
