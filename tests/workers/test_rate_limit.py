@@ -66,8 +66,10 @@ def test_rate_limit_pause_resume_and_live_change(
     time.sleep(3.0)
     assert _between(_starts(results), resumed_at + 1.0, resumed_at + 3.0) >= 0.5 * RATE * 2
 
+    # A lower rate: a higher one also measured the workers' spare capacity,
+    # which a loaded machine lacked (76 of 100 jobs/s on MySQL in CI).
     changed_at = time.time()
-    service.set_rate(qname("w_rate"), 2 * RATE)
+    service.set_rate(qname("w_rate"), RATE / 2)
     time.sleep(6.0)
-    faster = _between(_starts(results), changed_at + 2.0, changed_at + 6.0) / 4.0
-    assert abs(faster - 2 * RATE) <= 0.2 * 2 * RATE, f"{faster:.1f} jobs/s 2 s after the rate became {2 * RATE:g}"
+    slower = _between(_starts(results), changed_at + 2.0, changed_at + 6.0) / 4.0
+    assert abs(slower - RATE / 2) <= 0.2 * RATE / 2, f"{slower:.1f} jobs/s 2 s after the rate became {RATE / 2:g}"
