@@ -76,7 +76,7 @@ def _load_chain(ctx: ssl.SSLContext, cert: str, key: str) -> None:
     try:
         ctx.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
-        raise TlsConfigError(f"cannot use the certificate {cert} with the key {key}: {_reason(exc)}") from None
+        raise TlsConfigError(f"cannot use the certificate {cert} with the key {key}: {reason(exc)}") from None
 
 
 def _load_ca(ctx: ssl.SSLContext, ca: str) -> None:
@@ -85,13 +85,16 @@ def _load_ca(ctx: ssl.SSLContext, ca: str) -> None:
     try:
         ctx.load_verify_locations(cafile=ca)
     except (ssl.SSLError, OSError) as exc:
-        raise TlsConfigError(f"cannot use the CA file {ca}: {_reason(exc)}") from None
+        raise TlsConfigError(f"cannot use the CA file {ca}: {reason(exc)}") from None
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
+    """Why a TLS operation failed, in a few words (OpenSSL's reason when
+    there is one): for loading files and for handshakes alike."""
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return str(exc.reason)
-    return str(exc.args[-1] if exc.args else exc)
+    text = str(exc.args[-1]) if exc.args else ""
+    return text or type(exc).__name__
 
 
 def peer_names(sock: ssl.SSLSocket) -> tuple[str, ...]:

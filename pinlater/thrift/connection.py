@@ -25,7 +25,7 @@ from pinlater.thrift.framing import (
 )
 from pinlater.thrift.resources import STALL_S, ByteBudget
 from pinlater.thrift.stats import ServerStats
-from pinlater.tls import HANDSHAKE_RECORD, peer_names
+from pinlater.tls import HANDSHAKE_RECORD, peer_names, reason
 
 log = logging.getLogger("pinlater.thrift.server")
 
@@ -183,7 +183,7 @@ class Connection:
         except (OSError, ValueError) as exc:
             if not self.closing:
                 server.stats.count("tls_handshake_failures")
-                log.info("TLS handshake with %s failed: %s", self.peer, _tls_reason(exc))
+                log.info("TLS handshake with %s failed: %s", self.peer, reason(exc))
             return False
         server.stats.count("tls_handshakes")
         return True
@@ -262,8 +262,3 @@ class Connection:
             with contextlib.suppress(OSError):
                 self.sock.close()
 
-
-def _tls_reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason)
-    return str(exc) or type(exc).__name__
