@@ -15,7 +15,9 @@ from pinlater.service import JobService
 from tests.integration.procs import ready, timed_dequeues
 from tests.support.stores import settings_for
 
-RATE = 200.0
+# Within what two processes dequeue on a loaded machine: at 200 jobs/s the
+# MySQL case measured the machine's spare capacity too (158 jobs/s in CI).
+RATE = 100.0
 RUN_S = 19.0
 PAUSE_AT = 12.5  # seconds after the workers, spawned and connected, start
 RESUME_AT = 15.5
