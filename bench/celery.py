@@ -209,7 +209,7 @@ def celery_pinlater(env: dict[str, str]) -> System:
         # find the queue's keys without it and take the stores for layout 1.
         with JobService.from_settings(Settings.from_env(), source="bench-reset") as fresh:
             fresh.queue_names()
-            fresh.shard_status(probe=True)
+            fresh.operators.shard_status(probe=True)
 
     def publish(count: int) -> None:
         # Created by its first publish, as in an application.

@@ -140,8 +140,8 @@ class Api:
         self.unavailable_panels = list(unavailable_panels)
         self.controls = Controls(service, audit, collector.invalidate)
         # The charts show the queues of the snapshot, which the page reads anyway.
-        self.rates = RateCharts(service.minute_series, lambda: [q["name"] for q in collector.snapshot()["queues"]],
-                                ttl_s=collector.ttl_s)
+        self.rates = RateCharts(service.operators.minute_series,
+                                lambda: [q["name"] for q in collector.snapshot()["queues"]], ttl_s=collector.ttl_s)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
         self._gets: dict[str, Callable[[Request], Response]] = {
@@ -172,7 +172,7 @@ class Api:
             "reads_protected": self.settings.dashboard_protect_reads,
             "refresh_ms": self.refresh_ms,
             "body_cap_bytes": self.body_cap,
-            "shards": self.service.shard_ids(),
+            "shards": self.service.operators.shard_ids(),
             "panels": [p.name for p in self.panels],
             "unavailable_panels": [{"name": u.name, "error": u.error} for u in self.unavailable_panels],
         }

@@ -131,7 +131,7 @@ class Dashboard:
             raise ValueError("PINLATER_DASHBOARD_PROTECT_READS needs PINLATER_DASHBOARD_TOKEN")
         self.service = service
         self._owns_service = owns_service
-        self.collector = Collector(service, ttl_s=refresh_s, rate_window_minutes=rate_window_minutes)
+        self.collector = Collector(service.operators, ttl_s=refresh_s, rate_window_minutes=rate_window_minutes)
         self.records = open_records(settings.resolved_control_url, settings.socket_timeout_s)
         unavailable: list[Unavailable] = []
         if panels is None:

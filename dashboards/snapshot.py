@@ -47,8 +47,8 @@ from dashboards.configs import ConfigReader, QueueEntry
 from pinlater import counters
 from pinlater.errors import PinLaterError
 from pinlater.models import JobInfo
+from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
-from pinlater.service import JobService
 from pinlater.shards import ShardHealth
 from pinlater.states import JobState
 
@@ -86,21 +86,21 @@ class ShardReading:
     error: str | None = None
 
 
-def read_shard(service: JobService, shard_id: str, configs: Sequence[QueueConfig]) -> ShardReading:
+def read_shard(operators: Operators, shard_id: str, configs: Sequence[QueueConfig]) -> ShardReading:
     """Counts and oldest pending jobs of every queue on one shard. The
-    service's calls go through its shard set, so that a failure here counts
+    operators' calls go through its shard set, so that a failure here counts
     against the shard's health exactly as a worker's would."""
     reading = ShardReading()
     try:
-        reading.now_ms = service.shard_now_ms(shard_id)
+        reading.now_ms = operators.shard_now_ms(shard_id)
         for config in configs:
             q = config.name
             per_priority: dict[int, dict[str, int]] = {}
             for p in range(1, config.priorities + 1):
-                counts = {key: service.count_on_shard(shard_id, q, p, s, f) for key, s, f in _READS}
+                counts = {key: operators.count_on_shard(shard_id, q, p, s, f) for key, s, f in _READS}
                 per_priority[p] = counts
                 if counts["pending_now"]:
-                    _note_oldest(service, shard_id, q, p, reading)
+                    _note_oldest(operators, shard_id, q, p, reading)
             reading.counts[q] = per_priority
     except Exception as exc:  # noqa: BLE001 -- shown against that shard, as said below
         # The shard set has recorded it against the shard's health (a
@@ -113,8 +113,8 @@ def read_shard(service: JobService, shard_id: str, configs: Sequence[QueueConfig
     return reading
 
 
-def _note_oldest(service: JobService, shard_id: str, queue: str, priority: int, reading: ShardReading) -> None:
-    found = service.oldest_pending(shard_id, queue, priority)
+def _note_oldest(operators: Operators, shard_id: str, queue: str, priority: int, reading: ShardReading) -> None:
+    found = operators.oldest_pending(shard_id, queue, priority)
     if found is None:
         return
     current = reading.oldest.get(queue)
@@ -125,16 +125,16 @@ def _note_oldest(service: JobService, shard_id: str, queue: str, priority: int, 
 class Collector:
     """Builds snapshots and caches the latest one."""
 
-    def __init__(self, service: JobService, ttl_s: float = 2.0, rate_window_minutes: int = 5) -> None:
-        self.service = service
+    def __init__(self, operators: Operators, ttl_s: float = 2.0, rate_window_minutes: int = 5) -> None:
+        self.operators = operators
         self.ttl_s = ttl_s
         self.rate_window_minutes = rate_window_minutes
         self._lock = threading.Lock()
         self._cached: dict[str, Any] | None = None
         self._cached_at = 0.0
         self._entries: dict[str, QueueEntry] = {}
-        self._reader = ConfigReader(service.queue_config_texts)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(service.shard_ids())), thread_name_prefix="dash-shard")
+        self._reader = ConfigReader(operators.queue_config_texts)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(operators.shard_ids())), thread_name_prefix="dash-shard")
         self.passes = 0
         self.failed_passes = 0
 
@@ -173,15 +173,15 @@ class Collector:
         rates: dict[str, dict[str, float]] = {}
         events: dict[str, dict[str, int]] = {}
         try:
-            rates = self.service.recent_rates(self.rate_window_minutes)
-            events = self.service.recent_totals(self.rate_window_minutes)
+            rates = self.operators.recent_rates(self.rate_window_minutes)
+            events = self.operators.recent_totals(self.rate_window_minutes)
         except PinLaterError as exc:
             control_error = control_error or f"event counters: {exc.message}"
 
-        healthy = [sid for sid, health in self.service.shard_status().items() if health.healthy]
-        futures = {sid: self._pool.submit(read_shard, self.service, sid, configs) for sid in healthy}
+        healthy = [sid for sid, health in self.operators.shard_status().items() if health.healthy]
+        futures = {sid: self._pool.submit(read_shard, self.operators, sid, configs) for sid in healthy}
         readings = {sid: f.result() for sid, f in futures.items()}
-        status = self.service.shard_status()  # after the reads, which may have changed it
+        status = self.operators.shard_status()  # after the reads, which may have changed it
 
         shard_views = [self._shard_view(sid, health, readings.get(sid)) for sid, health in status.items()]
         counted = {sid: r for sid, r in readings.items() if r.error is None}

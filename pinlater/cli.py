@@ -54,7 +54,10 @@ def _info_dict(info: JobInfo) -> dict[str, Any]:
 def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
     rows = []
     # Through a server: one config per name (the wire has no call for all of them).
-    configs = c.queue_configs() if isinstance(c, JobService) else {n: c.queue_config(n) for n in c.queue_names()}
+    if isinstance(c, JobService):
+        configs = c.operators.queue_configs()
+    else:
+        configs = {n: c.queue_config(n) for n in c.queue_names()}
     for name, config in sorted(configs.items()):
         if config.paused:
             rate = "paused"
@@ -132,11 +135,11 @@ def cmd_config(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_shards(c: JobService, a: argparse.Namespace) -> Any:
-    return [{"shard": s, **h.as_dict()} for s, h in c.shard_status(probe=True).items()]
+    return [{"shard": s, **h.as_dict()} for s, h in c.operators.shard_status(probe=True).items()]
 
 
 def cmd_monitor(c: JobService, a: argparse.Namespace) -> Any:
-    monitor = Monitor(c, interval_s=a.interval)
+    monitor = Monitor(c.operators, interval_s=a.interval)
     if a.once:
         return monitor.run_once().as_dict()
     signal.signal(signal.SIGTERM, lambda *_: monitor.stop())

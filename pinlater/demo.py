@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
 
     with JobService.from_settings(demo_settings(), source="demo-worker") as client:
-        console.print(f"[bold]PinLater demo[/] on shards {', '.join(client.shard_ids())}")
+        console.print(f"[bold]PinLater demo[/] on shards {', '.join(client.operators.shard_ids())}")
         for name, (policy, timeout_ms) in QUEUES.items():
             client.delete_queue(name, DEMO_SECRET)  # a clean slate each run
             client.create_queue(name, retry=policy, claim_timeout_ms=timeout_ms)
 
-        now = client.shard_now_ms()
+        now = client.operators.shard_now_ms()
         total = 0
         per_queue = args.jobs // len(QUEUES)
         for name in QUEUES:
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         abandoned = client.dequeue("send_email", 30, source="crashed-worker")
         console.print(f"a 'crashed' worker abandoned {len(abandoned)} claims (claim timeout 1.5 s)")
 
-        monitor = Monitor(client)
+        monitor = Monitor(client.operators)
         monitor_totals = {"claims_repended": 0, "claims_failed": 0}
         deadline = time.time() + args.timeout
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(table)
         console.print(f"monitor: {monitor_totals['claims_repended']} timed-out claims re-pended, "
                       f"{monitor_totals['claims_failed']} failed")
-        for shard, health in client.shard_status().items():
+        for shard, health in client.operators.shard_status().items():
             console.print(f"shard {shard}: {'healthy' if health.healthy else 'DOWN'}")
         finished = sum(client.count(q, s) for q in QUEUES for s in ("succeeded", "failed"))
         if finished < total:

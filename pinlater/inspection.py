@@ -289,7 +289,7 @@ class Inspector:
         # Dequeue order is oldest run_after first, so a dry-run peek of one
         # job finds it; a lookup then gives its run_after.
         backend = self._one_shard(shard_id, queue, priority)
-        peeked = self._shards.call(backend, lambda b: b.peek(queue, [priority], 1).jobs)
+        peeked = self._shards.call(backend, "peek", queue, lambda b: b.peek(queue, [priority], 1).jobs)
         if not peeked:
             return None
         [record] = self._lookup_on(backend, queue, priority, [peeked[0].local_id], False)
@@ -299,7 +299,7 @@ class Inspector:
 
     def shard_now_ms(self, shard_id: str) -> int:
         """The shard's own clock (the one its jobs' times are on)."""
-        return self._shards.call(self._one_shard(shard_id), lambda b: b.now_ms())
+        return self._shards.call(self._one_shard(shard_id), "now_ms", None, lambda b: b.now_ms())
 
     def _one_shard(self, shard_id: str, queue: str | None = None, priority: int | None = None) -> ShardBackend:
         if shard_id not in self._shards.ids:
@@ -312,12 +312,12 @@ class Inspector:
 
     # -- shard calls, one typed helper each ----------------------------------------
     def _count_on(self, backend: ShardBackend, queue: str, priority: int, state: JobState, future: bool) -> int:
-        return self._shards.call(backend, lambda b: b.count(queue, priority, state, future))
+        return self._shards.call(backend, "count", queue, lambda b: b.count(queue, priority, state, future))
 
     def _lookup_on(
         self, backend: ShardBackend, queue: str, priority: int, ids: list[int], include_body: bool
     ) -> list[JobRecord | None]:
-        return self._shards.call(backend, lambda b: b.lookup(queue, priority, ids, include_body))
+        return self._shards.call(backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, include_body))
 
     def _scan_page(
         self,
@@ -329,4 +329,6 @@ class Inspector:
         before: tuple[int, int] | None,
         include_body: bool,
     ) -> list[JobRecord]:
-        return self._shards.call(backend, lambda b: b.scan(queue, priority, state, future, before, _PAGE, include_body))
+        return self._shards.call(
+            backend, "scan", queue, lambda b: b.scan(queue, priority, state, future, before, _PAGE, include_body)
+        )

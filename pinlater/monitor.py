@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from pinlater.backends.base import ShardUnavailable
 from pinlater.errors import QueueNotFound
+from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
-from pinlater.service import JobService
 from pinlater.states import JobState
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,18 @@ class MonitorStats:
 
 class Monitor:
     def __init__(
-        self, service: JobService, interval_s: float = 5.0, queues: list[str] | None = None
+        self, operators: Operators, interval_s: float = 5.0, queues: list[str] | None = None
     ) -> None:
         """``queues`` limits the monitor to those queues (default: all)."""
-        self.service = service
+        self.operators = operators
         self.interval_s = interval_s
         self.queues = queues
         self._stop = threading.Event()
 
     def run_once(self) -> MonitorStats:
         stats = MonitorStats()
-        configs = self.service.queue_configs(self.queues)
-        for shard_id, health in self.service.shard_status().items():
+        configs = self.operators.queue_configs(self.queues)
+        for shard_id, health in self.operators.shard_status().items():
             if not health.healthy:
                 stats.shards_skipped.append(shard_id)
                 continue
@@ -79,7 +79,7 @@ class Monitor:
 
     def _expire(self, shard_id: str, config: QueueConfig, priority: int, stats: MonitorStats) -> None:
         for _ in range(MAX_BATCHES_PER_STEP):
-            expired = self.service.expire_claims(shard_id, config, priority, BATCH)
+            expired = self.operators.expire_claims(shard_id, config, priority, BATCH)
             stats.claims_repended += expired.repended
             stats.claims_failed += expired.failed
             if expired.repended + expired.failed < BATCH:
@@ -88,7 +88,7 @@ class Monitor:
     def _gc(self, shard_id: str, config: QueueConfig, priority: int, state: JobState) -> int:
         total = 0
         for _ in range(MAX_BATCHES_PER_STEP):
-            n = self.service.collect_finished(shard_id, config, priority, state, BATCH)
+            n = self.operators.collect_finished(shard_id, config, priority, state, BATCH)
             total += n
             if n < BATCH:
                 break

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from pinlater.backends.base import ExpiredClaims, ShardBackend
 from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
-from pinlater.counters import CLAIMS_EXPIRED, RETRIED_BY_OPERATOR, EventCounters
 from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
 from pinlater.inspection import BodySearch, Inspector
 from pinlater.queue_config import QueueConfig, validate_queue_name
@@ -32,14 +31,12 @@ class QueueAdmin:
         shards: ShardSet,
         control: ControlStore,
         configs: QueueConfigCache,
-        counters: EventCounters,
         inspector: Inspector,
         settings: Settings,
     ) -> None:
         self._shards = shards
         self._control = control
         self._configs = configs
-        self._counters = counters
         self._inspector = inspector
         self._settings = settings
 
@@ -77,7 +74,7 @@ class QueueAdmin:
         if not self._control.create_queue(config):
             config = self._control.get_queue(name) or config
         for backend in self._shards.healthy():
-            self._shards.call(backend, lambda b: b.create_queue(name, config.priorities))
+            self._shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
         self._configs.forget(name)
         return config
 
@@ -98,7 +95,7 @@ class QueueAdmin:
         self._control.delete_queue(name)
         self._configs.forget(name)
         for backend in self._shards.all():
-            self._shards.call(backend, lambda b: b.delete_queue(name))
+            self._shards.call(backend, "delete_queue", name, lambda b: b.delete_queue(name))
 
     def check_admin_secret(self, password: str | None) -> None:
         """PasswordInvalid unless ``password`` is the configured admin secret."""
@@ -171,7 +168,7 @@ class QueueAdmin:
         config = self._control.get_queue(queue)  # fresh: no cached or stale config decides this
         if config is None:
             return False
-        self._shards.call(backend, lambda b: b.create_queue(queue, config.priorities))
+        self._shards.call(backend, "create_queue", queue, lambda b: b.create_queue(queue, config.priorities))
         return True
 
     # -- operator actions ------------------------------------------------------------------
@@ -195,7 +192,6 @@ class QueueAdmin:
             for p in priorities:
                 if done < limit:
                     done += self._retry_failed_on(backend, queue, p, attempts, run_after_ms, limit - done)
-        self._counters.add(queue, RETRIED_BY_OPERATOR, done)
         return done
 
     def delete_jobs(
@@ -263,12 +259,10 @@ class QueueAdmin:
     def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
         """Claims older than the queue's claim timeout on one shard, up to
         ``limit``: re-pended, or failed at their last attempt."""
-        expired = self._shards.call(
-            self._shards.get(shard_id),
+        return self._shards.call(
+            self._shards.get(shard_id), "expire_claims", config.name,
             lambda b: b.expire_claims(config.name, priority, config.claim_timeout_ms, limit),
         )
-        self._counters.add(config.name, CLAIMS_EXPIRED, expired.repended + expired.failed)
-        return expired
 
     def collect_finished(
         self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int
@@ -280,17 +274,20 @@ class QueueAdmin:
             raise InvalidRequest(f"only finished jobs are collected, not {state.name}")
         retention_ms = retentions[state]
         return self._shards.call(
-            self._shards.get(shard_id), lambda b: b.gc(config.name, priority, state, retention_ms, limit)
+            self._shards.get(shard_id), "gc", config.name,
+            lambda b: b.gc(config.name, priority, state, retention_ms, limit),
         )
 
     # -- shard calls, one typed helper each ----------------------------------------
     def _retry_failed_on(
         self, backend: ShardBackend, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:
-        return self._shards.call(backend, lambda b: b.retry_failed(queue, priority, attempts, run_after_ms, limit))
+        return self._shards.call(
+            backend, "retry_failed", queue, lambda b: b.retry_failed(queue, priority, attempts, run_after_ms, limit)
+        )
 
     def _delete_on(
         self, backend: ShardBackend, queue: str, priority: int, state: JobState, ids: list[int] | None, limit: int
     ) -> int:
-        return self._shards.call(backend, lambda b: b.delete(queue, priority, state, ids, limit))
+        return self._shards.call(backend, "delete", queue, lambda b: b.delete(queue, priority, state, ids, limit))
 

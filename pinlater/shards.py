@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
 from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
+from pinlater.seam import Seam
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,6 +59,7 @@ class ShardSet:
         self._prober: threading.Thread | None = None
         self._on_recover: list[Callable[[ShardBackend], None]] = []
         self._on_queue_deleted: list[Callable[[ShardBackend, str], bool]] = []
+        self.seam = Seam()
 
     # -- lookup ---------------------------------------------------------------
     @property
@@ -100,17 +102,27 @@ class ShardSet:
             return {s: replace(self._health[s]) for s in self._order}
 
     # -- bookkeeping ------------------------------------------------------------
-    def call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
-        """Run ``fn`` on a shard, recording the outcome in its health. If the
-        shard answers that the queue was deleted there but a hook
-        (``on_queue_deleted``) finds it exists and gives the shard its
-        storage again, ``fn`` runs once more."""
+    def call(self, backend: ShardBackend, op: str, queue: str | None, fn: Callable[[ShardBackend], T]) -> T:
+        """Run ``fn`` on a shard, recording the outcome in its health and
+        reporting it to the seam (``pinlater.seam``) as operation ``op`` of
+        ``queue`` (None: of no one queue). If the shard answers that the
+        queue was deleted there but a hook (``on_queue_deleted``) finds it
+        exists and gives the shard its storage again, ``fn`` runs once more."""
+        seam = self.seam
+        span = seam.start(backend.shard_id, op, queue)
+        start = time.perf_counter()
         try:
-            return self._call(backend, fn)
-        except QueueDeleted as exc:
-            if not any(revive(backend, exc.queue) for revive in self._on_queue_deleted):
-                raise
-        return self._call(backend, fn)
+            try:
+                result = self._call(backend, fn)
+            except QueueDeleted as exc:
+                if not any(revive(backend, exc.queue) for revive in self._on_queue_deleted):
+                    raise
+                result = self._call(backend, fn)
+        except BaseException as exc:
+            seam.failed(backend.shard_id, op, time.perf_counter() - start, exc, span)
+            raise
+        seam.done(backend.shard_id, op, queue, time.perf_counter() - start, result, span)
+        return result
 
     def _call(self, backend: ShardBackend, fn: Callable[[ShardBackend], T]) -> T:
         try:

@@ -66,7 +66,7 @@ def run_server(args: argparse.Namespace) -> int:
         return 2
     monitor = None
     if not args.no_monitor:
-        monitor = Monitor(service, interval_s=args.monitor_interval)
+        monitor = Monitor(service.operators, interval_s=args.monitor_interval)
         monitor.start_thread()
     signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
     signal.signal(signal.SIGINT, lambda *_: server.request_stop())

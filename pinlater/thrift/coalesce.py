@@ -8,7 +8,7 @@ batched call. The first call of a quiet queue goes at once. Each caller
 gets exactly what it would have got alone:
 
 * **Enqueue** (key: the queue). Each caller's jobs are checked first
-  (``JobService.prepare_enqueue``), so bad input fails only its caller;
+  (``pinlater.writes.enqueue_items``), so bad input fails only its caller;
   the batch is stored on one shard in one call, all or nothing, and each
   caller gets the descriptors of its own jobs, in order. A shard error
   fails every caller of the batch with that error, as it would have alone.
@@ -26,8 +26,8 @@ gets exactly what it would have got alone:
   timeout.
 * **ACK** (key: the queue). ACKs carry their caller's source item by item,
   so callers of different sources merge: each caller's ACKs are checked
-  and routed first (``JobService.prepare_ack``), then applied with one call
-  per shard for all of them (``JobService.apply_acks``), and each caller
+  and routed first (``pinlater.settle.prepare_acks``), then applied with one
+  call per shard for all of them (``pinlater.settle.settle_acks``), and each caller
   gets its own acked, stale and unapplied descriptors. ACKs riding on a
   dequeue go this way first, then the dequeue.
 
@@ -48,8 +48,10 @@ from typing import TypeVar
 from pinlater.backends.base import EnqueueItem
 from pinlater.groupcommit import GroupCommit
 from pinlater.models import Ack, AckResult, DequeuedJob, Job
-from pinlater.service import AckOutcome, JobService, PreparedAcks
+from pinlater.service import JobService
+from pinlater.settle import PreparedAcks, Share, prepare_acks, settle_acks
 from pinlater.validation import MAX_LIMIT, check_source
+from pinlater.writes import check_dequeue, enqueue_items, store_items
 
 V = TypeVar("V")
 
@@ -68,30 +70,32 @@ def _split(values: Sequence[V], counts: Sequence[int]) -> list[list[V]]:
 class Coalescer:
     """``enqueue``, ``dequeue`` and ``ack`` as ``JobService`` has them,
     merging concurrent calls (see the module doc); the server's handler
-    calls these instead of the service's."""
+    calls these instead of the service's. Its batches are made from the
+    service's core with the steps the service itself runs."""
 
     def __init__(self, service: JobService, *, acks: bool | None = None) -> None:
         """``acks`` (default: the ``server_coalesce_acks`` setting): merge
         ACKs too; without, each caller's ACKs go alone."""
         self.service = service
+        self.core = service.core
         self.merge_acks = service.settings.server_coalesce_acks if acks is None else acks
         per_call = service.settings.max_jobs_per_call
         self.enqueues: GroupCommit[str, list[EnqueueItem], list[str]] = GroupCommit(self._enqueue_batch, per_call)
         self.dequeues: GroupCommit[tuple[str, str, float], int, list[DequeuedJob]] = GroupCommit(
             self._dequeue_batch, MAX_LIMIT
         )
-        self.acks: GroupCommit[str, PreparedAcks, AckOutcome] = GroupCommit(self._ack_batch, per_call)
+        self.acks: GroupCommit[str, PreparedAcks, Share] = GroupCommit(self._ack_batch, per_call)
 
     # -- enqueue -----------------------------------------------------------------------
     def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
         if idempotency_key is not None or not jobs:
             return self.service.enqueue(queue, jobs, idempotency_key=idempotency_key)
-        items = self.service.prepare_enqueue(queue, jobs)
+        items = enqueue_items(self.core, queue, jobs)
         return self.enqueues.submit(queue, items, len(items))
 
     def _enqueue_batch(self, queue: str, batches: list[list[EnqueueItem]]) -> list[list[str]]:
         items = batches[0] if len(batches) == 1 else [item for items in batches for item in items]
-        descriptors = self.service.store_enqueued(queue, items)
+        descriptors = store_items(self.core, queue, items)
         return _split(descriptors, [len(b) for b in batches])
 
     # -- dequeue -----------------------------------------------------------------------
@@ -111,7 +115,7 @@ class Coalescer:
             self.ack(queue, succeeded=succeeded, failed=failed, source=source)
         if dry_run:
             return self.service.dequeue(queue, limit, source=source, dry_run=True, coverage=coverage)
-        self.service.check_dequeue(queue, limit, coverage)
+        check_dequeue(self.core, queue, limit, coverage)
         return self.dequeues.submit((queue, source, coverage), limit, limit)
 
     def _dequeue_batch(self, key: tuple[str, str, float], limits: list[int]) -> list[list[DequeuedJob]]:
@@ -130,11 +134,10 @@ class Coalescer:
     ) -> AckResult:
         if not self.merge_acks:
             return self.service.ack(queue, succeeded=succeeded, failed=failed, source=source)
-        prepared = self.service.prepare_ack(queue, succeeded=succeeded, failed=failed, source=source)
-        count = len(succeeded) + len(failed)
-        if not count:
+        prepared = prepare_acks(self.core, queue, succeeded, failed, source or self.service.source)
+        if not prepared.count:
             return AckResult()
-        return self.acks.submit(queue, prepared, count).result()
+        return self.acks.submit(queue, prepared, prepared.count).result_of_acks()
 
-    def _ack_batch(self, queue: str, batch: list[PreparedAcks]) -> list[AckOutcome]:
-        return self.service.apply_acks(batch)
+    def _ack_batch(self, queue: str, batch: list[PreparedAcks]) -> list[Share]:
+        return settle_acks(self.core, batch)

@@ -70,6 +70,7 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException
 
+from pinlater import tracing
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
@@ -160,7 +161,10 @@ class ThriftServer:
         bound = self._listener.getsockname()
         self.host: str = host if listener is None else bound[0]
         self.port: int = bound[1]
-        self.metrics = MetricsServer(self.stats, host, metrics_port) if metrics_port is not None else None
+        self.metrics = (
+            MetricsServer(self.stats, host, metrics_port, job_service.operators.store_metrics)
+            if metrics_port is not None else None
+        )
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._reload = threading.Event()
@@ -422,7 +426,13 @@ class ThriftServer:
                 self._authorize(grant, names, name, args)
             with self._call_slots:
                 given = args.__dict__
-                value = getattr(self.handler, name)(*[given[field] for field in fields])
+                method = getattr(self.handler, name)
+                if tracing.ON:
+                    with tracing.span(f"server {name}", {"rpc.system": "thrift", "rpc.method": name},
+                                      kind="server"):
+                        value = method(*[given[field] for field in fields])
+                else:
+                    value = method(*[given[field] for field in fields])
             if grant is not None and grant.queues is not None and name == "getQueueNames":
                 value = {queue for queue in value if grant.may_touch(queue)}
             if "success" in result.__dict__:

@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from pinlater.errors import ErrorCode
@@ -353,10 +353,12 @@ class StatsSource(Protocol):
 
 class MetricsServer(HttpServer):
     """``GET /metrics`` (Prometheus text) and ``GET /stats.json`` (also
-    ``/stats``), on the project's hardened HTTP server."""
+    ``/stats``), on the project's hardened HTTP server. ``more``: further
+    Prometheus text for ``/metrics`` (a one-process server's store calls)."""
 
-    def __init__(self, stats: StatsSource, host: str, port: int) -> None:
+    def __init__(self, stats: StatsSource, host: str, port: int, more: Callable[[], str] | None = None) -> None:
         self.stats = stats
+        self.more = more
         super().__init__("metrics", _MetricsHandler, host, port, tls=http_tls())
 
     @property
@@ -369,7 +371,8 @@ class _MetricsHandler(HttpHandler):
 
     def answer(self, request: Request) -> Answer:
         if request.path == "/metrics":
-            return Answer(200, self.server.stats.prometheus().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            text = self.server.stats.prometheus() + (self.server.more() if self.server.more is not None else "")
+            return Answer(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         if request.path in ("/stats.json", "/stats"):
             return json_answer(200, self.server.stats.snapshot())
         return error_answer(404, f"no such path: {request.path[:100]} (try /metrics or /stats.json)")

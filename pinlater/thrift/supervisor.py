@@ -245,7 +245,7 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
     service = monitor = None
     if monitor_interval_s is not None:
         service = JobService.from_settings(settings, source=f"pinlater-server-{host}-{supervisor.port}")
-        monitor = Monitor(service, interval_s=monitor_interval_s)
+        monitor = Monitor(service.operators, interval_s=monitor_interval_s)
         monitor.start_thread()
     metrics = f", metrics on http://{host}:{supervisor.metrics.port}/metrics" if supervisor.metrics else ""
     print(f"pinlater server listening on {host}:{supervisor.port}{metrics} ({processes} processes)", flush=True)

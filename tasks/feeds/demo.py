@@ -129,7 +129,7 @@ def run(plan: DemoPlan, console: Console) -> int:
     logdir.mkdir(parents=True, exist_ok=True)
     with JobService.from_settings(demo_settings(), source="feeds-demo") as service:
         console.print("[bold]Following feeds demo[/]: app data in sharded MySQL, jobs on PinLater "
-                      f"({', '.join(service.shard_ids())}), feeds in two HBase clusters")
+                      f"({', '.join(service.operators.shard_ids())}), feeds in two HBase clusters")
         reset(service, store, pair)
         started = time.monotonic()
         spec = GraphSpec(users=plan.users, boards=plan.users // 2, pins=0, follows_per_user=6,
@@ -143,7 +143,7 @@ def run(plan: DemoPlan, console: Console) -> int:
 
         actions = FeedActions(store, service, feed_settings)
         contacts = ContactActions(store, service, feeds=actions)
-        monitor = Monitor(service, interval_s=1.0)
+        monitor = Monitor(service.operators, interval_s=1.0)
         monitor.start_thread()
         try:
             with worker_processes(env, plan.workers, logdir, name="demo", queue_names=QUEUES):

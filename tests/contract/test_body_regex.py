@@ -22,7 +22,7 @@ HOSTILE_BODY = b"a" * 25 + b"!"  # seconds per body under a backtracking engine
 
 def budgeted(cluster: JobService, **overrides: Any) -> JobService:
     """Another client of the same cluster, with other regex budgets."""
-    return JobService(cluster.shards, cluster.control, replace(cluster.settings, **overrides), source="test-regex")
+    return JobService(cluster.core.sibling(replace(cluster.settings, **overrides)), source="test-regex")
 
 
 def enqueue_one_by_one(cluster: JobService, queue: str, bodies: list[bytes]) -> None:

@@ -62,7 +62,7 @@ def test_times_and_delays_of_running_jobs_are_checked_before_anything_changes(
     assert {i.attempts_remaining for i in infos.values()} == {3}
 
     # The largest delay is accepted and lands exactly: now + delay.
-    now = min(cluster.shard_now_ms(s) for s in cluster.shard_ids())
+    now = min(cluster.operators.shard_now_ms(s) for s in cluster.operators.shard_ids())
     result = cluster.ack(queue_name, failed=[Ack(first.descriptor, retry_delay_ms=MAX_DELAY_MS)])
     assert result.acked == [first.descriptor]
     info = cluster.lookup([first.descriptor])[first.descriptor]

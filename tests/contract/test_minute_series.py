@@ -14,7 +14,7 @@ from pinlater.counters import EVENTS, current_minute, minute_series, recent_tota
 
 
 def test_counts_land_in_their_minute_oldest_first(cluster: JobService, queue_name: str) -> None:
-    control, quiet, other = cluster.control, queue_name + "_quiet", queue_name + "_other"
+    control, quiet, other = cluster.core.control, queue_name + "_quiet", queue_name + "_other"
     now = time.time()
     m = current_minute(now)
     control.add_counts(m - 60, {queue_name: {"enqueued": 1000}})  # just outside a 60-minute window
@@ -48,9 +48,9 @@ def test_series_add_up_to_the_events_of_a_real_workload(cluster: JobService, que
     jobs = cluster.dequeue(queue_name, 5)
     cluster.ack(queue_name, succeeded=[Ack(j.descriptor) for j in jobs[:3]],
                 failed=[Ack(j.descriptor) for j in jobs[3:]])
-    cluster.counters.flush()
-    series = minute_series(cluster.control, [queue_name], minutes=5)[queue_name]
-    totals = recent_totals(cluster.control, minutes=4)[queue_name]
+    cluster.operators.flush_counters()
+    series = minute_series(cluster.core.control, [queue_name], minutes=5)[queue_name]
+    totals = recent_totals(cluster.core.control, minutes=4)[queue_name]
     assert {e: sum(s) for e, s in series.items() if sum(s)} == totals
     assert totals == {"enqueued": 6, "dequeued": 5, "succeeded": 3, "failed": 2}
 

@@ -27,7 +27,7 @@ from pinlater.errors import (
 def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     [d] = cluster.enqueue(queue_name, [Job(b"secret body")])
-    shard = cluster.shard_ids()[0]
+    shard = cluster.operators.shard_ids()[0]
     unknown = f"{queue_name}:s{shard}:p1:999999"
     other_queue = f"nosuchqueue:s{shard}:p1:1"
     found = cluster.lookup([d, unknown, other_queue])
@@ -43,14 +43,14 @@ def test_malformed_and_foreign_descriptors_are_refused(cluster: JobService, queu
     with pytest.raises(InvalidRequest, match="shard"):
         cluster.lookup([f"{queue_name}:sZZ9:p1:1"])
     with pytest.raises(InvalidRequest, match="not in queue"):
-        cluster.ack(queue_name, succeeded=[Ack(f"other:s{cluster.shard_ids()[0]}:p1:1")])
+        cluster.ack(queue_name, succeeded=[Ack(f"other:s{cluster.operators.shard_ids()[0]}:p1:1")])
     with pytest.raises(PriorityNotSupported):
-        cluster.ack(queue_name, succeeded=[Ack(f"{queue_name}:s{cluster.shard_ids()[0]}:p9:1")])
+        cluster.ack(queue_name, succeeded=[Ack(f"{queue_name}:s{cluster.operators.shard_ids()[0]}:p9:1")])
 
 
 def test_count_by_state_priority_future_and_regex(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shard_now_ms()
+    now = cluster.operators.shard_now_ms()
     cluster.enqueue(queue_name, [Job(b"user:1", priority=1), Job(b"user:2", priority=2)])
     cluster.enqueue(queue_name, [Job(b"board:1", priority=2, run_after_ms=now + 600_000)])
     assert cluster.count(queue_name, "pending") == 2
@@ -63,7 +63,7 @@ def test_count_by_state_priority_future_and_regex(cluster: JobService, queue_nam
 
 def test_scan_pages_newest_first_with_a_working_continuation(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shard_now_ms()
+    now = cluster.operators.shard_now_ms()
     expected: list[tuple[int, str]] = []
     for _batch in range(5):
         jobs = [Job(b"j", priority=1 + i % 3, run_after_ms=now + 1000 * (i % 4)) for i in range(60)]
@@ -99,7 +99,7 @@ def test_scan_filters_by_body_regex_and_shows_body_on_request(cluster: JobServic
 
 def test_delete_jobs_by_state_and_regex(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    later = cluster.shard_now_ms() + 3_600_000
+    later = cluster.operators.shard_now_ms() + 3_600_000
     cluster.enqueue(queue_name, [Job(b"spam-%d" % i) for i in range(3)] + [Job(b"ham")] * 3)
     cluster.enqueue(queue_name, [Job(b"spam-later", run_after_ms=later)])  # scheduled jobs are pending too
     assert cluster.delete_jobs(queue_name, "pending", body_regex="^spam", limit=3) == 3
@@ -124,7 +124,7 @@ def test_dry_run_peeks_without_claiming(cluster: JobService, queue_name: str) ->
 def test_coverage_visits_a_share_of_the_shards(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     by_shard: dict[str, int] = {}
-    while len(by_shard) < len(cluster.shard_ids()):  # jobs on every shard
+    while len(by_shard) < len(cluster.operators.shard_ids()):  # jobs on every shard
         [d] = cluster.enqueue(queue_name, [Job(b"x")])
         shard = d.split(":")[1][1:]
         by_shard[shard] = by_shard.get(shard, 0) + 1
@@ -202,8 +202,9 @@ def test_a_stale_config_enqueues_nothing_into_a_deleted_queue(
     with pytest.raises(QueueNotFound, match="was deleted"):
         other_worker.enqueue(queue_name, [Job(b"after")])
     # A refusal is an answer, not a shard error: no shard counts one.
-    assert [h.consecutive_errors for h in cluster.shards.status().values()] == [0] * len(cluster.shard_ids())
-    for shard in cluster.shards.all():  # whichever shard it had picked
+    ops = cluster.operators
+    assert [h.consecutive_errors for h in ops.shard_status().values()] == [0] * len(ops.shard_ids())
+    for shard in cluster.core.shards.all():  # whichever shard it had picked
         with pytest.raises(QueueDeleted):
             shard.enqueue(queue_name, [EnqueueItem(b"after", 1, None, 1, "")])
         assert queue_name not in shard.queue_names()
@@ -224,7 +225,7 @@ def test_acks_and_checkpoints_of_a_deleted_queue_are_stale(
     assert other_worker.checkpoint(queue_name, [Checkpoint(first)]).stale == [first]
     result = other_worker.ack(queue_name, succeeded=[Ack(first)], failed=[Ack(second)])
     assert (sorted(result.stale), result.acked, result.unapplied) == (sorted([first, second]), [], {})
-    for shard in cluster.shards.all():
+    for shard in cluster.core.shards.all():
         assert queue_name not in shard.queue_names()
 
 
@@ -234,7 +235,7 @@ def test_a_shard_that_missed_the_queue_being_created_again_stores_it_on_enqueue(
     # As if the queue was deleted and created again while every shard was
     # down: each still marks it deleted, and the config exists.
     cluster.create_queue(queue_name)
-    for shard in cluster.shards.all():
+    for shard in cluster.core.shards.all():
         shard.delete_queue(queue_name)
     descriptors = cluster.enqueue(queue_name, [Job(b"x", priority=2)])
     assert cluster.count(queue_name, "pending") == 1
@@ -289,7 +290,7 @@ def test_event_counters_record_every_transition(cluster: JobService, queue_name:
     )
     cluster.ack(queue_name, succeeded=[Ack(jobs[0].descriptor)])  # stale: not counted again
     assert cluster.retry_failed(queue_name) == 2
-    cluster.counters.flush()
-    totals = recent_totals(cluster.control, minutes=2)[queue_name]
+    cluster.operators.flush_counters()
+    totals = recent_totals(cluster.core.control, minutes=2)[queue_name]
     assert totals == {"enqueued": 5, "dequeued": 5, "succeeded": 3, "failed": 2, "retried_by_operator": 2}
-    assert recent_rates(cluster.control, minutes=1)[queue_name]["enqueued"] > 0
+    assert recent_rates(cluster.core.control, minutes=1)[queue_name]["enqueued"] > 0

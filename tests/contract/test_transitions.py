@@ -26,18 +26,18 @@ def _past(cluster: JobService, moment_ms: int) -> None:
     """Wait until every shard's clock is past ``moment_ms``: a fixed sleep
     either wastes time or, on a busy machine, ends too early."""
     deadline = time.monotonic() + 10
-    while min(cluster.shard_now_ms(s) for s in cluster.shard_ids()) <= moment_ms:
+    while min(cluster.operators.shard_now_ms(s) for s in cluster.operators.shard_ids()) <= moment_ms:
         assert time.monotonic() < deadline, "the shards' clocks did not pass the moment"
         time.sleep(0.05)
 
 
 def test_enqueue_makes_pending_with_all_attempts(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    shard_now = min(cluster.shard_now_ms(s) for s in cluster.shard_ids())
+    shard_now = min(cluster.operators.shard_now_ms(s) for s in cluster.operators.shard_ids())
     descriptor = _one(cluster, queue_name, priority=2, attempts_allowed=4, custom_status="new")
     parsed = JobDescriptor.parse(descriptor)
     assert (parsed.queue, parsed.priority) == (queue_name, 2)
-    assert parsed.shard in cluster.shard_ids()
+    assert parsed.shard in cluster.operators.shard_ids()
     info = _info(cluster, descriptor)
     assert info.state is JobState.PENDING
     assert (info.attempts_allowed, info.attempts_remaining) == (4, 4)
@@ -70,7 +70,7 @@ def test_dequeue_claims_with_source(cluster: JobService, queue_name: str) -> Non
 
 def test_future_jobs_wait_for_run_after(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
-    now = cluster.shard_now_ms()
+    now = cluster.operators.shard_now_ms()
     later = _one(cluster, queue_name, run_after_ms=now + 3_600_000)
     # Due in 1.5 s: the checks before it must come first even on a busy
     # machine (300 ms was passed there).
@@ -164,7 +164,7 @@ def test_claim_timeout_repends_then_fails(cluster: JobService, queue_name: str) 
     # A second: on a busy machine the first pass came over 200 ms after the claim.
     cluster.create_queue(queue_name, claim_timeout_ms=1000)
     descriptor = _one(cluster, queue_name, attempts_allowed=2)
-    monitor = Monitor(cluster, queues=[queue_name])
+    monitor = Monitor(cluster.operators, queues=[queue_name])
     cluster.dequeue(queue_name, 1)
     assert monitor.run_once().claims_repended == 0  # not yet timed out
     time.sleep(1.1)
@@ -187,15 +187,15 @@ def test_a_queue_deleted_during_a_monitor_pass_is_skipped(
     gone, kept = f"{queue_name}_gone", queue_name
     cluster.create_queue(gone)
     cluster.create_queue(kept, claim_timeout_ms=200)
-    configs_read_before_the_delete = cluster.queue_configs([gone, kept])
+    configs_read_before_the_delete = cluster.operators.queue_configs([gone, kept])
     _one(cluster, kept)
     cluster.dequeue(kept, 1)
     cluster.delete_queue(gone, "secret")
     time.sleep(0.3)
-    monkeypatch.setattr(cluster, "queue_configs", lambda names=None: configs_read_before_the_delete)
-    stats = Monitor(cluster, queues=[gone, kept]).run_once()
+    monkeypatch.setattr(cluster.operators, "queue_configs", lambda names=None: configs_read_before_the_delete)
+    stats = Monitor(cluster.operators, queues=[gone, kept]).run_once()
     assert stats.claims_repended == 1  # the queue after the deleted one was still tended
-    for shard in cluster.shards.all():
+    for shard in cluster.core.shards.all():
         assert gone not in shard.queue_names()
 
 
@@ -206,7 +206,7 @@ def test_stale_ack_after_timeout_changes_nothing(
     descriptor = _one(cluster, queue_name, attempts_allowed=5)
     cluster.dequeue(queue_name, 1)
     time.sleep(0.3)
-    Monitor(cluster, queues=[queue_name]).run_once()
+    Monitor(cluster.operators, queues=[queue_name]).run_once()
     # Re-pended: the old claimer's ACK is stale.
     result = cluster.ack(queue_name, succeeded=[Ack(descriptor)])
     assert result.stale == [descriptor] and result.acked == []
@@ -229,7 +229,7 @@ def test_checkpoint_heartbeat_keeps_a_long_job_claimed(cluster: JobService, queu
     cluster.create_queue(queue_name, claim_timeout_ms=1500)
     descriptor = _one(cluster, queue_name)
     cluster.dequeue(queue_name, 1)
-    monitor = Monitor(cluster, queues=[queue_name])
+    monitor = Monitor(cluster.operators, queues=[queue_name])
     for _ in range(6):
         time.sleep(0.3)
         assert cluster.checkpoint(queue_name, [Checkpoint(descriptor)]).acked == [descriptor]
@@ -258,7 +258,7 @@ def test_checkpoint_move_to_pending_spends_no_attempt(cluster: JobService, queue
     cluster.create_queue(queue_name)
     descriptor = _one(cluster, queue_name, attempts_allowed=3)
     cluster.dequeue(queue_name, 1)
-    run_at = cluster.shard_now_ms() + 60_000
+    run_at = cluster.operators.shard_now_ms() + 60_000
     result = cluster.checkpoint(queue_name, [Checkpoint(descriptor, move_to_pending=True, run_after_ms=run_at)])
     assert result.acked == [descriptor]
     info = _info(cluster, descriptor)
@@ -277,7 +277,7 @@ def test_retry_failed_grants_attempts(cluster: JobService, queue_name: str) -> N
     for job in cluster.dequeue(queue_name, 3):
         cluster.ack(queue_name, failed=[Ack(job.descriptor)])
     assert cluster.count(queue_name, "failed") == 3
-    run_at = cluster.shard_now_ms() + 50
+    run_at = cluster.operators.shard_now_ms() + 50
     assert cluster.retry_failed(queue_name, attempts=2, run_after_ms=run_at, limit=2) == 2
     assert cluster.retry_failed(queue_name, attempts=2, run_after_ms=run_at) == 1
     assert cluster.retry_failed(queue_name) == 0
@@ -292,7 +292,7 @@ def test_gc_removes_finished_jobs_past_retention(cluster: JobService, queue_name
     ok, bad, keep = cluster.enqueue(queue_name, [Job(b"a", attempts_allowed=1)] * 3)
     cluster.dequeue(queue_name, 3)
     cluster.ack(queue_name, succeeded=[Ack(ok)], failed=[Ack(bad)])
-    monitor = Monitor(cluster, queues=[queue_name])
+    monitor = Monitor(cluster.operators, queues=[queue_name])
     stats = monitor.run_once()
     assert (stats.succeeded_collected, stats.failed_collected) == (0, 0)
     cluster.update_queue(queue_name, succeeded_retention_ms=0, failed_retention_ms=0)
@@ -310,7 +310,9 @@ def test_several_monitors_expire_each_job_once(cluster: JobService, queue_name: 
 
     totals: list[int] = []
     threads = [
-        threading.Thread(target=lambda: totals.append(Monitor(cluster, queues=[queue_name]).run_once().claims_repended))
+        threading.Thread(
+            target=lambda: totals.append(Monitor(cluster.operators, queues=[queue_name]).run_once().claims_repended)
+        )
         for _ in range(3)
     ]
     for t in threads:

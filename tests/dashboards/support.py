@@ -75,7 +75,7 @@ def plant_odd_queues(svc: JobService, write_raw: Callable[[str, str], object]) -
 def restore(svc: JobService, planted: dict[str, str]) -> None:
     # Leave valid (empty) queues behind: other tests list every queue.
     for name in planted:
-        svc.control.put_queue(QueueConfig(name, priorities=2))
+        svc.core.control.put_queue(QueueConfig(name, priorities=2))
 
 
 def backend_counts(svc: JobService, queue: str, priority: int | None = None) -> dict[str, int]:
@@ -136,7 +136,7 @@ def run_workload(svc: JobService, queue: str, scale: int = 1) -> Workload:
     w.failed_final = sum(1 for j in failures if j.body.startswith(b"once-"))
     w.retried_later = len(failures) - w.failed_final
     assert len(running) == keep_running
-    svc.counters.flush()  # events reach the control store now, not within a second
+    svc.operators.flush_counters()  # events reach the control store now, not within a second
     return w
 
 
@@ -179,7 +179,7 @@ def run_known_work(svc: JobService, queue: str) -> None:
     jobs = svc.dequeue(queue, WORK["dequeued"])
     ok = WORK["succeeded"]
     svc.ack(queue, succeeded=[Ack(j.descriptor) for j in jobs[:ok]], failed=[Ack(j.descriptor) for j in jobs[ok:]])
-    svc.counters.flush()
+    svc.operators.flush_counters()
     for state in ("pending", "succeeded", "failed"):
         svc.delete_jobs(queue, state)
     assert backend_counts(svc, queue) == dict.fromkeys(STATE_QUERIES, 0)

@@ -42,7 +42,7 @@ def test_overview_agrees_with_the_backend(cluster: Cluster) -> None:
     assert q["counts"] == backend_counts(svc, queue)
     for p in ("1", "2", "3"):
         assert q["by_priority"][p] == backend_counts(svc, queue, int(p)), p
-    by_shard = svc.count_by_shard(queue)
+    by_shard = svc.operators.count_by_shard(queue)
     for shard, counts in q["by_shard"].items():
         assert counts["pending_now"] == by_shard[shard]["pending"]
         for key in ("pending_future", "running", "succeeded", "failed"):
@@ -53,11 +53,11 @@ def test_overview_agrees_with_the_backend(cluster: Cluster) -> None:
 
     # Event counts in the rate window are the control store's, and the
     # workload's own numbers (this queue is new).
-    totals = recent_totals(svc.control, snap["rate_window_minutes"])[queue]
+    totals = recent_totals(svc.core.control, snap["rate_window_minutes"])[queue]
     assert q["events"] == {e: totals.get(e, 0) for e in EVENTS}
     assert q["events"]["enqueued"] == len(work.enqueued) == 3000
     assert q["events"]["dequeued"] >= work.dequeued  # the pause test may have dequeued one more
-    rates = recent_rates(svc.control, snap["rate_window_minutes"])[queue]
+    rates = recent_rates(svc.core.control, snap["rate_window_minutes"])[queue]
     assert q["rates"]["enqueued"] == pytest.approx(rates["enqueued"], rel=0.25)  # the window grows
 
     # The oldest runnable pending job: its run_after is the smallest of all.
@@ -87,11 +87,11 @@ def test_metrics_agree_with_the_backend(cluster: Cluster) -> None:
         expected = backend_counts(svc, queue, p)
         for state in STATE_QUERIES:
             assert value("pinlater_queue_jobs", queue=queue, state=state, priority=str(p)) == expected[state]
-    by_shard = svc.count_by_shard(queue)
+    by_shard = svc.operators.count_by_shard(queue)
     for shard in ("r1", "r2"):
         assert value("pinlater_queue_shard_jobs", queue=queue, state="failed", shard=shard) == by_shard[shard]["failed"]
         assert value("pinlater_shard_up", shard=shard) == 1
-    totals = recent_totals(svc.control, 5)[queue]
+    totals = recent_totals(svc.core.control, 5)[queue]
     for event in ("enqueued", "dequeued", "succeeded", "failed"):
         assert value("pinlater_queue_events", queue=queue, event=event, window="5m") == totals[event]
     assert value("pinlater_queue_events_per_second", queue=queue, event="enqueued", window="5m") > 0

@@ -90,7 +90,7 @@ def test_page_numbers_equal_the_backend_counts(page: Any, cluster: Cluster) -> N
     totals = {key: number(page.inner_text(f'[data-total="{key}"] .value')) for key in STATE_QUERIES}
     every_queue = [backend_counts(svc, q) for q in svc.queue_names()]
     assert totals == {key: sum(c[key] for c in every_queue) for key in STATE_QUERIES}
-    by_shard = svc.count_by_shard(queue)
+    by_shard = svc.operators.count_by_shard(queue)
     for shard in ("r1", "r2"):
         card = page.locator(f'#shards [data-shard="{shard}"]')
         assert card.locator('[data-field="health"]').inner_text() == "up"

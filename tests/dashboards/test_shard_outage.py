@@ -51,7 +51,7 @@ def test_dashboard_keeps_working_while_a_shard_is_down(
     svc = cluster.svc
     queue = cluster.work.queue
     for _ in range(100):  # enqueue picks a shard at random per call: make sure both have jobs
-        by_shard = svc.count_by_shard(queue)
+        by_shard = svc.operators.count_by_shard(queue)
         if by_shard["r1"]["pending"] and by_shard["r2"]["pending"]:
             break
         svc.enqueue(queue, [Job(b"more")] * 10)

@@ -170,7 +170,7 @@ def feed_world(
         # The world's queues alone: the shards also hold every queue other
         # tests of this process made, and a pass over all of them twice a
         # second was a busy core's worth of calls on a loaded machine.
-        monitor = Monitor(service, interval_s=0.5, queues=list(worker_queues))
+        monitor = Monitor(service.operators, interval_s=0.5, queues=list(worker_queues))
         monitor.start_thread()
         try:
             contact_actions = ContactActions(store, client, feeds=actions)

@@ -63,7 +63,7 @@ def _count_redis(service: JobService, trips: RoundTrips, monkeypatch: pytest.Mon
     """Every packet sent on a shard's connections: one per command, one per
     pipeline."""
     shard_of: dict[tuple[int, int], str] = {}
-    for backend in service.shards.all():
+    for backend in service.core.shards.all():
         assert isinstance(backend, RedisBackend)
         client = backend._r
         kwargs = client.connection_pool.connection_kwargs
@@ -100,7 +100,7 @@ def _ready(service: JobService, queue: str) -> None:
     """Queue created, its config cached and every shard connected, scripts
     loaded: set-up is not what is counted."""
     service.create_queue(queue, priorities=3, retry=RetryPolicy.constant(0, retries=3))
-    for backend in service.shards.all():
+    for backend in service.core.shards.all():
         backend.now_ms()
     service.dequeue(queue, 1)
 
@@ -110,7 +110,7 @@ def test_an_empty_poll_is_one_call_per_shard(counted: tuple[JobService, RoundTri
     _ready(service, queue_name)
     trips.take()
     assert service.dequeue(queue_name, 10) == []
-    assert trips.take() == {shard: 1 for shard in service.shards.ids}
+    assert trips.take() == {shard: 1 for shard in service.core.shards.ids}
 
 
 def test_dequeue_and_acks_are_one_call_per_shard(counted: tuple[JobService, RoundTrips], queue_name: str) -> None:

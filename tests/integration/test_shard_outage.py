@@ -37,7 +37,7 @@ def test_stopping_one_redis_shard_loses_nothing(private_redis: PrivateRedis, que
     shards = f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)},r2={redis_url(private_redis.port, REDIS_SHARD_DB)}"
     settings = settings_for("redis", shards=parse_shards(shards), health_probe_interval_s=0.2)
     client = JobService.from_settings(settings, source="outage-test")
-    monitor = Monitor(client, queues=[queue_name])
+    monitor = Monitor(client.operators, queues=[queue_name])
     try:
         client.create_queue(queue_name, claim_timeout_ms=1000)
         enqueued: list[str] = []
@@ -53,13 +53,13 @@ def test_stopping_one_redis_shard_loses_nothing(private_redis: PrivateRedis, que
                 during += client.enqueue(queue_name, [Job(b"during-%d" % i)] * 5)
                 _work(client, queue_name, done)
             assert {JobDescriptor.parse(d).shard for d in during} == {"r1"}
-            assert client.shards.is_healthy("r1") and not client.shards.is_healthy("r2")
+            assert client.core.shards.is_healthy("r1") and not client.core.shards.is_healthy("r2")
             enqueued += during
         finally:
             private_redis.start()
 
         deadline = time.time() + 30
-        while not client.shards.is_healthy("r2"):
+        while not client.core.shards.is_healthy("r2"):
             assert time.time() < deadline, "shard r2 never came back into rotation"
             time.sleep(0.1)
 

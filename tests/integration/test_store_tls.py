@@ -231,13 +231,13 @@ def test_logs_the_dashboard_and_metrics_show_no_password(
         queue = f"t_{uuid.uuid4().hex[:12]}"
         with pytest.raises(ShardConnectionFailed):
             service.create_queue(queue)  # refused shards: the queue cannot be made on every shard
-        service.shard_status(probe=True)
+        service.operators.shard_status(probe=True)
         for _ in range(20):
             try:
                 service.enqueue(queue, [Job(b"x")])
             except Exception as exc:  # noqa: BLE001 -- only what it says matters here
                 assert_secret_free(str(exc) + "".join(traceback.format_exception(exc)))
-        Monitor(service, interval_s=1).run_once()
+        Monitor(service.operators, interval_s=1).run_once()
         pages = [_get(dashboard.url + path) for path in
                  ("/api/config", "/api/overview", "/api/shards", "/metrics")]
     finally:

@@ -141,4 +141,4 @@ def cluster(setup: str) -> Iterator[JobService]:
 @pytest.fixture
 def other_worker(cluster: JobService) -> JobService:
     """A second client of the same cluster, with another source."""
-    return JobService(cluster.shards, cluster.control, cluster.settings, source="test-worker-b")
+    return JobService(cluster.core.sibling(), source="test-worker-b")

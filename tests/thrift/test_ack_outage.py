@@ -42,7 +42,7 @@ def client(
     request: pytest.FixtureRequest, service: JobService, start_server: object
 ) -> Iterator[PinLaterClient]:
     if request.param == "in_process":
-        yield JobService(service.shards, service.control, service.settings, source="outage-worker")
+        yield JobService(service.core.sibling(), source="outage-worker")
         return
     server: ThriftServer = start_server(service)  # type: ignore[operator]
     with ThriftClient([f"127.0.0.1:{server.port}"], source="outage-worker", timeout_s=10) as c:
@@ -98,7 +98,7 @@ def test_cross_shard_ack_with_a_shard_down_reports_per_descriptor(
         private_redis.start()
 
     deadline = time.monotonic() + 30
-    while not service.shards.is_healthy("rx"):
+    while not service.core.shards.is_healthy("rx"):
         assert time.monotonic() < deadline, "shard rx never came back into rotation"
         time.sleep(0.1)
     # Retry only what was not applied: all of it lands, nothing is stale.

@@ -30,6 +30,7 @@ from pinlater.errors import (
 from pinlater.groupcommit import GroupCommit
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
+from pinlater.thrift import coalesce
 from pinlater.thrift.coalesce import Coalescer
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
@@ -40,16 +41,16 @@ from tests.thrift.conftest import make_service
 
 # -- helpers -------------------------------------------------------------------------------
 class Hold:
-    """Wraps one JobService method: its first call waits until released;
-    every call's arguments are recorded."""
+    """Wraps one function of the service or the coalescer's module: its
+    first call waits until released; every call's arguments are recorded."""
 
-    def __init__(self, service: JobService, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real = getattr(service, name)
+    def __init__(self, owner: object, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.real = getattr(owner, name)
         self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         self.running = threading.Event()
         self.release = threading.Event()
         self.fail_on: Callable[[tuple[Any, ...], dict[str, Any]], BaseException | None] = lambda a, k: None
-        monkeypatch.setattr(service, name, self)
+        monkeypatch.setattr(owner, name, self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls.append((args, kwargs))
@@ -126,7 +127,7 @@ def test_enqueues_merge_bad_input_fails_alone_and_descriptors_go_to_their_caller
     svc: JobService, co: Coalescer, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc.create_queue(queue_name)
-    hold = Hold(svc, "store_enqueued", monkeypatch)
+    hold = Hold(coalesce, "store_items", monkeypatch)
     head, calls = behind(
         hold, co.enqueues,
         lambda: co.enqueue(queue_name, [Job(b"h")]),
@@ -142,7 +143,7 @@ def test_enqueues_merge_bad_input_fails_alone_and_descriptors_go_to_their_caller
     with pytest.raises(EnqueueRejected):
         calls[2].result()
     a, c = calls[0].result(), calls[3].result()
-    assert [len(args[1]) for args, _ in hold.calls] == [1, 3]  # h alone, then a1 a2 c1 as one call
+    assert [len(args[2]) for args, _ in hold.calls] == [1, 3]  # h alone, then a1 a2 c1 as one call
     found = svc.lookup([*a, *c], include_body=True)
     assert [found[d].body for d in a] == [b"a1", b"a2"] and found[c[0]].body == b"c1"
     assert [d.split(":")[2] for d in a] == ["p1", "p3"]
@@ -153,8 +154,8 @@ def test_a_shard_error_fails_every_caller_of_that_batch_only(
     svc: JobService, co: Coalescer, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc.create_queue(queue_name)
-    hold = Hold(svc, "store_enqueued", monkeypatch)
-    hold.fail_on = lambda args, kwargs: NoHealthyShards("no shard accepted") if len(args[1]) == 2 else None
+    hold = Hold(coalesce, "store_items", monkeypatch)
+    hold.fail_on = lambda args, kwargs: NoHealthyShards("no shard accepted") if len(args[2]) == 2 else None
     head, calls = behind(hold, co.enqueues, lambda: co.enqueue(queue_name, [Job(b"h")]),
                          lambda: co.enqueue(queue_name, [Job(b"x")]), lambda: co.enqueue(queue_name, [Job(b"y")]))
     hold.release.set()
@@ -172,13 +173,13 @@ def test_enqueue_batches_stay_within_the_jobs_per_call_limit(monkeypatch: pytest
     try:
         co = Coalescer(svc)
         svc.create_queue(queue_name)
-        hold = Hold(svc, "store_enqueued", monkeypatch)
+        hold = Hold(coalesce, "store_items", monkeypatch)
         head, calls = behind(hold, co.enqueues, lambda: co.enqueue(queue_name, [Job(b"h")]),
                              *[lambda: co.enqueue(queue_name, [Job(b"a"), Job(b"b")]) for _ in range(3)])
         hold.release.set()
         head.result()
         assert all(len(c.result()) == 2 for c in calls)
-        assert [len(args[1]) for args, _ in hold.calls] == [1, 2, 2, 2]
+        assert [len(args[2]) for args, _ in hold.calls] == [1, 2, 2, 2]
     finally:
         svc.close()
 
@@ -252,7 +253,7 @@ def test_a_rate_limit_applies_to_the_merged_total(
     svc.create_queue(queue_name, max_dequeue_rate=2.0)  # burst: 1 token
     svc.enqueue(queue_name, [Job(b"j%d" % i) for i in range(5)])
     # No tokens left now: the merged call is refused for all its callers.
-    svc.rate_limiter.take(svc.queue_config(queue_name), 1)
+    svc.core.rate_limiter.take(svc.queue_config(queue_name), 1)
     hold = Hold(svc, "dequeue", monkeypatch)
     head, calls = behind(hold, co.dequeues, lambda: co.dequeue(queue_name, 1, source="w"),
                          lambda: co.dequeue(queue_name, 1, source="w"), lambda: co.dequeue(queue_name, 1, source="w"))
@@ -274,7 +275,7 @@ def test_acks_of_several_sources_merge_with_stale_and_bad_ones_routed_to_their_c
     svc.enqueue(queue_name, [Job(b"j%d" % i) for i in range(6)])
     mine = svc.dequeue(queue_name, 3, source="w1")
     theirs = svc.dequeue(queue_name, 3, source="w2")
-    hold = Hold(svc, "apply_acks", monkeypatch)
+    hold = Hold(coalesce, "settle_acks", monkeypatch)
     head, calls = behind(
         hold, co.acks,
         lambda: co.ack(queue_name, succeeded=[Ack(mine[0].descriptor)], source="w1"),
@@ -289,7 +290,7 @@ def test_acks_of_several_sources_merge_with_stale_and_bad_ones_routed_to_their_c
     with pytest.raises(InvalidRequest):
         calls[1].result()
     r1, r2 = calls[0].result(), calls[2].result()
-    assert len(hold.calls) == 2 and len(hold.calls[1][0][0]) == 2  # two callers in one apply
+    assert len(hold.calls) == 2 and len(hold.calls[1][0][1]) == 2  # two callers in one apply
     assert (r1.acked, r1.stale) == ([mine[1].descriptor], [theirs[0].descriptor])
     assert (r2.acked, r2.stale) == ([theirs[2].descriptor, theirs[1].descriptor], [])
     info = svc.lookup([j.descriptor for j in (*mine, *theirs)])
@@ -315,8 +316,8 @@ def test_a_shard_failing_an_ack_batch_leaves_only_its_callers_acks_unapplied(
         def down(*args: object, **kwargs: object) -> None:
             raise ShardConnectionFailed("m2 is down")
 
-        monkeypatch.setattr(svc.shards.get("m2"), "ack_succeeded", down)
-        hold = Hold(svc, "apply_acks", monkeypatch)
+        monkeypatch.setattr(svc.core.shards.get("m2"), "ack_succeeded", down)
+        hold = Hold(coalesce, "settle_acks", monkeypatch)
         head, calls = behind(hold, co.acks,
                              lambda: co.ack(queue_name, succeeded=[Ack(on["sm1"][0])], source="w"),
                              lambda: co.ack(queue_name, succeeded=[Ack(on["sm1"][1])], source="w"),
@@ -329,7 +330,7 @@ def test_a_shard_failing_an_ack_batch_leaves_only_its_callers_acks_unapplied(
         assert ok.acked == [on["sm1"][1]] and not ok.unapplied
         assert list(failed.value.result.unapplied) == [on["sm2"][0]] and not failed.value.result.acked
         assert "m2 is down" in failed.value.message
-        assert len(hold.calls) == 2 and len(hold.calls[1][0][0]) == 2  # the two went as one
+        assert len(hold.calls) == 2 and len(hold.calls[1][0][1]) == 2  # the two went as one
     finally:
         svc.close()
 

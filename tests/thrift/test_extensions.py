@@ -170,7 +170,7 @@ def test_a_worker_heartbeat_over_thrift_sees_a_lost_claim(
     [_job] = client.dequeue(queue_name, 1)
     assert beat(client, queue_name, d, client.source) is True
     time.sleep(0.3)
-    Monitor(service, queues=[queue_name]).run_once()  # the claim times out
+    Monitor(service.operators, queues=[queue_name]).run_once()  # the claim times out
     [again] = other_client.dequeue(queue_name, 1)
     assert again.descriptor == d
     assert beat(client, queue_name, d, client.source) is False

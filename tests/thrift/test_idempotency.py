@@ -24,7 +24,7 @@ def short_window(backend: str) -> Iterator[JobService]:
 
 
 def test_store_reserve_remember_recall_forget(service: JobService) -> None:
-    store = service.control
+    store = service.core.control
     key = f"q/{uuid.uuid4().hex}"
     assert store.recall_enqueue(key) is None
     assert store.reserve_enqueue(key, 60_000) is True

@@ -56,13 +56,13 @@ def test_a_queue_deleted_by_another_process_takes_no_more_jobs_through_the_serve
     # The server's config cache still holds the queue when an operator's
     # process (its own cache) deletes it: the next enqueue is refused and
     # stores nothing on any shard.
-    operator = JobService(service.shards, service.control, service.settings, source="operator")
+    operator = JobService(service.core.sibling(), source="operator")
     operator.create_queue(queue_name)
     client.enqueue(queue_name, [Job(b"before")])
     operator.delete_queue(queue_name, "secret")
     with pytest.raises(QueueNotFound, match="was deleted"):
         client.enqueue(queue_name, [Job(b"after")])
-    assert all(queue_name not in shard.queue_names() for shard in service.shards.all())
+    assert all(queue_name not in shard.queue_names() for shard in service.core.shards.all())
     operator.create_queue(queue_name)
     [descriptor] = client.enqueue(queue_name, [Job(b"again")])
     assert [j.descriptor for j in client.dequeue(queue_name, 5)] == [descriptor]
@@ -72,7 +72,7 @@ def test_enqueue_dequeue_ack(client: ThriftClient, service: JobService, queue_na
     client.create_queue(queue_name)
     low, high = client.enqueue(queue_name, [Job(b"low", priority=2), Job(b"high", priority=1, attempts_allowed=3)])
     assert low.startswith(f"{queue_name}:s") and ":p2:" in low and ":p1:" in high
-    later = service.shard_now_ms() + 600_000
+    later = service.operators.shard_now_ms() + 600_000
     [future] = client.enqueue(queue_name, [Job(b"future", run_after_ms=later)])
 
     jobs = client.dequeue(queue_name, 10)
@@ -137,10 +137,10 @@ def test_dry_run_and_acks_riding_on_dequeue(client: ThriftClient, queue_name: st
 
 def test_lookup_count_and_scan(client: ThriftClient, service: JobService, queue_name: str) -> None:
     client.create_queue(queue_name)
-    now = service.shard_now_ms()
+    now = service.operators.shard_now_ms()
     ds = client.enqueue(queue_name, [Job(f"user:{i}".encode(), priority=1 + i % 2, run_after_ms=now - i * 1000)
                                      for i in range(7)])
-    shard = service.shard_ids()[0]
+    shard = service.operators.shard_ids()[0]
     unknown = f"{queue_name}:s{shard}:p1:999999"
     found = client.lookup([ds[0], unknown])
     assert list(found) == [ds[0]] and found[ds[0]].body is None

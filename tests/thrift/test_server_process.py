@@ -33,6 +33,9 @@ def test_server_process_serves_reports_and_stops_on_sigterm(proc: ServerProcess,
         metrics = response.read().decode()
     assert 'pinlater_server_requests_total{method="enqueueJobs"} 1' in metrics
     assert "pinlater_server_connections_open 1" in metrics
+    # One process: its store calls too, from the job service's seam.
+    store_lines = [line for line in metrics.splitlines() if line.startswith("pinlater_store_calls_total{")]
+    assert any('op="enqueue"} 1' in line for line in store_lines), store_lines
 
     out = subprocess.run(cli("--json", "server-stats", "--url", f"http://127.0.0.1:{proc.metrics_port}"),
                          capture_output=True, text=True, timeout=30, env=server_env())

@@ -289,8 +289,8 @@ def test_tls_12_is_the_oldest_version_accepted(tls_server: ThriftServer, certs: 
 def test_plain_tcp_off_the_loopback_is_refused_unless_insecure(redis_service: JobService, certs: Certs) -> None:
     with pytest.raises(TlsConfigError, match=r"refusing to serve plain TCP on 0\.0\.0\.0.*PINLATER_SERVER_INSECURE"):
         ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None)
-    insecure = JobService(redis_service.shards, redis_service.control,
-                          _replace(redis_service, server_insecure=True), source="insecure")
+    insecure = JobService(redis_service.core.sibling(_replace(redis_service, server_insecure=True)),
+                          source="insecure")
     ThriftServer(insecure, "0.0.0.0", 0, metrics_port=None).stop(0)
     # With TLS any address may be bound.
     ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None,

@@ -85,13 +85,13 @@ class SessionMonitor(Monitor):
     core's worth of calls."""
 
     def run_once(self) -> MonitorStats:
-        self.queues = sorted(q for q in self.service.queue_names() if q.endswith(f"_{RUN}"))
+        self.queues = sorted(q for q in self.operators.queue_names() if q.endswith(f"_{RUN}"))
         return super().run_once()
 
 
 @pytest.fixture
 def monitor(service: JobService) -> Iterator[Monitor]:
-    mon = SessionMonitor(service, interval_s=0.5)
+    mon = SessionMonitor(service.operators, interval_s=0.5)
     mon.start_thread()
     yield mon
     mon.stop()

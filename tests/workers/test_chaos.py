@@ -70,7 +70,7 @@ def test_sigkilled_workers_lose_nothing(
     by_state = {s: sum(1 for d in descriptors if states[d].state == s) for s in JobState}
     runs = {k.decode(): int(v) for k, v in results.hgetall(key("runs:w_chaos")).items()}
     twice = sum(1 for d in descriptors if runs.get(d, 0) > 1)
-    print(f"\nchaos ({service.shard_ids()}): kills {kills}, {by_state[JobState.SUCCEEDED]}/{JOBS} succeeded, "
+    print(f"\nchaos ({service.operators.shard_ids()}): kills {kills}, {by_state[JobState.SUCCEEDED]}/{JOBS} succeeded, "
           f"{twice} ran more than once, max runs {max(runs.values(), default=0)}")
     assert kills["main"] + kills["pool"] >= 5
     assert by_state[JobState.SUCCEEDED] == JOBS, by_state

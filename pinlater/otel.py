@@ -1,0 +1,185 @@
+"""The OpenTelemetry side of ``pinlater.tracing``, imported only when
+tracing is on (the ``otel`` extra)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+        SpanExportResult,
+    )
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+except ImportError as exc:  # pragma: no cover -- the extra is missing
+    raise ImportError(
+        "OTEL_TRACES_EXPORTER is set but OpenTelemetry is not installed: pip install 'pinlater-py[otel]'"
+    ) from exc
+
+SCOPE = "pinlater"
+KINDS = {"client": SpanKind.CLIENT, "server": SpanKind.SERVER, "producer": SpanKind.PRODUCER,
+         "consumer": SpanKind.CONSUMER, "internal": SpanKind.INTERNAL}
+
+
+class FileSpanExporter(SpanExporter):
+    """Appends each finished span to a file as one JSON object per line
+    (``pinlater trace`` reads them); several processes may share the file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps(span_record(s), separators=(",", ":")) + "\n" for s in spans)
+        with self._lock:
+            # One write of whole lines in append mode: lines of processes
+            # writing at once do not interleave within a line.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, lines.encode())
+            finally:
+                os.close(fd)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def span_record(span: ReadableSpan) -> dict[str, Any]:
+    ctx = span.get_span_context()
+    assert ctx is not None  # a finished span of the SDK has one
+    parent = span.parent
+    return {
+        "trace_id": f"{ctx.trace_id:032x}",
+        "span_id": f"{ctx.span_id:016x}",
+        "parent_id": f"{parent.span_id:016x}" if parent is not None else None,
+        "name": span.name,
+        "kind": span.kind.name.lower(),
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "status": span.status.status_code.name.lower(),
+        "attributes": dict(span.attributes or {}),
+        "links": [
+            {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+            for link in span.links
+        ],
+        "service": span.resource.attributes.get("service.name"),
+    }
+
+
+def _exporter(name: str) -> SpanExporter:
+    if name == "console":
+        return ConsoleSpanExporter()
+    if name == "pinlater_file":
+        path = os.environ.get("PINLATER_TRACES_FILE")
+        if not path:
+            raise ValueError("OTEL_TRACES_EXPORTER=pinlater_file needs PINLATER_TRACES_FILE (the file to append to)")
+        return FileSpanExporter(path)
+    if name == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as exc:
+            raise ValueError(
+                "OTEL_TRACES_EXPORTER=otlp needs opentelemetry-exporter-otlp-proto-http installed"
+            ) from exc
+        return OTLPSpanExporter()  # type: ignore[no-any-return]
+    raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} (console, otlp, pinlater_file or none)")
+
+
+def setup(exporters: Sequence[str], service_name: str) -> Any:
+    """The tracer, from the application's provider if it set one, else
+    from a provider made here with ``exporters``."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        for name in exporters:
+            if name != "none":
+                provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
+        trace.set_tracer_provider(provider)
+    return provider.get_tracer(SCOPE)
+
+
+def tracer_of(provider: Any) -> Any:
+    return provider.get_tracer(SCOPE)
+
+
+def flush() -> None:
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush()
+
+
+# -- spans ------------------------------------------------------------------------------
+def start_store_span(tracer: Any, op: str, shard: str, queue: str | None) -> Any:
+    attributes = {"db.operation.name": op, "pinlater.shard": shard}
+    if queue is not None:
+        attributes["pinlater.queue"] = queue
+    return tracer.start_span(f"store {op}", kind=SpanKind.CLIENT, attributes=attributes)
+
+
+def end_span(span: Any, error: BaseException | None) -> None:
+    if error is not None:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}"))
+    span.end()
+
+
+@contextmanager
+def span(
+    tracer: Any,
+    name: str,
+    kind: str,
+    attributes: Mapping[str, Any],
+    parent: Mapping[str, str] | None,
+    links: Sequence[Mapping[str, str]],
+) -> Iterator[Any]:
+    """A span made current for the block; ``parent``: a carrier whose
+    context it continues instead of the current one; ``links``: carriers
+    of spans it follows from."""
+    ctx = propagate.extract(parent) if parent is not None else None
+    link_list = []
+    for carrier in links:
+        linked = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+        if linked.is_valid:
+            link_list.append(Link(linked))
+    with tracer.start_as_current_span(
+        name, context=ctx, kind=KINDS[kind], attributes=dict(attributes), links=link_list,
+        record_exception=True, set_status_on_exception=True,
+    ) as current:
+        yield current
+
+
+def begin(tracer: Any, name: str, kind: str, attributes: Mapping[str, Any],
+          parent: Mapping[str, str] | None) -> tuple[Any, object]:
+    ctx = propagate.extract(parent) if parent is not None else None
+    current = tracer.start_span(name, context=ctx, kind=KINDS[kind], attributes=dict(attributes))
+    return current, otel_context.attach(trace.set_span_in_context(current))
+
+
+def finish(handle: tuple[Any, object], error: str | None) -> None:
+    current, token = handle
+    otel_context.detach(token)  # type: ignore[arg-type]
+    if error is not None:
+        current.set_status(Status(StatusCode.ERROR, error))
+    current.end()
+
+
+def inject() -> dict[str, str]:
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def set_attributes(attributes: Mapping[str, Any]) -> None:
+    trace.get_current_span().set_attributes(dict(attributes))

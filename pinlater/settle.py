@@ -1,0 +1,164 @@
+"""Settling ACKs and checkpoints: the one place that decides, for each
+entry, whether it was applied, stale or unapplied.
+
+* **acked**: the shard applied it;
+* **stale**: the shard answered that it did not apply (the caller no longer
+  holds the claim, or the queue was deleted and its jobs with it);
+* **unapplied**: the shard failed or could not be reached, so it is not
+  known to be applied; every transition is safe to repeat.
+
+``settle`` takes one or more callers' entries already routed to their
+shards and makes one store call per shard for all of them; each caller
+gets what it would have got alone. ``JobService.ack`` and ``checkpoint``
+settle one caller, the server's coalescer several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pinlater.backends.base import AckItem, FailItem, ShardBackend
+from pinlater.core import Core
+from pinlater.descriptor import JobDescriptor
+from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
+from pinlater.models import Ack, AckResult, Checkpoint
+from pinlater.queue_config import QueueConfig
+from pinlater.validation import check_batch, check_delay, check_priority, check_source, check_status
+
+E = TypeVar("E", Ack, Checkpoint)
+Item = TypeVar("Item")
+# Entries by shard: each shard with its (descriptor, entry) pairs.
+Routed = list[tuple[ShardBackend, list[tuple[JobDescriptor, Any]]]]
+
+
+@dataclass
+class Share:
+    """One caller's share of a settlement: its result and, per shard that
+    failed, why."""
+
+    result: AckResult = field(default_factory=AckResult)
+    errors: list[str] = field(default_factory=list)
+
+    def checked(self, what: str, advice: str = "") -> AckResult:
+        """The result; AckNotApplied if a shard left some unapplied."""
+        if self.errors:
+            raise AckNotApplied(
+                f"{len(self.result.unapplied)} {what} not applied{advice}: {'; '.join(self.errors)}", self.result
+            )
+        return self.result
+
+    def result_of_acks(self) -> AckResult:
+        return self.checked("ACKs", " (retry them, or they time out and re-run)")
+
+
+def route(core: Core, queue: str, config: QueueConfig, entries: Iterable[E]) -> Routed:
+    """The entries parsed and grouped by shard; raises for a descriptor of
+    another queue, an unknown shard or a priority the queue lacks."""
+    groups: dict[str, list[tuple[JobDescriptor, Any]]] = {}
+    for entry in entries:
+        d = JobDescriptor.parse(entry.descriptor)
+        if d.queue != queue:
+            raise InvalidRequest(f"descriptor {entry.descriptor!r} is not in queue {queue!r}")
+        check_priority(config, d.priority)
+        group = groups.get(d.shard)
+        if group is None:
+            core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
+            group = groups[d.shard] = []
+        group.append((d, entry))
+    return [(core.shards.get(s), pairs) for s, pairs in groups.items()]
+
+
+def settle(
+    core: Core,
+    op: str,
+    queue: str,
+    callers: Sequence[Routed],
+    shares: Sequence[Share],
+    make_item: Callable[[int, JobDescriptor, Any], Item],
+    apply: Callable[[ShardBackend, list[Item]], list[bool]],
+) -> None:
+    """Applies every caller's routed entries, one store call (``op``) per
+    shard, and records each entry in its caller's share (see the module doc)."""
+    parts: dict[str, tuple[ShardBackend, list[tuple[int, list[tuple[JobDescriptor, Any]]]]]] = {}
+    for caller, routed in enumerate(callers):
+        for backend, pairs in routed:
+            parts.setdefault(backend.shard_id, (backend, []))[1].append((caller, pairs))
+    for shard_id, (backend, owners) in parts.items():
+        items = [make_item(caller, d, entry) for caller, pairs in owners for d, entry in pairs]
+        try:
+            applied = core.shards.call(backend, op, queue, lambda b: apply(b, items))  # noqa: B023 -- called at once
+            if len(applied) != len(items):
+                raise PinLaterError(f"shard {shard_id} answered {len(applied)} of {len(items)}")
+        except QueueDeleted:
+            applied = [False] * len(items)  # its jobs are gone with it: stale, as where its storage is empty
+        except PinLaterError as exc:
+            cause = f"shard {shard_id}: {exc}"
+            for caller, pairs in owners:
+                shares[caller].errors.append(f"shard {shard_id}: {len(pairs)} jobs ({exc})")
+                for d, _ in pairs:
+                    shares[caller].result.unapplied[str(d)] = cause
+            continue
+        start = 0
+        for caller, pairs in owners:
+            result = shares[caller].result
+            for (d, _), ok in zip(pairs, applied[start : start + len(pairs)], strict=True):
+                (result.acked if ok else result.stale).append(str(d))
+            start += len(pairs)
+
+
+# -- ACKs -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PreparedAcks:
+    """One caller's ACKs, checked and routed to their shards."""
+
+    queue: str
+    config: QueueConfig
+    source: str
+    succeeded: Routed
+    failed: Routed
+
+    @property
+    def count(self) -> int:
+        return sum(len(pairs) for _, pairs in (*self.succeeded, *self.failed))
+
+
+def prepare_acks(
+    core: Core, queue: str, succeeded: Sequence[Ack], failed: Sequence[Ack], source: str
+) -> PreparedAcks:
+    """Checks the ACKs and routes each to its shard, applying nothing;
+    raises for bad input."""
+    source = check_source(source)
+    config = core.configs.get(queue)
+    check_batch(len(succeeded) + len(failed), core.settings.max_jobs_per_call, "ACKs")
+    for a in failed:
+        check_delay(a.retry_delay_ms)
+    for a in (*succeeded, *failed):
+        check_status(a.append_custom_status)
+    # Parse and route everything before applying anything.
+    return PreparedAcks(queue, config, source, route(core, queue, config, succeeded),
+                        route(core, queue, config, failed))
+
+
+def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
+    """One or more callers' prepared ACKs of one queue: one call per shard
+    for the success ACKs of all of them, then one per shard for the
+    failures, each item under its own caller's source."""
+    queue, config = batch[0].queue, batch[0].config
+    shares = [Share() for _ in batch]
+    settle(
+        core, "ack_succeeded", queue, [p.succeeded for p in batch], shares,
+        lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status),
+        lambda b, items: b.ack_succeeded(queue, items),
+    )
+    # The policy's delay is picked inside the transition from the job's own
+    # attempt count: one round trip, no read first.
+    delays = config.retry.delay_table()
+    settle(
+        core, "ack_failed", queue, [p.failed for p in batch], shares,
+        lambda caller, d, a: FailItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
+                                      a.retry_delay_ms if a.retry_delay_ms > 0 else None),
+        lambda b, items: b.ack_failed(queue, items, delays),
+    )
+    return shares

@@ -1,0 +1,166 @@
+"""OpenTelemetry tracing, optional and off by default.
+
+On when ``OTEL_TRACES_EXPORTER`` names an exporter (``console``, ``otlp``,
+or ``pinlater_file``, which appends spans as JSON lines to the file
+``PINLATER_TRACES_FILE`` for ``pinlater trace``); off when it is unset or
+``none``. ``OTEL_SERVICE_NAME`` names the process. ``configure`` reads them
+once per process; every entry point (service, server, workers, client)
+calls it. An application that set its own tracer provider keeps it; one
+that configures OpenTelemetry in code calls ``use``.
+
+Off, nothing here imports OpenTelemetry, and every instrumented place
+costs one test of ``ON``. On, the ``otel`` extra must be installed.
+
+What is traced: the job service's calls and every store call under them
+(``pinlater.seam``), the Thrift client's calls and the server's methods,
+and the Celery tasks run by the workers (with their HBase and MySQL calls).
+A job carries its trace context: a task's message holds it in its headers,
+so a job run an hour after a web request enqueued it continues that trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ON = False
+_configured = False
+_lock = threading.Lock()
+_tracer: Any = None
+
+OFF_VALUES = ("", "none")
+# Where a job's trace context travels: W3C trace context fields.
+CARRIER_KEYS = ("traceparent", "tracestate")
+
+
+def configure(default_service_name: str = "pinlater") -> bool:
+    """Reads the ``OTEL_*`` environment once; True if tracing is on. A
+    misconfiguration (an unknown exporter, the extra missing) raises."""
+    global ON, _configured, _tracer
+    if _configured:
+        return ON
+    with _lock:
+        if _configured:
+            return ON
+        exporters = [e.strip() for e in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()]
+        if exporters and not all(e in OFF_VALUES for e in exporters):
+            from pinlater import otel  # only now: OpenTelemetry is optional
+
+            _tracer = otel.setup(exporters, os.environ.get("OTEL_SERVICE_NAME") or default_service_name)
+            ON = True
+        _configured = True
+    return ON
+
+
+def use(provider: Any) -> None:
+    """Traces to ``provider`` (an OpenTelemetry ``TracerProvider``) from now
+    on, whatever the environment says; ``None`` turns tracing off."""
+    global ON, _configured, _tracer
+    with _lock:
+        if provider is None:
+            ON, _tracer = False, None
+        else:
+            from pinlater import otel
+
+            ON, _tracer = True, otel.tracer_of(provider)
+        _configured = True
+
+
+def flush() -> None:
+    """Exports the spans still buffered (before a process exits)."""
+    if ON:
+        from pinlater import otel
+
+        otel.flush()
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "internal",
+    parent: Mapping[str, str] | None = None,
+    links: Sequence[Mapping[str, str]] = (),
+) -> Iterator[Any]:
+    """A span around the block (None when tracing is off). ``parent``: a
+    carrier (``context``) whose trace it continues; ``links``: carriers of
+    spans it follows from, as a chained page follows the page that made it."""
+    if not ON:
+        yield None
+        return
+    from pinlater import otel
+
+    with otel.span(_tracer, name, kind, attributes or {}, parent, links) as current:
+        yield current
+
+
+def begin(
+    name: str, attributes: Mapping[str, Any], *, kind: str = "internal", parent: Mapping[str, str] | None = None
+) -> Any:
+    """A span made current until ``finish``, for work that starts and ends
+    in different callbacks (a Celery task's run); None when off."""
+    if not ON:
+        return None
+    from pinlater import otel
+
+    return otel.begin(_tracer, name, kind, attributes, parent)
+
+
+def finish(handle: Any, error: str | None = None) -> None:
+    """Ends what ``begin`` started; ``error``: why it failed, if it did."""
+    if handle is not None:
+        from pinlater import otel
+
+        otel.finish(handle, error)
+
+
+def traced(name: str) -> Callable[[F], F]:
+    """A method of one queue (its first argument) in a span ``name``."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: Any, queue: str, *args: Any, **kwargs: Any) -> Any:
+            if not ON:
+                return method(self, queue, *args, **kwargs)
+            with span(name, {"pinlater.queue": queue}):
+                return method(self, queue, *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
+
+
+def context() -> dict[str, str]:
+    """The current trace context as a carrier to store with a job ({} when off)."""
+    if not ON:
+        return {}
+    from pinlater import otel
+
+    return otel.inject()
+
+
+def set_attributes(attributes: Mapping[str, Any]) -> None:
+    """Attributes of the current span (nothing when off)."""
+    if ON:
+        from pinlater import otel
+
+        otel.set_attributes(attributes)
+
+
+def start_store_span(op: str, shard: str, queue: str | None) -> Any:
+    from pinlater import otel
+
+    return otel.start_store_span(_tracer, op, shard, queue)
+
+
+def end_span(span: Any, error: BaseException | None) -> None:
+    from pinlater import otel
+
+    otel.end_span(span, error)

@@ -1,0 +1,63 @@
+"""Enqueue's two steps and dequeue's check, over a ``Core``: the service
+runs them back to back for one caller, the server's coalescer checks each
+caller with the first and stores several callers' items with one call of
+the second."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pinlater.backends.base import EnqueueItem, ShardUnavailable
+from pinlater.core import Core
+from pinlater.descriptor import JobDescriptor
+from pinlater.errors import EnqueueRejected, InvalidRequest, NoHealthyShards
+from pinlater.models import Job
+from pinlater.queue_config import QueueConfig
+from pinlater.validation import check_batch, check_job, check_limit
+
+
+def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None) -> list[EnqueueItem]:
+    """The jobs checked against the queue's config and made the shard's
+    items; raises for bad input."""
+    config = config or core.configs.get(queue)
+    check_batch(len(jobs), core.settings.max_jobs_per_call, "jobs", EnqueueRejected)
+    for job in jobs:
+        check_job(config, job, core.settings.max_body_bytes)
+    default_attempts = config.retry.attempts_allowed
+    return [
+        EnqueueItem(
+            body=bytes(job.body),
+            priority=job.priority,
+            run_after_ms=job.run_after_ms,
+            attempts_allowed=job.attempts_allowed or default_attempts,
+            custom_status=job.custom_status,
+        )
+        for job in jobs
+    ]
+
+
+def store_items(core: Core, queue: str, items: Sequence[EnqueueItem]) -> list[str]:
+    """Stores the items on one healthy shard in one call, all or nothing;
+    their descriptors in order."""
+    last_error: Exception | None = None
+    for backend in core.shards.require_healthy():
+        try:
+            ids = core.shards.call(backend, "enqueue", queue, lambda b: b.enqueue(queue, items))
+        except ShardUnavailable as exc:
+            # Refused or reset before the script ran: try the next shard.
+            last_error = exc
+            continue
+        return [
+            str(JobDescriptor(queue, backend.shard_id, item.priority, local_id))
+            for item, local_id in zip(items, ids, strict=True)
+        ]
+    raise NoHealthyShards(f"no shard accepted the enqueue: {last_error}")
+
+
+def check_dequeue(core: Core, queue: str, limit: int, coverage: float = 1.0) -> QueueConfig:
+    """A dequeue's arguments checked (the queue exists); its queue's config."""
+    config = core.configs.get(queue)
+    check_limit(limit)
+    if not 0.0 < coverage <= 1.0:
+        raise InvalidRequest(f"coverage must be in (0, 1], got {coverage!r}")
+    return config
