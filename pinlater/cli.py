@@ -31,6 +31,7 @@ from pinlater.queue_config import check_rate
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.states import JobState
+from pinlater.trace_tree import add_trace_command
 
 
 def _info_dict(info: JobInfo) -> dict[str, Any]:
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
     add_migrate_command(sub)
     add_dev_certs_command(sub)
+    add_trace_command(sub)
     register_commands(sub)
     return parser
 

@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential, wait_random
 
+from pinlater import tracing
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, PriorityNotSupported, ShardConnectionFailed
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig
@@ -112,6 +113,7 @@ class ThriftClient:
     @classmethod
     def from_settings(cls, settings: Settings | None = None, source: str | None = None) -> ThriftClient:
         settings = settings or Settings.from_env()
+        tracing.configure()
         return cls(
             settings.servers,
             source=source,
@@ -137,6 +139,12 @@ class ThriftClient:
         return idl.RequestContext(source=check_source(source or self.source), requestId=request_id)
 
     def _call(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
+        if tracing.ON:
+            with tracing.span(f"client {method}", {"rpc.system": "thrift", "rpc.method": method}, kind="client"):
+                return self._call_once(method, idempotent=idempotent, **kwargs)
+        return self._call_once(method, idempotent=idempotent, **kwargs)
+
+    def _call_once(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
         args_cls, result_cls = STRUCTS[method]
         args = args_cls(**kwargs)
         # The first try outside tenacity: setting up a Retrying costs about

@@ -30,10 +30,11 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import celeryd_after_setup, worker_init, worker_process_init
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_process_shutdown
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
+from pinlater import tracing
 from pinlater.envsettings import read
 from workers import registry
 from workers.gc_policy import tune_gc
@@ -141,6 +142,12 @@ def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
 @worker_init.connect  # the worker's own process (the solo and thread pools run tasks there)
 def _tune_gc(**_: Any) -> None:
     tune_gc()
+    tracing.configure("pinlater-worker")
+
+
+@worker_process_shutdown.connect
+def _flush_traces(**_: Any) -> None:
+    tracing.flush()
 
 
 app = make_app()

@@ -39,10 +39,12 @@ from celery import Task
 from celery.exceptions import Retry
 from celery.signals import task_postrun, task_prerun
 
+from pinlater import tracing
 from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
 from pinlater.retry import RetryPolicy
 from workers import direct_publish, registry
+from workers import tracing as task_tracing
 from workers.client import queue_config, shared_client
 from workers.heartbeat import HEARTBEATS, Running, beat
 from workers.pid import current_pid
@@ -118,6 +120,14 @@ class PinLaterTask(Task):
         within the job service's window (``PINLATER_IDEMPOTENCY_WINDOW_MS``)
         makes no new job, and its descriptor is the first one's; a task that
         is run again after a crash then does not publish its successors twice."""
+        if tracing.ON or tracing.configure():
+            with task_tracing.publishing(self.name, options):
+                return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key,
+                                     options)
+        return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key, options)
+
+    def _publish(self, args: Any, kwargs: Any, task_id: Any, producer: Any, link: Any, link_error: Any,
+                 shadow: Any, idempotency_key: str | None, options: dict[str, Any]) -> Any:
         if self.retry_policy is not None or idempotency_key is not None:
             headers = dict(options.pop("headers", None) or {})
             if self.retry_policy is not None:

@@ -29,6 +29,7 @@ import pymysql
 from pymysql.connections import Connection
 from pymysql.cursors import Cursor
 
+from pinlater import tracing
 from pinlater.storage.urls import mysql_connect_options
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable
 from tasks.appdata.shardmap import Server
@@ -79,6 +80,14 @@ class ServerPool:
         AppDataUnavailable (server unreachable) or AppDataStorageError.
         ``work`` must be safe to run again after a deadlock (single
         statements are: InnoDB rolled them back)."""
+        if tracing.ON:
+            attributes = {"db.system": "mysql", "server.address": str(self.server),
+                          "db.operation.name": getattr(work, "__name__", "work")}
+            with tracing.span(f"mysql {attributes['db.operation.name']}", attributes, kind="client"):
+                return self._run(work)
+        return self._run(work)
+
+    def _run(self, work: Callable[[Cursor], T]) -> T:
         attempt = 0
         while True:
             try:

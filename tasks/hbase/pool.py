@@ -21,6 +21,7 @@ import happybase
 
 from tasks.hbase.errors import translate, with_retries
 from tasks.hbase.settings import Address, HBaseSettings
+from tasks.hbase.spans import traced
 from tasks.hbase.thrift2 import PoolLimits, Thrift2Pool
 
 T = TypeVar("T")
@@ -120,7 +121,8 @@ class ClusterPool:
         idempotent; whatever still fails raises an ``HBaseError`` naming the
         cluster, the operation and the cause.
         """
-        return with_retries(self.attempts if idempotent else 1, lambda: self._once(operation, fn))
+        return traced(self.name, operation, "thrift1",
+                      lambda: with_retries(self.attempts if idempotent else 1, lambda: self._once(operation, fn)))
 
     def close(self) -> None:
         """Close the idle connections of both pools (those in use close when

@@ -28,6 +28,7 @@ from thriftpy2.transport.socket import TSocket
 from tasks.hbase.errors import SERVER_ERRORS, HBaseUnavailable, NotThrift2Server, translate, with_retries
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
+from tasks.hbase.spans import traced
 
 T = TypeVar("T")
 _Socket: Any = TSocket  # untyped in thriftpy2
@@ -152,8 +153,10 @@ class Thrift2Pool:
         ``THBaseService``. A broken connection is retried up to ``attempts``
         times if the call is idempotent; whatever still fails raises an
         ``HBaseError`` naming the cluster, this address and ``operation``."""
-        return with_retries(self.limits.attempts if idempotent else 1,
-                            lambda: self._once(operation, lambda connection: fn(connection.client)))
+        return traced(self.cluster, operation, "thrift2", lambda: with_retries(
+            self.limits.attempts if idempotent else 1,
+            lambda: self._once(operation, lambda connection: fn(connection.client)),
+        ))
 
     def call_encoded(self, operation: str, method: str, bodies: Sequence[bytes]) -> None:
         """Call ``method`` once per pre-encoded ``body``, in order, on one
@@ -163,7 +166,8 @@ class Thrift2Pool:
             for body in bodies:
                 connection.call_encoded(method, body)
 
-        with_retries(self.limits.attempts, lambda: self._once(operation, calls))
+        traced(self.cluster, operation, "thrift2",
+               lambda: with_retries(self.limits.attempts, lambda: self._once(operation, calls)))
 
     def close(self) -> None:
         """Close the idle connections (one in use is kept by its call and

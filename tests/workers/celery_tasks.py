@@ -139,3 +139,19 @@ def flower_ok(self: Any, x: int) -> int:
 @task("w_flower_fail", retry_policy=RetryPolicy.constant(1000, retries=0))
 def flower_fail(self: Any) -> None:
     raise ValueError("fails for Flower")
+
+
+# -- tracing --------------------------------------------------------------------------------
+@task("w_chain")
+def chain(self: Any, n: int) -> None:
+    """Publishes the next link from its run, as a fan-out page does."""
+    results().rpush(key("runs:w_chain"), _descriptor(self))
+    if n > 0:
+        self.apply_async((n - 1,))
+
+
+@task("w_flaky", retry_policy=RetryPolicy.constant(200, retries=2))
+def flaky(self: Any) -> str:
+    if results().incr(key("runs:w_flaky")) == 1:
+        raise RuntimeError("the first attempt fails on purpose")
+    return "ok"
