@@ -110,6 +110,60 @@ def setup(exporters: Sequence[str], service_name: str) -> Any:
     return provider.get_tracer(SCOPE)
 
 
+# -- metrics ----------------------------------------------------------------------------
+# The instruments of the store calls, named so that an OpenTelemetry
+# Prometheus exporter shows the names and units of /metrics.
+_instruments: dict[str, Any] = {}
+
+
+def _metric_exporter(name: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter()
+    if name == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        except ImportError as exc:
+            raise ValueError(
+                "OTEL_METRICS_EXPORTER=otlp needs opentelemetry-exporter-otlp-proto-http installed"
+            ) from exc
+        return OTLPMetricExporter()
+    raise ValueError(f"OTEL_METRICS_EXPORTER: unknown exporter {name!r} (console, otlp or none)")
+
+
+def setup_metrics(exporters: Sequence[str], service_name: str) -> None:
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    provider = metrics.get_meter_provider()
+    if not isinstance(provider, MeterProvider):
+        readers = [PeriodicExportingMetricReader(_metric_exporter(name)) for name in exporters if name != "none"]
+        provider = MeterProvider(metric_readers=readers,
+                                 resource=Resource.create({"service.name": service_name}))
+        metrics.set_meter_provider(provider)
+    use_meter_provider(provider)
+
+
+def use_meter_provider(provider: Any) -> None:
+    meter = provider.get_meter(SCOPE)
+    _instruments["calls"] = meter.create_counter(
+        "pinlater_store_calls", description="Store calls made by the job service, by shard and operation.")
+    _instruments["errors"] = meter.create_counter(
+        "pinlater_store_errors", description="Store calls that failed, by shard, operation and error.")
+    _instruments["seconds"] = meter.create_histogram(
+        "pinlater_store_call", unit="s", description="Store call latency, by shard and operation.")
+
+
+def record_store_call(shard: str, op: str, seconds: float, error: str | None) -> None:
+    labels = {"shard": shard, "op": op}
+    _instruments["calls"].add(1, labels)
+    _instruments["seconds"].record(seconds, labels)
+    if error is not None:
+        _instruments["errors"].add(1, {**labels, "error": error})
+
+
 def tracer_of(provider: Any) -> Any:
     return provider.get_tracer(SCOPE)
 

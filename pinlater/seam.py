@@ -61,6 +61,8 @@ class StoreMetrics:
         self._series: dict[tuple[str, str], _Series] = {}
 
     def record(self, shard: str, op: str, seconds: float, error: str | None) -> None:
+        if tracing.METRICS_ON:
+            tracing.record_store_call(shard, op, seconds, error)
         slot = bisect.bisect_left(BUCKETS, seconds)
         with self._lock:
             series = self._series.get((shard, op))

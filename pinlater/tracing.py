@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 ON = False
+# Store-call metrics through OpenTelemetry too (OTEL_METRICS_EXPORTER).
+METRICS_ON = False
 _configured = False
 _lock = threading.Lock()
 _tracer: Any = None
@@ -42,20 +44,40 @@ CARRIER_KEYS = ("traceparent", "tracestate")
 def configure(default_service_name: str = "pinlater") -> bool:
     """Reads the ``OTEL_*`` environment once; True if tracing is on. A
     misconfiguration (an unknown exporter, the extra missing) raises."""
-    global ON, _configured, _tracer
+    global ON, METRICS_ON, _configured, _tracer
     if _configured:
         return ON
     with _lock:
         if _configured:
             return ON
-        exporters = [e.strip() for e in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()]
-        if exporters and not all(e in OFF_VALUES for e in exporters):
+        name = os.environ.get("OTEL_SERVICE_NAME") or default_service_name
+        exporters = _named("OTEL_TRACES_EXPORTER")
+        if exporters:
             from pinlater import otel  # only now: OpenTelemetry is optional
 
-            _tracer = otel.setup(exporters, os.environ.get("OTEL_SERVICE_NAME") or default_service_name)
+            _tracer = otel.setup(exporters, name)
             ON = True
+        metric_exporters = _named("OTEL_METRICS_EXPORTER")
+        if metric_exporters:
+            from pinlater import otel
+
+            otel.setup_metrics(metric_exporters, name)
+            METRICS_ON = True
         _configured = True
     return ON
+
+
+def _named(variable: str) -> list[str]:
+    """The exporters a variable names; [] for unset or none."""
+    names = [e.strip() for e in os.environ.get(variable, "").split(",") if e.strip()]
+    return [] if all(e in OFF_VALUES for e in names) else names
+
+
+def record_store_call(shard: str, op: str, seconds: float, error: str | None) -> None:
+    """A store call, for the OpenTelemetry metrics (when on)."""
+    from pinlater import otel
+
+    otel.record_store_call(shard, op, seconds, error)
 
 
 def use(provider: Any) -> None:
@@ -70,6 +92,20 @@ def use(provider: Any) -> None:
 
             ON, _tracer = True, otel.tracer_of(provider)
         _configured = True
+
+
+def use_metrics(provider: Any) -> None:
+    """Store-call metrics to ``provider`` (an OpenTelemetry ``MeterProvider``)
+    from now on; ``None`` stops them."""
+    global METRICS_ON
+    with _lock:
+        if provider is None:
+            METRICS_ON = False
+            return
+        from pinlater import otel
+
+        otel.use_meter_provider(provider)
+        METRICS_ON = True
 
 
 def flush() -> None:

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pinlater import Ack, Job, JobService
+from pinlater import Ack, Job, JobService, tracing
 from pinlater.errors import ShardConnectionFailed
 from tests.servers import REPO
 from tests.support.spans import spans_in_memory
@@ -134,3 +137,27 @@ def test_a_failed_store_call_is_an_error_span(
     (store,) = _named(list(spans.get_finished_spans()), "store enqueue")
     assert store.status.status_code.name == "ERROR"
     assert [e.name for e in store.events] == ["exception"]
+
+
+def test_store_calls_are_opentelemetry_metrics_with_the_names_and_units_of_metrics(queue_name: str) -> None:
+    reader = InMemoryMetricReader()
+    tracing.use_metrics(MeterProvider(metric_readers=[reader]))
+    try:
+        with JobService.from_settings(settings_for("memory"), source="metrics-test") as svc:
+            svc.create_queue(queue_name)
+            svc.enqueue(queue_name, [Job(b"a")])
+            svc.enqueue(queue_name, [Job(b"b")])
+            shard = svc.operators.shard_ids()[0]
+    finally:
+        tracing.use_metrics(None)
+    data = reader.get_metrics_data()
+    assert data is not None
+    found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    points: list[Any] = list(found["pinlater_store_calls"].data.data_points)
+    calls = {tuple(sorted(dict(p.attributes).items())): p.value for p in points}
+    assert calls[(("op", "enqueue"), ("shard", shard))] == 2
+    latency = found["pinlater_store_call"]
+    assert latency.unit == "s"
+    histogram: list[Any] = list(latency.data.data_points)
+    (enqueues,) = [p for p in histogram if dict(p.attributes)["op"] == "enqueue"]
+    assert enqueues.count == 2 and 0 < enqueues.sum < 5
