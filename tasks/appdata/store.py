@@ -3,12 +3,14 @@ other module takes one and asks it where a shard lives."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from pymysql.cursors import Cursor
 
+from pinlater import tracing
 from tasks.appdata.db import ServerPool
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.shardmap import Server, ShardLocation, ShardMap
@@ -42,7 +44,13 @@ class AppData:
     def run(self, shard: int, work: Callable[[Cursor, str], T]) -> T:
         """``work(cursor, database)`` on the server of ``shard``."""
         where = self.locate(shard)
-        return self._pools[where.server].run(lambda cursor: work(cursor, where.database))
+
+        def call(cursor: Cursor) -> T:
+            return work(cursor, where.database)
+
+        if tracing.ON:  # named as ``work`` is, for the call's span
+            call = functools.wraps(work)(call)
+        return self._pools[where.server].run(call)
 
     def close(self) -> None:
         for pool in self._pools.values():

@@ -24,11 +24,13 @@ import random
 import time
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pinlater import trace_tree, tracing
 from pinlater.demo import DEMO_SECRET, demo_settings
 from pinlater.errors import QueueNotFound
 from pinlater.monitor import Monitor
@@ -111,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--follows", type=int, default=200, help="follows and unfollows through the task path")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (2 pool processes each)")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--traces", type=Path, metavar="FILE",
+                        help="trace every process to FILE (JSON lines) and print one pin's trace at the end")
     args = parser.parse_args(argv)
     plan = DemoPlan(args.users, args.celebrity_followers, args.pins, args.follows, args.workers, args.timeout)
+    if args.traces is not None:
+        trace_to(args.traces)
     try:
         return run(plan, Console())
     except KeyboardInterrupt:
@@ -121,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(plan: DemoPlan, console: Console) -> int:
     env = demo_env()
+    if "PINLATER_TRACES_FILE" in env:
+        env["OTEL_SERVICE_NAME"] = "feeds-worker"
     feed_settings = FeedSettings.from_env(env)
     store = AppData(AppDataSettings.from_env(env))
     pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
@@ -152,6 +160,8 @@ def run(plan: DemoPlan, console: Console) -> int:
         finally:
             monitor.stop()
         show(console, store, pair, feed_settings, service, summary.celebrity_ids, rng)
+        if os.environ.get("PINLATER_TRACES_FILE"):
+            show_trace(console, Path(os.environ["PINLATER_TRACES_FILE"]))
         store.close()
         pair.close()
         if not ok:
@@ -282,6 +292,34 @@ def show(
     for queue, by_state in feed_counts(service, QUEUES).items():
         table.add_row(queue, *(f"{by_state[s]:,}" for s in STATES))
     console.print(table)
+
+
+def trace_to(path: Path) -> None:
+    """Tracing on, to ``path``, for this process and the workers it starts
+    (they inherit the environment)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    os.environ.update(OTEL_TRACES_EXPORTER="pinlater_file", PINLATER_TRACES_FILE=str(path.resolve()),
+                      OTEL_SERVICE_NAME="feeds-demo", OTEL_BSP_SCHEDULE_DELAY="500")
+
+
+def show_trace(console: Console, path: Path, max_lines: int = 40) -> None:
+    """The trace of the pin whose fan-out made the most spans, as a tree."""
+    tracing.flush()
+    with path.open(encoding="utf-8") as f:
+        spans = trace_tree.read_spans(f)
+    pins = {s["trace_id"]: s["attributes"]["feeds.pin_id"] for s in spans
+            if "feeds.pin_id" in (s.get("attributes") or {})}
+    if not pins:
+        console.print(f"no fan-out traced in {path}")
+        return
+    sizes = {trace: sum(1 for s in spans if s["trace_id"] == trace) for trace in pins}
+    trace_id = max(sizes, key=lambda t: sizes[t])
+    lines = trace_tree.render(spans, trace_id)
+    console.print(f"[bold]the fan-out of pin {pins[trace_id]}[/], as traced ({len(spans):,} spans in all):")
+    console.print("\n".join(lines[:max_lines]), markup=False, highlight=False, soft_wrap=True)
+    if len(lines) > max_lines:
+        console.print(f"... {len(lines) - max_lines} more: pinlater trace {path} --trace {trace_id}")
 
 
 def show_typeahead(console: Console, store: AppData, pair: ClusterPair, user: int) -> None:

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from celery import shared_task
 
+from pinlater import tracing
 from tasks.feeds import queues
 from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes
@@ -80,6 +81,7 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
 
     def work() -> int:
         job = FanoutJob.from_json(body)
+        tracing.set_attributes({"feeds.pin_id": job.pin_id, "feeds.phase": job.phase})
         rt = runtime()
         step = fanout_page(rt.store, job, huge_followers=rt.settings.huge_followers, recent=rt.settings.recent_pins)
         # Keyed by page: a page run again (its worker died before the ACK)

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +24,16 @@ from tests.servers import REPO, ensure_services
 pytestmark = pytest.mark.slow
 
 
-def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
+def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path) -> None:
     ensure_services()
+    traces = tmp_path / "traces.jsonl"
     tag = uuid.uuid4().hex[:8]
     env = dict(os.environ, PINLATER_APPDATA_DATABASE_PREFIX=f"appdata_demotest_{tag}_",
                PINLATER_HBASE_TABLE_PREFIX=f"demotest{tag}", COLUMNS="120")
     try:
         result = subprocess.run(
             [sys.executable, "-m", "tasks.feeds.demo", "--users", "3000", "--celebrity-followers", "1500",
-             "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120"],
+             "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120", "--traces", str(traces)],
             env=env, cwd=REPO, capture_output=True, text=True, timeout=240,
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -49,6 +51,29 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts() -> None:
         for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby",
                       "typeahead_update", "typeahead_rename", "backfill"):
             assert queue in out
+        # --traces: one pin's fan-out as a tree: its pages, each cluster's
+        # write jobs under the page that published them, their HBase calls.
+        tree = out.split("the fan-out of pin ", 1)[1].splitlines()
+        assert tree[1].startswith("trace "), tree[:3]  # the line after the heading
+        rows = [((len(label) - len(label.lstrip(" "))) // 2, label.strip())
+                for label in (line.split(" ms  ", 1)[1] for line in tree[2:] if " ms  " in line)]
+
+        def children(name: str) -> set[str]:
+            """The first words of the spans right under every span ``name``."""
+            found = set()
+            for i, (depth, label) in enumerate(rows):
+                if label.startswith(name):
+                    for below, child in rows[i + 1:]:
+                        if below <= depth:
+                            break
+                        if below == depth + 1:
+                            found.add(" ".join(child.split(" ")[:2]))
+            return found
+
+        assert {"publish feeds.write_primary", "publish feeds.write_standby"} <= children("run feeds.fanout")
+        assert "run feeds.write_primary" in children("publish feeds.write_primary")
+        assert any(c.startswith("hbase ") for c in children("run feeds.write_standby")), rows[:20]
+        assert re.search(r"run feeds\.write_standby .*waited \d+ ms in feed_write_standby .*\[feeds-worker\]", out)
     finally:
         store = AppData(AppDataSettings.from_env(env))
         schema.drop_shards(store)
