@@ -54,39 +54,68 @@ class _Series:
 
 
 class StoreMetrics:
-    """Calls, errors and latency per (shard, operation), in this process."""
+    """Calls, errors and latency per (shard, operation), in this process.
+
+    Each thread counts into series of its own, so that recording a call
+    takes no lock (a lock cost more than the rest of the recording here);
+    a snapshot sums every thread's, those of threads that ended included."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], _Series] = {}
+        self._local = threading.local()
+        self._tables: list[dict[tuple[str, str], _Series]] = []
+
+    def _table(self) -> dict[tuple[str, str], _Series]:
+        table: dict[tuple[str, str], _Series] = {}
+        self._local.table = table
+        with self._lock:
+            self._tables.append(table)
+        return table
 
     def record(self, shard: str, op: str, seconds: float, error: str | None) -> None:
         if tracing.METRICS_ON:
             tracing.record_store_call(shard, op, seconds, error)
-        slot = bisect.bisect_left(BUCKETS, seconds)
+        table = getattr(self._local, "table", None)
+        if table is None:
+            table = self._table()
+        series = table.get((shard, op))
+        if series is None:
+            series = table[shard, op] = _Series()
+        series.calls += 1
+        series.seconds += seconds
+        series.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
+        if error is not None:
+            series.errors[error] = series.errors.get(error, 0) + 1
+
+    def _merged(self) -> dict[tuple[str, str], _Series]:
         with self._lock:
-            series = self._series.get((shard, op))
-            if series is None:
-                series = self._series[shard, op] = _Series()
-            series.calls += 1
-            series.seconds += seconds
-            series.buckets[slot] += 1
-            if error is not None:
-                series.errors[error] = series.errors.get(error, 0) + 1
+            tables = list(self._tables)
+        merged: dict[tuple[str, str], _Series] = {}
+        for table in tables:
+            # A copy made in one step: its thread may add a series meanwhile.
+            for key, s in list(table.items()):
+                total = merged.get(key)
+                if total is None:
+                    total = merged[key] = _Series()
+                total.calls += s.calls
+                total.seconds += s.seconds
+                total.buckets = [a + b for a, b in zip(total.buckets, s.buckets, strict=True)]
+                for kind, n in list(s.errors.items()):
+                    total.errors[kind] = total.errors.get(kind, 0) + n
+        return merged
 
     def snapshot(self) -> dict[str, dict[str, dict[str, object]]]:
         """shard -> operation -> calls, seconds, errors by kind and the
         histogram's cumulative counts by upper bound (``+Inf`` last)."""
         out: dict[str, dict[str, dict[str, object]]] = {}
-        with self._lock:
-            for (shard, op), s in sorted(self._series.items()):
-                cumulative, running = {}, 0
-                for bound, n in zip((*map(str, BUCKETS), "+Inf"), s.buckets, strict=True):
-                    running += n
-                    cumulative[bound] = running
-                out.setdefault(shard, {})[op] = {
-                    "calls": s.calls, "seconds": s.seconds, "errors": dict(s.errors), "buckets": cumulative,
-                }
+        for (shard, op), s in sorted(self._merged().items()):
+            cumulative, running = {}, 0
+            for bound, n in zip((*map(str, BUCKETS), "+Inf"), s.buckets, strict=True):
+                running += n
+                cumulative[bound] = running
+            out.setdefault(shard, {})[op] = {
+                "calls": s.calls, "seconds": s.seconds, "errors": dict(s.errors), "buckets": cumulative,
+            }
         return out
 
     def prometheus(self) -> str:
@@ -130,12 +159,6 @@ class Seam:
 
     def count_events(self, counters: EventCounters) -> None:
         self._counters = counters
-
-    def start(self, shard: str, op: str, queue: str | None) -> Any:
-        """The call's span, or None when tracing is off."""
-        if not tracing.ON:
-            return None
-        return tracing.start_store_span(op, shard, queue)
 
     def done(self, shard: str, op: str, queue: str | None, seconds: float, result: object, span: Any) -> None:
         self.metrics.record(shard, op, seconds, None)

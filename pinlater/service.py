@@ -120,12 +120,19 @@ class JobService:
         return self._admin.resume(name)
 
     # -- enqueue -------------------------------------------------------------------
-    @tracing.traced("pinlater enqueue")
+    # Each public call is a span when tracing is on; the test of ``ON`` is
+    # written out in each, where a decorator's generic wrapper cost 0.6 µs a call.
     def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
         """Stores the jobs on one healthy shard chosen at random (free
         sharding) and returns their descriptors in order. All or nothing.
         With ``idempotency_key``, a repeat within the idempotency window
         returns the first call's descriptors and creates nothing."""
+        if tracing.ON:
+            with tracing.span("pinlater enqueue", {"pinlater.queue": queue}):
+                return self._enqueue(queue, jobs, idempotency_key)
+        return self._enqueue(queue, jobs, idempotency_key)
+
+    def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None) -> list[str]:
         config = self.queue_config(queue)
         if not jobs:
             return []
@@ -137,7 +144,6 @@ class JobService:
         return store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config))
 
     # -- dequeue -------------------------------------------------------------------
-    @tracing.traced("pinlater dequeue")
     def dequeue(
         self,
         queue: str,
@@ -152,6 +158,15 @@ class JobService:
         """Claims up to ``limit`` runnable jobs, highest priority first,
         visiting shards in random order. ACKs riding along are applied first.
         Raises DequeueRateLimited when the queue's rate allows nothing now."""
+        if tracing.ON:
+            with tracing.span("pinlater dequeue", {"pinlater.queue": queue}):
+                return self._dequeue(queue, limit, source, dry_run, coverage, succeeded, failed)
+        return self._dequeue(queue, limit, source, dry_run, coverage, succeeded, failed)
+
+    def _dequeue(
+        self, queue: str, limit: int, source: str | None, dry_run: bool, coverage: float,
+        succeeded: Sequence[Ack], failed: Sequence[Ack],
+    ) -> list[DequeuedJob]:
         source = check_source(source or self.source)
         if succeeded or failed:
             self.ack(queue, succeeded=succeeded, failed=failed, source=source)
@@ -202,7 +217,6 @@ class JobService:
         ]
 
     # -- ack and checkpoint ------------------------------------------------------------
-    @tracing.traced("pinlater ack")
     def ack(
         self,
         queue: str,
@@ -215,14 +229,25 @@ class JobService:
         delay (the ACK's own, or the queue policy's), or FAILED at the last
         attempt. ACKs from a caller that no longer holds the claim change
         nothing and are reported stale (``pinlater.settle``)."""
+        if tracing.ON:
+            with tracing.span("pinlater ack", {"pinlater.queue": queue}):
+                return self._ack(queue, succeeded, failed, source)
+        return self._ack(queue, succeeded, failed, source)
+
+    def _ack(self, queue: str, succeeded: Sequence[Ack], failed: Sequence[Ack], source: str | None) -> AckResult:
         prepared = prepare_acks(self.core, queue, succeeded, failed, source or self.source)
         return settle_acks(self.core, [prepared])[0].result_of_acks()
 
-    @tracing.traced("pinlater checkpoint")
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
     ) -> AckResult:
         """Heartbeats (and optional changes) for running jobs held by ``source``."""
+        if tracing.ON:
+            with tracing.span("pinlater checkpoint", {"pinlater.queue": queue}):
+                return self._checkpoint(queue, checkpoints, source)
+        return self._checkpoint(queue, checkpoints, source)
+
+    def _checkpoint(self, queue: str, checkpoints: Sequence[Checkpoint], source: str | None) -> AckResult:
         source = check_source(source or self.source)
         config = self.queue_config(queue)
         check_batch(len(checkpoints), self.settings.max_jobs_per_call, "checkpoints")

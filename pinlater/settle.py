@@ -147,11 +147,14 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
     failures, each item under its own caller's source."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
-    settle(
-        core, "ack_succeeded", queue, [p.succeeded for p in batch], shares,
-        lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status),
-        lambda b, items: b.ack_succeeded(queue, items),
-    )
+    if any(p.succeeded for p in batch):
+        settle(
+            core, "ack_succeeded", queue, [p.succeeded for p in batch], shares,
+            lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status),
+            lambda b, items: b.ack_succeeded(queue, items),
+        )
+    if not any(p.failed for p in batch):
+        return shares
     # The policy's delay is picked inside the transition from the job's own
     # attempt count: one round trip, no read first.
     delays = config.retry.delay_table()

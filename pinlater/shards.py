@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from pinlater import tracing
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
 from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
 from pinlater.seam import Seam
@@ -109,7 +110,7 @@ class ShardSet:
         queue was deleted there but a hook (``on_queue_deleted``) finds it
         exists and gives the shard its storage again, ``fn`` runs once more."""
         seam = self.seam
-        span = seam.start(backend.shard_id, op, queue)
+        span = tracing.start_store_span(op, backend.shard_id, queue) if tracing.ON else None
         start = time.perf_counter()
         try:
             try:

@@ -21,13 +21,10 @@ so a job run an hour after a web request enqueued it continues that trace.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
-
-F = TypeVar("F", bound=Callable[..., Any])
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 ON = False
 # Store-call metrics through OpenTelemetry too (OTEL_METRICS_EXPORTER).
@@ -155,22 +152,6 @@ def finish(handle: Any, error: str | None = None) -> None:
         from pinlater import otel
 
         otel.finish(handle, error)
-
-
-def traced(name: str) -> Callable[[F], F]:
-    """A method of one queue (its first argument) in a span ``name``."""
-
-    def wrap(method: F) -> F:
-        @functools.wraps(method)
-        def call(self: Any, queue: str, *args: Any, **kwargs: Any) -> Any:
-            if not ON:
-                return method(self, queue, *args, **kwargs)
-            with span(name, {"pinlater.queue": queue}):
-                return method(self, queue, *args, **kwargs)
-
-        return call  # type: ignore[return-value]
-
-    return wrap
 
 
 def context() -> dict[str, str]:
