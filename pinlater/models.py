@@ -18,15 +18,24 @@ class Job:
     run_after_ms: int | None = None
     attempts_allowed: int | None = None
     custom_status: str = ""
+    # The W3C traceparent the job's runs continue. None: the span current
+    # at the enqueue when tracing is on (pinlater.tracing), else no trace.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DequeuedJob:
+    """A claimed job. ``trace``: the traceparent stored with it (None:
+    none); ``run_after_ms``: since when it was runnable, on its shard's
+    clock (None: not known, e.g. from a server that does not say)."""
+
     descriptor: str
     body: bytes
     attempts_allowed: int
     attempts_remaining: int
     claim: str
+    trace: str | None = None
+    run_after_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

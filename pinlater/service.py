@@ -211,7 +211,7 @@ class JobService:
         return [
             DequeuedJob(
                 f"{prefixes[backend.shard_id]}{c.priority}:{c.local_id}",
-                c.body, c.attempts_allowed, c.attempts_remaining, c.claim,
+                c.body, c.attempts_allowed, c.attempts_remaining, c.claim, c.trace, c.run_after_ms or None,
             )
             for backend, c in picked
         ]

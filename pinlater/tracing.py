@@ -163,6 +163,11 @@ def context() -> dict[str, str]:
     return otel.inject()
 
 
+def traceparent() -> str | None:
+    """The current span as a W3C traceparent (None: off, or no span)."""
+    return context().get("traceparent")
+
+
 def set_attributes(attributes: Mapping[str, Any]) -> None:
     """Attributes of the current span (nothing when off)."""
     if ON:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 import re2
@@ -94,6 +95,20 @@ def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:
         check_attempts(job.attempts_allowed)
     check_timestamp(job.run_after_ms, "run_after", EnqueueRejected)
     check_status(job.custom_status, EnqueueRejected)
+    if job.trace is not None:
+        check_trace(job.trace, EnqueueRejected)
+
+
+# W3C Trace Context's traceparent, version 00: version, trace id, parent
+# span id, flags; lowercase hex, ids not all zero.
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def check_trace(trace: object, error: type[PinLaterError] = InvalidRequest) -> str:
+    if not isinstance(trace, str) or not _TRACEPARENT.fullmatch(trace):
+        shown = repr(trace) if isinstance(trace, str) and len(trace) <= 64 else f"a {type(trace).__name__}"
+        raise error(f"job trace must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got {shown}")
+    return trace
 
 
 def check_status(status: str, error: type[PinLaterError] = InvalidRequest) -> str:

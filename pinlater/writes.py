@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pinlater import tracing
 from pinlater.backends.base import EnqueueItem, ShardUnavailable
 from pinlater.core import Core
 from pinlater.descriptor import JobDescriptor
@@ -16,10 +17,16 @@ from pinlater.queue_config import QueueConfig
 from pinlater.validation import check_batch, check_job, check_limit
 
 
-def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None) -> list[EnqueueItem]:
+def enqueue_items(
+    core: Core, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None, trace: str | None = None
+) -> list[EnqueueItem]:
     """The jobs checked against the queue's config and made the shard's
-    items; raises for bad input."""
+    items; raises for bad input. ``trace``: the traceparent stored with
+    jobs that bring none of their own (by default the current span's, when
+    tracing is on)."""
     config = config or core.configs.get(queue)
+    if trace is None and tracing.ON:
+        trace = tracing.traceparent()
     check_batch(len(jobs), core.settings.max_jobs_per_call, "jobs", EnqueueRejected)
     for job in jobs:
         check_job(config, job, core.settings.max_body_bytes)
@@ -31,6 +38,7 @@ def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConf
             run_after_ms=job.run_after_ms,
             attempts_allowed=job.attempts_allowed or default_attempts,
             custom_status=job.custom_status,
+            trace=job.trace or trace,
         )
         for job in jobs
     ]

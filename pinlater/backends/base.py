@@ -56,6 +56,7 @@ class EnqueueItem:
     run_after_ms: int | None  # None: now
     attempts_allowed: int  # >= 1, counts the first run
     custom_status: str
+    trace: str | None = None  # W3C traceparent the job continues (pinlater.tracing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,8 @@ class ClaimedJob:
     attempts_allowed: int
     attempts_remaining: int
     claim: str  # "" for a dry-run peek
+    trace: str | None = None
+    run_after_ms: int = 0  # since when it was runnable (0: not known)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ class _Row:
     run_after: int
     updated_at: int
     claim: str | None
+    trace: str | None = None
 
     def record(self, include_body: bool) -> JobRecord:
         return JobRecord(
@@ -61,7 +62,7 @@ class _Row:
     def claimed(self, claim: str) -> ClaimedJob:
         return ClaimedJob(
             self.local_id, self.priority, self.body, self.attempts_allowed,
-            self.attempts_remaining, claim,
+            self.attempts_remaining, claim, self.trace, self.run_after,
         )
 
     @property
@@ -142,6 +143,7 @@ class MemoryBackend:
                     run_after=now if item.run_after_ms is None else item.run_after_ms,
                     updated_at=now,
                     claim=None,
+                    trace=item.trace,
                 )
                 ids.append(local_id)
             return ids

@@ -48,6 +48,7 @@ T = TypeVar("T")
 
 CLAIM_MAX = 255  # the claim column's width
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
+TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
 _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
 
@@ -131,7 +132,7 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
 
 
 @lru_cache(maxsize=1024)
-def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...]) -> str:
+def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...], traced: bool) -> str:
     """The one-round-trip dequeue: one compound statement (see dequeue_begin
     in the SQL file). Its arguments: ``_dequeue_args``."""
     tables = [(p, job_table(queue, p)) for p in priorities]
@@ -142,7 +143,7 @@ def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int
         branches = _look_ahead(queue, look_ahead)
         inner.append(f"{sql('dequeue_if_missing')}\n{branches};\n{sql('dequeue_end_if')}")
     inner.append(sql("dequeue_commit"))
-    inner += [sql("dequeue_read", table=t, priority=p) for p, t in tables]
+    inner += [sql("dequeue_read", table=t, priority=p, trace=traced) for p, t in tables]
     statements = [sql("dequeue_begin"), *inner]
     return "".join(f"{stmt};\n" for stmt in statements) + sql("dequeue_end")
 
@@ -153,9 +154,9 @@ def _dequeue_args(priorities: Sequence[int], limit: int, claim: str, look_ahead:
 
 
 def _peek_script(
-    queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int]
+    queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], traced: bool
 ) -> tuple[str, list[Any]]:
-    statements = [sql("peek", table=job_table(queue, p), priority=p) for p in priorities]
+    statements = [sql("peek", table=job_table(queue, p), priority=p, trace=traced) for p in priorities]
     args: list[Any] = [limit] * len(priorities)
     if look_ahead:
         statements.append(_look_ahead(queue, look_ahead))
@@ -173,7 +174,8 @@ def _look_ahead_args(look_ahead: Sequence[int]) -> list[int]:
     return [x for pos, priority in enumerate(look_ahead) for x in (pos, priority)]
 
 
-_JOB_COLUMNS = 5  # id, body, attempts allowed and remaining, priority; a look-ahead row has 2
+# id, body, attempts allowed and remaining, priority, trace, run_after; a look-ahead row has 2
+_JOB_COLUMNS = 7
 
 
 def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims:
@@ -187,7 +189,9 @@ def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) 
         if rows and len(rows[0]) != _JOB_COLUMNS:
             following = rows
             continue
-        jobs += [ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim) for r in rows]
+        jobs += [
+            ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6])) for r in rows
+        ]
     del jobs[limit:]  # a peek reads up to limit per priority
     if len(jobs) >= limit or not following:
         return Claims(jobs)
@@ -201,6 +205,7 @@ class MySQLBackend:
         # Filled on the first connection: how AUTO_INCREMENT hands out ids.
         self._autoinc_lock_mode: int | None = None
         self._autoinc_step = 1
+        self._traces = False
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,
@@ -220,7 +225,9 @@ class MySQLBackend:
         return ShardUnavailable(f"{where} unavailable: {cause}")
 
     def _prepare(self, s: Session) -> None:
-        check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
+        layout = check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
+        # Job tables have the trace column from layout 4 on.
+        self._traces = layout >= TRACE_LAYOUT
         s.execute(sql("create_queues_table"))
         s.execute(sql("create_deleted_queues_table"))
         s.execute(sql("server_autoinc"))
@@ -323,6 +330,8 @@ class MySQLBackend:
         # Mode 2 (interleaved) does not: insert row by row, same transaction.
         per_row = self._autoinc_lock_mode == 2
         statements = len(items) if per_row else len(chunks)
+        traced = self._traces
+        insert = "enqueue_traced" if traced else "enqueue"
 
         def work(s: Session) -> list[int]:
             ids = [0] * len(items)
@@ -334,7 +343,9 @@ class MySQLBackend:
                         it = items[i]
                         values += [it.body, it.attempts_allowed, it.attempts_allowed,
                                    it.custom_status, it.run_after_ms]
-                    s.execute(sql("enqueue", table=tables[priority], rows=len(group)), values)
+                        if traced:
+                            values.append(it.trace)
+                    s.execute(sql(insert, table=tables[priority], rows=len(group)), values)
                     first = s.lastrowid
                     for k, i in enumerate(group):
                         ids[i] = first + k * self._autoinc_step
@@ -355,7 +366,9 @@ class MySQLBackend:
             raise ValueError(f"source is too long ({len(source)} characters)")
         if limit <= 0 or not priorities:
             return Claims([])
-        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead))
+        if self._autoinc_lock_mode is None:
+            self.ping()  # the first connection learns the layout
+        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead), self._traces)
         args = _dequeue_args(priorities, limit, claim, look_ahead)
 
         def work(s: Session) -> Claims:
@@ -370,7 +383,9 @@ class MySQLBackend:
     ) -> Claims:
         if limit <= 0 or not priorities:
             return Claims([])
-        text, args = _peek_script(queue, priorities, limit, look_ahead)
+        if self._autoinc_lock_mode is None:
+            self.ping()  # the first connection learns the layout
+        text, args = _peek_script(queue, priorities, limit, look_ahead, self._traces)
         work = lambda s: _claims(s.execute_script(text, args), limit, "")  # noqa: E731
         return self._run(queue, (*priorities, *look_ahead), work)
 

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 ArgT = str | bytes | int
 
+# The layout from which job records carry their trace context.
+TRACE_LAYOUT = 4
+
 # Jobs deleted per delete_queue step: a few ms of server time per step.
 DELETE_QUEUE_BATCH = 1000
 
@@ -112,6 +115,7 @@ class RedisBackend:
         self._where = f"redis shard {shard_id}"
         self._errors = redis_guard(self._where, ShardUnavailable)
         self._layout_checked = False
+        self._traces = False  # store each job's trace context: from layout 4 on
 
     @classmethod
     def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
@@ -124,7 +128,8 @@ class RedisBackend:
         # The first command checks the layout; after a refusal every command
         # checks again, so a migration takes effect without a restart.
         if not self._layout_checked:
-            check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
+            layout = check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
+            self._traces = layout >= TRACE_LAYOUT
             self._layout_checked = True
         return self._errors
 
@@ -174,6 +179,9 @@ class RedisBackend:
         if not items:
             return []
         groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
+        if not self._layout_checked:
+            self._call(lambda: None)  # the layout check decides self._traces
+        traces = self._traces
         meta = [
             [
                 groups.of(it.priority),
@@ -182,6 +190,7 @@ class RedisBackend:
                 it.attempts_allowed,
                 # No stored status yet: the enqueued one counts as an append.
                 it.custom_status[-CUSTOM_STATUS_MAX:],
+                it.trace if traces else None,
             ]
             for it in items
         ]

@@ -8,6 +8,8 @@ field is the job's member (``keys.member``), the value packs the job::
              updated_at (6), run_after (7); times in ms since the epoch
     claim    if flag 4: length (2) + 'TOKEN@source', only while RUNNING
     status   if flag 8: length (2) + the custom status, UTF-8
+    trace    if flag 16: length (1) + the W3C traceparent the job was
+             enqueued under (written only on layout 4)
     body     the rest
 
 The scripts write it (``lua/_prelude.lua`` has the writer); lookup and scan
@@ -25,6 +27,7 @@ from pinlater.states import JobState
 HEADER_LEN = 24
 FLAG_CLAIM = 4
 FLAG_STATUS = 8
+FLAG_TRACE = 16
 _FIXED = struct.Struct(">BHH")
 
 
@@ -49,6 +52,8 @@ def decode(local_id: int, priority: int, raw: bytes | None, include_body: bool) 
         n = _uint(raw, at, 2)
         status = raw[at + 2 : at + 2 + n].decode("utf-8")
         at += 2 + n
+    if flags & FLAG_TRACE:
+        at += 1 + raw[at]
     state = JobState(flags & 3)
     return JobRecord(
         local_id=local_id,

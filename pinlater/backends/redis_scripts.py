@@ -53,10 +53,13 @@ def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
 
 def claims(reply: Sequence[Any], claim: str) -> Claims:
     """Decode dequeue's reply: next priority (0: none), then per job
-    priority, id, body, allowed, remaining."""
+    priority, id, body, allowed, remaining, trace, run_after."""
     # Positional: keywords cost ~0.2 µs more per job.
     jobs = [
-        ClaimedJob(int(reply[i + 1]), int(reply[i]), bytes(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]), claim)
-        for i in range(1, len(reply), 5)
+        ClaimedJob(
+            int(reply[i + 1]), int(reply[i]), bytes(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]), claim,
+            reply[i + 5].decode("ascii") if reply[i + 5] else None, int(reply[i + 6]),
+        )
+        for i in range(1, len(reply), 7)
     ]
     return Claims(jobs, int(reply[0]) or None)

@@ -145,15 +145,19 @@ def write_mysql_layout(s: Session, kind: Kind[Target], version: int) -> None:
 
 def check_redis_layout(
     client: redis.Redis[bytes], kind: Kind[Target], where: str, unavailable: Callable[[str], Exception]
-) -> None:
+) -> int:
     """What a Redis store does before its first command: record the layout
-    of a new store, refuse one this code cannot use (LayoutError)."""
+    of a new store, refuse one this code cannot use (LayoutError). Returns
+    the store's layout, for what a store writes only from some layout on."""
     with redis_guard(where, unavailable):
         stored = redis_layout(client, kind, stamp_new=True)
     accept(kind, stored, where)
+    return stored
 
 
-def check_mysql_layout(s: Session, kind: Kind[Target], where: str) -> None:
+def check_mysql_layout(s: Session, kind: Kind[Target], where: str) -> int:
     """The MySQL counterpart, run by a pool's ``prepare`` before it makes
     the store's tables (so that a new store is told apart from an old one)."""
-    accept(kind, mysql_layout(s, kind, stamp_new=True), where)
+    stored = mysql_layout(s, kind, stamp_new=True)
+    accept(kind, stored, where)
+    return stored

@@ -111,6 +111,10 @@ REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
             _redis_jobs_to_records,
             compatible=False,
         ),
+        # Compatible: nothing is rewritten. Layout-3 code would read a trace
+        # section as body, so the backend writes traces only on layout 4,
+        # which such code refuses.
+        3: Step("job records may carry their trace context (the record's flag 16)", _record_only, compatible=True),
     },
 )
 REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(
@@ -127,6 +131,8 @@ MYSQL_SHARD: Kind[Session] = Kind(
             _create_deleted_queues_table,
             compatible=True,
         ),
+        # Compatible: the backend stores traces only once the column is there.
+        3: Step("add the trace column to job tables", each_job_table("shard_v3_trace_column"), compatible=True),
     },
 )
 MYSQL_CONTROL: Kind[Session] = Kind(

@@ -76,6 +76,7 @@ def render(
     rows: int = 0,
     ids: int = 0,
     body: bool = False,
+    trace: bool = False,
     priority: int | None = None,
 ) -> str:
     """The statement ``name`` of ``<package>/<resource>`` with its
@@ -85,6 +86,7 @@ def render(
     (joined by UNION ALL for SELECT rows, by commas for VALUES tuples).
     ``ids``: how many ``%s`` markers replace ``{ids}`` (an IN list).
     ``body``: whether ``{body}`` selects the body column or NULL.
+    ``trace``: whether ``{trace}`` selects the trace column or NULL.
     ``priority``: the number (1..MAX_PRIORITY) that replaces ``{priority}``.
     """
     blocks = _blocks(package, resource)
@@ -108,6 +110,7 @@ def render(
             raise ValueError(f"{name}: needs at least one id")
         stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
     stmt = stmt.replace("{body}", "body" if body else "NULL")
+    stmt = stmt.replace("{trace}", "trace" if trace else "NULL")
     if "{priority}" in stmt:
         if type(priority) is not int or not 1 <= priority <= MAX_PRIORITY:
             raise ValueError(f"{name}: priority must be an int in 1..{MAX_PRIORITY}, got {priority!r}")

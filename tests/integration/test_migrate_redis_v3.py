@@ -138,7 +138,7 @@ def test_migrate_converts_a_layout_2_shard_without_losing_a_job(
     jobs = v2_jobs()
 
     # This code refuses the old layout until migrate has run.
-    needs = r"has storage layout 2, this PinLater needs 3: run `pinlater migrate`"
+    needs = rf"has storage layout 2, this PinLater needs {REDIS_SHARD.current}: run `pinlater migrate`"
     with JobService.from_settings(settings(url), source="old-worker") as service, pytest.raises(
         LayoutError, match=needs
     ):
@@ -153,10 +153,11 @@ def test_migrate_converts_a_layout_2_shard_without_losing_a_job(
 
     assert main(["migrate"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:3] == [
-        "shard s1 (redis): layout 2, current 3",
-        f"shard s1 (redis): step 2 -> 3: {REDIS_SHARD.steps[2].description}",
-        "shard s1 (redis): now at layout 3",
+    current = REDIS_SHARD.current
+    assert out[: current] == [
+        f"shard s1 (redis): layout 2, current {current}",
+        *(f"shard s1 (redis): step {v} -> {v + 1}: {REDIS_SHARD.steps[v].description}" for v in range(2, current)),
+        f"shard s1 (redis): now at layout {current}",
     ]
     assert old_keys(url) == []
 
@@ -185,7 +186,7 @@ def test_migrate_converts_a_layout_2_shard_without_losing_a_job(
     assert {k: r.dump(k) for k in r.keys("pl:*")} == before
     r.close()
     assert main(["migrate"]) == 0
-    assert "shard s1 (redis): layout 3, up to date" in capsys.readouterr().out
+    assert f"shard s1 (redis): layout {REDIS_SHARD.current}, up to date" in capsys.readouterr().out
 
 
 def test_a_member_without_its_job_is_dropped_not_invented(url: str, capsys: pytest.CaptureFixture[str]) -> None:

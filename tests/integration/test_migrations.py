@@ -2,8 +2,8 @@
 one: the same ``SHOW CREATE TABLE`` for every table, and the same recorded
 layout.
 
-Each older layout is built from its frozen DDL (``sql/layout_v1.sql``,
-``sql/layout_v2.sql``) with a queue of two priorities and a job in it, and
+Each older layout is built from its frozen DDL (``sql/layout_v1.sql`` to
+``sql/layout_v3.sql``) with a queue of two priorities and a job in it, and
 upgraded by ``pinlater migrate``'s runner alone: no backend opens it
 before the comparison, since opening one makes missing tables and would
 hide a step that forgot them. The new store is made the way a first
@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pinlater.models import Job
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
@@ -34,6 +35,7 @@ Q = "mig"
 PRIORITIES = 2
 V1_SQL = named_blocks("tests.integration", "sql/layout_v1.sql")
 V2_SQL = named_blocks("tests.integration", "sql/layout_v2.sql")
+V3_SQL = named_blocks("tests.integration", "sql/layout_v3.sql")
 # The next id of a table with rows: data, not layout.
 _AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 NEW_STORE_TABLES = {
@@ -65,8 +67,14 @@ def write_layout_2(cur: Any) -> None:
         cur.execute(V2_SQL("layout_v2_stamp"), {"name": record})
 
 
+def write_layout_3(cur: Any) -> None:
+    write_layout_2(cur)
+    cur.execute(V3_SQL("layout_v3_deleted_queues"))
+    cur.execute(V3_SQL("layout_v3_stamp"))
+
+
 # Layout -> what builds a store (shard and control store) at it.
-OLD_LAYOUTS: dict[int, Callable[[Any], None]] = {1: write_layout_1, 2: write_layout_2}
+OLD_LAYOUTS: dict[int, Callable[[Any], None]] = {1: write_layout_1, 2: write_layout_2, 3: write_layout_3}
 
 
 def settings_for(database: str) -> Settings:
@@ -120,6 +128,23 @@ def new_database(servers: None) -> Iterator[Callable[[], str]]:
         conn.close()
 
 
+def old_store(database: str, layout: int) -> str:
+    """``database`` made at ``layout`` from the frozen DDL."""
+    conn = raw_connection()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
+    finally:
+        conn.close()
+    conn = raw_connection(database)
+    try:
+        with conn.cursor() as cur:
+            OLD_LAYOUTS[layout](cur)
+    finally:
+        conn.close()
+    return database
+
+
 def test_every_older_layout_has_a_frozen_copy() -> None:
     """A new step needs the layout it upgrades from kept here."""
     assert sorted(OLD_LAYOUTS) == list(range(1, MYSQL_SHARD.current))
@@ -136,19 +161,7 @@ def test_a_store_migrated_from_an_older_layout_has_the_tables_of_a_new_one(
     expected = tables(fresh)
     assert set(expected) == NEW_STORE_TABLES
 
-    old = new_database()
-    conn = raw_connection()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {old} CHARACTER SET utf8mb4")
-    finally:
-        conn.close()
-    conn = raw_connection(old)
-    try:
-        with conn.cursor() as cur:
-            OLD_LAYOUTS[layout](cur)
-    finally:
-        conn.close()
+    old = old_store(new_database(), layout)
     assert tables(old) != expected  # what the migration has to change
 
     said: list[str] = []
@@ -162,3 +175,23 @@ def test_a_store_migrated_from_an_older_layout_has_the_tables_of_a_new_one(
     assert recorded_layouts(old) == recorded_layouts(fresh) == {
         "shard": MYSQL_SHARD.current, "control": MYSQL_CONTROL.current,
     }
+
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _trace_of_a_new_job(database: str) -> str | None:
+    with JobService.from_settings(settings_for(database)) as service:
+        service.enqueue(Q, [Job(b"traced", trace=TRACE)])
+        [job] = [j for j in service.dequeue(Q, 10) if j.body == b"traced"]
+        return job.trace
+
+
+def test_a_layout_3_shard_keeps_working_and_stores_traces_once_migrated(new_database: Callable[[], str]) -> None:
+    """Layout 4 only adds the trace column, so this code runs on a layout-3
+    shard (with a warning), storing no trace until migrate has added it."""
+    old = old_store(new_database(), 3)
+    assert _trace_of_a_new_job(old) is None
+    assert "trace" not in tables(old)[job_table(Q, 1)]
+    migrate(settings_for(old), dry_run=False, say=lambda _line: None)
+    assert _trace_of_a_new_job(old) == TRACE

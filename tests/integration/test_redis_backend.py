@@ -152,7 +152,7 @@ def test_enqueue_dequeue_ack_success(be: RedisBackend) -> None:
     assert (rec.state, rec.attempts_allowed, rec.attempts_remaining) == (P, 3, 3)
     assert rec.created_at_ms == rec.updated_at_ms == rec.run_after_ms >= before
     assert rec.body == b"a" and rec.claim is None and rec.custom_status == "s0"
-    assert be.peek(Q, [1], 10).jobs[0] == ClaimedJob(ids[0], 1, b"a", 3, 3, "")
+    assert be.peek(Q, [1], 10).jobs[0] == ClaimedJob(ids[0], 1, b"a", 3, 3, "", None, rec.run_after_ms)
 
     jobs = be.dequeue(Q, [1], 10, "host:1").jobs
     assert [(j.local_id, j.body, j.attempts_remaining) for j in jobs] == [
@@ -532,3 +532,42 @@ def test_struct_and_plain_lua_write_and_read_the_same_records(raw: redis.Redis[b
         assert (rec.state, rec.attempts_allowed, rec.attempts_remaining) == (state, allowed, left)
         assert (rec.created_at_ms, rec.updated_at_ms, rec.run_after_ms) == (created, updated, run_after)
         assert (rec.claim or "", rec.custom_status, rec.body) == (claim if state == 1 else "", status, b"the body")
+
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_trace_is_stored_from_layout_4_on_and_kept_by_every_transition(raw: redis.Redis[bytes]) -> None:
+    """Layout-3 code would read a trace section as body, so a shard still
+    recorded at layout 3 gets none; at layout 4 a job keeps its trace
+    beside its claim and custom status through fail, retry and checkpoint,
+    and its body stays whole."""
+    raw.sadd(keys.QUEUES, "older")
+    raw.set(keys.SHARD_LAYOUT, 3)
+    old = RedisBackend.from_url("r9", URL)
+    try:
+        old.enqueue(Q, [EnqueueItem(b"body", 1, None, 3, "status", TRACE)])
+        [job] = old.dequeue(Q, [1], 1, "w").jobs
+        assert (job.body, job.trace) == (b"body", None)
+    finally:
+        old.close()
+
+    raw.set(keys.SHARD_LAYOUT, 4)  # what `pinlater migrate` records
+    be = RedisBackend.from_url("r9", URL)
+    try:
+        body = bytes(range(256))
+        [local_id] = be.enqueue(Q, [EnqueueItem(body, 1, None, 3, "status", TRACE)])
+        [job] = be.dequeue(Q, [1], 1, "w").jobs
+        assert (job.local_id, job.body, job.trace) == (local_id, body, TRACE)
+        assert abs(job.run_after_ms - be.now_ms()) < 5_000
+        rec = one(be, local_id, body=True)
+        assert (rec.body, rec.custom_status, rec.claim) == (body, "status", job.claim)
+        assert be.ack_failed(Q, [FailItem(1, local_id, "w", " failed", delay_ms=0)]) == [True]
+        [again] = be.dequeue(Q, [1], 1, "w").jobs
+        assert (again.body, again.trace) == (body, TRACE)
+        assert be.checkpoint(Q, [CheckpointItem(1, local_id, "w", b"new", True, None, None, None)]) == [True]
+        [third] = be.dequeue(Q, [1], 1, "w").jobs
+        assert (third.body, third.trace) == (b"new", TRACE)
+        assert one(be, local_id, body=True).custom_status == "status failed"
+    finally:
+        be.close()

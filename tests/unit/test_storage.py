@@ -45,7 +45,7 @@ def test_the_priority_placeholder_takes_only_a_priority() -> None:
 
 
 def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> None:
-    text = _dequeue_text("q", (1, 2), (3,))
+    text = _dequeue_text("q", (1, 2), (3,), True)
     assert text.startswith("BEGIN NOT ATOMIC") and text.endswith("END")
     # Claims in priority order, then the look ahead, COMMIT, then the reads.
     marks = ["`q_q_p1` FORCE INDEX (by_run_after)", "`q_q_p2` FORCE INDEX (by_run_after)", "`q_q_p3`",
@@ -54,7 +54,11 @@ def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> 
     args = _dequeue_args((1, 2), 5, "tok@src", (3,))
     assert args == [5, "tok@src", "tok@src", 0, 3, "tok@src", "tok@src"]
     assert text.count("%s") == len(args)
-    assert _dequeue_text("q", (1, 2), (3,)) is text  # built once per (queue, priorities, look ahead)
+    assert _dequeue_text("q", (1, 2), (3,), True) is text  # built once per (queue, priorities, look ahead)
+    # The trace column is read from layout 4 on; before, NULL stands in for it.
+    assert text.count(", trace AS trace") == 2
+    old = _dequeue_text("q", (1, 2), (3,), False)
+    assert old.count(", NULL AS trace") == 2 and " trace" not in old.replace("NULL AS trace", "")
 
 
 def test_every_key_has_one_of_the_three_prefixes() -> None:

@@ -62,6 +62,7 @@ end
 --                   run_after (7): unsigned big-endian, times in ms
 --   claim           if flag 4: length (2) + 'TOKEN@source' (RUNNING only)
 --   custom status   if flag 8: length (2) + UTF-8 text
+--   trace           if flag 16: length (1) + W3C traceparent (layout 4 on)
 --   body            the rest
 -- pinlater/backends/redis_record.py reads the same format in Python.
 local HEADER = 24
@@ -116,8 +117,8 @@ else
 end
 
 -- The job in a table: state, allowed, left, created, updated, run_after,
--- claim (nil unless set), status ('' unless set), body_at (index of the
--- body's first byte in v).
+-- claim (nil unless set), status ('' unless set), trace ('' unless set),
+-- body_at (index of the body's first byte in v).
 local function read_job(v)
   local flags, allowed, left, created, updated, run_after = unpack_header(v)
   local claim, status = nil, ''
@@ -132,9 +133,15 @@ local function read_job(v)
     status = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
+  local trace = ''
+  if flags >= 16 then
+    local n = string.byte(v, at)
+    trace = string.sub(v, at + 1, at + n)
+    at = at + 1 + n
+  end
   -- One constructor, so the table is made at its size at once.
   return {state = flags % 4, allowed = allowed, left = left, created = created, updated = updated,
-    run_after = run_after, claim = claim, status = status, body_at = at}
+    run_after = run_after, claim = claim, status = status, trace = trace, body_at = at}
 end
 
 -- The value of job j with this body (the claim is kept only while RUNNING).
@@ -149,7 +156,13 @@ local function job_value(j, body)
     flags = flags + 8
     status = u16(#j.status) .. j.status
   end
-  return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. body
+  local trace = ''
+  if j.trace and j.trace ~= '' then
+    flags = flags + 16
+    trace = string.char(#j.trace) .. j.trace
+  end
+  return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. trace
+    .. body
 end
 
 local function body_of(v, j)

@@ -15,7 +15,7 @@
 -- ARGV[3]     n, then ARGV[4..3+n] the claim groups' priorities and
 --             ARGV[4+n..] the look-ahead priorities
 -- Returns: {next priority or 0, then per job: priority, id, body,
---           attempts_allowed, attempts_remaining}
+--           attempts_allowed, attempts_remaining, trace ('' if none), run_after}
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 then return bad('dequeue: bad limit') end
 local claim = ARGV[2]
@@ -52,6 +52,8 @@ for g = 1, n do
         out[#out + 1] = body
         out[#out + 1] = j.allowed
         out[#out + 1] = j.left
+        out[#out + 1] = j.trace
+        out[#out + 1] = j.run_after
       end
     end
     hset_many(jobs, rows)

@@ -15,7 +15,8 @@
 -- KEYS[4+2g]     pl:{queue}:p{N}:jobs       jobs hash of group g
 -- ARGV[1]        queue name
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
---                (= now), attempts_allowed (1..65535), custom_status]
+--                (= now), attempts_allowed (1..65535), custom_status,
+--                trace context or null (up to 255 bytes)]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
 -- Returns: the new local ids, in item order (consecutive, increasing);
 --          nil (nothing stored) when the queue was deleted here.
@@ -34,6 +35,8 @@ for i = 1, n do
   if not is_int(it[4]) or it[4] < 1 then return bad('enqueue: attempts_allowed must be >= 1') end
   if it[4] > MAX_U16 then return bad('enqueue: attempts_allowed must be <= 65535') end
   if type(it[5]) ~= 'string' then return bad('enqueue: bad custom_status') end
+  local trace = opt(it[6])
+  if trace ~= nil and (type(trace) ~= 'string' or #trace > 255) then return bad('enqueue: bad trace') end
 end
 
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return false end
@@ -49,7 +52,7 @@ for i = 1, n do
   local id = first + i - 1
   local m = member_of(id)
   local job = {state = 0, allowed = it[4], left = it[4], created = now, updated = now,
-    run_after = run_after, status = it[5]}
+    run_after = run_after, status = it[5], trace = opt(it[6])}
   if not pend[g] then
     pend[g], rows[g] = {}, {}
     redis.call('SADD', KEYS[3], int(it[2]))

@@ -92,6 +92,7 @@ CREATE TABLE IF NOT EXISTS {table} (
   run_after BIGINT NOT NULL,
   updated_at BIGINT NOT NULL,
   claim VARCHAR(255) COLLATE utf8mb4_bin NULL,
+  trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (id),
   KEY by_run_after (state, run_after, id),
   KEY by_updated_at (state, updated_at, id),
@@ -141,6 +142,16 @@ VALUES {rows}
 
 -- name: enqueue.row
 (0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL)
+
+-- name: enqueue_traced
+-- From layout 4 on: with each job's trace context.
+INSERT INTO {table}
+  (state, body, attempts_allowed, attempts_remaining, custom_status,
+   created_at, run_after, updated_at, claim, trace)
+VALUES {rows}
+
+-- name: enqueue_traced.row
+(0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s)
 
 -- name: dequeue_begin
 -- A dequeue is one round trip per shard whatever the number of priorities:
@@ -194,7 +205,7 @@ COMMIT
 
 -- name: dequeue_read
 IF pl_got_{priority} > 0 THEN
-  SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority
+  SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
   FROM {table} FORCE INDEX (by_claim)
   WHERE claim = %s AND state = 1
   ORDER BY run_after, id;
@@ -205,7 +216,7 @@ END
 
 -- name: peek
 -- One per priority, as separate results (see dequeue_begin).
-SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority
+SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
 FROM {table} FORCE INDEX (by_run_after)
 WHERE state = 0 AND run_after <= {now}
 ORDER BY run_after, id

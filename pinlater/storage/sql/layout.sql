@@ -35,3 +35,8 @@ CREATE TABLE IF NOT EXISTS deleted_queues (
   name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   PRIMARY KEY (name)
 ) ENGINE=InnoDB
+
+-- name: shard_v3_trace_column
+-- Shard layout 3 -> 4: each job's trace context (W3C traceparent). Frozen;
+-- new job tables get the same column from create_job_table.
+ALTER TABLE {table} ADD COLUMN trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL AFTER claim
