@@ -141,6 +141,11 @@ class ThriftClient:
     def _call(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
         if tracing.ON:
             with tracing.span(f"client {method}", {"rpc.system": "thrift", "rpc.method": method}, kind="client"):
+                # The server continues this span (the IDL's trace context).
+                context = kwargs["context"]
+                kwargs["context"] = idl.PinLaterTracedRequestContext(
+                    source=context.source, requestId=context.requestId, **tracing.context()
+                )
                 return self._call_once(method, idempotent=idempotent, **kwargs)
         return self._call_once(method, idempotent=idempotent, **kwargs)
 

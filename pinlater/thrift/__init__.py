@@ -23,6 +23,46 @@ DEFAULT_METRICS_PORT = 9011
 
 # The module name must end in "_thrift" for its structs to pickle.
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
+
+# Published struct -> its traced superset (the IDL's extensions say why).
+TRACED = {
+    idl.RequestContext: idl.PinLaterTracedRequestContext,
+    idl.PinLaterJob: idl.PinLaterTracedJob,
+    idl.PinLaterDequeueMetadata: idl.PinLaterTracedDequeueMetadata,
+}
+
+
+def _swap(value: Any, swapped: set[Any]) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_swap(v, swapped) for v in value)
+    if isinstance(value, type) and value in TRACED:
+        swapped.add(value)
+        return TRACED[value]
+    return value
+
+
+def _read_and_write_traced_structs() -> None:
+    """Every field of a published struct type in any struct of the IDL
+    (a call's arguments, a request's jobs, a reply's metadata) takes the
+    traced superset, so decoding keeps its trace fields. A struct's
+    ``thrift_spec`` is how thriftpy2 describes it to its codecs; should
+    that form change, this fails at import, not on the wire."""
+    swapped: set[Any] = set()
+    for name in dir(idl):
+        holders = [getattr(idl, name)]
+        if name in ("PinLater", "PinLaterExtended"):
+            holders = [getattr(holders[0], f"{m}_{part}") for m in holders[0].thrift_services
+                       for part in ("args", "result")]
+        for cls in holders:
+            spec = getattr(cls, "thrift_spec", None)
+            if isinstance(spec, dict) and cls not in TRACED.values():
+                cls.thrift_spec = {field_id: _swap(entry, swapped) for field_id, entry in spec.items()}
+    if swapped != set(TRACED):
+        missing = sorted(t.__name__ for t in set(TRACED) - swapped)
+        raise ImportError(f"thriftpy2's struct specs are not as expected: found no field of type {missing}")
+
+
+_read_and_write_traced_structs()
 published: ModuleType = idl.PinLater
 service: ModuleType = idl.PinLaterExtended
 EXTENSION_METHODS = frozenset(service.thrift_services) - frozenset(published.thrift_services)
@@ -32,6 +72,6 @@ STRUCTS: dict[str, tuple[Any, Any]] = {
 }
 
 __all__ = [
-    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "STRUCTS", "idl", "published",
-    "service",
+    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "STRUCTS", "TRACED", "idl",
+    "published", "service",
 ]

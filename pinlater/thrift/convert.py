@@ -16,6 +16,7 @@ from pinlater.queue_config import QueueConfig, check_rate
 from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
 from pinlater.states import JobState
 from pinlater.thrift import idl
+from pinlater.validation import check_trace
 
 _RETRY_AFTER = re.compile(r"\(retry after (\d+) ms\)$")
 
@@ -66,14 +67,32 @@ def from_wire_error(exc: Any) -> PinLaterError:
     return error
 
 
+def trace_carrier(context: Any) -> dict[str, str] | None:
+    """The caller's trace context from a request context (None: it sent
+    none, or one that is not a W3C traceparent, which is ignored as the
+    W3C recommendation says)."""
+    traceparent = getattr(context, "traceparent", None)
+    if traceparent is None:
+        return None
+    try:
+        carrier = {"traceparent": check_trace(text(traceparent))}
+    except InvalidRequest:
+        return None
+    tracestate = text(getattr(context, "tracestate", None))
+    if isinstance(tracestate, str) and tracestate:
+        carrier["tracestate"] = tracestate
+    return carrier
+
+
 # -- jobs ------------------------------------------------------------------------------
 def job_to_wire(job: Job) -> Any:
-    return idl.PinLaterJob(
+    return idl.PinLaterTracedJob(
         body=bytes(job.body),
         priority=job.priority,
         runAfterTimestampMillis=job.run_after_ms,
         numAttemptsAllowed=job.attempts_allowed or 0,
         customStatus=job.custom_status,
+        traceparent=job.trace,
     )
 
 
@@ -86,6 +105,8 @@ def job_from_wire(wire: Any) -> Job:
         wire.runAfterTimestampMillis or None,  # unset or 0: now
         2 if attempts is None else (attempts or None),  # 0: the queue's retry policy
         status if type(status) is str else (text(status) or ""),
+        # Checked with the rest of the job (pinlater.validation.check_job).
+        getattr(wire, "traceparent", None),
     )
 
 
@@ -135,8 +156,9 @@ def dequeued_to_wire(jobs: Sequence[DequeuedJob]) -> Any:
     return idl.PinLaterDequeueResponse(
         jobs={j.descriptor: j.body for j in jobs},
         jobMetadata={
-            j.descriptor: idl.PinLaterDequeueMetadata(
-                attemptsAllowed=j.attempts_allowed, attemptsRemaining=j.attempts_remaining
+            j.descriptor: idl.PinLaterTracedDequeueMetadata(
+                attemptsAllowed=j.attempts_allowed, attemptsRemaining=j.attempts_remaining,
+                traceparent=j.trace, runAfterTimestampMillis=j.run_after_ms,
             )
             for j in jobs
         },
@@ -155,6 +177,8 @@ def dequeued_from_wire(response: Any) -> list[DequeuedJob]:
                 attempts_allowed=(meta.attemptsAllowed or 0) if meta else 0,
                 attempts_remaining=(meta.attemptsRemaining or 0) if meta else 0,
                 claim="",  # the wire does not carry claims
+                trace=text(getattr(meta, "traceparent", None)) or None,
+                run_after_ms=getattr(meta, "runAfterTimestampMillis", None),
             )
         )
     return out

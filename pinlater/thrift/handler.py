@@ -10,8 +10,10 @@ as a PinLaterError, which the server turns into a PinLaterException.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
+from pinlater import tracing
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import AckResult
@@ -97,6 +99,11 @@ class Handler:
             if job.body is None:
                 raise InvalidRequest("every PinLaterJob needs a body")
         jobs = [convert.job_from_wire(j) for j in wire_jobs]
+        if not tracing.ON:
+            # Not traced here: the jobs keep the caller's trace all the same.
+            carrier = convert.trace_carrier(context)
+            if carrier is not None:
+                jobs = [j if j.trace else replace(j, trace=carrier["traceparent"]) for j in jobs]
         key = convert.text(context.requestId) or None
         descriptors = self.jobs.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
         return idl.PinLaterEnqueueResponse(jobDescriptors=descriptors)

@@ -236,6 +236,8 @@ service PinLater {
  *   claim: nothing changed), or not applied because the job's shard could
  *   not be reached (notApplied: descriptor -> cause; retry only those).
  *   Such a partial outcome is a reply, not a PinLaterException.
+ * - Trace context: fields from 100 on in three published structs, which
+ *   stock peers skip (PinLaterTracedRequestContext and the two after it).
  *
  * Durations are milliseconds. Unset optional fields of a request take the
  * server's defaults (create) or stay as they are (update). Like
@@ -298,6 +300,43 @@ struct PinLaterAckResult {
   1: list<string> acked,
   2: list<string> stale,
   3: map<string, string> notApplied,
+}
+
+// Trace context (W3C Trace Context) on the published calls. A peer that
+// traces reads and writes these three structs in place of the published
+// ones named: each has the published struct's fields and adds fields from
+// 100 on, which the published interface does not use. A stock peer skips
+// a field it does not know, so a stock client works with this server, and
+// this client with a stock server; what a stock peer sends has no trace.
+// The Python side makes the swap when it loads this file
+// (pinlater/thrift/__init__.py).
+//
+// For RequestContext, in every call: the caller's span.
+struct PinLaterTracedRequestContext {
+  1: required string source,
+  2: string requestId = "",
+  100: optional string traceparent,
+  101: optional string tracestate,
+}
+
+// For PinLaterJob: the trace the job's runs continue, when it has its own
+// (the server otherwise stores the span of the enqueue).
+struct PinLaterTracedJob {
+  1: required binary body,
+  2: byte priority = 1,
+  3: optional i64 runAfterTimestampMillis,
+  4: i32 numAttemptsAllowed = 2,
+  5: string customStatus = "",
+  100: optional string traceparent,
+}
+
+// For PinLaterDequeueMetadata: the trace stored with the job, and since
+// when it was runnable (the shard's clock), for the time it waited.
+struct PinLaterTracedDequeueMetadata {
+  1: optional i32 attemptsAllowed,
+  2: optional i32 attemptsRemaining,
+  100: optional string traceparent,
+  101: optional i64 runAfterTimestampMillis,
 }
 
 service PinLaterExtended extends PinLater {

@@ -75,7 +75,7 @@ from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
 from pinlater.thrift.connection import Connection
-from pinlater.thrift.convert import to_wire_error
+from pinlater.thrift.convert import to_wire_error, trace_carrier
 from pinlater.thrift.framing import (
     CALL,
     EXCEPTION,
@@ -429,7 +429,7 @@ class ThriftServer:
                 method = getattr(self.handler, name)
                 if tracing.ON:
                     with tracing.span(f"server {name}", {"rpc.system": "thrift", "rpc.method": name},
-                                      kind="server"):
+                                      kind="server", parent=trace_carrier(given.get("context"))):
                         value = method(*[given[field] for field in fields])
                 else:
                     value = method(*[given[field] for field in fields])

@@ -24,6 +24,8 @@ from pinlater.service import JobService
 from pinlater.thrift import IDL_PATH
 from pinlater.thrift.security import Security
 from pinlater.thrift.server import ThriftServer
+from pinlater.thrift_client import ThriftClient
+from tests.support.spans import spans_in_memory
 from tests.support.tls import Certs, make_certs
 from tests.thrift.conftest import make_service
 
@@ -108,6 +110,22 @@ def apache_extended(generated_extended: Generated, server: ThriftServer) -> Iter
 def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleType], queue_name: str) -> None:
     client, t = apache
     _lifecycle(client, t, queue_name)
+
+
+def test_a_job_from_a_stock_client_starts_a_new_trace(
+    apache: tuple[Any, ModuleType], client: ThriftClient, queue_name: str
+) -> None:
+    """A stock client sends no trace context: on a server that traces, its
+    call is the root of a new trace, which the job carries to its run."""
+    stock, t = apache
+    ctx = t.RequestContext(source="apache-app")
+    stock.createQueue(ctx, queue_name)
+    with spans_in_memory() as exporter:
+        stock.enqueueJobs(ctx, t.PinLaterEnqueueRequest(queueName=queue_name, jobs=[t.PinLaterJob(body=b"job")]))
+        [job] = client.dequeue(queue_name, 1)
+    [server_span] = [s for s in exporter.get_finished_spans() if s.name == "server enqueueJobs"]
+    assert server_span.parent is None
+    assert job.trace is not None and int(job.trace.split("-")[1], 16) == server_span.context.trace_id
 
 
 def _lifecycle(client: Any, t: ModuleType, queue_name: str) -> None:
