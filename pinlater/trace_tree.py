@@ -6,7 +6,9 @@ the time its job waited in its queue.
 A trace is picked by id (``--trace``), by a span attribute
 (``--where KEY=VALUE``, e.g. ``feeds.pin_id=42``), or else the trace of
 the newest root span. Spans whose parent is missing from the file (a
-process that has not flushed yet) are shown as roots.
+process that has not flushed yet) are shown as roots. A span that links
+to another of its trace (a chained page to the page that made it) says
+which, and when that one started.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def pick_trace(spans: list[Span], trace_id: str | None = None, where: str | None
     return str(max(roots, key=lambda s: s["start_ns"])["trace_id"])
 
 
-def _label(span: Span) -> str:
+def _label(span: Span, by_id: dict[str, Span], start: int) -> str:
     attributes = span.get("attributes") or {}
     millis = (span["end_ns"] - span["start_ns"]) / 1e6
     parts = [f"{span['name']}  {millis:.1f} ms"]
@@ -68,6 +70,10 @@ def _label(span: Span) -> str:
     named = [f"{key.rsplit('.', 1)[-1]}={attributes[key]}" for key in shown if key in attributes]
     if named:
         parts.append(" ".join(named))
+    for link in span.get("links") or ():
+        linked = by_id.get(link.get("span_id"))
+        if linked is not None:
+            parts.append(f"follows {linked['name']} at {(linked['start_ns'] - start) / 1e6:.1f} ms")
     if span.get("status") == "error":
         parts.append("ERROR")
     if span.get("service"):
@@ -79,10 +85,10 @@ def render(spans: list[Span], trace_id: str) -> list[str]:
     """The trace's spans as indented lines, children in start order, each
     with its offset from the trace's start."""
     mine = [s for s in spans if s["trace_id"] == trace_id]
-    ids = {s["span_id"] for s in mine}
+    by_id = {s["span_id"]: s for s in mine}
     children: dict[str | None, list[Span]] = {}
     for s in mine:
-        parent = s.get("parent_id") if s.get("parent_id") in ids else None
+        parent = s.get("parent_id") if s.get("parent_id") in by_id else None
         children.setdefault(parent, []).append(s)
     for group in children.values():
         group.sort(key=lambda s: s["start_ns"])
@@ -92,7 +98,7 @@ def render(spans: list[Span], trace_id: str) -> list[str]:
 
     def walk(span: Span, depth: int) -> None:
         offset = (span["start_ns"] - start) / 1e6
-        lines.append(f"{offset:>10.1f} ms  {'  ' * depth}{_label(span)}")
+        lines.append(f"{offset:>10.1f} ms  {'  ' * depth}{_label(span, by_id, start)}")
         for child in children.get(span["span_id"], []):
             walk(child, depth + 1)
 

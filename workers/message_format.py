@@ -226,7 +226,9 @@ def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: s
     """The Kombu message of a claimed job. The delivery tag is the job's
     descriptor; ``headers["pinlater"]`` tells the task its job, claim source
     (for heartbeats) and attempts; Celery's ``retries`` is PinLater's count
-    of earlier attempts."""
+    of earlier attempts and ``run_after_ms`` since when it was runnable (None:
+    not known). A job whose message has no trace context of its own (a raw
+    body) gets the one stored with the job."""
     used = job.attempts_allowed - job.attempts_remaining
     headers = stored.headers
     if stored.celery:
@@ -236,7 +238,10 @@ def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: s
             "source": source,
             "attempts_allowed": job.attempts_allowed,
             "attempts_remaining": job.attempts_remaining,
+            "run_after_ms": job.run_after_ms,
         }
+        if job.trace is not None and "traceparent" not in headers:
+            headers["traceparent"] = job.trace
     priority = int(job.descriptor.rsplit(":", 2)[1][1:])
     return {
         "body": stored.body,
