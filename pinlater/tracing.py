@@ -15,7 +15,9 @@ What is traced: the job service's calls and every store call under them
 (``pinlater.seam``), the Thrift client's calls and the server's methods,
 and the Celery tasks run by the workers (with their HBase and MySQL calls).
 A job carries its trace context: a task's message holds it in its headers,
-so a job run an hour after a web request enqueued it continues that trace.
+and every job's record can hold one too (its own, or the span current at
+its enqueue), so a job run an hour after a web request enqueued it
+continues that trace, whatever its body and whichever client enqueued it.
 """
 
 from __future__ import annotations
