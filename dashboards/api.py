@@ -298,9 +298,12 @@ class Api:
         return json_response(200, self.rates.charts(minutes, limit))
 
     def _metrics(self, req: Request) -> Response:
+        return Response(200, self.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def metrics_text(self) -> str:
+        """``/metrics``, also what OpenTelemetry metrics read (when on)."""
         stats = {"passes": self.collector.passes, "failed_passes": self.collector.failed_passes}
-        text = render(self.collector.snapshot(), stats)
-        return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        return render(self.collector.snapshot(), stats)
 
     # -- controls ------------------------------------------------------------------
     def _control(self, req: Request, queue: str, action: str) -> Response:

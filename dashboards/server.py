@@ -22,6 +22,7 @@ from dashboards.panels import Panel, PanelFiles, Unavailable, load_panels, panel
 from dashboards.progress import ProgressBoard
 from dashboards.records import open_records
 from dashboards.snapshot import Collector
+from pinlater import tracing
 from pinlater.httpserver import BASE_HEADERS, REQUEST_TIMEOUT_S, Answer, HttpHandler, HttpServer
 from pinlater.httpserver import Request as HttpRequest
 from pinlater.service import JobService
@@ -140,6 +141,7 @@ class Dashboard:
         try:
             self.api = Api(service, settings, self.collector, AuditLog(self.records), ProgressBoard(self.records),
                            self.panels, unavailable_panels=unavailable, refresh_ms=int(refresh_s * 1000))
+            tracing.observe_metrics(self.api.metrics_text)
             self.http = DashboardServer(
                 self.api,
                 load_static(panel_files(self.panels)),

@@ -12,6 +12,7 @@ from pinlater.backends.base import ExpiredClaims
 from pinlater.core import Core
 from pinlater.models import JobInfo
 from pinlater.queue_config import QueueConfig
+from pinlater.seam import Snapshot
 from pinlater.shards import ShardHealth
 from pinlater.states import JobState
 
@@ -38,6 +39,10 @@ class Operators:
     def store_metrics(self) -> str:
         """This process's store calls, errors and latency, as Prometheus text."""
         return self.core.shards.seam.metrics.prometheus()
+
+    def store_metrics_snapshot(self) -> Snapshot:
+        """The same as data (``pinlater.seam.merge_snapshots`` sums several)."""
+        return self.core.shards.seam.metrics.snapshot()
 
     # -- queues -------------------------------------------------------------------------
     def queue_names(self) -> set[str]:

@@ -4,15 +4,18 @@ tracing is on (the ``otel`` extra)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
+    from opentelemetry.metrics import Observation
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -26,6 +29,8 @@ except ImportError as exc:  # pragma: no cover -- the extra is missing
     raise ImportError(
         "OTEL_TRACES_EXPORTER is set but OpenTelemetry is not installed: pip install 'pinlater-py[otel]'"
     ) from exc
+
+from pinlater import metrics_text
 
 SCOPE = "pinlater"
 KINDS = {"client": SpanKind.CLIENT, "server": SpanKind.SERVER, "producer": SpanKind.PRODUCER,
@@ -148,6 +153,9 @@ def setup_metrics(exporters: Sequence[str], service_name: str) -> None:
 
 def use_meter_provider(provider: Any) -> None:
     meter = provider.get_meter(SCOPE)
+    _instruments["meter"] = meter
+    _instruments["server_seconds"] = meter.create_histogram(
+        "pinlater_server_request", unit="s", description="Thrift call latency, by method.")
     _instruments["calls"] = meter.create_counter(
         "pinlater_store_calls", description="Store calls made by the job service, by shard and operation.")
     _instruments["errors"] = meter.create_counter(
@@ -162,6 +170,47 @@ def record_store_call(shard: str, op: str, seconds: float, error: str | None) ->
     _instruments["seconds"].record(seconds, labels)
     if error is not None:
         _instruments["errors"].add(1, {**labels, "error": error})
+
+
+def record_server_call(method: str, seconds: float) -> None:
+    _instruments["server_seconds"].record(seconds, {"method": method})
+
+
+# How long one reading of a /metrics text serves the observable instruments:
+# one collection calls every instrument's callback, back to back.
+_READ_FOR_S = 0.5
+
+
+def observe_text(source: Callable[[], str], leave_out: tuple[str, ...]) -> None:
+    """Every counter and gauge family of the Prometheus text ``source()``
+    returns, as observable instruments named as ``Family.otel_name_and_unit``
+    says. The families are those of a first reading now; ``leave_out``:
+    prefixes of families recorded as instruments of their own."""
+    meter = _instruments["meter"]
+    lock = threading.Lock()
+    cache: dict[str, Any] = {"at": -math.inf, "families": {}}
+
+    def families() -> dict[str, metrics_text.Family]:
+        with lock:
+            if time.monotonic() - cache["at"] > _READ_FOR_S:
+                cache["families"], cache["at"] = metrics_text.parse(source()), time.monotonic()
+            return cache["families"]  # type: ignore[no-any-return]
+
+    def callback_for(name: str) -> Callable[[Any], Iterator[Observation]]:
+        def observe(_options: Any) -> Iterator[Observation]:
+            family = families().get(name)
+            for labels, value in family.samples if family else ():
+                if math.isfinite(value):  # the SDK drops others (an unlimited rate's +Inf) with a warning
+                    yield Observation(value, labels)
+
+        return observe
+
+    for family in metrics_text.parse(source()).values():
+        if family.name.startswith(leave_out) or family.kind not in ("counter", "gauge"):
+            continue
+        name, unit = family.otel_name_and_unit
+        make = meter.create_observable_counter if family.kind == "counter" else meter.create_observable_gauge
+        make(name, callbacks=[callback_for(family.name)], unit=unit)
 
 
 def tracer_of(provider: Any) -> Any:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pinlater import counters as events
 from pinlater import tracing
 from pinlater.counters import EventCounters
 
+# shard -> operation -> calls, seconds, errors by kind, cumulative buckets.
+Snapshot = dict[str, dict[str, dict[str, Any]]]
 # Latency histogram bounds, seconds (a Redis call is ~0.1 ms, a slow MySQL
 # transaction tens of milliseconds, a shard timing out seconds).
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -104,10 +106,10 @@ class StoreMetrics:
                     total.errors[kind] = total.errors.get(kind, 0) + n
         return merged
 
-    def snapshot(self) -> dict[str, dict[str, dict[str, object]]]:
+    def snapshot(self) -> Snapshot:
         """shard -> operation -> calls, seconds, errors by kind and the
         histogram's cumulative counts by upper bound (``+Inf`` last)."""
-        out: dict[str, dict[str, dict[str, object]]] = {}
+        out: Snapshot = {}
         for (shard, op), s in sorted(self._merged().items()):
             cumulative, running = {}, 0
             for bound, n in zip((*map(str, BUCKETS), "+Inf"), s.buckets, strict=True):
@@ -119,34 +121,55 @@ class StoreMetrics:
         return out
 
     def prometheus(self) -> str:
-        snap = self.snapshot()
-        lines = [
-            "# HELP pinlater_store_calls_total Store calls made by the job service, by shard and operation.",
-            "# TYPE pinlater_store_calls_total counter",
-        ]
-        rows = [(shard, op, s) for shard, ops in snap.items() for op, s in ops.items()]
-        lines += [f'pinlater_store_calls_total{{shard="{sh}",op="{op}"}} {s["calls"]}' for sh, op, s in rows]
+        return prometheus_text(self.snapshot())
+
+
+def merge_snapshots(snapshots: Iterable[Snapshot]) -> Snapshot:
+    """Several processes' snapshots as one: every count summed."""
+    out: Snapshot = {}
+    for snap in snapshots:
+        for shard, ops in snap.items():
+            for op, s in ops.items():
+                total = out.setdefault(shard, {}).setdefault(
+                    op, {"calls": 0, "seconds": 0.0, "errors": {}, "buckets": {}}
+                )
+                total["calls"] += s["calls"]
+                total["seconds"] += s["seconds"]
+                for kind, n in s["errors"].items():
+                    total["errors"][kind] = total["errors"].get(kind, 0) + n
+                for bound, n in s["buckets"].items():
+                    total["buckets"][bound] = total["buckets"].get(bound, 0) + n
+    return {shard: dict(sorted(ops.items())) for shard, ops in sorted(out.items())}
+
+
+def prometheus_text(snap: Snapshot) -> str:
+    lines = [
+        "# HELP pinlater_store_calls_total Store calls made by the job service, by shard and operation.",
+        "# TYPE pinlater_store_calls_total counter",
+    ]
+    rows = [(shard, op, s) for shard, ops in snap.items() for op, s in ops.items()]
+    lines += [f'pinlater_store_calls_total{{shard="{sh}",op="{op}"}} {s["calls"]}' for sh, op, s in rows]
+    lines += [
+        "# HELP pinlater_store_errors_total Store calls that failed, by shard, operation and error.",
+        "# TYPE pinlater_store_errors_total counter",
+    ]
+    for sh, op, s in rows:
+        errors: dict[str, int] = s["errors"]
         lines += [
-            "# HELP pinlater_store_errors_total Store calls that failed, by shard, operation and error.",
-            "# TYPE pinlater_store_errors_total counter",
+            f'pinlater_store_errors_total{{shard="{sh}",op="{op}",error="{kind}"}} {n}'
+            for kind, n in sorted(errors.items())
         ]
-        for sh, op, s in rows:
-            errors: dict[str, int] = s["errors"]  # type: ignore[assignment]
-            lines += [
-                f'pinlater_store_errors_total{{shard="{sh}",op="{op}",error="{kind}"}} {n}'
-                for kind, n in sorted(errors.items())
-            ]
-        lines += [
-            "# HELP pinlater_store_call_seconds Store call latency, by shard and operation.",
-            "# TYPE pinlater_store_call_seconds histogram",
-        ]
-        for sh, op, s in rows:
-            buckets: dict[str, int] = s["buckets"]  # type: ignore[assignment]
-            labels = f'shard="{sh}",op="{op}"'
-            lines += [f'pinlater_store_call_seconds_bucket{{{labels},le="{le}"}} {n}' for le, n in buckets.items()]
-            lines.append(f"pinlater_store_call_seconds_sum{{{labels}}} {s['seconds']:.6f}")
-            lines.append(f"pinlater_store_call_seconds_count{{{labels}}} {s['calls']}")
-        return "\n".join(lines) + "\n"
+    lines += [
+        "# HELP pinlater_store_call_seconds Store call latency, by shard and operation.",
+        "# TYPE pinlater_store_call_seconds histogram",
+    ]
+    for sh, op, s in rows:
+        buckets: dict[str, int] = s["buckets"]
+        labels = f'shard="{sh}",op="{op}"'
+        lines += [f'pinlater_store_call_seconds_bucket{{{labels},le="{le}"}} {n}' for le, n in buckets.items()]
+        lines.append(f"pinlater_store_call_seconds_sum{{{labels}}} {s['seconds']:.6f}")
+        lines.append(f"pinlater_store_call_seconds_count{{{labels}}} {s['calls']}")
+    return "\n".join(lines) + "\n"
 
 
 class Seam:

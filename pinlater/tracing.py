@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 ON = False
@@ -77,6 +77,24 @@ def record_store_call(shard: str, op: str, seconds: float, error: str | None) ->
     from pinlater import otel
 
     otel.record_store_call(shard, op, seconds, error)
+
+
+def record_server_call(method: str, seconds: float) -> None:
+    """A Thrift call's time, for the OpenTelemetry metrics (when on)."""
+    from pinlater import otel
+
+    otel.record_server_call(method, seconds)
+
+
+def observe_metrics(source: Callable[[], str], leave_out: tuple[str, ...] = ("pinlater_store_",)) -> None:
+    """The counters and gauges of a ``/metrics`` text (``source()``, read
+    at each collection) through OpenTelemetry too, same names and units;
+    nothing when OpenTelemetry metrics are off. ``leave_out``: families
+    this process records as instruments of their own (the store calls')."""
+    if METRICS_ON:
+        from pinlater import otel
+
+        otel.observe_text(source, leave_out)
 
 
 def use(provider: Any) -> None:

@@ -165,6 +165,8 @@ class ThriftServer:
             MetricsServer(self.stats, host, metrics_port, job_service.operators.store_metrics)
             if metrics_port is not None else None
         )
+        if stats is None:  # one of several: their parent sends the summed stats
+            tracing.observe_metrics(self.stats.prometheus)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._reload = threading.Event()

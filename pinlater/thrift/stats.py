@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from pinlater import tracing
 from pinlater.errors import ErrorCode
 from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, http_tls, json_answer
 from pinlater.thrift import service
@@ -261,6 +262,8 @@ class ServerStats:
             if finished_call:
                 self.table.add(self.slot, "in_flight", -1)
             self.table.record(self.slot, method, seconds, error_code)
+        if tracing.METRICS_ON:
+            tracing.record_server_call(method, seconds)
 
     def count(self, name: str, delta: int = 1) -> None:
         with self._lock:

@@ -26,7 +26,8 @@ deadlock; exec starts clean, and nothing crosses but the two descriptors
 passed on purpose (the socket, the stats table).
 
 The parent serves ``/metrics`` and ``/stats.json`` summed over all children
-(``pinlater.thrift.stats``), runs the monitor unless told not to, restarts
+(``pinlater.thrift.stats``; the store calls' metrics through
+``pinlater.thrift.shared_metrics``), runs the monitor unless told not to, restarts
 a child that dies (logging why), and gives up (stops everything, exit 1)
 when more than ``crash_limit`` children exit unexpectedly within
 ``crash_window_s``. SIGTERM or SIGINT: every child stops accepting and
@@ -39,17 +40,21 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
+from pinlater import tracing
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.settings import Settings
+from pinlater.thrift import shared_metrics
 from pinlater.thrift.stats import MetricsServer, StatsTable
 from pinlater.thrift.worker import WorkerOptions, command
 
@@ -104,7 +109,15 @@ class Supervisor:
         self.host = host
         self.port: int = self._listener.getsockname()[1]
         self.table, self._table_fd = StatsTable.shared(processes)
-        self.metrics = MetricsServer(self.table, host, metrics_port) if metrics_port is not None else None
+        # The children's store metrics (pinlater.thrift.shared_metrics); mode 0700.
+        self._metrics_dir = tempfile.mkdtemp(prefix="pinlater-server-metrics-")
+        self.metrics = (
+            MetricsServer(self.table, host, metrics_port, lambda: shared_metrics.read(self._metrics_dir))
+            if metrics_port is not None else None
+        )
+        # The children send their store calls' and call times' own instruments.
+        tracing.configure("pinlater-server")
+        tracing.observe_metrics(self.table.prometheus)
         self._children: list[_Child | None] = [None] * processes
         self._restart_at: dict[int, float] = {}
         self._exits: collections.deque[float] = collections.deque()
@@ -181,6 +194,7 @@ class Supervisor:
         if self._table_fd >= 0:
             os.close(self._table_fd)
             self._table_fd = -1
+        shutil.rmtree(self._metrics_dir, ignore_errors=True)
         log.info("pinlater server stopped (%d processes)", len(children))
 
     # -- children -------------------------------------------------------------------------
@@ -188,7 +202,7 @@ class Supervisor:
         listen_fd = self._listener.fileno()
         # stdout goes to stderr: the parent's stdout says only where it listens.
         proc = subprocess.Popen(
-            command(listen_fd, self._table_fd, self.processes, slot, self.options),
+            command(listen_fd, self._table_fd, self.processes, slot, self.options, self._metrics_dir),
             pass_fds=(listen_fd, self._table_fd), stdin=subprocess.DEVNULL, stdout=2,
         )
         self.table.process_started(slot, proc.pid)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 from pinlater.service import JobService
 from pinlater.settings import Settings
+from pinlater.thrift import shared_metrics
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift.stats import ServerStats, StatsTable
 
@@ -53,11 +54,14 @@ class WorkerOptions:
         return cls(**json.loads(text))
 
 
-def command(listen_fd: int, stats_fd: int, slots: int, slot: int, options: WorkerOptions) -> list[str]:
+def command(
+    listen_fd: int, stats_fd: int, slots: int, slot: int, options: WorkerOptions, metrics_dir: str
+) -> list[str]:
     """The command line that runs child ``slot``."""
     return [
         sys.executable, "-m", "pinlater.thrift.worker", "--listen-fd", str(listen_fd), "--stats-fd", str(stats_fd),
         "--slots", str(slots), "--slot", str(slot), "--parent", str(os.getpid()), "--options", options.to_json(),
+        "--metrics-dir", metrics_dir,
     ]
 
 
@@ -77,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("--listen-fd", "--stats-fd", "--slots", "--slot", "--parent"):
         parser.add_argument(name, type=int, required=True)
     parser.add_argument("--options", type=WorkerOptions.from_json, required=True)
+    parser.add_argument("--metrics-dir", required=True, help="where this process's store metrics go")
     args = parser.parse_args(argv)
     # A reload asked for while starting would kill the process: it loads
     # the files fresh anyway.
@@ -114,7 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         table.mark_ready(args.slot)
         threading.Thread(target=_watch_parent, args=(args.parent, server), name="pinlater-parent-watch",
                          daemon=True).start()
-        server.serve_forever(grace_s=options.grace_s)
+        stop_writing = threading.Event()
+        writer = shared_metrics.keep_writing(args.metrics_dir, service.operators.store_metrics_snapshot, stop_writing)
+        try:
+            server.serve_forever(grace_s=options.grace_s)
+        finally:
+            stop_writing.set()
+            writer.join(timeout=5)
     finally:
         service.close()
     return 0

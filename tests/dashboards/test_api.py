@@ -10,13 +10,16 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards.progress import ProgressBoard
 from dashboards.server import Dashboard
-from pinlater import Job, JobService, JobState
+from pinlater import Job, JobService, JobState, metrics_text, tracing
 from pinlater.counters import EVENTS, recent_rates, recent_totals
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.dashboards.http import call, control
@@ -309,3 +312,33 @@ def test_pinlater_dashboard_command(cluster: Cluster) -> None:
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_metrics_reach_opentelemetry_too_with_their_names_and_values(cluster: Cluster) -> None:
+    """Every counter and gauge of /metrics, read from the same snapshot."""
+    reader = InMemoryMetricReader()
+    tracing.use_metrics(MeterProvider(metric_readers=[reader]))
+    try:
+        dashboard = Dashboard.from_settings(dashboard_settings(), port=0, refresh_s=60).start()
+        try:
+            text = dashboard.api.metrics_text()
+            data = reader.get_metrics_data()
+        finally:
+            dashboard.close()
+    finally:
+        tracing.use_metrics(None)
+    assert data is not None
+    found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    families = [f for f in metrics_text.parse(text).values() if f.kind in ("counter", "gauge") and f.samples]
+    assert len(families) >= 10 and any(f.name == "pinlater_queue_jobs" for f in families)
+    for family in families:
+        name, unit = family.otel_name_and_unit
+        # OpenTelemetry takes finite values only: an unlimited rate (+Inf) is left out.
+        want = {tuple(sorted(labels.items())): value for labels, value in family.samples if math.isfinite(value)}
+        if not want:
+            assert name not in found, family.name
+            continue
+        assert name in found and found[name].unit == unit, family.name
+        points: list[Any] = list(found[name].data.data_points)
+        got = {tuple(sorted(dict(p.attributes).items())): p.value for p in points}
+        assert got == want, family.name

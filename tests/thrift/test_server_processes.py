@@ -168,6 +168,17 @@ def test_connections_spread_and_metrics_are_summed(start: Callable[..., ServerPr
     assert f'pinlater_server_requests_total{{method="getJobCount"}} {counts}' in metrics
     assert "pinlater_server_processes 3" in metrics
     assert f"pinlater_server_connections_open {CLIENTS}" in metrics
+
+    # Each child's store calls too, summed (each writes its counts about
+    # once a second): one enqueue per client, spread over the processes.
+    def store(metric: str, op: str) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in lines
+                   if line.startswith(f"{metric}{{") and f'op="{op}"' in line)
+
+    wait_for(lambda: store("pinlater_store_calls_total", "enqueue") == CLIENTS)
+    assert store("pinlater_store_call_seconds_count", "enqueue") == CLIENTS
     for c in clients:
         c.close()
 

@@ -83,7 +83,9 @@ for name in sys.argv[2:]:
 # The packages of the extras (pyproject.toml) and of dev.
 CELERY = ["celery", "kombu", "flower", "billiard"]
 HBASE = ["happybase"]
-DEV = ["pytest", "fakeredis", "thrift", "playwright", "prometheus_client", "honcho", "packaging"]
+# prometheus_client is the otel extra's, like OpenTelemetry, which the core
+# imports only when metrics are on (tests/unit/test_tracing.py).
+DEV = ["pytest", "fakeredis", "thrift", "playwright", "honcho", "packaging"]
 
 
 PANELS = sorted({entry.module for entry in entry_points(group=panels.GROUP)})
