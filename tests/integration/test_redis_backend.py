@@ -493,12 +493,12 @@ CODEC_CHECK = """
 local out = {}
 for _, s in ipairs(cjson.decode(ARGV[1])) do
   local j = {state = s[1], allowed = s[2], left = s[3], created = s[4], updated = s[5], run_after = s[6],
-    claim = s[7], status = s[8]}
+    claim = s[7], status = s[8], trace = s[9]}
   local v = job_value(j, 'the body')
   local r = read_job(v)
   -- Integers as %d text: cjson would round them to 14 digits.
   out[#out + 1] = {v, cjson.encode({int(r.state), int(r.allowed), int(r.left), int(r.created), int(r.updated),
-    int(r.run_after), r.claim or '', r.status, string.sub(v, r.body_at)})}
+    int(r.run_after), r.claim or '', r.status, r.trace, string.sub(v, r.body_at)})}
 end
 return out
 """
@@ -513,20 +513,22 @@ def test_struct_and_plain_lua_write_and_read_the_same_records(raw: redis.Redis[b
 
     prelude = used_prelude(lua_source("pinlater.backends", "_prelude"), CODEC_CHECK)
     assert prelude.count(WITH_STRUCT) == 1
+    trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     samples = [
-        [0, 1, 1, 0, 0, 0, "", ""],
-        [1, 65_535, 65_535, 2**48 - 1, 2**48 - 2, 2**53 - 1, "0123456789abcdef@w\u00e9", "st\u00e4tus"],
-        [3, 1000, 0, 1_763_860_000_000, 1_763_860_000_123, 1_763_863_600_000, "", "x" * 4000],
-        [2, 7, 3, 1_763_860_000_000, 1_763_860_000_001, 255, "", ""],
+        [0, 1, 1, 0, 0, 0, "", "", ""],
+        [1, 65_535, 65_535, 2**48 - 1, 2**48 - 2, 2**53 - 1, "0123456789abcdef@w\u00e9", "st\u00e4tus", trace],
+        [3, 1000, 0, 1_763_860_000_000, 1_763_860_000_123, 1_763_863_600_000, "", "x" * 4000, trace],
+        [2, 7, 3, 1_763_860_000_000, 1_763_860_000_001, 255, "", "", ""],
+        [0, 2, 2, 1, 1, 1, "", "", "t" * 255],
     ]
     arg = json.dumps(samples)
     with_struct = raw.register_script(prelude + CODEC_CHECK)(args=[arg])
     plain = raw.register_script(prelude.replace(WITH_STRUCT, "if false then") + CODEC_CHECK)(args=[arg])
     assert with_struct == plain
     for sample, (value, read) in zip(samples, with_struct, strict=True):
-        state, allowed, left, created, updated, run_after, claim, status = sample
+        state, allowed, left, created, updated, run_after, claim, status, job_trace = sample
         numbers = [str(n) for n in (state, allowed, left, created, updated, run_after)]
-        assert json.loads(read) == [*numbers, claim if state == 1 else "", status, "the body"]
+        assert json.loads(read) == [*numbers, claim if state == 1 else "", status, job_trace, "the body"]
         rec = redis_record.decode(1, 1, value, include_body=True)
         assert rec is not None
         assert (rec.state, rec.attempts_allowed, rec.attempts_remaining) == (state, allowed, left)
