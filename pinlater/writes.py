@@ -17,16 +17,12 @@ from pinlater.queue_config import QueueConfig
 from pinlater.validation import check_batch, check_job, check_limit
 
 
-def enqueue_items(
-    core: Core, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None, trace: str | None = None
-) -> list[EnqueueItem]:
+def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConfig | None = None) -> list[EnqueueItem]:
     """The jobs checked against the queue's config and made the shard's
-    items; raises for bad input. ``trace``: the traceparent stored with
-    jobs that bring none of their own (by default the current span's, when
-    tracing is on)."""
+    items; raises for bad input. A job that brings no trace of its own gets
+    the current span's, when tracing is on."""
     config = config or core.configs.get(queue)
-    if trace is None and tracing.ON:
-        trace = tracing.traceparent()
+    trace = tracing.traceparent() if tracing.ON else None
     check_batch(len(jobs), core.settings.max_jobs_per_call, "jobs", EnqueueRejected)
     for job in jobs:
         check_job(config, job, core.settings.max_body_bytes)

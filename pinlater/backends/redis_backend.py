@@ -179,9 +179,6 @@ class RedisBackend:
         if not items:
             return []
         groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
-        if not self._layout_checked:
-            self._call(lambda: None)  # the layout check decides self._traces
-        traces = self._traces
         meta = [
             [
                 groups.of(it.priority),
@@ -190,10 +187,15 @@ class RedisBackend:
                 it.attempts_allowed,
                 # No stored status yet: the enqueued one counts as an append.
                 it.custom_status[-CUSTOM_STATUS_MAX:],
-                it.trace if traces else None,
             ]
             for it in items
         ]
+        if not self._layout_checked:
+            self._call(lambda: None)  # the layout check decides self._traces
+        if self._traces:
+            for row, it in zip(meta, items, strict=True):
+                if it.trace is not None:
+                    row.append(it.trace)
         args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
         ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]
         ids = self._run("enqueue", ks, args)

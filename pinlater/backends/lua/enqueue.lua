@@ -16,7 +16,7 @@
 -- ARGV[1]        queue name
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
 --                (= now), attempts_allowed (1..65535), custom_status,
---                trace context or null (up to 255 bytes)]
+--                trace context (up to 255 bytes; absent or null: none)]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
 -- Returns: the new local ids, in item order (consecutive, increasing);
 --          nil (nothing stored) when the queue was deleted here.
