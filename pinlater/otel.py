@@ -30,8 +30,6 @@ except ImportError as exc:  # pragma: no cover -- the extra is missing
         "OTEL_TRACES_EXPORTER is set but OpenTelemetry is not installed: pip install 'pinlater-py[otel]'"
     ) from exc
 
-from pinlater import metrics_text
-
 SCOPE = "pinlater"
 KINDS = {"client": SpanKind.CLIENT, "server": SpanKind.SERVER, "producer": SpanKind.PRODUCER,
          "consumer": SpanKind.CONSUMER, "internal": SpanKind.INTERNAL}
@@ -186,11 +184,13 @@ def observe_text(source: Callable[[], str], leave_out: tuple[str, ...]) -> None:
     returns, as observable instruments named as ``Family.otel_name_and_unit``
     says. The families are those of a first reading now; ``leave_out``:
     prefixes of families recorded as instruments of their own."""
+    from pinlater import metrics_text  # prometheus_client: for metrics only
+
     meter = _instruments["meter"]
     lock = threading.Lock()
     cache: dict[str, Any] = {"at": -math.inf, "families": {}}
 
-    def families() -> dict[str, metrics_text.Family]:
+    def families() -> dict[str, Any]:
         with lock:
             if time.monotonic() - cache["at"] > _READ_FOR_S:
                 cache["families"], cache["at"] = metrics_text.parse(source()), time.monotonic()
