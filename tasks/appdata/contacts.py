@@ -3,7 +3,10 @@ typeahead's external sources (``tasks.typeahead``).
 
 * An import is one user's whole contact list from one external source (an
   address book, a social network), stored as JSON on the user's shard and
-  replaced by every newer import (an older one changes nothing).
+  replaced by every later import. Its time is the one asked for, or just
+  past the stored import's when that is not earlier: two imports in one
+  millisecond (or from processes whose clocks differ a little) keep the
+  one made last, and its index entries are versioned after the other's.
 * An external account ("email:ann@example.com", "social:12345") maps to the
   Pinterest user who owns it, on the shard its name hashes to (crc32 over
   the shard map's shards: a new shard range needs the table rehashed, a
@@ -18,6 +21,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.appdata.mappings import fetcher
@@ -127,15 +131,21 @@ def parse_contacts(raw: object) -> tuple[ContactRecord, ...]:
 def put_source(
     store: AppData, user_id: int, source: str, contacts: object, *, at_ms: int | None = None
 ) -> SourceImport:
-    """Stores ``user_id``'s import from ``source`` (replacing an older one)."""
+    """Stores ``user_id``'s import from ``source``, replacing the one
+    stored; ``at_ms`` (now by default) is the earliest time it gets, and the
+    result has the time it got."""
     shard = expect_type(user_id, ObjectType.USER).shard
     check_source(source)
     records = parse_contacts(contacts)
-    at = now_ms() if at_ms is None else at_ms
+    asked = now_ms() if at_ms is None else at_ms
     blob = json.dumps([c.to_json() for c in records], separators=(",", ":"), ensure_ascii=False)
     stmt = sql("put_contact_source", database=store.locate(shard).database, table=CONTACT_SOURCES)
-    store.run(shard, lambda c, _db: c.execute(stmt, (user_id, source, at, blob)))
-    return SourceImport(user_id, source, at, records)
+
+    def put(cursor: Any, _database: str) -> int:
+        inserted = cursor.execute(stmt, (user_id, source, asked, blob)) == 1
+        return asked if inserted else int(cursor.lastrowid)
+
+    return SourceImport(user_id, source, store.run(shard, put), records)
 
 
 def sources_of(store: AppData, user_ids: Iterable[int]) -> dict[int, list[SourceImport]]:

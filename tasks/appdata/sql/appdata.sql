@@ -196,9 +196,9 @@ UPDATE {database}.{table} SET data = %s WHERE local_id = %s AND data = %s
 
 -- name: create_contact_sources_table
 -- A user's imported contacts of one external source (an address book, a
--- social network): the whole list as JSON, replaced by every newer import.
+-- social network): the whole list as JSON, replaced by every import.
 -- updated_at (ms) is the import's time: the cell timestamp of its index
--- writes, so an older import never hides a newer one.
+-- writes, so an earlier import never hides a later one.
 CREATE TABLE IF NOT EXISTS {database}.{table} (
   user_id BIGINT UNSIGNED NOT NULL,
   source VARCHAR(32) CHARACTER SET ascii NOT NULL,
@@ -208,12 +208,16 @@ CREATE TABLE IF NOT EXISTS {database}.{table} (
 ) ENGINE=InnoDB
 
 -- name: put_contact_source
--- Newer wins: assignments run left to right, so data is chosen against the
--- stored updated_at before updated_at itself moves.
+-- The later import wins: its time is the one asked for, or just past the
+-- stored one's when that is not earlier (the row is its own clock, moved
+-- under the row lock), so two imports in one millisecond get two times, in
+-- the order they were made. LAST_INSERT_ID(expr) hands an update's time
+-- back in its OK packet (row count 2); a first insert (row count 1) keeps
+-- the time asked for. Args: user_id, source, time asked for, data.
 INSERT INTO {database}.{table} (user_id, source, updated_at, data) VALUES (%s, %s, %s, %s)
 ON DUPLICATE KEY UPDATE
-  data = IF(VALUES(updated_at) > updated_at, VALUES(data), data),
-  updated_at = GREATEST(updated_at, VALUES(updated_at))
+  updated_at = LAST_INSERT_ID(GREATEST(updated_at + 1, VALUES(updated_at))),
+  data = VALUES(data)
 
 -- name: contact_sources_of_users
 SELECT user_id, source, updated_at, data FROM {database}.{table} WHERE user_id IN ({ids})
