@@ -24,10 +24,20 @@ table (a backfill/verify job can walk users with it).
 
 A follow's time (the sequence of both rows) comes from the follower's
 clock (``follow_clock``: a row per user in ``follow_clocks``): the time of
-the action, or just past the user's previous follow when that was not
+the action, or just past the user's previous action when that was not
 earlier. So one user's follows never share a time, not even with follows
 since removed, and a later follow has a later time: the feeds version a
 follow's cells with it, and an unfollow masks exactly that version.
+
+The typeahead versions an entry with the newest time of the records it
+comes from: follows both ways between two users and the contact's
+``name_at`` (``tasks.typeahead.truth``). So a change must be later than
+every record it joins, also those of the other user and in the same
+millisecond, or an entry would change and keep its version. A follow or
+unfollow of a user is also past the followee's clock (``edge_clock``), and
+a rename past the user's clock and their newest follower's follow
+(``rename_user``), which then moves the user's clock to it. Actions made
+one after another are then ordered, whoever's clock each one ticks.
 
 The forward table is the truth for "does U follow P / B"
 (``follows_user``, ``follows_board``); the reverse tables feed fan-out.
@@ -125,6 +135,25 @@ def follow_clock(store: AppData, user_id: int, at_ms: int | None = None) -> int:
     return store.run(shard, tick)
 
 
+def clock_of(store: AppData, user_id: int) -> int:
+    """The last time ``user_id``'s clock handed out (0: none yet)."""
+    shard = expect_type(user_id, ObjectType.USER).shard
+    stmt = sql("follow_clock_of", database=store.locate(shard).database, table=FOLLOW_CLOCKS)
+    rows = store.run(shard, mappings.fetcher(stmt, (user_id,)))
+    return int(rows[0][0]) if rows else 0
+
+
+def edge_clock(store: AppData, follower_id: int, followee_id: int, at_ms: int | None = None) -> int:
+    """A time for a follow or unfollow of the user or board ``followee_id``
+    by ``follower_id``: from the follower's clock, and for a user also past
+    the followee's (their follows and renames), so that it is later than
+    every record of the two users the index entries it changes come from."""
+    asked = now_ms() if at_ms is None else at_ms
+    if split_id(followee_id).type is ObjectType.USER:
+        asked = max(asked, clock_of(store, followee_id) + 1)
+    return follow_clock(store, follower_id, asked)
+
+
 def _link(store: AppData, forward: MappingTable, from_id: int, to_id: int, at_ms: int | None) -> bool:
     if from_id == to_id:
         raise InvalidId(f"{from_id} cannot follow itself")
@@ -133,7 +162,7 @@ def _link(store: AppData, forward: MappingTable, from_id: int, to_id: int, at_ms
     if sequence is None:
         # A new follow's time comes from the follower's clock: unique among
         # all their follows, ever, and after every earlier one.
-        sequence = follow_clock(store, from_id, at_ms)
+        sequence = edge_clock(store, from_id, to_id, at_ms)
         added = mappings.add(store, forward, from_id, to_id, sequence)
         if not added:  # another process made it meanwhile: its time stands
             sequence = mappings.sequences(store, forward, from_id, [to_id]).get(to_id, sequence)
@@ -231,17 +260,24 @@ def name_of(user: AppObject) -> tuple[str, int]:
 def rename_user(store: AppData, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:
     """Sets a user's name; ``(old name, new name, name_at)``. ``name_at``
     only grows (at least the old one + 1), so it orders renames for the
-    index writes stamped with it."""
+    index writes stamped with it; and it is past the user's clock and the
+    newest follow of the user, so an entry naming the user gets a later
+    version than any it had (then the user's clock moves to it)."""
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
         raise ValueError("a name is 1..200 characters of text, without NUL")
     name = name.strip()
+    asked = max(now_ms() if at_ms is None else at_ms, clock_of(store, user_id) + 1)
+    newest = mappings.recent(store, USER_FOLLOWED_BY_USER, user_id, 1)
+    if newest:
+        asked = max(asked, newest[0].sequence + 1)
 
     def change(current: AppObject) -> dict[str, Any]:
-        at = max(now_ms() if at_ms is None else at_ms, name_of(current)[1] + 1)
-        return {**current.data, "name": name, "name_at": at}
+        return {**current.data, "name": name, "name_at": max(asked, name_of(current)[1] + 1)}
 
     result = objects.update(store, user_id, ObjectType.USER, change)
     if result is None:
         raise InvalidId(f"no user {user_id}")
     before, after = result
-    return name_of(before)[0], name, name_of(after)[1]
+    name_at = name_of(after)[1]
+    follow_clock(store, user_id, name_at)  # the user's next action comes after the name
+    return name_of(before)[0], name, name_at

@@ -67,7 +67,8 @@ CONTACT_SOURCES = "contact_sources"
 EXTERNAL_ACCOUNTS = "external_accounts"
 CONTACT_TABLES = (CONTACT_SOURCES, EXTERNAL_ACCOUNTS)
 
-# Each user's last follow time, on the user's shard (tasks.appdata.graph).
+# Each user's clock: the time of their last follow, unfollow or rename, on
+# the user's shard (tasks.appdata.graph).
 FOLLOW_CLOCKS = "follow_clocks"
 
 TABLE_NAMES = (

@@ -1,6 +1,7 @@
 """Times of actions made in one millisecond, on MariaDB: every "newer wins"
 record of the app data takes a time past the one it replaces, so the action
-made last wins."""
+made last wins; and a follow, unfollow or rename is later than every record
+of the users whose index entries it changes (``tasks.appdata.graph``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,27 @@ def test_imports_at_once_get_distinct_times_and_the_last_stays(appdata: AppData)
                              range(24)))
     assert sorted(i.updated_at_ms for i in made) == list(range(T0, T0 + 24))
     assert _stored(appdata, me, "address_book") == max(made, key=lambda i: i.updated_at_ms)
+
+
+def test_a_follow_or_unfollow_is_past_both_users_clocks(appdata: AppData) -> None:
+    ann, bob, cy, dee = _users(appdata, 4)
+    graph.follow_user(appdata, bob, cy, at_ms=T0)
+    graph.follow_user(appdata, bob, dee, at_ms=T0)  # Bob's clock: T0 + 1
+    graph.follow_user(appdata, ann, bob, at_ms=T0)  # Ann's clock was behind his
+    assert graph.follow_time(appdata, ann, bob) == T0 + 2
+    assert graph.edge_clock(appdata, cy, ann, T0) == T0 + 3  # past Ann's follow
+    board = graph.create_board(appdata, cy, {"name": "b"}, created_at_ms=T0).id
+    assert graph.edge_clock(appdata, dee, board, T0) == T0  # a board has no clock: the follower's alone
+
+
+def test_a_rename_is_past_every_follow_of_the_user_and_moves_their_clock(appdata: AppData) -> None:
+    ann, bob, cy = _users(appdata, 3)
+    for _ in range(3):
+        graph.follow_clock(appdata, cy, T0)  # Cy's clock: T0 + 2
+    graph.follow_user(appdata, cy, bob, at_ms=T0)  # at T0 + 3, on Cy's clock
+    graph.follow_user(appdata, bob, ann, at_ms=T0)  # Bob's own clock: T0
+    assert graph.rename_user(appdata, bob, "Rob", at_ms=T0) == ("U1", "Rob", T0 + 4)
+    assert graph.clock_of(appdata, bob) == T0 + 4
+    assert graph.rename_user(appdata, bob, "Bob", at_ms=T0)[2] == T0 + 5  # renames in one ms: ordered
+    graph.follow_user(appdata, ann, bob, at_ms=T0)
+    assert graph.follow_time(appdata, ann, bob) == T0 + 6  # a follow of Bob: past his name

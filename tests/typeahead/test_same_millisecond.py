@@ -1,15 +1,20 @@
 """Actions in one millisecond, on real MySQL and HBase: the index ends as
-the last action says."""
+the last action says. Each index entry is versioned with the newest time
+of the records it comes from, so each action must get a time past every
+record it joins, the other user's too (``tasks.appdata.graph``), or an
+entry would change and keep its version: the old name's tokens of a
+rename, or a mutual entry an unfollow removes, would stay."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.appdata import contacts
+from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import ClusterPair
 from tasks.typeahead import sync
 from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.jobs import RenameJob
 from tasks.typeahead.sources import ADDRESS_BOOK
 from tests.typeahead.helpers import differences, found, users
 
@@ -17,6 +22,22 @@ from tests.typeahead.helpers import differences, found, users
 @pytest.fixture
 def index(pair: ClusterPair) -> ContactsIndex:
     return ContactsIndex(pair)
+
+
+def follow(store: AppData, pair: ClusterPair, a: int, b: int, at: int) -> None:
+    graph.follow_user(store, a, b, at_ms=at)
+    for cluster in pair:
+        sync.follow_changed(store, cluster, a, b, at)
+
+
+def rename(store: AppData, pair: ClusterPair, user: int, name: str, at: int) -> int:
+    name_at = graph.rename_user(store, user, name, at_ms=at)[2]
+    for cluster in pair:
+        todo = [RenameJob(cluster.name, user, name_at)]
+        while todo:
+            step = sync.rename_page(store, cluster, todo.pop(), 2)
+            todo += [job for job in (step.users_job, step.next_job) if job is not None]
+    return name_at
 
 
 def test_two_imports_in_one_millisecond_index_the_second(
@@ -33,3 +54,37 @@ def test_two_imports_in_one_millisecond_index_the_second(
         sync.source_changed(appdata, cluster, me, ADDRESS_BOOK)
     assert found(index, me, "c") == [("Cora New", "address_book")]
     assert differences(appdata, pair, [me]) == {"primary": 0, "standby": 0}
+
+
+def test_a_rename_in_the_millisecond_of_a_follow_drops_the_old_names_tokens(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    ann, bob = users(appdata, "Ann Archer", "Bob Baker")
+    at = now_ms()
+    follow(appdata, pair, ann, bob, at)  # indexed under Bob's name at the follow's time
+    followed = graph.follow_time(appdata, ann, bob)
+    assert followed is not None and rename(appdata, pair, bob, "Rob Roe", at) > followed
+    assert found(index, ann, "bob") == []
+    assert found(index, ann, "rob") == [("Rob Roe", "following")]
+    assert differences(appdata, pair, [ann, bob]) == {"primary": 0, "standby": 0}
+
+
+def test_an_unfollow_in_the_millisecond_of_a_follow_back_removes_both_mutual_entries(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    """Bob's clock is ahead of Ann's (he acted more in this millisecond):
+    the unfollow's time must still be past his follow back."""
+    ann, bob, cy, dee = users(appdata, "Ann Archer", "Bob Baker", "Cy Cole", "Dee Dunn")
+    at = now_ms()
+    follow(appdata, pair, ann, bob, at)
+    follow(appdata, pair, bob, cy, at)
+    follow(appdata, pair, bob, dee, at)
+    follow(appdata, pair, bob, ann, at)
+    assert found(index, ann, "bob") == [("Bob Baker", "mutual")]
+    gone_at = graph.edge_clock(appdata, ann, bob, at)  # as ContactActions.unfollow takes it
+    graph.unfollow_user(appdata, ann, bob)
+    for cluster in pair:
+        sync.follow_changed(appdata, cluster, ann, bob, gone_at)
+    assert found(index, ann, "bob") == [("Bob Baker", "followers")]
+    assert found(index, bob, "ann") == [("Ann Archer", "following")]
+    assert differences(appdata, pair, [ann, bob, cy, dee]) == {"primary": 0, "standby": 0}

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tasks.appdata import contacts
+from tasks.appdata.store import now_ms
 from tasks.hbase import STANDBY
 from tasks.typeahead import queues
 from tasks.typeahead.index import ContactsIndex
@@ -47,6 +48,37 @@ def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     dee_match = index.lookup(ann, "dee").matches
     assert [(m.contact.user_id, m.source) for m in dee_match] == [(dee, "address_book")]
     assert found(index, ann, "eli") == [("Eli Eastwood", "address_book")]
+    assert differences(store, world.pair, [ann, bob, cat, dee]) == {"primary": 0, "standby": 0}
+
+
+@pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)
+def test_actions_in_one_millisecond_end_as_the_last_one_says(world: FeedWorld) -> None:
+    """Every action asks for the same millisecond (a burst, or processes
+    whose clocks differ a little), and the jobs of the earlier ones run
+    before the later ones are made: the index still ends as the actions,
+    in the order they were made, say."""
+    store, act = world.store, world.contacts
+    ann, bob, cat, dee = users(store, "Ann Able", "Bob Bright", "Cat Cole", "Dee Dunn")
+    world.start_workers(concurrency=2)
+    at = now_ms()
+    act.follow(ann, bob, at_ms=at)
+    for other in (cat, dee, ann):  # Bob's clock runs ahead of Ann's
+        act.follow(bob, other, at_ms=at)
+    world.settle(60, "the follows")
+    act.rename(bob, "Robert Bright", at_ms=at)
+    act.connect_source(ann, "address_book", [{"name": "Eli Eastwood", "email": "eli@example.com"}], at_ms=at)
+    act.connect_source(ann, "address_book", [{"name": "Fay Fox", "email": "fay@example.com"}], at_ms=at)
+    world.settle(60, "the rename and the imports")
+    index = ContactsIndex(world.pair)
+    assert found(index, ann, "bob") == []
+    assert found(index, ann, "robert") == [("Robert Bright", "mutual")]
+    assert found(index, ann, "eli") == []
+    assert found(index, ann, "fay") == [("Fay Fox", "address_book")]
+    act.unfollow(ann, bob, at_ms=at)
+    world.settle(60, "the unfollow")
+    assert world.failed_jobs() == {}
+    assert found(index, ann, "robert") == [("Robert Bright", "followers")]
+    assert found(index, bob, "ann") == [("Ann Able", "following")]
     assert differences(store, world.pair, [ann, bob, cat, dee]) == {"primary": 0, "standby": 0}
 
 

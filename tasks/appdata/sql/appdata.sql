@@ -164,15 +164,21 @@ ORDER BY sequence ASC, to_id ASC LIMIT %s
 -- ---------------------------------------------------------------- follow clocks
 
 -- name: create_follow_clocks_table
--- The time of each user's last follow (ms), on the user's shard. A new
--- follow of a user gets a time past it (tasks.appdata.graph), so no two
--- follows of one user share a time, across both follow tables and edges
--- since removed: a follow's time versions its cells in the user's feed.
+-- Each user's clock (ms), on the user's shard: the time of their last follow,
+-- unfollow or rename. Their next one gets a time past it (tasks.appdata.graph),
+-- so no two follows of one user share a time, across both follow tables and
+-- edges since removed (a follow's time versions its cells in the user's
+-- feed), and a follow or rename is later than every action before it of
+-- the users whose index entries it changes.
 CREATE TABLE IF NOT EXISTS {database}.{table} (
   user_id BIGINT UNSIGNED NOT NULL,
   last_ms BIGINT NOT NULL,
   PRIMARY KEY (user_id)
 ) ENGINE=InnoDB
+
+-- name: follow_clock_of
+-- A user's clock as it is (no row: none yet).
+SELECT last_ms FROM {database}.{table} WHERE user_id = %s
 
 -- name: tick_follow_clock
 -- The time asked for, or just past the user's last one when that is not
