@@ -146,7 +146,6 @@ class Dashboard:
         try:
             self.api = Api(service, settings, self.collector, AuditLog(self.records), ProgressBoard(self.records),
                            self.panels, unavailable_panels=unavailable, refresh_ms=int(refresh_s * 1000))
-            tracing.observe_metrics(self.api.metrics_text)
             self.http = DashboardServer(
                 self.api,
                 load_static(panel_files(self.panels)),
@@ -157,6 +156,7 @@ class Dashboard:
                 settings.http_tls.context() if settings.http_tls is not None else None,
             )
             self.api.more_metrics = self.http.prometheus
+            tracing.observe_metrics(self.api.metrics_text)  # its first reading names the families: the server's too
         except BaseException:  # e.g. the port is taken: release what was opened
             self._close_parts()
             raise

@@ -364,6 +364,7 @@ class MetricsServer(HttpServer):
         self.stats = stats
         self.more = more
         super().__init__("metrics", _MetricsHandler, host, port, tls=http_tls())
+        tracing.observe_metrics(self.prometheus)  # what the server's own stats leave out
 
     @property
     def port(self) -> int:
