@@ -144,6 +144,8 @@ class Api:
                                 lambda: [q["name"] for q in collector.snapshot()["queues"]], ttl_s=collector.ttl_s)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
+        # Further Prometheus text for /metrics: the HTTP server's own counts.
+        self.more_metrics: Callable[[], str] | None = None
         self._gets: dict[str, Callable[[Request], Response]] = {
             "/api/config": lambda r: json_response(200, self.config()),
             "/api/overview": lambda r: json_response(200, self.collector.snapshot()),
@@ -303,7 +305,7 @@ class Api:
     def metrics_text(self) -> str:
         """``/metrics``, also what OpenTelemetry metrics read (when on)."""
         stats = {"passes": self.collector.passes, "failed_passes": self.collector.failed_passes}
-        return render(self.collector.snapshot(), stats)
+        return render(self.collector.snapshot(), stats) + (self.more_metrics() if self.more_metrics else "")
 
     # -- controls ------------------------------------------------------------------
     def _control(self, req: Request, queue: str, action: str) -> Response:

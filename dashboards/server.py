@@ -1,8 +1,9 @@
 """The dashboard's HTTP server: the page (static HTML, CSS, JS; no build
 step, nothing fetched from anywhere else), the installed panels' parts of it
 (``dashboards.panels``) and the API of ``dashboards.api``, on the project's
-hardened server (``pinlater.httpserver``: loopback by default, bounded
-requests and waits, one-line errors, no query strings in the log).
+hardened server (``pinlater.httpserver``: loopback by default, a deadline
+per request, capped connections in all and per client address, one-line
+errors, no query strings in the log; its counts are in ``/metrics``).
 
 Errors are JSON ``{"error": {"code", "message"}}`` like the API's. Bodies
 (of controls) are read up to ``MAX_REQUEST_BYTES``.
@@ -10,6 +11,7 @@ Errors are JSON ``{"error": {"code", "message"}}`` like the API's. Bodies
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
@@ -23,7 +25,8 @@ from dashboards.progress import ProgressBoard
 from dashboards.records import open_records
 from dashboards.snapshot import Collector
 from pinlater import tracing
-from pinlater.httpserver import BASE_HEADERS, REQUEST_TIMEOUT_S, Answer, HttpHandler, HttpServer
+from pinlater.httplimits import HttpLimits
+from pinlater.httpserver import BASE_HEADERS, Answer, HttpHandler, HttpServer
 from pinlater.httpserver import Request as HttpRequest
 from pinlater.service import JobService
 from pinlater.settings import Settings
@@ -69,10 +72,10 @@ def load_static(files: PanelFiles) -> dict[str, tuple[bytes, str]]:
 
 class DashboardServer(HttpServer):
     def __init__(self, api: Api, static: dict[str, tuple[bytes, str]], host: str, port: int,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S, tls: ssl.SSLContext | None = None) -> None:
+                 limits: HttpLimits, tls: ssl.SSLContext | None = None) -> None:
         self.api = api
         self.static = static
-        super().__init__("dashboard", _Handler, host, port, request_timeout_s=request_timeout_s, tls=tls)
+        super().__init__("dashboard", _Handler, host, port, limits=limits, tls=tls)
 
 
 class _Handler(HttpHandler):
@@ -125,9 +128,11 @@ class Dashboard:
         refresh_s: float = 2.0,
         rate_window_minutes: int = 5,
         owns_service: bool = False,
-        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        request_timeout_s: float | None = None,
         panels: Sequence[Panel] | None = None,
     ) -> None:
+        """``request_timeout_s``: instead of PINLATER_HTTP_REQUEST_TIMEOUT_S
+        (the HTTP limits are ``settings``'s)."""
         if settings.dashboard_protect_reads and settings.dashboard_token_sha256 is None:
             raise ValueError("PINLATER_DASHBOARD_PROTECT_READS needs PINLATER_DASHBOARD_TOKEN")
         self.service = service
@@ -141,15 +146,17 @@ class Dashboard:
         try:
             self.api = Api(service, settings, self.collector, AuditLog(self.records), ProgressBoard(self.records),
                            self.panels, unavailable_panels=unavailable, refresh_ms=int(refresh_s * 1000))
-            tracing.observe_metrics(self.api.metrics_text)
             self.http = DashboardServer(
                 self.api,
                 load_static(panel_files(self.panels)),
                 settings.dashboard_host if host is None else host,
                 settings.dashboard_port if port is None else port,
-                request_timeout_s,
+                settings.http_limits if request_timeout_s is None
+                else dataclasses.replace(settings.http_limits, request_timeout_s=request_timeout_s),
                 settings.http_tls.context() if settings.http_tls is not None else None,
             )
+            self.api.more_metrics = self.http.prometheus
+            tracing.observe_metrics(self.api.metrics_text)  # its first reading names the families: the server's too
         except BaseException:  # e.g. the port is taken: release what was opened
             self._close_parts()
             raise

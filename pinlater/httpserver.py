@@ -1,21 +1,28 @@
 """The one HTTP server of every small endpoint of the project (the
 dashboard, the feed and typeahead endpoints, the Thrift server's metrics):
-a stdlib ``ThreadingHTTPServer``, which a few operators, scrapers and
-callers need no more than, hardened against what a hostile or broken client
-sends.
+a stdlib ``HTTPServer`` with a thread per connection, which a few
+operators, scrapers and callers need no more than, hardened against what a
+hostile or broken client sends.
 
 - Bound to 127.0.0.1 unless told otherwise; while bound to loopback, a Host
   header naming another server is refused (421), so a page elsewhere that
   rebinds its DNS name to 127.0.0.1 cannot read answers through a browser.
-- Every socket read and write waits at most ``request_timeout_s``, so a
-  client that stops sending ties up one thread for that long, not forever;
-  at most ``max_connections`` handler threads, further connections wait in
-  the kernel's backlog.
-- A request line over 64 KiB, a header over 64 KiB or over 100 headers are
-  refused by the stdlib; a body needs a Content-Length (no chunked bodies),
-  a single one, at most the handler's ``max_body_bytes`` (0: no bodies),
-  and must arrive whole within the timeout. A refused request closes its
-  connection: where the next request would start is unknown.
+- What one client can hold (``pinlater.httplimits``, the ``PINLATER_HTTP_*``
+  settings): a request (line, headers, body; with TLS the handshake
+  first) must arrive whole within ``request_timeout_s`` of its first byte
+  however its bytes trickle, and each answer be taken within it; an idle
+  keep-alive connection is closed after ``idle_timeout_s``. At most
+  ``max_connections_per_client`` connections from one address, further
+  ones closed at once; when all ``max_connections`` are open, a new one
+  takes the slot of an idle or slow one (from the address holding the
+  most), and is refused only when every connection is answering, or
+  connected or began its request less than a second ago. The
+  accept loop never waits for a slot. ``counters`` counts each refusal.
+- A request line over 64 KiB, a header over 64 KiB, headers over 64 KiB in
+  all or over 100 of them are refused; a body needs a Content-Length (no
+  chunked bodies), a single one, at most the handler's ``max_body_bytes``
+  (0: no bodies). A refused request closes its connection: where the next
+  request would start is unknown.
 - Every error, those the stdlib answers itself included, is one line
   (``error_answer``, or a handler's own ``error``); a handler's exception
   is logged with its traceback and answered 500 without it. Requests are
@@ -27,6 +34,7 @@ A server is an ``HttpServer`` given an ``HttpHandler`` subclass whose
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -37,17 +45,24 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from socket import socket
 from typing import Any, ClassVar, Self, TypedDict
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pinlater.cli_output import one_line
+from pinlater.httplimits import (
+    MAX_HEADER_BYTES,
+    ConnectionTable,
+    HttpConnection,
+    HttpCounters,
+    HttpLimits,
+    RequestStream,
+    http_limits,
+)
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 32
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")  # not int(): it takes "+1", " 1", "1_0" and other scripts' digits
 BASE_HEADERS: Mapping[str, str] = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
@@ -105,16 +120,20 @@ def is_loopback(host: str) -> bool:
 class ServerOptions(TypedDict, total=False):
     """``HttpServer``'s tuning, passed on by its subclasses' constructors."""
 
+    limits: HttpLimits
     request_timeout_s: float
+    idle_timeout_s: float
     max_connections: int
+    max_connections_per_client: int
     tls: ssl.SSLContext | None
 
 
-class HttpServer(ThreadingHTTPServer):
-    """A capped, timed-out ``ThreadingHTTPServer``; ``start`` serves it in a
-    daemon thread named after ``name``, ``stop`` stops it and closes the socket."""
+class HttpServer(HTTPServer):
+    """A capped, timed-out HTTP server, a thread per connection; ``start``
+    serves it in a daemon thread named after ``name``, ``stop`` stops it,
+    closes its idle connections and its socket."""
 
-    daemon_threads = True
+    request_queue_size = 1024  # the listen backlog: a burst of connections is accepted, not dropped
 
     def __init__(
         self,
@@ -123,23 +142,38 @@ class HttpServer(ThreadingHTTPServer):
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        request_timeout_s: float = REQUEST_TIMEOUT_S,
-        max_connections: int = MAX_CONNECTIONS,
+        limits: HttpLimits | None = None,
+        request_timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        max_connections: int | None = None,
+        max_connections_per_client: int | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``tls``: serve HTTPS with this server context (see ``http_tls``);
-        each handshake runs in its connection's thread, within the timeout."""
-        if max_connections < 1 or not request_timeout_s > 0:
-            raise ValueError(f"need max_connections >= 1 and request_timeout_s > 0, got {max_connections}, "
-                             f"{request_timeout_s}")
+        """``limits``: what a client may hold (default: the settings', see
+        ``http_limits``); a limit given on its own replaces its field.
+        ``tls``: serve HTTPS with this server context (see ``http_tls``);
+        each handshake runs in its connection's thread, within the request timeout."""
+        given: dict[str, Any] = {"request_timeout_s": request_timeout_s, "idle_timeout_s": idle_timeout_s,
+                                 "max_connections": max_connections,
+                                 "max_connections_per_client": max_connections_per_client}
+        self.limits = dataclasses.replace(limits or http_limits(),
+                                          **{key: value for key, value in given.items() if value is not None})
         self.name = name
-        self.request_timeout_s = request_timeout_s
+        self.handler_class = handler
         self.tls = tls
         self.loopback = is_loopback(host)
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._stopping = threading.Event()
+        self.counters = HttpCounters(name)
+        self.connections: ConnectionTable[HttpConnection] = ConnectionTable(name, self.limits, self.counters)
         self._thread: threading.Thread | None = None
         super().__init__((host, port), handler)
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self.limits.request_timeout_s
+
+    def prometheus(self) -> str:
+        """The counts of ``counters`` as Prometheus text (``pinlater_http_*``)."""
+        return self.counters.prometheus()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -165,30 +199,37 @@ class HttpServer(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
-        """Stop serving (when started) and close the socket (``server_close``)."""
-        self._stopping.set()
+        """Stop serving (when started), close the connections not answering
+        and the socket (``server_close``)."""
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout=5)
+        self.connections.shed_all()
         self.server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        # The thread cap: wait for a slot, but notice a stop meanwhile.
-        while not self._slots.acquire(timeout=0.2):
-            if self._stopping.is_set():
-                self.shutdown_request(request)
-                return
+        # In the accept loop: admitted or closed at once, never waiting.
+        conn = HttpConnection(request, str(client_address[0]), self.limits, self.counters)
+        if not self.connections.admit(conn):
+            self.shutdown_request(request)
+            return
+        thread = threading.Thread(target=self._serve_connection, args=(conn, client_address),
+                                  name=f"pinlater-{self.name}-conn", daemon=True)
         try:
-            super().process_request(request, client_address)
+            thread.start()
         except BaseException:
-            self._slots.release()
+            self.connections.forget(conn)
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _serve_connection(self, conn: HttpConnection, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.handler_class(conn.sock, client_address, self, conn)
+        except Exception:  # noqa: BLE001 -- a connection's thread must end quietly; handle_error logs it
+            if not conn.closing:  # shed: its read failed because we closed it
+                self.handle_error(conn.sock, client_address)
         finally:
-            self._slots.release()
+            self.connections.forget(conn)
+            self.shutdown_request(conn.sock)
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         exc = sys.exc_info()[1]
@@ -213,11 +254,16 @@ class HttpHandler(BaseHTTPRequestHandler):
 
     server: HttpServer
     connection: socket
+    rfile: RequestStream
     protocol_version = "HTTP/1.1"
     methods: ClassVar[frozenset[str]] = frozenset({"GET"})
     max_body_bytes: ClassVar[int] = 0
     max_query_fields: ClassVar[int] = 10
     headers_for_all: ClassVar[Mapping[str, str]] = BASE_HEADERS
+
+    def __init__(self, request: socket, client_address: Any, server: HttpServer, conn: HttpConnection) -> None:
+        self.conn = conn
+        super().__init__(request, client_address, server)
 
     def answer(self, request: Request) -> Answer:
         raise NotImplementedError
@@ -231,9 +277,23 @@ class HttpHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.request_timeout_s)  # every read and write of this connection
+        self.rfile.close()  # the stdlib's; reads go through the connection's deadline instead
+        self.rfile = RequestStream(self.conn.reader)
         if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.settimeout(self.server.request_timeout_s)  # the whole handshake, however it trickles
             self.connection.do_handshake()
+
+    def handle_one_request(self) -> None:
+        self.conn.end_answer()
+        self.conn.reader.between_requests()
+        self.rfile.count_header_lines(None)
+        # Waits (at most the idle timeout) for the request's first byte,
+        # unless a pipelining client sent it already: its clock starts now.
+        if not self.rfile.peek(1):
+            self.close_connection = True
+            return
+        self.conn.reader.start_request()
+        super().handle_one_request()
 
     def _serve(self) -> None:
         if self.command not in self.methods:
@@ -258,6 +318,9 @@ class HttpHandler(BaseHTTPRequestHandler):
             return
         request = Request(self.command, path, pairs, {k.lower(): v for k, v in self.headers.items()}, body,
                           self.client_address[0])
+        if not self.conn.begin_answer():  # shed as its last byte came in
+            self.close_connection = True
+            return
         try:
             answer = self.answer(request)
         except Exception:
@@ -308,6 +371,7 @@ class HttpHandler(BaseHTTPRequestHandler):
         return host in ("", "localhost") or is_loopback(host)
 
     def parse_request(self) -> bool:
+        self.rfile.count_header_lines(MAX_HEADER_BYTES)  # the request line is read: the headers come next
         if not super().parse_request():
             return False
         if self.request_version == "HTTP/0.9":  # a request line without a version: no status line to answer with
@@ -329,9 +393,12 @@ class HttpHandler(BaseHTTPRequestHandler):
             status = HTTPStatus(code)
         except ValueError:
             status = HTTPStatus.BAD_REQUEST
+        if status == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE and message and explain:
+            message = f"{message}: {explain}"  # which bound: a line, the count, or their total
         self._send(self.error(status, one_line(message or status.phrase, 200)), close=True)
 
     def _send(self, answer: Answer, close: bool = False) -> None:
+        self.connection.settimeout(self.server.request_timeout_s)  # a client that does not read is cut off too
         self.send_response(answer.status)
         self.send_header("Content-Type", answer.content_type)
         self.send_header("Content-Length", str(len(answer.body)))

@@ -30,6 +30,7 @@ from pinlater.envsettings import (
 from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
+from pinlater.httplimits import HttpLimits
 from pinlater.storage.urls import redact
 from pinlater.tls import ClientTls, ServerTls
 
@@ -158,6 +159,13 @@ class Settings:
     # HTTPS of the small HTTP endpoints (dashboard, feeds, typeahead, metrics).
     http_tls_cert: str | None = None
     http_tls_key: str | None = None
+    # What one client may hold of them (see pinlater.httplimits): a request
+    # whole within this of its first byte, an idle keep-alive connection
+    # kept this long, connections in all and per client address.
+    http_request_timeout_s: float = 5.0
+    http_idle_timeout_s: float = 30.0
+    http_max_connections: int = 128
+    http_max_connections_per_client: int = 32
     # TLS of the Thrift client (PINLATER_SERVERS): on when a CA is given.
     client_tls_ca: str | None = None
     client_tls_cert: str | None = None
@@ -186,6 +194,12 @@ class Settings:
                 raise SettingError("PINLATER_HTTP_TLS_KEY", "needs PINLATER_HTTP_TLS_CERT to be set")
             return None
         return ServerTls(self.http_tls_cert, self.http_tls_key or self.http_tls_cert)
+
+    @property
+    def http_limits(self) -> HttpLimits:
+        """What one client may hold of each HTTP endpoint."""
+        return HttpLimits(self.http_request_timeout_s, self.http_idle_timeout_s, self.http_max_connections,
+                          self.http_max_connections_per_client)
 
     @property
     def client_tls(self) -> ClientTls | None:
@@ -304,6 +318,17 @@ SETTINGS: tuple[Setting, ...] = (
             "PEM certificate: set, the dashboard, feed and typeahead endpoints and the metrics endpoint serve HTTPS"),
     Setting("PINLATER_HTTP_TLS_KEY", "http_tls_key", plain_text, "",
             "PEM private key of that certificate (unset: in the certificate's file)"),
+    Setting("PINLATER_HTTP_REQUEST_TIMEOUT_S", "http_request_timeout_s", positive_number(3600), "5",
+            "seconds a client of an HTTP endpoint may take to send a whole request (line, headers, body) from its "
+            "first byte, and to take each answer"),
+    Setting("PINLATER_HTTP_IDLE_TIMEOUT_S", "http_idle_timeout_s", positive_number(86_400), "30",
+            "seconds an HTTP endpoint keeps an idle keep-alive connection"),
+    Setting("PINLATER_HTTP_MAX_CONNECTIONS", "http_max_connections", whole_number(1, 10_000),
+            str(_D.http_max_connections), "connections an HTTP endpoint keeps open, a thread each; when all are "
+            "taken, an idle or stalled one is closed for a new one"),
+    Setting("PINLATER_HTTP_MAX_CONNECTIONS_PER_CLIENT", "http_max_connections_per_client",
+            whole_number(1, 10_000), str(_D.http_max_connections_per_client),
+            "of them from one client address (a reverse proxy is one address)"),
     Setting("PINLATER_CLIENT_TLS_CA", "client_tls_ca", plain_text, "",
             "PEM CA file that signed the servers' certificates: set, the Thrift client speaks TLS"),
     Setting("PINLATER_CLIENT_TLS_CERT", "client_tls_cert", plain_text, "",

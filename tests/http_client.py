@@ -1,17 +1,20 @@
 """Client helpers of the tests of the ``pinlater.httpserver`` servers (the feed
-endpoint, the typeahead): one request, a raw exchange, the check that an
-error is one line of JSON without a traceback, and a CLI's ``serve`` run as
-a subprocess."""
+endpoint, the typeahead, the dashboard, the metrics endpoint): one request,
+a raw exchange, the check that an error is one line of JSON without a
+traceback, a CLI's ``serve`` run as a subprocess, and hostile clients that
+trickle their requests (``Trickler``)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
 import json
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -110,3 +113,71 @@ def listening_line(module: str, variable: str, case: ServeCase, env: Mapping[str
     setting, flags, address = case
     with serving(module, *(f.format(**ports) for f in flags), env={**env, variable: setting.format(**ports)}) as line:
         return line, address.format(**ports)
+
+
+SLOW_REQUEST = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 200
+
+
+class Trickler:
+    """``count`` hostile connections to ``address``, ``per_address`` from each
+    of the source addresses 127.0.0.2, 127.0.0.3, ... (so a test stands for
+    many clients on loopback), each sending ``SLOW_REQUEST`` one byte a
+    ``step``; never the end of its headers. Closes them all on exit."""
+
+    def __init__(self, address: tuple[str, int], count: int, per_address: int = 1) -> None:
+        if count < 1 or per_address < 1 or 2 + (count - 1) // per_address > 254:
+            raise ValueError("needs source addresses 127.0.0.2 to 127.0.0.254 only")
+        self.address, self.count, self.per_address = address, count, per_address
+        self.socks: list[socket.socket] = []
+        self.closed: set[int] = set()  # indexes of the connections the server closed
+        self._sent = 0
+
+    def __enter__(self) -> Trickler:
+        for i in range(self.count):
+            source = f"127.0.0.{2 + i // self.per_address}"
+            self.socks.append(socket.create_connection(self.address, timeout=5, source_address=(source, 0)))
+        self.step()
+        return self
+
+    def step(self) -> None:
+        """One more byte on every connection still open."""
+        byte = SLOW_REQUEST[self._sent % len(SLOW_REQUEST) : self._sent % len(SLOW_REQUEST) + 1]
+        self._sent += 1
+        for i, sock in enumerate(self.socks):
+            if i not in self.closed:
+                try:
+                    sock.sendall(byte)
+                except OSError:
+                    self.closed.add(i)
+
+    def closed_by_server(self, within_s: float) -> set[int]:
+        """The connections the server has closed (a reset or the end of the
+        stream), watching them all for ``within_s``."""
+        deadline = time.monotonic() + within_s
+        while (left := deadline - time.monotonic()) > 0:
+            watched = {sock: i for i, sock in enumerate(self.socks) if i not in self.closed}
+            readable, _, _ = select.select(list(watched), [], [], left)
+            for sock in readable:
+                try:
+                    if sock.recv(1) == b"":
+                        self.closed.add(watched[sock])
+                except OSError:
+                    self.closed.add(watched[sock])
+        return set(self.closed)
+
+    def __exit__(self, *exc: object) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+def timed_get(address: tuple[str, int], path: str, timeout_s: float = 5.0) -> tuple[int, float]:
+    """A normal client's GET over a new connection: (status, seconds to the whole answer)."""
+    started = time.monotonic()
+    connection = http.client.HTTPConnection(*address, timeout=timeout_s)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        connection.close()

@@ -357,12 +357,14 @@ class StatsSource(Protocol):
 class MetricsServer(HttpServer):
     """``GET /metrics`` (Prometheus text) and ``GET /stats.json`` (also
     ``/stats``), on the project's hardened HTTP server. ``more``: further
-    Prometheus text for ``/metrics`` (a one-process server's store calls)."""
+    Prometheus text for ``/metrics`` (a one-process server's store calls);
+    this HTTP server's own counts (``pinlater_http_*``) end it."""
 
     def __init__(self, stats: StatsSource, host: str, port: int, more: Callable[[], str] | None = None) -> None:
         self.stats = stats
         self.more = more
         super().__init__("metrics", _MetricsHandler, host, port, tls=http_tls())
+        tracing.observe_metrics(self.prometheus)  # what the server's own stats leave out
 
     @property
     def port(self) -> int:
@@ -374,7 +376,8 @@ class _MetricsHandler(HttpHandler):
 
     def answer(self, request: Request) -> Answer:
         if request.path == "/metrics":
-            text = self.server.stats.prometheus() + (self.server.more() if self.server.more is not None else "")
+            text = (self.server.stats.prometheus() + (self.server.more() if self.server.more is not None else "")
+                    + self.server.prometheus())
             return Answer(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         if request.path in ("/stats.json", "/stats"):
             return json_answer(200, self.server.stats.snapshot())

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 
 from pinlater.cli_output import one_line
 from pinlater.errors import PinLaterError
-from pinlater.httpserver import MAX_CONNECTIONS, http_tls
+from pinlater.httplimits import http_limits
+from pinlater.httpserver import http_tls
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
@@ -52,10 +53,11 @@ def _reader(settings: FeedSettings, *, threads: int, shadow: bool) -> Iterator[F
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = FeedSettings.from_env()
     host, port = listen_address(args, settings.http.host, settings.http.port)
+    limits = http_limits()
     # Each request runs at most two reads at a time (primary, then the standby).
-    with _reader(settings, threads=2 * MAX_CONNECTIONS, shadow=True) as reader:
+    with _reader(settings, threads=2 * limits.max_connections, shadow=True) as reader:
         serve_until_signal("pinlater-feeds", host, port,
-                           lambda h, p: FeedServer(reader, h, p, max_connections=MAX_CONNECTIONS, tls=http_tls()))
+                           lambda h, p: FeedServer(reader, h, p, limits=limits, tls=http_tls()))
     return 0
 
 

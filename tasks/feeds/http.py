@@ -2,8 +2,8 @@
 answered from a ``FeedReader`` as one JSON object, and ``GET /healthz``.
 
 The server is a ``pinlater.httpserver.HttpServer``: bound to 127.0.0.1 unless
-told otherwise, socket reads and writes bounded by ``request_timeout_s``, at
-most ``max_connections`` handler threads. Every error is a one-line JSON
+told otherwise, each request whole within its deadline, connections capped
+in all and per client address (``PINLATER_HTTP_*``). Every error is a one-line JSON
 ``{"error": "..."}``: 400 for a bad user id, limit or cursor, 404 for an
 unknown path, 405 for a method other than GET, 421 for a foreign Host
 header, 503 when neither cluster (or the app data) answers. Requests are

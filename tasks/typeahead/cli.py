@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from pinlater.cli_output import one_line
-from pinlater.httpserver import MAX_CONNECTIONS, http_tls
+from pinlater.httpserver import http_tls
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
@@ -50,8 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = listen_address(args, settings.http.host, settings.http.port)
     with _index_lookup() as lookup:
         serve_until_signal("pinlater-typeahead", host, port,
-                           lambda h, p: TypeaheadServer(lookup, h, p, max_connections=MAX_CONNECTIONS,
-                                                        tls=http_tls()))
+                           lambda h, p: TypeaheadServer(lookup, h, p, tls=http_tls()))
     return 0
 
 
