@@ -19,7 +19,7 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
     taken_at_ms, took_ms, rate_window_minutes, partial, shards_down,
     control_store: {ok, error},
     totals: {state: n},
-    shards: [{id, healthy, counted, consecutive_errors, last_error,
+    shards: [{id, healthy, out_reason, counted, consecutive_errors, last_error,
               changed_at_ms, last_probe_at_ms, counts: {state: n} | None, error}],
     queues: [{name, priorities, max_dequeue_rate, paused, claim_timeout_ms,
               retry, config_error, counts, by_priority: {"1": counts},
@@ -28,6 +28,9 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
               rates: {event: per_s}, events: {event: n}}]
 
 where a state is one of STATES and an event one of pinlater.counters.EVENTS.
+A shard's ``out_reason`` says why it is out of rotation ("unavailable",
+"refuses writes" or "failing", ``pinlater.shards``), null while it is in;
+``last_error`` is the error behind it.
 When ``config_error`` is set, the config fields that could not be read are
 null (and ``counts`` too when not even the priorities could be).
 """
@@ -216,6 +219,7 @@ class Collector:
             # As the shard set's health monitor sees it; "counted" says whether
             # this snapshot's numbers include the shard.
             "healthy": health.healthy,
+            "out_reason": health.out_reason,
             "counted": counts is not None,
             "consecutive_errors": health.consecutive_errors,
             "last_error": health.last_error,

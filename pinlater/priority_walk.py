@@ -13,14 +13,21 @@ new floor) or that it has none, so the walk never asks again for nothing.
 An empty queue costs exactly one call per shard; jobs of one priority cost
 one call per shard until the limit is met. Nothing is claimed beyond the
 limit (each call asks for what is still missing).
+
+A shard whose call fails, whatever the error, is left out of the rest of
+the walk, which goes on with the others: what earlier calls claimed is
+returned with the failures, never dropped (a claimed job nobody holds would
+wait for its claim to time out and spend an attempt without running).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from pinlater.backends.base import ClaimedJob, Claims, ShardUnavailable
+from pinlater.backends.base import ClaimedJob, Claims
+from pinlater.errors import PinLaterError
 
 B = TypeVar("B")
 
@@ -28,13 +35,21 @@ B = TypeVar("B")
 Take = Callable[[B, Sequence[int], int, Sequence[int]], Claims]
 
 
-def walk_priorities(
-    shards: Sequence[B], priorities: int, limit: int, take: Take[B]
-) -> list[tuple[B, ClaimedJob]]:
+@dataclass(slots=True)
+class Walk(Generic[B]):
+    """What a walk got: the jobs with their shards, in priority order, and
+    each shard whose call failed, with its error."""
+
+    picked: list[tuple[B, ClaimedJob]] = field(default_factory=list)
+    failed: list[tuple[B, PinLaterError]] = field(default_factory=list)
+
+
+def walk_priorities(shards: Sequence[B], priorities: int, limit: int, take: Take[B]) -> Walk[B]:
     """Up to ``limit`` jobs from ``shards``, priorities 1..``priorities`` in
-    order. A shard that is unavailable is left out of this walk."""
+    order. A shard whose call raises is left out of this walk (``failed``)."""
     floors = dict.fromkeys(range(len(shards)), 1)  # dicts keep the visit order
-    out: list[tuple[B, ClaimedJob]] = []
+    walk: Walk[B] = Walk()
+    out = walk.picked
     while floors and len(out) < limit:
         index = min(floors, key=floors.__getitem__)  # the first of the lowest
         first = floors.pop(index)
@@ -42,11 +57,12 @@ def walk_priorities(
         shard = shards[index]
         try:
             claims = take(shard, range(first, last + 1), limit - len(out), range(last + 1, priorities + 1))
-        except ShardUnavailable:
+        except PinLaterError as exc:
+            walk.failed.append((shard, exc))
             continue
         out += [(shard, job) for job in claims.jobs]
         # A floor only rises (the shard has no runnable job up to ``last``),
         # so the walk ends.
         if claims.next_priority is not None and claims.next_priority > last:
             floors[index] = claims.next_priority
-    return out
+    return walk

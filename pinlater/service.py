@@ -22,11 +22,11 @@ import math
 from collections.abc import Callable, Sequence
 
 from pinlater import tracing
-from pinlater.backends.base import CheckpointItem, Claims, ShardBackend
+from pinlater.backends.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.client_api import PinLaterClient
 from pinlater.core import Core
 from pinlater.descriptor import descriptor_prefix
-from pinlater.errors import InvalidRequest
+from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.idempotency import enqueue_once
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.operators import Operators
@@ -157,7 +157,10 @@ class JobService:
     ) -> list[DequeuedJob]:
         """Claims up to ``limit`` runnable jobs, highest priority first,
         visiting shards in random order. ACKs riding along are applied first.
-        Raises DequeueRateLimited when the queue's rate allows nothing now."""
+        Raises DequeueRateLimited when the queue's rate allows nothing now.
+        A shard that fails is left out: the jobs claimed on the others are
+        returned, and its error is raised only if there are none (never for
+        an unavailable shard, which is merely out of rotation)."""
         if tracing.ON:
             with tracing.span("pinlater dequeue", {"pinlater.queue": queue}):
                 return self._dequeue(queue, limit, source, dry_run, coverage, succeeded, failed)
@@ -173,19 +176,25 @@ class JobService:
         config = check_dequeue(self.core, queue, limit, coverage)
         shards = self.core.shards.require_healthy()
         shards = shards[: max(1, math.ceil(coverage * len(shards)))]
-        if dry_run:
-            return self._collect(queue, config, shards, limit, "peek",
-                                 lambda b, ps, n, ahead: b.peek(queue, ps, n, ahead))
-        limiter = self.core.rate_limiter
-        granted = limiter.take(config, limit)
         jobs: list[DequeuedJob] = []
-        try:
-            jobs = self._collect(
-                queue, config, shards, granted, "dequeue",
-                lambda b, ps, n, ahead: b.dequeue(queue, ps, n, source, ahead),
-            )
-        finally:
-            limiter.give_back(config, granted - len(jobs))
+        if dry_run:
+            jobs, error = self._collect(queue, config, shards, limit, "peek",
+                                        lambda b, ps, n, ahead: b.peek(queue, ps, n, ahead))
+        else:
+            limiter = self.core.rate_limiter
+            granted = limiter.take(config, limit)
+            try:
+                jobs, error = self._collect(
+                    queue, config, shards, granted, "dequeue",
+                    lambda b, ps, n, ahead: b.dequeue(queue, ps, n, source, ahead),
+                )
+            finally:
+                limiter.give_back(config, granted - len(jobs))
+        # Jobs claimed are always handed over, a shard failing beside them or
+        # not; with none, the caller learns why (an unavailable shard is only
+        # out of rotation, as if it were not there).
+        if error is not None and not jobs:
+            raise error
         return jobs
 
     def _collect(
@@ -196,25 +205,35 @@ class JobService:
         limit: int,
         op: str,
         take: Callable[[ShardBackend, Sequence[int], int, Sequence[int]], Claims],
-    ) -> list[DequeuedJob]:
+    ) -> tuple[list[DequeuedJob], PinLaterError | None]:
+        """The jobs found on ``shards``, and the first error of a shard that
+        failed otherwise than by being unavailable (None if none did)."""
         # Priority-major across shards (a priority-1 job on any shard goes
         # before a priority-2 job on another), about one call per shard.
-        call = self.core.shards.call
-        picked = walk_priorities(
+        shard_set = self.core.shards
+        call = shard_set.call
+        walk = walk_priorities(
             shards, config.priorities, limit,
             lambda backend, ps, n, ahead: call(backend, op, queue, lambda b: take(b, ps, n, ahead)),
         )
+        error: PinLaterError | None = None
+        for backend, exc in walk.failed:
+            # Its health and the store metrics have it already (ShardSet.call).
+            shard_set.warn(backend.shard_id, "%s of %s went on without shard %s: %s", op, queue, backend.shard_id, exc)
+            if error is None and not isinstance(exc, ShardUnavailable):
+                error = exc
         # The descriptors' text from each shard's prefix: a dequeue hands out
         # several jobs per call, and a JobDescriptor made only to be printed
         # cost ~0.7 µs each.
         prefixes = {b.shard_id: descriptor_prefix(queue, b.shard_id) for b in shards}
-        return [
+        jobs = [
             DequeuedJob(
                 f"{prefixes[backend.shard_id]}{c.priority}:{c.local_id}",
                 c.body, c.attempts_allowed, c.attempts_remaining, c.claim, c.trace, c.run_after_ms or None,
             )
-            for backend, c in picked
+            for backend, c in walk.picked
         ]
+        return jobs, error
 
     # -- ack and checkpoint ------------------------------------------------------------
     def ack(

@@ -1,8 +1,11 @@
 """The shard set and its health monitor.
 
-A shard that fails with a connection error is taken out of rotation at once
-(enqueue and dequeue stop choosing it); a background prober pings every
-shard and puts a failed one back as soon as it answers again. One dead shard
+A shard that fails with a connection error, or answers but refuses to write,
+is taken out of rotation at once (enqueue and dequeue stop choosing it); a
+background prober makes a small write on every shard each interval, takes
+out one that fails it and puts a failed one back as soon as it takes the
+write again (a PING would pass on a shard that is read-only or out of
+memory). A full connection pool is load and changes nothing. One dead shard
 never stops the cluster.
 """
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from pinlater import tracing
-from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable
+from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
 from pinlater.seam import Seam
 
@@ -27,6 +30,13 @@ T = TypeVar("T")
 # Errors that are not connection failures still take a shard out after this
 # many in a row (a deadlocked or broken MySQL answers, but uselessly).
 MAX_CONSECUTIVE_ERRORS = 3
+# Why a shard is out of rotation (``ShardHealth.out_reason``).
+UNAVAILABLE = "unavailable"
+REFUSES_WRITES = "refuses writes"
+FAILING = "failing"
+# A failure that a caller gets past (a dequeue going on with the other
+# shards, an enqueue going to another) is logged at most this often per shard.
+WARN_INTERVAL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -36,10 +46,13 @@ class ShardHealth:
     last_error: str | None = None
     changed_at: float = 0.0
     last_probe_at: float = 0.0
+    # While out of rotation: UNAVAILABLE, REFUSES_WRITES or FAILING.
+    out_reason: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
             "healthy": self.healthy,
+            "out_reason": self.out_reason,
             "consecutive_errors": self.consecutive_errors,
             "last_error": self.last_error,
             "changed_at": self.changed_at,
@@ -60,6 +73,7 @@ class ShardSet:
         self._prober: threading.Thread | None = None
         self._on_recover: list[Callable[[ShardBackend], None]] = []
         self._on_queue_deleted: list[Callable[[ShardBackend, str], bool]] = []
+        self._warned_at = dict.fromkeys(self._order, -WARN_INTERVAL_S)
         self.seam = Seam()
 
     # -- lookup ---------------------------------------------------------------
@@ -131,7 +145,12 @@ class ShardSet:
         except ShardUnavailable as exc:
             self.mark_down(backend.shard_id, exc)
             raise
-        except ShardBusy:
+        except ShardWriteRefused as exc:
+            # Every transition writes: the shard is of no use until it writes again.
+            self.mark_down(backend.shard_id, exc, REFUSES_WRITES)
+            raise
+        except ShardBusy as exc:
+            self._note_busy(backend.shard_id, exc)
             raise
         except QueueDeleted:
             self._record_ok(backend.shard_id)  # an answer from a working shard
@@ -146,15 +165,30 @@ class ShardSet:
         self._record_ok(backend.shard_id)
         return result
 
-    def mark_down(self, shard_id: str, error: BaseException) -> None:
+    def mark_down(self, shard_id: str, error: BaseException, reason: str = UNAVAILABLE) -> None:
         with self._lock:
             health = self._health[shard_id]
             health.consecutive_errors += 1
             health.last_error = f"{type(error).__name__}: {error}"
+            health.out_reason = reason  # the latest cause, also for a shard already out
             if health.healthy:
                 health.healthy = False
                 health.changed_at = time.time()
-                log.warning("shard %s out of rotation: %s", shard_id, health.last_error)
+                log.warning("shard %s out of rotation (%s): %s", shard_id, reason, health.last_error)
+
+    def _note_busy(self, shard_id: str, error: BaseException) -> None:
+        # Load, not a fault of the shard: said, but neither counted nor acted on.
+        with self._lock:
+            self._health[shard_id].last_error = f"{type(error).__name__}: {error}"
+
+    def warn(self, shard_id: str, message: str, *args: object) -> None:
+        """A warning about a shard that a caller went on without, logged at
+        most once per WARN_INTERVAL_S for that shard (a dequeue loop would
+        otherwise log each of its calls)."""
+        now = time.monotonic()
+        if now - self._warned_at[shard_id] >= WARN_INTERVAL_S:
+            self._warned_at[shard_id] = now
+            log.warning(message, *args)
 
     def _record_error(self, shard_id: str, error: BaseException) -> None:
         with self._lock:
@@ -163,6 +197,7 @@ class ShardSet:
             health.last_error = f"{type(error).__name__}: {error}"
             if health.healthy and health.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
                 health.healthy = False
+                health.out_reason = FAILING
                 health.changed_at = time.time()
                 log.warning("shard %s out of rotation after %d errors: %s",
                             shard_id, health.consecutive_errors, health.last_error)
@@ -182,6 +217,7 @@ class ShardSet:
             if health.healthy:
                 return False
             health.healthy = True
+            health.out_reason = None
             health.changed_at = time.time()
         log.warning("shard %s back in rotation", shard_id)
         return True
@@ -197,11 +233,18 @@ class ShardSet:
         self._on_queue_deleted.append(callback)
 
     def probe_once(self) -> None:
+        """Each shard's write probe (``ShardBackend.probe``): a shard that
+        fails it is out of rotation, one that passes it is in."""
         for shard_id in self._order:
             backend = self._backends[shard_id]
             try:
-                backend.ping()
-            except Exception as exc:  # noqa: BLE001 -- any failure of a probe marks the shard down
+                backend.probe()
+            except ShardBusy:
+                continue  # no connection free to ask: no verdict either way
+            except ShardWriteRefused as exc:
+                self.mark_down(shard_id, exc, REFUSES_WRITES)
+                continue
+            except Exception as exc:  # noqa: BLE001 -- any other failure of a probe marks the shard down
                 self.mark_down(shard_id, exc)
                 continue
             finally:
@@ -213,7 +256,7 @@ class ShardSet:
                         callback(backend)
                     except Exception:
                         log.exception("recovery hook failed for shard %s", shard_id)
-                        self.mark_down(shard_id, RuntimeError("recovery hook failed"))
+                        self.mark_down(shard_id, RuntimeError("recovery hook failed"), FAILING)
 
     def start_probing(self) -> None:
         if self._prober is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pinlater import tracing
-from pinlater.backends.base import EnqueueItem, ShardUnavailable
+from pinlater.backends.base import EnqueueItem, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.core import Core
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import EnqueueRejected, InvalidRequest, NoHealthyShards
@@ -42,14 +42,19 @@ def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConf
 
 def store_items(core: Core, queue: str, items: Sequence[EnqueueItem]) -> list[str]:
     """Stores the items on one healthy shard in one call, all or nothing;
-    their descriptors in order."""
+    their descriptors in order. A shard that is unavailable, refuses to
+    write or has no free connection passes the items to the next one."""
     last_error: Exception | None = None
     for backend in core.shards.require_healthy():
         try:
             ids = core.shards.call(backend, "enqueue", queue, lambda b: b.enqueue(queue, items))
-        except ShardUnavailable as exc:
-            # Refused or reset before the script ran: try the next shard.
+        except (ShardUnavailable, ShardWriteRefused, ShardBusy) as exc:
+            # Refused or reset before the script ran, refused by the shard
+            # (nothing written) or no connection to send it on: the next
+            # shard. The shard set has taken the first two out of rotation.
             last_error = exc
+            core.shards.warn(backend.shard_id, "enqueue to %s went on without shard %s: %s",
+                             queue, backend.shard_id, exc)
             continue
         return [
             str(JobDescriptor(queue, backend.shard_id, item.priority, local_id))

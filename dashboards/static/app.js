@@ -118,6 +118,13 @@ function renderTotals(snap) {
       el("span", { class: "label" }, label), el("span", { class: "value" }, PL.fmtInt(snap.totals[key])))));
 }
 
+// "down" unless the shard set says it is out for another reason than being
+// unreachable (it refuses writes, or kept failing).
+function shardHealth(s, up) {
+  if (up) return "up";
+  return s.out_reason && s.out_reason !== "unavailable" ? s.out_reason : "down";
+}
+
 function renderShards(snap) {
   const cards = snap.shards.map((s) => {
     const up = s.healthy && s.counted;
@@ -126,7 +133,7 @@ function renderShards(snap) {
       : [el("span", { class: "muted" }, "jobs not counted while the shard is down")];
     return el("div", { class: "shard " + (up ? "up" : "down"), "data-shard": s.id },
       el("div", { class: "shard-head" }, el("b", {}, s.id),
-        el("span", { class: "pill " + (up ? "ok" : "bad"), "data-field": "health" }, up ? "up" : "down"),
+        el("span", { class: "pill " + (up ? "ok" : "bad"), "data-field": "health" }, shardHealth(s, up)),
         el("span", { class: "muted", title: "last change of health" }, "since " + PL.fmtTime(s.changed_at_ms))),
       el("div", { class: "shard-counts" }, counts),
       s.last_error && !up ? el("div", { class: "error", "data-field": "error" }, s.error || s.last_error) : null);

@@ -23,7 +23,8 @@ Conventions every backend follows:
 * ``custom_status`` is capped at ``CUSTOM_STATUS_MAX`` characters: appends
   keep the newest (rightmost) characters, prepends keep the leftmost.
 * Storage failures propagate: connection problems as
-  ``ShardUnavailable``, anything else as the driver's exception or
+  ``ShardUnavailable``, a shard that answers but refuses writes as
+  ``ShardWriteRefused``, anything else as the driver's exception or
   ``StorageError``. Nothing is swallowed.
 """
 
@@ -47,6 +48,13 @@ class ShardUnavailable(ShardConnectionFailed):
 class ShardBusy(StorageError):
     """The shard is fine but this process has no free connection to it right
     now: load, not an outage, so it never takes the shard out of rotation."""
+
+
+class ShardWriteRefused(StorageError):
+    """The shard answers but refuses to write (Redis OOM, READONLY, MISCONF,
+    NOREPLICAS; MySQL read-only or full): nothing was written. Every
+    transition is a write, so the shard is out of rotation until a probe's
+    write succeeds (``ShardBackend.probe``)."""
 
 
 # Not frozen, the two carriers made for every job that passes: a frozen
@@ -169,6 +177,12 @@ class ShardBackend(Protocol):
     # -- housekeeping ------------------------------------------------------
     def ping(self) -> None:
         """Raise ShardUnavailable unless the shard answers."""
+
+    def probe(self) -> None:
+        """Raise unless the shard answers and accepts a write: a small
+        write of its own that leaves nothing behind for long (the health
+        prober's check; a shard that answers but refuses writes raises
+        ShardWriteRefused)."""
 
     def now_ms(self) -> int:
         """The shard's clock."""

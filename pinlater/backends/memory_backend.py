@@ -92,6 +92,9 @@ class MemoryBackend:
     def ping(self) -> None:
         return None
 
+    def probe(self) -> None:
+        return None
+
     def now_ms(self) -> int:
         return self._clock()
 

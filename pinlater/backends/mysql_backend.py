@@ -51,6 +51,7 @@ QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even 
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
 _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
+PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
 
 
 @contextlib.contextmanager
@@ -277,6 +278,9 @@ class MySQLBackend:
     # -- housekeeping ------------------------------------------------------
     def ping(self) -> None:
         self._pool.run(lambda s: s.execute(sql("ping")))
+
+    def probe(self) -> None:
+        run_creating_missing_tables(self._pool, lambda s: s.execute_script(sql("probe"), [PROBE_ROW]))
 
     def now_ms(self) -> int:
         return self._pool.run(lambda s: int(s.scalar(sql("now"))))

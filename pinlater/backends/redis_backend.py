@@ -146,6 +146,11 @@ class RedisBackend:
     def ping(self) -> None:
         self._call(self._r.ping)
 
+    def probe(self) -> None:
+        # A write every probe: a server out of memory, a replica or one that
+        # cannot save answers a PING but refuses this.
+        self._call(lambda: self._r.set(keys.PROBE, b"1", px=keys.PROBE_TTL_MS))
+
     def now_ms(self) -> int:
         sec, usec = self._call(self._r.time)
         return int(sec) * 1000 + int(usec) // 1000

@@ -3,8 +3,11 @@ project, shared by the shard backends, the control stores and the
 dashboard's records.
 
 Redis: a full pool is load (``ShardBusy``), an unusable server is an outage
-(the caller's own "unavailable" error), anything else is one command failing
-(``StorageError``); every message is one line that names the store.
+(the caller's own "unavailable" error), a server that refuses to write
+(OOM, READONLY, MISCONF, NOREPLICAS) raises ``ShardWriteRefused``, anything
+else is one command failing (``StorageError``); every message is one line
+that names the store. (MySQL's write refusals are told apart where its error
+codes are known, ``pinlater.storage.mysql_pool``.)
 
 MySQL: a table of ours gone missing (the database was dropped and created
 again, or a queue was created while a shard was down) is created again and
@@ -18,10 +21,10 @@ from typing import TypeVar
 
 import redis
 
-from pinlater.backends.base import ShardBusy
+from pinlater.backends.base import ShardBusy, ShardWriteRefused
 from pinlater.errors import StorageError
 from pinlater.storage.mysql_pool import NO_SUCH_TABLE, ConnectionPool, MySQLStorageError, Session, error_code
-from pinlater.storage.redis_pool import describe, is_pool_exhausted, is_unusable
+from pinlater.storage.redis_pool import describe, is_pool_exhausted, is_unusable, is_write_refused
 
 T = TypeVar("T")
 
@@ -49,6 +52,8 @@ class RedisGuard:
             raise ShardBusy(f"{where}: every pooled connection is busy") from exc
         if is_unusable(exc):
             raise self.unavailable(f"{where} unavailable: {describe(exc)}") from exc
+        if is_write_refused(exc):
+            raise ShardWriteRefused(f"{where} refuses writes: {describe(exc)}") from exc
         raise StorageError(f"{where}: {describe(exc)}") from exc
 
 

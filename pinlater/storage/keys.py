@@ -20,6 +20,9 @@ Job storage (one shard = one Redis server/db):
                                    refused instead of storing an orphan
 ``pl:layout``                      the shard's layout version (see
                                    ``pinlater.storage.layout``)
+``pl:probe``                       string written by the health prober to
+                                   see that the shard takes writes; expires
+                                   after ``PROBE_TTL_MS``
 
 A job is a member of exactly one of its priority's four zsets, the one of its
 state, so a zset's score is always the job's sort time. A job's member (in
@@ -61,6 +64,8 @@ from pinlater.states import JobState
 QUEUES = "pl:queues"
 DELETED_QUEUES = "pl:deleted"
 SHARD_LAYOUT = "pl:layout"
+PROBE = "pl:probe"
+PROBE_TTL_MS = 10_000
 CONTROL_QUEUES = "plc:queues"
 CONTROL_LAYOUT = "plc:layout"
 IDEMPOTENCY_PREFIX = "plc:idem:"

@@ -18,6 +18,7 @@ from pymysql.connections import Connection
 from pymysql.constants import CLIENT
 from pymysql.cursors import Cursor
 
+from pinlater.backends.base import ShardWriteRefused
 from pinlater.errors import PinLaterError, StorageError
 from pinlater.storage.sql import sql
 from pinlater.storage.urls import MySQLUrl, mysql_connect_options
@@ -35,6 +36,10 @@ REFUSED = frozenset({1040, 1044, 1045, 1129, 1130, 1698})
 # Lost a deadlock (1213) or waited too long for a lock (1205): nothing was
 # changed, running it again is safe.
 LOCK_CONFLICT = frozenset({1205, 1213})
+# The server answers but will not write: read-only (1290 for --read-only,
+# 1836 read-only mode, 1036 a read-only table, as under innodb_read_only),
+# out of space (1114 table full, 1021 disk full).
+WRITE_REFUSED = frozenset({1021, 1036, 1114, 1290, 1836})
 LOCK_RETRIES = 4
 NO_SUCH_TABLE = 1146
 ACCESS_DENIED = 1045
@@ -54,6 +59,18 @@ class MySQLStorageError(StorageError):
     def __init__(self, message: str, errno: int | None) -> None:
         super().__init__(message)
         self.errno = errno
+
+
+class MySQLWriteRefused(MySQLStorageError, ShardWriteRefused):
+    """A MySQL error of ``WRITE_REFUSED``: nothing was written."""
+
+
+def storage_error(where: object, exc: BaseException) -> MySQLStorageError:
+    """PyMySQL's error as the job service reports it, naming ``where``."""
+    code = error_code(exc)
+    if code in WRITE_REFUSED:
+        return MySQLWriteRefused(f"{where} refuses writes: {describe(exc)}", code)
+    return MySQLStorageError(f"{where}: {describe(exc)}", code)
 
 
 def error_code(exc: BaseException) -> int | None:
@@ -241,13 +258,13 @@ class ConnectionPool:
                     self._create_database()
                     continue
                 if not transaction or error_code(exc) not in LOCK_CONFLICT:
-                    raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
+                    raise storage_error(self._address, exc) from exc
                 attempt += 1
                 if attempt > LOCK_RETRIES:
-                    raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
+                    raise storage_error(self._address, exc) from exc
                 _backoff(attempt)
             except pymysql.MySQLError as exc:
-                raise MySQLStorageError(f"{self._address}: {describe(exc)}", error_code(exc)) from exc
+                raise storage_error(self._address, exc) from exc
 
     def _run_once(self, work: Callable[[Session], T], transaction: bool) -> T:
         conn, generation = self._checkout()

@@ -6,6 +6,7 @@ from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.exceptions import OutOfMemoryError  # type: ignore[attr-defined]  # public; types-redis predates it
 from redis.retry import Retry
 
 from pinlater.storage.urls import redis_tls
@@ -15,6 +16,10 @@ from pinlater.storage.urls import redis_tls
 # pool is load, not an outage.
 MAX_CONNECTIONS = 256
 POOL_EXHAUSTED = "No connection available"
+# Error codes of a server that answers but will not write: out of memory
+# under noeviction, a replica, a failed RDB save (a full disk), too few
+# replicas. redis-py keeps the code in the text of those it has no class for.
+WRITE_REFUSED_CODES = ("MISCONF", "NOREPLICAS")
 
 
 def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
@@ -65,6 +70,14 @@ def is_unusable(exc: redis.exceptions.RedisError) -> bool:
         return True
     text = str(exc)
     return any(marker in text for marker in ("DB index is out of range", "NOAUTH", "WRONGPASS", "NOPERM"))
+
+
+def is_write_refused(exc: redis.exceptions.RedisError) -> bool:
+    """The server answers but refuses to write (OOM, READONLY, MISCONF,
+    NOREPLICAS), also when a script's write is the command refused."""
+    if isinstance(exc, OutOfMemoryError | redis.exceptions.ReadOnlyError):
+        return True
+    return isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith(WRITE_REFUSED_CODES)
 
 
 def describe(exc: redis.exceptions.RedisError) -> str:

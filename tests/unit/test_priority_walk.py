@@ -32,7 +32,7 @@ def walk(shards: list[MemoryBackend], limit: int, calls: Counter[str]) -> list[t
         calls[shard.shard_id] += 1
         return shard.dequeue(Q, ps, n, "w", ahead)
 
-    return [(shard.shard_id, job.priority) for shard, job in walk_priorities(shards, 3, limit, take)]
+    return [(shard.shard_id, job.priority) for shard, job in walk_priorities(shards, 3, limit, take).picked]
 
 
 def test_an_empty_queue_is_one_call_per_shard() -> None:
@@ -75,4 +75,6 @@ def test_an_unavailable_shard_is_left_out() -> None:
             raise ShardUnavailable("down")
         return shard.dequeue(Q, ps, n, "w", ahead)
 
-    assert [(s.shard_id, j.priority) for s, j in walk_priorities(shards, 3, 5, take)] == [("m1", 2)]
+    walked = walk_priorities(shards, 3, 5, take)
+    assert [(s.shard_id, j.priority) for s, j in walked.picked] == [("m1", 2)]
+    assert [(s.shard_id, str(e)) for s, e in walked.failed] == [("m0", "down")]

@@ -57,6 +57,14 @@ SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment
 -- name: ping
 SELECT 1
 
+-- name: probe
+-- The health prober's write, in one round trip: a row of its own (no queue
+-- name has a space) inserted and rolled back, so a read-only or full server
+-- refuses it while nothing is ever kept, logged or replicated.
+START TRANSACTION;
+INSERT INTO queues (name, priorities) VALUES (%s, 0);
+ROLLBACK
+
 -- name: now
 SELECT {now}
 

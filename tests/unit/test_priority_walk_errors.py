@@ -1,0 +1,255 @@
+"""Every kind of store error on one shard of two, over memory shards: a
+dequeue (and a dry run) hands over what it claimed on the other shard and
+gives back exactly the rate tokens it did not use; an enqueue goes to the
+other shard when nothing was written; an ACK reports the failing shard's
+entries as unapplied; the health probe keeps a shard that refuses writes
+out of rotation until it writes again. The same over real servers:
+tests/integration/test_write_refusal.py."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from pinlater import Ack, Job, JobState
+from pinlater.backends.base import (
+    AckItem,
+    Claims,
+    EnqueueItem,
+    FailItem,
+    ShardBackend,
+    ShardBusy,
+    ShardUnavailable,
+    ShardWriteRefused,
+)
+from pinlater.backends.memory_backend import MemoryBackend
+from pinlater.control.memory_control import MemoryControlStore
+from pinlater.core import Core
+from pinlater.descriptor import JobDescriptor
+from pinlater.errors import AckNotApplied, NoHealthyShards, PinLaterError, StorageError
+from pinlater.service import JobService
+from pinlater.settings import Settings
+from pinlater.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
+from pinlater.storage.mysql_pool import MySQLStorageError
+
+Q = "q"
+# Rate limits: 0.001 jobs/s with a bucket of 10 tokens, which refills by
+# nothing within a test.
+RATE, BURST_S, BURST = 0.001, 10_000.0, 10
+
+# What a shard call may raise, as the shard set sees it.
+ERRORS = {
+    "unavailable": ShardUnavailable("memory shard m2 unavailable: reset"),
+    "busy": ShardBusy("memory shard m2: every pooled connection is busy"),
+    "write_refused": ShardWriteRefused("memory shard m2 refuses writes: READONLY"),
+    "deadlock": MySQLStorageError("m2: MySQL error 1213: Deadlock found", 1213),
+    "storage": StorageError("memory shard m2: ERR something broke"),
+    "driver": RuntimeError("a driver's own error"),
+}
+# Errors after which a dequeue that claimed nothing raises (all but unavailable).
+RAISED = sorted(set(ERRORS) - {"unavailable"})
+
+
+class Failing(MemoryBackend):
+    """A memory shard whose calls raise ``error`` while it is set (its
+    ``ping`` still answers, as a read-only server's does)."""
+
+    error: BaseException | None = None
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def probe(self) -> None:
+        self._check()
+
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        self._check()
+        return super().enqueue(queue, items)
+
+    def dequeue(
+        self, queue: str, priorities: Sequence[int], limit: int, source: str, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        self._check()
+        return super().dequeue(queue, priorities, limit, source, look_ahead)
+
+    def peek(self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()) -> Claims:
+        self._check()
+        return super().peek(queue, priorities, limit, look_ahead)
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        self._check()
+        return super().ack_succeeded(queue, items)
+
+    def ack_failed(self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()) -> list[bool]:
+        self._check()
+        return super().ack_failed(queue, items, delay_table)
+
+
+class Cluster:
+    """A service over a healthy memory shard ``m1`` and a ``Failing`` one
+    ``m2``, visited in the order of ``order`` (no probing unless asked)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.good, self.bad = MemoryBackend("m1"), Failing("m2")
+        self.shards = ShardSet([self.good, self.bad], probe_interval_s=3600)
+        self.order = ["m1", "m2"]
+        monkeypatch.setattr(self.shards, "healthy_shuffled", self._in_order)
+        core = Core.build(self.shards, MemoryControlStore(), Settings(rate_burst_s=BURST_S))
+        self.svc = JobService(core, source="w", owns_core=True)
+
+    def _in_order(self) -> list[ShardBackend]:
+        return sorted(self.shards.healthy(), key=lambda b: self.order.index(b.shard_id))
+
+    def enqueue_on(self, shard: str, n: int) -> list[str]:
+        """``n`` jobs, stored on ``shard`` (the first one tried)."""
+        self.order = [shard, *(s for s in ("m1", "m2") if s != shard)]
+        descriptors = self.svc.enqueue(Q, [Job(b"job %d" % i) for i in range(n)])
+        assert {JobDescriptor.parse(d).shard for d in descriptors} == {shard}
+        self.order = ["m1", "m2"]
+        return descriptors
+
+    def tokens_left(self) -> int:
+        core = self.svc.core
+        return core.rate_limiter.take(core.configs.get(Q), 1000)
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    c = Cluster(monkeypatch)
+    c.svc.create_queue(Q, priorities=1, max_dequeue_rate=RATE)
+    yield c
+    c.svc.close()
+
+
+@pytest.mark.parametrize("kind", sorted(ERRORS))
+def test_a_dequeue_hands_over_what_it_claimed_before_a_shard_failed(
+    cluster: Cluster, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    on_good = cluster.enqueue_on("m1", 3)
+    on_bad = cluster.enqueue_on("m2", 3)
+    cluster.bad.error = ERRORS[kind]
+    with caplog.at_level(logging.WARNING, logger="pinlater.shards"):
+        jobs = cluster.svc.dequeue(Q, 8)  # m1 first: its 3 jobs, then m2 fails
+        with contextlib.suppress(PinLaterError):  # m1 is empty now; m2 fails again, unless out of rotation
+            assert cluster.svc.dequeue(Q, 8) == []
+    assert sorted(j.descriptor for j in jobs) == sorted(on_good)
+    # Claimed under the claims handed over, and the rate tokens not used given back.
+    info = cluster.svc.lookup(on_good)
+    assert {d: (i.state, i.claim) for d, i in info.items()} == {j.descriptor: (JobState.RUNNING, j.claim) for j in jobs}
+    assert cluster.tokens_left() == BURST - 3
+    # The failing shard is reported: its health, the store metrics, a warning at most once a second.
+    health = cluster.shards.status()["m2"]
+    assert health.last_error is not None and str(ERRORS[kind]) in health.last_error
+    errors = cluster.svc.operators.store_metrics_snapshot()["m2"]["dequeue"]["errors"]
+    assert set(errors) == {"StorageError" if kind == "driver" else type(ERRORS[kind]).__name__}
+    skipped = [r for r in caplog.records if "went on without shard m2" in r.getMessage()]
+    assert len(skipped) == 1, [r.getMessage() for r in caplog.records]
+    # The jobs are the caller's to finish; m2's wait there, untouched.
+    assert cluster.svc.ack(Q, succeeded=[Ack(j.descriptor) for j in jobs]).acked == [j.descriptor for j in jobs]
+    cluster.bad.error = None
+    assert {i.state for i in cluster.svc.lookup(on_bad).values()} == {JobState.PENDING}
+
+
+@pytest.mark.parametrize("kind", RAISED)
+def test_a_dequeue_that_claims_nothing_raises_the_shards_error(cluster: Cluster, kind: str) -> None:
+    cluster.enqueue_on("m2", 2)
+    cluster.bad.error = ERRORS[kind]
+    with pytest.raises(StorageError) as raised:
+        cluster.svc.dequeue(Q, 5)
+    assert str(ERRORS[kind]) in str(raised.value)
+    assert cluster.tokens_left() == BURST  # every token given back
+
+
+def test_a_dequeue_that_claims_nothing_beside_an_unavailable_shard_is_empty(cluster: Cluster) -> None:
+    cluster.enqueue_on("m2", 2)
+    cluster.bad.error = ERRORS["unavailable"]
+    assert cluster.svc.dequeue(Q, 5) == []
+    assert cluster.tokens_left() == BURST
+
+
+@pytest.mark.parametrize("kind", ["write_refused", "storage"])
+def test_a_dry_run_shows_the_other_shards_jobs(cluster: Cluster, kind: str) -> None:
+    on_good = cluster.enqueue_on("m1", 2)
+    cluster.enqueue_on("m2", 2)
+    cluster.bad.error = ERRORS[kind]
+    peeked = cluster.svc.dequeue(Q, 10, dry_run=True)
+    assert sorted(j.descriptor for j in peeked) == sorted(on_good) and {j.claim for j in peeked} == {""}
+    assert {i.state for i in cluster.svc.lookup(on_good).values()} == {JobState.PENDING}
+
+
+def test_a_dry_run_that_finds_nothing_raises_the_shards_error(cluster: Cluster) -> None:
+    cluster.enqueue_on("m2", 2)
+    cluster.bad.error = ERRORS["write_refused"]
+    with pytest.raises(ShardWriteRefused):
+        cluster.svc.dequeue(Q, 10, dry_run=True)
+
+
+@pytest.mark.parametrize("kind", ["unavailable", "write_refused", "busy"])
+def test_an_enqueue_goes_to_another_shard_when_nothing_was_written(cluster: Cluster, kind: str) -> None:
+    cluster.bad.error = ERRORS[kind]
+    cluster.order = ["m2", "m1"]  # the failing shard is tried first, every time
+    descriptors = [d for _ in range(5) for d in cluster.svc.enqueue(Q, [Job(b"x")] * 2)]
+    assert {JobDescriptor.parse(d).shard for d in descriptors} == {"m1"}
+    assert len(cluster.svc.lookup(descriptors)) == 10
+    health = cluster.shards.status()["m2"]
+    if kind == "busy":  # load: the shard stays in rotation
+        assert health.healthy and health.out_reason is None
+    else:
+        assert not health.healthy
+        assert health.out_reason == (REFUSES_WRITES if kind == "write_refused" else UNAVAILABLE)
+
+
+def test_an_enqueue_fails_when_every_shard_refuses_writes(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.bad.error = ERRORS["write_refused"]
+    monkeypatch.setattr(cluster.good, "enqueue", cluster.bad.enqueue)
+    with pytest.raises(NoHealthyShards, match="refuses writes"):
+        cluster.svc.enqueue(Q, [Job(b"x")])
+
+
+def test_an_enqueue_does_not_try_again_after_an_error_that_may_have_written(cluster: Cluster) -> None:
+    cluster.bad.error = ERRORS["storage"]
+    cluster.order = ["m2", "m1"]
+    with pytest.raises(StorageError, match="something broke"):
+        cluster.svc.enqueue(Q, [Job(b"x")])
+    assert cluster.good.count(Q, 1, JobState.PENDING, False) == 0
+
+
+@pytest.mark.parametrize("kind", sorted(ERRORS))
+def test_acks_on_a_failing_shard_are_reported_unapplied(cluster: Cluster, kind: str) -> None:
+    cluster.enqueue_on("m1", 2)
+    cluster.enqueue_on("m2", 2)
+    jobs = cluster.svc.dequeue(Q, 10)
+    assert len(jobs) == 4
+    cluster.bad.error = ERRORS[kind]
+    with pytest.raises(AckNotApplied) as raised:
+        cluster.svc.ack(Q, succeeded=[Ack(j.descriptor) for j in jobs[:3]], failed=[Ack(jobs[3].descriptor)])
+    result = raised.value.result
+    by_shard = {s: sorted(j.descriptor for j in jobs if JobDescriptor.parse(j.descriptor).shard == s)
+                for s in ("m1", "m2")}
+    assert sorted(result.acked) == by_shard["m1"] and sorted(result.unapplied) == by_shard["m2"]
+    assert not result.stale
+
+
+def test_the_probe_keeps_a_shard_that_refuses_writes_out_until_it_writes(cluster: Cluster) -> None:
+    shards = cluster.shards
+    cluster.bad.error = ERRORS["write_refused"]
+    for _ in range(3):  # it answers a ping, and stays out
+        shards.probe_once()
+        cluster.bad.ping()
+        health = shards.status()["m2"]
+        assert (health.healthy, health.out_reason) == (False, REFUSES_WRITES)
+        assert "refuses writes" in (health.last_error or "")
+    cluster.bad.error = ERRORS["busy"]  # no connection for the probe: no verdict
+    shards.probe_once()
+    assert not shards.is_healthy("m2")
+    cluster.bad.error = None
+    shards.probe_once()
+    health = shards.status()["m2"]
+    assert (health.healthy, health.out_reason) == (True, None)
+    cluster.bad.error = ERRORS["busy"]  # nor does a busy probe take a shard out
+    shards.probe_once()
+    assert shards.is_healthy("m2")
