@@ -62,8 +62,8 @@ from pinlater.validation import MAX_LIMIT
 
 MAX_POST_BYTES = 64 * 1024
 DEFAULT_BODY_CAP = 4096
-_CONTROL = re.compile(r"^/api/queues/([^/]+)/([a-z-]+)$")
-_QUEUE = re.compile(r"^/api/queues/([^/]+)$")
+_CONTROL = re.compile(r"/api/queues/([^/]+)/([a-z-]+)")
+_QUEUE = re.compile(r"/api/queues/([^/]+)")
 
 
 @dataclass(slots=True)
@@ -194,7 +194,7 @@ class Api:
     def _dispatch(self, req: Request) -> Response:
         if req.method == "GET":
             handler = self._gets.get(req.path)
-            queue_match = _QUEUE.match(req.path)
+            queue_match = _QUEUE.fullmatch(req.path)
             if handler is None and queue_match is None:
                 raise ApiError(404, "NOT_FOUND", f"no such view: {req.path}")
             if req.path != "/api/config" and self.settings.dashboard_protect_reads:
@@ -204,7 +204,7 @@ class Api:
             assert queue_match is not None
             return json_response(200, self._queue(queue_match.group(1)))
         if req.method == "POST":
-            match = _CONTROL.match(req.path)
+            match = _CONTROL.fullmatch(req.path)
             if match is None:
                 raise ApiError(404, "NOT_FOUND", f"no such control: {req.path}")
             return self._control(req, match.group(1), match.group(2))

@@ -34,7 +34,7 @@ from pinlater.storage.urls import redact
 from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
-_SHARD_ID = re.compile(r"^[A-Za-z0-9]+$")
+_SHARD_ID = re.compile(r"[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class ShardSpec:
     url: str
 
     def __post_init__(self) -> None:
-        if not _SHARD_ID.match(self.id):
+        if not _SHARD_ID.fullmatch(self.id):
             raise ValueError(f"shard id {self.id!r} must be letters and digits only")
         scheme = self.url.split("://", 1)[0]
         if scheme not in ("redis", "rediss", "mysql", "memory"):
