@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pinlater.envsettings import (
@@ -30,7 +30,7 @@ from pinlater.envsettings import (
 from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
-from pinlater.storage.urls import redact
+from pinlater.storage.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
 from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
@@ -51,6 +51,8 @@ class ShardSpec:
         scheme = self.url.split("://", 1)[0]
         if scheme not in ("redis", "rediss", "mysql", "memory"):
             raise ValueError(f"shard {self.id}: unsupported URL scheme {scheme!r}")
+        if unencoded_userinfo(self.url):
+            raise ValueError(f"shard {self.id}: {USERINFO_PROBLEM}")
 
     def __repr__(self) -> str:
         # Settings are logged and end up in tracebacks: never the password.
@@ -120,7 +122,8 @@ class Settings:
     dashboard_token_sha256: str | None = field(default=None, repr=False)
     # Ask for the token on the read-only views (JSON API, /metrics) too.
     dashboard_protect_reads: bool = False
-    flower_url: str = "http://127.0.0.1:5555"
+    # Out of repr: it may hold a password (Flower's basic auth).
+    flower_url: str = field(default="http://127.0.0.1:5555", repr=False)
     # Jobs in one enqueue call (and ACKs or checkpoints in one call):
     # one call is one script or transaction on its shard, so this bounds how
     # long one caller can hold a shard.
@@ -224,7 +227,21 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PORT = whole_number(0, 65535)
 MAX_SERVER_PROCESSES = 64
 parse_server_processes = whole_number(1, MAX_SERVER_PROCESSES)
-parse_store_url = url(("redis", "rediss", "mysql", "memory"))
+def _url_without_unencoded_userinfo(schemes: tuple[str, ...]) -> Callable[[str], str]:
+    """``url(schemes)``, refusing a user part a driver would cut short
+    (a piece of the password would show as the host, port or path)."""
+    parse_url = url(schemes)
+
+    def parse(text: str) -> str:
+        value = parse_url(text)
+        if unencoded_userinfo(value):
+            raise ValueError(USERINFO_PROBLEM)
+        return value
+
+    return parse
+
+
+parse_store_url = _url_without_unencoded_userinfo(("redis", "rediss", "mysql", "memory"))
 _D = Settings()
 # Every variable of the job service (docs/configuration.md is made from this:
 # python -m pinlater.settings_doc). Of a secret and its _SHA256, the _SHA256
@@ -266,7 +283,7 @@ SETTINGS: tuple[Setting, ...] = (
             "sha256 hex of that token, instead of the token itself"),
     Setting("PINLATER_DASHBOARD_PROTECT_READS", "dashboard_protect_reads", parse_flag, "no",
             "ask for the token on the read-only views (JSON API, /metrics) too"),
-    Setting("PINLATER_FLOWER_URL", "flower_url", url(("http", "https")), _D.flower_url,
+    Setting("PINLATER_FLOWER_URL", "flower_url", _url_without_unencoded_userinfo(("http", "https")), _D.flower_url,
             "Flower, linked from the dashboard"),
     Setting("PINLATER_MAX_JOBS_PER_CALL", "max_jobs_per_call", whole_number(1, 100_000),
             str(_D.max_jobs_per_call),
