@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from pinlater.backends.base import ExpiredClaims, ShardBackend
+from pinlater.caller import current as current_caller
 from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
@@ -52,7 +53,9 @@ class QueueAdmin:
         succeeded_retention_ms: int | None = None,
         failed_retention_ms: int | None = None,
     ) -> QueueConfig:
-        """Idempotent: an existing queue keeps its config and is returned."""
+        """Idempotent: an existing queue keeps its config and is returned.
+        A caller without the right to create queues (``pinlater.caller``)
+        only declares one: see ``_declare``."""
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
         fields: dict[str, object] = {
@@ -71,11 +74,25 @@ class QueueAdmin:
             config = QueueConfig(name=name, **fields)  # type: ignore[arg-type]
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
+        if not current_caller().creates_queues:
+            return self._declare(name)
         if not self._control.create_queue(config):
             config = self._control.get_queue(name) or config
         for backend in self._shards.healthy():
             self._shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
         self._configs.forget(name)
+        return config
+
+    def _declare(self, name: str) -> QueueConfig:
+        """A "create" of an existing queue by a caller who may not create
+        one: one fresh read of the stored config, and nothing written, so
+        it can never bring back a queue deleted since the caller (or the
+        server's cache) last saw it. Not even the shards' storage: that
+        would clear a concurrent delete's mark on them."""
+        config = self._control.get_queue(name)
+        if config is None:
+            raise PasswordInvalid(f"{current_caller().identity!r} may not create queue {name!r}: it does not exist "
+                                  "(it may have just been deleted), and only the admin role creates queues")
         return config
 
     def delete_queue(self, name: str, password: str | None) -> None:
