@@ -15,6 +15,7 @@ from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, S
 from pinlater.inspection import BodySearch, Inspector
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
+from pinlater.secret_throttle import SecretThrottle
 from pinlater.settings import Settings, hash_secret
 from pinlater.shards import ShardSet
 from pinlater.states import JobState
@@ -40,6 +41,8 @@ class QueueAdmin:
         self._configs = configs
         self._inspector = inspector
         self._settings = settings
+        self._throttle = SecretThrottle(settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
+                                        settings.admin_secret_window_s)
 
     # -- queues -----------------------------------------------------------------
     def create_queue(
@@ -115,12 +118,18 @@ class QueueAdmin:
             self._shards.call(backend, "delete_queue", name, lambda b: b.delete_queue(name))
 
     def check_admin_secret(self, password: str | None) -> None:
-        """PasswordInvalid unless ``password`` is the configured admin secret."""
+        """PasswordInvalid unless ``password`` is the configured admin secret;
+        a caller with too many wrong ones lately is refused unchecked
+        (``pinlater.secret_throttle``)."""
         expected = self._settings.admin_secret_sha256
         if expected is None:
             raise PasswordInvalid("no admin secret is configured (PINLATER_ADMIN_SECRET); refusing")
+        who = current_caller().identity
+        self._throttle.check(who)
         if password is None or not hmac.compare_digest(hash_secret(password), expected):
+            self._throttle.failed(who)
             raise PasswordInvalid("wrong admin secret")
+        self._throttle.succeeded(who)
 
     def queue_names(self) -> set[str]:
         """Every queue's name."""

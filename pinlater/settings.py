@@ -101,6 +101,11 @@ class Settings:
     rate_burst_s: float = 0.1
     # sha256 hex of the secret that deleteQueue requires; None refuses all.
     admin_secret_sha256: str | None = field(default=None, repr=False)
+    # Wrong admin secrets allowed within the window, per caller and per
+    # process, before attempts are refused unchecked (pinlater.secret_throttle).
+    admin_secret_max_failures: int = 5
+    admin_secret_max_failures_all: int = 20
+    admin_secret_window_s: float = 60.0
     socket_timeout_s: float = 5.0
     # The Thrift server (`pinlater server`) and its metrics endpoint.
     server_host: str = "127.0.0.1"
@@ -255,6 +260,17 @@ SETTINGS: tuple[Setting, ...] = (
             "the secret deleteQueue requires (unset: every delete is refused); the CLI sends it too"),
     Setting("PINLATER_ADMIN_SECRET_SHA256", "admin_secret_sha256", _sha256_hex, "",
             "sha256 hex of that secret, instead of the secret itself"),
+    Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES", "admin_secret_max_failures", whole_number(1, 1_000_000),
+            str(_D.admin_secret_max_failures),
+            "wrong admin secrets one caller (a client certificate's name, or address) may send within the window; "
+            "past it, its attempts are refused without being checked"),
+    Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES_ALL", "admin_secret_max_failures_all", whole_number(1, 1_000_000),
+            str(_D.admin_secret_max_failures_all),
+            "wrong admin secrets a process takes from all callers within the window; past it, every attempt "
+            "is refused without being checked"),
+    Setting("PINLATER_ADMIN_SECRET_WINDOW_S", "admin_secret_window_s", positive_number(86_400), "60",
+            "the window of those counts, in seconds: a refused caller may try again when its oldest wrong "
+            "secret in it is this old"),
     Setting("PINLATER_MAX_BODY_BYTES", "max_body_bytes", whole_number(1, 64 * 1024 * 1024),
             str(_D.max_body_bytes), "largest job body, in bytes (at most 64 MiB)"),
     Setting("PINLATER_DEFAULT_PRIORITIES", "default_priorities", whole_number(1, 100),
