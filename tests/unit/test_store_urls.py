@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pinlater import cli
 from pinlater.devcerts import DevCA
 from pinlater.settings import Settings
 from pinlater.storage.mysql_pool import MySQLAddress
@@ -174,3 +175,9 @@ def test_settings_never_show_a_store_password() -> None:
     assert SECRET not in repr(settings) and "redis://u:***@127.0.0.1:1/0" in repr(settings)
     transport = TransportSettings.from_options({}, {"PINLATER_BUS_URL": f"rediss://u:{SECRET}@127.0.0.1:1/0"})
     assert SECRET not in repr(transport)
+
+
+def test_a_url_in_a_commands_error_is_shown_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["server-stats", "--url", "http://stats:Pw-Q7x@127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read server stats from http://stats:***@127.0.0.1:1" in err and "Q7" not in err
