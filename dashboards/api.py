@@ -1,7 +1,8 @@
 """The dashboard's JSON API and /metrics, independent of the HTTP server.
 
 Reads (GET):
-  /api/config                      what the page needs to start (always open)
+  /api/config                      what the page needs to start (always open; the
+                                   Flower link only with the operator token)
   /api/overview                    the snapshot (see dashboards.snapshot)
   /api/shards                      its shards part
   /api/queues/{queue}              one queue from the snapshot, with its config
@@ -62,8 +63,8 @@ from pinlater.validation import MAX_LIMIT
 
 MAX_POST_BYTES = 64 * 1024
 DEFAULT_BODY_CAP = 4096
-_CONTROL = re.compile(r"^/api/queues/([^/]+)/([a-z-]+)$")
-_QUEUE = re.compile(r"^/api/queues/([^/]+)$")
+_CONTROL = re.compile(r"/api/queues/([^/]+)/([a-z-]+)")
+_QUEUE = re.compile(r"/api/queues/([^/]+)")
 
 
 @dataclass(slots=True)
@@ -147,7 +148,7 @@ class Api:
         # Further Prometheus text for /metrics: the HTTP server's own counts.
         self.more_metrics: Callable[[], str] | None = None
         self._gets: dict[str, Callable[[Request], Response]] = {
-            "/api/config": lambda r: json_response(200, self.config()),
+            "/api/config": lambda r: json_response(200, self.config(r)),
             "/api/overview": lambda r: json_response(200, self.collector.snapshot()),
             "/api/shards": lambda r: json_response(200, self._shards()),
             "/api/jobs": self._jobs,
@@ -166,10 +167,15 @@ class Api:
     def controls_enabled(self) -> bool:
         return self.settings.dashboard_token_sha256 is not None
 
-    def config(self) -> dict[str, Any]:
+    def config(self, req: Request) -> dict[str, Any]:
+        """What the page needs to start. Anyone may read it (the page asks
+        for the token from it), so Flower's address, which leads to every
+        task's arguments and to remote control of the workers, goes only to
+        a caller with the operator token; null otherwise."""
+        signed_in = self._token_problem(req) is None
         return {
-            # The page links to it; a password in the setting is not shown.
-            "flower_url": redact(self.settings.flower_url),
+            # A password in the setting is not shown even then.
+            "flower_url": redact(self.settings.flower_url) if signed_in else None,
             "controls_enabled": self.controls_enabled,
             "reads_protected": self.settings.dashboard_protect_reads,
             "refresh_ms": self.refresh_ms,
@@ -196,7 +202,7 @@ class Api:
     def _dispatch(self, req: Request) -> Response:
         if req.method == "GET":
             handler = self._gets.get(req.path)
-            queue_match = _QUEUE.match(req.path)
+            queue_match = _QUEUE.fullmatch(req.path)
             if handler is None and queue_match is None:
                 raise ApiError(404, "NOT_FOUND", f"no such view: {req.path}")
             if req.path != "/api/config" and self.settings.dashboard_protect_reads:
@@ -206,23 +212,30 @@ class Api:
             assert queue_match is not None
             return json_response(200, self._queue(queue_match.group(1)))
         if req.method == "POST":
-            match = _CONTROL.match(req.path)
+            match = _CONTROL.fullmatch(req.path)
             if match is None:
                 raise ApiError(404, "NOT_FOUND", f"no such control: {req.path}")
             return self._control(req, match.group(1), match.group(2))
         raise ApiError(405, "METHOD_NOT_ALLOWED", f"{req.method} is not supported")
 
     def _require_token(self, req: Request) -> None:
+        problem = self._token_problem(req)
+        if problem is not None:
+            raise problem
+
+    def _token_problem(self, req: Request) -> ApiError | None:
+        """None if ``req`` carries the operator token, else why not."""
         expected = self.settings.dashboard_token_sha256
         if expected is None:
-            raise ApiError(403, "CONTROLS_DISABLED",
-                           "no operator token is configured (PINLATER_DASHBOARD_TOKEN): controls are disabled")
+            return ApiError(403, "CONTROLS_DISABLED",
+                            "no operator token is configured (PINLATER_DASHBOARD_TOKEN): controls are disabled")
         auth = req.headers.get("authorization", "")
         token = req.headers.get("x-pinlater-token") or (auth[7:] if auth.lower().startswith("bearer ") else "")
         if not token:
-            raise ApiError(401, "TOKEN_REQUIRED", "the operator token is required (X-PinLater-Token header)")
+            return ApiError(401, "TOKEN_REQUIRED", "the operator token is required (X-PinLater-Token header)")
         if not hmac.compare_digest(hash_secret(token), expected):
-            raise ApiError(403, "TOKEN_INVALID", "wrong operator token")
+            return ApiError(403, "TOKEN_INVALID", "wrong operator token")
+        return None
 
     # -- reads -------------------------------------------------------------------
     def _shards(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
 
 ACTIONS = ("rate", "pause", "resume", "retry-failed", "delete-jobs")
-OPERATOR = re.compile(r"^[A-Za-z0-9_.@ -]{1,64}$")
+OPERATOR = re.compile(r"[A-Za-z0-9_.@ -]{1,64}")
 MAX_RATE = MAX_DEQUEUE_RATE  # the job service's own limit: refused here before any work
 MAX_DELAY_S = 366 * 86_400
 MAX_REGEX = 500
@@ -112,7 +112,7 @@ class Controls:
         succeeds or fails; input errors and dry runs change nothing and are not."""
         if action not in ACTIONS:
             raise InvalidRequest(f"unknown control {action!r}; use one of {', '.join(ACTIONS)}")
-        if not OPERATOR.match(caller.operator):
+        if not OPERATOR.fullmatch(caller.operator):
             raise InvalidRequest("operator name: 1-64 letters, digits, spaces and _.@- (who is acting?)")
         # QueueNotFound / QueueNameInvalid / ConfigUnreadable first
         self.service.queue_config(queue, fresh=True)

@@ -33,7 +33,7 @@ STATUSES = ("running", "done", "failed", "paused")
 STALE_MS = 5 * 60_000
 KEEP_FINISHED_MS = 24 * 3600_000
 MAX_DETAIL = 300
-_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class ProgressBoard:
@@ -57,7 +57,7 @@ class ProgressBoard:
         status: str = "running",
         detail: str = "",
     ) -> dict[str, Any]:
-        if not _ID.match(op_id):
+        if not _ID.fullmatch(op_id):
             raise InvalidRequest(f"progress id {op_id!r}: use 1-128 letters, digits and _.:-")
         if status not in STATUSES:
             raise InvalidRequest(f"progress status {status!r}: use one of {', '.join(STATUSES)}")

@@ -9,6 +9,7 @@ from other packages through entry points (``pinlater.cli_commands``).
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import math
@@ -76,8 +77,39 @@ def cmd_create_queue(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_delete_queue(c: JobService, a: argparse.Namespace) -> Any:
-    c.delete_queue(a.queue, a.secret or read(os.environ, "PINLATER_ADMIN_SECRET", str, None))
+    c.delete_queue(a.queue, _admin_secret(a))
     return {"deleted": a.queue}
+
+
+def _admin_secret(a: argparse.Namespace) -> str | None:
+    """From --secret-file (a file, or '-': standard input), else --secret,
+    else PINLATER_ADMIN_SECRET. Never repeated in a message."""
+    if a.secret_file is not None:
+        return read_secret(a.secret_file)
+    if a.secret:
+        print("warning: --secret shows the admin secret to every user of this machine (ps, /proc) and keeps it in "
+              "your shell's history; use --secret-file PATH, --secret-file - (standard input) or "
+              "PINLATER_ADMIN_SECRET", file=sys.stderr)
+        return str(a.secret)
+    return read(os.environ, "PINLATER_ADMIN_SECRET", str, None)
+
+
+def read_secret(path: str) -> str:
+    """The first line of ``path`` without its line break ('-': standard
+    input, asked for without echo on a terminal)."""
+    try:
+        if path == "-":
+            text = getpass.getpass("admin secret: ") if sys.stdin.isatty() else sys.stdin.readline()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise ValueError(f"cannot read the admin secret from {path}: {reason}") from None
+    secret = text.rstrip("\r\n")
+    if not secret:
+        raise ValueError(f"the admin secret from {'standard input' if path == '-' else path} is empty")
+    return secret
 
 
 def cmd_enqueue(c: JobService, a: argparse.Namespace) -> Any:
@@ -199,7 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--claim-timeout-ms", type=int)
     p = add("delete-queue", cmd_delete_queue, "delete a queue and all its jobs (needs the admin secret)")
     p.add_argument("queue")
-    p.add_argument("--secret", help="admin secret (default: $PINLATER_ADMIN_SECRET)")
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--secret-file", metavar="PATH",
+                       help="read the admin secret from the first line of PATH ('-': standard input); "
+                            "default: $PINLATER_ADMIN_SECRET")
+    given.add_argument("--secret", help="the admin secret itself: visible to every user of this machine in the "
+                                        "process list; prefer --secret-file")
     p = add("enqueue", cmd_enqueue, "enqueue jobs (bodies as arguments, or one per stdin line)")
     p.add_argument("queue")
     p.add_argument("body", nargs="*")

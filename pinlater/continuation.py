@@ -8,6 +8,7 @@ whole cluster; a continuation is the key of the last job returned, and each
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pinlater.errors import ContinuationInvalid
@@ -15,6 +16,9 @@ from pinlater.limits import MAX_PRIORITIES, MAX_TIMESTAMP_MS
 from pinlater.models import CONTINUATION_END, CONTINUATION_START
 
 _MAX_ID = 2**63 - 1
+# What encode() writes, ASCII only: str.isdigit() takes "²" and other
+# scripts' digits, and "$" in a pattern lets a trailing newline through.
+_KEY = re.compile(r"([0-9]{1,16}):([A-Za-z0-9]{1,64}):([0-9]{1,3}):([0-9]{1,19})")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -34,11 +38,11 @@ def decode(continuation: str) -> ScanKey | None:
         return None
     if continuation == CONTINUATION_END:
         raise ContinuationInvalid("the scan already ended (continuation -1)")
-    parts = continuation.split(":") if isinstance(continuation, str) and len(continuation) <= 200 else []
+    match = _KEY.fullmatch(continuation) if isinstance(continuation, str) else None
     try:
-        if len(parts) != 4 or not parts[1].isalnum() or not all(p.isdigit() for p in (parts[0], *parts[2:])):
+        if match is None:
             raise ValueError
-        key = ScanKey(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
+        key = ScanKey(int(match[1]), match[2], int(match[3]), int(match[4]))
         # Numbers reach the shards' queries and scripts: only what a scan can have returned.
         if key.sort_time > MAX_TIMESTAMP_MS or not 1 <= key.priority <= MAX_PRIORITIES or key.local_id > _MAX_ID:
             raise ValueError

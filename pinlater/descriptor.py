@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pinlater.errors import InvalidRequest
 
 _DESCRIPTOR = re.compile(
-    r"^(?P<queue>[A-Za-z0-9_]+):s(?P<shard>[A-Za-z0-9]+):p(?P<priority>[0-9]{1,3}):(?P<local_id>[0-9]{1,19})$"
+    r"(?P<queue>[A-Za-z0-9_]+):s(?P<shard>[A-Za-z0-9]+):p(?P<priority>[0-9]{1,3}):(?P<local_id>[0-9]{1,19})"
 )
 
 
@@ -37,7 +37,7 @@ class JobDescriptor:
 
     @classmethod
     def parse(cls, text: str) -> JobDescriptor:
-        match = _DESCRIPTOR.match(text) if isinstance(text, str) else None
+        match = _DESCRIPTOR.fullmatch(text) if isinstance(text, str) else None
         if match is None:
             raise InvalidRequest(
                 f"malformed job descriptor {text!r}: expected QUEUE:sSHARD:pPRIORITY:LOCALID"

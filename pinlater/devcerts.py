@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,42 +110,93 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+class DevCertsError(ValueError):
+    """The target directory cannot be used; one line naming it and why."""
+
+
 def write_dev_certs(directory: Path, *, server_names: tuple[str, ...] = (), days: int = 30) -> list[Path]:
     """Writes ``ca.pem``, ``server.pem``/``server.key``, ``<role>.pem``/``<role>.key``
     for each role, ``roles`` and ``server.env``/``<role>.env`` (the settings
-    that use them) into ``directory``; returns the files written."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ca = DevCA(days=days)
-    written: list[Path] = []
+    that use them) into ``directory``; returns the files written.
 
-    def text(name: str, content: str) -> None:
-        path = directory / name
-        path.write_text(content)
-        written.append(path)
+    ``directory`` is made (0700) if missing; an existing one must be empty,
+    this user's, and writable by no one else, and is never followed if it
+    is a symbolic link. Each file is created new, never through a link
+    (keys 0600, the rest 0644): the keys and the roles file decide who may
+    call the server, so nothing already there may choose where they go."""
+    dir_fd = _open_own_empty_directory(directory)
+    try:
+        ca = DevCA(days=days)
+        written: list[Path] = []
 
-    (directory / "ca.pem").write_bytes(ca.cert_pem)
-    written.append(directory / "ca.pem")
-    names = tuple(dict.fromkeys((*LOOPBACK_NAMES, *server_names)))
-    ca.issue("pinlater-server", server_names=names, days=days).write(directory / "server.pem",
-                                                                     directory / "server.key")
-    written += [directory / "server.pem", directory / "server.key"]
-    root = directory.resolve()
-    for role in ROLE_NAMES:
-        ca.issue(f"dev-{role}", days=days).write(directory / f"{role}.pem", directory / f"{role}.key")
-        written += [directory / f"{role}.pem", directory / f"{role}.key"]
-        text(f"{role}.env", f"PINLATER_CLIENT_TLS_CA={root}/ca.pem\nPINLATER_CLIENT_TLS_CERT={root}/{role}.pem\n"
-                            f"PINLATER_CLIENT_TLS_KEY={root}/{role}.key\n")
-    text("roles", "# <client certificate CN or SAN> <role>[,<role>] [queue ...]\n"
-                  + "".join(f"dev-{role} {role}\n" for role in ROLE_NAMES))
-    text("server.env", f"PINLATER_SERVER_TLS_CERT={root}/server.pem\nPINLATER_SERVER_TLS_KEY={root}/server.key\n"
-                       f"PINLATER_SERVER_TLS_CLIENT_CA={root}/ca.pem\nPINLATER_SERVER_ROLES={root}/roles\n")
-    return written
+        def put(name: str, content: bytes, mode: int = 0o644) -> None:
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                             dir_fd=dir_fd)
+            except OSError as exc:
+                raise DevCertsError(f"cannot create {directory / name}: {exc.strerror} (was something put there "
+                                    "meanwhile?)") from None
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+            written.append(directory / name)
+
+        def issued(stem: str, issue: Issued) -> None:
+            put(f"{stem}.pem", issue.cert_pem)
+            put(f"{stem}.key", issue.key_pem, 0o600)
+
+        put("ca.pem", ca.cert_pem)
+        names = tuple(dict.fromkeys((*LOOPBACK_NAMES, *server_names)))
+        issued("server", ca.issue("pinlater-server", server_names=names, days=days))
+        root = directory.resolve()
+        for role in ROLE_NAMES:
+            issued(role, ca.issue(f"dev-{role}", days=days))
+            put(f"{role}.env", f"PINLATER_CLIENT_TLS_CA={root}/ca.pem\nPINLATER_CLIENT_TLS_CERT={root}/{role}.pem\n"
+                               f"PINLATER_CLIENT_TLS_KEY={root}/{role}.key\n".encode())
+        put("roles", ("# <client certificate CN or SAN> <role>[,<role>] [queue ...]\n"
+                      + "".join(f"dev-{role} {role}\n" for role in ROLE_NAMES)).encode())
+        put("server.env", f"PINLATER_SERVER_TLS_CERT={root}/server.pem\nPINLATER_SERVER_TLS_KEY={root}/server.key\n"
+                          f"PINLATER_SERVER_TLS_CLIENT_CA={root}/ca.pem\nPINLATER_SERVER_ROLES={root}/roles\n".encode())
+        return written
+    finally:
+        os.close(dir_fd)
+
+
+def _open_own_empty_directory(directory: Path) -> int:
+    """A descriptor of ``directory``, made if missing; refused (one line)
+    unless it is a directory itself (not a link to one), this user's,
+    writable by no one else, and empty."""
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass  # checked below, through the descriptor
+    except OSError as exc:
+        raise DevCertsError(f"cannot make {directory}: {exc.strerror}") from None
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        what = "is a symbolic link" if os.path.islink(directory) else f"cannot be opened ({exc.strerror})"
+        raise DevCertsError(f"{directory} {what}: give a new directory, or an empty one of yours") from None
+    try:
+        status = os.fstat(dir_fd)
+        if status.st_uid != os.geteuid():
+            raise DevCertsError(f"{directory} belongs to another user: give a new directory, or an empty one of yours")
+        if status.st_mode & 0o022:
+            raise DevCertsError(f"{directory} may be written by others (mode {stat.S_IMODE(status.st_mode):o}): "
+                                "give a new directory, or an empty one only you may write to")
+        if os.listdir(dir_fd):
+            raise DevCertsError(f"{directory} is not empty: give a new directory, or an empty one of yours "
+                                "(nothing there is replaced)")
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return dir_fd
 
 
 def add_dev_certs_command(subparsers: Any) -> None:
     text = "make a throwaway local CA, server and per-role client certificates to try TLS (development only)"
     p = subparsers.add_parser("dev-certs", help=text, description=text)
-    p.add_argument("directory", type=Path, help="where to write them (created if missing)")
+    p.add_argument("directory", type=Path, help="where to write them: a new directory, or an empty one of yours")
     p.add_argument("--host", action="append", default=[], metavar="NAME",
                    help="another name or address for the server certificate (repeatable)")
     p.add_argument("--days", type=int, default=30, choices=range(1, 3651), metavar="DAYS",

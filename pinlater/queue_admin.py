@@ -8,12 +8,14 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from pinlater.backends.base import ExpiredClaims, ShardBackend
+from pinlater.caller import current as current_caller
 from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
 from pinlater.inspection import BodySearch, Inspector
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
+from pinlater.secret_throttle import SecretThrottle
 from pinlater.settings import Settings, hash_secret
 from pinlater.shards import ShardSet
 from pinlater.states import JobState
@@ -39,6 +41,8 @@ class QueueAdmin:
         self._configs = configs
         self._inspector = inspector
         self._settings = settings
+        self._throttle = SecretThrottle(settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
+                                        settings.admin_secret_window_s)
 
     # -- queues -----------------------------------------------------------------
     def create_queue(
@@ -52,7 +56,9 @@ class QueueAdmin:
         succeeded_retention_ms: int | None = None,
         failed_retention_ms: int | None = None,
     ) -> QueueConfig:
-        """Idempotent: an existing queue keeps its config and is returned."""
+        """Idempotent: an existing queue keeps its config and is returned.
+        A caller without the right to create queues (``pinlater.caller``)
+        only declares one: see ``_declare``."""
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
         fields: dict[str, object] = {
@@ -71,11 +77,25 @@ class QueueAdmin:
             config = QueueConfig(name=name, **fields)  # type: ignore[arg-type]
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
+        if not current_caller().creates_queues:
+            return self._declare(name)
         if not self._control.create_queue(config):
             config = self._control.get_queue(name) or config
         for backend in self._shards.healthy():
             self._shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
         self._configs.forget(name)
+        return config
+
+    def _declare(self, name: str) -> QueueConfig:
+        """A "create" of an existing queue by a caller who may not create
+        one: one fresh read of the stored config, and nothing written, so
+        it can never bring back a queue deleted since the caller (or the
+        server's cache) last saw it. Not even the shards' storage: that
+        would clear a concurrent delete's mark on them."""
+        config = self._control.get_queue(name)
+        if config is None:
+            raise PasswordInvalid(f"{current_caller().identity!r} may not create queue {name!r}: it does not exist "
+                                  "(it may have just been deleted), and only the admin role creates queues")
         return config
 
     def delete_queue(self, name: str, password: str | None) -> None:
@@ -98,12 +118,18 @@ class QueueAdmin:
             self._shards.call(backend, "delete_queue", name, lambda b: b.delete_queue(name))
 
     def check_admin_secret(self, password: str | None) -> None:
-        """PasswordInvalid unless ``password`` is the configured admin secret."""
+        """PasswordInvalid unless ``password`` is the configured admin secret;
+        a caller with too many wrong ones lately is refused unchecked
+        (``pinlater.secret_throttle``)."""
         expected = self._settings.admin_secret_sha256
         if expected is None:
             raise PasswordInvalid("no admin secret is configured (PINLATER_ADMIN_SECRET); refusing")
+        who = current_caller().identity
+        self._throttle.check(who)
         if password is None or not hmac.compare_digest(hash_secret(password), expected):
+            self._throttle.failed(who)
             raise PasswordInvalid("wrong admin secret")
+        self._throttle.succeeded(who)
 
     def queue_names(self) -> set[str]:
         """Every queue's name."""

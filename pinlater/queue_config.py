@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 # MySQL keeps one table per (queue, priority) named q_<queue>_p<N>: within
 # the 64-character identifier limit with room to spare.
 QUEUE_NAME_MAX = 50
-_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 DAY_MS = 86_400_000
 
@@ -30,7 +30,7 @@ def validate_queue_name(name: object) -> str:
         raise QueueNameTooLong(
             f"queue name {name[:60]!r}... is {len(name)} characters; the limit is {QUEUE_NAME_MAX}"
         )
-    if not _QUEUE_NAME.match(name):
+    if not _QUEUE_NAME.fullmatch(name):
         raise QueueNameInvalid(
             f"queue name {name!r} is invalid: use letters, digits and underscore only"
         )

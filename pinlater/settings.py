@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pinlater.envsettings import (
@@ -31,11 +31,11 @@ from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
 from pinlater.httplimits import HttpLimits
-from pinlater.storage.urls import redact
+from pinlater.storage.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
 from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
-_SHARD_ID = re.compile(r"^[A-Za-z0-9]+$")
+_SHARD_ID = re.compile(r"[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +47,13 @@ class ShardSpec:
     url: str
 
     def __post_init__(self) -> None:
-        if not _SHARD_ID.match(self.id):
+        if not _SHARD_ID.fullmatch(self.id):
             raise ValueError(f"shard id {self.id!r} must be letters and digits only")
         scheme = self.url.split("://", 1)[0]
         if scheme not in ("redis", "rediss", "mysql", "memory"):
             raise ValueError(f"shard {self.id}: unsupported URL scheme {scheme!r}")
+        if unencoded_userinfo(self.url):
+            raise ValueError(f"shard {self.id}: {USERINFO_PROBLEM}")
 
     def __repr__(self) -> str:
         # Settings are logged and end up in tracebacks: never the password.
@@ -100,6 +102,11 @@ class Settings:
     rate_burst_s: float = 0.1
     # sha256 hex of the secret that deleteQueue requires; None refuses all.
     admin_secret_sha256: str | None = field(default=None, repr=False)
+    # Wrong admin secrets allowed within the window, per caller and per
+    # process, before attempts are refused unchecked (pinlater.secret_throttle).
+    admin_secret_max_failures: int = 5
+    admin_secret_max_failures_all: int = 20
+    admin_secret_window_s: float = 60.0
     socket_timeout_s: float = 5.0
     # The Thrift server (`pinlater server`) and its metrics endpoint.
     server_host: str = "127.0.0.1"
@@ -121,7 +128,8 @@ class Settings:
     dashboard_token_sha256: str | None = field(default=None, repr=False)
     # Ask for the token on the read-only views (JSON API, /metrics) too.
     dashboard_protect_reads: bool = False
-    flower_url: str = "http://127.0.0.1:5555"
+    # Out of repr: it may hold a password (Flower's basic auth).
+    flower_url: str = field(default="http://127.0.0.1:5555", repr=False)
     # Jobs in one enqueue call (and ACKs or checkpoints in one call):
     # one call is one script or transaction on its shard, so this bounds how
     # long one caller can hold a shard.
@@ -238,7 +246,21 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PORT = whole_number(0, 65535)
 MAX_SERVER_PROCESSES = 64
 parse_server_processes = whole_number(1, MAX_SERVER_PROCESSES)
-parse_store_url = url(("redis", "rediss", "mysql", "memory"))
+def _url_without_unencoded_userinfo(schemes: tuple[str, ...]) -> Callable[[str], str]:
+    """``url(schemes)``, refusing a user part a driver would cut short
+    (a piece of the password would show as the host, port or path)."""
+    parse_url = url(schemes)
+
+    def parse(text: str) -> str:
+        value = parse_url(text)
+        if unencoded_userinfo(value):
+            raise ValueError(USERINFO_PROBLEM)
+        return value
+
+    return parse
+
+
+parse_store_url = _url_without_unencoded_userinfo(("redis", "rediss", "mysql", "memory"))
 _D = Settings()
 # Every variable of the job service (docs/configuration.md is made from this:
 # python -m pinlater.settings_doc). Of a secret and its _SHA256, the _SHA256
@@ -252,6 +274,17 @@ SETTINGS: tuple[Setting, ...] = (
             "the secret deleteQueue requires (unset: every delete is refused); the CLI sends it too"),
     Setting("PINLATER_ADMIN_SECRET_SHA256", "admin_secret_sha256", _sha256_hex, "",
             "sha256 hex of that secret, instead of the secret itself"),
+    Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES", "admin_secret_max_failures", whole_number(1, 1_000_000),
+            str(_D.admin_secret_max_failures),
+            "wrong admin secrets one caller (a client certificate's name, or address) may send within the window; "
+            "past it, its attempts are refused without being checked"),
+    Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES_ALL", "admin_secret_max_failures_all", whole_number(1, 1_000_000),
+            str(_D.admin_secret_max_failures_all),
+            "wrong admin secrets a process takes from all callers within the window; past it, every attempt "
+            "is refused without being checked"),
+    Setting("PINLATER_ADMIN_SECRET_WINDOW_S", "admin_secret_window_s", positive_number(86_400), "60",
+            "the window of those counts, in seconds: a refused caller may try again when its oldest wrong "
+            "secret in it is this old"),
     Setting("PINLATER_MAX_BODY_BYTES", "max_body_bytes", whole_number(1, 64 * 1024 * 1024),
             str(_D.max_body_bytes), "largest job body, in bytes (at most 64 MiB)"),
     Setting("PINLATER_DEFAULT_PRIORITIES", "default_priorities", whole_number(1, 100),
@@ -280,7 +313,7 @@ SETTINGS: tuple[Setting, ...] = (
             "sha256 hex of that token, instead of the token itself"),
     Setting("PINLATER_DASHBOARD_PROTECT_READS", "dashboard_protect_reads", parse_flag, "no",
             "ask for the token on the read-only views (JSON API, /metrics) too"),
-    Setting("PINLATER_FLOWER_URL", "flower_url", url(("http", "https")), _D.flower_url,
+    Setting("PINLATER_FLOWER_URL", "flower_url", _url_without_unencoded_userinfo(("http", "https")), _D.flower_url,
             "Flower, linked from the dashboard"),
     Setting("PINLATER_MAX_JOBS_PER_CALL", "max_jobs_per_call", whole_number(1, 100_000),
             str(_D.max_jobs_per_call),

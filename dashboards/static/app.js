@@ -306,14 +306,21 @@ async function loop() {
   setTimeout(loop, wait);
 }
 
-document.addEventListener("DOMContentLoaded", async () => {
+// The server gives Flower's address only with the operator token: read again on signing in or out.
+PL.loadConfig = async function () {
   try {
     PL.config = await PL.api("/api/config");
-    document.getElementById("flower-link").href = PL.config.flower_url;
+    const flower = document.getElementById("flower-link");
+    flower.hidden = !PL.config.flower_url;
+    flower.href = PL.config.flower_url || "#";
     document.getElementById("controls-off").hidden = PL.config.controls_enabled;
   } catch (err) {
     banner("Cannot reach the dashboard server: " + err.message);
   }
+};
+
+document.addEventListener("DOMContentLoaded", async () => {
+  await PL.loadConfig();
   document.addEventListener("visibilitychange", () => { if (!document.hidden) PL.refresh(); });
   document.getElementById("detail-close").addEventListener("click", () => { PL.selected = null; PL.refresh(); });
   loop();

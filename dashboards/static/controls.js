@@ -162,9 +162,10 @@
       $("token").value = "";
       $("auth").open = false;
       showAuth();
+      PL.loadConfig();
       PL.refresh();
     });
-    $("forget-auth").addEventListener("click", () => { sessionStorage.removeItem("pl-token"); showAuth(); });
+    $("forget-auth").addEventListener("click", () => { sessionStorage.removeItem("pl-token"); showAuth(); PL.loadConfig(); });
     wireControls();
     $("jobs-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadJobs(false); });
     $("jobs-more").addEventListener("click", () => loadJobs(true));

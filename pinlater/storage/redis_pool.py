@@ -9,7 +9,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import OutOfMemoryError  # type: ignore[attr-defined]  # public; types-redis predates it
 from redis.retry import Retry
 
-from pinlater.storage.urls import redis_tls
+from pinlater.storage.urls import USERINFO_PROBLEM, redis_tls, unencoded_userinfo
 
 # Enough for a Thrift server's threads plus background work; beyond it a
 # caller waits (BlockingConnectionPool) instead of failing, since a full
@@ -29,6 +29,8 @@ def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
     without it the system's CAs) and ``ssl_certfile``/``ssl_keyfile`` (a
     client certificate). A bad URL or unreadable TLS file is a ValueError
     here, not a failure at the first command."""
+    if unencoded_userinfo(url):  # redis-py would name a piece of the password as the port
+        raise ValueError(f"Redis URL: {USERINFO_PROBLEM}")
     pool = redis.BlockingConnectionPool.from_url(
         url,
         **tls_options(url),

@@ -24,17 +24,34 @@ MYSQL_TLS_NAMES = ("ssl_ca", "ssl_cert", "ssl_key")
 
 def redact(url: str) -> str:
     """``url`` with the password of its user part replaced by ``***``; works
-    on URLs too broken to parse (a bad port), since those are shown in errors."""
+    on URLs too broken to parse (a bad port), since those are shown in errors.
+
+    A password may hold a "/", "?", "#" or "@" its writer did not
+    percent-encode, so the user part is taken to run to the URL's last "@",
+    not to the first "/", "?" or "#" as a parser would: an "@" in a query
+    value then hides too much, never too little."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    userinfo, at, hostport = authority.rpartition("@")
+    userinfo, at, hostpart = rest.rpartition("@")
     if not at:
         return url
     user, colon, _ = userinfo.partition(":")
-    return f"{scheme}://{user}{colon and ':' + REDACTED}@{hostport}{tail}"
+    return f"{scheme}://{user}{colon and ':' + REDACTED}@{hostpart}"
+
+
+def unencoded_userinfo(url: str) -> bool:
+    """Whether an "@" comes after the first "/", "?" or "#" of ``url``: a
+    user or password holding one of those unencoded, which a driver cuts
+    at that character, so part of the password would be read as the host,
+    port, path or query and shown in their errors."""
+    rest = url.partition("://")[2]
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    return "@" in rest[end:]
+
+
+USERINFO_PROBLEM = ("a '/', '?', '#' or '@' in its user or password must be percent-encoded "
+                    "(%2F, %3F, %23, %40); the value is not shown")
 
 
 def query_params(url: str, known: tuple[str, ...], kind: str) -> dict[str, str]:
@@ -94,6 +111,8 @@ class MySQLUrl:
         scheme = url.partition("://")[0]
         if scheme != "mysql":
             raise ValueError(f"not a mysql:// URL: {scheme[:12]!r}")
+        if unencoded_userinfo(url):
+            raise ValueError(f"MySQL URL: {USERINFO_PROBLEM}")
         parts = urlsplit(url)
         try:
             port = parts.port or 3306

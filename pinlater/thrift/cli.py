@@ -22,6 +22,7 @@ from pinlater.cli_output import print_result
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
+from pinlater.storage.urls import redact
 from pinlater.thrift import supervisor
 from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
@@ -99,7 +100,7 @@ def run_server_stats(args: argparse.Namespace) -> int:
         with urllib.request.urlopen(url.rstrip("/") + "/stats.json", timeout=5) as response:
             stats: dict[str, Any] = json.loads(response.read())
     except OSError as exc:
-        print(f"error: cannot read server stats from {url}: {exc}", file=sys.stderr)
+        print(f"error: cannot read server stats from {redact(url)}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(stats, indent=2))

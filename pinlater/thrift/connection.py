@@ -51,9 +51,9 @@ class ConnectionServer(Protocol):
     @property
     def tls_context(self) -> ssl.SSLContext | None: ...
 
-    def handle(self, frame: Frame, names: tuple[str, ...] = ()) -> tuple[bytes | None, bool]:
+    def handle(self, frame: Frame, names: tuple[str, ...] = (), peer: str = "") -> tuple[bytes | None, bool]:
         """(reply to send or None, whether the connection stays usable);
-        ``names``: the client certificate's."""
+        ``names``: the client certificate's; ``peer``: the client's address."""
 
     def refusal_reply(self, head: bytes, message: str) -> bytes | None:
         """The error answering a request that was drained unread."""
@@ -131,7 +131,7 @@ class Connection:
                         return
                     self.busy = True
                 try:
-                    reply, keep = server.handle(frame, self.names)
+                    reply, keep = server.handle(frame, self.names, self.address)
                 finally:
                     del frame
                     server.budget.release(self)

@@ -71,6 +71,7 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException
 
 from pinlater import tracing
+from pinlater.caller import Caller, calling_as
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
@@ -394,9 +395,10 @@ class ThriftServer:
             self._remove(conn)
 
     # -- one call ------------------------------------------------------------------------
-    def handle(self, frame: Frame, names: tuple[str, ...] = ()) -> tuple[bytes | None, bool]:
+    def handle(self, frame: Frame, names: tuple[str, ...] = (), peer: str = "") -> tuple[bytes | None, bool]:
         """(reply to send or None, whether the connection stays usable);
-        ``names``: the client certificate's, checked against the roles."""
+        ``names``: the client certificate's, checked against the roles;
+        ``peer``: the client's address."""
         try:
             header = check_message(frame)
         except FrameError as exc:
@@ -426,7 +428,10 @@ class ThriftServer:
             if roles is not None:
                 grant = roles.grant_for(names)
                 self._authorize(grant, names, name, args)
-            with self._call_slots:
+            # Who calls, for the admin-secret throttle and queue creation (pinlater.caller).
+            identity = grant.identity if grant else names[0] if names else peer
+            who = Caller(identity, grant is None or grant.creates_queues)
+            with self._call_slots, calling_as(who):
                 given = args.__dict__
                 method = getattr(self.handler, name)
                 if tracing.ON:

@@ -3,6 +3,7 @@ every control is authenticated, validated and audited."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -270,6 +271,28 @@ def test_protected_reads_disabled_controls_and_host_check(servers: None) -> None
         status, body = call(dash.url + "/api/queues/q/pause", {}, token="anything")
         assert status == 403 and body["error"]["code"] == "CONTROLS_DISABLED"
         assert call(dash.url + "/api/config")[1]["controls_enabled"] is False
+    finally:
+        dash.close()
+        svc.close()
+
+
+def test_the_flower_link_goes_only_to_a_caller_with_the_token(servers: None) -> None:
+    """/api/config is open (the page learns from it to ask for the token),
+    so Flower's address, a way to every task's arguments and to remote
+    control of the workers, is in it only for a caller with the token."""
+    memory = dict(shards=parse_shards("m1=memory://"), control_url=f"memory://{uuid.uuid4().hex}")
+    flower = "http://flower:Fl0wer-pw@flower.internal:5555/flower"
+    settings = Settings(**memory, flower_url=flower, dashboard_token_sha256=hash_secret("s3"))  # type: ignore[arg-type]
+    svc = JobService.from_settings(settings)
+    dash = Dashboard(svc, settings, port=0).start()
+    try:
+        for headers in ({}, {"X-PinLater-Token": "wrong"}, {"Authorization": "Bearer wrong"}):
+            status, config = call(dash.url + "/api/config", headers=headers)
+            assert status == 200 and config["flower_url"] is None and config["controls_enabled"] is True
+            assert "flower.internal" not in json.dumps(config)
+        for headers in ({"X-PinLater-Token": "s3"}, {"Authorization": "Bearer s3"}):
+            status, config = call(dash.url + "/api/config", headers=headers)
+            assert status == 200 and config["flower_url"] == "http://flower:***@flower.internal:5555/flower"
     finally:
         dash.close()
         svc.close()

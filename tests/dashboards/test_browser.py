@@ -103,7 +103,7 @@ def test_page_numbers_equal_the_backend_counts(page: Any, cluster: Cluster) -> N
         assert shown == backend_counts(svc, queue, p), p
     assert "unlimited" in page.inner_text(f'#queues tr[data-queue="{queue}"] td[data-field="rate"]')
     assert page.inner_text("#cluster-status") == "2/2 shards up"
-    assert page.get_attribute("#flower-link", "href") == "http://127.0.0.1:5555"
+    assert page.locator("#flower-link").is_hidden()  # not signed in: the server does not say where Flower is
 
     # Screenshots for people: the whole page at 1280x800, and on a narrow 800px screen.
     page.evaluate("window.scrollTo(0, 0)")
@@ -128,6 +128,19 @@ def test_a_control_without_the_token_is_refused(page: Any, cluster: Cluster) -> 
     wait_for(lambda: "refused" in page.inner_text("#toast"), what="refusal toast")
     assert "wrong operator token" in page.inner_text("#toast")
     assert cluster.svc.queue_config(queue, fresh=True).paused is False
+
+
+def test_the_flower_link_shows_once_signed_in(page: Any, cluster: Cluster) -> None:
+    assert page.locator("#flower-link").is_hidden()
+    sign_in(page, token="not-the-token")
+    page.wait_for_timeout(500)  # the page asks for its config again
+    assert page.locator("#flower-link").is_hidden()
+    sign_in(page)
+    page.wait_for_selector("#flower-link:not([hidden])")
+    assert page.get_attribute("#flower-link", "href") == "http://127.0.0.1:5555"
+    page.click("#auth-summary")
+    page.click("#forget-auth")
+    page.wait_for_selector("#flower-link[hidden]", state="attached")
 
 
 def test_pausing_from_the_page_stops_dequeues(page: Any, cluster: Cluster) -> None:

@@ -6,29 +6,38 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pinlater.cli import read_secret
+from pinlater.service import JobService
+from pinlater.settings import Settings, hash_secret
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, redis_url
 
 # Tens of seconds a test: started early, so no process is left with one at the end.
 pytestmark = pytest.mark.slow
 
 
-def pinlater(*args: str, ok: bool = True, stdin: str | None = None) -> Any:
-    env = {
+def cli_env(**settings: str) -> dict[str, str]:
+    return {
         **os.environ,
         "PINLATER_SHARDS": ",".join(
             f"r{i + 1}={redis_url(port, REDIS_SHARD_DB)}" for i, port in enumerate(REDIS_PORTS)
         ),
         "PINLATER_CONTROL_URL": redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB),
-        "PINLATER_ADMIN_SECRET": "cli-secret",
+        **settings,
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "pinlater.cli", "--json", *args],
-        capture_output=True, text=True, env=env, input=stdin, timeout=60,
-    )
+
+
+def run_cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pinlater.cli", "--json", *args],
+                          capture_output=True, text=True, env=env, input=stdin, timeout=60)
+
+
+def pinlater(*args: str, ok: bool = True, stdin: str | None = None) -> Any:
+    result = run_cli(*args, env=cli_env(PINLATER_ADMIN_SECRET="cli-secret"), stdin=stdin)
     if not ok:
         assert result.returncode == 2, result
         return result.stderr
@@ -66,3 +75,37 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert "PRIORITY_NOT_SUPPORTED" in pinlater("enqueue", queue_name, "x", "--priority", "7", ok=False)
     pinlater("delete-queue", queue_name)
     assert queue_name not in {q["queue"] for q in pinlater("queues")}
+
+
+def test_delete_queue_reads_the_secret_from_a_file_or_stdin_never_shown(
+        servers: None, queue_name: str, tmp_path: Path) -> None:
+    """The secret stays out of argv (which every user sees in ps): a file,
+    or standard input. The process checks it against the configured hash."""
+    secret = "Adm1n-Cli-s3cret"
+    env = cli_env(PINLATER_ADMIN_SECRET_SHA256=hash_secret(secret))
+    env.pop("PINLATER_ADMIN_SECRET", None)
+    secret_file = tmp_path / "admin-secret"
+    secret_file.write_text(secret + "\n")
+    (tmp_path / "wrong").write_text("not-it\n")
+    (tmp_path / "blank").write_text("\n")
+    names = [f"{queue_name}_{n}" for n in range(3)]
+    with JobService.from_settings(Settings.from_env(env)) as service:
+        for name in names:
+            service.create_queue(name)
+        done = run_cli("delete-queue", names[0], "--secret-file", str(tmp_path / "wrong"), env=env)
+        assert (done.returncode, done.stderr.strip()) == (2, "error (PASSWORD_INVALID): wrong admin secret"), done
+        for path, problem in ((tmp_path / "blank", "is empty"), (tmp_path / "missing", ": No such file or directory")):
+            with pytest.raises(ValueError, match=problem):
+                read_secret(str(path))
+        assert set(names) <= service.queue_names()
+
+        by_file = run_cli("delete-queue", names[0], "--secret-file", str(secret_file), env=env)
+        by_stdin = run_cli("delete-queue", names[1], "--secret-file", "-", env=env, stdin=secret + "\n")
+        for done, name in ((by_file, names[0]), (by_stdin, names[1])):
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout) == {"deleted": name} and done.stderr == ""
+            assert secret not in done.stdout + done.stderr
+        # --secret still works, saying what it costs.
+        done = run_cli("delete-queue", names[2], "--secret", secret, env=env)
+        assert done.returncode == 0 and "warning: --secret shows the admin secret" in done.stderr
+        assert not set(names) & service.queue_names()

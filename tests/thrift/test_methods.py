@@ -50,6 +50,27 @@ def test_queue_admin(client: ThriftClient, queue_name: str) -> None:
     assert client.create_queue(queue_name, priorities=5).priorities == 5
 
 
+def test_a_name_with_a_trailing_newline_is_refused_in_process_and_on_the_wire(
+    client: ThriftClient, service: JobService, queue_name: str
+) -> None:
+    # "^...$" with re.match lets "q\n" through: such a queue's descriptors
+    # never parse again, so its jobs could never be ACKed.
+    service.create_queue(queue_name)
+    for caller in (service, client):
+        for name in (queue_name + "\n", "q\n"):
+            with pytest.raises(QueueNameInvalid) as refused:
+                caller.create_queue(name)
+            assert refused.value.message == f"queue name {name!r} is invalid: use letters, digits and underscore only"
+            assert "\n" not in refused.value.message
+            with pytest.raises(QueueNameInvalid):
+                caller.enqueue(name, [Job(b"x")])
+        with pytest.raises(PinLaterError, match="malformed job descriptor"):
+            caller.lookup([f"{queue_name}:sr1:p1:1\n"])
+        with pytest.raises(ContinuationInvalid):
+            caller.scan(queue_name, "pending", continuation="1:r1:1:1\n")
+    assert not {n for n in service.queue_names() if n.startswith("q\n") or n.endswith("\n")}
+
+
 def test_a_queue_deleted_by_another_process_takes_no_more_jobs_through_the_server(
     client: ThriftClient, service: JobService, queue_name: str
 ) -> None:

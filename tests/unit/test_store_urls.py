@@ -6,11 +6,14 @@ wherever a URL is shown."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from pinlater import cli
 from pinlater.devcerts import DevCA
+from pinlater.settings import Settings
 from pinlater.storage.mysql_pool import MySQLAddress
 from pinlater.storage.redis_pool import open_redis
 from pinlater.storage.urls import MySQLUrl, mysql_connect_options, redact, redis_tls
@@ -42,6 +45,45 @@ def ca_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
 ])
 def test_redact_hides_the_password_only(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+# Passwords holding what a URL parser cuts at, unencoded: each character of
+# theirs must be hidden, whichever of them comes first.
+RAW_PASSWORDS = ["Pw/Q7x", "Pw?Q7=x", "Pw#Q7x", "Pw@Q7x", "P/w?Q#7@x", "Pw:Q7/x"]
+WHERE = ["h:6379/0", "h:6380/0?ssl_ca_certs=/ca.pem", "h:3306/db?ssl_ca=/ca.pem", "h"]
+
+
+@pytest.mark.parametrize("password", RAW_PASSWORDS)
+@pytest.mark.parametrize(("scheme", "user"), [("redis", ""), ("rediss", "alice"), ("mysql", "u"), ("mysql", "")])
+def test_redact_hides_a_password_with_unencoded_separators(scheme: str, user: str, password: str) -> None:
+    for where in WHERE:
+        shown = redact(f"{scheme}://{user}:{password}@{where}")
+        assert shown == f"{scheme}://{user}:***@{where}"
+        assert "Pw" not in shown and "Q7" not in shown
+
+
+@pytest.mark.parametrize("password", [p for p in RAW_PASSWORDS if set(p) & set("/?#")])
+def test_a_url_whose_password_a_driver_would_cut_is_refused_without_showing_it(password: str) -> None:
+    """Drivers end the user part at the first "/", "?" or "#": a piece of
+    the password would be read as the port ("Port could not be cast to
+    integer value as 'Pw'") or the query, and named in the error. (An "@"
+    alone is fine: they split at the last one.)"""
+    settings = Settings.from_env({"PINLATER_SHARDS": "r1=redis://:Pw@Q7x@127.0.0.1:1/0",
+                                  "PINLATER_FLOWER_URL": "http://u:Pw@Q7x@127.0.0.1:5555/"})
+    assert "Pw" not in repr(settings) and "Q7" not in repr(settings)
+    env = {"PINLATER_SHARDS": f"r1=redis://:{password}@127.0.0.1:1/0", "PINLATER_CONTROL_URL": "memory://x"}
+    attempts: list[Callable[[], object]] = [
+        lambda: open_redis(f"redis://:{password}@127.0.0.1:1/0", 1.0),
+        lambda: MySQLAddress.parse(f"mysql://u:{password}@127.0.0.1:1/db"),
+        lambda: Settings.from_env(env),
+        lambda: Settings.from_env({"PINLATER_CONTROL_URL": f"mysql://u:{password}@127.0.0.1:1/db"}),
+        lambda: Settings.from_env({"PINLATER_FLOWER_URL": f"http://u:{password}@127.0.0.1:5555/"}),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ValueError, match="must be percent-encoded") as refused:
+            attempt()
+        message = str(refused.value)
+        assert "\n" not in message and "Pw" not in message and "Q7" not in message, message
 
 
 def test_mysql_url_reads_tls_files() -> None:
@@ -133,3 +175,9 @@ def test_settings_never_show_a_store_password() -> None:
     assert SECRET not in repr(settings) and "redis://u:***@127.0.0.1:1/0" in repr(settings)
     transport = TransportSettings.from_options({}, {"PINLATER_BUS_URL": f"rediss://u:{SECRET}@127.0.0.1:1/0"})
     assert SECRET not in repr(transport)
+
+
+def test_a_url_in_a_commands_error_is_shown_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["server-stats", "--url", "http://stats:Pw-Q7x@127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read server stats from http://stats:***@127.0.0.1:1" in err and "Q7" not in err
