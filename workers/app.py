@@ -4,7 +4,7 @@
 
     celery -A workers.app worker            # every PinLater task queue, and the default one
     celery -A workers.app worker -Q a,b     # or only these
-    celery -A workers.app flower --address=127.0.0.1
+    python -m workers.flower --address=127.0.0.1   # Flower, with basic auth (workers.flower)
 
 Every process that imports this module can use ``pinlater://`` broker URLs
 (the transport alias is registered here), and its ``app`` is Celery's
