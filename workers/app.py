@@ -4,7 +4,7 @@
 
     celery -A workers.app worker            # every PinLater task queue, and the default one
     celery -A workers.app worker -Q a,b     # or only these
-    celery -A workers.app flower --address=127.0.0.1
+    python -m workers.flower --address=127.0.0.1   # Flower, with basic auth (workers.flower)
 
 Every process that imports this module can use ``pinlater://`` broker URLs
 (the transport alias is registered here), and its ``app`` is Celery's
@@ -29,14 +29,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_process_shutdown
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
 from pinlater import tracing
 from pinlater.envsettings import read
-from workers import registry
+from workers import registry, task_guard
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import take_descriptor
@@ -54,6 +54,16 @@ def task_queue(name: str) -> Queue:
     # Each task queue gets its own direct exchange: a Queue without one would
     # bind to the default exchange.
     return Queue(name, Exchange(name, type="direct"), routing_key=name)
+
+
+class RefusedStats(bootsteps.StartStopStep):
+    """``pinlater_refused`` in ``celery inspect stats`` (and Flower's worker
+    page): the deliveries this worker refused, by queue and task
+    (``workers.task_guard``). A start-stop step with nothing to start: only
+    those join the consumer's steps, whose ``info`` makes the stats."""
+
+    def info(self, parent: Any) -> dict[str, Any]:
+        return {"pinlater_refused": task_guard.counts()}
 
 
 class PinLaterCelery(Celery):
@@ -107,6 +117,7 @@ def make_app(
         beat_scheduler="workers.beat:PinLaterScheduler",
     )
     app.conf.update(config)
+    app.steps["consumer"].add(RefusedStats)
     return app
 
 
@@ -136,6 +147,13 @@ def consume_task_queues(app: Celery) -> None:
 def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
     if instance is not None and isinstance(instance.app.amqp.queues, dict):
         consume_task_queues(instance.app)
+
+
+@worker_init.connect
+def _guard_deliveries(**_: Any) -> None:
+    # This process consumes as a Celery worker: it runs only the tasks each
+    # queue routes to (plain Kombu consumers of other processes run none).
+    task_guard.enforce()
 
 
 @worker_process_init.connect  # each process of the prefork pool

@@ -31,9 +31,9 @@ from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
 
 from pinlater.errors import AckNotApplied, DequeueRateLimited, PinLaterError, QueueNotFound
-from pinlater.models import Ack, Checkpoint, DequeuedJob, Job
+from pinlater.models import Checkpoint, DequeuedJob, Job
 from pinlater.states import JobState
-from workers import registry
+from workers import registry, task_guard
 from workers.bus import encode_transient
 from workers.client import queue_config
 from workers.message_format import StoredMessage, decode, encode, eta_to_ms, kombu_payload, raw_message
@@ -448,11 +448,18 @@ class Channel(virtual.Channel):
 
     def _stored(self, queue: str, job: DequeuedJob) -> StoredMessage | None:
         """The message of a claimed job, or None when it expired before this
-        delivery (then the job is ended: see ``PinLaterQoS.expire``)."""
+        delivery or a worker must not run it (``workers.task_guard``): then
+        the job is ended, see ``PinLaterQoS.expire``."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
         if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
-            self.qos.expire(job.descriptor)
+            self.qos.expire(job.descriptor, EXPIRED_STATUS)
             return None
+        if task_guard.enforced():
+            reason = task_guard.refusal(queue, stored)
+            if reason is not None:
+                task_guard.refused(queue, stored, job.descriptor, reason)
+                self.qos.expire(job.descriptor, reason)
+                return None
         return stored
 
     # -- acks, heartbeats, release ----------------------------------------------------------
@@ -505,14 +512,14 @@ class Channel(virtual.Channel):
             acks.succeeded, acks.failed = acks.succeeded[len(succeeded):], acks.failed[len(failed):]
 
     def _send_expiries(self, queue: str, acks: PendingAcks) -> None:
-        """Expired jobs end FAILED: attempts set to one, then a failure ACK
-        (with ``_send_acks``) whose status says why."""
+        """Expired (and refused) jobs end FAILED: attempts set to one, then
+        their failure ACK (with ``_send_acks``), whose status says why."""
         while acks.expired:
             chunk = acks.expired[:ACK_CHUNK]
             result = self.client.checkpoint(
-                queue, [Checkpoint(d, attempts_allowed=1) for d in chunk], source=self.connection.source
+                queue, [Checkpoint(a.descriptor, attempts_allowed=1) for a in chunk], source=self.connection.source
             )
-            acks.failed += [Ack(d, EXPIRED_STATUS) for d in chunk if d not in result.stale]
+            acks.failed += [a for a in chunk if a.descriptor not in result.stale]
             acks.expired = acks.expired[len(chunk):]
 
     def _send_releases(self, queue: str, acks: PendingAcks) -> None:

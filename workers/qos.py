@@ -12,8 +12,9 @@ Here a job never leaves its shard, so:
               (``set_retry_delay``), else the queue's retry policy
 * reject(requeue=True), restore -> release: back to PENDING without
               spending an attempt (checkpoint with move_to_pending)
-* expire   -> the message's ``expiration`` passed before delivery: the job
-              ends FAILED with the status ``expired`` (its attempts are
+* expire   -> the message's ``expiration`` passed before delivery, or the
+              worker refuses its task (``workers.task_guard``): the job
+              ends FAILED with a status that says which (its attempts are
               set to one, then a failure ACK), never delivered
 
 Where they go out: in a worker (an event loop), ACKs and rejects are
@@ -64,7 +65,9 @@ class PendingAcks:
     succeeded: list[Ack] = field(default_factory=list)
     failed: list[Ack] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
-    expired: list[str] = field(default_factory=list)
+    # Jobs to end FAILED undelivered: each failure ACK, sent once the job's
+    # attempts are set to one.
+    expired: list[Ack] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.succeeded or self.failed or self.released or self.expired)
@@ -134,11 +137,12 @@ class PinLaterQoS(virtual.QoS):
                 self._pending[queue].succeeded.append(Ack(delivery_tag))
                 self._added(1)
 
-    def expire(self, delivery_tag: str) -> None:
+    def expire(self, delivery_tag: str, status: str) -> None:
+        """Ends a job that is not delivered; ``status`` says why."""
         queue = queue_of(delivery_tag)
         if queue is not None:
             with self._lock:
-                self._pending[queue].expired.append(delivery_tag)
+                self._pending[queue].expired.append(Ack(delivery_tag, status[:STATUS_MAX]))
                 self._added(1)
 
 

@@ -80,6 +80,9 @@ SETTINGS: tuple[Setting, ...] = (
             "largest claim per dequeue call (option max_batch)"),
     Setting("PINLATER_CELERY_IMPORTS", "", parse_imports, "",
             "comma-separated task modules the workers import (workers.builtin_tasks always)"),
+    Setting("PINLATER_FLOWER_AUTH_FILE", "", plain_text, "",
+            "file of user:password lines, Flower's basic auth (python -m workers.flower); unset, and no "
+            "FLOWER_BASIC_AUTH, Flower does not start"),
 )
 _OPTIONS = {option: next(s for s in SETTINGS if s.field == field)
             for option, field in (("bus_url", "bus_url"), ("bus_prefix", "bus_prefix"),

@@ -40,7 +40,7 @@ FREE_TEXT = {
     # File paths: the files are checked when the server or client loads them.
     "PINLATER_SERVER_TLS_CERT", "PINLATER_SERVER_TLS_KEY", "PINLATER_SERVER_TLS_CLIENT_CA", "PINLATER_SERVER_ROLES",
     "PINLATER_HTTP_TLS_CERT", "PINLATER_HTTP_TLS_KEY", "PINLATER_CLIENT_TLS_CA", "PINLATER_CLIENT_TLS_CERT",
-    "PINLATER_CLIENT_TLS_KEY",
+    "PINLATER_CLIENT_TLS_KEY", "PINLATER_FLOWER_AUTH_FILE",
 }
 DECLARED = [(package, setting) for package, settings in discovered() for setting in settings]
 

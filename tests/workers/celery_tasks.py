@@ -155,3 +155,16 @@ def flaky(self: Any) -> str:
     if results().incr(key("runs:w_flaky")) == 1:
         raise RuntimeError("the first attempt fails on purpose")
     return "ok"
+
+
+# -- deliveries a worker refuses --------------------------------------------------------------
+@task("w_guard")
+def guarded(self: Any, body: Any) -> None:
+    """The task of its queue: a raw body or a published message runs it."""
+    results().rpush(key("runs:w_guard"), body if isinstance(body, bytes) else str(body))
+
+
+@task("w_victim")
+def victim(self: Any, note: str) -> None:
+    """Another queue's task: a producer of w_guard must not make it run."""
+    results().rpush(key("runs:w_victim"), note)

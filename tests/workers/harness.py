@@ -85,15 +85,21 @@ class Processes:
         self.commands: dict[str, list[str]] = {}
 
     def start(self, name: str, args: list[str], extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        env = dict(self.env, **(extra_env or {}))
+        proc = self._spawn(name, [sys.executable, "-m", "celery", "-A", "workers.app", *args],
+                           dict(self.env, **(extra_env or {})), REPO)
+        self.commands[name] = args
+        return proc
+
+    def start_shell(self, name: str, command: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+        """``command`` as a Procfile runner starts it: a shell line."""
+        return self._spawn(name, ["/bin/sh", "-c", command], env, cwd)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
         log = open(self.logdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", *args],
-            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         log.close()
         self.procs[name] = proc
-        self.commands[name] = args
         return proc
 
     def worker(self, name: str, queues: list[str], concurrency: int = 2, *extra: str) -> subprocess.Popen[bytes]:
