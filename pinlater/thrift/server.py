@@ -140,8 +140,9 @@ class ThriftServer:
 
         ``security`` (default: from the service's settings,
         PINLATER_SERVER_TLS_* and PINLATER_SERVER_ROLES): TLS and roles.
-        Plain TCP on an address other than loopback is refused (a
-        TlsConfigError) unless PINLATER_SERVER_INSECURE says otherwise."""
+        An address other than loopback is refused (a TlsConfigError)
+        unless clients must present certificates (a client CA), or
+        PINLATER_SERVER_INSECURE says otherwise."""
         settings = job_service.settings
         self.security = security if security is not None else Security.from_settings(settings)
         if listener is None:

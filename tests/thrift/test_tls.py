@@ -24,7 +24,7 @@ from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.access import CREATES
 from pinlater.thrift.access import ROLES as METHODS_OF
 from pinlater.thrift.pool import ServerPool
-from pinlater.thrift.security import Security
+from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
 from pinlater.tls import TlsConfigError
@@ -295,6 +295,30 @@ def test_plain_tcp_off_the_loopback_is_refused_unless_insecure(redis_service: Jo
     # With TLS any address may be bound.
     ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None,
                  security=Security(certs.server(), certs.roles)).stop(0)
+
+
+def test_tls_without_client_certificates_off_the_loopback_is_refused_unless_insecure(
+        redis_service: JobService, certs: Certs) -> None:
+    """With TLS but no client CA anyone who reaches the port may call every
+    method but deleteQueue, and guess the admin secret: not safe to expose."""
+    server_only = Security(certs.server(client_certs=False, roles=False))
+    for host in ("0.0.0.0", "::", ""):
+        with pytest.raises(TlsConfigError, match="refusing to serve TLS without client certificates") as info:
+            check_exposure(host, server_only, insecure=False)
+        message = str(info.value)
+        assert "\n" not in message and "PINLATER_SERVER_TLS_CLIENT_CA" in message
+        assert "PINLATER_SERVER_INSECURE" in message
+    with pytest.raises(TlsConfigError, match=r"without client certificates on 0\.0\.0\.0"):
+        ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None, security=server_only)
+    # Loopback needs nothing; elsewhere the explicit setting lets it listen.
+    for host in ("127.0.0.1", "::1", "localhost"):
+        check_exposure(host, server_only, insecure=False)
+    ThriftServer(redis_service, "127.0.0.1", 0, metrics_port=None, security=server_only).stop(0)
+    insecure = JobService(redis_service.core.sibling(_replace(redis_service, server_insecure=True)),
+                          source="insecure")
+    ThriftServer(insecure, "0.0.0.0", 0, metrics_port=None, security=server_only).stop(0)
+    # Client certificates without roles are enough.
+    check_exposure("0.0.0.0", Security(certs.server(roles=False)), insecure=False)
 
 
 def _replace(service: JobService, **changes: Any) -> Any:
