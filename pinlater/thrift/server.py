@@ -76,22 +76,12 @@ from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
 from pinlater.thrift.connection import Connection
 from pinlater.thrift.convert import to_wire_error, trace_carrier
-from pinlater.thrift.framing import (
-    CALL,
-    EXCEPTION,
-    ONEWAY,
-    REPLY,
-    Frame,
-    FrameError,
-    check_message,
-    decode_message,
-    encode_message,
-    read_header,
-)
+from pinlater.thrift.framing import CALL, EXCEPTION, ONEWAY, REPLY, Frame, FrameError, decode_message, encode_message
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
 from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.stats import UNKNOWN_METHOD, MetricsServer, ServerStats
+from pinlater.thrift.walk import check_message, read_header
 
 log = logging.getLogger(__name__)
 
