@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import ssl
 import time
+import tracemalloc
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -30,6 +31,8 @@ from pinlater.thrift_client import ThriftClient
 from pinlater.tls import TlsConfigError
 from tests.support.tls import ROLES, Certs, make_certs
 from tests.thrift.conftest import make_service
+from tests.thrift.hostile_frames import header
+from tests.thrift.rawwire import call_frame, ctx, length_prefix, read_reply
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +198,38 @@ def test_each_role_may_call_its_own_methods(connect: Callable[..., ThriftClient]
         finally:
             pool.close()
     assert _stat(tls_server, "calls_denied") == 0
+
+
+@pytest.mark.parametrize("identity, method", [
+    ("tls-producer", "deleteJobs"), ("tls-operator", "enqueueJobs"), ("stranger", "getQueueNames"),
+])
+def test_a_call_outside_the_role_is_refused_from_its_header_alone(
+        tls_server: ThriftServer, certs: Certs, identity: str, method: str) -> None:
+    """Arguments that no walk or decoder would accept, as large as a frame
+    may be: refused with PASSWORD_INVALID from the message header, at a
+    cost that does not depend on them, and the connection stays open."""
+    body = header(method) + b"\xff" * (tls_server.max_frame - 100)
+    tracemalloc.start()
+    try:
+        started = time.thread_time()
+        reply, keep = tls_server.handle(body, (identity,))
+        cpu = time.thread_time() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert keep and reply is not None and peak < 64 * 1024 and cpu < 0.05, (peak, cpu)
+    context = certs.client(identity).context()
+    with (socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as raw,
+          context.wrap_socket(raw, server_hostname="127.0.0.1") as sock):
+        sock.sendall(length_prefix(len(body)) + body)
+        result = read_reply(sock, method, timeout_s=20)
+        assert result.e.errorCode == ErrorCode.PASSWORD_INVALID, result.e.message
+        assert identity in result.e.message
+        sock.sendall(call_frame("getQueueConfig", seqid=2, context=ctx(), name="no_such_queue"))
+        assert read_reply(sock, "getQueueConfig").e is not None  # answered: the connection is in step
+    assert tls_server.stats.bad_frames == 0
+    # The call, in process and on the wire; a stranger's getQueueConfig too.
+    assert _stat(tls_server, "calls_denied") == 2 + (identity == "stranger")
 
 
 def test_queue_grants_narrow_a_role(connect: Callable[..., ThriftClient], tls_server: ThriftServer) -> None:
