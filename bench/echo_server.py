@@ -23,7 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pinlater.thrift import idl, service
-from pinlater.thrift.framing import REPLY, encode_message, read_header
+from pinlater.thrift.framing import REPLY, encode_message
+from pinlater.thrift.walk import read_header
 
 DESCRIPTOR = "bench_echo:s1:p1:1"
 BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'

@@ -162,7 +162,7 @@ class Settings:
     server_tls_key: str | None = None
     server_tls_client_ca: str | None = None
     server_roles: str | None = None
-    # Serve plain TCP on an address other than loopback anyway.
+    # Serve an address other than loopback without client certificates anyway.
     server_insecure: bool = False
     # HTTPS of the small HTTP endpoints (dashboard, feeds, typeahead, metrics).
     http_tls_cert: str | None = None
@@ -346,7 +346,8 @@ SETTINGS: tuple[Setting, ...] = (
             "roles file, one line an identity: <certificate CN or SAN> <role> [queue ...] (unset: "
             "any client certificate may call everything); reloaded on SIGHUP"),
     Setting("PINLATER_SERVER_INSECURE", "server_insecure", parse_flag, "no",
-            "let the Thrift server listen without TLS on an address other than loopback"),
+            "let the Thrift server listen on an address other than loopback without client certificates "
+            "(plain TCP, or TLS without PINLATER_SERVER_TLS_CLIENT_CA)"),
     Setting("PINLATER_HTTP_TLS_CERT", "http_tls_cert", plain_text, "",
             "PEM certificate: set, the dashboard, feed and typeahead endpoints and the metrics endpoint serve HTTPS"),
     Setting("PINLATER_HTTP_TLS_KEY", "http_tls_key", plain_text, "",

@@ -150,15 +150,22 @@ def queues_named(method: str, args: Any) -> list[str]:
     return names
 
 
-def check(grant: Grant | None, names: tuple[str, ...], method: str, args: Any,
-          exists: Callable[[str], bool]) -> None:
-    """Raises AccessDenied unless ``grant`` allows this call; ``exists``
-    says whether a queue exists (a non-admin "creates" only those)."""
+def check_method(grant: Grant | None, names: tuple[str, ...], method: str) -> Grant:
+    """Raises AccessDenied unless ``grant`` may call ``method`` at all: from
+    the message header, before its arguments are decoded."""
     if grant is None:
         who = repr(names[0]) if names else "a client without a certificate name"
         raise AccessDenied(f"{who} has no role on this server")
     if not grant.may_call(method):
         raise AccessDenied(f"{grant.describe()} may not call {method}")
+    return grant
+
+
+def check(grant: Grant | None, names: tuple[str, ...], method: str, args: Any,
+          exists: Callable[[str], bool]) -> None:
+    """Raises AccessDenied unless ``grant`` allows this call; ``exists``
+    says whether a queue exists (a non-admin "creates" only those)."""
+    grant = check_method(grant, names, method)
     for queue in queues_named(method, args):
         if not grant.may_touch(queue):
             raise AccessDenied(f"{grant.describe()} may not call {method} on queue {queue[:60]!r}")

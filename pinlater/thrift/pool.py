@@ -34,10 +34,10 @@ from pinlater.thrift.framing import (
     FrameError,
     FrameReader,
     PeerClosed,
-    check_message,
     decode_message,
     encode_message,
 )
+from pinlater.thrift.walk import check_message
 
 log = logging.getLogger(__name__)
 

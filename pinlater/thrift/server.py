@@ -42,13 +42,19 @@ Hostile or broken clients (defaults from ``pinlater.settings``):
   (256 MiB) across connections (``pinlater.thrift.resources.ByteBudget``);
   stalled ones are shed to make room, and past that a request is drained
   unread and answered with an error.
+* An unknown method is answered from the message header alone; a known
+  one is walked within its bounds (``pinlater.thrift.bounds``: its own
+  lists within its call's limits, everything else within a small
+  allowance) before anything is decoded, so a frame costs at most what its
+  call may cost, whatever its size (``handle``).
 
 TLS and roles (``pinlater.thrift.security``): with a certificate, each
 connection's thread does the TLS handshake within the frame timeout, after
 peeking at the first byte: a client that is not speaking TLS is closed
 before any TLS work. A connection in its handshake is idle for shedding.
-With roles, every call is checked against the caller's certificate names
-(``pinlater.thrift.access``) after its arguments are decoded, before it
+With roles, every call's method is checked against the caller's
+certificate names (``pinlater.thrift.access``) from its header, before its
+arguments are walked or decoded, and its queues once they are, before it
 reaches the job service; ``request_reload`` (SIGHUP) reloads the files.
 
 Shutdown (``stop``): stop accepting, wake idle connections so they close,
@@ -75,24 +81,15 @@ from pinlater.caller import Caller, calling_as
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
+from pinlater.thrift.bounds import call_bounds
 from pinlater.thrift.connection import Connection
 from pinlater.thrift.convert import to_wire_error, trace_carrier
-from pinlater.thrift.framing import (
-    CALL,
-    EXCEPTION,
-    ONEWAY,
-    REPLY,
-    Frame,
-    FrameError,
-    check_message,
-    decode_message,
-    encode_message,
-    read_header,
-)
+from pinlater.thrift.framing import CALL, EXCEPTION, ONEWAY, REPLY, Frame, FrameError, decode_message, encode_message
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
 from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.stats import UNKNOWN_METHOD, MetricsServer, ServerStats
+from pinlater.thrift.walk import Header, OverLimit, check_body, read_header
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +138,9 @@ class ThriftServer:
 
         ``security`` (default: from the service's settings,
         PINLATER_SERVER_TLS_* and PINLATER_SERVER_ROLES): TLS and roles.
-        Plain TCP on an address other than loopback is refused (a
-        TlsConfigError) unless PINLATER_SERVER_INSECURE says otherwise."""
+        An address other than loopback is refused (a TlsConfigError)
+        unless clients must present certificates (a client CA), or
+        PINLATER_SERVER_INSECURE says otherwise."""
         settings = job_service.settings
         self.security = security if security is not None else Security.from_settings(settings)
         if listener is None:
@@ -150,6 +148,7 @@ class ThriftServer:
         self.service = job_service
         self.handler = handler or Handler(job_service)
         self.max_frame = max_frame_bytes or default_max_frame(settings.max_body_bytes)
+        self.bounds = call_bounds(settings)
         self.max_connections = max_connections or settings.server_max_connections
         self.max_connections_per_client = max_connections_per_client or settings.server_max_connections_per_client
         self._call_slots = threading.BoundedSemaphore(max_concurrent_calls)
@@ -398,9 +397,16 @@ class ThriftServer:
     def handle(self, frame: Frame, names: tuple[str, ...] = (), peer: str = "") -> tuple[bytes | None, bool]:
         """(reply to send or None, whether the connection stays usable);
         ``names``: the client certificate's, checked against the roles;
-        ``peer``: the client's address."""
+        ``peer``: the client's address.
+
+        An unknown method, or one outside the caller's role, is answered
+        from the message header alone. Then the frame is walked within the
+        method's bounds (``pinlater.thrift.bounds``), and only a frame
+        within them is decoded: what a call costs before it reaches the
+        job service is bounded by its header and its own limits, not by
+        the frame's size."""
         try:
-            header = check_message(frame)
+            header, pos = read_header(frame)
         except FrameError as exc:
             self.stats.count("bad_frames")
             return self._protocol_error(frame, f"malformed message: {exc}"), False
@@ -413,6 +419,22 @@ class ThriftServer:
             unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, f"no method {name!r} in PinLater")
             return encode_message(name, EXCEPTION, header.seqid, unknown), True
         args_cls, result_cls, fields = _SIGNATURES[name]
+        roles = self.security.access
+        grant = None
+        if roles is not None:
+            grant = roles.grant_for(names)
+            try:
+                self._authorize(grant, names, name, None)
+            except access.AccessDenied as exc:
+                return self._refused(header, result_cls, exc), True
+        limits = self.bounds[name]
+        try:
+            check_body(frame, pos, limits.bounds)
+        except OverLimit as exc:
+            return self._refused(header, result_cls, limits.refusal(exc)), True
+        except FrameError as exc:
+            self.stats.count("bad_frames")
+            return self._protocol_error(frame, f"malformed message: {exc}"), False
         try:
             args = decode_message(frame, args_cls())
         except Exception as exc:  # noqa: BLE001 -- anything the decoder throws is the frame's fault
@@ -423,10 +445,7 @@ class ThriftServer:
         code: str | None = None
         self.stats.count("in_flight")
         try:
-            roles = self.security.access
-            grant = None
             if roles is not None:
-                grant = roles.grant_for(names)
                 self._authorize(grant, names, name, args)
             # Who calls, for the admin-secret throttle and queue creation (pinlater.caller).
             identity = grant.identity if grant else names[0] if names else peer
@@ -466,8 +485,13 @@ class ThriftServer:
             return encode_message(name, EXCEPTION, header.seqid, app), True
 
     def _authorize(self, grant: access.Grant | None, names: tuple[str, ...], method: str, args: Any) -> None:
+        """The method alone (``args`` None: from the header), or the whole
+        decoded call (its queues too)."""
         try:
-            access.check(grant, names, method, args, self._queue_exists)
+            if args is None:
+                access.check_method(grant, names, method)
+            else:
+                access.check(grant, names, method, args, self._queue_exists)
         except access.AccessDenied as exc:
             self.stats.count("calls_denied")
             # The identity and the method, never the arguments; a client
@@ -480,6 +504,16 @@ class ThriftServer:
                 self._last_denial_log[key] = now
                 log.warning("denied: %s", exc.message)
             raise
+
+    def _refused(self, header: Header, result_cls: Any, error: PinLaterError) -> bytes | None:
+        """The reply to a call refused before its arguments were decoded."""
+        self.stats.record(header.name, 0.0, error.code.name)
+        log.debug("%s refused before decoding: %s: %s", header.name, error.code.name, error.message)
+        if header.mtype == ONEWAY:
+            return None
+        result = result_cls()
+        result.e = to_wire_error(error)
+        return encode_message(header.name, REPLY, header.seqid, result)
 
     def _queue_exists(self, name: str) -> bool:
         self.service.queue_config(name)

@@ -7,7 +7,8 @@ import struct
 from typing import Any
 
 from pinlater.thrift import idl, service
-from pinlater.thrift.framing import CALL, FrameReader, check_message, decode_message, encode_message
+from pinlater.thrift.framing import CALL, FrameReader, decode_message, encode_message
+from pinlater.thrift.walk import check_message
 
 
 def connect(port: int, timeout_s: float = 5.0) -> socket.socket:

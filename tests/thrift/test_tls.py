@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import ssl
 import time
+import tracemalloc
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -24,12 +25,14 @@ from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.access import CREATES
 from pinlater.thrift.access import ROLES as METHODS_OF
 from pinlater.thrift.pool import ServerPool
-from pinlater.thrift.security import Security
+from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift_client import ThriftClient
 from pinlater.tls import TlsConfigError
 from tests.support.tls import ROLES, Certs, make_certs
 from tests.thrift.conftest import make_service
+from tests.thrift.hostile_frames import header
+from tests.thrift.rawwire import call_frame, ctx, length_prefix, read_reply
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +200,38 @@ def test_each_role_may_call_its_own_methods(connect: Callable[..., ThriftClient]
     assert _stat(tls_server, "calls_denied") == 0
 
 
+@pytest.mark.parametrize("identity, method", [
+    ("tls-producer", "deleteJobs"), ("tls-operator", "enqueueJobs"), ("stranger", "getQueueNames"),
+])
+def test_a_call_outside_the_role_is_refused_from_its_header_alone(
+        tls_server: ThriftServer, certs: Certs, identity: str, method: str) -> None:
+    """Arguments that no walk or decoder would accept, as large as a frame
+    may be: refused with PASSWORD_INVALID from the message header, at a
+    cost that does not depend on them, and the connection stays open."""
+    body = header(method) + b"\xff" * (tls_server.max_frame - 100)
+    tracemalloc.start()
+    try:
+        started = time.thread_time()
+        reply, keep = tls_server.handle(body, (identity,))
+        cpu = time.thread_time() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert keep and reply is not None and peak < 64 * 1024 and cpu < 0.05, (peak, cpu)
+    context = certs.client(identity).context()
+    with (socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as raw,
+          context.wrap_socket(raw, server_hostname="127.0.0.1") as sock):
+        sock.sendall(length_prefix(len(body)) + body)
+        result = read_reply(sock, method, timeout_s=20)
+        assert result.e.errorCode == ErrorCode.PASSWORD_INVALID, result.e.message
+        assert identity in result.e.message
+        sock.sendall(call_frame("getQueueConfig", seqid=2, context=ctx(), name="no_such_queue"))
+        assert read_reply(sock, "getQueueConfig").e is not None  # answered: the connection is in step
+    assert tls_server.stats.bad_frames == 0
+    # The call, in process and on the wire; a stranger's getQueueConfig too.
+    assert _stat(tls_server, "calls_denied") == 2 + (identity == "stranger")
+
+
 def test_queue_grants_narrow_a_role(connect: Callable[..., ThriftClient], tls_server: ThriftServer) -> None:
     ours, theirs = f"tls_team_a_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:12]}"
     admin, team = connect("tls-admin"), connect("tls-team-a")
@@ -295,6 +330,30 @@ def test_plain_tcp_off_the_loopback_is_refused_unless_insecure(redis_service: Jo
     # With TLS any address may be bound.
     ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None,
                  security=Security(certs.server(), certs.roles)).stop(0)
+
+
+def test_tls_without_client_certificates_off_the_loopback_is_refused_unless_insecure(
+        redis_service: JobService, certs: Certs) -> None:
+    """With TLS but no client CA anyone who reaches the port may call every
+    method but deleteQueue, and guess the admin secret: not safe to expose."""
+    server_only = Security(certs.server(client_certs=False, roles=False))
+    for host in ("0.0.0.0", "::", ""):
+        with pytest.raises(TlsConfigError, match="refusing to serve TLS without client certificates") as info:
+            check_exposure(host, server_only, insecure=False)
+        message = str(info.value)
+        assert "\n" not in message and "PINLATER_SERVER_TLS_CLIENT_CA" in message
+        assert "PINLATER_SERVER_INSECURE" in message
+    with pytest.raises(TlsConfigError, match=r"without client certificates on 0\.0\.0\.0"):
+        ThriftServer(redis_service, "0.0.0.0", 0, metrics_port=None, security=server_only)
+    # Loopback needs nothing; elsewhere the explicit setting lets it listen.
+    for host in ("127.0.0.1", "::1", "localhost"):
+        check_exposure(host, server_only, insecure=False)
+    ThriftServer(redis_service, "127.0.0.1", 0, metrics_port=None, security=server_only).stop(0)
+    insecure = JobService(redis_service.core.sibling(_replace(redis_service, server_insecure=True)),
+                          source="insecure")
+    ThriftServer(insecure, "0.0.0.0", 0, metrics_port=None, security=server_only).stop(0)
+    # Client certificates without roles are enough.
+    check_exposure("0.0.0.0", Security(certs.server(roles=False)), insecure=False)
 
 
 def _replace(service: JobService, **changes: Any) -> Any:

@@ -133,6 +133,16 @@ def test_plain_tcp_off_the_loopback_refuses_to_start_in_one_line(processes: str)
     assert "PINLATER_SERVER_INSECURE" in lines[0]
 
 
+def test_tls_without_client_certificates_off_the_loopback_refuses_to_start_in_one_line(certs: Certs) -> None:
+    tls = certs.server(client_certs=False, roles=False)
+    env = server_env(PINLATER_SERVER_TLS_CERT=tls.cert, PINLATER_SERVER_TLS_KEY=tls.key or tls.cert)
+    done = _start(env, "--host", "0.0.0.0")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refusing to serve TLS without client certificates on 0.0.0.0" in lines[0], done.stderr
+    assert "PINLATER_SERVER_TLS_CLIENT_CA" in lines[0] and "PINLATER_SERVER_INSECURE" in lines[0]
+
+
 def test_insecure_lets_it_listen_off_the_loopback() -> None:
     with subprocess.Popen(cli("server", "--host", "0.0.0.0", "--port", "0", "--metrics-port", "-1"),
                           env=server_env(PINLATER_SERVER_INSECURE="yes"), cwd=REPO, stdout=subprocess.PIPE,
