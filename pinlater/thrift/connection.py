@@ -18,6 +18,7 @@ from pinlater.thrift.framing import (
     FrameError,
     FrameReader,
     FrameRejected,
+    FrameScreened,
     FrameTimeout,
     FrameTooLarge,
     PeerClosed,
@@ -58,6 +59,10 @@ class ConnectionServer(Protocol):
     def refusal_reply(self, head: bytes, message: str) -> bytes | None:
         """The error answering a request that was drained unread."""
 
+    def admits(self, head: bytes, names: tuple[str, ...]) -> bool:
+        """Whether a large request whose first bytes are ``head`` is worth
+        buffering: False when its header alone refuses it."""
+
     def forget(self, conn: Connection) -> None:
         """Frees the slot of a connection that has closed."""
 
@@ -75,7 +80,7 @@ class Connection:
         self.sock = sock
         self.address = address
         self.peer = peer
-        self.reader = FrameReader(sock, server.max_frame, self._reserve)
+        self.reader = FrameReader(sock, server.max_frame, self._reserve, self._screen)
         self.busy = False
         self.closing = False
         # The client certificate's names (with TLS and client certificates).
@@ -113,6 +118,11 @@ class Connection:
                         log.info("closing connection from %s: %s", self.peer, exc)
                         return
                     log.info("refused a request from %s: %s", self.peer, exc)
+                    continue
+                except FrameScreened as exc:
+                    # Drained unbuffered; the header alone makes the reply.
+                    if not self._drop(exc.size, None):
+                        return
                     continue
                 except FrameTimeout as exc:
                     if not self.closing:
@@ -191,10 +201,14 @@ class Connection:
     def _reserve(self, size: int, deadline: float) -> bool:
         return self.server.budget.reserve(self, size, deadline)
 
-    def _drop(self, size: int, message: str) -> bool:
+    def _screen(self, head: bytes) -> bool:
+        return self.server.admits(head, self.names)
+
+    def _drop(self, size: int, message: str | None) -> bool:
         """Drains a frame whose length was just read, within its deadline
-        and without keeping it, and answers it with ``message``; False if
-        the connection is to be closed instead."""
+        and without keeping it, and answers it with ``message`` (None: as
+        the server answers the call from its header); False if the
+        connection is to be closed instead."""
         try:
             head = self.reader.discard(size, keep=512)
         except FrameTimeout as exc:
@@ -203,8 +217,11 @@ class Connection:
             return False
         except (PeerClosed, OSError):
             return False
-        reply = self.server.refusal_reply(head, message)
-        if reply is None:
+        if message is None:
+            reply, keep = self.server.handle(head, self.names, self.address)
+        else:
+            reply, keep = self.server.refusal_reply(head, message), True
+        if reply is None or not keep:
             return False
         self.sock.settimeout(self.server.frame_timeout_s)
         self.sock.sendall(reply)

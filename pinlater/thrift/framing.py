@@ -63,9 +63,24 @@ class FrameRejected(FrameError):
         self.size = size
 
 
+class FrameScreened(FrameError):
+    """A large frame the reader's ``screen`` refused from its header: it is
+    not to be buffered (its length was read, its bytes were not)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"a frame of {size} bytes refused from its header")
+        self.size = size
+
+
 # A reader is given (size, deadline) and says whether a frame of ``size``
 # bytes may be buffered; it may wait until ``deadline`` (time.monotonic()).
 Reserve = Callable[[int, float], bool]
+# Given a large frame's first bytes (its message header at least), says
+# whether the frame deserves buffering at all.
+Screen = Callable[[bytes], bool]
+# The most bytes a message header takes: version, name (at most 128
+# bytes, as ``pinlater.thrift.walk`` reads it), seqid.
+HEADER_MAX = 4 + 4 + 128 + 4
 
 
 def set_timeout(sock: socket.socket, timeout_s: float | None) -> None:
@@ -85,10 +100,13 @@ class FrameReader:
     bytes buffered across connections), then read into a buffer of its
     declared size."""
 
-    def __init__(self, sock: socket.socket, max_frame: int, reserve: Reserve | None = None) -> None:
+    def __init__(
+        self, sock: socket.socket, max_frame: int, reserve: Reserve | None = None, screen: Screen | None = None
+    ) -> None:
         self.sock = sock
         self.max_frame = max_frame
         self.reserve = reserve
+        self.screen = screen
         self._buf = bytearray()
         self._deadline = math.inf
         self._timeout_s: float | None = None
@@ -109,7 +127,8 @@ class FrameReader:
         """The next frame's bytes (without the length). None when the peer
         closed between frames or sent nothing for ``idle_timeout_s``.
         Raises FrameError for a bad length (FrameTooLarge over the maximum,
-        FrameRejected when ``reserve`` refuses it), PeerClosed for a frame
+        FrameScreened when ``screen`` refuses its header, FrameRejected when
+        ``reserve`` refuses it), PeerClosed for a frame
         cut short, FrameTimeout for one not whole within ``frame_timeout_s``
         of its first byte."""
         if not self._buf:
@@ -132,6 +151,15 @@ class FrameReader:
         if size > self.max_frame:
             raise FrameTooLarge(size, self.max_frame)
         if size > SMALL_FRAME:
+            if self.screen is not None:
+                # Its header first: a call that will be refused from it
+                # (an unknown method, one outside the caller's role) takes
+                # no buffer and no share of the budget.
+                want = 4 + min(size, HEADER_MAX)
+                while len(self._buf) < want:
+                    self._fill(want - len(self._buf))
+                if not self.screen(bytes(self._buf[4:want])):
+                    raise FrameScreened(size)
             if self.reserve is not None:
                 if not self.reserve(size, self._deadline):
                     raise FrameRejected(size)

@@ -505,6 +505,23 @@ class ThriftServer:
                 log.warning("denied: %s", exc.message)
             raise
 
+    def admits(self, head: bytes, names: tuple[str, ...]) -> bool:
+        """Whether a large request is worth buffering: not when its header
+        names no method of ours, or one outside the caller's role. Such a
+        request is drained unbuffered and ``handle`` answers it from the
+        header alone, as it would have once buffered."""
+        try:
+            header, _ = read_header(head)
+        except FrameError:
+            return True  # ``handle`` says what is wrong with it
+        if header.name not in METHODS:
+            return False
+        roles = self.security.access
+        if roles is None:
+            return True
+        grant = roles.grant_for(names)
+        return grant is not None and grant.may_call(header.name)
+
     def _refused(self, header: Header, result_cls: Any, error: PinLaterError) -> bytes | None:
         """The reply to a call refused before its arguments were decoded."""
         self.stats.record(header.name, 0.0, error.code.name)

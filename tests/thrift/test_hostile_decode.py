@@ -266,3 +266,38 @@ def test_frames_of_unknown_methods_are_not_walked(server: ThriftServer) -> None:
     finally:
         sock.close()
     assert server.stats.bad_frames == 0
+
+
+def test_large_frames_refused_from_their_header_are_never_buffered(
+        server: ThriftServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large request for a method the server does not have is drained as
+    it arrives, never held whole nor counted against the server's buffer
+    budget: a stranger's frames cannot crowd out a real call's. (Roles:
+    test_tls.py.)"""
+    reserved: list[int] = []
+    reserve = server.budget.reserve
+
+    def counting(holder: Any, size: int, deadline: float) -> bool:
+        reserved.append(size)
+        return reserve(holder, size, deadline)
+
+    monkeypatch.setattr(server.budget, "reserve", counting)
+    sock = connect(server.port, timeout_s=20)
+    try:
+        body = header("launchRockets") + b"\xff" * (MAX_FRAME - 200)
+        for seqid in range(3):
+            sock.sendall(length_prefix(len(body)) + body)
+            kind, exc = read_reply(sock, timeout_s=20)
+            assert kind == "exception" and exc.type == TApplicationException.UNKNOWN_METHOD
+            sock.sendall(call_frame("getQueueNames", seqid=seqid, context=ctx()))
+            assert QUEUE in read_reply(sock).success
+        # A large call of a method the server has is buffered as before.
+        jobs = [Job(b"x" * (48 * 1024))] * 2  # over SMALL_FRAME in all
+        frame = call_frame("enqueueJobs", context=ctx(), request=idl.PinLaterEnqueueRequest(
+            queueName=QUEUE, jobs=[idl.PinLaterJob(body=j.body) for j in jobs]))
+        sock.sendall(frame)
+        assert len(read_reply(sock, "enqueueJobs").success.jobDescriptors) == 2
+    finally:
+        sock.close()
+    assert reserved == [len(frame) - 4]
+    assert server.budget.used == 0 and server.stats.bad_frames == 0

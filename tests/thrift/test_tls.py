@@ -204,10 +204,20 @@ def test_each_role_may_call_its_own_methods(connect: Callable[..., ThriftClient]
     ("tls-producer", "deleteJobs"), ("tls-operator", "enqueueJobs"), ("stranger", "getQueueNames"),
 ])
 def test_a_call_outside_the_role_is_refused_from_its_header_alone(
-        tls_server: ThriftServer, certs: Certs, identity: str, method: str) -> None:
+        tls_server: ThriftServer, certs: Certs, identity: str, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Arguments that no walk or decoder would accept, as large as a frame
     may be: refused with PASSWORD_INVALID from the message header, at a
-    cost that does not depend on them, and the connection stays open."""
+    cost that does not depend on them (on the wire, drained as they arrive:
+    never buffered whole nor counted against the buffer budget), and the
+    connection stays open."""
+    reserved: list[int] = []
+    reserve = tls_server.budget.reserve
+
+    def counting(holder: Any, size: int, deadline: float) -> bool:
+        reserved.append(size)
+        return reserve(holder, size, deadline)
+
+    monkeypatch.setattr(tls_server.budget, "reserve", counting)
     body = header(method) + b"\xff" * (tls_server.max_frame - 100)
     tracemalloc.start()
     try:
@@ -227,7 +237,7 @@ def test_a_call_outside_the_role_is_refused_from_its_header_alone(
         assert identity in result.e.message
         sock.sendall(call_frame("getQueueConfig", seqid=2, context=ctx(), name="no_such_queue"))
         assert read_reply(sock, "getQueueConfig").e is not None  # answered: the connection is in step
-    assert tls_server.stats.bad_frames == 0
+    assert tls_server.stats.bad_frames == 0 and reserved == []
     # The call, in process and on the wire; a stranger's getQueueConfig too.
     assert _stat(tls_server, "calls_denied") == 2 + (identity == "stranger")
 
