@@ -19,14 +19,14 @@ from typing import Any
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.queue_config import QUEUE_NAME_MAX
 
-_TASK_QUEUE = re.compile(rf"^[A-Za-z0-9_]{{1,{QUEUE_NAME_MAX}}}$")
+_TASK_QUEUE = re.compile(rf"[A-Za-z0-9_]{{1,{QUEUE_NAME_MAX}}}")
 
 
 def is_task_queue(name: str) -> bool:
     """PinLater queue names are letters, digits and underscore; every queue
     Celery makes for itself (``host.celery.pidbox``, ``celeryev.UUID``,
     ``UUID.reply.celery.pidbox``) has a dot, so it is transient traffic."""
-    return bool(_TASK_QUEUE.match(name))
+    return bool(_TASK_QUEUE.fullmatch(name))
 
 
 def is_transient(name: str) -> bool:

@@ -294,3 +294,5 @@ def test_any_kombu_queue_name_is_a_stored_queue(via: Connection, service: JobSer
         assert service.count(stored, JobState.SUCCEEDED) == 1
     assert job_queue_name("celery@host.celery.pidbox") == "celery@host.celery.pidbox"
     assert not is_task_queue(job_queue_name("celeryev.5f0c"))
+    # A trailing newline is no PinLater name: stored under one that is.
+    assert not is_task_queue("emails\n") and is_task_queue(job_queue_name("emails\n"))
