@@ -23,6 +23,9 @@
   over the queue's); ``queue_retry_policy`` only seeds the queue's.
 * ``self.refuse(reason)`` fails a job that can never succeed (a body the
   task cannot parse) at once: FAILED, with no retries spent on it.
+* A delivered message that carries a canvas (callbacks, errbacks, a chain
+  or a chord) is refused so, unless the task says ``accepts_canvas=True``:
+  its signatures would be published under the worker's identity.
 * ``run_every_s`` (with ``run_every_args``) makes ``celery beat`` publish
   the task periodically (``workers.app`` adds it to the beat schedule).
 """
@@ -43,7 +46,7 @@ from pinlater import tracing
 from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
 from pinlater.retry import RetryPolicy
-from workers import direct_publish, registry
+from workers import direct_publish, registry, task_guard
 from workers import tracing as task_tracing
 from workers.client import queue_config, shared_client
 from workers.heartbeat import HEARTBEATS, Running, beat
@@ -80,6 +83,24 @@ class PinLaterTask(Task):
     # Published by ``celery beat`` every this many seconds, with these args.
     run_every_s: float | None = None
     run_every_args: tuple[Any, ...] = ()
+    # Whether a delivered message of this task may carry a canvas (see
+    # ``__call__``): a task whose producers are trusted with every queue
+    # its callbacks may name opts in.
+    accepts_canvas: bool = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        request = self.request
+        if (not self.accepts_canvas and getattr(request, "pinlater", None) and task_guard.enforced()
+                and (request.callbacks or request.errbacks or request.chain or request.chord)):
+            # The canvas is its producer's: run, the worker would publish its
+            # signatures (on success, on failure, or as the chain's next step)
+            # under the worker's own PinLater identity, into queues the
+            # producer may not reach. Dropped before the refusal's failure,
+            # so that no errback is published either.
+            request.callbacks = request.errbacks = request.chain = request.chord = None
+            self.refuse(f"refused: its message carries callbacks, errbacks, a chain or a chord, which {self.name} "
+                        "does not accept (accepts_canvas)")
+        return super().__call__(*args, **kwargs)
 
     @classmethod
     def on_bound(cls, app: Any) -> None:

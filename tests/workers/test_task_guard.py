@@ -1,6 +1,7 @@
 """A producer does not choose which task code a worker runs: a job whose
 message names a task its queue does not route to (another registered task,
-Celery's ``celery.group``, a protocol 1 body naming one) is never run; it ends
+Celery's ``celery.group``, a protocol 1 body naming one), or carries a
+canvas its task does not accept (callbacks, errbacks, a chain) is never run; it ends
 FAILED at once with a ``refused: ...`` status, while the queue's own task
 still runs, from published messages and from raw bodies, in-process and
 through the Thrift server."""
@@ -32,12 +33,17 @@ MARKER = "body-marker-" + uuid.uuid4().hex[:8]
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
-def celery_body(task: str, args: list[Any]) -> bytes:
+def celery_body(task: str, args: list[Any], embed: dict[str, Any] | None = None) -> bytes:
     """A Celery protocol 2 message for ``task`` as a producer could store it."""
     task_id = str(uuid.uuid4())
     message = {"headers": {"task": task, "id": task_id}, "properties": {"correlation_id": task_id},
                "content-type": "application/json", "content-encoding": "utf-8"}
-    return encode(message, json.dumps([args, {}, _EMBED]).encode())
+    return encode(message, json.dumps([args, {}, {**_EMBED, **(embed or {})}]).encode())
+
+
+def victim_signature(note: str) -> dict[str, Any]:
+    return {"task": "tests.w_victim", "args": [note], "kwargs": {}, "options": {}, "subtask_type": None,
+            "immutable": True}
 
 
 def group_body(note: str) -> bytes:
@@ -76,6 +82,18 @@ def test_a_worker_runs_only_the_tasks_each_queue_routes_to(
             strict=True,
         ))
         [refused["default group"]] = producer.enqueue(default, [Job(group_body(f"default group {MARKER}"))])
+        # The queue's own task, carrying signatures the worker would publish
+        # on success, on failure or as the chain's next step.
+        canvas = dict(zip(
+            ["callbacks", "errbacks", "chain"],
+            producer.enqueue(guard, [
+                Job(celery_body("tests.w_guard", [f"link {MARKER}"], {"callbacks": [victim_signature("link")]})),
+                Job(celery_body("tests.w_guard", [f"errback {MARKER}"],
+                                {"errbacks": [victim_signature("errback")]})),
+                Job(celery_body("tests.w_guard", [f"chain {MARKER}"], {"chain": [victim_signature("chain")]})),
+            ]),
+            strict=True,
+        ))
         # Celery's default queue is where send_task by name lands: it runs the task a message names.
         [named_on_default] = producer.enqueue(default, [Job(celery_body("tests.w_victim", ["default"]))])
         [raw] = producer.enqueue(guard, [Job(b"raw body")])
@@ -90,7 +108,7 @@ def test_a_worker_runs_only_the_tasks_each_queue_routes_to(
     wait_for_workers(app, ["guard"])
 
     def final() -> dict[str, Any] | None:
-        jobs = service.lookup([*refused.values(), raw, published, named_on_default])
+        jobs = service.lookup([*refused.values(), *canvas.values(), raw, published, named_on_default])
         done = all(j.state in (JobState.SUCCEEDED, JobState.FAILED) for j in jobs.values())
         return jobs if done else None
 
@@ -111,7 +129,12 @@ def test_a_worker_runs_only_the_tasks_each_queue_routes_to(
         assert (job.state, job.custom_status, job.attempts_allowed, job.attempts_remaining) == (
             JobState.FAILED, expected[what], 1, 0), what
     assert service.count(victim, JobState.PENDING) + service.count(victim, JobState.SUCCEEDED) == 0, \
-        "celery.group published under the worker's identity"
+        "celery.group or a canvas published under the worker's identity"
+    for what, descriptor in canvas.items():
+        job = jobs[descriptor]
+        assert (job.state, job.attempts_allowed, job.attempts_remaining) == (JobState.FAILED, 1, 0), what
+        assert "refused: its message carries callbacks, errbacks, a chain or a chord, which tests.w_guard " \
+            "does not accept" in job.custom_status, (what, job.custom_status)
 
     log = procs.log("guard")
     assert MARKER not in log, "a refused body reached the worker's log"
