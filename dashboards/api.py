@@ -50,11 +50,13 @@ from pinlater.errors import (
     ErrorCode,
     InvalidRequest,
     NoHealthyShards,
+    PasswordInvalid,
     PinLaterError,
     QueueNotFound,
     ShardConnectionFailed,
 )
 from pinlater.models import CONTINUATION_START, JobInfo
+from pinlater.secret_throttle import SecretThrottle
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
@@ -145,6 +147,12 @@ class Api:
                                 lambda: [q["name"] for q in collector.snapshot()["queues"]], ttl_s=collector.ttl_s)
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
+        # The operator token is guessed no faster than the admin secret: per
+        # client address and per process (pinlater.secret_throttle).
+        self._token_throttle = SecretThrottle(
+            settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
+            settings.admin_secret_window_s, what="operator token",
+        )
         # Further Prometheus text for /metrics: the HTTP server's own counts.
         self.more_metrics: Callable[[], str] | None = None
         self._gets: dict[str, Callable[[Request], Response]] = {
@@ -233,8 +241,14 @@ class Api:
         token = req.headers.get("x-pinlater-token") or (auth[7:] if auth.lower().startswith("bearer ") else "")
         if not token:
             return ApiError(401, "TOKEN_REQUIRED", "the operator token is required (X-PinLater-Token header)")
+        try:
+            self._token_throttle.check(req.remote)
+        except PasswordInvalid as exc:
+            return ApiError(429, "TOO_MANY_WRONG_TOKENS", exc.message)
         if not hmac.compare_digest(hash_secret(token), expected):
+            self._token_throttle.failed(req.remote)
             return ApiError(403, "TOKEN_INVALID", "wrong operator token")
+        self._token_throttle.succeeded(req.remote)
         return None
 
     # -- reads -------------------------------------------------------------------

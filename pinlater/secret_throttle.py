@@ -1,4 +1,5 @@
-"""Limits on guessing the admin secret (deleteQueue's password).
+"""Limits on guessing a secret: the admin secret (deleteQueue's password),
+and the dashboard's operator token.
 
 Wrong secrets are counted over a sliding window, per caller (a Thrift
 client's certificate identity or address, ``pinlater.caller``) and for the
@@ -31,7 +32,8 @@ log = logging.getLogger(__name__)
 
 class SecretThrottle:
     def __init__(self, per_caller: int, per_process: int, window_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, what: str = "admin secret") -> None:
+        self.what = what
         # One caller's allowance is within the process's.
         self.per_caller, self.per_process, self.window_s = min(per_caller, per_process), per_process, window_s
         self._clock = clock
@@ -53,9 +55,9 @@ class SecretThrottle:
         if wait <= 0:
             return
         who = f"from {caller!r}" if caller_wait >= process_wait else "on this server"
-        self._log(now, "admin secret: refused an attempt of %r without checking it (too many wrong ones %s)",
-                  caller, who)
-        raise PasswordInvalid(f"too many wrong admin secrets {who}: refused without checking, "
+        self._log(now, "%s: refused an attempt of %r without checking it (too many wrong ones %s)",
+                  self.what, caller, who)
+        raise PasswordInvalid(f"too many wrong {self.what}s {who}: refused without checking, "
                               f"for {math.ceil(wait)} s more")
 
     def failed(self, caller: str) -> None:
@@ -70,7 +72,7 @@ class SecretThrottle:
             mine.append(now)
             self._all.append(now)
             recent = sum(1 for t in mine if t > now - self.window_s)
-        self._log(now, "admin secret: a wrong one from %r (%d in the last %g s)", caller, recent, self.window_s)
+        self._log(now, "%s: a wrong one from %r (%d in the last %g s)", self.what, caller, recent, self.window_s)
 
     def succeeded(self, caller: str) -> None:
         with self._lock:

@@ -277,7 +277,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES", "admin_secret_max_failures", whole_number(1, 1_000_000),
             str(_D.admin_secret_max_failures),
             "wrong admin secrets one caller (a client certificate's name, or address) may send within the window; "
-            "past it, its attempts are refused without being checked"),
+            "past it, its attempts are refused without being checked (the dashboard's operator token is "
+            "throttled alike, per client address)"),
     Setting("PINLATER_ADMIN_SECRET_MAX_FAILURES_ALL", "admin_secret_max_failures_all", whole_number(1, 1_000_000),
             str(_D.admin_secret_max_failures_all),
             "wrong admin secrets a process takes from all callers within the window; past it, every attempt "

@@ -3,6 +3,7 @@ every control is authenticated, validated and audited."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
@@ -293,6 +294,42 @@ def test_the_flower_link_goes_only_to_a_caller_with_the_token(servers: None) -> 
         for headers in ({"X-PinLater-Token": "s3"}, {"Authorization": "Bearer s3"}):
             status, config = call(dash.url + "/api/config", headers=headers)
             assert status == 200 and config["flower_url"] == "http://flower:***@flower.internal:5555/flower"
+    finally:
+        dash.close()
+        svc.close()
+
+
+def test_operator_token_guesses_are_throttled_per_address(servers: None) -> None:
+    """The operator token is guessed no faster than the admin secret: after
+    3 wrong tokens from an address within the window, its attempts (the
+    right token too) are refused unchecked with 429, while another
+    address's right token still works."""
+    memory = dict(shards=parse_shards("m1=memory://"), control_url=f"memory://{uuid.uuid4().hex}")
+    settings = Settings(**memory, dashboard_token_sha256=hash_secret("s3"),  # type: ignore[arg-type]
+                        admin_secret_max_failures=3, admin_secret_max_failures_all=10)
+    svc = JobService.from_settings(settings)
+    svc.create_queue("q")
+    dash = Dashboard(svc, settings, port=0).start()
+    try:
+        for _ in range(3):
+            status, body = call(dash.url + "/api/queues/q/pause", {}, token="wrong")
+            assert status == 403 and body["error"]["code"] == "TOKEN_INVALID"
+        for token in ("wrong", "s3"):
+            status, body = call(dash.url + "/api/queues/q/pause", {}, token=token)
+            assert status == 429 and body["error"]["code"] == "TOO_MANY_WRONG_TOKENS", body
+            assert "too many wrong operator tokens from '127.0.0.1'" in body["error"]["message"]
+        assert not svc.queue_config("q", fresh=True).paused
+        # Another client address: its right token works.
+        port = int(dash.url.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=("127.0.0.2", 0))
+        try:
+            conn.request("POST", "/api/queues/q/pause", b"{}", {
+                "Content-Type": "application/json", "X-PinLater-Operator": "op", "X-PinLater-Token": "s3"})
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+        finally:
+            conn.close()
+        assert svc.queue_config("q", fresh=True).paused
     finally:
         dash.close()
         svc.close()
