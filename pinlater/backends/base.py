@@ -269,12 +269,29 @@ class ShardBackend(Protocol):
         before: tuple[int, int] | None,
         limit: int,
         include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord]:
         """Jobs in ``state`` (PENDING split by ``future`` as in count),
         ordered by (sort_time desc, local_id desc), strictly after the
-        cursor ``before`` = (sort_time, local_id) in that order."""
+        cursor ``before`` = (sort_time, local_id) in that order.
+
+        With bodies and ``max_body_bytes``, the page ends at the first job
+        whose body would bring the page's bodies past that many bytes: that
+        job comes without its body (``body`` None, withheld) and no job
+        after it does; bodies past the budget are never read into memory
+        where the store can tell their sizes first."""
 
     def lookup(
-        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord | None]:
-        """Records in the order asked; None for an unknown id."""
+        """Records in the order asked; None for an unknown id. An id asked
+        twice gets the same record (its body is not copied).
+
+        With bodies and ``max_body_bytes``: when the bodies of the jobs
+        found come to more bytes than that, every record comes without its
+        body (withheld), read no further than the store needs to tell."""

@@ -16,6 +16,8 @@
 --               InnoDB never reads the blob pages)
 --   {priority}  a priority (1..100), as a number: a constant column, or
 --               part of a local variable's name in the dequeue
+--   {page}      a scan statement of this file (with bodies), as a derived
+--               table
 -- Every value is a %s / %(name)s parameter.
 --
 -- Index hints: the plan must not depend on statistics. With few RUNNING
@@ -382,9 +384,31 @@ WHERE state = %(state)s
 ORDER BY updated_at DESC, id DESC
 LIMIT %(limit)s
 
+-- name: scan_within
+-- A scan page with bodies sent only while the page's bodies so far come to
+-- at most %(budget)s bytes: the body that would take it past comes as NULL
+-- (withheld), and so does every later one. The window runs over the
+-- page's rows only; in scan order (the sort time is run_after while
+-- PENDING, updated_at otherwise).
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim,
+       IF(SUM(LENGTH(body)) OVER (ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
+                                  ROWS UNBOUNDED PRECEDING) <= %(budget)s, body, NULL)
+FROM ({page}) AS page
+ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
+
 -- name: lookup
 SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
        created_at, run_after, updated_at, claim, {body}
+FROM {table} FORCE INDEX (PRIMARY)
+WHERE id IN ({ids})
+
+-- name: lookup_within
+-- lookup with the bodies only if those found come to at most the first %s
+-- bytes together; otherwise every body is NULL (withheld).
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim,
+       IF(SUM(LENGTH(body)) OVER () <= %s, body, NULL)
 FROM {table} FORCE INDEX (PRIMARY)
 WHERE id IN ({ids})
 
