@@ -150,7 +150,7 @@ class Inspector:
         for (shard, queue, priority), jobs in groups.items():
             ids = list(jobs)
             records = self._lookup_on(self._shards.get(shard), queue, priority, ids, include_body,
-                                      None if budget is None else budget.left())
+                                      self._store_bound(budget, len(ids)))
             for d, record in zip(jobs.values(), records, strict=True):
                 if record is not None:
                     if budget is not None:
@@ -227,9 +227,9 @@ class Inspector:
         search = self.body_search(body_regex, max_bodies=REGEX_SCAN_BUDGET)
         budget = ReadBudget(self._read_budget, f"scan of queue {queue!r}") if include_body else None
         # Without a regex no source can give a page more than ``limit`` jobs,
-        # so none reads more, and the shards withhold bodies past the budget;
+        # so none reads more, and the shards bring no bodies past the budget;
         # a regex needs every body it examines, in pages of _PAGE.
-        page, store_budget = (_PAGE, None) if search is not None else (min(_PAGE, limit), budget)
+        page, bound = (_PAGE, False) if search is not None else (min(_PAGE, limit), True)
         sources = [
             (backend, p)
             for backend in self._shards.require_healthy()
@@ -237,7 +237,7 @@ class Inspector:
         ]
         streams = [
             self._stream(backend, queue, p, state, future, cont.source_cursor(after, backend.shard_id, p),
-                         include_body or search is not None, page, store_budget)
+                         include_body or search is not None, page, bound, budget)
             for backend, p in sources
         ]
         merged = heapq.merge(*streams, key=lambda kr: kr[0], reverse=True)
@@ -271,13 +271,15 @@ class Inspector:
         before: tuple[int, int] | None,
         include_body: bool,
         size: int = _PAGE,
+        bound: bool = False,
         budget: ReadBudget | None = None,
     ) -> Iterator[tuple[cont.ScanKey, str, JobRecord]]:
         """One (shard, priority) source in scan order, fetched ``size`` jobs
-        a page; with a ``budget``, each page holds no more bodies than it has
-        left, and a page that ends in a withheld body is the source's last."""
+        a page. ``bound``: each page brings no more bodies than ``budget``
+        has left (no body at all without one), and a page that ends in a
+        withheld body is the source's last."""
         while True:
-            max_body_bytes = None if budget is None else budget.left()
+            max_body_bytes = self._store_bound(budget, size) if bound else None
             page = self._scan_page(backend, queue, priority, state, future, before, size, include_body, max_body_bytes)
             for record in page:
                 key = cont.ScanKey(record.sort_time_ms, backend.shard_id, priority, record.local_id)
@@ -285,6 +287,19 @@ class Inspector:
             if len(page) < size or (budget is not None and page[-1].body is None):
                 return
             before = (page[-1].sort_time_ms, page[-1].local_id)
+
+    def _store_bound(self, budget: ReadBudget | None, jobs: int) -> int | None:
+        """The body bytes a shard's read of ``jobs`` jobs may bring (see
+        ShardBackend.lookup): the call's budget left (without bodies
+        returned, the read budget: a read may bring bodies it drops), or
+        None, no bound, when that many bodies of the largest size fit it,
+        since a bounded read costs the store more (a script reading job by
+        job on Redis, a window on MySQL). A body stored under a larger
+        PINLATER_MAX_BODY_BYTES is still counted once read, and refused."""
+        left = self._read_budget if budget is None else budget.left()
+        if jobs * self._settings.max_body_bytes <= left:
+            return None
+        return left
 
     def body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
         """The call's regex and budget (None without a regex); a bad pattern

@@ -275,11 +275,12 @@ class ShardBackend(Protocol):
         ordered by (sort_time desc, local_id desc), strictly after the
         cursor ``before`` = (sort_time, local_id) in that order.
 
-        With bodies and ``max_body_bytes``, the page ends at the first job
-        whose body would bring the page's bodies past that many bytes: that
-        job comes without its body (``body`` None, withheld) and no job
-        after it does; bodies past the budget are never read into memory
-        where the store can tell their sizes first."""
+        ``max_body_bytes``: the most body bytes the page may bring from the
+        store (None: no bound). With bodies, the page ends at the first job
+        whose body would take it past that: the job comes without its body
+        (``body`` None, withheld), and no job after it comes. Without
+        bodies, none is brought at all (where a job's body is part of one
+        stored value, the store cuts it off)."""
 
     def lookup(
         self,
@@ -292,6 +293,7 @@ class ShardBackend(Protocol):
         """Records in the order asked; None for an unknown id. An id asked
         twice gets the same record (its body is not copied).
 
-        With bodies and ``max_body_bytes``: when the bodies of the jobs
-        found come to more bytes than that, every record comes without its
-        body (withheld), read no further than the store needs to tell."""
+        ``max_body_bytes``: the most body bytes the call may bring from the
+        store (None: no bound). With bodies, when those of the jobs found
+        come to more, every record comes without its body (withheld), and
+        no body past the bound is kept. Without bodies, none is brought."""

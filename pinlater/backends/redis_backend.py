@@ -3,9 +3,9 @@
 Layout: see ``pinlater.storage.keys``. Every transition is one Lua script
 (``lua/*.lua``) taking "now" from the server's TIME, and every batch call
 (enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
-Reads are scripts too (atomic, one each), so that a read keeps only the
-parts of each job it returns. The job records' format is in
-``redis_record``.
+A read is one command, or a script (atomic too) where it must keep only
+part of each job it reads: its head without the body, or bodies within a
+budget. The job records' format is in ``redis_record``.
 
 The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
 the transitions are not idempotent (a re-sent enqueue would store its jobs
@@ -399,12 +399,20 @@ class RedisBackend:
         if not local_ids:
             return []
         # Ids below 1 never exist; an id asked twice is read and decoded
-        # once, and its record (and body) shared. One script: atomic.
+        # once, and its record (and body) shared. One command or script: atomic.
         wanted = sorted({i for i in local_ids if i >= 1})
-        found: dict[int, JobRecord | None] = {}
-        if wanted:
-            args: list[ArgT] = ["1" if include_body else "0", _opt(max_body_bytes), *map(keys.member, wanted)]
-            withheld, *values = self._run("lookup", [keys.jobs_key(queue, priority)], args)
+        if not wanted:
+            return [None] * len(local_ids)
+        jobs = keys.jobs_key(queue, priority)
+        members = [keys.member(i) for i in wanted]
+        keep = include_body
+        if max_body_bytes is None:
+            # Unbounded: one HMGET, the cheapest read, of whole jobs.
+            values = self._call(lambda: self._r.hmget(jobs, members))
+        else:
+            # The script reads job by job, keeping the bodies within the bound.
+            args: list[ArgT] = ["1" if include_body else "0", _opt(max_body_bytes), *members]
+            withheld, *values = self._run("lookup", [jobs], args)
             keep = include_body and not withheld
-            found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
+        found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
         return [found.get(i) for i in local_ids]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TypeVar
 
 import pytest
@@ -111,9 +112,11 @@ def test_a_lookup_within_the_budget_answers_and_one_past_it_is_refused(budgeted:
     assert peak < 3 * BUDGET, f"peak {peak} bytes for a budget of {BUDGET}"
     with pytest.raises(ReadBudgetExceeded):
         budgeted.lookup(descriptors[:5], include_body=True)
-    # Nothing is lost: without bodies every job answers, and the bodies in
-    # batches within the budget.
-    assert len(budgeted.lookup(descriptors)) == 40
+    # Nothing is lost: without bodies every job answers (and no shard hands
+    # over the bodies it would drop), and the bodies in batches within the budget.
+    found, peak = _peak(lambda: budgeted.lookup(descriptors))
+    assert len(found) == 40
+    assert peak < 3 * BUDGET, f"peak {peak} bytes for a budget of {BUDGET}"
     for start in range(0, 40, 4):
         batch = descriptors[start:start + 4]
         assert all(info.body is not None for info in budgeted.lookup(batch, include_body=True).values())
@@ -135,7 +138,9 @@ def test_a_scan_with_bodies_past_the_budget_is_refused(budgeted: JobService, que
         budgeted.scan(queue_name, "pending", limit=40, body_regex="^[A-Z]", include_body=True)
 
     # Without bodies, or a page at a time within the budget, the scan sees every job.
-    assert len(budgeted.scan(queue_name, "pending", limit=40).jobs) == 40
+    heads, peak = _peak(lambda: budgeted.scan(queue_name, "pending", limit=40))
+    assert len(heads.jobs) == 40
+    assert peak < 3 * BUDGET, f"peak {peak} bytes for a budget of {BUDGET}"
     assert len(budgeted.scan(queue_name, "pending", limit=40, body_regex="^[A-Z]").jobs) == 40
     seen = list(page.jobs)
     while page.continuation != "-1":
@@ -156,6 +161,22 @@ def test_a_scan_page_of_small_bodies_among_large_ones_is_answered(budgeted: JobS
     assert [job.body for job in page.jobs] == [b"s"] * 8 + [b"L" * BODY] * 3
     with pytest.raises(ReadBudgetExceeded):
         budgeted.scan(queue_name, "pending", limit=13, include_body=True)
+
+
+def test_a_body_stored_under_a_larger_body_limit_is_still_counted(cluster: JobService, queue_name: str) -> None:
+    """A lookup of a few jobs reads their bodies unbounded when bodies of
+    the largest size would fit the budget; one stored before the limit was
+    lowered is counted once read, and refused."""
+    cluster.create_queue(queue_name)
+    [descriptor] = cluster.enqueue(queue_name, [Job(b"x" * 10_000)])
+    lowered = replace(cluster.settings, max_body_bytes=1000, max_read_bytes=4000)
+    reader = JobService(cluster.core.sibling(lowered), source="test-reader")
+    with pytest.raises(ReadBudgetExceeded):
+        reader.lookup([descriptor], include_body=True)
+    with pytest.raises(ReadBudgetExceeded):
+        reader.scan(queue_name, "pending", limit=1, include_body=True)
+    assert reader.lookup([descriptor])[descriptor].body is None
+    assert len(reader.scan(queue_name, "pending").jobs) == 1
 
 
 def test_a_bad_read_budget_stops_the_service_at_start(setup: str) -> None:

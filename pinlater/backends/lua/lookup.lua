@@ -1,14 +1,15 @@
--- lookup: jobs of one priority by member. Read-only, so atomic as one script.
+-- lookup: jobs of one priority by member, within a bound on the bodies it
+-- brings (an unbounded lookup is one HMGET). Read-only, so atomic.
 --
 -- Each value is read on its own and kept only as far as the caller needs:
 -- without bodies, cut where its body starts, so neither the script's memory
--- nor the reply ever holds the bodies of many jobs. With a budget, bodies
--- are summed as they are read; once past it, every job comes without its
--- body (withheld): the bodies kept so far are cut, the rest never kept.
+-- nor the reply ever holds the bodies of many jobs. With bodies, they are
+-- summed as they are read; once past the bound, every job comes without
+-- its body (withheld): the bodies kept so far are cut, the rest never kept.
 --
 -- KEYS[1]  pl:{queue}:p{N}:jobs       jobs hash
 -- ARGV[1]  '1' to include bodies
--- ARGV[2]  most body bytes to return in all ('' = no bound)
+-- ARGV[2]  with bodies: most body bytes to return in all
 -- ARGV[3..] members, each once
 -- Returns: {withheld (1 or 0), then per member its value or nil (the
 --          format is in the prelude, decoded by redis_record.py)}
@@ -21,7 +22,7 @@ local size = 0
 for i = 3, #ARGV do
   local v = redis.call('HGET', jobs, ARGV[i])
   if v then
-    local at = read_job(v).body_at
+    local at = body_start(v)
     if with_body and budget then
       size = size + #v - at + 1
       if size > budget then
