@@ -644,7 +644,7 @@ class MySQLBackend:
         args: list[int] = ids
         if include_body and max_body_bytes is not None:
             stmt = sql("lookup_within", table=table, ids=len(ids))
-            args = [max_body_bytes, *ids]
+            args = [max_body_bytes, *ids, *ids]
         else:
             stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
 

@@ -405,12 +405,16 @@ WHERE id IN ({ids})
 
 -- name: lookup_within
 -- lookup with the bodies only if those found come to at most the first %s
--- bytes together; otherwise every body is NULL (withheld).
-SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
-       created_at, run_after, updated_at, claim,
-       IF(SUM(LENGTH(body)) OVER () <= %s, body, NULL)
-FROM {table} FORCE INDEX (PRIMARY)
-WHERE id IN ({ids})
+-- bytes together; otherwise every body is NULL (withheld). The ids come
+-- twice: for the total (a one-row derived table, read in the same
+-- statement, so it agrees with the rows) and for the rows. A window
+-- (SUM() OVER ()) cost twice as much as this on MariaDB 10.11.
+SELECT j.id, j.state, j.attempts_allowed, j.attempts_remaining, j.custom_status,
+       j.created_at, j.run_after, j.updated_at, j.claim,
+       IF(total.bytes <= %s, j.body, NULL)
+FROM {table} AS j FORCE INDEX (PRIMARY)
+JOIN (SELECT SUM(LENGTH(body)) AS bytes FROM {table} FORCE INDEX (PRIMARY) WHERE id IN ({ids})) AS total
+WHERE j.id IN ({ids})
 
 -- ---------------------------------------------------------------- control store
 
