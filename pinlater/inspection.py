@@ -294,8 +294,9 @@ class Inspector:
         returned, the read budget: a read may bring bodies it drops), or
         None, no bound, when that many bodies of the largest size fit it,
         since a bounded read costs the store more (a script reading job by
-        job on Redis, a window on MySQL). A body stored under a larger
-        PINLATER_MAX_BODY_BYTES is still counted once read, and refused."""
+        job on Redis, the bodies summed first on MySQL). A body stored
+        under a larger PINLATER_MAX_BODY_BYTES is counted once read, and
+        refused."""
         left = self._read_budget if budget is None else budget.left()
         if jobs * self._settings.max_body_bytes <= left:
             return None
