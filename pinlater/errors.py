@@ -45,6 +45,12 @@ class RegexBudgetExceeded(InvalidRequest):
     The message says which bound was hit and how to narrow the request."""
 
 
+class ReadBudgetExceeded(InvalidRequest):
+    """A lookup or scan with bodies would return more body bytes than one
+    call may (PINLATER_MAX_READ_BYTES). Refused whole, before the bodies
+    past the budget are read; the message says how to narrow the request."""
+
+
 class ContinuationInvalid(PinLaterError):
     code = ErrorCode.CONTINUATION_INVALID
 

@@ -8,6 +8,12 @@ examines at most ``regex_max_bodies`` bodies and runs at most
 ``regex_budget_s`` seconds (see ``BodySearch``): a count or delete past
 either fails with RegexBudgetExceeded, a scan returns the page so far and a
 continuation.
+
+Bodies returned are bounded too: a lookup or scan with bodies returns at
+most ``Settings.read_budget_bytes`` of them (``ReadBudget``) and is refused
+whole past it (ReadBudgetExceeded), the shards withholding the bodies past
+the budget instead of reading them. A lookup reads each job it names once,
+however often it is named.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pinlater import continuation as cont
 from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable
 from pinlater.config_cache import QueueConfigCache
 from pinlater.descriptor import JobDescriptor
-from pinlater.errors import InvalidRequest, RegexBudgetExceeded
+from pinlater.errors import InvalidRequest, ReadBudgetExceeded, RegexBudgetExceeded
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
@@ -72,6 +78,29 @@ class BodySearch:
         return body is not None and self.regex.search(body) is not None
 
 
+class ReadBudget:
+    """The body bytes one lookup or scan may still return. The shards are
+    asked for no more than ``left()``, and withhold a body past it."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.spent = 0
+
+    def left(self) -> int:
+        return max(0, self.limit - self.spent)
+
+    def spend(self, record: JobRecord) -> None:
+        """Count a returned job's body; refuse the call once over (a body
+        the shard withheld is over)."""
+        self.spent += self.limit + 1 if record.body is None else len(record.body)
+        if self.spent > self.limit:
+            raise ReadBudgetExceeded(
+                f"{self.what} with bodies refused: the bodies come to more than {self.limit} bytes, the most "
+                f"one call may return (PINLATER_MAX_READ_BYTES); ask for fewer jobs, or leave the bodies out"
+            )
+
+
 def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
     return JobInfo(
         descriptor=str(JobDescriptor(queue, shard, record.priority, record.local_id)),
@@ -96,6 +125,7 @@ class Inspector:
         self._shards = shards
         self._configs = configs
         self._settings = settings
+        self._read_budget = settings.read_budget_bytes  # a bad setting fails here, at start
 
     def _priorities(self, config: QueueConfig, priority: int | None) -> list[int]:
         if priority:
@@ -104,19 +134,27 @@ class Inspector:
 
     # -- lookup ----------------------------------------------------------------
     def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
-        """Jobs by descriptor; unknown descriptors (and queues) are left out."""
-        check_batch(len(descriptors), MAX_LIMIT, "descriptors")
-        groups: dict[tuple[str, str, int], list[JobDescriptor]] = defaultdict(list)
-        for text in descriptors:
+        """Jobs by descriptor; unknown descriptors (and queues) are left out.
+        A job named more than once is read once; with bodies, the call is
+        refused (ReadBudgetExceeded) if they come to more than the budget."""
+        check_batch(len(descriptors), MAX_LIMIT, "descriptors", setting=None)
+        # Per (shard, queue, priority): each job once, by local id (texts
+        # naming one job differently, "p01" or "042", are one job too).
+        groups: dict[tuple[str, str, int], dict[int, JobDescriptor]] = defaultdict(dict)
+        for text in dict.fromkeys(descriptors):
             d = JobDescriptor.parse(text)
             self._shards.get(d.shard)
-            groups[(d.shard, d.queue, d.priority)].append(d)
+            groups[(d.shard, d.queue, d.priority)].setdefault(d.local_id, d)
+        budget = ReadBudget(self._read_budget, "lookup") if include_body else None
         found: dict[str, JobInfo] = {}
-        for (shard, queue, priority), ds in groups.items():
-            ids = [d.local_id for d in ds]
-            records = self._lookup_on(self._shards.get(shard), queue, priority, ids, include_body)
-            for d, record in zip(ds, records, strict=True):
+        for (shard, queue, priority), jobs in groups.items():
+            ids = list(jobs)
+            records = self._lookup_on(self._shards.get(shard), queue, priority, ids, include_body,
+                                      self._store_bound(budget, len(ids)))
+            for d, record in zip(jobs.values(), records, strict=True):
                 if record is not None:
+                    if budget is not None:
+                        budget.spend(record)
                     found[str(d)] = to_info(queue, shard, record)
         return found
 
@@ -187,6 +225,11 @@ class Inspector:
         # With a regex, a page ends early (with a continuation) once it has
         # examined its share of bodies or used its time budget.
         search = self.body_search(body_regex, max_bodies=REGEX_SCAN_BUDGET)
+        budget = ReadBudget(self._read_budget, f"scan of queue {queue!r}") if include_body else None
+        # Without a regex no source can give a page more than ``limit`` jobs,
+        # so none reads more, and the shards bring no bodies past the budget;
+        # a regex needs every body it examines, in pages of _PAGE.
+        page, bound = (_PAGE, False) if search is not None else (min(_PAGE, limit), True)
         sources = [
             (backend, p)
             for backend in self._shards.require_healthy()
@@ -194,7 +237,7 @@ class Inspector:
         ]
         streams = [
             self._stream(backend, queue, p, state, future, cont.source_cursor(after, backend.shard_id, p),
-                         include_body or search is not None)
+                         include_body or search is not None, page, bound, budget)
             for backend, p in sources
         ]
         merged = heapq.merge(*streams, key=lambda kr: kr[0], reverse=True)
@@ -203,6 +246,8 @@ class Inspector:
         for key, shard, record in merged:
             last = key
             if search is None or search.matches(record.body):
+                if budget is not None:
+                    budget.spend(record)
                 info = to_info(queue, shard, record)
                 if search is not None and not include_body:
                     info = replace(info, body=None)
@@ -225,16 +270,37 @@ class Inspector:
         future: bool,
         before: tuple[int, int] | None,
         include_body: bool,
+        size: int = _PAGE,
+        bound: bool = False,
+        budget: ReadBudget | None = None,
     ) -> Iterator[tuple[cont.ScanKey, str, JobRecord]]:
-        """One (shard, priority) source in scan order, fetched page by page."""
+        """One (shard, priority) source in scan order, fetched ``size`` jobs
+        a page. ``bound``: each page brings no more bodies than ``budget``
+        has left (no body at all without one), and a page that ends in a
+        withheld body is the source's last."""
         while True:
-            page = self._scan_page(backend, queue, priority, state, future, before, include_body)
+            max_body_bytes = self._store_bound(budget, size) if bound else None
+            page = self._scan_page(backend, queue, priority, state, future, before, size, include_body, max_body_bytes)
             for record in page:
                 key = cont.ScanKey(record.sort_time_ms, backend.shard_id, priority, record.local_id)
                 yield key, backend.shard_id, record
-            if len(page) < _PAGE:
+            if len(page) < size or (budget is not None and page[-1].body is None):
                 return
             before = (page[-1].sort_time_ms, page[-1].local_id)
+
+    def _store_bound(self, budget: ReadBudget | None, jobs: int) -> int | None:
+        """The body bytes a shard's read of ``jobs`` jobs may bring (see
+        ShardBackend.lookup): the call's budget left (without bodies
+        returned, the read budget: a read may bring bodies it drops), or
+        None, no bound, when that many bodies of the largest size fit it,
+        since a bounded read costs the store more (a script reading job by
+        job on Redis, the bodies summed first on MySQL). A body stored
+        under a larger PINLATER_MAX_BODY_BYTES is counted once read, and
+        refused."""
+        left = self._read_budget if budget is None else budget.left()
+        if jobs * self._settings.max_body_bytes <= left:
+            return None
+        return left
 
     def body_search(self, body_regex: str | None, max_bodies: int | None = None) -> BodySearch | None:
         """The call's regex and budget (None without a regex); a bad pattern
@@ -315,9 +381,17 @@ class Inspector:
         return self._shards.call(backend, "count", queue, lambda b: b.count(queue, priority, state, future))
 
     def _lookup_on(
-        self, backend: ShardBackend, queue: str, priority: int, ids: list[int], include_body: bool
+        self,
+        backend: ShardBackend,
+        queue: str,
+        priority: int,
+        ids: list[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord | None]:
-        return self._shards.call(backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, include_body))
+        return self._shards.call(
+            backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, include_body, max_body_bytes)
+        )
 
     def _scan_page(
         self,
@@ -327,8 +401,13 @@ class Inspector:
         state: JobState,
         future: bool,
         before: tuple[int, int] | None,
+        size: int,
         include_body: bool,
+        max_body_bytes: int | None,
     ) -> list[JobRecord]:
         return self._shards.call(
-            backend, "scan", queue, lambda b: b.scan(queue, priority, state, future, before, _PAGE, include_body)
+            backend,
+            "scan",
+            queue,
+            lambda b: b.scan(queue, priority, state, future, before, size, include_body, max_body_bytes),
         )

@@ -22,3 +22,12 @@ MAX_DURATION_MS = MAX_DELAY_MS
 MAX_DEQUEUE_RATE = 1e9
 # Priorities per queue.
 MAX_PRIORITIES = 100
+# Bodies of the largest size (PINLATER_MAX_BODY_BYTES) that one request
+# frame has room for (the Thrift server's default max frame), and so, by
+# default, that one lookup or scan may return: a client can read back in
+# one call what it could write in one.
+FRAME_BODIES = 16
+# The most body bytes one lookup or scan may ever return: the Thrift client
+# accepts replies of up to 512 MiB, and the rest of a reply (descriptors,
+# custom statuses, claims of up to 10,000 jobs) takes at most ~170 MB.
+MAX_READ_BYTES = 256 * 1024 * 1024

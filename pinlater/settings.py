@@ -31,6 +31,7 @@ from pinlater.envsettings import SettingError as SettingError
 from pinlater.envsettings import parse_address as parse_address
 from pinlater.envsettings import parse_flag as parse_flag
 from pinlater.httplimits import HttpLimits
+from pinlater.limits import FRAME_BODIES, MAX_READ_BYTES
 from pinlater.storage.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
 from pinlater.tls import ClientTls, ServerTls
 
@@ -141,6 +142,9 @@ class Settings:
     # MySQL, so the two bounds are about equal for small bodies.
     regex_max_bodies: int = 100_000
     regex_budget_s: float = 2.0
+    # Body bytes one lookup or scan may return (see read_budget_bytes);
+    # None: FRAME_BODIES bodies of the largest size.
+    max_read_bytes: int | None = None
     # Thrift server connection and memory caps (see pinlater.thrift.server).
     server_max_connections: int = 1024
     server_max_connections_per_client: int = 64
@@ -218,6 +222,17 @@ class Settings:
                                    "signed the servers' certificates")
             return None
         return ClientTls(self.client_tls_ca, self.client_tls_cert, self.client_tls_key)
+
+    @property
+    def read_budget_bytes(self) -> int:
+        """Body bytes one lookup or scan may return: a reply must fit a
+        frame the client accepts, and one job's body must always fit."""
+        if self.max_read_bytes is None:
+            return min(FRAME_BODIES * self.max_body_bytes, MAX_READ_BYTES)
+        if self.max_read_bytes < self.max_body_bytes:
+            raise SettingError("PINLATER_MAX_READ_BYTES", f"must be at least PINLATER_MAX_BODY_BYTES "
+                               f"({self.max_body_bytes}): a lookup must be able to return any one job's body")
+        return self.max_read_bytes
 
     @property
     def resolved_control_url(self) -> str:
@@ -323,6 +338,9 @@ SETTINGS: tuple[Setting, ...] = (
             str(_D.regex_max_bodies), "bodies a body-regex count, scan or delete examines at most"),
     Setting("PINLATER_REGEX_BUDGET_S", "regex_budget_s", positive_number(3600), "2",
             "seconds a body-regex count, scan or delete runs at most"),
+    Setting("PINLATER_MAX_READ_BYTES", "max_read_bytes", whole_number(1, MAX_READ_BYTES), "",
+            f"body bytes one lookup or scan may return, at least PINLATER_MAX_BODY_BYTES (unset: {FRAME_BODIES} "
+            f"times it, at most {MAX_READ_BYTES // 2**20} MiB); past it the call is refused"),
     Setting("PINLATER_SERVER_MAX_CONNECTIONS", "server_max_connections", whole_number(1, 100_000),
             str(_D.server_max_connections), "Thrift connections a server process accepts"),
     Setting("PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT", "server_max_connections_per_client",

@@ -66,13 +66,17 @@ def check_delay(value: int, what: str = "retry delay") -> int:
 
 
 def check_batch(
-    count: int, max_per_call: int, what: str = "jobs", error: type[PinLaterError] = InvalidRequest
+    count: int,
+    max_per_call: int,
+    what: str = "jobs",
+    error: type[PinLaterError] = InvalidRequest,
+    setting: str | None = "PINLATER_MAX_JOBS_PER_CALL",
 ) -> None:
-    """One call is one script or transaction on a shard: bounded."""
+    """One call is one script or transaction on a shard: bounded.
+    ``setting``: the variable that sets the limit (None: a fixed limit)."""
     if count > max_per_call:
-        raise error(
-            f"{count} {what} in one call; the limit is {max_per_call} (PINLATER_MAX_JOBS_PER_CALL): split the batch"
-        )
+        where = f" ({setting})" if setting else ""
+        raise error(f"{count} {what} in one call; the limit is {max_per_call}{where}: split the batch")
 
 
 def check_source(source: str) -> str:

@@ -283,12 +283,31 @@ class ShardBackend(Protocol):
         before: tuple[int, int] | None,
         limit: int,
         include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord]:
         """Jobs in ``state`` (PENDING split by ``future`` as in count),
         ordered by (sort_time desc, local_id desc), strictly after the
-        cursor ``before`` = (sort_time, local_id) in that order."""
+        cursor ``before`` = (sort_time, local_id) in that order.
+
+        ``max_body_bytes``: the most body bytes the page may bring from the
+        store (None: no bound). With bodies, the page ends at the first job
+        whose body would take it past that: the job comes without its body
+        (``body`` None, withheld), and no job after it comes. Without
+        bodies, none is brought at all (where a job's body is part of one
+        stored value, the store cuts it off)."""
 
     def lookup(
-        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord | None]:
-        """Records in the order asked; None for an unknown id."""
+        """Records in the order asked; None for an unknown id. An id asked
+        twice gets the same record (its body is not copied).
+
+        ``max_body_bytes``: the most body bytes the call may bring from the
+        store (None: no bound). With bodies, when those of the jobs found
+        come to more, every record comes without its body (withheld), and
+        no body past the bound is kept. Without bodies, none is brought."""

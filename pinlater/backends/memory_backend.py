@@ -352,6 +352,7 @@ class MemoryBackend:
         before: tuple[int, int] | None,
         limit: int,
         include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord]:
         with self._lock:
             rows = self._matching(queue, priority, state, future)
@@ -359,16 +360,34 @@ class MemoryBackend:
             keyed.reverse()
             if before is not None:
                 keyed = [(k, r) for k, r in keyed if k < before]
-            return [r.record(include_body) for _, r in keyed[:limit]]
+            page = [r for _, r in keyed[:limit]]
+            if not include_body or max_body_bytes is None:
+                return [r.record(include_body) for r in page]
+            records: list[JobRecord] = []
+            size = 0
+            for r in page:
+                size += len(r.body)
+                if size > max_body_bytes:
+                    records.append(r.record(False))  # withheld: the page ends here
+                    break
+                records.append(r.record(True))
+            return records
 
     def lookup(
-        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord | None]:
         with self._lock:
             table = self._table(queue, priority)
-            return [
-                table[i].record(include_body) if i in table else None for i in local_ids
-            ]
+            found = {i: table[i] for i in set(local_ids) if i in table}
+            if include_body and max_body_bytes is not None:
+                include_body = sum(len(r.body) for r in found.values()) <= max_body_bytes
+            records = {i: r.record(include_body) for i, r in found.items()}
+            return [records.get(i) for i in local_ids]
 
     def snapshot(self) -> dict[str, dict[int, list[JobRecord]]]:
         """Every job by queue and priority, for assertions in tests."""

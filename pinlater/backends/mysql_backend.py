@@ -605,6 +605,7 @@ class MySQLBackend:
         before: tuple[int, int] | None,
         limit: int,
         include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord]:
         table = job_table(queue, priority)
         if limit <= 0:
@@ -615,24 +616,44 @@ class MySQLBackend:
         stmt = sql(name, table=table, body=include_body)
         sort_time, local_id = before if before is not None else _CURSOR_TOP
         args = {"state": int(state), "st": sort_time, "id": local_id, "limit": limit}
+        within = False
+        if include_body and max_body_bytes is not None:
+            within = True
+            stmt = sql("scan_within", page=stmt)
+            args["budget"] = max_body_bytes
 
         def work(s: Session) -> list[JobRecord]:
             s.execute(stmt, args)
-            return [_record(row, priority) for row in s.fetchall()]
+            records = []
+            for row in s.fetchall():
+                records.append(_record(row, priority))
+                if within and row[9] is None:
+                    break  # withheld: the page ends here
+            return records
 
         return self._run(queue, (priority,), work)
 
     def lookup(
-        self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord | None]:
         table = job_table(queue, priority)
         ids = sorted({int(i) for i in local_ids})
         if not ids:
             return []
-        stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
+        args: list[int] = ids
+        if include_body and max_body_bytes is not None:
+            stmt = sql("lookup_within", table=table, ids=len(ids))
+            args = [max_body_bytes, *ids, *ids]
+        else:
+            stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
 
         def work(s: Session) -> dict[int, JobRecord]:
-            s.execute(stmt, ids)
+            s.execute(stmt, args)
             return {int(row[0]): _record(row, priority) for row in s.fetchall()}
 
         found = self._run(queue, (priority,), work)

@@ -3,9 +3,9 @@
 Layout: see ``pinlater.storage.keys``. Every transition is one Lua script
 (``lua/*.lua``) taking "now" from the server's TIME, and every batch call
 (enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
-A lookup is one HMGET of the priority's jobs hash (atomic on its own);
-everything that needs the clock or more than one key is a script. The job
-records' format is in ``redis_record``.
+A read is one command, or a script (atomic too) where it must keep only
+part of each job it reads: its head without the body, or bodies within a
+budget. The job records' format is in ``redis_record``.
 
 The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
 the transitions are not idempotent (a re-sent enqueue would store its jobs
@@ -377,29 +377,47 @@ class RedisBackend:
         before: tuple[int, int] | None,
         limit: int,
         include_body: bool,
+        max_body_bytes: int | None = None,
     ) -> list[JobRecord]:
         if limit < 1:
             return []
         ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
         cursor: list[ArgT] = ["", ""] if before is None else [before[0], before[1]]
         args: list[ArgT] = [_pending_mode(state, future), limit, "1" if include_body else "0"]
-        rows = self._run("scan", ks, [*args, *cursor])
+        rows = self._run("scan", ks, [*args, *cursor, _opt(max_body_bytes)])
         records = []
-        for member, raw in rows:
-            rec = redis_record.decode(keys.member_id(member), priority, raw, include_body)
+        for row in rows:
+            # A third element: the job's body was withheld (over the budget).
+            rec = redis_record.decode(keys.member_id(row[0]), priority, row[1], include_body and len(row) == 2)
             if rec is not None:
                 records.append(rec)
         return records
 
-    def lookup(self, queue: str, priority: int, local_ids: Sequence[int], include_body: bool) -> list[JobRecord | None]:
+    def lookup(
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord | None]:
         if not local_ids:
             return []
-        # Ids below 1 never exist. One HMGET of the priority's jobs hash:
-        # one command, so the whole lookup is atomic.
+        # Ids below 1 never exist; an id asked twice is read and decoded
+        # once, and its record (and body) shared. One command or script: atomic.
         wanted = sorted({i for i in local_ids if i >= 1})
-        found: dict[int, bytes | None] = {}
-        if wanted:
-            jobs = keys.jobs_key(queue, priority)
-            values = self._call(lambda: self._r.hmget(jobs, [keys.member(i) for i in wanted]))
-            found = dict(zip(wanted, values, strict=True))
-        return [redis_record.decode(i, priority, found.get(i), include_body) for i in local_ids]
+        if not wanted:
+            return [None] * len(local_ids)
+        jobs = keys.jobs_key(queue, priority)
+        members = [keys.member(i) for i in wanted]
+        keep = include_body
+        if max_body_bytes is None:
+            # Unbounded: one HMGET, the cheapest read, of whole jobs.
+            values = self._call(lambda: self._r.hmget(jobs, members))
+        else:
+            # The script reads job by job, keeping the bodies within the bound.
+            args: list[ArgT] = ["1" if include_body else "0", _opt(max_body_bytes), *members]
+            withheld, *values = self._run("lookup", [jobs], args)
+            keep = include_body and not withheld
+        found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
+        return [found.get(i) for i in local_ids]

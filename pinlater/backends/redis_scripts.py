@@ -33,6 +33,7 @@ JOB_SCRIPTS = (
     "delete",
     "count",
     "scan",
+    "lookup",
     "create_queue",
     "delete_queue",
 )

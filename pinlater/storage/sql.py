@@ -78,6 +78,7 @@ def render(
     body: bool = False,
     trace: bool = False,
     priority: int | None = None,
+    page: str | None = None,
 ) -> str:
     """The statement ``name`` of ``<package>/<resource>`` with its
     placeholders filled.
@@ -88,9 +89,15 @@ def render(
     ``body``: whether ``{body}`` selects the body column or NULL.
     ``trace``: whether ``{trace}`` selects the trace column or NULL.
     ``priority``: the number (1..MAX_PRIORITY) that replaces ``{priority}``.
+    ``page``: a statement this function made from the same file, which
+    replaces ``{page}`` (a derived table).
     """
     blocks = _blocks(package, resource)
     stmt = blocks[name]
+    if "{page}" in stmt:
+        if page is None:
+            raise ValueError(f"{name}: needs the statement of its page")
+        stmt = stmt.replace("{page}", page)
     if "{table}" in stmt:
         if table is None or not _TABLE.fullmatch(table):
             raise ValueError(f"{name}: unsafe or missing table name {table!r}")

@@ -79,6 +79,7 @@ from thriftpy2.thrift import TApplicationException
 from pinlater import tracing
 from pinlater.caller import Caller, calling_as
 from pinlater.errors import ErrorCode, PinLaterError
+from pinlater.limits import FRAME_BODIES
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
 from pinlater.thrift.bounds import call_bounds
@@ -103,8 +104,8 @@ _SIGNATURES = {
 
 
 def default_max_frame(max_body_bytes: int) -> int:
-    """Room for a batch of 16 bodies of the maximum size, plus slack."""
-    return 16 * max_body_bytes + FRAME_SLACK
+    """Room for a batch of FRAME_BODIES bodies of the maximum size, plus slack."""
+    return FRAME_BODIES * max_body_bytes + FRAME_SLACK
 
 
 class ThriftServer:

@@ -144,6 +144,17 @@ local function read_job(v)
     run_after = run_after, claim = claim, status = status, trace = trace, body_at = at}
 end
 
+-- read_job(v).body_at alone, for reads that only cut or measure bodies:
+-- no header unpacked, no table made.
+local function body_start(v)
+  local flags = string.byte(v, 1)
+  local at = HEADER + 1
+  if flags % 8 >= 4 then at = at + 2 + u16_at(v, at) end
+  if flags % 16 >= 8 then at = at + 2 + u16_at(v, at) end
+  if flags >= 16 then at = at + 1 + string.byte(v, at) end
+  return at
+end
+
 -- The value of job j with this body (the claim is kept only while RUNNING).
 local function job_value(j, body)
   local flags = j.state

@@ -16,8 +16,14 @@
 -- ARGV[3]  '1' to include bodies
 -- ARGV[4]  cursor sort time ms ('' = no cursor)
 -- ARGV[5]  cursor id
+-- ARGV[6]  most body bytes the page may hold ('' = no bound)
 -- Returns: list of {member, job value} (without the body unless asked for;
---          the format is in the prelude, decoded by redis_record.py)
+--          the format is in the prelude, decoded by redis_record.py). The
+--          job whose body would take the page past ARGV[6] ends the page,
+--          as {member, value without its body, 1} (withheld).
+--
+-- With a bound, values are read one at a time and cut at once where not
+-- wanted, so the script never holds more bodies than the bound at once.
 local z = KEYS[1]
 local mode = ARGV[1]
 local limit = tonumber(ARGV[2])
@@ -52,12 +58,35 @@ for i = 1, #rows, 2 do
   members[#members + 1] = rows[i]
 end
 if #members == 0 then return {} end
-local values = hmget_many(KEYS[2], members)
 local out = {}
-for i, m in ipairs(members) do
-  local v = values[i]
+local with_body = ARGV[3] == '1'
+local budget = tonumber(ARGV[6] or '')
+if not budget then
+  -- Unbounded: one read of every value.
+  local values = hmget_many(KEYS[2], members)
+  for i, m in ipairs(members) do
+    local v = values[i]
+    if v then
+      if not with_body then v = string.sub(v, 1, body_start(v) - 1) end
+      out[#out + 1] = {m, v}
+    end
+  end
+  return out
+end
+local size = 0
+for _, m in ipairs(members) do
+  local v = redis.call('HGET', KEYS[2], m)
   if v then
-    if ARGV[3] ~= '1' then v = string.sub(v, 1, read_job(v).body_at - 1) end
+    local at = body_start(v)
+    if not with_body then
+      v = string.sub(v, 1, at - 1)
+    else
+      size = size + #v - at + 1
+      if size > budget then
+        out[#out + 1] = {m, string.sub(v, 1, at - 1), 1}
+        return out
+      end
+    end
     out[#out + 1] = {m, v}
   end
 end

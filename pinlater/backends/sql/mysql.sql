@@ -16,6 +16,8 @@
 --               InnoDB never reads the blob pages)
 --   {priority}  a priority (1..100), as a number: a constant column, or
 --               part of a local variable's name in the dequeue
+--   {page}      a scan statement of this file (with bodies), as a derived
+--               table
 -- Every value is a %s / %(name)s parameter.
 --
 -- Index hints: the plan must not depend on statistics. With few RUNNING
@@ -390,11 +392,37 @@ WHERE state = %(state)s
 ORDER BY updated_at DESC, id DESC
 LIMIT %(limit)s
 
+-- name: scan_within
+-- A scan page with bodies sent only while the page's bodies so far come to
+-- at most %(budget)s bytes: the body that would take it past comes as NULL
+-- (withheld), and so does every later one. The window runs over the
+-- page's rows only; in scan order (the sort time is run_after while
+-- PENDING, updated_at otherwise).
+SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+       created_at, run_after, updated_at, claim,
+       IF(SUM(LENGTH(body)) OVER (ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
+                                  ROWS UNBOUNDED PRECEDING) <= %(budget)s, body, NULL)
+FROM ({page}) AS page
+ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
+
 -- name: lookup
 SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
        created_at, run_after, updated_at, claim, {body}
 FROM {table} FORCE INDEX (PRIMARY)
 WHERE id IN ({ids})
+
+-- name: lookup_within
+-- lookup with the bodies only if those found come to at most the first %s
+-- bytes together; otherwise every body is NULL (withheld). The ids come
+-- twice: for the total (a one-row derived table, read in the same
+-- statement, so it agrees with the rows) and for the rows. A window
+-- (SUM() OVER ()) cost twice as much as this on MariaDB 10.11.
+SELECT j.id, j.state, j.attempts_allowed, j.attempts_remaining, j.custom_status,
+       j.created_at, j.run_after, j.updated_at, j.claim,
+       IF(total.bytes <= %s, j.body, NULL)
+FROM {table} AS j FORCE INDEX (PRIMARY)
+JOIN (SELECT SUM(LENGTH(body)) AS bytes FROM {table} FORCE INDEX (PRIMARY) WHERE id IN ({ids})) AS total
+WHERE j.id IN ({ids})
 
 -- ---------------------------------------------------------------- control store
 
