@@ -57,12 +57,13 @@ class Limit:
     refuse: Callable[[int], PinLaterError]
 
 
-def _batch(what: str, limit: int, error: type[PinLaterError] = InvalidRequest) -> Limit:
+def _batch(what: str, limit: int, error: type[PinLaterError] = InvalidRequest,
+           setting: str | None = "PINLATER_MAX_JOBS_PER_CALL") -> Limit:
     """A limit the service checks with ``check_batch``: the same error."""
 
     def refuse(count: int) -> PinLaterError:
         try:
-            check_batch(count, limit, what, error)
+            check_batch(count, limit, what, error, setting)
         except PinLaterError as exc:
             return exc
         return error(f"{count} {what} in one call; the limit is {limit}")
@@ -94,7 +95,7 @@ def call_lists(settings: Settings) -> dict[str, list[tuple[tuple[str, ...], Limi
         "ackDequeuedJobsWithResult": [(("request", "jobsSucceeded"), acks), (("request", "jobsFailed"), acks)],
         "checkpointJobs": [(("request", "requests"), checkpoints)],
         "checkpointJobsWithResult": [(("request", "requests"), checkpoints)],
-        "lookupJobs": [(("request", "jobDescriptors"), _batch("descriptors", MAX_LIMIT))],
+        "lookupJobs": [(("request", "jobDescriptors"), _batch("descriptors", MAX_LIMIT, setting=None))],
         "createQueueWithConfig": [(("config", "retryPolicy", "delaysMillis"), delays)],
         "updateQueueConfig": [(("update", "retryPolicy", "delaysMillis"), delays)],
     }
