@@ -220,7 +220,7 @@ def test_dequeues_of_one_source_merge_and_split_in_priority_order_within_each_co
     assert len(set(got_head + a + b + c)) == 10
     assert svc.count(queue_name, "running") == 10
     info = svc.lookup(a + c)
-    assert all((info[d].claim or "").endswith("@w1") for d in a + c)
+    assert all(info[d].claim == "w1" for d in a + c)
 
 
 def test_dequeues_of_different_sources_or_coverage_do_not_merge(
@@ -244,7 +244,7 @@ def test_dequeues_of_different_sources_or_coverage_do_not_merge(
     assert [(kwargs["source"], kwargs["coverage"], args[1]) for args, kwargs in hold.calls] == [
         ("w1", 1.0, 1), ("w2", 1.0, 1), ("w1", 0.5, 1), ("w1", 1.0, 2)]
     info = svc.lookup([j[0].descriptor for j in jobs])
-    assert [info[j[0].descriptor].claim.rsplit("@", 1)[1] for j in jobs] == ["w1", "w2", "w1", "w1", "w1"]  # type: ignore[union-attr]
+    assert [info[j[0].descriptor].claim for j in jobs] == ["w1", "w2", "w1", "w1", "w1"]
 
 
 def test_a_rate_limit_applies_to_the_merged_total(
