@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pinlater import Ack, Job, JobState
+from pinlater import Ack, Checkpoint, Job, JobState
 from pinlater.errors import (
     AckNotApplied,
     EnqueueRejected,
@@ -296,6 +296,35 @@ def test_acks_of_several_sources_merge_with_stale_and_bad_ones_routed_to_their_c
     info = svc.lookup([j.descriptor for j in (*mine, *theirs)])
     assert [info[j.descriptor].state for j in mine] == [JobState.SUCCEEDED, JobState.SUCCEEDED, JobState.RUNNING]
     assert [info[j.descriptor].state for j in theirs] == [JobState.RUNNING, JobState.PENDING, JobState.SUCCEEDED]
+
+
+def test_merged_acks_of_one_source_are_each_settled_by_their_own_claim(
+    svc: JobService, co: Coalescer, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One job, run twice by the same source: the first run's late failure ACK
+    # and the second run's own failure ACK merge into one apply, the late one first.
+    svc.create_queue(queue_name)
+    svc.enqueue(queue_name, [Job(b"x", attempts_allowed=3), Job(b"y")])
+    [first] = svc.dequeue(queue_name, 1, source="w")
+    [other] = svc.dequeue(queue_name, 1, source="w")
+    svc.checkpoint(queue_name, [Checkpoint(first.descriptor, move_to_pending=True, claim=first.claim)], source="w")
+    [second] = svc.dequeue(queue_name, 1, source="w")
+    d = first.descriptor
+    assert second.descriptor == d and second.claim != first.claim
+    hold = Hold(coalesce, "settle_acks", monkeypatch)
+    head, calls = behind(
+        hold, co.acks,
+        lambda: co.ack(queue_name, succeeded=[Ack(other.descriptor, claim=other.claim)], source="w"),
+        lambda: co.ack(queue_name, failed=[Ack(d, retry_delay_ms=5, claim=first.claim)], source="w"),
+        lambda: co.ack(queue_name, failed=[Ack(d, "run 2", retry_delay_ms=60_000, claim=second.claim)], source="w"),
+    )
+    hold.release.set()
+    assert head.result().acked == [other.descriptor]
+    late, live = calls[0].result(), calls[1].result()
+    assert len(hold.calls) == 2 and len(hold.calls[1][0][1]) == 2  # the two went as one
+    assert (late.acked, late.stale) == ([], [d]) and (live.acked, live.stale) == ([d], [])
+    info = svc.lookup([d])[d]
+    assert (info.state, info.attempts_remaining, info.custom_status) == (JobState.PENDING, 2, "run 2")
 
 
 def test_a_shard_failing_an_ack_batch_leaves_only_its_callers_acks_unapplied(
