@@ -31,14 +31,23 @@ from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
 
 from pinlater.errors import AckNotApplied, DequeueRateLimited, PinLaterError, QueueNotFound
-from pinlater.models import Ack, Checkpoint, DequeuedJob, Job
+from pinlater.models import Checkpoint, DequeuedJob, Job
 from pinlater.states import JobState
 from workers import registry
 from workers.bus import encode_transient
 from workers.client import queue_config
-from workers.message_format import StoredMessage, decode, encode, eta_to_ms, kombu_payload, raw_message
+from workers.message_format import (
+    StoredMessage,
+    decode,
+    delivery_tag,
+    encode,
+    eta_to_ms,
+    kombu_payload,
+    raw_message,
+    tagged,
+)
 from workers.publish_info import remember_descriptor
-from workers.qos import PendingAcks, PinLaterQoS, queue_of
+from workers.qos import PendingAcks, PinLaterQoS, ack_of, queue_of
 from workers.waker import COALESCE_S, RECHECK_SLACK_S, WAKER
 
 if TYPE_CHECKING:
@@ -65,6 +74,12 @@ ERROR_BACKOFF_S = 1.0
 UNSUPPORTED_QUEUE_ARGUMENTS = frozenset({"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes"})
 # Custom status of a job whose message expired before it could be delivered.
 EXPIRED_STATUS = "expired: not delivered (its message's expiration passed)"
+
+
+def _checkpoint(tag: str, **changes: Any) -> Checkpoint:
+    """A checkpoint of one delivery: of its job, under its claim."""
+    descriptor, claim = tagged(tag)
+    return Checkpoint(descriptor, claim=claim, **changes)
 
 
 def expires_at(expiration: Any) -> int | None:
@@ -426,7 +441,7 @@ class Channel(virtual.Channel):
             if stored is None:
                 continue
             if queue in self._no_ack:
-                self.qos.auto_ack(job.descriptor)
+                self.qos.auto_ack(delivery_tag(job))
             callback(kombu_payload(stored, queue, job, source))
             delivered += 1
         return delivered
@@ -451,7 +466,7 @@ class Channel(virtual.Channel):
         delivery (then the job is ended: see ``PinLaterQoS.expire``)."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
         if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
-            self.qos.expire(job.descriptor)
+            self.qos.expire(delivery_tag(job))
             return None
         return stored
 
@@ -510,9 +525,9 @@ class Channel(virtual.Channel):
         while acks.expired:
             chunk = acks.expired[:ACK_CHUNK]
             result = self.client.checkpoint(
-                queue, [Checkpoint(d, attempts_allowed=1) for d in chunk], source=self.connection.source
+                queue, [_checkpoint(t, attempts_allowed=1) for t in chunk], source=self.connection.source
             )
-            acks.failed += [Ack(d, EXPIRED_STATUS) for d in chunk if d not in result.stale]
+            acks.failed += [ack_of(t, EXPIRED_STATUS) for t in chunk if tagged(t)[0] not in result.stale]
             acks.expired = acks.expired[len(chunk):]
 
     def _send_releases(self, queue: str, acks: PendingAcks) -> None:
@@ -520,10 +535,11 @@ class Channel(virtual.Channel):
             chunk = acks.released[:ACK_CHUNK]
             try:
                 self.client.checkpoint(
-                    queue, [Checkpoint(d, move_to_pending=True) for d in chunk], source=self.connection.source
+                    queue, [_checkpoint(t, move_to_pending=True) for t in chunk], source=self.connection.source
                 )
             except AckNotApplied as exc:
-                acks.released = [d for d in chunk if d in exc.result.unapplied] + acks.released[len(chunk):]
+                left = exc.result.unapplied
+                acks.released = [t for t in chunk if tagged(t)[0] in left] + acks.released[len(chunk):]
                 raise
             acks.released = acks.released[len(chunk):]
 
@@ -547,14 +563,14 @@ class Channel(virtual.Channel):
                 held[queue].append(tag)
         for queue, job in self._buffer:
             if queue in held:
-                held[queue].append(job.descriptor)
+                held[queue].append(delivery_tag(job))
         for queue, tags in held.items():
             state = self._states[queue]
             state.next_heartbeat = now + self._heartbeat_interval(queue) if tags else 0.0
             if not tags:
                 continue
             try:
-                result = self.client.checkpoint(queue, [Checkpoint(t) for t in tags], source=self.connection.source)
+                result = self.client.checkpoint(queue, [_checkpoint(t) for t in tags], source=self.connection.source)
             except (PinLaterError, OSError) as exc:
                 log.warning("heartbeat of %d held jobs on %s failed: %s", len(tags), queue, exc)
                 continue
@@ -566,7 +582,7 @@ class Channel(virtual.Channel):
         released: dict[str, PendingAcks] = {}
         while self._buffer:
             queue, job = self._buffer.popleft()
-            released.setdefault(queue, PendingAcks()).released.append(job.descriptor)
+            released.setdefault(queue, PendingAcks()).released.append(delivery_tag(job))
         if released:
             self.qos.put_back(released)
 
