@@ -76,7 +76,7 @@ def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> Timed:
         started = time.time()
         while done < jobs:
             got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
-            acks = [Ack(j.descriptor) for j in got]
+            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
             done += len(got)
             if not got:
                 break

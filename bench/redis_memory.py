@@ -139,7 +139,7 @@ def measure_pinlater(port: int, body: bytes, jobs: int, rate_jobs: int) -> Row:
         def drain(n: int) -> int:
             nonlocal acks
             got = service.dequeue(QUEUE, n, succeeded=acks)
-            acks = [Ack(j.descriptor) for j in got]
+            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
             return len(got)
 
         enq = rate(enqueue, rate_jobs)

@@ -114,7 +114,7 @@ def drain(backend: str, server: Endpoint | None, queue: str, jobs: int, batch: i
         acks: list[Ack] = []
         while done < jobs:
             got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
-            acks = [Ack(j.descriptor) for j in got]
+            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
             done += len(got)
             if not got:
                 break

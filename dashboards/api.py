@@ -299,7 +299,6 @@ class Api:
         return json_response(200, self._info(found[descriptor], with_body=with_body))
 
     def _info(self, info: JobInfo, *, with_body: bool) -> dict[str, Any]:
-        claim = info.claim or ""
         out: dict[str, Any] = {
             "descriptor": info.descriptor,
             "state": info.state.name.lower(),
@@ -309,7 +308,7 @@ class Api:
             "created_at_ms": info.created_at_ms,
             "run_after_ms": info.run_after_ms,
             "updated_at_ms": info.updated_at_ms,
-            "claimed_by": claim[17:] if claim else None,  # TOKEN@SOURCE
+            "claimed_by": info.claim,  # the claim's holder: lookups never show its token
         }
         if with_body and info.body is not None:
             body = info.body[: self.body_cap]

@@ -5,7 +5,7 @@
     client.create_queue("emails")
     [d] = client.enqueue("emails", [Job(b'{"to": 42}')])
     jobs = client.dequeue("emails", limit=10)
-    client.ack("emails", succeeded=[Ack(j.descriptor) for j in jobs])
+    client.ack("emails", succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs])
 """
 
 from pinlater.errors import ErrorCode, PinLaterError

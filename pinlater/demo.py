@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                         jobs = client.dequeue(name, 100)
                     except DequeueRateLimited:
                         continue
-                    ok = [Ack(j.descriptor) for j in jobs if run_job(j.body, j.attempts_allowed, j.attempts_remaining)]
-                    failed = [Ack(j.descriptor, "demo failure") for j in jobs
+                    ok = [Ack(j.descriptor, claim=j.claim) for j in jobs
+                          if run_job(j.body, j.attempts_allowed, j.attempts_remaining)]
+                    failed = [Ack(j.descriptor, "demo failure", claim=j.claim) for j in jobs
                               if not run_job(j.body, j.attempts_allowed, j.attempts_remaining)]
                     client.ack(name, succeeded=ok, failed=failed)
                     worked += len(jobs)

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from pinlater import continuation as cont
-from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable
+from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable, claim_source
 from pinlater.config_cache import QueueConfigCache
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import InvalidRequest, ReadBudgetExceeded, RegexBudgetExceeded
@@ -102,6 +102,8 @@ class ReadBudget:
 
 
 def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
+    """A record as lookups and scans show it: the claim's source only, never
+    its token, which would let any reader ACK the job (``Ack.claim``)."""
     return JobInfo(
         descriptor=str(JobDescriptor(queue, shard, record.priority, record.local_id)),
         state=record.state,
@@ -111,7 +113,7 @@ def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
         created_at_ms=record.created_at_ms,
         run_after_ms=record.run_after_ms,
         updated_at_ms=record.updated_at_ms,
-        claim=record.claim,
+        claim=None if record.claim is None else claim_source(record.claim),
         body=record.body,
     )
 

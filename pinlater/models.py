@@ -25,9 +25,12 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class DequeuedJob:
-    """A claimed job. ``trace``: the traceparent stored with it (None:
-    none); ``run_after_ms``: since when it was runnable, on its shard's
-    clock (None: not known, e.g. from a server that does not say)."""
+    """A claimed job. ``claim``: the claim it was dequeued under
+    (``TOKEN@SOURCE``; "" from a dry run, or from a server that does not
+    send claims), to give back in its ``Ack`` and ``Checkpoint``s;
+    ``trace``: the traceparent stored with it (None: none);
+    ``run_after_ms``: since when it was runnable, on its shard's clock
+    (None: not known, e.g. from a server that does not say)."""
 
     descriptor: str
     body: bytes
@@ -41,11 +44,16 @@ class DequeuedJob:
 @dataclass(frozen=True, slots=True)
 class Ack:
     """One job's ACK. ``retry_delay_ms`` applies to failures only: 0 means
-    "use the queue's retry policy"."""
+    "use the queue's retry policy". ``claim``: the ``DequeuedJob.claim``
+    the job was dequeued under; the ACK then applies only while the job
+    still runs under exactly that claim, so a run's late ACK never settles
+    a later run of the same job. None (or ""): it applies to a claim of
+    the caller's source, whichever (see ``pinlater.backends.base``)."""
 
     descriptor: str
     append_custom_status: str = ""
     retry_delay_ms: int = 0
+    claim: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +72,7 @@ class AckResult:
 class Checkpoint:
     """Heartbeat for a running job, optionally changing it. With
     ``move_to_pending`` the job goes back to PENDING (run_after as given or
-    now) without spending an attempt."""
+    now) without spending an attempt. ``claim``: as ``Ack.claim``."""
 
     descriptor: str
     new_body: bytes | None = None
@@ -72,10 +80,15 @@ class Checkpoint:
     run_after_ms: int | None = None
     attempts_allowed: int | None = None
     prepend_custom_status: str | None = None
+    claim: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
+    """A job as lookups and scans show it. ``claim``: while RUNNING, the
+    source that holds its claim (never the claim's token, which is what an
+    ACK proves it holds the claim with); None in every other state."""
+
     descriptor: str
     state: JobState
     attempts_allowed: int

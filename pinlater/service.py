@@ -36,7 +36,14 @@ from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.settle import Share, prepare_acks, route, settle, settle_acks
 from pinlater.states import JobState
-from pinlater.validation import check_attempts, check_batch, check_source, check_status, check_timestamp
+from pinlater.validation import (
+    check_attempts,
+    check_batch,
+    check_claims,
+    check_source,
+    check_status,
+    check_timestamp,
+)
 from pinlater.writes import check_dequeue, enqueue_items, store_items
 
 log = logging.getLogger(__name__)
@@ -246,8 +253,9 @@ class JobService:
     ) -> AckResult:
         """Success ACKs -> SUCCEEDED; failure ACKs -> PENDING after the retry
         delay (the ACK's own, or the queue policy's), or FAILED at the last
-        attempt. ACKs from a caller that no longer holds the claim change
-        nothing and are reported stale (``pinlater.settle``)."""
+        attempt. An ACK applies only to the claim it names (``Ack.claim``),
+        or without one to a claim of ``source``; any other changes nothing
+        and is reported stale (``pinlater.settle``)."""
         if tracing.ON:
             with tracing.span("pinlater ack", {"pinlater.queue": queue}):
                 return self._ack(queue, succeeded, failed, source)
@@ -260,7 +268,8 @@ class JobService:
     def checkpoint(
         self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
     ) -> AckResult:
-        """Heartbeats (and optional changes) for running jobs held by ``source``."""
+        """Heartbeats (and optional changes) for running jobs held by each
+        checkpoint's claim (``Checkpoint.claim``), or else by ``source``."""
         if tracing.ON:
             with tracing.span("pinlater checkpoint", {"pinlater.queue": queue}):
                 return self._checkpoint(queue, checkpoints, source)
@@ -270,6 +279,7 @@ class JobService:
         source = check_source(source or self.source)
         config = self.queue_config(queue)
         check_batch(len(checkpoints), self.settings.max_jobs_per_call, "checkpoints")
+        check_claims(c.claim for c in checkpoints)
         for c in checkpoints:
             if c.attempts_allowed is not None:
                 check_attempts(c.attempts_allowed)
@@ -282,7 +292,8 @@ class JobService:
         settle(
             self.core, "checkpoint", queue, [route(self.core, queue, config, checkpoints)], [share],
             lambda _, d, c: CheckpointItem(d.priority, d.local_id, source, c.new_body, c.move_to_pending,
-                                           c.run_after_ms, c.attempts_allowed, c.prepend_custom_status),
+                                           c.run_after_ms, c.attempts_allowed, c.prepend_custom_status,
+                                           c.claim or None),
             lambda b, items: b.checkpoint(queue, items),
         )
         result = share.checked("checkpoints")

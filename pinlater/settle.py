@@ -2,8 +2,9 @@
 entry, whether it was applied, stale or unapplied.
 
 * **acked**: the shard applied it;
-* **stale**: the shard answered that it did not apply (the caller no longer
-  holds the claim, or the queue was deleted and its jobs with it);
+* **stale**: the shard answered that it did not apply (the entry's claim,
+  or its caller's source when it names none, no longer holds the job; or
+  the queue was deleted and its jobs with it);
 * **unapplied**: the shard failed or could not be reached, so it is not
   known to be applied; every transition is safe to repeat.
 
@@ -25,7 +26,7 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
 from pinlater.models import Ack, AckResult, Checkpoint
 from pinlater.queue_config import QueueConfig
-from pinlater.validation import check_batch, check_delay, check_priority, check_source, check_status
+from pinlater.validation import check_batch, check_claims, check_delay, check_priority, check_source, check_status
 
 E = TypeVar("E", Ack, Checkpoint)
 Item = TypeVar("Item")
@@ -136,6 +137,7 @@ def prepare_acks(
         check_delay(a.retry_delay_ms)
     for a in (*succeeded, *failed):
         check_status(a.append_custom_status)
+    check_claims(a.claim for a in (*succeeded, *failed))
     # Parse and route everything before applying anything.
     return PreparedAcks(queue, config, source, route(core, queue, config, succeeded),
                         route(core, queue, config, failed))
@@ -144,13 +146,14 @@ def prepare_acks(
 def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
     """One or more callers' prepared ACKs of one queue: one call per shard
     for the success ACKs of all of them, then one per shard for the
-    failures, each item under its own caller's source."""
+    failures, each item under its own claim, or else its caller's source."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
     if any(p.succeeded for p in batch):
         settle(
             core, "ack_succeeded", queue, [p.succeeded for p in batch], shares,
-            lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status),
+            lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
+                                         a.claim or None),
             lambda b, items: b.ack_succeeded(queue, items),
         )
     if not any(p.failed for p in batch):
@@ -161,7 +164,7 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
     settle(
         core, "ack_failed", queue, [p.failed for p in batch], shares,
         lambda caller, d, a: FailItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
-                                      a.retry_delay_ms if a.retry_delay_ms > 0 else None),
+                                      a.retry_delay_ms if a.retry_delay_ms > 0 else None, a.claim or None),
         lambda b, items: b.ack_failed(queue, items, delays),
     )
     return shares

@@ -20,20 +20,22 @@ options, ``queue_config`` and ``update_queue`` (and ``set_rate``, ``pause``,
 ``resume``) carry queue configs; ``ack`` and ``checkpoint`` get a per
 descriptor answer, so stale ones are reported stale and, when a shard was
 unreachable, ``AckNotApplied`` carries what was applied (retry only
-``result.unapplied``). ``queue_config`` is cached for ``config_ttl_s``, as
-in ``JobService``.
+``result.unapplied``). Dequeued jobs carry their claim, and an ``Ack`` or
+``Checkpoint`` that gives it back (``claim=job.claim``) applies only to
+that claim, as in-process. ``queue_config`` is cached for
+``config_ttl_s``, as in ``JobService``.
 
 Against a server without the extensions (a stock PinLater server answers
 UNKNOWN_METHOD) the client logs a warning and falls back to the published
 methods: ACKs and checkpoints then report every descriptor as acked (stale
-ones cannot be told), ``queue_config`` is the default config for the name,
-and ``create_queue`` with options, or ``update_queue``, raises
-InvalidRequest rather than silently drop them. It asks again after
+ones cannot be told), a stock server's dequeued jobs have no claim
+(``claim`` is "": their ACKs take the source check), ``queue_config`` is
+the default config for the name, and ``create_queue`` with options, or
+``update_queue``, raises InvalidRequest rather than silently drop them. It asks again after
 ``EXTENSION_RECHECK_S`` (servers get upgraded).
 
 What the wire still does not carry:
 
-* Dequeued jobs carry no claim string (``claim`` is "").
 * ``scan(include_body=True)`` fetches the bodies with a lookup.
 * ``retry_failed``/``delete_jobs`` with ``priority=None`` (every priority)
   walk priorities 1, 2, ... until the server says there are no more.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Protocol
 
 import re2
@@ -83,6 +84,38 @@ def check_source(source: str) -> str:
     if not isinstance(source, str) or not source or len(source) > MAX_SOURCE_LEN:
         raise InvalidRequest(f"request source must be 1 to {MAX_SOURCE_LEN} characters")
     return source
+
+
+# A claim as dequeues make it (pinlater.backends.base): a 16-hex token, then
+# the claimer's source.
+_CLAIM = re.compile(rf"[0-9a-f]{{16}}@.{{1,{MAX_SOURCE_LEN}}}", re.DOTALL)
+
+
+def check_claim(claim: str | None) -> str | None:
+    """An ACK's or checkpoint's claim: None, or ``TOKEN@SOURCE`` as a
+    dequeue gave it; "" (a job from a server that sends no claims) is None.
+    The message never repeats the value: a claim proves its holder."""
+    if claim is None or claim == "":
+        return None
+    if not isinstance(claim, str) or not _CLAIM.fullmatch(claim):
+        size = f"{len(claim)} characters" if isinstance(claim, str | bytes) else f"a {type(claim).__name__}"
+        raise InvalidRequest(
+            f"claim must be a dequeued job's claim, TOKEN@SOURCE (16 lowercase hex digits, '@', "
+            f"the source of 1 to {MAX_SOURCE_LEN} characters), got {size}"
+        )
+    return claim
+
+
+def check_claims(claims: Iterable[str | None]) -> None:
+    """``check_claim`` of each distinct claim: the jobs of one dequeue call
+    share its claim, so a batch of ACKs usually names one or few."""
+    seen: set[str] = set()
+    for claim in claims:
+        if type(claim) is str:
+            if claim in seen:
+                continue
+            seen.add(claim)
+        check_claim(claim)
 
 
 def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:

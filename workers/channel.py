@@ -36,7 +36,16 @@ from pinlater.states import JobState
 from workers import registry, task_guard
 from workers.bus import encode_transient
 from workers.client import queue_config
-from workers.message_format import StoredMessage, decode, encode, eta_to_ms, kombu_payload, raw_message
+from workers.message_format import (
+    StoredMessage,
+    decode,
+    delivery_tag,
+    encode,
+    eta_to_ms,
+    kombu_payload,
+    raw_message,
+    tagged,
+)
 from workers.publish_info import remember_descriptor
 from workers.qos import PendingAcks, PinLaterQoS, queue_of
 from workers.waker import COALESCE_S, RECHECK_SLACK_S, WAKER
@@ -65,6 +74,12 @@ ERROR_BACKOFF_S = 1.0
 UNSUPPORTED_QUEUE_ARGUMENTS = frozenset({"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes"})
 # Custom status of a job whose message expired before it could be delivered.
 EXPIRED_STATUS = "expired: not delivered (its message's expiration passed)"
+
+
+def _checkpoint(tag: str, **changes: Any) -> Checkpoint:
+    """A checkpoint of one delivery: of its job, under its claim."""
+    descriptor, claim = tagged(tag)
+    return Checkpoint(descriptor, claim=claim, **changes)
 
 
 def expires_at(expiration: Any) -> int | None:
@@ -426,7 +441,7 @@ class Channel(virtual.Channel):
             if stored is None:
                 continue
             if queue in self._no_ack:
-                self.qos.auto_ack(job.descriptor)
+                self.qos.auto_ack(delivery_tag(job))
             callback(kombu_payload(stored, queue, job, source))
             delivered += 1
         return delivered
@@ -452,13 +467,13 @@ class Channel(virtual.Channel):
         the job is ended, see ``PinLaterQoS.expire``."""
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
         if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
-            self.qos.expire(job.descriptor, EXPIRED_STATUS)
+            self.qos.expire(delivery_tag(job), EXPIRED_STATUS)
             return None
         if task_guard.enforced():
             reason = task_guard.refusal(queue, stored)
             if reason is not None:
                 task_guard.refused(queue, stored, job.descriptor, reason)
-                self.qos.expire(job.descriptor, reason)
+                self.qos.expire(delivery_tag(job), reason)
                 return None
         return stored
 
@@ -517,7 +532,8 @@ class Channel(virtual.Channel):
         while acks.expired:
             chunk = acks.expired[:ACK_CHUNK]
             result = self.client.checkpoint(
-                queue, [Checkpoint(a.descriptor, attempts_allowed=1) for a in chunk], source=self.connection.source
+                queue, [Checkpoint(a.descriptor, attempts_allowed=1, claim=a.claim) for a in chunk],
+                source=self.connection.source,
             )
             acks.failed += [a for a in chunk if a.descriptor not in result.stale]
             acks.expired = acks.expired[len(chunk):]
@@ -527,10 +543,11 @@ class Channel(virtual.Channel):
             chunk = acks.released[:ACK_CHUNK]
             try:
                 self.client.checkpoint(
-                    queue, [Checkpoint(d, move_to_pending=True) for d in chunk], source=self.connection.source
+                    queue, [_checkpoint(t, move_to_pending=True) for t in chunk], source=self.connection.source
                 )
             except AckNotApplied as exc:
-                acks.released = [d for d in chunk if d in exc.result.unapplied] + acks.released[len(chunk):]
+                left = exc.result.unapplied
+                acks.released = [t for t in chunk if tagged(t)[0] in left] + acks.released[len(chunk):]
                 raise
             acks.released = acks.released[len(chunk):]
 
@@ -554,14 +571,14 @@ class Channel(virtual.Channel):
                 held[queue].append(tag)
         for queue, job in self._buffer:
             if queue in held:
-                held[queue].append(job.descriptor)
+                held[queue].append(delivery_tag(job))
         for queue, tags in held.items():
             state = self._states[queue]
             state.next_heartbeat = now + self._heartbeat_interval(queue) if tags else 0.0
             if not tags:
                 continue
             try:
-                result = self.client.checkpoint(queue, [Checkpoint(t) for t in tags], source=self.connection.source)
+                result = self.client.checkpoint(queue, [_checkpoint(t) for t in tags], source=self.connection.source)
             except (PinLaterError, OSError) as exc:
                 log.warning("heartbeat of %d held jobs on %s failed: %s", len(tags), queue, exc)
                 continue
@@ -573,7 +590,7 @@ class Channel(virtual.Channel):
         released: dict[str, PendingAcks] = {}
         while self._buffer:
             queue, job = self._buffer.popleft()
-            released.setdefault(queue, PendingAcks()).released.append(job.descriptor)
+            released.setdefault(queue, PendingAcks()).released.append(delivery_tag(job))
         if released:
             self.qos.put_back(released)
 

@@ -33,12 +33,14 @@ class Running:
     interval_s: float
     client: Any
     next_beat: float
+    claim: str | None = None  # the run's claim (None: the source's, whichever)
 
 
-def beat(client: Any, queue: str, descriptor: str, source: str) -> bool:
-    """One checkpoint; False when the claim is gone (timed out: the job may
-    be running elsewhere already)."""
-    result = client.checkpoint(queue, [Checkpoint(descriptor)], source=source)
+def beat(client: Any, queue: str, descriptor: str, source: str, claim: str | None = None) -> bool:
+    """One checkpoint of the run's claim (else of ``source``'s); False when
+    the claim is gone (timed out: the job may be running again already,
+    elsewhere or in this very worker)."""
+    result = client.checkpoint(queue, [Checkpoint(descriptor, claim=claim)], source=source)
     return descriptor in result.acked
 
 
@@ -85,7 +87,7 @@ class Heartbeats:
                     continue
             for job in due:
                 try:
-                    if not beat(job.client, job.queue, job.descriptor, job.source):
+                    if not beat(job.client, job.queue, job.descriptor, job.source, job.claim):
                         log.warning("job %s lost its claim (timed out); it may run again elsewhere", job.descriptor)
                 except (PinLaterError, OSError) as exc:
                     log.warning("heartbeat of %s failed: %s", job.descriptor, exc)

@@ -23,8 +23,9 @@ Layout (bytes)::
   it, not base64'd (JSON bodies stay readable in ``pinlater lookup --body``).
 
 Not stored, because the job already has them: the priority (the job's
-priority), the delivery tag (the job's descriptor, given back on dequeue),
-the exchange and routing key (the job's queue), the eta (run_after).
+priority), the delivery tag (the job's descriptor and claim, given back on
+dequeue: ``delivery_tag``), the exchange and routing key (the job's
+queue), the eta (run_after).
 A no-op task with no arguments costs ~150 bytes against ~700 for the
 stock Redis transport's JSON-and-base64 envelope.
 """
@@ -222,10 +223,28 @@ def raw_message(body: bytes, task_name: str, task_id: str) -> StoredMessage:
     return StoredMessage(headers, body, RAW_CONTENT_TYPE, "binary", task_id, None, {})
 
 
+def delivery_tag(job: DequeuedJob) -> str:
+    """A claimed job's delivery tag: ``DESCRIPTOR/CLAIM``. A job that timed
+    out and came back, to this worker too, is another delivery under
+    another claim, so an ack or reject settles only the delivery it is
+    for: a first run's late reject is stale, not the second run's end. A
+    job without a claim (from a server that sends none) is tagged with its
+    descriptor alone, and settled by the source's claim."""
+    return f"{job.descriptor}/{job.claim}" if job.claim else job.descriptor
+
+
+def tagged(tag: str) -> tuple[str, str | None]:
+    """The descriptor and claim (None: none) of a delivery tag. Descriptors
+    have no "/"; a claim may (its source is free text)."""
+    descriptor, _, claim = tag.partition("/")
+    return descriptor, claim or None
+
+
 def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: str) -> dict[str, Any]:
     """The Kombu message of a claimed job. The delivery tag is the job's
-    descriptor; ``headers["pinlater"]`` tells the task its job, claim source
-    (for heartbeats) and attempts; Celery's ``retries`` is PinLater's count
+    descriptor and claim (``delivery_tag``); ``headers["pinlater"]`` tells
+    the task its job, claim and source (for heartbeats) and attempts;
+    Celery's ``retries`` is PinLater's count
     of earlier attempts and ``run_after_ms`` since when it was runnable (None:
     not known). A job whose message has no trace context of its own (a raw
     body) gets the one stored with the job."""
@@ -236,6 +255,7 @@ def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: s
         headers["pinlater"] = {
             "descriptor": job.descriptor,
             "source": source,
+            "claim": job.claim or None,
             "attempts_allowed": job.attempts_allowed,
             "attempts_remaining": job.attempts_remaining,
             "run_after_ms": job.run_after_ms,
@@ -255,7 +275,7 @@ def kombu_payload(stored: StoredMessage, queue: str, job: DequeuedJob, source: s
             "delivery_mode": 2,
             "priority": priority,
             "body_encoding": None,
-            "delivery_tag": job.descriptor,
+            "delivery_tag": delivery_tag(job),
             "delivery_info": {"exchange": "", "routing_key": queue, "redelivered": used > 0},
         },
     }

@@ -30,8 +30,11 @@ its delivered tags (``_delivered``, ``_dirty``, ``_quick_ack``, ``_flush``,
 ``tests/unit/test_third_party_guards.py``.
 
 Acks may come from another thread (pool result handlers), so the pending
-lists are under a lock; delivery tags are job descriptors
-(``QUEUE:sSHARD:pN:ID``), so a tag alone names the job and its queue.
+lists are under a lock; a delivery tag is the job's descriptor
+(``QUEUE:sSHARD:pN:ID``) and its claim (``workers.message_format.delivery_tag``),
+so a tag alone names the job, its queue and the claim its ACK must hold:
+an ACK of a delivery whose claim is gone (the job timed out and runs
+again, maybe in this very worker) is stale and changes nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 from kombu.transport import virtual
 
 from pinlater.models import Ack
+from workers.message_format import tagged
 
 # Custom statuses stay short: they are appended on every attempt.
 STATUS_MAX = 240
@@ -55,18 +59,26 @@ log = logging.getLogger(__name__)
 
 def queue_of(tag: Any) -> str | None:
     """The PinLater queue of a delivery tag, or None for transient traffic."""
-    if isinstance(tag, str) and tag.count(":") == 3:
-        return tag.split(":", 1)[0]
+    if isinstance(tag, str):
+        descriptor = tag.partition("/")[0]
+        if descriptor.count(":") == 3:
+            return descriptor.split(":", 1)[0]
     return None
+
+
+def ack_of(tag: str, status: str = "", retry_delay_ms: int = 0) -> Ack:
+    """The ACK of one delivery: of its job, under its claim."""
+    descriptor, claim = tagged(tag)
+    return Ack(descriptor, status, retry_delay_ms, claim)
 
 
 @dataclass(slots=True)
 class PendingAcks:
     succeeded: list[Ack] = field(default_factory=list)
     failed: list[Ack] = field(default_factory=list)
-    released: list[str] = field(default_factory=list)
-    # Jobs to end FAILED undelivered: each failure ACK, sent once the job's
-    # attempts are set to one.
+    released: list[str] = field(default_factory=list)  # delivery tags
+    # Jobs to end FAILED undelivered: each failure ACK (under its delivery's
+    # claim), sent once the job's attempts are set to one.
     expired: list[Ack] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -120,7 +132,7 @@ class PinLaterQoS(virtual.QoS):
         if queue is not None:
             with self._lock:
                 status = self._statuses.pop(delivery_tag, "")
-                self._pending[queue].succeeded.append(Ack(delivery_tag, status))
+                self._pending[queue].succeeded.append(ack_of(delivery_tag, status))
                 self._started.discard(delivery_tag)
                 self._delays.pop(delivery_tag, None)
                 self._added(1)
@@ -134,7 +146,7 @@ class PinLaterQoS(virtual.QoS):
         queue = queue_of(delivery_tag)
         if queue is not None:
             with self._lock:
-                self._pending[queue].succeeded.append(Ack(delivery_tag))
+                self._pending[queue].succeeded.append(ack_of(delivery_tag))
                 self._added(1)
 
     def expire(self, delivery_tag: str, status: str) -> None:
@@ -142,7 +154,7 @@ class PinLaterQoS(virtual.QoS):
         queue = queue_of(delivery_tag)
         if queue is not None:
             with self._lock:
-                self._pending[queue].expired.append(Ack(delivery_tag, status[:STATUS_MAX]))
+                self._pending[queue].expired.append(ack_of(delivery_tag, status[:STATUS_MAX]))
                 self._added(1)
 
 
@@ -156,7 +168,7 @@ class PinLaterQoS(virtual.QoS):
                 if requeue:
                     self._pending[queue].released.append(delivery_tag)
                 else:
-                    self._pending[queue].failed.append(Ack(delivery_tag, status, retry_delay_ms=delay))
+                    self._pending[queue].failed.append(ack_of(delivery_tag, status, delay))
                 self._added(1)
         self._quick_ack(delivery_tag)
         self.channel.on_settled()

@@ -221,7 +221,8 @@ class PinLaterTask(Task):
             queue = info["descriptor"].split(":", 1)[0]
             try:
                 self.pinlater_client.checkpoint(
-                    queue, [Checkpoint(info["descriptor"], attempts_allowed=1)], source=info["source"]
+                    queue, [Checkpoint(info["descriptor"], attempts_allowed=1, claim=info.get("claim"))],
+                    source=info["source"],
                 )
             except PinLaterError as exc:
                 log.warning("could not end %s at once (it will be retried): %s", info["descriptor"], exc)
@@ -233,7 +234,7 @@ class PinLaterTask(Task):
         if not info:
             return True
         queue = info["descriptor"].split(":", 1)[0]
-        return beat(self.pinlater_client, queue, info["descriptor"], info["source"])
+        return beat(self.pinlater_client, queue, info["descriptor"], info["source"], info.get("claim"))
 
 
 @task_prerun.connect
@@ -248,7 +249,8 @@ def _start_heartbeats(sender: Any = None, **_: Any) -> None:
     interval = queue_config(client, queue).claim_timeout_ms / 1000 / 3
     HEARTBEATS.start(
         threading.get_ident(),
-        Running(queue, info["descriptor"], info["source"], interval, client, time.monotonic() + interval),
+        Running(queue, info["descriptor"], info["source"], interval, client, time.monotonic() + interval,
+                info.get("claim")),
     )
 
 

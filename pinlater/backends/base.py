@@ -17,9 +17,11 @@ Conventions every backend follows:
   (claim/heartbeat time while RUNNING, finish time when terminal).
 * A claim string is ``TOKEN@SOURCE`` where TOKEN is exactly 16 lowercase hex
   chars, new for each dequeue call; ``claim[17:]`` is the claimer's source.
-  ACKs and checkpoints apply only while the job is RUNNING and its claim's
-  source equals the caller's source; otherwise they change nothing and are
-  reported stale (``False``).
+  ACKs and checkpoints apply only while the job is RUNNING under the
+  item's claim: exactly ``item.claim`` when the item gives one (whatever
+  its source), else any claim whose source equals ``item.source`` (a
+  client that does not send claims). Otherwise they change nothing and are
+  reported stale (``False``). See ``holds``.
 * ``custom_status`` is capped at ``CUSTOM_STATUS_MAX`` characters: appends
   keep the newest (rightmost) characters, prepends keep the leftmost.
 * Storage failures propagate: connection problems as
@@ -88,6 +90,7 @@ class AckItem:
     local_id: int
     source: str
     append_custom_status: str
+    claim: str | None = None  # the exact claim it applies to (None: any of source's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class FailItem:
     source: str
     append_custom_status: str
     delay_ms: int | None = None
+    claim: str | None = None  # as AckItem's
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,22 @@ class Claims:
 
     jobs: list[ClaimedJob]
     next_priority: int | None = None
+
+
+def claim_source(claim: str) -> str:
+    """The source part of a claim ``TOKEN@SOURCE``."""
+    return claim[CLAIM_TOKEN_LEN + 1 :]
+
+
+def holds(stored: str | None, source: str, claim: str | None) -> bool:
+    """Whether an item (``source``, ``claim``) holds a RUNNING job's
+    ``stored`` claim: the exact claim when the item gives one, else any
+    claim of its source (see the module doc)."""
+    if stored is None:
+        return False
+    if claim is not None:
+        return stored == claim
+    return stored[CLAIM_TOKEN_LEN + 1 :] == source
 
 
 def policy_delay(delay_table: Sequence[int], attempts_allowed: int, attempts_remaining: int) -> int:
@@ -141,6 +161,7 @@ class CheckpointItem:
     run_after_ms: int | None
     attempts_allowed: int | None
     prepend_custom_status: str | None
+    claim: str | None = None  # as AckItem's
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,13 +246,13 @@ class ShardBackend(Protocol):
         """What dequeue would return, changing nothing (claim "")."""
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
-        """RUNNING (claim source matches) -> SUCCEEDED; updated_at = now;
+        """RUNNING (the item holds the claim) -> SUCCEEDED; updated_at = now;
         custom status appended; claim cleared. True per applied item."""
 
     def ack_failed(
         self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
     ) -> list[bool]:
-        """RUNNING (claim source matches) -> PENDING with attempts_remaining
+        """RUNNING (the item holds the claim) -> PENDING with attempts_remaining
         - 1 and run_after = now + delay (the item's, else the table's, see
         FailItem) when attempts_remaining > 1; else -> FAILED with
         attempts_remaining = 0. updated_at = now; custom status appended;

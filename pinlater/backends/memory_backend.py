@@ -23,6 +23,7 @@ from pinlater.backends.base import (
     ExpiredClaims,
     FailItem,
     JobRecord,
+    holds,
     policy_delay,
 )
 from pinlater.errors import QueueDeleted
@@ -200,18 +201,18 @@ class MemoryBackend:
             rows, following = self._ready_in(queue, priorities, limit, look_ahead, self._clock())
             return Claims([row.claimed("") for row in rows], following)
 
-    def _claimed_by(self, queue: str, priority: int, local_id: int, source: str) -> _Row | None:
-        row = self._table(queue, priority).get(local_id)
-        if row is None or row.state is not JobState.RUNNING or row.claim is None:
+    def _claimed_by(self, queue: str, item: AckItem | FailItem | CheckpointItem) -> _Row | None:
+        row = self._table(queue, item.priority).get(item.local_id)
+        if row is None or row.state is not JobState.RUNNING:
             return None
-        return row if row.claim[17:] == source else None
+        return row if holds(row.claim, item.source, item.claim) else None
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
         with self._lock:
             now = self._clock()
             results: list[bool] = []
             for item in items:
-                row = self._claimed_by(queue, item.priority, item.local_id, item.source)
+                row = self._claimed_by(queue, item)
                 if row is not None:
                     row.state = JobState.SUCCEEDED
                     row.claim = None
@@ -240,7 +241,7 @@ class MemoryBackend:
             now = self._clock()
             results: list[bool] = []
             for item in items:
-                row = self._claimed_by(queue, item.priority, item.local_id, item.source)
+                row = self._claimed_by(queue, item)
                 if row is not None:
                     delay = item.delay_ms
                     if delay is None:
@@ -255,7 +256,7 @@ class MemoryBackend:
             now = self._clock()
             results: list[bool] = []
             for item in items:
-                row = self._claimed_by(queue, item.priority, item.local_id, item.source)
+                row = self._claimed_by(queue, item)
                 if row is not None:
                     row.updated_at = now
                     if item.new_body is not None:

@@ -35,6 +35,7 @@ from pinlater.backends.base import (
     FailItem,
     JobRecord,
     ShardUnavailable,
+    holds,
 )
 from pinlater.errors import QueueDeleted, StorageError
 from pinlater.states import JobState
@@ -78,6 +79,8 @@ class _Targeted(Protocol):
     def local_id(self) -> int: ...
     @property
     def source(self) -> str: ...
+    @property
+    def claim(self) -> str | None: ...
 
 
 _Item = TypeVar("_Item", bound=_Targeted)
@@ -114,6 +117,23 @@ def _rounds(items: Sequence[_Targeted]) -> list[dict[int, list[int]]]:
             rounds.append({})
         rounds[k].setdefault(item.priority, []).append(index)
     return rounds
+
+
+def _by_holder(items: Sequence[_Targeted], indexes: list[int]) -> list[tuple[bool, list[int]]]:
+    """One table's items split into those that name their claim (True) and
+    those that give only a source (False): an ACK statement compares one or
+    the other (``{held}`` in the SQL file). Usually all are of one kind."""
+    exact = [i for i in indexes if items[i].claim is not None]
+    if len(exact) == len(indexes):
+        return [(True, indexes)]
+    if not exact:
+        return [(False, indexes)]
+    return [(True, exact), (False, [i for i in indexes if items[i].claim is None])]
+
+
+def _holders(items: Sequence[_Targeted], indexes: list[int]) -> list[str]:
+    """What each item's job's claim must hold to (see ``_by_holder``)."""
+    return [items[i].claim or items[i].source for i in indexes]
 
 
 def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]:
@@ -398,11 +418,12 @@ class MySQLBackend:
         queue: str,
         items: Sequence[_Item],
         statement: str,
-        values: Callable[[_Item], list[Any]],
+        values: Callable[[_Item, str], list[Any]],
     ) -> list[bool]:
         """Apply ``statement`` to the items whose job is RUNNING under a claim
-        from the item's source, in one transaction. ``values(item)`` gives
-        the item's row of the joined values."""
+        the item holds (``holds``), in one transaction. ``values(item,
+        claim)`` gives the item's row of the joined values, ``claim`` being
+        the job's claim as locked."""
         if not items:
             return []
         rounds = _rounds(items)
@@ -419,11 +440,12 @@ class MySQLBackend:
                     chosen: list[int] = []
                     params: list[Any] = []
                     for i in indexes:
-                        claim = running.get(items[i].local_id)
-                        if claim is None or claim[CLAIM_TOKEN_LEN + 1 :] != items[i].source:
+                        item = items[i]
+                        claim = running.get(item.local_id)
+                        if claim is None or not holds(claim, item.source, item.claim):
                             continue
                         chosen.append(i)
-                        params += values(items[i])
+                        params += values(item, claim)
                     if not chosen:
                         continue
                     updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
@@ -442,7 +464,7 @@ class MySQLBackend:
         def args(indexes: list[int], marker: str | None) -> list[Any]:
             ids = [items[i].local_id for i in indexes]
             return [marker, *ids, *(items[i].append_custom_status for i in indexes),
-                    *ids, *ids, *(items[i].source for i in indexes)]
+                    *ids, *ids, *_holders(items, indexes)]
 
         return self._acked(queue, items, "ack_succeeded", args)
 
@@ -458,7 +480,7 @@ class MySQLBackend:
             ids = [items[i].local_id for i in indexes]
             delays = [items[i].delay_ms for i in indexes]
             return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
-                    marker, *ids, *ids, *(items[i].source for i in indexes)]
+                    marker, *ids, *ids, *_holders(items, indexes)]
 
         return self._acked(queue, items, "ack_failed", args)
 
@@ -472,23 +494,26 @@ class MySQLBackend:
         """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
         file) whose row count tells all applied or all stale; only a mixed
         batch reads back which items this statement applied (by the marker
-        it left; a single item needs none, so its claim stays). Several
-        statements (several tables, or a job named twice) share one
-        transaction, all or nothing as before."""
+        it left; a single item needs none, so its claim stays). Items that
+        name their claim and items that give a source go in statements of
+        their own (``_by_holder``). Several statements (several tables, a
+        job named twice, or both kinds of item) share one transaction, all
+        or nothing as before."""
         if not items:
             return []
         steps = [
-            (job_table(queue, priority), indexes)
+            (job_table(queue, priority), exact, held)
             for round_ in _rounds(items)
             for priority, indexes in sorted(round_.items())
+            for exact, held in _by_holder(items, indexes)
         ]
 
         def work(s: Session) -> list[bool]:
             applied = [False] * len(items)
-            for table, indexes in steps:
+            for table, exact, indexes in steps:
                 # One item's row count tells applied from stale: no marker.
                 marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
-                stmt = sql(statement, table=table, ids=len(indexes))
+                stmt = sql(statement, table=table, ids=len(indexes), exact_claim=exact)
                 updated = s.execute(stmt, args(indexes, marker))
                 if updated == len(indexes):
                     done = {items[i].local_id for i in indexes}
@@ -505,8 +530,8 @@ class MySQLBackend:
         return self._run(queue, tables, work, transaction=len(steps) > 1)
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
-        def values(item: CheckpointItem) -> list[Any]:
-            return [item.local_id, item.source, item.new_body, item.attempts_allowed,
+        def values(item: CheckpointItem, claim: str) -> list[Any]:
+            return [item.local_id, claim, item.new_body, item.attempts_allowed,
                     item.prepend_custom_status or "", item.run_after_ms,
                     1 if item.move_to_pending else 0]
 

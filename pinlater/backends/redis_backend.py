@@ -65,6 +65,14 @@ def _json(items: list[Any]) -> str:
     return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
 
 
+def _claimed(item: list[Any], claim: str | None) -> list[Any]:
+    """A script item with its claim as the last field when it names one
+    (the scripts read a missing field as "no claim: the source's")."""
+    if claim is not None:
+        item.append(claim)
+    return item
+
+
 def _opt(value: int | None) -> str:
     """Optional integer argument of a script: '' stands for None."""
     return "" if value is None else str(int(value))
@@ -247,7 +255,8 @@ class RedisBackend:
         )
         # Only the newest CUSTOM_STATUS_MAX chars of an append can survive.
         meta = [
-            [groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]]
+            _claimed([groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]],
+                     it.claim)
             for it in items
         ]
         args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
@@ -269,13 +278,16 @@ class RedisBackend:
             ]
         )
         meta = [
-            [
-                groups.of(it.priority),
-                it.local_id,
-                it.source,
-                it.append_custom_status[-CUSTOM_STATUS_MAX:],
-                None if it.delay_ms is None else max(0, int(it.delay_ms)),
-            ]
+            _claimed(
+                [
+                    groups.of(it.priority),
+                    it.local_id,
+                    it.source,
+                    it.append_custom_status[-CUSTOM_STATUS_MAX:],
+                    None if it.delay_ms is None else max(0, int(it.delay_ms)),
+                ],
+                it.claim,
+            )
             for it in items
         ]
         table = [int(d) for d in delay_table] or [0]
@@ -298,17 +310,20 @@ class RedisBackend:
             if it.new_body is not None:
                 bodies.append(it.new_body)
             meta.append(
-                [
-                    groups.of(it.priority),
-                    it.local_id,
-                    it.source,
-                    0 if it.new_body is None else len(bodies),  # index into the bodies
-                    it.move_to_pending,
-                    it.run_after_ms,
-                    it.attempts_allowed,
-                    # Only the oldest CUSTOM_STATUS_MAX chars of a prepend survive.
-                    (it.prepend_custom_status or "")[:CUSTOM_STATUS_MAX],
-                ]
+                _claimed(
+                    [
+                        groups.of(it.priority),
+                        it.local_id,
+                        it.source,
+                        0 if it.new_body is None else len(bodies),  # index into the bodies
+                        it.move_to_pending,
+                        it.run_after_ms,
+                        it.attempts_allowed,
+                        # Only the oldest CUSTOM_STATUS_MAX chars of a prepend survive.
+                        (it.prepend_custom_status or "")[:CUSTOM_STATUS_MAX],
+                    ],
+                    it.claim,
+                )
             )
         args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
         return [bool(x) for x in self._run("checkpoint", groups.keys, args)]

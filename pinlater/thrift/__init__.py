@@ -24,27 +24,30 @@ DEFAULT_METRICS_PORT = 9011
 # The module name must end in "_thrift" for its structs to pickle.
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
 
-# Published struct -> its traced superset (the IDL's extensions say why).
-TRACED = {
+# Published struct -> its superset with extension fields from 100 on: trace
+# context and claims (the IDL's extensions say why).
+SUPERSETS = {
     idl.RequestContext: idl.PinLaterTracedRequestContext,
     idl.PinLaterJob: idl.PinLaterTracedJob,
     idl.PinLaterDequeueMetadata: idl.PinLaterTracedDequeueMetadata,
+    idl.PinLaterJobAckInfo: idl.PinLaterClaimedJobAckInfo,
+    idl.PinLaterCheckpointJobRequest: idl.PinLaterClaimedCheckpointJobRequest,
 }
 
 
 def _swap(value: Any, swapped: set[Any]) -> Any:
     if isinstance(value, tuple):
         return tuple(_swap(v, swapped) for v in value)
-    if isinstance(value, type) and value in TRACED:
+    if isinstance(value, type) and value in SUPERSETS:
         swapped.add(value)
-        return TRACED[value]
+        return SUPERSETS[value]
     return value
 
 
-def _read_and_write_traced_structs() -> None:
+def _read_and_write_supersets() -> None:
     """Every field of a published struct type in any struct of the IDL
-    (a call's arguments, a request's jobs, a reply's metadata) takes the
-    traced superset, so decoding keeps its trace fields. A struct's
+    (a call's arguments, a request's jobs or ACKs, a reply's metadata)
+    takes its superset, so decoding keeps the extension fields. A struct's
     ``thrift_spec`` is how thriftpy2 describes it to its codecs; should
     that form change, this fails at import, not on the wire."""
     swapped: set[Any] = set()
@@ -55,14 +58,14 @@ def _read_and_write_traced_structs() -> None:
                        for part in ("args", "result")]
         for cls in holders:
             spec = getattr(cls, "thrift_spec", None)
-            if isinstance(spec, dict) and cls not in TRACED.values():
+            if isinstance(spec, dict) and cls not in SUPERSETS.values():
                 cls.thrift_spec = {field_id: _swap(entry, swapped) for field_id, entry in spec.items()}
-    if swapped != set(TRACED):
-        missing = sorted(t.__name__ for t in set(TRACED) - swapped)
+    if swapped != set(SUPERSETS):
+        missing = sorted(t.__name__ for t in set(SUPERSETS) - swapped)
         raise ImportError(f"thriftpy2's struct specs are not as expected: found no field of type {missing}")
 
 
-_read_and_write_traced_structs()
+_read_and_write_supersets()
 published: ModuleType = idl.PinLater
 service: ModuleType = idl.PinLaterExtended
 EXTENSION_METHODS = frozenset(service.thrift_services) - frozenset(published.thrift_services)
@@ -72,6 +75,6 @@ STRUCTS: dict[str, tuple[Any, Any]] = {
 }
 
 __all__ = [
-    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "STRUCTS", "TRACED", "idl",
+    "DEFAULT_METRICS_PORT", "DEFAULT_SERVER_PORT", "EXTENSION_METHODS", "IDL_PATH", "STRUCTS", "SUPERSETS", "idl",
     "published", "service",
 ]

@@ -18,14 +18,16 @@ gets exactly what it would have got alone:
   carries the caller's source, so only calls that differ in nothing but
   the count are merged: one dequeue for the sum of the counts (the rate
   limit applies to that total), whose jobs, in priority order, are split
-  in arrival order, no caller getting more than it asked for. A waiting
+  in arrival order, no caller getting more than it asked for. Their jobs
+  share the merged call's claim, as the jobs of one call do; a job that
+  runs again is claimed anew, so a late ACK of its earlier run is stale. A waiting
   caller never gives up before its share is handed over (see
   ``pinlater.groupcommit``), so no job is claimed for a caller that has
   gone: the jobs of a caller whose connection dropped are in its reply,
   lost as a lost reply of a call made alone, and re-run after the claim
   timeout.
-* **ACK** (key: the queue). ACKs carry their caller's source item by item,
-  so callers of different sources merge: each caller's ACKs are checked
+* **ACK** (key: the queue). ACKs carry their claim, or their caller's
+  source, item by item, so callers of different sources merge: each caller's ACKs are checked
   and routed first (``pinlater.settle.prepare_acks``), then applied with one
   call per shard for all of them (``pinlater.settle.settle_acks``), and each caller
   gets its own acked, stale and unapplied descriptors. ACKs riding on a

@@ -112,32 +112,36 @@ def job_from_wire(wire: Any) -> Job:
 
 def acks_to_wire(acks: Iterable[Ack]) -> list[Any]:
     return [
-        idl.PinLaterJobAckInfo(
-            jobDescriptor=a.descriptor, appendCustomStatus=a.append_custom_status, retryDelayMillis=a.retry_delay_ms
+        idl.PinLaterClaimedJobAckInfo(
+            jobDescriptor=a.descriptor, appendCustomStatus=a.append_custom_status, retryDelayMillis=a.retry_delay_ms,
+            claim=a.claim or None,
         )
         for a in acks
     ]
 
 
 def acks_from_wire(infos: Sequence[Any] | None) -> list[Ack]:
+    # The claim is checked with the rest of the ACK (pinlater.settle.prepare_acks).
     return [
         Ack(
             descriptor=text(i.jobDescriptor),  # type: ignore[arg-type]
             append_custom_status=text(i.appendCustomStatus) or "",
             retry_delay_ms=i.retryDelayMillis or 0,
+            claim=text(getattr(i, "claim", None)),
         )
         for i in infos or ()
     ]
 
 
 def checkpoint_to_wire(c: Checkpoint) -> Any:
-    return idl.PinLaterCheckpointJobRequest(
+    return idl.PinLaterClaimedCheckpointJobRequest(
         jobDescriptor=c.descriptor,
         newBody=c.new_body,
         moveToPending=c.move_to_pending,
         runAfterTimestampMillis=c.run_after_ms,
         numOfAttemptsAllowed=c.attempts_allowed,
         prependCustomStatus=c.prepend_custom_status,
+        claim=c.claim or None,
     )
 
 
@@ -149,6 +153,7 @@ def checkpoint_from_wire(r: Any) -> Checkpoint:
         run_after_ms=unset_zero(r.runAfterTimestampMillis),
         attempts_allowed=unset_zero(r.numOfAttemptsAllowed),
         prepend_custom_status=text(r.prependCustomStatus),
+        claim=text(getattr(r, "claim", None)),  # checked with the rest (JobService.checkpoint)
     )
 
 
@@ -158,7 +163,7 @@ def dequeued_to_wire(jobs: Sequence[DequeuedJob]) -> Any:
         jobMetadata={
             j.descriptor: idl.PinLaterTracedDequeueMetadata(
                 attemptsAllowed=j.attempts_allowed, attemptsRemaining=j.attempts_remaining,
-                traceparent=j.trace, runAfterTimestampMillis=j.run_after_ms,
+                traceparent=j.trace, runAfterTimestampMillis=j.run_after_ms, claim=j.claim or None,
             )
             for j in jobs
         },
@@ -176,7 +181,7 @@ def dequeued_from_wire(response: Any) -> list[DequeuedJob]:
                 body=blob(body) or b"",
                 attempts_allowed=(meta.attemptsAllowed or 0) if meta else 0,
                 attempts_remaining=(meta.attemptsRemaining or 0) if meta else 0,
-                claim="",  # the wire does not carry claims
+                claim=text(getattr(meta, "claim", None)) or "",  # "": a server that sends none
                 trace=text(getattr(meta, "traceparent", None)) or None,
                 run_after_ms=getattr(meta, "runAfterTimestampMillis", None),
             )

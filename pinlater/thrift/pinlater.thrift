@@ -12,7 +12,11 @@
  *   descriptors and creates nothing. Other methods ignore requestId, so a
  *   client may retry an enqueue that carries one.
  * - RequestContext.source goes into the claim of every dequeued job; ACKs
- *   and checkpoints apply only with the source that holds the claim.
+ *   and checkpoints apply only with the source that holds the claim (or,
+ *   from a client that uses the extensions, only to the exact claim the
+ *   dequeue returned: see "Claims" below).
+ * - PinLaterJobInfo.claimDescriptor: the source that holds the job's claim
+ *   while it is IN_PROGRESS (never the claim's token).
  * - PinLaterJob.runAfterTimestampMillis unset or 0: now (the shard's clock).
  * - PinLaterJob.numAttemptsAllowed 0: the queue retry policy's default.
  * - PinLaterJobAckInfo.retryDelayMillis 0: the queue retry policy's delay.
@@ -238,6 +242,10 @@ service PinLater {
  *   Such a partial outcome is a reply, not a PinLaterException.
  * - Trace context: fields from 100 on in three published structs, which
  *   stock peers skip (PinLaterTracedRequestContext and the two after it).
+ * - Claims: the dequeue reply's metadata carries each job's claim, and an
+ *   ACK or checkpoint that gives it back applies only while the job runs
+ *   under exactly that claim (PinLaterClaimedJobAckInfo and
+ *   PinLaterClaimedCheckpointJobRequest, fields from 100 on likewise).
  *
  * Durations are milliseconds. Unset optional fields of a request take the
  * server's defaults (create) or stay as they are (update). Like
@@ -330,13 +338,41 @@ struct PinLaterTracedJob {
   100: optional string traceparent,
 }
 
-// For PinLaterDequeueMetadata: the trace stored with the job, and since
-// when it was runnable (the shard's clock), for the time it waited.
+// For PinLaterDequeueMetadata: the trace stored with the job, since when
+// it was runnable (the shard's clock), for the time it waited, and the
+// claim the job was dequeued under (TOKEN@SOURCE; unset on a dry run), to
+// give back in its ACK and checkpoints.
 struct PinLaterTracedDequeueMetadata {
   1: optional i32 attemptsAllowed,
   2: optional i32 attemptsRemaining,
   100: optional string traceparent,
   101: optional i64 runAfterTimestampMillis,
+  102: optional string claim,
+}
+
+// Claims. A run's ACK that comes late (the job timed out and runs again,
+// even for the same source) must not settle the next run: for
+// PinLaterJobAckInfo and PinLaterCheckpointJobRequest, the claim from the
+// dequeue reply's metadata. With it the entry applies only while the job
+// runs under exactly that claim, whatever the request's source, and is
+// stale otherwise; unset (a stock client) or "": it applies to a claim of
+// the request's source, as the published interface says. A claim of
+// another form is refused (PinLaterException UNKNOWN, naming the form).
+struct PinLaterClaimedJobAckInfo {
+  1: required string jobDescriptor,
+  2: string appendCustomStatus = "",
+  3: i64 retryDelayMillis = 0,
+  100: optional string claim,
+}
+
+struct PinLaterClaimedCheckpointJobRequest {
+  1: required string jobDescriptor,
+  2: optional string newBody,
+  3: bool moveToPending = false,
+  4: optional i64 runAfterTimestampMillis,
+  5: optional i32 numOfAttemptsAllowed,
+  6: optional string prependCustomStatus,
+  100: optional string claim,
 }
 
 service PinLaterExtended extends PinLater {

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pinlater.service import JobService
+from pinlater.states import JobState
 from pinlater.thrift import IDL_PATH
 from pinlater.thrift.security import Security
 from pinlater.thrift.server import ThriftServer
@@ -110,6 +111,31 @@ def apache_extended(generated_extended: Generated, server: ThriftServer) -> Iter
 def test_full_lifecycle_with_a_stock_generated_client(apache: tuple[Any, ModuleType], queue_name: str) -> None:
     client, t = apache
     _lifecycle(client, t, queue_name)
+
+
+def test_a_stock_client_sends_no_claims_and_keeps_the_source_check(
+    apache: tuple[Any, ModuleType], service: JobService, queue_name: str
+) -> None:
+    """The claim is an extension field on both ways: a stock client skips it
+    in the dequeue reply and sends none, so its ACKs and checkpoints apply
+    to a claim of its source, as the published interface says."""
+    stock, t = apache
+    ctx, other = t.RequestContext(source="apache-worker"), t.RequestContext(source="apache-other")
+    stock.createQueue(ctx, queue_name)
+    [a] = stock.enqueueJobs(ctx, t.PinLaterEnqueueRequest(queueName=queue_name, jobs=[
+        t.PinLaterJob(body=b"job-a")])).jobDescriptors
+    metadata = stock.dequeueJobs(ctx, t.PinLaterDequeueRequest(queueName=queue_name, limit=1)).jobMetadata[a]
+    assert metadata.attemptsRemaining == 2 and not hasattr(metadata, "claim")
+    info = stock.lookupJobs(ctx, t.PinLaterLookupJobRequest(jobDescriptors=[a]))[a]
+    assert (info.jobState, info.claimDescriptor) == (t.PinLaterJobState.IN_PROGRESS, "apache-worker")
+    ack = t.PinLaterJobAckRequest(queueName=queue_name, jobsSucceeded=[t.PinLaterJobAckInfo(jobDescriptor=a)])
+    stock.ackDequeuedJobs(other, ack)  # another source: stale, nothing changes
+    assert service.lookup([a])[a].state is JobState.RUNNING
+    stock.checkpointJobs(ctx, t.PinLaterCheckpointJobsRequest(queueName=queue_name, requests=[
+        t.PinLaterCheckpointJobRequest(jobDescriptor=a, prependCustomStatus="beat;")]))
+    stock.ackDequeuedJobs(ctx, ack)
+    done = service.lookup([a])[a]
+    assert (done.state, done.custom_status) == (JobState.SUCCEEDED, "beat;")
 
 
 def test_a_job_from_a_stock_client_starts_a_new_trace(

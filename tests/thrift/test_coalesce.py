@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pinlater import Ack, Job, JobState
+from pinlater import Ack, Checkpoint, Job, JobState
 from pinlater.errors import (
     AckNotApplied,
     EnqueueRejected,
@@ -220,7 +220,7 @@ def test_dequeues_of_one_source_merge_and_split_in_priority_order_within_each_co
     assert len(set(got_head + a + b + c)) == 10
     assert svc.count(queue_name, "running") == 10
     info = svc.lookup(a + c)
-    assert all((info[d].claim or "").endswith("@w1") for d in a + c)
+    assert all(info[d].claim == "w1" for d in a + c)
 
 
 def test_dequeues_of_different_sources_or_coverage_do_not_merge(
@@ -244,7 +244,7 @@ def test_dequeues_of_different_sources_or_coverage_do_not_merge(
     assert [(kwargs["source"], kwargs["coverage"], args[1]) for args, kwargs in hold.calls] == [
         ("w1", 1.0, 1), ("w2", 1.0, 1), ("w1", 0.5, 1), ("w1", 1.0, 2)]
     info = svc.lookup([j[0].descriptor for j in jobs])
-    assert [info[j[0].descriptor].claim.rsplit("@", 1)[1] for j in jobs] == ["w1", "w2", "w1", "w1", "w1"]  # type: ignore[union-attr]
+    assert [info[j[0].descriptor].claim for j in jobs] == ["w1", "w2", "w1", "w1", "w1"]
 
 
 def test_a_rate_limit_applies_to_the_merged_total(
@@ -296,6 +296,35 @@ def test_acks_of_several_sources_merge_with_stale_and_bad_ones_routed_to_their_c
     info = svc.lookup([j.descriptor for j in (*mine, *theirs)])
     assert [info[j.descriptor].state for j in mine] == [JobState.SUCCEEDED, JobState.SUCCEEDED, JobState.RUNNING]
     assert [info[j.descriptor].state for j in theirs] == [JobState.RUNNING, JobState.PENDING, JobState.SUCCEEDED]
+
+
+def test_merged_acks_of_one_source_are_each_settled_by_their_own_claim(
+    svc: JobService, co: Coalescer, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One job, run twice by the same source: the first run's late failure ACK
+    # and the second run's own failure ACK merge into one apply, the late one first.
+    svc.create_queue(queue_name)
+    svc.enqueue(queue_name, [Job(b"x", attempts_allowed=3), Job(b"y")])
+    [first] = svc.dequeue(queue_name, 1, source="w")
+    [other] = svc.dequeue(queue_name, 1, source="w")
+    svc.checkpoint(queue_name, [Checkpoint(first.descriptor, move_to_pending=True, claim=first.claim)], source="w")
+    [second] = svc.dequeue(queue_name, 1, source="w")
+    d = first.descriptor
+    assert second.descriptor == d and second.claim != first.claim
+    hold = Hold(coalesce, "settle_acks", monkeypatch)
+    head, calls = behind(
+        hold, co.acks,
+        lambda: co.ack(queue_name, succeeded=[Ack(other.descriptor, claim=other.claim)], source="w"),
+        lambda: co.ack(queue_name, failed=[Ack(d, retry_delay_ms=5, claim=first.claim)], source="w"),
+        lambda: co.ack(queue_name, failed=[Ack(d, "run 2", retry_delay_ms=60_000, claim=second.claim)], source="w"),
+    )
+    hold.release.set()
+    assert head.result().acked == [other.descriptor]
+    late, live = calls[0].result(), calls[1].result()
+    assert len(hold.calls) == 2 and len(hold.calls[1][0][1]) == 2  # the two went as one
+    assert (late.acked, late.stale) == ([], [d]) and (live.acked, live.stale) == ([d], [])
+    info = svc.lookup([d])[d]
+    assert (info.state, info.attempts_remaining, info.custom_status) == (JobState.PENDING, 2, "run 2")
 
 
 def test_a_shard_failing_an_ack_batch_leaves_only_its_callers_acks_unapplied(

@@ -28,6 +28,7 @@ from kombu.message import Message
 from kombu.messaging import Consumer, Producer
 
 import workers.app  # noqa: F401  (registers the pinlater:// alias)
+from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
@@ -158,7 +159,14 @@ def service(setup: str) -> Iterator[JobService]:
         yield client
 
 
-def _state(service: JobService, descriptor: str) -> JobState:
+def _job(tag: str) -> str:
+    """The descriptor of a delivery tag (``DESCRIPTOR/CLAIM``, or the
+    descriptor alone: workers/README.md)."""
+    return tag.split("/", 1)[0]
+
+
+def _state(service: JobService, tag: str) -> JobState:
+    descriptor = _job(tag)
     return service.lookup([descriptor])[descriptor].state
 
 
@@ -180,12 +188,12 @@ def test_requeue_reject_and_ack_after_get_reach_the_job_at_once(
         # Requeued jobs are claimable again by the very next gets. A release is due now,
         # and in the same millisecond as a publish it may sort before it, so a get can
         # return a requeued job again: only which jobs remain is fixed, not their order.
-        again = {queue.get_nowait().delivery_tag for _ in range(2)}
+        again = {_job(queue.get_nowait().delivery_tag) for _ in range(2)}
         with pytest.raises(queue.Empty):
             queue.get_nowait()
-        remaining = again | {acked.delivery_tag}
+        remaining = again | {_job(acked.delivery_tag)}
         assert len(remaining) == 3, "the three jobs, each claimed once after the releases"
-        assert {requeued.delivery_tag, rejected.delivery_tag} <= remaining
+        assert {_job(requeued.delivery_tag), _job(rejected.delivery_tag)} <= remaining
         # get() with a timeout consumes (drain_events): its ACK goes out at once too.
         queue.put({"n": 3})
         consumed = queue.get(timeout=2)
@@ -212,7 +220,8 @@ def test_a_job_requeued_in_one_drain_is_delivered_by_the_next(via: Connection) -
             started = time.monotonic()
             conn.drain_events(timeout=2)
             assert time.monotonic() - started < 0.5, "the requeued job waited for a slow poll"
-    assert [tag for tag, _ in seen] == [seen[0][0]] * 2
+    # The same job, delivered twice: each delivery under a claim of its own.
+    assert [_job(tag) for tag, _ in seen] == [_job(seen[0][0])] * 2 and seen[0][0] != seen[1][0]
     assert [redelivered for _, redelivered in seen] == [False, False]  # a release spends no attempt
 
 
@@ -265,6 +274,34 @@ def test_max_priority_gives_the_queue_a_priority_per_kombu_priority(
             while len(got) < 7:
                 conn.drain_events(timeout=2)
     assert got == [0, 1, 2, 3, 6, 9, 10]
+
+
+def test_a_late_reject_of_a_timed_out_delivery_leaves_the_jobs_next_run_alone(
+    via: Connection, service: JobService
+) -> None:
+    """A job whose claim timed out while its first delivery still ran comes
+    back to the same consumer (the same source): the first delivery's late
+    reject is stale, so it does not send the job back to PENDING behind the
+    second run (a third, concurrent run); the second delivery's ack ends it."""
+    name = "habit_late"
+    with via as conn, closing(conn.SimpleQueue(name)) as queue:
+        queue.put({"n": 1})
+        service.update_queue(job_queue_name(name), claim_timeout_ms=100)
+        first = queue.get_nowait()
+        monitor = Monitor(service.operators, queues=[job_queue_name(name)])
+        deadline = time.monotonic() + 10
+        while monitor.run_once().claims_repended == 0:
+            assert time.monotonic() < deadline, "the claim did not time out"
+            time.sleep(0.05)
+        second = queue.get_nowait()
+        d = _job(second.delivery_tag)
+        assert d == _job(first.delivery_tag) and second.delivery_tag != first.delivery_tag
+        running = service.lookup([d])[d]
+        first.reject()  # the first run failed, late
+        assert service.lookup([d])[d] == running, "the late reject changed the second run's job"
+        second.ack()
+        done = service.lookup([d])[d]
+        assert (done.state, done.attempts_remaining) == (JobState.SUCCEEDED, running.attempts_remaining)
 
 
 @pytest.mark.parametrize("url", ["dead", "redis"])

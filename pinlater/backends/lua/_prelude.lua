@@ -249,10 +249,18 @@ local function hmget_many(key, fields)
   return out
 end
 
--- claim = TOKEN(16 hex) .. '@' .. source; the caller's source must match.
-local function claim_source(claim)
-  if not claim then return nil end
-  return string.sub(claim, 18)
+-- Whether an ACK or checkpoint item holds RUNNING job j: `claim` (nil when
+-- the item gives none) must be j's claim exactly; without one, any claim
+-- of the item's `source` (pinlater/backends/base.py). A claim is
+-- TOKEN(16 hex) .. '@' .. source.
+local function holds(j, source, claim)
+  if claim then return j.claim == claim end
+  return j.claim ~= nil and string.sub(j.claim, 18) == source
+end
+
+-- An item's optional claim field: nil or a string.
+local function valid_claim(c)
+  return c == nil or type(c) == 'string'
 end
 
 -- custom_status is capped in characters. In UTF-8, a character starts at

@@ -1,4 +1,4 @@
--- ack_failed: RUNNING (claim source matches, attempts guard holds) ->
+-- ack_failed: RUNNING (the item holds the claim) ->
 -- PENDING with attempts_remaining - 1 and run_after = now + delay when
 -- attempts_remaining > 1, else FAILED with attempts_remaining = 0. A stale
 -- ACK changes nothing. The delay is the item's own or else the retry
@@ -11,7 +11,8 @@
 -- KEYS[4g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
 -- ARGV[2]     JSON array, per item: [g, local id, source, status to append,
---             delay ms or null (= the policy's)]
+--             delay ms or null (= the policy's), claim (only when the item
+--             names one: then it, not the source, must hold the job)]
 -- ARGV[3]     JSON array: the policy's delay before retry number 1, 2, ...;
 --             the last entry holds for every later retry
 -- Returns: per item 1 (applied) or 0 (stale).
@@ -26,8 +27,8 @@ local ngroups = #KEYS / 4
 for _, it in ipairs(items) do
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('ack_failed: bad group') end
   if not valid_id(it[2]) then return bad('ack_failed: bad id') end
-  if type(it[3]) ~= 'string' or type(it[4]) ~= 'string' then
-    return bad('ack_failed: bad source or status')
+  if type(it[3]) ~= 'string' or type(it[4]) ~= 'string' or not valid_claim(it[6]) then
+    return bad('ack_failed: bad source, status or claim')
   end
   if opt(it[5]) ~= nil and not is_int(it[5]) then return bad('ack_failed: bad delay') end
 end
@@ -39,7 +40,7 @@ for i, it in ipairs(items) do
   local jobs = KEYS[4 * g]
   local m = member_of(it[2])
   local j, v = load_job(jobs, m)
-  if j and j.state == 1 and claim_source(j.claim) == it[3] then
+  if j and j.state == 1 and holds(j, it[3], it[6]) then
     if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
     redis.call('ZREM', KEYS[4 * g - 3], m)
     local left = j.left

@@ -1,11 +1,13 @@
--- ack_succeeded: RUNNING (claim source matches) -> SUCCEEDED. A stale ACK
--- (not RUNNING, or claimed by another source) changes nothing.
+-- ack_succeeded: RUNNING (the item holds the claim) -> SUCCEEDED. A stale
+-- ACK (not RUNNING, or under another claim) changes nothing.
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:running     of priority group g (g = 1, 2, ...)
 -- KEYS[3g-1]  pl:{queue}:p{N}:succeeded
 -- KEYS[3g]    pl:{queue}:p{N}:jobs        jobs hash
 -- ARGV[1]     custom status cap (characters)
--- ARGV[2]     JSON array, per item: [g, local id, source, status to append]
+-- ARGV[2]     JSON array, per item: [g, local id, source, status to append,
+--             claim (only when the item names one: then it, not the
+--             source, must hold the job)]
 -- Returns: per item 1 (applied) or 0 (stale).
 local cap = tonumber(ARGV[1])
 local items = cjson.decode(ARGV[2])
@@ -13,8 +15,8 @@ local ngroups = #KEYS / 3
 for _, it in ipairs(items) do
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('ack_succeeded: bad group') end
   if not valid_id(it[2]) then return bad('ack_succeeded: bad id') end
-  if type(it[3]) ~= 'string' or type(it[4]) ~= 'string' then
-    return bad('ack_succeeded: bad source or status')
+  if type(it[3]) ~= 'string' or type(it[4]) ~= 'string' or not valid_claim(it[5]) then
+    return bad('ack_succeeded: bad source, status or claim')
   end
 end
 
@@ -30,7 +32,7 @@ for g, idx in pairs(by_group(items)) do
   for k, i in ipairs(idx) do
     local it, m, v = items[i], members[k], values[k]
     local j = v and not done[m] and read_job(v)
-    if j and j.state == 1 and claim_source(j.claim) == it[3] then
+    if j and j.state == 1 and holds(j, it[3], it[5]) then
       if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
       j.state, j.updated, j.claim = 2, now, nil
       done[m] = true

@@ -1,4 +1,4 @@
--- checkpoint: heartbeat of a RUNNING job (claim source matches):
+-- checkpoint: heartbeat of a RUNNING job (the item holds the claim):
 -- updated_at = now; optionally a new body, new attempts (allowed =
 -- remaining = given), a custom status prefix; with move_to_pending the job
 -- goes back to PENDING (claim cleared, run_after = given or now, no attempt
@@ -11,7 +11,8 @@
 -- ARGV[2]     JSON array, per item: [g, local id, source, body index (0 =
 --             no new body, else the body is ARGV[2 + index]), move_to_pending
 --             (true/false), run_after ms or null, attempts_allowed or null,
---             status to prepend ('' = none)]
+--             status to prepend ('' = none), claim (only when the item
+--             names one: then it, not the source, must hold the job)]
 -- ARGV[3..]   new bodies (binary, so not inside the JSON)
 -- Returns: per item 1 (applied) or 0 (stale).
 local cap = tonumber(ARGV[1])
@@ -20,8 +21,8 @@ local ngroups = #KEYS / 3
 for _, it in ipairs(items) do
   if not is_int(it[1]) or it[1] < 1 or it[1] > ngroups then return bad('checkpoint: bad group') end
   if not valid_id(it[2]) then return bad('checkpoint: bad id') end
-  if type(it[3]) ~= 'string' or type(it[8]) ~= 'string' then
-    return bad('checkpoint: bad source or status')
+  if type(it[3]) ~= 'string' or type(it[8]) ~= 'string' or not valid_claim(it[9]) then
+    return bad('checkpoint: bad source, status or claim')
   end
   if not is_int(it[4]) or it[4] < 0 or ARGV[2 + it[4]] == nil then
     return bad('checkpoint: bad body index')
@@ -44,7 +45,7 @@ for i, it in ipairs(items) do
   local jobs = KEYS[3 * g]
   local m = member_of(it[2])
   local j, v = load_job(jobs, m)
-  if j and j.state == 1 and claim_source(j.claim) == it[3] then
+  if j and j.state == 1 and holds(j, it[3], it[9]) then
     j.updated = now
     local body = it[4] > 0 and ARGV[2 + it[4]] or body_of(v, j)
     local attempts = opt(it[7])

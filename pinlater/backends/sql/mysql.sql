@@ -18,6 +18,9 @@
 --               part of a local variable's name in the dequeue
 --   {page}      a scan statement of this file (with bodies), as a derived
 --               table
+--   {held}      what an ACK's item must equal: the claim column (items that
+--               name their claim: exactly that claim) or its source part
+--               SUBSTRING(claim, 18) (items that give only a source)
 -- Every value is a %s / %(name)s parameter.
 --
 -- Index hints: the plan must not depend on statistics. With few RUNNING
@@ -28,8 +31,8 @@
 --
 -- States: 0 PENDING, 1 RUNNING, 2 SUCCEEDED, 3 FAILED. 4000 is
 -- CUSTOM_STATUS_MAX. A claim is TOKEN@SOURCE with a 16-char token, so the
--- source starts at character 18; sources compare as bytes (no collation,
--- no trailing-space padding), exactly like Python's ==.
+-- source starts at character 18; claims and sources compare as bytes (no
+-- collation, no trailing-space padding), exactly like Python's ==.
 
 -- name: _now
 CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
@@ -253,15 +256,16 @@ FOR UPDATE
 -- the guard is in the WHERE, and claim takes this statement's own marker so
 -- that a partly stale batch can be read back (ack_applied) to tell applied
 -- items from stale ones. A single item's row count says it all: its marker
--- is NULL and the claim stays (no write to the by_claim index). Order of
--- %s: marker, ids, statuses, ids, ids, sources.
+-- is NULL and the claim stays (no write to the by_claim index). One
+-- statement's items all name their claim or all give a source ({held}).
+-- Order of %s: marker, ids, statuses, ids, ids, claims or sources.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET state = 2,
     claim = COALESCE(%s, claim),
     updated_at = {now},
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000)
 WHERE id IN ({ids}) AND state = 1
-  AND CAST(SUBSTRING(claim, 18) AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
+  AND CAST({held} AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
 
 -- name: ack_failed
 -- As ack_succeeded. A single-table UPDATE applies its assignments left to
@@ -269,7 +273,7 @@ WHERE id IN ({ids}) AND state = 1
 -- decremented (it is assigned last). The delay: the item's own, else the
 -- policy's delay table (a JSON array) at the job's retry number, capped at
 -- its last entry. Order of %s: ids, delays, table, last index, ids,
--- statuses, marker, ids, ids, sources.
+-- statuses, marker, ids, ids, claims or sources.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET run_after = IF(attempts_remaining > 1,
       {now} + COALESCE(
@@ -283,14 +287,15 @@ SET run_after = IF(attempts_remaining > 1,
     updated_at = {now},
     attempts_remaining = IF(attempts_remaining > 1, attempts_remaining - 1, 0)
 WHERE id IN ({ids}) AND state = 1
-  AND CAST(SUBSTRING(claim, 18) AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
+  AND CAST({held} AS BINARY) = CAST(ELT(FIELD(id, {ids}), {ids}) AS BINARY)
 
 -- name: ack_applied
 SELECT id FROM {table} FORCE INDEX (by_claim) WHERE claim = %s
 
 -- name: checkpoint
 -- NULL in v means "leave as is"; run_after: the given one, else now when
--- moving to PENDING, else unchanged.
+-- moving to PENDING, else unchanged. v.claim is the claim lock_running read
+-- and the item was found to hold, so the guard repeats that decision.
 UPDATE ({rows}) AS v STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
 SET t.updated_at = {now},
     t.body = COALESCE(v.body, t.body),
@@ -300,10 +305,10 @@ SET t.updated_at = {now},
     t.run_after = COALESCE(v.run_after, IF(v.to_pending, {now}, t.run_after)),
     t.state = IF(v.to_pending, 0, 1),
     t.claim = IF(v.to_pending, NULL, t.claim)
-WHERE t.state = 1 AND CAST(SUBSTRING(t.claim, 18) AS BINARY) = v.source
+WHERE t.state = 1 AND CAST(t.claim AS BINARY) = v.claim
 
 -- name: checkpoint.row
-SELECT %s AS id, CAST(%s AS BINARY) AS source, %s AS body, %s AS attempts,
+SELECT %s AS id, CAST(%s AS BINARY) AS claim, %s AS body, %s AS attempts,
        %s AS prepend, %s AS run_after, %s AS to_pending
 
 -- name: expire_repend
