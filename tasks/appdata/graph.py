@@ -27,7 +27,10 @@ clock (``follow_clock``: a row per user in ``follow_clocks``): the time of
 the action, or just past the user's previous action when that was not
 earlier. So one user's follows never share a time, not even with follows
 since removed, and a later follow has a later time: the feeds version a
-follow's cells with it, and an unfollow masks exactly that version.
+follow's cells with it, and an unfollow masks exactly that version. A pin
+is made past the newest follow of its pinner and of its board: a follow
+brings the pins made up to its time (the newest few) and every one made
+after, so a pin made just after a follow must not share its millisecond.
 
 The typeahead versions an entry with the newest time of the records it
 comes from: follows both ways between two users and the contact's
@@ -98,13 +101,24 @@ def create_pin(
     store: AppData, pinner_id: int, board_id: int, data: Mapping[str, Any], *, created_at_ms: int | None = None
 ) -> AppObject:
     """A pin on its board's shard; ``user_id`` and ``board_id`` are set in
-    its data; board_has_pins and user_has_pins get sequence = created_at.
+    its data; board_has_pins and user_has_pins get sequence = created_at,
+    the time asked (now by default) or just past the newest follow of the
+    pinner or the board when that was not earlier.
     The object is written first: if a mapping write fails, the pin exists
     but nothing points at it (invisible, harmless); a retry makes another."""
     expect_type(pinner_id, ObjectType.USER)
     shard = expect_type(board_id, ObjectType.BOARD).shard
+    created = now_ms() if created_at_ms is None else created_at_ms
+    # Past the newest follow of its pinner and of its board: a follow at t
+    # brings the newest pins created up to t and every pin created after, so
+    # a pin made after a follow in the same millisecond would count as made
+    # before it, and could push an earlier pin out of the follower's feed.
+    for table, followee in ((USER_FOLLOWED_BY_USER, pinner_id), (BOARD_FOLLOWED_BY_USER, board_id)):
+        newest = mappings.recent(store, table, followee, 1)
+        if newest:
+            created = max(created, newest[0].sequence + 1)
     pin = objects.create(
-        store, ObjectType.PIN, shard, {**data, "user_id": pinner_id, "board_id": board_id}, created_at_ms=created_at_ms
+        store, ObjectType.PIN, shard, {**data, "user_id": pinner_id, "board_id": board_id}, created_at_ms=created
     )
     mappings.add(store, BOARD_HAS_PINS, board_id, pin.id, pin.created_at_ms)
     mappings.add(store, USER_HAS_PINS, pinner_id, pin.id, pin.created_at_ms)

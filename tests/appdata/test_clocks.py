@@ -73,3 +73,21 @@ def test_a_rename_is_past_every_follow_of_the_user_and_moves_their_clock(appdata
     assert graph.rename_user(appdata, bob, "Bob", at_ms=T0)[2] == T0 + 5  # renames in one ms: ordered
     graph.follow_user(appdata, ann, bob, at_ms=T0)
     assert graph.follow_time(appdata, ann, bob) == T0 + 6  # a follow of Bob: past his name
+
+
+def test_a_pin_is_past_the_newest_follow_of_its_pinner_and_of_its_board(appdata: AppData) -> None:
+    """A follow at t brings the pins made up to t (the newest few) and every
+    one made after: a pin made after the follow in the same millisecond
+    must be made after it, or it could push an earlier pin out of the feed."""
+    ann, bob, cy = _users(appdata, 3)
+    board = graph.create_board(appdata, bob, {"name": "b"}, created_at_ms=T0).id
+    other = graph.create_board(appdata, bob, {"name": "c"}, created_at_ms=T0).id
+    assert graph.create_pin(appdata, bob, board, {}, created_at_ms=T0).created_at_ms == T0  # no follower yet
+    graph.follow_user(appdata, ann, bob, at_ms=T0)
+    after_follow = graph.follow_time(appdata, ann, bob)
+    assert after_follow is not None and after_follow >= T0
+    assert graph.create_pin(appdata, bob, board, {}, created_at_ms=T0).created_at_ms == after_follow + 1
+    graph.follow_board(appdata, cy, other, at_ms=T0 + 50)
+    assert graph.create_pin(appdata, bob, other, {}, created_at_ms=T0).created_at_ms == T0 + 51
+    # A later time is taken as asked.
+    assert graph.create_pin(appdata, bob, board, {}, created_at_ms=T0 + 100).created_at_ms == T0 + 100
