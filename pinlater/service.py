@@ -279,7 +279,7 @@ class JobService:
         source = check_source(source or self.source)
         config = self.queue_config(queue)
         check_batch(len(checkpoints), self.settings.max_jobs_per_call, "checkpoints")
-        check_claims(c.claim for c in checkpoints)
+        check_claims([c.claim for c in checkpoints])
         for c in checkpoints:
             if c.attempts_allowed is not None:
                 check_attempts(c.attempts_allowed)

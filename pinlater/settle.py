@@ -137,7 +137,7 @@ def prepare_acks(
         check_delay(a.retry_delay_ms)
     for a in (*succeeded, *failed):
         check_status(a.append_custom_status)
-    check_claims(a.claim for a in (*succeeded, *failed))
+    check_claims([a.claim for a in succeeded] + [a.claim for a in failed])
     # Parse and route everything before applying anything.
     return PreparedAcks(queue, config, source, route(core, queue, config, succeeded),
                         route(core, queue, config, failed))

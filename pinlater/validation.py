@@ -108,13 +108,14 @@ def check_claim(claim: str | None) -> str | None:
 
 def check_claims(claims: Iterable[str | None]) -> None:
     """``check_claim`` of each distinct claim: the jobs of one dequeue call
-    share its claim, so a batch of ACKs usually names one or few."""
-    seen: set[str] = set()
-    for claim in claims:
-        if type(claim) is str:
-            if claim in seen:
-                continue
-            seen.add(claim)
+    share its claim, so a batch of ACKs usually names one or few (a set
+    of them costs far less than a check per entry)."""
+    claims = list(claims)
+    try:
+        distinct: Iterable[str | None] = set(claims)
+    except TypeError:  # something unhashable, refused below
+        distinct = claims
+    for claim in distinct:
         check_claim(claim)
 
 

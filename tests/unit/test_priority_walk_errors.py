@@ -137,9 +137,11 @@ def test_a_dequeue_hands_over_what_it_claimed_before_a_shard_failed(
         with contextlib.suppress(PinLaterError):  # m1 is empty now; m2 fails again, unless out of rotation
             assert cluster.svc.dequeue(Q, 8) == []
     assert sorted(j.descriptor for j in jobs) == sorted(on_good)
-    # Claimed under the claims handed over, and the rate tokens not used given back.
+    # Claimed under the claims handed over (a lookup shows whose; the ACK
+    # below with each claim proves it), and the rate tokens not used given back.
     info = cluster.svc.lookup(on_good)
-    assert {d: (i.state, i.claim) for d, i in info.items()} == {j.descriptor: (JobState.RUNNING, j.claim) for j in jobs}
+    assert {d: (i.state, i.claim) for d, i in info.items()} == {
+        j.descriptor: (JobState.RUNNING, j.claim[17:]) for j in jobs}
     assert cluster.tokens_left() == BURST - 3
     # The failing shard is reported: its health, the store metrics, a warning at most once a second.
     health = cluster.shards.status()["m2"]
@@ -149,7 +151,8 @@ def test_a_dequeue_hands_over_what_it_claimed_before_a_shard_failed(
     skipped = [r for r in caplog.records if "went on without shard m2" in r.getMessage()]
     assert len(skipped) == 1, [r.getMessage() for r in caplog.records]
     # The jobs are the caller's to finish; m2's wait there, untouched.
-    assert cluster.svc.ack(Q, succeeded=[Ack(j.descriptor) for j in jobs]).acked == [j.descriptor for j in jobs]
+    assert cluster.svc.ack(Q, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs]).acked == [
+        j.descriptor for j in jobs]
     cluster.bad.error = None
     assert {i.state for i in cluster.svc.lookup(on_bad).values()} == {JobState.PENDING}
 
