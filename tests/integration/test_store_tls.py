@@ -32,7 +32,7 @@ from pinlater.devcerts import DevCA
 from pinlater.errors import ShardConnectionFailed
 from pinlater.monitor import Monitor
 from pinlater.service import JobService
-from pinlater.settings import ShardSpec, parse_shards
+from pinlater.settings import ShardSpec, hash_secret, parse_shards
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
 from pinlater.storage.redis_pool import open_redis
 from pinlater.tls import ClientTls
@@ -213,9 +213,13 @@ def test_the_cli_shows_no_password(mixed_settings: dict[str, str]) -> None:
     assert_secret_free(bad_file.stderr)
 
 
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def _get(url: str, token: str | None = None) -> str:
+    request = urllib.request.Request(url, headers={"X-PinLater-Token": token} if token else {})
+    with urllib.request.urlopen(request, timeout=30) as response:
         return str(response.read().decode())
+
+
+TOKEN = "operator-token-for-tls-test"
 
 
 def test_logs_the_dashboard_and_metrics_show_no_password(
@@ -224,7 +228,8 @@ def test_logs_the_dashboard_and_metrics_show_no_password(
     settings = settings_for(
         "redis_tls", shards=parse_shards(mixed_settings["PINLATER_SHARDS"]),
         control_url=mixed_settings["PINLATER_CONTROL_URL"],
-        flower_url=f"http://admin:{WRONG_PASSWORD}@127.0.0.1:5555")
+        flower_url=f"http://admin:{WRONG_PASSWORD}@127.0.0.1:5555",
+        dashboard_token_sha256=hash_secret(TOKEN))
     service = JobService.from_settings(settings, source="tls-test")
     dashboard = Dashboard(service, settings, port=0, panels=[], owns_service=True).start()
     try:
@@ -238,11 +243,13 @@ def test_logs_the_dashboard_and_metrics_show_no_password(
             except Exception as exc:  # noqa: BLE001 -- only what it says matters here
                 assert_secret_free(str(exc) + "".join(traceback.format_exception(exc)))
         Monitor(service.operators, interval_s=1).run_once()
-        pages = [_get(dashboard.url + path) for path in
+        # Flower's address goes only to the token's holder, and redacted even then.
+        pages = [_get(dashboard.url + path, TOKEN) for path in
                  ("/api/config", "/api/overview", "/api/shards", "/metrics")]
+        anyone = json.loads(_get(dashboard.url + "/api/config"))
     finally:
         dashboard.close()
-    assert "admin:***@127.0.0.1:5555" in pages[0]
+    assert "admin:***@127.0.0.1:5555" in pages[0] and anyone["flower_url"] is None
     assert "certificate verify failed" in pages[2] and "invalid username-password pair" in pages[2]
     assert_secret_free("\n".join(pages))
     assert "out of rotation" in caplog.text
