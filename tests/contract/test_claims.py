@@ -7,14 +7,12 @@ source, never its token."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
 from pinlater.errors import InvalidRequest
 from pinlater.models import DequeuedJob, JobInfo
-from pinlater.monitor import Monitor
+from tests.support.claims import claimed_again_after_timeout
 
 
 def _info(cluster: JobService, descriptor: str) -> JobInfo:
@@ -22,18 +20,9 @@ def _info(cluster: JobService, descriptor: str) -> JobInfo:
 
 
 def _claim_twice_after_timeout(cluster: JobService, queue: str) -> tuple[DequeuedJob, DequeuedJob]:
-    """One job, claimed; its claim times out (the monitor re-pends it) and
-    the same source claims it again."""
-    cluster.create_queue(queue, claim_timeout_ms=200)
-    cluster.enqueue(queue, [Job(b"body", attempts_allowed=5)])
-    [first] = cluster.dequeue(queue, 1)
-    monitor = Monitor(cluster.operators, queues=[queue])
-    deadline = time.monotonic() + 10
-    while monitor.run_once().claims_repended == 0:
-        assert time.monotonic() < deadline, "the claim did not time out"
-        time.sleep(0.05)
-    [second] = cluster.dequeue(queue, 1)
-    assert second.descriptor == first.descriptor and second.claim != first.claim
+    """One job, claimed; its claim times out and the same source claims it again."""
+    first, second = claimed_again_after_timeout(cluster, cluster.operators, queue)
+    assert second.claim != first.claim
     assert second.claim.endswith("@test-worker-a")  # the same source both times
     return first, second
 

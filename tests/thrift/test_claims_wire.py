@@ -9,34 +9,16 @@ token. A stock client, which sends no claims, keeps the source check
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobState
 from pinlater.errors import PinLaterError
-from pinlater.models import DequeuedJob
-from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.thrift_client import ThriftClient
+from tests.support.claims import claimed_again_after_timeout
 
 CLAIM = re.compile(r"[0-9a-f]{16}@test-worker-a")
-
-
-def _timed_out_and_claimed_again(
-    client: ThriftClient, service: JobService, queue: str
-) -> tuple[DequeuedJob, DequeuedJob]:
-    client.create_queue(queue, claim_timeout_ms=200)
-    client.enqueue(queue, [Job(b"body", attempts_allowed=5)])
-    [first] = client.dequeue(queue, 1)
-    monitor = Monitor(service.operators, queues=[queue])
-    deadline = time.monotonic() + 10
-    while monitor.run_once().claims_repended == 0:
-        assert time.monotonic() < deadline, "the claim did not time out"
-        time.sleep(0.05)
-    [second] = client.dequeue(queue, 1)
-    assert second.descriptor == first.descriptor
-    return first, second
 
 
 def test_dequeued_jobs_carry_their_claim_and_lookups_show_only_its_source(
@@ -58,7 +40,7 @@ def test_dequeued_jobs_carry_their_claim_and_lookups_show_only_its_source(
 def test_a_late_ack_of_a_timed_out_run_is_stale_for_the_same_source(
     client: ThriftClient, other_client: ThriftClient, service: JobService, queue_name: str
 ) -> None:
-    first, second = _timed_out_and_claimed_again(client, service, queue_name)
+    first, second = claimed_again_after_timeout(client, service.operators, queue_name)
     assert CLAIM.fullmatch(first.claim) and CLAIM.fullmatch(second.claim) and first.claim != second.claim
     d = first.descriptor
     before = service.lookup([d], include_body=True)[d]
