@@ -133,7 +133,7 @@ def holds(stored: str | None, source: str, claim: str | None) -> bool:
         return False
     if claim is not None:
         return stored == claim
-    return stored[CLAIM_TOKEN_LEN + 1 :] == source
+    return claim_source(stored) == source
 
 
 def policy_delay(delay_table: Sequence[int], attempts_allowed: int, attempts_remaining: int) -> int:
