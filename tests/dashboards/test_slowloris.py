@@ -41,6 +41,9 @@ def http_metric(dashboard: Dashboard, name: str) -> int:
 
 def test_a_normal_client_is_answered_within_a_second_while_100_connections_trickle(dashboard: Dashboard) -> None:
     address = dashboard.http.address
+    # Before the first trickled byte: every deadline is at least DEADLINE_S past it.
+    opened = time.monotonic()
+    held = 0
     with Trickler(address, HOSTILE) as hostile:
         started = time.monotonic()
         while time.monotonic() - started < DEADLINE_S - 0.5:
@@ -49,7 +52,11 @@ def test_a_normal_client_is_answered_within_a_second_while_100_connections_trick
             for path in ("/healthz", "/"):
                 status, elapsed = timed_get(address, path)
                 assert status == 200 and elapsed < 1.0, (path, elapsed)
-        assert http_metric(dashboard, "connections_open") >= HOSTILE  # all held: none closed early
+            # Read at once in the server, the last time surely before any
+            # deadline: on a loaded machine the loop may end past them.
+            if time.monotonic() - opened < DEADLINE_S - 0.5:
+                held = dashboard.http.counters["connections_open"]
+        assert held >= HOSTILE  # all held: none closed early
         # Past the deadline of their first byte, however they trickle: all closed, counted.
         assert hostile.closed_by_server(within_s=DEADLINE_S + 1.5 - (time.monotonic() - started)) == set(
             range(HOSTILE))
