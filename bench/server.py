@@ -24,7 +24,7 @@ in-process throughput; with batches of one and 4 clients, 0.8 of it (with
 the most server processes measured).
 
 With ``--tls`` each server count also runs a server with TLS, client
-certificates and roles (certificates from ``pinlater.devcerts``), measured
+certificates and roles (certificates from ``pinlater.kit.devcerts``), measured
 right after the plain one: the TLS rows give its throughput as a share of
 plain TCP's and the CPU it adds per call, and a "connect" row what a new
 connection costs (opened, one call, closed) with and without TLS. Target:
@@ -62,10 +62,10 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pinlater import Ack, Job, JobService
-from pinlater.devcerts import write_dev_certs
+from pinlater.kit.devcerts import write_dev_certs
+from pinlater.kit.tls import ClientTls
 from pinlater.settings import Settings, parse_shards
-from pinlater.thrift_client import ThriftClient
-from pinlater.tls import ClientTls
+from pinlater.thrift.client import ThriftClient
 
 BACKENDS = {
     "redis": ("r1=redis://127.0.0.1:16379/3", "redis://127.0.0.1:16379/4"),

@@ -55,8 +55,8 @@ from pinlater.errors import (
     QueueNotFound,
     ShardConnectionFailed,
 )
+from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.models import CONTINUATION_START, JobInfo
-from pinlater.secret_throttle import SecretThrottle
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
@@ -148,7 +148,7 @@ class Api:
         self.body_cap = body_cap
         self.refresh_ms = refresh_ms
         # The operator token is guessed no faster than the admin secret: per
-        # client address and per process (pinlater.secret_throttle).
+        # client address and per process (pinlater.kit.secret_throttle).
         self._token_throttle = SecretThrottle(
             settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
             settings.admin_secret_window_s, what="operator token",

@@ -37,7 +37,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pinlater import counters
+from pinlater.engine import counters
 
 CHART_EVENTS = (counters.ENQUEUED, counters.DEQUEUED, counters.SUCCEEDED, counters.FAILED)
 MAX_MINUTES = 60

@@ -25,11 +25,11 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pinlater.errors import ShardConnectionFailed
+from pinlater.kit.sqlblocks import named_blocks
 from pinlater.storage.errors import redis_guard, run_creating_missing_tables
 from pinlater.storage.keys import records_log_key, records_map_key
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
 from pinlater.storage.redis_pool import open_redis
-from pinlater.storage.sql import named_blocks
 
 T = TypeVar("T")
 Doc = dict[str, Any]

@@ -1,7 +1,7 @@
 """The dashboard's HTTP server: the page (static HTML, CSS, JS; no build
 step, nothing fetched from anywhere else), the installed panels' parts of it
 (``dashboards.panels``) and the API of ``dashboards.api``, on the project's
-hardened server (``pinlater.httpserver``: loopback by default, a deadline
+hardened server (``pinlater.kit.httpserver``: loopback by default, a deadline
 per request, capped connections in all and per client address, one-line
 errors, no query strings in the log; its counts are in ``/metrics``).
 
@@ -24,10 +24,10 @@ from dashboards.panels import Panel, PanelFiles, Unavailable, load_panels, panel
 from dashboards.progress import ProgressBoard
 from dashboards.records import open_records
 from dashboards.snapshot import Collector
-from pinlater import tracing
-from pinlater.httplimits import HttpLimits
-from pinlater.httpserver import BASE_HEADERS, Answer, HttpHandler, HttpServer
-from pinlater.httpserver import Request as HttpRequest
+from pinlater.kit.httplimits import HttpLimits
+from pinlater.kit.httpserver import BASE_HEADERS, Answer, HttpHandler, HttpServer
+from pinlater.kit.httpserver import Request as HttpRequest
+from pinlater.observe import tracing
 from pinlater.service import JobService
 from pinlater.settings import Settings
 

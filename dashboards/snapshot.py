@@ -27,9 +27,9 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
               oldest_pending: {descriptor, run_after_ms, age_ms} | None,
               rates: {event: per_s}, events: {event: n}}]
 
-where a state is one of STATES and an event one of pinlater.counters.EVENTS.
+where a state is one of STATES and an event one of pinlater.engine.counters.EVENTS.
 A shard's ``out_reason`` says why it is out of rotation ("unavailable",
-"refuses writes" or "failing", ``pinlater.shards``), null while it is in;
+"refuses writes" or "failing", ``pinlater.engine.shards``), null while it is in;
 ``last_error`` is the error behind it.
 When ``config_error`` is set, the config fields that could not be read are
 null (and ``counts`` too when not even the priorities could be).
@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.configs import ConfigReader, QueueEntry
-from pinlater import counters
+from pinlater.engine import counters
+from pinlater.engine.shards import ShardHealth
 from pinlater.errors import PinLaterError
 from pinlater.models import JobInfo
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
-from pinlater.shards import ShardHealth
 from pinlater.states import JobState
 
 log = logging.getLogger(__name__)

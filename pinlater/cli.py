@@ -20,19 +20,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
-from pinlater.cli_output import INSTALL_HINT, one_line, print_result
-from pinlater.devcerts import add_dev_certs_command
-from pinlater.envsettings import read
+from pinlater.engine.monitor import Monitor
 from pinlater.errors import PinLaterError
+from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
+from pinlater.kit.devcerts import add_dev_certs_command
+from pinlater.kit.envsettings import read
 from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.migrate import add_migrate_command
 from pinlater.models import Job, JobInfo
-from pinlater.monitor import Monitor
+from pinlater.observe.trace_tree import add_trace_command
 from pinlater.queue_config import check_rate
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.states import JobState
-from pinlater.trace_tree import add_trace_command
 
 
 def _info_dict(info: JobInfo) -> dict[str, Any]:
@@ -348,7 +348,7 @@ STORES_ONLY = frozenset({"shards", "monitor"})
 
 
 def _through_server(args: argparse.Namespace) -> Any:
-    from pinlater.thrift_client import ThriftClient
+    from pinlater.thrift.client import ThriftClient
 
     if args.command in STORES_ONLY:
         raise ValueError(f"`pinlater {args.command}` works on the stores themselves: run it without --server")

@@ -19,7 +19,7 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from pinlater.cli_output import INSTALL_HINT, one_line
+from pinlater.kit.cli_output import INSTALL_HINT, one_line
 
 GROUP = "pinlater.commands"
 

@@ -1,5 +1,5 @@
 """The client interface shared by the in-process service (``JobService``)
-and the remote one (``pinlater.thrift_client.ThriftClient``): application
+and the remote one (``pinlater.thrift.client.ThriftClient``): application
 code typed against ``PinLaterClient`` switches between them by
 configuration alone (``pinlater.connect``)."""
 

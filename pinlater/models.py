@@ -19,7 +19,7 @@ class Job:
     attempts_allowed: int | None = None
     custom_status: str = ""
     # The W3C traceparent the job's runs continue. None: the span current
-    # at the enqueue when tracing is on (pinlater.tracing), else no trace.
+    # at the enqueue when tracing is on (pinlater.observe.tracing), else no trace.
     trace: str | None = None
 
 

@@ -1,19 +1,19 @@
 """The operators' API: the reads and maintenance steps that the monitor,
 the dashboard, the CLI and the demos use, over the same parts as the client
-API (``pinlater.core.Core``), so that nothing outside reaches into the
+API (``pinlater.engine.core.Core``), so that nothing outside reaches into the
 shards or the control store."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from pinlater import counters
 from pinlater.backends.base import ExpiredClaims
-from pinlater.core import Core
+from pinlater.engine import counters
+from pinlater.engine.core import Core
+from pinlater.engine.shards import ShardHealth
 from pinlater.models import JobInfo
+from pinlater.observe.seam import Snapshot
 from pinlater.queue_config import QueueConfig
-from pinlater.seam import Snapshot
-from pinlater.shards import ShardHealth
 from pinlater.states import JobState
 
 
@@ -41,7 +41,7 @@ class Operators:
         return self.core.shards.seam.metrics.prometheus()
 
     def store_metrics_snapshot(self) -> Snapshot:
-        """The same as data (``pinlater.seam.merge_snapshots`` sums several)."""
+        """The same as data (``pinlater.observe.seam.merge_snapshots`` sums several)."""
         return self.core.shards.seam.metrics.snapshot()
 
     # -- queues -------------------------------------------------------------------------

@@ -2,12 +2,12 @@
 
 ``JobService`` is what application code and the Thrift server both call:
 the client interface (``PinLaterClient``) over a ``Core`` of shards,
-control store and caches (``pinlater.core``). It validates input, picks
+control store and caches (``pinlater.engine.core``). It validates input, picks
 shards, applies queue configs (retry policy, rate limit) and routes each
 descriptor to its shard; the shard backends make the transitions
 atomically. Enqueue, dequeue, ACK and checkpoint are here, over the same
-steps the server's coalescer batches (``pinlater.writes``,
-``pinlater.settle``); queue administration goes to the core's
+steps the server's coalescer batches (``pinlater.engine.writes``,
+``pinlater.engine.settle``); queue administration goes to the core's
 ``QueueAdmin`` and reads (lookup, count, scan) to its ``Inspector``.
 
 The operators' reads and maintenance (shard status, per-shard counts, the
@@ -21,20 +21,21 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 
-from pinlater import tracing
 from pinlater.backends.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.client_api import PinLaterClient
-from pinlater.core import Core
 from pinlater.descriptor import descriptor_prefix
+from pinlater.engine.core import Core
+from pinlater.engine.idempotency import enqueue_once
+from pinlater.engine.priority_walk import walk_priorities
+from pinlater.engine.settle import Share, prepare_acks, route, settle, settle_acks
+from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.idempotency import enqueue_once
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.observe import tracing
 from pinlater.operators import Operators
-from pinlater.priority_walk import walk_priorities
 from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
-from pinlater.settle import Share, prepare_acks, route, settle, settle_acks
 from pinlater.states import JobState
 from pinlater.validation import (
     check_attempts,
@@ -44,7 +45,6 @@ from pinlater.validation import (
     check_status,
     check_timestamp,
 )
-from pinlater.writes import check_dequeue, enqueue_items, store_items
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class JobService:
         delay (the ACK's own, or the queue policy's), or FAILED at the last
         attempt. An ACK applies only to the claim it names (``Ack.claim``),
         or without one to a claim of ``source``; any other changes nothing
-        and is reported stale (``pinlater.settle``)."""
+        and is reported stale (``pinlater.engine.settle``)."""
         if tracing.ON:
             with tracing.span("pinlater ack", {"pinlater.queue": queue}):
                 return self._ack(queue, succeeded, failed, source)
@@ -373,7 +373,7 @@ def connect(settings: Settings | None = None, source: str | None = None) -> PinL
     service. Both have the same client methods and model types."""
     settings = settings or Settings.from_env()
     if settings.servers:
-        from pinlater.thrift_client import ThriftClient
+        from pinlater.thrift.client import ThriftClient
 
         return ThriftClient.from_settings(settings, source)
     return JobService.from_settings(settings, source)

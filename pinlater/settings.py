@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pinlater.envsettings import (
+from pinlater.kit.envsettings import (
     Setting,
     comma_separated,
     plain_text,
@@ -27,13 +27,13 @@ from pinlater.envsettings import (
 
 # SettingError, parse_flag and parse_address are this module's public names
 # too; they live in envsettings, which the task packages' settings share.
-from pinlater.envsettings import SettingError as SettingError
-from pinlater.envsettings import parse_address as parse_address
-from pinlater.envsettings import parse_flag as parse_flag
-from pinlater.httplimits import HttpLimits
+from pinlater.kit.envsettings import SettingError as SettingError
+from pinlater.kit.envsettings import parse_address as parse_address
+from pinlater.kit.envsettings import parse_flag as parse_flag
+from pinlater.kit.httplimits import HttpLimits
+from pinlater.kit.tls import ClientTls, ServerTls
 from pinlater.limits import FRAME_BODIES, MAX_READ_BYTES
 from pinlater.storage.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
-from pinlater.tls import ClientTls, ServerTls
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
 _SHARD_ID = re.compile(r"[A-Za-z0-9]+")
@@ -104,7 +104,7 @@ class Settings:
     # sha256 hex of the secret that deleteQueue requires; None refuses all.
     admin_secret_sha256: str | None = field(default=None, repr=False)
     # Wrong admin secrets allowed within the window, per caller and per
-    # process, before attempts are refused unchecked (pinlater.secret_throttle).
+    # process, before attempts are refused unchecked (pinlater.kit.secret_throttle).
     admin_secret_max_failures: int = 5
     admin_secret_max_failures_all: int = 20
     admin_secret_window_s: float = 60.0
@@ -159,7 +159,7 @@ class Settings:
     # server 2.8x the CPU per dequeue+ACK (likely row locks of the merged UPDATE
     # against concurrent claims; not confirmed), for a gain within noise on Redis.
     server_coalesce_acks: bool = False
-    # TLS of the Thrift server (see pinlater.tls): certificate and key files;
+    # TLS of the Thrift server (see pinlater.kit.tls): certificate and key files;
     # a client CA turns on client certificates, and a roles file maps their
     # names to roles (pinlater.thrift.access).
     server_tls_cert: str | None = None
@@ -171,7 +171,7 @@ class Settings:
     # HTTPS of the small HTTP endpoints (dashboard, feeds, typeahead, metrics).
     http_tls_cert: str | None = None
     http_tls_key: str | None = None
-    # What one client may hold of them (see pinlater.httplimits): a request
+    # What one client may hold of them (see pinlater.kit.httplimits): a request
     # whole within this of its first byte, an idle keep-alive connection
     # kept this long, connections in all and per client address.
     http_request_timeout_s: float = 5.0
@@ -278,7 +278,7 @@ def _url_without_unencoded_userinfo(schemes: tuple[str, ...]) -> Callable[[str],
 parse_store_url = _url_without_unencoded_userinfo(("redis", "rediss", "mysql", "memory"))
 _D = Settings()
 # Every variable of the job service (docs/configuration.md is made from this:
-# python -m pinlater.settings_doc). Of a secret and its _SHA256, the _SHA256
+# python -m pinlater.kit.settings_doc). Of a secret and its _SHA256, the _SHA256
 # wins: it comes later.
 SETTINGS: tuple[Setting, ...] = (
     Setting("PINLATER_SHARDS", "shards", parse_shards, DEFAULT_SHARDS,

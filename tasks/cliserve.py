@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from pinlater.cli_output import one_line
-from pinlater.envsettings import whole_number
-from pinlater.httpserver import HttpServer
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.envsettings import whole_number
+from pinlater.kit.httpserver import HttpServer
 
 
 class OneLineParser(argparse.ArgumentParser):

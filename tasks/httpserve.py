@@ -1,9 +1,9 @@
 """What the task packages' small GET-only JSON servers share (the feed
-endpoint, the typeahead) on top of ``pinlater.httpserver`` (its bounds,
+endpoint, the typeahead) on top of ``pinlater.kit.httpserver`` (its bounds,
 timeouts, loopback default, Host check and one-line errors): ``GET
 /healthz``, and the parsing of user ids, counts and query parameters.
 
-A server is a ``pinlater.httpserver.HttpServer`` given a ``JsonHandler``
+A server is a ``pinlater.kit.httpserver.HttpServer`` given a ``JsonHandler``
 subclass whose ``route`` answers a decoded path and its query parameters;
 every error is a one-line JSON ``{"error": "..."}``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from pinlater.httpserver import Answer, HttpHandler, Request, json_answer
+from pinlater.kit.httpserver import Answer, HttpHandler, Request, json_answer
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
 
 DIGITS = re.compile(r"[0-9]{1,20}")  # not int(): it takes "+1", " 1", "1_0" and other scripts' digits

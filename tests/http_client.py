@@ -1,4 +1,4 @@
-"""Client helpers of the tests of the ``pinlater.httpserver`` servers (the feed
+"""Client helpers of the tests of the ``pinlater.kit.httpserver`` servers (the feed
 endpoint, the typeahead, the dashboard, the metrics endpoint): one request,
 a raw exchange, the check that an error is one line of JSON without a
 traceback, a CLI's ``serve`` run as a subprocess, and hostile clients that
@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pinlater.httpserver import HttpServer
+from pinlater.kit.httpserver import HttpServer
 from tests.servers import REPO, free_port
 
 

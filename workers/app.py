@@ -34,8 +34,8 @@ from celery.signals import celeryd_after_setup, worker_init, worker_process_init
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
-from pinlater import tracing
-from pinlater.envsettings import read
+from pinlater.kit.envsettings import read
+from pinlater.observe import tracing
 from workers import registry, task_guard
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pinlater.envsettings import plain_text, read
+from pinlater.kit.envsettings import plain_text, read
 
 AUTH_FILE = "PINLATER_FLOWER_AUTH_FILE"
 FLOWER_BASIC_AUTH = "FLOWER_BASIC_AUTH"

@@ -30,7 +30,7 @@ from celery.exceptions import Retry
 from celery.utils.serialization import get_pickled_exception
 from celery.worker.request import Request
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from pinlater.retry import RetryPolicy
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlater.envsettings import (
+from pinlater.kit.envsettings import (
     Setting,
     comma_separated,
     plain_text,

@@ -42,9 +42,9 @@ from celery import Task
 from celery.exceptions import Retry
 from celery.signals import task_postrun, task_prerun
 
-from pinlater import tracing
 from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
+from pinlater.observe import tracing
 from pinlater.retry import RetryPolicy
 from workers import direct_publish, registry, task_guard
 from workers import tracing as task_tracing

@@ -1,5 +1,5 @@
 # mypy: disable-error-code="untyped-decorator"
-"""Traces of PinLater tasks (``pinlater.tracing``; nothing when it is off).
+"""Traces of PinLater tasks (``pinlater.observe.tracing``; nothing when it is off).
 
 A publish is a producer span; its trace context and the time of the
 publish go into the task message's headers, which PinLater stores with
@@ -31,7 +31,7 @@ from typing import Any
 
 from celery.signals import task_postrun, task_prerun
 
-from pinlater import tracing
+from pinlater.observe import tracing
 
 PUBLISHED_MS = "pinlater_published_ms"
 # The trace context a chain of runs of one task started from.

@@ -37,7 +37,7 @@ from kombu.transport import virtual
 from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
 from pinlater.storage.redis_pool import tls_options
 from pinlater.thrift import DEFAULT_SERVER_PORT
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 from workers.bus import BusNames, Subscriber
 from workers.channel import Channel
 from workers.client import ensure_queue, process_source, shared_client

@@ -1,5 +1,5 @@
 -- The dashboard's own records in MySQL (dashboards/records.py): the audit
--- log and progress documents. Loaded with pinlater.storage.sql (blocks start
+-- log and progress documents. Loaded with pinlater.kit.sqlblocks (blocks start
 -- at "-- name: NAME"); every value is a driver parameter.
 
 -- name: pld_create_log

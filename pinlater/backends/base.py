@@ -69,7 +69,7 @@ class EnqueueItem:
     run_after_ms: int | None  # None: now
     attempts_allowed: int  # >= 1, counts the first run
     custom_status: str
-    trace: str | None = None  # W3C traceparent the job continues (pinlater.tracing)
+    trace: str | None = None  # W3C traceparent the job continues (pinlater.observe.tracing)
 
 
 @dataclass(slots=True)

@@ -38,12 +38,12 @@ from pinlater.backends.base import (
     holds,
 )
 from pinlater.errors import QueueDeleted, StorageError
+from pinlater.kit.sqlblocks import MAX_PRIORITY, job_table, sql
 from pinlater.states import JobState
 from pinlater.storage.errors import run_creating_missing_tables
 from pinlater.storage.layout import check_mysql_layout
 from pinlater.storage.migrations import MYSQL_SHARD
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
-from pinlater.storage.sql import MAX_PRIORITY, job_table, sql
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pinlater.kit.sqlblocks import sql
 from pinlater.storage.keys import counts_key
-from pinlater.storage.sql import sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,4 +1,4 @@
-"""Idempotency keys of enqueues (``pinlater.idempotency``) in the Redis and
+"""Idempotency keys of enqueues (``pinlater.engine.idempotency``) in the Redis and
 MySQL control stores, as mixins for their classes:
 
     class RedisControlStore(RedisIdempotencyMixin): ...   # uses self._r, self._guard()
@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pinlater.kit.sqlblocks import sql
 from pinlater.storage.keys import idempotency_key
-from pinlater.storage.sql import sql
 
 if TYPE_CHECKING:
     import redis

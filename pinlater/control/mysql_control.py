@@ -10,12 +10,12 @@ from typing import TypeVar
 from pinlater.control.counter_store import MySQLCounterMixin
 from pinlater.control.idempotency_store import MySQLIdempotencyMixin
 from pinlater.errors import ShardConnectionFailed
+from pinlater.kit.sqlblocks import sql
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 from pinlater.storage.errors import run_creating_missing_tables
 from pinlater.storage.layout import check_mysql_layout
 from pinlater.storage.migrations import MYSQL_CONTROL
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, MySQLStorageError, Session, error_code
-from pinlater.storage.sql import sql
 
 T = TypeVar("T")
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pinlater.errors import StorageError
+from pinlater.kit.sqlblocks import named_blocks
 from pinlater.storage import scripts
 from pinlater.storage.errors import redis_guard
-from pinlater.storage.sql import named_blocks
 
 if TYPE_CHECKING:
     import redis

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import pymysql
 
 from pinlater.errors import ShardConnectionFailed
+from pinlater.kit.sqlblocks import is_job_table, sql
 from pinlater.storage import keys
 from pinlater.storage.errors import redis_guard
 from pinlater.storage.layout import (
@@ -39,7 +40,6 @@ from pinlater.storage.layout import (
 )
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session, error_code
 from pinlater.storage.redis_pool import open_redis
-from pinlater.storage.sql import is_job_table, sql
 
 if TYPE_CHECKING:
     import redis

@@ -20,9 +20,9 @@ from pymysql.cursors import Cursor
 
 from pinlater.backends.base import ShardWriteRefused
 from pinlater.errors import PinLaterError, StorageError
-from pinlater.storage.sql import sql
+from pinlater.kit.sqlblocks import sql
+from pinlater.kit.tls import ClientTls
 from pinlater.storage.urls import MySQLUrl, mysql_connect_options
-from pinlater.tls import ClientTls
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pinlater.tls import ClientTls
+from pinlater.kit.tls import ClientTls
 
 REDACTED = "***"
 # (CA, certificate, key) query names of each kind of store.

@@ -1,6 +1,6 @@
 """The PinLater Thrift interface: the IDL (``pinlater.thrift``, written from
 the wire contract), the server (``pinlater.thrift.server``) and the client
-(``pinlater.thrift_client``).
+(``pinlater.thrift.client``).
 
 ``idl`` is the IDL loaded by thriftpy2 (structs, enums, services), parsed
 once at import time. ``service`` is ``PinLaterExtended``: the published

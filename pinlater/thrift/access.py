@@ -10,7 +10,7 @@ The roles file (``PINLATER_SERVER_ROLES``) has one line per identity::
     deploy                admin
 
 The identity is a client certificate's subject CN, or one of its SAN's DNS,
-URI or email names (``pinlater.tls.peer_names``), without white space. The
+URI or email names (``pinlater.kit.tls.peer_names``), without white space. The
 queues narrow the roles to those queues (a trailing ``*`` matches any rest);
 none means every queue.
 

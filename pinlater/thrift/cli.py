@@ -18,15 +18,15 @@ import sys
 import urllib.request
 from typing import Any
 
-from pinlater.cli_output import print_result
-from pinlater.monitor import Monitor
+from pinlater.engine.monitor import Monitor
+from pinlater.kit.cli_output import print_result
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
 from pinlater.storage.urls import redact
 from pinlater.thrift import supervisor
+from pinlater.thrift.child import WorkerOptions
 from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift.worker import WorkerOptions
 
 log = logging.getLogger(__name__)
 

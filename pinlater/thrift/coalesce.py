@@ -1,6 +1,6 @@
 """Coalescing in a server process: concurrent enqueues, dequeues and ACKs
 of one queue go to the shards together, as one call (group commit by
-natural batching, ``pinlater.groupcommit``).
+natural batching, ``pinlater.engine.groupcommit``).
 
 Many clients sending batches of one cost a shard call each; while one is
 in flight, the calls of the same kind that arrive wait, and then go as one
@@ -8,7 +8,7 @@ batched call. The first call of a quiet queue goes at once. Each caller
 gets exactly what it would have got alone:
 
 * **Enqueue** (key: the queue). Each caller's jobs are checked first
-  (``pinlater.writes.enqueue_items``), so bad input fails only its caller;
+  (``pinlater.engine.writes.enqueue_items``), so bad input fails only its caller;
   the batch is stored on one shard in one call, all or nothing, and each
   caller gets the descriptors of its own jobs, in order. A shard error
   fails every caller of the batch with that error, as it would have alone.
@@ -22,14 +22,14 @@ gets exactly what it would have got alone:
   share the merged call's claim, as the jobs of one call do; a job that
   runs again is claimed anew, so a late ACK of its earlier run is stale. A waiting
   caller never gives up before its share is handed over (see
-  ``pinlater.groupcommit``), so no job is claimed for a caller that has
+  ``pinlater.engine.groupcommit``), so no job is claimed for a caller that has
   gone: the jobs of a caller whose connection dropped are in its reply,
   lost as a lost reply of a call made alone, and re-run after the claim
   timeout.
 * **ACK** (key: the queue). ACKs carry their claim, or their caller's
   source, item by item, so callers of different sources merge: each caller's ACKs are checked
-  and routed first (``pinlater.settle.prepare_acks``), then applied with one
-  call per shard for all of them (``pinlater.settle.settle_acks``), and each caller
+  and routed first (``pinlater.engine.settle.prepare_acks``), then applied with one
+  call per shard for all of them (``pinlater.engine.settle.settle_acks``), and each caller
   gets its own acked, stale and unapplied descriptors. ACKs riding on a
   dequeue go this way first, then the dequeue.
 
@@ -48,12 +48,12 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from pinlater.backends.base import EnqueueItem
-from pinlater.groupcommit import GroupCommit
+from pinlater.engine.groupcommit import GroupCommit
+from pinlater.engine.settle import PreparedAcks, Share, prepare_acks, settle_acks
+from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.models import Ack, AckResult, DequeuedJob, Job
 from pinlater.service import JobService
-from pinlater.settle import PreparedAcks, Share, prepare_acks, settle_acks
 from pinlater.validation import MAX_LIMIT, check_source
-from pinlater.writes import check_dequeue, enqueue_items, store_items
 
 V = TypeVar("V")
 

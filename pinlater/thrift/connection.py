@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Protocol
 
+from pinlater.kit.tls import HANDSHAKE_RECORD, peer_names, reason
 from pinlater.thrift.framing import (
     Frame,
     FrameError,
@@ -26,7 +27,6 @@ from pinlater.thrift.framing import (
 )
 from pinlater.thrift.resources import STALL_S, ByteBudget
 from pinlater.thrift.stats import ServerStats
-from pinlater.tls import HANDSHAKE_RECORD, peer_names, reason
 
 log = logging.getLogger("pinlater.thrift.server")
 

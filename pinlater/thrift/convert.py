@@ -121,7 +121,7 @@ def acks_to_wire(acks: Iterable[Ack]) -> list[Any]:
 
 
 def acks_from_wire(infos: Sequence[Any] | None) -> list[Ack]:
-    # The claim is checked with the rest of the ACK (pinlater.settle.prepare_acks).
+    # The claim is checked with the rest of the ACK (pinlater.engine.settle.prepare_acks).
     return [
         Ack(
             descriptor=text(i.jobDescriptor),  # type: ignore[arg-type]

@@ -13,10 +13,10 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from pinlater import tracing
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import AckResult
+from pinlater.observe import tracing
 from pinlater.queue_config import validate_queue_name
 from pinlater.service import JobService
 from pinlater.states import JobState

@@ -1,5 +1,5 @@
 """Client connections to a list of PinLater servers: pooling, timeouts and
-failover. Retrying is the caller's business (``pinlater.thrift_client``);
+failover. Retrying is the caller's business (``pinlater.thrift.client``);
 this module only says, for every failure, whether the request may have
 reached a server:
 
@@ -166,7 +166,7 @@ class ServerPool:
         down_for_s: float = 2.0,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``tls``: a client context (``pinlater.tls.ClientTls``) to speak
+        """``tls``: a client context (``pinlater.kit.tls.ClientTls``) to speak
         TLS to every server; the host name given in ``servers`` must be in
         the server's certificate."""
         if not servers:

@@ -8,9 +8,9 @@ import logging
 import ssl
 import threading
 
+from pinlater.kit.tls import ServerTls, TlsConfigError, is_loopback
 from pinlater.settings import Settings
 from pinlater.thrift.access import AccessList, RolesFileError
-from pinlater.tls import ServerTls, TlsConfigError, is_loopback
 
 log = logging.getLogger("pinlater.thrift.server")
 

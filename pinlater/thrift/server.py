@@ -76,10 +76,10 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException
 
-from pinlater import tracing
-from pinlater.caller import Caller, calling_as
+from pinlater.engine.caller import Caller, calling_as
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.limits import FRAME_BODIES
+from pinlater.observe import tracing
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, access, idl
 from pinlater.thrift.bounds import call_bounds
@@ -448,7 +448,7 @@ class ThriftServer:
         try:
             if roles is not None:
                 self._authorize(grant, names, name, args)
-            # Who calls, for the admin-secret throttle and queue creation (pinlater.caller).
+            # Who calls, for the admin-secret throttle and queue creation (pinlater.engine.caller).
             identity = grant.identity if grant else names[0] if names else peer
             who = Caller(identity, grant is None or grant.creates_queues)
             with self._call_slots, calling_as(who):

@@ -1,7 +1,7 @@
 """Store-call metrics of ``pinlater server --processes N`` on the parent's
 ``/metrics``.
 
-Each child counts its own store calls (``pinlater.seam``) and writes them
+Each child counts its own store calls (``pinlater.observe.seam``) and writes them
 about once a second, and when it stops, to a file of its own (named by its
 pid) in a directory only the parent's user can read, which the parent made
 and removes when it stops. The parent's ``/metrics`` sums the files. One
@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pinlater.seam import Snapshot, merge_snapshots, prometheus_text
+from pinlater.observe.seam import Snapshot, merge_snapshots, prometheus_text
 
 log = logging.getLogger(__name__)
 

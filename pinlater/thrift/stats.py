@@ -1,6 +1,6 @@
 """Server statistics: requests, errors and latency per method and the
 connection counters, served as Prometheus text at ``/metrics`` and as JSON
-at ``/stats.json`` by a small HTTP server (``pinlater.httpserver``;
+at ``/stats.json`` by a small HTTP server (``pinlater.kit.httpserver``;
 ``pinlater server-stats`` reads the JSON).
 
 They live in a ``StatsTable``: one slot of fixed layout per server process,
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from pinlater import tracing
 from pinlater.errors import ErrorCode
-from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, http_tls, json_answer
+from pinlater.kit.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, http_tls, json_answer
+from pinlater.observe import tracing
 from pinlater.thrift import service
 
 log = logging.getLogger(__name__)

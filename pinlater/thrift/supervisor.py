@@ -2,7 +2,7 @@
 
 A Python process serves calls on one core at a time (the GIL), so one
 server process caps throughput well below the shards'. The parent binds
-the port and starts N children (``pinlater.thrift.worker``) that accept on
+the port and starts N children (``pinlater.thrift.child``) that accept on
 that one listening socket, each with its own JobService and connections.
 
 Why one shared socket rather than ``SO_REUSEPORT`` (a socket per child,
@@ -50,13 +50,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from pinlater import tracing
-from pinlater.monitor import Monitor
+from pinlater.engine.monitor import Monitor
+from pinlater.observe import tracing
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.thrift import shared_metrics
+from pinlater.thrift.child import WorkerOptions, command
 from pinlater.thrift.stats import MetricsServer, StatsTable
-from pinlater.thrift.worker import WorkerOptions, command
 
 log = logging.getLogger(__name__)
 

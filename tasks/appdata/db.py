@@ -29,7 +29,7 @@ import pymysql
 from pymysql.connections import Connection
 from pymysql.cursors import Cursor
 
-from pinlater import tracing
+from pinlater.observe import tracing
 from pinlater.storage.urls import mysql_connect_options
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable
 from tasks.appdata.shardmap import Server

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pinlater.envsettings import Setting, positive_number, read, text_matching
+from pinlater.kit.envsettings import Setting, positive_number, read, text_matching
 from tasks.appdata.shardmap import DEFAULT_PREFIX, ShardMap
 
 DEFAULT_SHARDS = "0-3=mysql://pinlater:pinlater@127.0.0.1:13306"

@@ -18,8 +18,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from pinlater.kit.tls import ClientTls
 from pinlater.storage.urls import MySQLUrl
-from pinlater.tls import ClientTls
 from tasks.appdata.errors import UnknownShard
 from tasks.appdata.ids import MAX_SHARD
 

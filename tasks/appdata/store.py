@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from pymysql.cursors import Cursor
 
-from pinlater import tracing
+from pinlater.observe import tracing
 from tasks.appdata.db import ServerPool
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.shardmap import Server, ShardLocation, ShardMap

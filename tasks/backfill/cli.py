@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from pinlater.cli_output import one_line
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import PinLaterError
+from pinlater.kit.cli_output import one_line
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext

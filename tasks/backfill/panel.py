@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboards.panels import View
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.queue import QUEUE

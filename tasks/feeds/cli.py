@@ -20,10 +20,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
-from pinlater.cli_output import one_line
 from pinlater.errors import PinLaterError
-from pinlater.httplimits import http_limits
-from pinlater.httpserver import http_tls
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.httplimits import http_limits
+from pinlater.kit.httpserver import http_tls
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal

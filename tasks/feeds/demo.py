@@ -30,10 +30,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pinlater import trace_tree, tracing
 from pinlater.demo import DEMO_SECRET, demo_settings
+from pinlater.engine.monitor import Monitor
 from pinlater.errors import QueueNotFound
-from pinlater.monitor import Monitor
+from pinlater.observe import trace_tree, tracing
 from pinlater.service import JobService
 from tasks.appdata import generate, graph, mappings, objects, schema
 from tasks.appdata.generate import GraphSpec

@@ -1,7 +1,7 @@
 """The feed read endpoint: ``GET /v1/feeds/<user_id>?limit=N&cursor=C``
 answered from a ``FeedReader`` as one JSON object, and ``GET /healthz``.
 
-The server is a ``pinlater.httpserver.HttpServer``: bound to 127.0.0.1 unless
+The server is a ``pinlater.kit.httpserver.HttpServer``: bound to 127.0.0.1 unless
 told otherwise, each request whole within its deadline, connections capped
 in all and per client address (``PINLATER_HTTP_*``). Every error is a one-line JSON
 ``{"error": "..."}``: 400 for a bad user id, limit or cursor, 404 for an
@@ -16,8 +16,8 @@ import logging
 import re
 from typing import Any, Unpack
 
-from pinlater.cli_output import one_line
-from pinlater.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
 from tasks.appdata.errors import AppDataError
 from tasks.feeds.read import MAX_LIMIT, FeedPage, FeedReader, FeedUnavailable, check_page
 from tasks.httpserve import JsonHandler, parse_count, parse_user_id, unique_params

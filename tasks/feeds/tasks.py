@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from celery import shared_task
 
-from pinlater import tracing
+from pinlater.observe import tracing
 from tasks.feeds import queues
 from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes

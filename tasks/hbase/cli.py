@@ -20,7 +20,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from tasks.cliserve import OneLineParser, internal_error, run
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.errors import HBaseError

@@ -17,7 +17,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from tasks.hbase.idl import THRIFT1, THRIFT2
 
 T = TypeVar("T")

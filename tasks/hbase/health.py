@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.jmx import trim_counts
 from tasks.hbase.pair import PRIMARY, STANDBY, ClusterPair

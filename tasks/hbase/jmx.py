@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from pinlater.cli_output import one_line
+from pinlater.kit.cli_output import one_line
 from tasks.hbase.errors import HBaseUnavailable
 from tasks.hbase.settings import Address
 from tasks.hbase.tables import FEED_TRIM_OBSERVER

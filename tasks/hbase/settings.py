@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlater.envsettings import (
+from pinlater.kit.envsettings import (
     Setting,
     parse_address,
     positive_number,

@@ -1,4 +1,4 @@
-"""A trace span per HBase call (``pinlater.tracing``): the one wrapper the
+"""A trace span per HBase call (``pinlater.observe.tracing``): the one wrapper the
 Thrift1 and Thrift2 pools put around a call, retries included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from pinlater import tracing
+from pinlater.observe import tracing
 
 T = TypeVar("T")
 

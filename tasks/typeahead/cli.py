@@ -18,8 +18,8 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 
-from pinlater.cli_output import one_line
-from pinlater.httpserver import http_tls
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.httpserver import http_tls
 from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable

@@ -4,7 +4,7 @@
     GET /                                             the search page (static/)
     GET /healthz
 
-A ``pinlater.httpserver.HttpServer`` over an injected ``Lookup`` (the CLI wires
+A ``pinlater.kit.httpserver.HttpServer`` over an injected ``Lookup`` (the CLI wires
 ``tasks.typeahead.index``; tests a list of candidates), so this module never
 imports the index. Errors are one-line JSON: 400 for a bad user id, limit
 (1..100, default 10) or query (at most 256 characters, required, may be
@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Unpack
 
-from pinlater.cli_output import one_line
-from pinlater.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
 from tasks.httpserve import JsonHandler, parse_count, parse_user_id, unique_params
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import MAX_LIMIT, LookupResult, Match

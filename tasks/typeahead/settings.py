@@ -1,6 +1,6 @@
 """One typed settings object for the typeahead, from the
 ``PINLATER_TYPEAHEAD_*`` variables of ``SETTINGS`` below (listed, with every
-other package's, in docs/configuration.md). Read by ``pinlater.envsettings``:
+other package's, in docs/configuration.md). Read by ``pinlater.kit.envsettings``:
 a blank variable is unset, and a bad value is a one-line ``SettingError``
 naming its variable.
 """
@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlater.envsettings import Setting, read_fields, whole_number
+from pinlater.kit.envsettings import Setting, read_fields, whole_number
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.hbase.settings import Address
 from tasks.typeahead.sources import DEFAULT_ORDER, parse_order

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinlater.envsettings import SettingError
+from pinlater.kit.envsettings import SettingError
 from tasks.appdata.errors import UnknownShard
 from tasks.appdata.settings import PREFIX_VAR, SHARDS_VAR, TIMEOUT_VAR, AppDataSettings
 from tasks.appdata.shardmap import Server

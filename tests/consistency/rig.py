@@ -30,7 +30,7 @@ from pinlater.errors import QueueNotFound
 from pinlater.models import Ack, DequeuedJob
 from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.kinds import BackfillContext

@@ -10,7 +10,7 @@ import pytest
 
 from pinlater import Ack, Job, JobService
 from pinlater.control.counter_store import RETENTION_MINUTES
-from pinlater.counters import EVENTS, current_minute, minute_series, recent_totals
+from pinlater.engine.counters import EVENTS, current_minute, minute_series, recent_totals
 
 
 def test_counts_land_in_their_minute_oldest_first(cluster: JobService, queue_name: str) -> None:

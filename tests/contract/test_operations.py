@@ -278,7 +278,7 @@ def test_bad_jobs_are_refused_and_nothing_is_stored(cluster: JobService, queue_n
 
 
 def test_event_counters_record_every_transition(cluster: JobService, queue_name: str) -> None:
-    from pinlater.counters import recent_rates, recent_totals
+    from pinlater.engine.counters import recent_rates, recent_totals
 
     cluster.create_queue(queue_name)
     cluster.enqueue(queue_name, [Job(b"x", attempts_allowed=1)] * 5)

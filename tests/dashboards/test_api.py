@@ -21,8 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards.progress import ProgressBoard
 from dashboards.server import Dashboard
-from pinlater import Job, JobService, JobState, metrics_text, tracing
-from pinlater.counters import EVENTS, recent_rates, recent_totals
+from pinlater import Job, JobService, JobState
+from pinlater.engine.counters import EVENTS, recent_rates, recent_totals
+from pinlater.observe import metrics_text, tracing
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.dashboards.http import call, control
 from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, dashboard_settings, wait_for

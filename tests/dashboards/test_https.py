@@ -13,7 +13,7 @@ import pytest
 
 from dashboards.server import Dashboard
 from pinlater import JobService
-from pinlater.devcerts import DevCA
+from pinlater.kit.devcerts import DevCA
 from tests.dashboards.support import Workload, dashboard_settings
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pinlater.devcerts import DevCA
-from pinlater.httplimits import SLOW_S
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.httplimits import SLOW_S
 from tasks.appdata import graph
 from tasks.appdata.ids import ID_LIMIT, ObjectType, make_id
 from tasks.appdata.store import AppData

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pinlater import tracing
 from pinlater.cli import main
+from pinlater.observe import tracing
 from tasks.appdata import graph
 from tests.feeds.helpers import user
 from tests.feeds.world import FeedWorld

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from pinlater.client_api import PinLaterClient
+from pinlater.engine.monitor import Monitor
 from pinlater.errors import QueueNotFound
-from pinlater.monitor import Monitor
+from pinlater.kit.tls import ClientTls
 from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
 from pinlater.settings import Settings
-from pinlater.thrift_client import ThriftClient
-from pinlater.tls import ClientTls
+from pinlater.thrift.client import ThriftClient
 from tasks.appdata.store import AppData
 from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinlater.envsettings import SettingError
+from pinlater.kit.envsettings import SettingError
 from tasks.hbase import (
     ClusterPool,
     HBaseSettings,

@@ -19,6 +19,7 @@ import redis
 
 from pinlater.backends import open_backend
 from pinlater.cli import main
+from pinlater.kit.sqlblocks import named_blocks
 from pinlater.models import Ack
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
@@ -26,7 +27,6 @@ from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from pinlater.storage.layout import Kind, LayoutError, Step
 from pinlater.storage.migrations import MYSQL_CONTROL, MYSQL_SHARD, REDIS_CONTROL, REDIS_SHARD, each_job_table
-from pinlater.storage.sql import named_blocks
 from tests.integration.mysql_support import raw_connection, throwaway_database
 from tests.servers import REDIS_PORTS, ensure_services, mysql_url, redis_db, redis_url
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
+from pinlater.kit.sqlblocks import job_table, named_blocks
 from pinlater.models import Job
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from pinlater.storage.migrations import MYSQL_CONTROL, MYSQL_SHARD, migrate
-from pinlater.storage.sql import job_table, named_blocks
 from tests.integration.mysql_support import raw_connection
 from tests.servers import mysql_url
 

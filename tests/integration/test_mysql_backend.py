@@ -24,9 +24,9 @@ from pinlater.backends.base import (
 )
 from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
 from pinlater.errors import PinLaterError
+from pinlater.kit.sqlblocks import job_table, sql
 from pinlater.states import JobState
 from pinlater.storage.mysql_pool import MySQLStorageError
-from pinlater.storage.sql import job_table, sql
 from tests.integration.mysql_support import raw_connection as _raw
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED

@@ -28,14 +28,14 @@ from dashboards.server import Dashboard
 from pinlater import Job
 from pinlater.backends import open_backend
 from pinlater.backends.base import ShardUnavailable
-from pinlater.devcerts import DevCA
+from pinlater.engine.monitor import Monitor
 from pinlater.errors import ShardConnectionFailed
-from pinlater.monitor import Monitor
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.tls import ClientTls
 from pinlater.service import JobService
 from pinlater.settings import ShardSpec, hash_secret, parse_shards
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
 from pinlater.storage.redis_pool import open_redis
-from pinlater.tls import ClientTls
 from tasks.appdata.db import ServerPool
 from tasks.appdata.shardmap import Server
 from tests.servers import (
@@ -100,7 +100,7 @@ def _ssl_version(session: Session) -> str:
 def test_mysql_sessions_are_encrypted_with_one_context_per_pool(
         servers: None, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[object] = []  # PyMySQL's own contexts
-    ours: list[object] = []  # the pool's (pinlater.tls.ClientTls)
+    ours: list[object] = []  # the pool's (pinlater.kit.tls.ClientTls)
     original, original_ours = ssl.create_default_context, ClientTls.context
 
     def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:

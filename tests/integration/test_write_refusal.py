@@ -33,14 +33,14 @@ from pinlater import Ack, Job, JobState
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardWriteRefused
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine.shards import REFUSES_WRITES
 from pinlater.errors import AckNotApplied, StorageError
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret, parse_shards
-from pinlater.shards import REFUSES_WRITES
 from pinlater.storage.errors import redis_guard
 from pinlater.storage.mysql_pool import MySQLWriteRefused, storage_error
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.dashboards.http import call
 from tests.integration.private_mariadb import PrivateMariaDB
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, free_port, redis_url

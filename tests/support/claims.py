@@ -7,8 +7,8 @@ import time
 
 from pinlater import Job
 from pinlater.client_api import PinLaterClient
+from pinlater.engine.monitor import Monitor
 from pinlater.models import DequeuedJob
-from pinlater.monitor import Monitor
 from pinlater.operators import Operators
 
 

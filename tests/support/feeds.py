@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pinlater.tls import ClientTls
+    from pinlater.kit.tls import ClientTls
     from tasks.appdata.store import AppData
     from tasks.hbase import ClusterPair
     from tests.feeds.world import FeedWorld

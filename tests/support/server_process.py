@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.request import urlopen
 
-from pinlater.thrift_client import ThriftClient
-from pinlater.tls import ClientTls
+from pinlater.kit.tls import ClientTls
+from pinlater.thrift.client import ThriftClient
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, REPO, redis_url
 
 # "pinlater server listening on 127.0.0.1:PORT[, metrics on http://127.0.0.1:PORT/metrics][ (N processes)]"

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 import pymysql
 import pytest
 
+from pinlater.kit.tls import ClientTls
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
-from pinlater.tls import ClientTls
 from tests.servers import (
     MYSQL_TLS_PASSWORD,
     MYSQL_TLS_PORT,

@@ -1,4 +1,4 @@
-"""Certificates for the TLS tests, made by ``pinlater.devcerts.DevCA``: a
+"""Certificates for the TLS tests, made by ``pinlater.kit.devcerts.DevCA``: a
 server certificate for 127.0.0.1, one client certificate per identity of
 ``ROLES`` (the roles file they are written into), an identity the file
 does not list, an expired certificate, and one from another CA."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinlater.devcerts import DevCA
-from pinlater.tls import ClientTls, ServerTls
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.tls import ClientTls, ServerTls
 
 # identity -> its line's role and queues in the roles file.
 ROLES = {

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pinlater.service import JobService
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.support.stores import settings_for
 
 BACKENDS = ["memory", "redis", "mysql"]

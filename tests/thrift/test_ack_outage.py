@@ -22,8 +22,8 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import AckNotApplied
 from pinlater.service import JobService
 from pinlater.settings import parse_shards
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.servers import REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
 

@@ -23,9 +23,9 @@ import pytest
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.thrift import IDL_PATH
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.security import Security
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.support.spans import spans_in_memory
 from tests.support.tls import Certs, make_certs
 from tests.thrift.conftest import make_service

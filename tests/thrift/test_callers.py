@@ -1,4 +1,4 @@
-"""What the Thrift server decides by who calls (``pinlater.caller``): wrong
+"""What the Thrift server decides by who calls (``pinlater.engine.caller``): wrong
 admin secrets are throttled per client and per server process, and a
 worker's "create" of a queue only declares one that exists, so it never
 brings back a queue an admin has just deleted."""
@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from pinlater import Job, queue_admin
+from pinlater import Job
+from pinlater.engine import queue_admin
 from pinlater.errors import PasswordInvalid, QueueNotFound
 from pinlater.service import JobService
 from pinlater.settings import hash_secret
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.security import Security
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.support.tls import Certs, make_certs
 from tests.thrift.conftest import make_service
 
@@ -94,7 +95,7 @@ def test_wrong_admin_secrets_are_throttled_per_client_and_per_server(
 
         logged = [r.getMessage() for r in caplog.records]
         assert not [line for line in logged if "guess-" in line or "other-" in line], logged
-        throttle_lines = [r for r in caplog.records if r.name == "pinlater.secret_throttle"]
+        throttle_lines = [r for r in caplog.records if r.name == "pinlater.kit.secret_throttle"]
         # At most one line a second over the ~2.3 s above.
         assert 1 <= len(throttle_lines) <= 3, [r.getMessage() for r in throttle_lines]
     finally:

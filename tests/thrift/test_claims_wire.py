@@ -15,7 +15,7 @@ import pytest
 from pinlater import Ack, Checkpoint, Job, JobState
 from pinlater.errors import PinLaterError
 from pinlater.service import JobService
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 from tests.support.claims import claimed_again_after_timeout
 
 CLAIM = re.compile(r"[0-9a-f]{16}@test-worker-a")

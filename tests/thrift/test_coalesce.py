@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobState
+from pinlater.engine.groupcommit import GroupCommit
 from pinlater.errors import (
     AckNotApplied,
     EnqueueRejected,
@@ -27,14 +28,13 @@ from pinlater.errors import (
     PriorityNotSupported,
     ShardConnectionFailed,
 )
-from pinlater.groupcommit import GroupCommit
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.thrift import coalesce
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.coalesce import Coalescer
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.support.stores import settings_for
 from tests.thrift.conftest import make_service
 

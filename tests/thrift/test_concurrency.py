@@ -14,9 +14,9 @@ import pytest
 
 from pinlater import Job
 from pinlater.service import JobService
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.thrift.conftest import make_service
 from tests.thrift.rawwire import closed_by_server
 

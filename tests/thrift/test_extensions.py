@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobState, RetryPolicy
+from pinlater.engine.monitor import Monitor
 from pinlater.errors import DequeueRateLimited, InvalidRequest, PinLaterError, PriorityNotSupported, QueueNotFound
-from pinlater.monitor import Monitor
 from pinlater.service import JobService
 from pinlater.thrift import EXTENSION_METHODS, idl, published
 from pinlater.thrift import server as server_module
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from workers.heartbeat import beat
 
 OPTIONS: dict[str, object] = {
@@ -200,7 +200,7 @@ def stock_server(
 def test_client_falls_back_to_the_published_methods_with_a_warning(
     stock_server: ThriftServer, service: JobService, queue_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="pinlater.thrift_client"), \
+    with caplog.at_level(logging.WARNING, logger="pinlater.thrift.client"), \
             ThriftClient([f"127.0.0.1:{stock_server.port}"], source="old-server-test") as c:
         config = c.create_queue(queue_name)
         assert config.name == queue_name and queue_name in c.queue_names()

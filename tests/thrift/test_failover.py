@@ -13,8 +13,8 @@ import pytest
 from pinlater import Ack, Job, JobState, connect
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
+from pinlater.thrift.client import CallFailed, ServerUnavailable, ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import CallFailed, ServerUnavailable, ThriftClient
 
 
 def test_stopping_one_of_two_servers(

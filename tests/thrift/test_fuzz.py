@@ -17,8 +17,8 @@ import pytest
 from pinlater.errors import EnqueueRejected, ErrorCode
 from pinlater.service import JobService
 from pinlater.thrift import idl
+from pinlater.thrift.client import CallFailed, ServerUnavailable, ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import CallFailed, ServerUnavailable, ThriftClient
 from tests.thrift.conftest import make_service
 from tests.thrift.rawwire import call_frame, closed_by_server, connect, ctx, length_prefix, read_reply
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pinlater import Job
-from pinlater.thrift_client import ThriftClient
-from pinlater.tls import ClientTls
+from pinlater.kit.tls import ClientTls
+from pinlater.thrift.client import ThriftClient
 from tests.support.server_process import ServerProcess, server_env
 from tests.thrift.rawwire import call_frame, ctx, length_prefix
 

@@ -16,8 +16,8 @@ import pytest
 from pinlater import CONTINUATION_END, Job
 from pinlater.errors import PinLaterError
 from pinlater.service import JobService
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, mysql_url, redis_url
 from tests.support.server_process import ServerProcess, server_env
 from tests.support.stores import MYSQL_DATABASES

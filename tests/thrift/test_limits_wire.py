@@ -8,7 +8,7 @@ import pytest
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.errors import EnqueueRejected, ErrorCode, PinLaterError
 from pinlater.limits import MAX_TIMESTAMP_MS
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 
 I64_MAX = 2**63 - 1  # Java's Long.MAX_VALUE, the largest run_after the wire can carry
 

@@ -22,8 +22,8 @@ from pinlater.errors import (
     QueueNotFound,
 )
 from pinlater.service import JobService
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.thrift.conftest import make_service
 
 

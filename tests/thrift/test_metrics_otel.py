@@ -13,11 +13,11 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from pinlater import metrics_text, tracing
 from pinlater.errors import QueueNotFound
 from pinlater.models import Job
+from pinlater.observe import metrics_text, tracing
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.thrift.conftest import make_service
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from pinlater import Job, JobService
 from pinlater.errors import ErrorCode, PinLaterError
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from pinlater.validation import MAX_LIMIT
 from tests.thrift.conftest import make_service
 

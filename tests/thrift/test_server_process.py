@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from pinlater import Job
-from pinlater.thrift_client import ServerUnavailable, ThriftClient
+from pinlater.thrift.client import ServerUnavailable, ThriftClient
 from tests.support.server_process import ServerProcess, cli, server_env
 
 

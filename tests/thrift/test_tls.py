@@ -20,15 +20,15 @@ import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobState
 from pinlater.errors import ErrorCode, PasswordInvalid, ShardConnectionFailed
+from pinlater.kit.tls import TlsConfigError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.access import CREATES
 from pinlater.thrift.access import ROLES as METHODS_OF
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.pool import ServerPool
 from pinlater.thrift.security import Security, check_exposure
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
-from pinlater.tls import TlsConfigError
 from tests.support.tls import ROLES, Certs, make_certs
 from tests.thrift.conftest import make_service
 from tests.thrift.hostile_frames import header

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pinlater.devcerts import DevCA
 from pinlater.errors import PasswordInvalid, ShardConnectionFailed
-from pinlater.tls import ClientTls
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.tls import ClientTls
 from tests.servers import REPO
 from tests.support.server_process import ServerProcess, cli, server_env
 from tests.support.tls import Certs, client_tls_env, make_certs

@@ -13,11 +13,11 @@ from typing import Any
 import thriftpy2.rpc
 from thriftpy2.transport import TFramedTransportFactory
 
-from pinlater import tracing
 from pinlater.models import Job
+from pinlater.observe import tracing
 from pinlater.thrift import idl, service
+from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from pinlater.thrift_client import ThriftClient
 from tests.support.spans import spans_in_memory
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

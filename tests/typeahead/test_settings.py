@@ -1,5 +1,5 @@
 """``TypeaheadSettings`` and ``FeedSettings`` read their environment through
-``pinlater.envsettings``: the same kind of value is read, or refused in the
+``pinlater.kit.envsettings``: the same kind of value is read, or refused in the
 same words, whichever package it configures."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pinlater.envsettings import SettingError
+from pinlater.kit.envsettings import SettingError
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.settings import Address
 from tasks.typeahead.settings import TypeaheadSettings

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pinlater import devcerts
-from pinlater.devcerts import DevCertsError, write_dev_certs
+from pinlater.kit import devcerts
+from pinlater.kit.devcerts import DevCertsError, write_dev_certs
 
 EXPECTED = {"ca.pem", "roles", "server.env", "server.pem", "server.key"} | {
     f"{role}.{ext}" for role in devcerts.ROLE_NAMES for ext in ("pem", "key", "env")}

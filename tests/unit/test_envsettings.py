@@ -1,4 +1,4 @@
-"""``pinlater.envsettings``: every value a user did not plan for (other
+"""``pinlater.kit.envsettings``: every value a user did not plan for (other
 scripts' digits, "inf", "nan", overflowing numbers, huge integers, blanks,
 ports out of range, half addresses) is one ``SettingError`` line naming the
 variable, never a bare ValueError or a later OverflowError."""
@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 import pinlater.settings
-from pinlater.envsettings import (
+from pinlater.kit.envsettings import (
     Setting,
     SettingError,
     comma_separated,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pinlater.groupcommit import GroupCommit, Outcome
+from pinlater.engine.groupcommit import GroupCommit, Outcome
 
 
 class Recorder:

@@ -1,5 +1,5 @@
-"""What one client can hold of the project's HTTP server (``pinlater.httpserver``
-with ``pinlater.httplimits``), over real sockets on 127.0.0.0/8, hostile
+"""What one client can hold of the project's HTTP server (``pinlater.kit.httpserver``
+with ``pinlater.kit.httplimits``), over real sockets on 127.0.0.0/8, hostile
 clients bound to source addresses 127.0.0.2 and up: a request must arrive
 whole within its deadline however it trickles, an idle keep-alive
 connection is closed, an address over its cap has the extra connections
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pinlater.httplimits import SLOW_S
-from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
+from pinlater.kit.httplimits import SLOW_S
+from pinlater.kit.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
 from pinlater.settings import Settings
 from tests.http_client import Trickler, timed_get
 

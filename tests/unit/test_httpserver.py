@@ -1,4 +1,4 @@
-"""The one hardened HTTP server (``pinlater.httpserver``), against a thread
+"""The one hardened HTTP server (``pinlater.kit.httpserver``), against a thread
 on 127.0.0.1 port 0: malformed and hostile requests get one-line errors and
 close their connection, slow clients are cut off, nothing leaks a traceback
 or a query string; and ``one_line``, which its errors go through. What a
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from pinlater.cli_output import one_line
-from pinlater.devcerts import DevCA
-from pinlater.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
 from pinlater.thrift.stats import MetricsServer
 
 TIMEOUT_S = 0.5

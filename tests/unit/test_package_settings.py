@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pinlater.envsettings import Setting, SettingError, read
+from pinlater.kit.envsettings import Setting, SettingError, read
+from pinlater.kit.settings_doc import discovered
 from pinlater.settings import Settings
-from pinlater.settings_doc import discovered
 from tasks.appdata.settings import AppDataSettings
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.settings import HBaseSettings

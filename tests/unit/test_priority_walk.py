@@ -1,4 +1,4 @@
-"""pinlater.priority_walk over memory shards: priority order across shards,
+"""pinlater.engine.priority_walk over memory shards: priority order across shards,
 never more than the limit, and how many calls each shard gets."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from pinlater.backends.base import Claims, EnqueueItem, ShardUnavailable
 from pinlater.backends.memory_backend import MemoryBackend
-from pinlater.priority_walk import walk_priorities
+from pinlater.engine.priority_walk import walk_priorities
 from pinlater.states import JobState
 
 Q = "q"

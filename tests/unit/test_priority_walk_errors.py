@@ -27,12 +27,12 @@ from pinlater.backends.base import (
 )
 from pinlater.backends.memory_backend import MemoryBackend
 from pinlater.control.memory_control import MemoryControlStore
-from pinlater.core import Core
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine.core import Core
+from pinlater.engine.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
 from pinlater.errors import AckNotApplied, NoHealthyShards, PinLaterError, StorageError
 from pinlater.service import JobService
 from pinlater.settings import Settings
-from pinlater.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
 from pinlater.storage.mysql_pool import MySQLStorageError
 
 Q = "q"
@@ -132,7 +132,7 @@ def test_a_dequeue_hands_over_what_it_claimed_before_a_shard_failed(
     on_good = cluster.enqueue_on("m1", 3)
     on_bad = cluster.enqueue_on("m2", 3)
     cluster.bad.error = ERRORS[kind]
-    with caplog.at_level(logging.WARNING, logger="pinlater.shards"):
+    with caplog.at_level(logging.WARNING, logger="pinlater.engine.shards"):
         jobs = cluster.svc.dequeue(Q, 8)  # m1 first: its 3 jobs, then m2 fails
         with contextlib.suppress(PinLaterError):  # m1 is empty now; m2 fails again, unless out of rotation
             assert cluster.svc.dequeue(Q, 8) == []

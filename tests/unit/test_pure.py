@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pinlater import continuation as cont
-from pinlater.config_cache import QueueConfigCache
 from pinlater.control.memory_control import MemoryControlStore
 from pinlater.descriptor import JobDescriptor, descriptor_prefix
+from pinlater.engine import continuation as cont
+from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.errors import (
     ContinuationInvalid,
     ErrorCode,

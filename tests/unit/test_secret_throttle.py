@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from pinlater.errors import PasswordInvalid
-from pinlater.secret_throttle import SecretThrottle
+from pinlater.kit.secret_throttle import SecretThrottle
 
 
 class Clock:
@@ -85,7 +85,7 @@ def test_the_callers_it_remembers_are_bounded_by_the_process_limit() -> None:
 def test_it_logs_at_most_one_line_a_second(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     throttle = SecretThrottle(per_caller=3, per_process=1000, window_s=60, clock=clock)
-    caplog.set_level(logging.WARNING, logger="pinlater.secret_throttle")
+    caplog.set_level(logging.WARNING, logger="pinlater.kit.secret_throttle")
     for n in range(200):  # two seconds of a guesser in a loop
         caller = f"10.0.2.{n % 50}"
         try:

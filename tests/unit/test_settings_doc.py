@@ -1,5 +1,5 @@
 """Every package declares its variables (``SETTINGS``), docs/configuration.md
-is exactly what ``pinlater.settings_doc`` makes of them, and each declared
+is exactly what ``pinlater.kit.settings_doc`` makes of them, and each declared
 default is the default its settings object really has."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from pinlater.kit.settings_doc import COMMAND, discovered, render
 from pinlater.settings import Settings
-from pinlater.settings_doc import COMMAND, discovered, render
 from tasks.appdata.settings import AppDataSettings
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.settings import HBaseSettings

@@ -10,11 +10,11 @@ import redis
 from pinlater.backends.base import ShardBusy, ShardUnavailable
 from pinlater.backends.mysql_backend import _dequeue_args, _dequeue_text
 from pinlater.errors import StorageError
+from pinlater.kit.sqlblocks import named_blocks, sql
 from pinlater.storage import keys
 from pinlater.storage.errors import redis_guard
 from pinlater.storage.layout import Kind, LayoutError, Step, accept
 from pinlater.storage.scripts import checked_source, used_prelude
-from pinlater.storage.sql import named_blocks, sql
 
 
 def _noop(_target: object) -> None:

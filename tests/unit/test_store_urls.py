@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from pinlater import cli
-from pinlater.devcerts import DevCA
+from pinlater.kit.devcerts import DevCA
+from pinlater.kit.tls import ClientTls
 from pinlater.settings import Settings
 from pinlater.storage.mysql_pool import MySQLAddress
 from pinlater.storage.redis_pool import open_redis
 from pinlater.storage.urls import MySQLUrl, mysql_connect_options, redact, redis_tls
-from pinlater.tls import ClientTls
 from tasks.appdata.shardmap import Server, ShardMap
 
 SECRET = "s3cr%2Ft-pw"  # %2F: a quoted "/" must not confuse the redaction

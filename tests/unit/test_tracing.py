@@ -1,4 +1,4 @@
-"""Tracing (pinlater.tracing): off, nothing of OpenTelemetry is imported;
+"""Tracing (pinlater.observe.tracing): off, nothing of OpenTelemetry is imported;
 on, the service's calls and their store calls are spans, errors marked."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pinlater import Ack, Job, JobService, tracing
+from pinlater import Ack, Job, JobService
 from pinlater.errors import ShardConnectionFailed
+from pinlater.observe import tracing
 from tests.servers import REPO
 from tests.support.spans import spans_in_memory
 from tests.support.stores import settings_for
@@ -41,9 +42,10 @@ class NoOtel(importlib.abc.MetaPathFinder):
         raise ModuleNotFoundError(name)
 if os.environ.get("BLOCK_OTEL"):
     sys.meta_path.insert(0, NoOtel())
-from pinlater import Ack, Job, JobService, tracing
+from pinlater import Ack, Job, JobService
+from pinlater.observe import tracing
 from pinlater.settings import Settings, parse_shards
-import pinlater.thrift.server, pinlater.thrift_client, workers.app, workers.task, workers.transport
+import pinlater.thrift.server, pinlater.thrift.client, workers.app, workers.task, workers.transport
 import tasks.hbase, tasks.appdata.db
 svc = JobService.from_settings(Settings(shards=parse_shards("m1=memory://"), control_url="memory://"))
 svc.create_queue("hot")
@@ -70,7 +72,7 @@ def test_off_no_opentelemetry_module_is_imported(exporter: str | None) -> None:
 
 def test_an_unknown_exporter_is_refused_in_one_line(tmp_path: Path) -> None:
     env = dict(os.environ, OTEL_TRACES_EXPORTER="zipkinish")
-    out = subprocess.run([sys.executable, "-c", "from pinlater import tracing; tracing.configure()"], env=env,
+    out = subprocess.run([sys.executable, "-c", "from pinlater.observe import tracing; tracing.configure()"], env=env,
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "OTEL_TRACES_EXPORTER: unknown exporter 'zipkinish' (console, otlp, pinlater_file or none)" in out.stderr

@@ -20,7 +20,7 @@ from celery import Celery
 from pinlater import Job, JobState
 from pinlater.client_api import PinLaterClient
 from pinlater.service import JobService
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 from tests.workers.celery_tasks import RUN, key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until
 from workers import registry, task_guard

@@ -18,12 +18,12 @@ from celery import Celery
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pinlater import tracing
 from pinlater.cli import main
 from pinlater.client_api import PinLaterClient
 from pinlater.models import Job
+from pinlater.observe import tracing
 from pinlater.service import JobService
-from pinlater.thrift_client import ThriftClient
+from pinlater.thrift.client import ThriftClient
 from tests.support.spans import spans_in_memory
 from tests.workers.celery_tasks import qname
 from tests.workers.harness import Processes, wait_until

@@ -4,7 +4,7 @@
 -- score, then member, and members order as their ids). With an empty claim
 -- it is a peek: the same jobs, nothing changed. Then, if fewer than `limit`
 -- were found, the first look-ahead priority with a runnable job, so that
--- one call per shard serves every priority (pinlater/priority_walk.py).
+-- one call per shard serves every priority (pinlater/engine/priority_walk.py).
 --
 -- KEYS[3g-2]  pl:{queue}:p{N}:pending    of claim group g (g = 1..n)
 -- KEYS[3g-1]  pl:{queue}:p{N}:running

@@ -1,5 +1,5 @@
 -- Every statement of the MySQL (MariaDB) shard backend and control store.
--- Parsed once by pinlater/storage/sql.py: a block starts at a line
+-- Parsed once by pinlater/kit/sqlblocks.py: a block starts at a line
 -- "-- name: NAME" and runs to the next one; comment lines are dropped.
 --
 -- Placeholders the loader fills (never with caller input):

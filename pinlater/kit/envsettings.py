@@ -18,7 +18,7 @@ and underscores ("1_000"), ``float()`` takes "inf" and "nan" and makes
 
 Each settings module declares its variables as a tuple ``SETTINGS`` of
 ``Setting`` records (variable, the field it sets, parser, default, meaning)
-and reads them with ``read_fields``; ``pinlater.settings_doc`` makes
+and reads them with ``read_fields``; ``pinlater.kit.settings_doc`` makes
 docs/configuration.md from those tuples.
 """
 

@@ -1,4 +1,4 @@
-"""The OpenTelemetry side of ``pinlater.tracing``, imported only when
+"""The OpenTelemetry side of ``pinlater.observe.tracing``, imported only when
 tracing is on (the ``otel`` extra)."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def observe_text(source: Callable[[], str], leave_out: tuple[str, ...]) -> None:
     returns, as observable instruments named as ``Family.otel_name_and_unit``
     says. The families are those of a first reading now; ``leave_out``:
     prefixes of families recorded as instruments of their own."""
-    from pinlater import metrics_text  # prometheus_client: for metrics only
+    from pinlater.observe import metrics_text  # prometheus_client: for metrics only
 
     meter = _instruments["meter"]
     lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""What bounds a client of the project's HTTP endpoints (``pinlater.httpserver``):
+"""What bounds a client of the project's HTTP endpoints (``pinlater.kit.httpserver``):
 the limits themselves (``HttpLimits``, from the ``PINLATER_HTTP_*`` settings),
 the request deadline (``DeadlineReader``), the admission of connections
 (``ConnectionTable``) and the counts of what was refused (``HttpCounters``).
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-log = logging.getLogger("pinlater.httpserver")
+log = logging.getLogger("pinlater.kit.httpserver")
 
 # A request not whole this long after its first byte is slow: when every
 # slot is taken, its connection may be closed for another. Slow, not only

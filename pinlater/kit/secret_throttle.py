@@ -2,7 +2,7 @@
 and the dashboard's operator token.
 
 Wrong secrets are counted over a sliding window, per caller (a Thrift
-client's certificate identity or address, ``pinlater.caller``) and for the
+client's certificate identity or address, ``pinlater.engine.caller``) and for the
 whole process. A caller with ``per_caller`` wrong secrets in the last
 ``window_s`` seconds, or any caller once the process has seen
 ``per_process`` of them, is refused without its secret being looked at

@@ -1,7 +1,7 @@
 """How ``pinlater`` commands print their answer: a table of rows, or JSON
 (with --json, or for anything that is not a list of rows), and errors as one
 line. Shared by the core commands, the ones other packages register
-(``pinlater.cli_commands``) and the HTTP servers' errors (``pinlater.httpserver``)."""
+(``pinlater.cli_commands``) and the HTTP servers' errors (``pinlater.kit.httpserver``)."""
 
 from __future__ import annotations
 

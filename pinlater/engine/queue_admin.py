@@ -8,16 +8,16 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from pinlater.backends.base import ExpiredClaims, ShardBackend
-from pinlater.caller import current as current_caller
-from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
+from pinlater.engine.caller import current as current_caller
+from pinlater.engine.config_cache import QueueConfigCache
+from pinlater.engine.inspection import BodySearch, Inspector
+from pinlater.engine.shards import ShardSet
 from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
-from pinlater.inspection import BodySearch, Inspector
+from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
-from pinlater.secret_throttle import SecretThrottle
 from pinlater.settings import Settings, hash_secret
-from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
 
@@ -57,7 +57,7 @@ class QueueAdmin:
         failed_retention_ms: int | None = None,
     ) -> QueueConfig:
         """Idempotent: an existing queue keeps its config and is returned.
-        A caller without the right to create queues (``pinlater.caller``)
+        A caller without the right to create queues (``pinlater.engine.caller``)
         only declares one: see ``_declare``."""
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
@@ -120,7 +120,7 @@ class QueueAdmin:
     def check_admin_secret(self, password: str | None) -> None:
         """PasswordInvalid unless ``password`` is the configured admin secret;
         a caller with too many wrong ones lately is refused unchecked
-        (``pinlater.secret_throttle``)."""
+        (``pinlater.kit.secret_throttle``)."""
         expected = self._settings.admin_secret_sha256
         if expected is None:
             raise PasswordInvalid("no admin secret is configured (PINLATER_ADMIN_SECRET); refusing")

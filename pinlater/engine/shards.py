@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from pinlater import tracing
 from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
-from pinlater.seam import Seam
+from pinlater.observe import tracing
+from pinlater.observe.seam import Seam
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -119,7 +119,7 @@ class ShardSet:
     # -- bookkeeping ------------------------------------------------------------
     def call(self, backend: ShardBackend, op: str, queue: str | None, fn: Callable[[ShardBackend], T]) -> T:
         """Run ``fn`` on a shard, recording the outcome in its health and
-        reporting it to the seam (``pinlater.seam``) as operation ``op`` of
+        reporting it to the seam (``pinlater.observe.seam``) as operation ``op`` of
         ``queue`` (None: of no one queue). If the shard answers that the
         queue was deleted there but a hook (``on_queue_deleted``) finds it
         exists and gives the shard its storage again, ``fn`` runs once more."""

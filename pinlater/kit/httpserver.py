@@ -7,7 +7,7 @@ hostile or broken client sends.
 - Bound to 127.0.0.1 unless told otherwise; while bound to loopback, a Host
   header naming another server is refused (421), so a page elsewhere that
   rebinds its DNS name to 127.0.0.1 cannot read answers through a browser.
-- What one client can hold (``pinlater.httplimits``, the ``PINLATER_HTTP_*``
+- What one client can hold (``pinlater.kit.httplimits``, the ``PINLATER_HTTP_*``
   settings): a request (line, headers, body; with TLS the handshake
   first) must arrive whole within ``request_timeout_s`` of its first byte
   however its bytes trickle, and each answer be taken within it; an idle
@@ -50,8 +50,8 @@ from socket import socket
 from typing import Any, ClassVar, Self, TypedDict
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pinlater.cli_output import one_line
-from pinlater.httplimits import (
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.httplimits import (
     MAX_HEADER_BYTES,
     ConnectionTable,
     HttpConnection,

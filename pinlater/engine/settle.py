@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pinlater.backends.base import AckItem, FailItem, ShardBackend
-from pinlater.core import Core
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine.core import Core
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
 from pinlater.models import Ack, AckResult, Checkpoint
 from pinlater.queue_config import QueueConfig

@@ -1,7 +1,7 @@
 """The Prometheus text this project writes (``/metrics`` of the server and
 the dashboard) read back as families, so that OpenTelemetry gets the same
 metrics without a second set of instruments to keep in step
-(``pinlater.otel``). Read with prometheus_client's parser, which the
+(``pinlater.observe.otel``). Read with prometheus_client's parser, which the
 ``otel`` extra installs."""
 
 from __future__ import annotations

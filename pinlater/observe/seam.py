@@ -7,7 +7,7 @@ which hands its timing and outcome here. From this one place come:
   claims expired, retried by an operator), from what each call returned;
 * store-call metrics: calls, errors by kind and a latency histogram per
   shard and operation (``pinlater_store_*`` in Prometheus text);
-* a trace span per call when tracing is on (``pinlater.tracing``).
+* a trace span per call when tracing is on (``pinlater.observe.tracing``).
 
 A caller names its operation and queue and does nothing else.
 """
@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pinlater import counters as events
-from pinlater import tracing
-from pinlater.counters import EventCounters
+from pinlater.engine import counters as events
+from pinlater.engine.counters import EventCounters
+from pinlater.observe import tracing
 
 # shard -> operation -> calls, seconds, errors by kind, cumulative buckets.
 Snapshot = dict[str, dict[str, dict[str, Any]]]

@@ -7,24 +7,24 @@ administration (``QueueAdmin``) over them. The faces are built on a core:
 the client API (``pinlater.service.JobService``), the operators' API
 (``pinlater.operators.Operators``) and the server's coalescer, which makes
 its batches from these parts with the same steps as the service
-(``pinlater.writes``, ``pinlater.settle``).
+(``pinlater.engine.writes``, ``pinlater.engine.settle``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pinlater import tracing
 from pinlater.backends import open_backend
-from pinlater.config_cache import QueueConfigCache
 from pinlater.control.base import ControlStore
 from pinlater.control.factory import open_control_store
-from pinlater.counters import EventCounters
-from pinlater.inspection import Inspector
-from pinlater.queue_admin import QueueAdmin
-from pinlater.ratelimit import RateLimiter
+from pinlater.engine.config_cache import QueueConfigCache
+from pinlater.engine.counters import EventCounters
+from pinlater.engine.inspection import Inspector
+from pinlater.engine.queue_admin import QueueAdmin
+from pinlater.engine.ratelimit import RateLimiter
+from pinlater.engine.shards import ShardSet
+from pinlater.observe import tracing
 from pinlater.settings import Settings
-from pinlater.shards import ShardSet
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,7 +12,7 @@ Off, nothing here imports OpenTelemetry, and every instrumented place
 costs one test of ``ON``. On, the ``otel`` extra must be installed.
 
 What is traced: the job service's calls and every store call under them
-(``pinlater.seam``), the Thrift client's calls and the server's methods,
+(``pinlater.observe.seam``), the Thrift client's calls and the server's methods,
 and the Celery tasks run by the workers (with their HBase and MySQL calls).
 A job carries its trace context: a task's message holds it in its headers,
 and every job's record can hold one too (its own, or the span current at
@@ -52,13 +52,13 @@ def configure(default_service_name: str = "pinlater") -> bool:
         name = os.environ.get("OTEL_SERVICE_NAME") or default_service_name
         exporters = _named("OTEL_TRACES_EXPORTER")
         if exporters:
-            from pinlater import otel  # only now: OpenTelemetry is optional
+            from pinlater.observe import otel  # only now: OpenTelemetry is optional
 
             _tracer = otel.setup(exporters, name)
             ON = True
         metric_exporters = _named("OTEL_METRICS_EXPORTER")
         if metric_exporters:
-            from pinlater import otel
+            from pinlater.observe import otel
 
             otel.setup_metrics(metric_exporters, name)
             METRICS_ON = True
@@ -74,14 +74,14 @@ def _named(variable: str) -> list[str]:
 
 def record_store_call(shard: str, op: str, seconds: float, error: str | None) -> None:
     """A store call, for the OpenTelemetry metrics (when on)."""
-    from pinlater import otel
+    from pinlater.observe import otel
 
     otel.record_store_call(shard, op, seconds, error)
 
 
 def record_server_call(method: str, seconds: float) -> None:
     """A Thrift call's time, for the OpenTelemetry metrics (when on)."""
-    from pinlater import otel
+    from pinlater.observe import otel
 
     otel.record_server_call(method, seconds)
 
@@ -92,7 +92,7 @@ def observe_metrics(source: Callable[[], str], leave_out: tuple[str, ...] = ("pi
     nothing when OpenTelemetry metrics are off. ``leave_out``: families
     this process records as instruments of their own (the store calls')."""
     if METRICS_ON:
-        from pinlater import otel
+        from pinlater.observe import otel
 
         otel.observe_text(source, leave_out)
 
@@ -105,7 +105,7 @@ def use(provider: Any) -> None:
         if provider is None:
             ON, _tracer = False, None
         else:
-            from pinlater import otel
+            from pinlater.observe import otel
 
             ON, _tracer = True, otel.tracer_of(provider)
         _configured = True
@@ -119,7 +119,7 @@ def use_metrics(provider: Any) -> None:
         if provider is None:
             METRICS_ON = False
             return
-        from pinlater import otel
+        from pinlater.observe import otel
 
         otel.use_meter_provider(provider)
         METRICS_ON = True
@@ -128,7 +128,7 @@ def use_metrics(provider: Any) -> None:
 def flush() -> None:
     """Exports the spans still buffered (before a process exits)."""
     if ON:
-        from pinlater import otel
+        from pinlater.observe import otel
 
         otel.flush()
 
@@ -148,7 +148,7 @@ def span(
     if not ON:
         yield None
         return
-    from pinlater import otel
+    from pinlater.observe import otel
 
     with otel.span(_tracer, name, kind, attributes or {}, parent, links) as current:
         yield current
@@ -161,7 +161,7 @@ def begin(
     in different callbacks (a Celery task's run); None when off."""
     if not ON:
         return None
-    from pinlater import otel
+    from pinlater.observe import otel
 
     return otel.begin(_tracer, name, kind, attributes, parent)
 
@@ -169,7 +169,7 @@ def begin(
 def finish(handle: Any, error: str | None = None) -> None:
     """Ends what ``begin`` started; ``error``: why it failed, if it did."""
     if handle is not None:
-        from pinlater import otel
+        from pinlater.observe import otel
 
         otel.finish(handle, error)
 
@@ -178,7 +178,7 @@ def context() -> dict[str, str]:
     """The current trace context as a carrier to store with a job ({} when off)."""
     if not ON:
         return {}
-    from pinlater import otel
+    from pinlater.observe import otel
 
     return otel.inject()
 
@@ -191,18 +191,18 @@ def traceparent() -> str | None:
 def set_attributes(attributes: Mapping[str, Any]) -> None:
     """Attributes of the current span (nothing when off)."""
     if ON:
-        from pinlater import otel
+        from pinlater.observe import otel
 
         otel.set_attributes(attributes)
 
 
 def start_store_span(op: str, shard: str, queue: str | None) -> Any:
-    from pinlater import otel
+    from pinlater.observe import otel
 
     return otel.start_store_span(_tracer, op, shard, queue)
 
 
 def end_span(span: Any, error: BaseException | None) -> None:
-    from pinlater import otel
+    from pinlater.observe import otel
 
     otel.end_span(span, error)

@@ -55,16 +55,16 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential, wait_random
 
-from pinlater import tracing
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, PriorityNotSupported, ShardConnectionFailed
+from pinlater.kit.tls import ClientTls
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
 from pinlater.thrift import STRUCTS, convert, idl
 from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable, UnknownMethod
-from pinlater.tls import ClientTls
 from pinlater.validation import check_source
 
 __all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]

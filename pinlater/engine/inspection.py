@@ -24,16 +24,16 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from pinlater import continuation as cont
 from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable, claim_source
-from pinlater.config_cache import QueueConfigCache
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine import continuation as cont
+from pinlater.engine.config_cache import QueueConfigCache
+from pinlater.engine.shards import ShardSet
 from pinlater.errors import InvalidRequest, ReadBudgetExceeded, RegexBudgetExceeded
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import Settings
-from pinlater.shards import ShardSet
 from pinlater.states import JobState
 from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 

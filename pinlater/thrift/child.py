@@ -59,7 +59,7 @@ def command(
 ) -> list[str]:
     """The command line that runs child ``slot``."""
     return [
-        sys.executable, "-m", "pinlater.thrift.worker", "--listen-fd", str(listen_fd), "--stats-fd", str(stats_fd),
+        sys.executable, "-m", "pinlater.thrift.child", "--listen-fd", str(listen_fd), "--stats-fd", str(stats_fd),
         "--slots", str(slots), "--slot", str(slot), "--parent", str(os.getpid()), "--options", options.to_json(),
         "--metrics-dir", metrics_dir,
     ]
@@ -77,7 +77,7 @@ def _watch_parent(parent: int, server: ThriftServer) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pinlater.thrift.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="pinlater.thrift.child", description=__doc__)
     for name in ("--listen-fd", "--stats-fd", "--slots", "--slot", "--parent"):
         parser.add_argument(name, type=int, required=True)
     parser.add_argument("--options", type=WorkerOptions.from_json, required=True)

@@ -1,7 +1,7 @@
 """docs/configuration.md: every environment variable of every package, made
-from the packages' ``SETTINGS`` tuples of ``pinlater.envsettings.Setting``.
+from the packages' ``SETTINGS`` tuples of ``pinlater.kit.envsettings.Setting``.
 
-    python -m pinlater.settings_doc > docs/configuration.md
+    python -m pinlater.kit.settings_doc > docs/configuration.md
 
 The packages are found through the ``pinlater.settings`` entry-point group
 (pyproject.toml): an entry's name is the package as the table shows it, its
@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from pinlater.envsettings import Setting
+from pinlater.kit.envsettings import Setting
 
 GROUP = "pinlater.settings"
-COMMAND = "python -m pinlater.settings_doc > docs/configuration.md"
+COMMAND = "python -m pinlater.kit.settings_doc > docs/configuration.md"
 
 _INTRO = f"""# Configuration
 
@@ -30,7 +30,7 @@ reads it, its default, and what it means. It is generated from the
 packages' `SETTINGS` declarations; do not edit it, run
 `{COMMAND}`.
 
-All are read alike, by `pinlater.envsettings`:
+All are read alike, by `pinlater.kit.envsettings`:
 
 * a variable set to nothing or to white space is unset: it takes the default;
 * a number is ASCII decimal, finite and within its bounds (`²`, `٣`,

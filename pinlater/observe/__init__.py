@@ -1,0 +1,1 @@
+"""Observability: the call seam's metrics, tracing, OpenTelemetry export."""
