@@ -1,25 +1,42 @@
 """The operators' API: the reads and maintenance steps that the monitor,
-the dashboard, the CLI and the demos use, over the same parts as the client
-API (``pinlater.engine.core.Core``), so that nothing outside reaches into the
-shards or the control store."""
+the dashboard, the CLI and the demos use beside the client API, over the
+same parts (``pinlater.engine.core.Core``), so that nothing outside
+reaches into the shards or the control store. What the client API offers
+too (queue names, counts, scans) is on the service only."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable
 
-from pinlater.backends.base import ExpiredClaims
+from pinlater.backends.base import ExpiredClaims, ShardBackend, ShardUnavailable
 from pinlater.engine import counters
 from pinlater.engine.core import Core
+from pinlater.engine.reads import count_on, lookup_on, to_info
 from pinlater.engine.shards import ShardHealth
+from pinlater.errors import ConfigUnreadable, InvalidRequest
+from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import JobInfo
-from pinlater.observe.seam import Snapshot
-from pinlater.queue_config import QueueConfig
+from pinlater.observe.seam import Snapshot, prometheus_text
+from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.states import JobState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Operators", "ShardHealth"]
 
 
 class Operators:
     def __init__(self, core: Core) -> None:
         self.core = core
+        # Read as their owners have them: named here, not declared again.
+        self.queue_config_texts: Callable[[], dict[str, str | bytes]] = core.control.queue_config_texts
+        """Every queue's stored config text, damaged ones included."""
+        self.store_metrics_snapshot: Callable[[], Snapshot] = core.shards.seam.metrics.snapshot
+        """This process's store calls as data (``pinlater.observe.seam.merge_snapshots`` sums several)."""
+        self.flush_counters: Callable[[], None] = core.counters.flush
+        """This process's counted events, written to the control store now."""
 
     # -- shards -------------------------------------------------------------------------
     def shard_ids(self) -> list[str]:
@@ -34,42 +51,85 @@ class Operators:
 
     def shard_now_ms(self, shard_id: str | None = None) -> int:
         """A shard's own clock, the one its jobs' times are on (default: the first shard's)."""
-        return self.core.inspector.shard_now_ms(shard_id or self.core.shards.ids[0])
+        backend = self._one_shard(shard_id or self.core.shards.ids[0])
+        return self.core.shards.call(backend, "now_ms", None, lambda b: b.now_ms())
 
     def store_metrics(self) -> str:
         """This process's store calls, errors and latency, as Prometheus text."""
-        return self.core.shards.seam.metrics.prometheus()
-
-    def store_metrics_snapshot(self) -> Snapshot:
-        """The same as data (``pinlater.observe.seam.merge_snapshots`` sums several)."""
-        return self.core.shards.seam.metrics.snapshot()
+        return prometheus_text(self.store_metrics_snapshot())
 
     # -- queues -------------------------------------------------------------------------
-    def queue_names(self) -> set[str]:
-        """Every queue's name."""
-        return self.core.admin.queue_names()
-
     def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
-        """Every queue's config (or those of ``names`` that exist), read now; a damaged one is left out."""
-        return self.core.admin.queue_configs(names)
-
-    def queue_config_texts(self) -> dict[str, str | bytes]:
-        """Every queue's stored config text, damaged ones included."""
-        return self.core.admin.queue_config_texts()
+        """Every queue's config (or those of ``names`` that exist), read now;
+        a damaged one is left out, logged."""
+        control = self.core.control
+        if names is None:
+            return control.list_queues()
+        # One read per name: a monitor of a few queues need not parse every config.
+        configs: dict[str, QueueConfig] = {}
+        for name in names:
+            try:
+                config = control.get_queue(name)
+            except ConfigUnreadable as exc:
+                log.error("%s", exc.message)
+                continue
+            if config is not None:
+                configs[name] = config
+        return configs
 
     def count_by_shard(self, queue: str) -> dict[str, dict[str, int]]:
-        """Per healthy shard: the queue's jobs by state (pending split into now and future)."""
-        return self.core.inspector.count_by_shard(queue)
+        """Per healthy shard: the queue's jobs by state (pending split into
+        now and future), for dashboards. A shard that is down reports nothing."""
+        config = self.core.configs.get(queue)
+        shards = self.core.shards
+        out: dict[str, dict[str, int]] = {}
+        for backend in shards.healthy():
+            counts: dict[str, int] = defaultdict(int)
+            try:
+                for p in range(1, config.priorities + 1):
+                    for state in JobState:
+                        counts[state.name.lower()] += count_on(shards, backend, queue, p, state, False)
+                    counts["pending_future"] += count_on(shards, backend, queue, p, JobState.PENDING, True)
+            except ShardUnavailable:
+                continue
+            out[backend.shard_id] = dict(counts)
+        return out
 
+    # -- one shard (the dashboard's reads) ------------------------------------
+    # These take no queue config (the dashboard counts queues whose stored
+    # config is damaged too), so they check their input themselves: a bad
+    # argument must fail here, not count against the shard's health.
     def count_on_shard(
         self, shard_id: str, queue: str, priority: int, state: JobState | str | int, future: bool = False
     ) -> int:
         """Jobs in ``state`` of one (queue, priority) on one shard."""
-        return self.core.inspector.count_on_shard(shard_id, queue, priority, state, future)
+        backend = self._one_shard(shard_id, queue, priority)
+        return count_on(self.core.shards, backend, queue, priority, JobState.parse(state), future)
 
     def oldest_pending(self, shard_id: str, queue: str, priority: int) -> JobInfo | None:
-        """The oldest runnable pending job of one (queue, priority) on one shard, without its body."""
-        return self.core.inspector.oldest_pending(shard_id, queue, priority)
+        """The (queue, priority)'s oldest runnable pending job on one shard,
+        without its body; None when there is none."""
+        # Dequeue order is oldest run_after first, so a dry-run peek of one
+        # job finds it; a lookup then gives its run_after.
+        backend = self._one_shard(shard_id, queue, priority)
+        shards = self.core.shards
+        peeked = shards.call(backend, "peek", queue, lambda b: b.peek(queue, [priority], 1).jobs)
+        if not peeked:
+            return None
+        [record] = lookup_on(shards, backend, queue, priority, [peeked[0].local_id], False)
+        if record is None:  # dequeued between the two calls
+            return None
+        return to_info(queue, shard_id, record)
+
+    def _one_shard(self, shard_id: str, queue: str | None = None, priority: int | None = None) -> ShardBackend:
+        shards = self.core.shards
+        if shard_id not in shards.ids:
+            raise InvalidRequest(f"no shard {shard_id!r}: the shards are {shards.ids}")
+        if queue is not None:
+            validate_queue_name(queue)
+        if priority is not None and (type(priority) is not int or not 1 <= priority <= MAX_PRIORITIES):
+            raise InvalidRequest(f"priority must be an integer from 1 to {MAX_PRIORITIES}, got {priority!r}")
+        return shards.get(shard_id)
 
     # -- event rates --------------------------------------------------------------------
     def recent_rates(self, minutes: int = 5) -> dict[str, dict[str, float]]:
@@ -86,15 +146,23 @@ class Operators:
         """queue -> event -> events in each of the last ``minutes`` minutes, oldest first."""
         return counters.minute_series(self.core.control, queues, minutes, now)
 
-    def flush_counters(self) -> None:
-        """This process's counted events, written to the control store now."""
-        self.core.counters.flush()
-
     # -- the monitor's steps ------------------------------------------------------------
     def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
-        """Up to ``limit`` timed-out claims on one shard re-pended or failed."""
-        return self.core.admin.expire_claims(shard_id, config, priority, limit)
+        """Claims older than the queue's claim timeout on one shard, up to
+        ``limit``: re-pended, or failed at their last attempt."""
+        return self.core.shards.call(
+            self.core.shards.get(shard_id), "expire_claims", config.name,
+            lambda b: b.expire_claims(config.name, priority, config.claim_timeout_ms, limit),
+        )
 
     def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
-        """Deletes up to ``limit`` finished jobs past their retention on one shard."""
-        return self.core.admin.collect_finished(shard_id, config, priority, state, limit)
+        """Deletes up to ``limit`` jobs in terminal ``state`` older than the
+        queue's retention for that state on one shard; returns how many."""
+        retentions = {JobState.SUCCEEDED: config.succeeded_retention_ms, JobState.FAILED: config.failed_retention_ms}
+        if state not in retentions:
+            raise InvalidRequest(f"only finished jobs are collected, not {state.name}")
+        retention_ms = retentions[state]
+        return self.core.shards.call(
+            self.core.shards.get(shard_id), "gc", config.name,
+            lambda b: b.gc(config.name, priority, state, retention_ms, limit),
+        )

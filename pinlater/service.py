@@ -7,8 +7,9 @@ shards, applies queue configs (retry policy, rate limit) and routes each
 descriptor to its shard; the shard backends make the transitions
 atomically. Enqueue, dequeue, ACK and checkpoint are here, over the same
 steps the server's coalescer batches (``pinlater.engine.writes``,
-``pinlater.engine.settle``); queue administration goes to the core's
-``QueueAdmin`` and reads (lookup, count, scan) to its ``Inspector``.
+``pinlater.engine.settle``); queue administration and the reads (lookup,
+count, scan) are the mixins it is made of (``pinlater.engine.admin``,
+``pinlater.engine.reads``).
 
 The operators' reads and maintenance (shard status, per-shard counts, the
 oldest pending job, event rates, the monitor's steps) are on another face
@@ -24,19 +25,19 @@ from collections.abc import Callable, Sequence
 from pinlater.backends.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import descriptor_prefix
+from pinlater.engine.admin import QueueAdminMixin
 from pinlater.engine.core import Core
 from pinlater.engine.idempotency import enqueue_once
 from pinlater.engine.priority_walk import walk_priorities
+from pinlater.engine.reads import ReadsMixin
 from pinlater.engine.settle import Share, prepare_acks, route, settle, settle_acks
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
 from pinlater.observe import tracing
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
-from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
-from pinlater.states import JobState
 from pinlater.validation import (
     check_attempts,
     check_batch,
@@ -49,7 +50,7 @@ from pinlater.validation import (
 log = logging.getLogger(__name__)
 
 
-class JobService:
+class JobService(QueueAdminMixin, ReadsMixin):
     """The in-process client (``PinLaterClient``) over a ``Core``; its
     ``operators`` are the operators' API over the same core."""
 
@@ -61,8 +62,9 @@ class JobService:
         self.source = check_source(source or default_source())
         self.operators = Operators(core)
         self._owns_core = owns_core
-        self._admin = core.admin
-        self._inspector = core.inspector
+        # The queue's config, cached for ``config_ttl_s`` so that a change by
+        # any process is seen everywhere within that time: the cache's own read.
+        self.queue_config = core.configs.get
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, source: str | None = None) -> JobService:
@@ -77,54 +79,6 @@ class JobService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- queues (QueueAdmin) ----------------------------------------------------------
-    def create_queue(
-        self,
-        name: str,
-        *,
-        priorities: int | None = None,
-        max_dequeue_rate: float | None = None,
-        claim_timeout_ms: int | None = None,
-        retry: RetryPolicy | None = None,
-        succeeded_retention_ms: int | None = None,
-        failed_retention_ms: int | None = None,
-    ) -> QueueConfig:
-        """Idempotent: an existing queue keeps its config and is returned."""
-        return self._admin.create_queue(
-            name, priorities=priorities, max_dequeue_rate=max_dequeue_rate, claim_timeout_ms=claim_timeout_ms,
-            retry=retry, succeeded_retention_ms=succeeded_retention_ms, failed_retention_ms=failed_retention_ms,
-        )
-
-    def delete_queue(self, name: str, password: str | None) -> None:
-        """Drops the queue and every job in it, on every shard (needs the admin secret)."""
-        self._admin.delete_queue(name, password)
-
-    def queue_names(self) -> set[str]:
-        """Every queue's name."""
-        return self._admin.queue_names()
-
-    def queue_config(self, name: str, *, fresh: bool = False) -> QueueConfig:
-        """The queue's config, cached for ``config_ttl_s`` so that a change by
-        any process is seen everywhere within that time."""
-        return self.core.configs.get(name, fresh=fresh)
-
-    def update_queue(self, name: str, **changes: object) -> QueueConfig:
-        """Change a queue's config at run time (rate, pause, claim timeout,
-        retry policy, retention); every process sees it within config_ttl_s."""
-        return self._admin.update_queue(name, **changes)
-
-    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
-        """Sets the queue's max dequeue rate (None: unlimited, 0: paused)."""
-        return self._admin.set_rate(name, jobs_per_second)
-
-    def pause(self, name: str) -> QueueConfig:
-        """Stops every dequeue of the queue."""
-        return self._admin.pause(name)
-
-    def resume(self, name: str) -> QueueConfig:
-        """Lets a paused queue be dequeued again at its rate."""
-        return self._admin.resume(name)
 
     # -- enqueue -------------------------------------------------------------------
     # Each public call is a span when tracing is on; the test of ``ON`` is
@@ -300,71 +254,6 @@ class JobService:
         if result.stale:
             log.info("ignored %d stale checkpoints on %s from %s", len(result.stale), queue, source)
         return result
-
-    # -- jobs in bulk (QueueAdmin) ---------------------------------------------------
-    def retry_failed(
-        self,
-        queue: str,
-        *,
-        priority: int | None = None,
-        attempts: int = 1,
-        run_after_ms: int | None = None,
-        limit: int = 1000,
-    ) -> int:
-        """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
-        return self._admin.retry_failed(
-            queue, priority=priority, attempts=attempts, run_after_ms=run_after_ms, limit=limit
-        )
-
-    def delete_jobs(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        body_regex: str | None = None,
-        limit: int = 1000,
-    ) -> int:
-        """Deletes up to ``limit`` jobs in ``state`` (optionally only those
-        whose body matches ``body_regex``, all found before any is deleted)."""
-        return self._admin.delete_jobs(queue, state, priority=priority, body_regex=body_regex, limit=limit)
-
-    # -- reads (Inspector) ---------------------------------------------------------------
-    def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
-        """Jobs by descriptor; unknown descriptors (and queues) are left out."""
-        return self._inspector.lookup(descriptors, include_body=include_body)
-
-    def count(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        body_regex: str | None = None,
-    ) -> int:
-        """Jobs in ``state`` over every healthy shard. For PENDING, ``future``
-        picks jobs whose run_after is still ahead instead of runnable ones."""
-        return self._inspector.count(queue, state, priority=priority, future=future, body_regex=body_regex)
-
-    def scan(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        continuation: str = "0",
-        limit: int = 100,
-        body_regex: str | None = None,
-        include_body: bool = False,
-    ) -> ScanResult:
-        """Jobs in ``state``, newest first, one page at a time; pass the
-        returned continuation to get the next page, until it is CONTINUATION_END."""
-        return self._inspector.scan(
-            queue, state, priority=priority, future=future, continuation=continuation, limit=limit,
-            body_regex=body_regex, include_body=include_body,
-        )
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:

@@ -2,12 +2,13 @@
 
 The shard router (``ShardSet``, whose ``call`` is the instrumented seam of
 every store call), the control store, the queue config cache, the rate
-limiter, the event counters, and the reads (``Inspector``) and queue
-administration (``QueueAdmin``) over them. The faces are built on a core:
-the client API (``pinlater.service.JobService``), the operators' API
-(``pinlater.operators.Operators``) and the server's coalescer, which makes
-its batches from these parts with the same steps as the service
-(``pinlater.engine.writes``, ``pinlater.engine.settle``).
+limiter, the event counters and the admin secret's throttle: state, not
+behaviour. The faces that act on a core hold the code: the client API
+(``pinlater.service.JobService``, made of the reads and queue-admin
+mixins, ``pinlater.engine.reads`` and ``pinlater.engine.admin``), the
+operators' API (``pinlater.operators.Operators``) and the server's
+coalescer, which makes its batches from these parts with the same steps as
+the service (``pinlater.engine.writes``, ``pinlater.engine.settle``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pinlater.backends import open_backend
+from pinlater.backends.base import ShardBackend
 from pinlater.control.base import ControlStore
 from pinlater.control.factory import open_control_store
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
-from pinlater.engine.inspection import Inspector
-from pinlater.engine.queue_admin import QueueAdmin
 from pinlater.engine.ratelimit import RateLimiter
 from pinlater.engine.shards import ShardSet
+from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.observe import tracing
 from pinlater.settings import Settings
 
@@ -35,23 +36,21 @@ class Core:
     configs: QueueConfigCache
     rate_limiter: RateLimiter
     counters: EventCounters
-    inspector: Inspector
-    admin: QueueAdmin
+    admin_throttle: SecretThrottle
 
     @classmethod
     def build(cls, shards: ShardSet, control: ControlStore, settings: Settings | None = None) -> Core:
         """The parts over these shards and control store; starts probing the shards."""
         settings = settings or Settings()
+        settings.read_budget_bytes  # noqa: B018 -- a bad setting fails here, at start, not at the first read
         configs = QueueConfigCache(control, settings.config_ttl_s)
         counters = EventCounters(control)
-        inspector = Inspector(shards, configs, settings)
-        admin = QueueAdmin(shards, control, configs, inspector, settings)
         shards.seam.count_events(counters)
-        shards.on_recover(admin.ensure_queues_on)
-        shards.on_queue_deleted(admin.revive_on)
+        shards.on_recover(lambda backend: ensure_queues_on(control, backend))
+        shards.on_queue_deleted(lambda backend, queue: revive_on(shards, control, backend, queue))
         shards.start_probing()
         return cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
-                   inspector, admin)
+                   _throttle(settings))
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Core:
@@ -67,12 +66,36 @@ class Core:
         own, as another process has (and other settings, if given); closing
         either closes both."""
         settings = settings or self.settings
-        configs = QueueConfigCache(self.control, settings.config_ttl_s)
-        inspector = Inspector(self.shards, configs, settings)
-        admin = QueueAdmin(self.shards, self.control, configs, inspector, settings)
-        return replace(self, settings=settings, configs=configs, inspector=inspector, admin=admin)
+        settings.read_budget_bytes  # noqa: B018 -- as in build
+        return replace(self, settings=settings, configs=QueueConfigCache(self.control, settings.config_ttl_s),
+                       admin_throttle=_throttle(settings))
 
     def close(self) -> None:
         self.counters.close()
         self.shards.close()
         self.control.close()
+
+
+def _throttle(settings: Settings) -> SecretThrottle:
+    return SecretThrottle(settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
+                          settings.admin_secret_window_s)
+
+
+# What keeps a shard's queues in step with the control store (hooks of the shard set).
+def ensure_queues_on(control: ControlStore, backend: ShardBackend) -> None:
+    """A shard that comes back gets storage for queues created while it was down."""
+    for config in control.list_queues().values():
+        backend.create_queue(config.name, config.priorities)
+
+
+def revive_on(shards: ShardSet, control: ControlStore, backend: ShardBackend, queue: str) -> bool:
+    """A shard answered that ``queue`` was deleted there. If the queue
+    exists, it was created again while the shard was down: the shard
+    gets its storage now (True). If not, the caller's cached config of
+    it was stale (False); the cache keeps it until it expires, as it
+    would any other config."""
+    config = control.get_queue(queue)  # fresh: no cached or stale config decides this
+    if config is None:
+        return False
+    shards.call(backend, "create_queue", queue, lambda b: b.create_queue(queue, config.priorities))
+    return True

@@ -13,6 +13,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from pinlater.client_api import PinLaterClient
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import AckResult
@@ -72,7 +73,8 @@ class Handler:
         """``coalesce`` (default: the service's ``server_coalesce`` setting):
         enqueues, dequeues and ACKs go through a ``Coalescer``, which merges
         concurrent calls of a queue into one shard call."""
-        self.service = service
+        # Typed as the client protocol: the wire methods call nothing else of it.
+        self.service: PinLaterClient = service
         if coalesce is None:
             coalesce = service.settings.server_coalesce
         self.jobs: JobService | Coalescer = Coalescer(service) if coalesce else service

@@ -85,7 +85,7 @@ class SessionMonitor(Monitor):
     core's worth of calls."""
 
     def run_once(self) -> MonitorStats:
-        self.queues = sorted(q for q in self.operators.queue_names() if q.endswith(f"_{RUN}"))
+        self.queues = sorted(q for q in self.operators.queue_config_texts() if q.endswith(f"_{RUN}"))
         return super().run_once()
 
 

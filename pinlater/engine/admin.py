@@ -1,48 +1,36 @@
-"""Queue administration and operator actions of the job service: create,
-delete and configure queues at run time; retry failed jobs; delete jobs."""
+"""Queue administration of the job service (``QueueAdminMixin``, which
+``JobService`` is made of): create, delete and configure queues at run
+time; retry failed jobs; delete jobs."""
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pinlater.backends.base import ExpiredClaims, ShardBackend
-from pinlater.control.base import ControlStore
+from pinlater.backends.base import ShardBackend
 from pinlater.engine.caller import current as current_caller
-from pinlater.engine.config_cache import QueueConfigCache
-from pinlater.engine.inspection import BodySearch, Inspector
-from pinlater.engine.shards import ShardSet
-from pinlater.errors import ConfigUnreadable, InvalidRequest, PasswordInvalid, ShardConnectionFailed
-from pinlater.kit.secret_throttle import SecretThrottle
+from pinlater.engine.reads import BodySearch, body_search, matching_records, priorities_of
+from pinlater.errors import InvalidRequest, PasswordInvalid, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
-from pinlater.settings import Settings, hash_secret
+from pinlater.settings import hash_secret
 from pinlater.states import JobState
-from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
+from pinlater.validation import check_attempts, check_limit, check_timestamp
+
+if TYPE_CHECKING:
+    from pinlater.engine.core import Core
 
 log = logging.getLogger(__name__)
 
 
-class QueueAdmin:
-    """Queues and the operator's actions on their jobs. Deleting by body
-    regex finds its jobs through the ``Inspector``'s body search."""
+class QueueAdminMixin:
+    """Queues and the operator's actions on their jobs, over the ``core``
+    the service holds. Deleting by body regex finds its jobs with the
+    reads' body search (``pinlater.engine.reads``)."""
 
-    def __init__(
-        self,
-        shards: ShardSet,
-        control: ControlStore,
-        configs: QueueConfigCache,
-        inspector: Inspector,
-        settings: Settings,
-    ) -> None:
-        self._shards = shards
-        self._control = control
-        self._configs = configs
-        self._inspector = inspector
-        self._settings = settings
-        self._throttle = SecretThrottle(settings.admin_secret_max_failures, settings.admin_secret_max_failures_all,
-                                        settings.admin_secret_window_s)
+    core: Core
 
     # -- queues -----------------------------------------------------------------
     def create_queue(
@@ -62,7 +50,7 @@ class QueueAdmin:
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
         fields: dict[str, object] = {
-            "priorities": self._settings.default_priorities if priorities is None else priorities
+            "priorities": self.core.settings.default_priorities if priorities is None else priorities
         }
         for key, value in (
             ("max_dequeue_rate", max_dequeue_rate),
@@ -79,11 +67,11 @@ class QueueAdmin:
             raise InvalidRequest(str(exc)) from None
         if not current_caller().creates_queues:
             return self._declare(name)
-        if not self._control.create_queue(config):
-            config = self._control.get_queue(name) or config
-        for backend in self._shards.healthy():
-            self._shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
-        self._configs.forget(name)
+        if not self.core.control.create_queue(config):
+            config = self.core.control.get_queue(name) or config
+        for backend in self.core.shards.healthy():
+            self.core.shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
+        self.core.configs.forget(name)
         return config
 
     def _declare(self, name: str) -> QueueConfig:
@@ -92,7 +80,7 @@ class QueueAdmin:
         it can never bring back a queue deleted since the caller (or the
         server's cache) last saw it. Not even the shards' storage: that
         would clear a concurrent delete's mark on them."""
-        config = self._control.get_queue(name)
+        config = self.core.control.get_queue(name)
         if config is None:
             raise PasswordInvalid(f"{current_caller().identity!r} may not create queue {name!r}: it does not exist "
                                   "(it may have just been deleted), and only the admin role creates queues")
@@ -104,7 +92,7 @@ class QueueAdmin:
         shard failing midway is finished by running it again."""
         validate_queue_name(name)
         self.check_admin_secret(password)
-        down = [s for s in self._shards.ids if not self._shards.is_healthy(s)]
+        down = [s for s in self.core.shards.ids if not self.core.shards.is_healthy(s)]
         if down:
             raise ShardConnectionFailed(
                 f"cannot delete queue {name!r} while shards {down} are down: its jobs there would survive"
@@ -112,63 +100,42 @@ class QueueAdmin:
         # The config goes first. A process still holding it in its cache then
         # finds the queue deleted on the shard (QueueDeleted), reads the config
         # again and finds no queue: no enqueue gives the queue storage again.
-        self._control.delete_queue(name)
-        self._configs.forget(name)
-        for backend in self._shards.all():
-            self._shards.call(backend, "delete_queue", name, lambda b: b.delete_queue(name))
+        self.core.control.delete_queue(name)
+        self.core.configs.forget(name)
+        for backend in self.core.shards.all():
+            self.core.shards.call(backend, "delete_queue", name, lambda b: b.delete_queue(name))
 
     def check_admin_secret(self, password: str | None) -> None:
         """PasswordInvalid unless ``password`` is the configured admin secret;
         a caller with too many wrong ones lately is refused unchecked
         (``pinlater.kit.secret_throttle``)."""
-        expected = self._settings.admin_secret_sha256
+        expected = self.core.settings.admin_secret_sha256
         if expected is None:
             raise PasswordInvalid("no admin secret is configured (PINLATER_ADMIN_SECRET); refusing")
         who = current_caller().identity
-        self._throttle.check(who)
+        self.core.admin_throttle.check(who)
         if password is None or not hmac.compare_digest(hash_secret(password), expected):
-            self._throttle.failed(who)
+            self.core.admin_throttle.failed(who)
             raise PasswordInvalid("wrong admin secret")
-        self._throttle.succeeded(who)
+        self.core.admin_throttle.succeeded(who)
 
     def queue_names(self) -> set[str]:
         """Every queue's name."""
         # Names from the stored texts: a queue whose config is damaged still exists.
-        return set(self._control.queue_config_texts())
-
-    def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:
-        """Every queue's config (or those of ``names`` that exist), read now;
-        a damaged one is left out, logged."""
-        if names is None:
-            return self._control.list_queues()
-        # One read per name: a monitor of a few queues need not parse every config.
-        configs: dict[str, QueueConfig] = {}
-        for name in names:
-            try:
-                config = self._control.get_queue(name)
-            except ConfigUnreadable as exc:
-                log.error("%s", exc.message)
-                continue
-            if config is not None:
-                configs[name] = config
-        return configs
-
-    def queue_config_texts(self) -> dict[str, str | bytes]:
-        """Every queue's stored config text, damaged ones included."""
-        return self._control.queue_config_texts()
+        return set(self.core.control.queue_config_texts())
 
     def update_queue(self, name: str, **changes: object) -> QueueConfig:
         """Change a queue's config at run time (rate, pause, claim timeout,
         retry policy, retention); every process sees it within config_ttl_s."""
-        current = self._configs.get(name, fresh=True)
+        current = self.core.configs.get(name, fresh=True)
         if "priorities" in changes and changes["priorities"] != current.priorities:
             raise InvalidRequest("the number of priorities of an existing queue cannot change")
         try:
             updated = current.with_changes(**changes)
         except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"invalid queue change: {exc}") from None
-        self._control.put_queue(updated)
-        self._configs.forget(name)
+        self.core.control.put_queue(updated)
+        self.core.configs.forget(name)
         return updated
 
     def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
@@ -179,23 +146,6 @@ class QueueAdmin:
 
     def resume(self, name: str) -> QueueConfig:
         return self.update_queue(name, paused=False)
-
-    def ensure_queues_on(self, backend: ShardBackend) -> None:
-        """A shard that comes back gets storage for queues created while it was down."""
-        for config in self._control.list_queues().values():
-            backend.create_queue(config.name, config.priorities)
-
-    def revive_on(self, backend: ShardBackend, queue: str) -> bool:
-        """A shard answered that ``queue`` was deleted there. If the queue
-        exists, it was created again while the shard was down: the shard
-        gets its storage now (True). If not, the caller's cached config of
-        it was stale (False); the cache keeps it until it expires, as it
-        would any other config."""
-        config = self._control.get_queue(queue)  # fresh: no cached or stale config decides this
-        if config is None:
-            return False
-        self._shards.call(backend, "create_queue", queue, lambda b: b.create_queue(queue, config.priorities))
-        return True
 
     # -- operator actions ------------------------------------------------------------------
     def retry_failed(
@@ -208,13 +158,13 @@ class QueueAdmin:
         limit: int = 1000,
     ) -> int:
         """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
-        config = self._configs.get(queue)
+        config = self.core.configs.get(queue)
         check_attempts(attempts)
         check_limit(limit)
         check_timestamp(run_after_ms)
-        priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
+        priorities = priorities_of(config, priority)
         done = 0
-        for backend in self._shards.require_healthy():
+        for backend in self.core.shards.require_healthy():
             for p in priorities:
                 if done < limit:
                     done += self._retry_failed_on(backend, queue, p, attempts, run_after_ms, limit - done)
@@ -235,11 +185,11 @@ class QueueAdmin:
         that hits the budget fails with RegexBudgetExceeded having deleted
         nothing."""
         state = JobState.parse(state)
-        config = self._configs.get(queue)
+        config = self.core.configs.get(queue)
         check_limit(limit)
-        search = self._inspector.body_search(body_regex)
-        priorities = [check_priority(config, priority)] if priority else range(1, config.priorities + 1)
-        backends = self._shards.require_healthy()
+        search = body_search(self.core.settings, body_regex)
+        priorities = priorities_of(config, priority)
+        backends = self.core.shards.require_healthy()
         if search is not None:
             return self._delete_matching(queue, state, priorities, backends, search, limit)
         done = 0
@@ -269,8 +219,8 @@ class QueueAdmin:
                 ids = [
                     r.local_id
                     for future in ((False, True) if state is JobState.PENDING else (False,))
-                    for r in self._inspector.matching_records(
-                        backend, queue, p, state, search, wanted, future, what="delete",
+                    for r in matching_records(
+                        self.core, backend, queue, p, state, search, wanted, future, what="delete",
                         narrow="nothing was deleted; give a priority, a smaller limit, or a state with fewer jobs")
                 ][:wanted]
                 if ids:
@@ -281,39 +231,15 @@ class QueueAdmin:
             done += self._delete_on(backend, queue, p, state, ids, len(ids))
         return done
 
-    # -- the monitor's steps ----------------------------------------------------------
-    def expire_claims(self, shard_id: str, config: QueueConfig, priority: int, limit: int) -> ExpiredClaims:
-        """Claims older than the queue's claim timeout on one shard, up to
-        ``limit``: re-pended, or failed at their last attempt."""
-        return self._shards.call(
-            self._shards.get(shard_id), "expire_claims", config.name,
-            lambda b: b.expire_claims(config.name, priority, config.claim_timeout_ms, limit),
-        )
-
-    def collect_finished(
-        self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int
-    ) -> int:
-        """Deletes up to ``limit`` jobs in terminal ``state`` older than the
-        queue's retention for that state on one shard; returns how many."""
-        retentions = {JobState.SUCCEEDED: config.succeeded_retention_ms, JobState.FAILED: config.failed_retention_ms}
-        if state not in retentions:
-            raise InvalidRequest(f"only finished jobs are collected, not {state.name}")
-        retention_ms = retentions[state]
-        return self._shards.call(
-            self._shards.get(shard_id), "gc", config.name,
-            lambda b: b.gc(config.name, priority, state, retention_ms, limit),
-        )
-
     # -- shard calls, one typed helper each ----------------------------------------
     def _retry_failed_on(
         self, backend: ShardBackend, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:
-        return self._shards.call(
+        return self.core.shards.call(
             backend, "retry_failed", queue, lambda b: b.retry_failed(queue, priority, attempts, run_after_ms, limit)
         )
 
     def _delete_on(
         self, backend: ShardBackend, queue: str, priority: int, state: JobState, ids: list[int] | None, limit: int
     ) -> int:
-        return self._shards.call(backend, "delete", queue, lambda b: b.delete(queue, priority, state, ids, limit))
-
+        return self.core.shards.call(backend, "delete", queue, lambda b: b.delete(queue, priority, state, ids, limit))
