@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pinlater.engine import counters
+from pinlater.operators import DEQUEUED, ENQUEUED, FAILED, SUCCEEDED, current_minute
 
-CHART_EVENTS = (counters.ENQUEUED, counters.DEQUEUED, counters.SUCCEEDED, counters.FAILED)
+CHART_EVENTS = (ENQUEUED, DEQUEUED, SUCCEEDED, FAILED)
 MAX_MINUTES = 60
 DEFAULT_QUEUES, MAX_QUEUES = 20, 100
 
@@ -57,7 +57,7 @@ class RateCharts:
 
     def charts(self, minutes: int = MAX_MINUTES, limit: int = DEFAULT_QUEUES) -> dict[str, Any]:
         now, series = self._read()
-        last = counters.current_minute(now)
+        last = current_minute(now)
         first = last - minutes + 1
         last_minute_s = max(1.0, now - last * 60)
         window = {q: {e: events[e][-minutes:] for e in CHART_EVENTS} for q, events in series.items()}

@@ -27,7 +27,7 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
               oldest_pending: {descriptor, run_after_ms, age_ms} | None,
               rates: {event: per_s}, events: {event: n}}]
 
-where a state is one of STATES and an event one of pinlater.engine.counters.EVENTS.
+where a state is one of STATES and an event one of pinlater.operators.EVENTS.
 A shard's ``out_reason`` says why it is out of rotation ("unavailable",
 "refuses writes" or "failing", ``pinlater.engine.shards``), null while it is in;
 ``last_error`` is the error behind it.
@@ -47,11 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.configs import ConfigReader, QueueEntry
-from pinlater.engine import counters
-from pinlater.engine.shards import ShardHealth
 from pinlater.errors import PinLaterError
 from pinlater.models import JobInfo
-from pinlater.operators import Operators
+from pinlater.operators import EVENTS, Operators, ShardHealth
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 
@@ -239,8 +237,8 @@ class Collector:
         config = entry.config
         common = {
             "config_error": entry.error,
-            "rates": {e: _finite(round(rates.get(e, 0.0), 4)) for e in counters.EVENTS},
-            "events": {e: int(events.get(e, 0)) for e in counters.EVENTS},
+            "rates": {e: _finite(round(rates.get(e, 0.0), 4)) for e in EVENTS},
+            "events": {e: int(events.get(e, 0)) for e in EVENTS},
         }
         if config is None:  # not even the priorities are known: nothing to count
             return {"name": entry.name, "priorities": None, "max_dequeue_rate": None, "paused": None,

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import PinLaterError
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.devcerts import add_dev_certs_command
@@ -29,6 +28,7 @@ from pinlater.limits import MAX_DEQUEUE_RATE
 from pinlater.migrate import add_migrate_command
 from pinlater.models import Job, JobInfo
 from pinlater.observe.trace_tree import add_trace_command
+from pinlater.operators import Monitor
 from pinlater.queue_config import check_rate
 from pinlater.service import JobService
 from pinlater.settings import Settings

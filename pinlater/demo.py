@@ -20,9 +20,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pinlater import Ack, Job, JobService, RetryPolicy, Settings
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import DequeueRateLimited
 from pinlater.kit.envsettings import read
+from pinlater.operators import Monitor
 from pinlater.settings import hash_secret, parse_shards, parse_store_url
 
 DEMO_SHARDS = (

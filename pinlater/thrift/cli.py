@@ -18,8 +18,8 @@ import sys
 import urllib.request
 from typing import Any
 
-from pinlater.engine.monitor import Monitor
 from pinlater.kit.cli_output import print_result
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
 from pinlater.storage.urls import redact

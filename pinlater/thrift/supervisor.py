@@ -50,8 +50,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from pinlater.engine.monitor import Monitor
 from pinlater.observe import tracing
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.thrift import shared_metrics

@@ -31,9 +31,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pinlater.demo import DEMO_SECRET, demo_settings
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import QueueNotFound
 from pinlater.observe import trace_tree, tracing
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from tasks.appdata import generate, graph, mappings, objects, schema
 from tasks.appdata.generate import GraphSpec

@@ -9,8 +9,8 @@ import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState, RetryPolicy
 from pinlater.descriptor import JobDescriptor
-from pinlater.engine.monitor import Monitor
 from pinlater.models import DequeuedJob
+from pinlater.operators import Monitor
 
 
 def _one(cluster: JobService, queue: str, **job: object) -> str:

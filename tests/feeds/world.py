@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pinlater.client_api import PinLaterClient
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import QueueNotFound
 from pinlater.kit.tls import ClientTls
+from pinlater.operators import Monitor
 from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
 from pinlater.settings import Settings

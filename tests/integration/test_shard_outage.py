@@ -11,8 +11,8 @@ import pytest
 
 from pinlater import Ack, Job, JobState
 from pinlater.descriptor import JobDescriptor
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import ShardConnectionFailed
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url

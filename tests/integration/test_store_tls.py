@@ -28,10 +28,10 @@ from dashboards.server import Dashboard
 from pinlater import Job
 from pinlater.backends import open_backend
 from pinlater.backends.base import ShardUnavailable
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import ShardConnectionFailed
 from pinlater.kit.devcerts import DevCA
 from pinlater.kit.tls import ClientTls
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import ShardSpec, hash_secret, parse_shards
 from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session

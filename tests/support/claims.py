@@ -7,9 +7,8 @@ import time
 
 from pinlater import Job
 from pinlater.client_api import PinLaterClient
-from pinlater.engine.monitor import Monitor
 from pinlater.models import DequeuedJob
-from pinlater.operators import Operators
+from pinlater.operators import Monitor, Operators
 
 
 def claimed_again_after_timeout(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pinlater import Job
-from pinlater.engine import queue_admin
+from pinlater.engine import admin as queue_admin
 from pinlater.errors import PasswordInvalid, QueueNotFound
 from pinlater.service import JobService
 from pinlater.settings import hash_secret

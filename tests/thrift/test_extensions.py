@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobState, RetryPolicy
-from pinlater.engine.monitor import Monitor
 from pinlater.errors import DequeueRateLimited, InvalidRequest, PinLaterError, PriorityNotSupported, QueueNotFound
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.thrift import EXTENSION_METHODS, idl, published
 from pinlater.thrift import server as server_module

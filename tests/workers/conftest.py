@@ -19,7 +19,7 @@ import pytest
 import redis
 from celery import Celery
 
-from pinlater.engine.monitor import Monitor, MonitorStats
+from pinlater.operators import Monitor, MonitorStats
 from pinlater.service import JobService
 from tests.support.stores import settings_for
 from tests.workers.celery_tasks import RESULTS_URL, RUN

@@ -16,7 +16,7 @@ import redis
 from celery import Celery
 
 from pinlater import JobState
-from pinlater.engine.monitor import Monitor
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, children, wait_for_workers

@@ -15,7 +15,7 @@ import redis
 from celery import Celery
 
 from pinlater import JobState
-from pinlater.engine.monitor import Monitor
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from tests.workers.celery_tasks import LONG_TASK_S, key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until

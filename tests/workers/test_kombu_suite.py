@@ -28,7 +28,7 @@ from kombu.message import Message
 from kombu.messaging import Consumer, Producer
 
 import workers.app  # noqa: F401  (registers the pinlater:// alias)
-from pinlater.engine.monitor import Monitor
+from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState

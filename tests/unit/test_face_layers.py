@@ -1,0 +1,70 @@
+"""The packages built on the core see only its public faces: the client's
+face (the top-level modules), the kit the apps build on, observability
+(the seam and spans the apps report through), the Thrift client and the
+operators' API. The service's internals (``pinlater.engine``, the backends,
+the control stores, the server) are free to move without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_layers import imported_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTSIDE = ("workers", "tasks", "dashboards", "bench", "scripts")
+FACE = {
+    f"pinlater.{name}" for name in (
+        "client_api", "models", "errors", "retry", "queue_config", "descriptor", "states", "limits", "validation",
+        "settings", "service", "operators", "demo", "cli", "cli_commands", "migrate",
+    )
+} | {"pinlater", "pinlater.thrift", "pinlater.thrift.client"}
+PUBLIC_PACKAGES = ("pinlater.kit", "pinlater.observe")
+# For now only: the store modules are moving into one folder per store kind,
+# whose registry will offer what these importers need (URLs, pools, TLS).
+STORES_FOR_NOW = ("pinlater.storage", "pinlater.stores")
+# Measures the server's framing itself, as no client could.
+BENCHES_OF_INTERNALS = {
+    ("bench/echo_server.py", "pinlater.thrift.framing"),
+    ("bench/echo_server.py", "pinlater.thrift.walk"),
+}
+
+
+def allowed(module: str) -> bool:
+    if module in FACE:
+        return True
+    return any(module == p or module.startswith(p + ".") for p in (*PUBLIC_PACKAGES, *STORES_FOR_NOW))
+
+
+def internal_imports(root: Path, packages: tuple[str, ...]) -> set[str]:
+    found: set[str] = set()
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            for name in imported_modules(path):
+                if name.split(".")[0] == "pinlater" and not allowed(name) and (rel, name) not in BENCHES_OF_INTERNALS:
+                    found.add(f"{rel}: {name}")
+    return found
+
+
+def test_outside_packages_import_only_the_core_s_faces() -> None:
+    assert internal_imports(ROOT, OUTSIDE) == set()
+
+
+@pytest.mark.parametrize(
+    ("line", "internal"),
+    [
+        ("from pinlater.engine.shards import ShardHealth", True),
+        ("import pinlater.backends.redis_backend", True),
+        ("from pinlater.thrift.server import serve", True),
+        ("from pinlater.operators import Monitor", False),
+        ("from pinlater.thrift.client import ThriftClient", False),
+        ("from pinlater.kit.cli_output import one_line", False),
+        ("from pinlater import connect", False),
+    ],
+)
+def test_the_check_sees_an_internal_import(tmp_path: Path, line: str, internal: bool) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "m.py").write_text(line + "\n")
+    assert bool(internal_imports(tmp_path, ("app",))) is internal
