@@ -1,6 +1,8 @@
 # mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
 # (Kombu and Celery ship without complete type hints; their calls are untyped.)
-"""The Kombu channel over PinLater.
+"""The Kombu channel over PinLater: declaring, consuming and broadcasting
+here; storing a published task (``workers.publishing``) and settling what
+was delivered (``workers.settling``) are the mixins it is made of.
 
 Task queues (PinLater queue names) map publish -> enqueue and consume ->
 batched dequeue under the queue's rate limit; every other queue is
@@ -30,34 +32,27 @@ from typing import TYPE_CHECKING, Any
 from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
 
-from pinlater.errors import AckNotApplied, DequeueRateLimited, PinLaterError, QueueNotFound
-from pinlater.models import Checkpoint, DequeuedJob, Job
+from pinlater.errors import DequeueRateLimited, PinLaterError
+from pinlater.models import DequeuedJob
 from pinlater.states import JobState
 from workers import registry, task_guard
 from workers.bus import encode_transient
-from workers.client import queue_config
 from workers.message_format import (
     StoredMessage,
     decode,
     delivery_tag,
-    encode,
-    eta_to_ms,
     kombu_payload,
     raw_message,
-    tagged,
 )
-from workers.publish_info import remember_descriptor
-from workers.qos import PendingAcks, PinLaterQoS, queue_of
-from workers.waker import COALESCE_S, RECHECK_SLACK_S, WAKER
+from workers.publishing import TaskPublishing
+from workers.qos import PendingAcks, PinLaterQoS
+from workers.settling import Settling
+from workers.waker import COALESCE_S, RECHECK_SLACK_S
 
 if TYPE_CHECKING:
     from workers.transport import Transport
 
 log = logging.getLogger(__name__)
-# Headers that set the job's attempts and idempotency key, not stored.
-_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key"})
-# ACKs or releases per call: well under any sane PINLATER_MAX_JOBS_PER_CALL.
-ACK_CHUNK = 100
 # ACKs go out (riding along with a claim when there is one) once this many
 # wait or the oldest has waited ACK_LINGER_S: one call per few claims instead
 # of one per claim. A job stays RUNNING that much longer after its task
@@ -65,7 +60,6 @@ ACK_CHUNK = 100
 # one killed just before its ACK always did.
 ACK_BATCH = 50
 ACK_LINGER_S = 0.01
-_DUE_SLACK_MS = 50
 # After a failed call to the job service, wait this long before the next try.
 ERROR_BACKOFF_S = 1.0
 # AMQP queue arguments a task queue does not honour (they are per-queue
@@ -74,26 +68,6 @@ ERROR_BACKOFF_S = 1.0
 UNSUPPORTED_QUEUE_ARGUMENTS = frozenset({"x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes"})
 # Custom status of a job whose message expired before it could be delivered.
 EXPIRED_STATUS = "expired: not delivered (its message's expiration passed)"
-
-
-def _checkpoint(tag: str, **changes: Any) -> Checkpoint:
-    """A checkpoint of one delivery: of its job, under its claim."""
-    descriptor, claim = tagged(tag)
-    return Checkpoint(descriptor, claim=claim, **changes)
-
-
-def expires_at(expiration: Any) -> int | None:
-    """Kombu's ``expiration`` property (milliseconds, as AMQP gives it: a
-    string) as the epoch ms after which the message is not delivered."""
-    if expiration is None or expiration == "":
-        return None
-    try:
-        ttl_ms = float(expiration)
-    except (TypeError, ValueError):
-        raise ValueError(f"expiration must be a number of milliseconds, got {expiration!r}") from None
-    if not math.isfinite(ttl_ms):
-        raise ValueError(f"expiration must be a finite number of milliseconds, got {expiration!r}")
-    return int(time.time() * 1000 + max(0.0, ttl_ms))
 
 
 @dataclass(slots=True)
@@ -105,7 +79,7 @@ class QueueState:
     next_heartbeat: float = 0.0
 
 
-class Channel(virtual.Channel):
+class Channel(TaskPublishing, Settling, virtual.Channel):
     QoS = PinLaterQoS
     supports_fanout = True
     do_restore = True
@@ -120,10 +94,6 @@ class Channel(virtual.Channel):
         # Queues whose consumer acks nothing (no_ack): jobs are ACKed on
         # delivery, and the prefetch window does not apply.
         self._no_ack: set[str] = set()
-
-    @property
-    def client(self) -> Any:
-        return self.connection.service
 
     # -- publishing -------------------------------------------------------------------
     def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> None:
@@ -159,63 +129,6 @@ class Channel(virtual.Channel):
             self._enqueue(queue, message)
         else:
             self.connection.bus.publish(self.connection.names.queue(queue), encode_transient(message))
-
-    def _enqueue(self, queue: str, message: dict[str, Any]) -> None:
-        """One job on task queue ``queue``: one call to the job service (on
-        the Redis backend one script, one round trip); the wake-up goes out
-        from another thread."""
-        headers = message.get("headers") or {}
-        body = message.get("body") or b""
-        if isinstance(body, str):
-            body = body.encode(message.get("content-encoding") or "utf-8")
-        run_after_ms = eta_to_ms(headers.get("eta"))
-        attempts = headers.get("pinlater_attempts")
-        idempotency_key = headers.get("pinlater_idempotency_key")
-        if attempts is not None or idempotency_key is not None:
-            # Not stored, and left in the caller's headers: a publish retried
-            # after a connection error sends them again.
-            message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
-        stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
-        try:
-            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
-        except QueueNotFound:
-            # Not there yet (publishes declare nothing: see PinLaterTask), or
-            # deleted since (an operator, a test reset): declare it, as a
-            # worker would, with its task's config.
-            self.connection.ensure_queue(queue, again=True)
-            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
-        remember_descriptor(descriptor)
-        if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
-            connection = self.connection
-            WAKER.wake(connection.bus, connection.names.wake(queue))
-
-    def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
-                     attempts: Any, idempotency_key: str | None) -> str:
-        priority = self._priority(queue, message["properties"].get("priority"))
-        job = Job(stored, priority=priority, run_after_ms=run_after_ms,
-                  attempts_allowed=int(attempts) if attempts else None)
-        [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
-        return str(descriptor)
-
-    def _priority(self, queue: str, kombu_priority: Any) -> int:
-        """PinLater priority 1 is the highest, as 0 is with Kombu's Redis
-        transport. A queue declared with ``max_priority=N`` has N + 1
-        priorities: Kombu's 0..N -> PinLater 1..N+1 (spread over fewer, in
-        order, if the queue has fewer). Any other queue: 0 and 1 -> 1,
-        larger numbers are the PinLater priority, clamped to the lowest."""
-        try:
-            wanted = int(kombu_priority or 0)
-        except (TypeError, ValueError):
-            wanted = 0
-        declared = registry.max_priority(queue)
-        if declared is not None:
-            if declared <= 0 or wanted <= 0:
-                return 1
-            priorities = queue_config(self.client, queue).priorities
-            return 1 + min(wanted, declared) * (priorities - 1) // declared
-        if wanted <= 1:
-            return 1
-        return min(wanted, queue_config(self.client, queue).priorities)
 
     # -- declaring --------------------------------------------------------------------
     # Kombu's queue names become PinLater queue names on the way in
@@ -485,114 +398,6 @@ class Channel(virtual.Channel):
         """ACKs go out when made: no event loop batches them, and no
         ``drain_events`` call is running that flushes them as it returns."""
         return self.connection.settles_at_once()
-
-    def flush_acks(self, final: bool = False) -> None:
-        pending = self.qos.take_pending()
-        if not pending:
-            return
-        failed_queues: dict[str, PendingAcks] = {}
-        for queue, acks in pending.items():
-            released = bool(acks.released)
-            try:
-                self._send_expiries(queue, acks)
-                self._send_acks(queue, acks)
-                self._send_releases(queue, acks)
-                state = self._states.get(queue)
-                if released and state is not None:
-                    state.hot = True  # released jobs are claimable by the next pump
-            except (PinLaterError, OSError) as exc:
-                log.warning("%s ACKs/releases on %s not sent yet: %s", "final" if final else "", queue, exc)
-                failed_queues[queue] = acks
-        if failed_queues and not final:
-            self.qos.put_back(failed_queues)
-        elif failed_queues:
-            log.error("giving up on ACKs at shutdown; those jobs will time out and run again: %s",
-                      {q: a.size() for q, a in failed_queues.items()})
-
-    def _send_acks(self, queue: str, acks: PendingAcks) -> None:
-        """ACKs in calls of at most ACK_CHUNK (the service caps ACKs per call,
-        and ACKs that piled up during an outage must still go out). What was
-        not applied stays in ``acks``: never what landed, or a retry would
-        report it stale."""
-        while acks.succeeded or acks.failed:
-            succeeded = acks.succeeded[:ACK_CHUNK]
-            failed = acks.failed[: ACK_CHUNK - len(succeeded)]
-            try:
-                self.client.ack(queue, succeeded=succeeded, failed=failed, source=self.connection.source)
-            except AckNotApplied as exc:
-                left = exc.result.unapplied
-                acks.succeeded = [a for a in succeeded if a.descriptor in left] + acks.succeeded[len(succeeded):]
-                acks.failed = [a for a in failed if a.descriptor in left] + acks.failed[len(failed):]
-                raise
-            acks.succeeded, acks.failed = acks.succeeded[len(succeeded):], acks.failed[len(failed):]
-
-    def _send_expiries(self, queue: str, acks: PendingAcks) -> None:
-        """Expired (and refused) jobs end FAILED: attempts set to one, then
-        their failure ACK (with ``_send_acks``), whose status says why."""
-        while acks.expired:
-            chunk = acks.expired[:ACK_CHUNK]
-            result = self.client.checkpoint(
-                queue, [Checkpoint(a.descriptor, attempts_allowed=1, claim=a.claim) for a in chunk],
-                source=self.connection.source,
-            )
-            acks.failed += [a for a in chunk if a.descriptor not in result.stale]
-            acks.expired = acks.expired[len(chunk):]
-
-    def _send_releases(self, queue: str, acks: PendingAcks) -> None:
-        while acks.released:
-            chunk = acks.released[:ACK_CHUNK]
-            try:
-                self.client.checkpoint(
-                    queue, [_checkpoint(t, move_to_pending=True) for t in chunk], source=self.connection.source
-                )
-            except AckNotApplied as exc:
-                left = exc.result.unapplied
-                acks.released = [t for t in chunk if tagged(t)[0] in left] + acks.released[len(chunk):]
-                raise
-            acks.released = acks.released[len(chunk):]
-
-    def _heartbeat_interval(self, queue: str) -> float:
-        try:
-            timeout_ms = queue_config(self.client, queue).claim_timeout_ms
-        except (PinLaterError, OSError):
-            timeout_ms = 30_000
-        return max(0.05, timeout_ms / 1000 * self.connection.settings.heartbeat_share)
-
-    def _heartbeat(self, now: float) -> None:
-        """Keeps the claims of jobs this worker holds but has not started:
-        prefetched jobs must not time out while they wait for a pool slot."""
-        due = [q for q, s in self._states.items() if s.next_heartbeat and s.next_heartbeat <= now]
-        if not due:
-            return
-        held: dict[str, list[str]] = {q: [] for q in due}
-        for tag in self.qos.unstarted():
-            queue = queue_of(tag)
-            if queue in held:
-                held[queue].append(tag)
-        for queue, job in self._buffer:
-            if queue in held:
-                held[queue].append(delivery_tag(job))
-        for queue, tags in held.items():
-            state = self._states[queue]
-            state.next_heartbeat = now + self._heartbeat_interval(queue) if tags else 0.0
-            if not tags:
-                continue
-            try:
-                result = self.client.checkpoint(queue, [_checkpoint(t) for t in tags], source=self.connection.source)
-            except (PinLaterError, OSError) as exc:
-                log.warning("heartbeat of %d held jobs on %s failed: %s", len(tags), queue, exc)
-                continue
-            if result.stale:
-                log.warning("%d held jobs on %s had timed out before their heartbeat", len(result.stale), queue)
-
-    def release_buffer(self) -> None:
-        """Jobs claimed but never handed to Celery go back to PENDING."""
-        released: dict[str, PendingAcks] = {}
-        while self._buffer:
-            queue, job = self._buffer.popleft()
-            released.setdefault(queue, PendingAcks()).released.append(delivery_tag(job))
-        if released:
-            self.qos.put_back(released)
 
     def close(self) -> None:
         if not self.closed:

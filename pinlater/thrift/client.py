@@ -46,26 +46,22 @@ What the wire still does not carry:
 from __future__ import annotations
 
 import logging
-import random
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential, wait_random
-
-from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, PriorityNotSupported, ShardConnectionFailed
+from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
 from pinlater.kit.tls import ClientTls
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
-from pinlater.settings import Settings, default_source
+from pinlater.settings import Settings
 from pinlater.states import JobState
-from pinlater.thrift import STRUCTS, convert, idl
-from pinlater.thrift.pool import CallFailed, ServerPool, ServerUnavailable, UnknownMethod
-from pinlater.validation import check_source
+from pinlater.thrift import convert, idl
+from pinlater.thrift.calling import WireCalls
+from pinlater.thrift.pool import CallFailed, ServerUnavailable, UnknownMethod
 
 __all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
 
@@ -73,14 +69,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_PRIORITIES = 100
-# After a server answered UNKNOWN_METHOD for an extension, the client uses
-# the published fallback for this long before asking again.
-EXTENSION_RECHECK_S = 300.0
-# Backoff between tries: this, then doubling (up to 1 s), plus up to 50 ms at random.
-FIRST_RETRY_WAIT_S = 0.05
 
 
-class ThriftClient:
+class ThriftClient(WireCalls):
     def __init__(
         self,
         servers: Sequence[str],
@@ -96,21 +87,13 @@ class ThriftClient:
         tls: ClientTls | None = None,
     ) -> None:
         """``tls``: speak TLS to the servers (PINLATER_CLIENT_TLS_*)."""
-        self.source = check_source(source or default_source())
-        self.servers = list(servers)
-        self.retries = retries
-        self.retry_deadline_s = retry_deadline_s
+        super().__init__(
+            servers, source=source, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, retries=retries,
+            retry_deadline_s=retry_deadline_s, pool_size=pool_size, tls=tls,
+        )
         self.default_priorities = default_priorities
         self.config_ttl_s = config_ttl_s
         self._config_cache: dict[str, tuple[float, QueueConfig]] = {}
-        self._lock = threading.Lock()
-        # Extension method -> monotonic time until which it is taken as missing.
-        self._missing: dict[str, float] = {}
-        self._default_context = idl.RequestContext(source=self.source, requestId="")
-        self._pool = ServerPool(
-            self.servers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, pool_size=pool_size,
-            tls=tls.context() if tls is not None else None,
-        )
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, source: str | None = None) -> ThriftClient:
@@ -133,75 +116,6 @@ class ThriftClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- plumbing --------------------------------------------------------------------
-    def _context(self, source: str | None = None, request_id: str = "") -> Any:
-        if source is None and not request_id:
-            return self._default_context  # never changed once made
-        return idl.RequestContext(source=check_source(source or self.source), requestId=request_id)
-
-    def _call(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
-        if tracing.ON:
-            with tracing.span(f"client {method}", {"rpc.system": "thrift", "rpc.method": method}, kind="client"):
-                # The server continues this span (the IDL's trace context).
-                context = kwargs["context"]
-                kwargs["context"] = idl.PinLaterTracedRequestContext(
-                    source=context.source, requestId=context.requestId, **tracing.context()
-                )
-                return self._call_once(method, idempotent=idempotent, **kwargs)
-        return self._call_once(method, idempotent=idempotent, **kwargs)
-
-    def _call_once(self, method: str, /, *, idempotent: bool, **kwargs: Any) -> Any:
-        args_cls, result_cls = STRUCTS[method]
-        args = args_cls(**kwargs)
-        # The first try outside tenacity: setting up a Retrying costs about
-        # as much as the rest of the client's work for a small call, and
-        # nearly every call succeeds the first time.
-        started = time.monotonic()
-        try:
-            result = self._pool.call(method, args, result_cls())
-        except (ServerUnavailable, CallFailed) as exc:
-            if not _retryable(exc, idempotent) or self.retries < 1:
-                raise
-            result = self._retry(method, args, result_cls, idempotent, started)
-        error = getattr(result, "e", None)
-        if error is not None:
-            raise convert.from_wire_error(error)
-        if "success" in result.__dict__:
-            if result.success is None:
-                raise PinLaterError(f"{method}: the server sent an empty reply")
-            return result.success
-        return None
-
-    def _retry(self, method: str, args: Any, result_cls: Any, idempotent: bool, started: float) -> Any:
-        """The tries after a first that failed retryably, with backoff."""
-        time.sleep(FIRST_RETRY_WAIT_S + random.uniform(0, 0.05))
-        retrying = Retrying(
-            stop=stop_after_attempt(self.retries)
-            | stop_after_delay(max(0.0, self.retry_deadline_s - (time.monotonic() - started))),
-            wait=wait_exponential(multiplier=2 * FIRST_RETRY_WAIT_S, max=1.0) + wait_random(0, 0.05),
-            retry=retry_if_exception(lambda exc: _retryable(exc, idempotent)),
-            reraise=True,
-        )
-        return retrying(lambda: self._pool.call(method, args, result_cls()))
-
-    def _extension(self, method: str, fallback: Callable[[], T], /, **kwargs: Any) -> Any:
-        """Calls an extension method; against a server without it, runs
-        ``fallback`` (the published way) instead, with a warning."""
-        with self._lock:
-            missing_until = self._missing.get(method, 0.0)
-        if missing_until <= time.monotonic():
-            try:
-                return self._call(method, idempotent=True, **kwargs)
-            except UnknownMethod:
-                with self._lock:
-                    self._missing[method] = time.monotonic() + EXTENSION_RECHECK_S
-                log.warning(
-                    "PinLater server %s has no %s (a server without this project's extensions): "
-                    "using the published interface for %.0fs",
-                    self.servers, method, EXTENSION_RECHECK_S,
-                )
-        return fallback()
 
     def _cache_config(self, config: QueueConfig) -> QueueConfig:
         with self._lock:
@@ -487,10 +401,6 @@ class ThriftClient:
             return int(self._call("deleteJobs", idempotent=False, context=self._context(), request=request))
 
         return self._each_priority(priority, limit, run)
-
-
-def _retryable(exc: BaseException, idempotent: bool) -> bool:
-    return isinstance(exc, ServerUnavailable) or (idempotent and isinstance(exc, CallFailed))
 
 
 def _checked(result: AckResult, what: str) -> AckResult:

@@ -17,8 +17,7 @@ from pinlater import Ack, Checkpoint, Job, JobState, RetryPolicy
 from pinlater.errors import DequeueRateLimited, InvalidRequest, PinLaterError, PriorityNotSupported, QueueNotFound
 from pinlater.operators import Monitor
 from pinlater.service import JobService
-from pinlater.thrift import EXTENSION_METHODS, idl, published
-from pinlater.thrift import server as server_module
+from pinlater.thrift import EXTENSION_METHODS, calls, idl, published
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
 from workers.heartbeat import beat
@@ -182,7 +181,7 @@ def test_extension_methods_are_served(server: ThriftServer) -> None:
         "createQueueWithConfig", "getQueueConfig", "updateQueueConfig",
         "ackDequeuedJobsWithResult", "checkpointJobsWithResult",
     } == EXTENSION_METHODS
-    assert EXTENSION_METHODS <= server_module.METHODS
+    assert EXTENSION_METHODS <= calls.METHODS
     assert not EXTENSION_METHODS & set(published.thrift_services)
 
 
@@ -193,7 +192,7 @@ def stock_server(
 ) -> Iterator[ThriftServer]:
     """Our server answering only the published methods, as a stock
     PinLater server does (UNKNOWN_METHOD for anything else)."""
-    monkeypatch.setattr(server_module, "METHODS", frozenset(published.thrift_services))
+    monkeypatch.setattr(calls, "METHODS", frozenset(published.thrift_services))
     yield start_server(service)
 
 

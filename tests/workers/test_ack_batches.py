@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 from pinlater import Ack, Job, JobService, JobState
 from tests.support.stores import settings_for
-from workers.channel import ACK_CHUNK, Channel
+from workers.channel import Channel
 from workers.qos import PendingAcks
+from workers.settling import ACK_CHUNK
 
 
 def test_piled_up_acks_and_releases_go_out_in_accepted_calls(queue_name: str) -> None:

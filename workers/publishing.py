@@ -1,0 +1,107 @@
+# mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
+# (Kombu and Celery ship without complete type hints; their calls are untyped.)
+"""Publishing a task (``TaskPublishing``, which ``workers.channel.Channel``
+is made of): one Kombu message on a task queue becomes one PinLater job
+(its body stored with the message's properties, its ETA the job's
+run_after, its Kombu priority a PinLater one), and the queue's consumers
+are woken."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from pinlater.errors import QueueNotFound
+from pinlater.models import Job
+from workers import registry
+from workers.client import queue_config
+from workers.message_format import encode, eta_to_ms
+from workers.publish_info import remember_descriptor
+from workers.waker import WAKER
+
+if TYPE_CHECKING:
+    from workers.transport import Transport
+
+# Headers that set the job's attempts and idempotency key, not stored.
+_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key"})
+_DUE_SLACK_MS = 50
+
+
+def expires_at(expiration: Any) -> int | None:
+    """Kombu's ``expiration`` property (milliseconds, as AMQP gives it: a
+    string) as the epoch ms after which the message is not delivered."""
+    if expiration is None or expiration == "":
+        return None
+    try:
+        ttl_ms = float(expiration)
+    except (TypeError, ValueError):
+        raise ValueError(f"expiration must be a number of milliseconds, got {expiration!r}") from None
+    if not math.isfinite(ttl_ms):
+        raise ValueError(f"expiration must be a finite number of milliseconds, got {expiration!r}")
+    return int(time.time() * 1000 + max(0.0, ttl_ms))
+
+
+class TaskPublishing:
+    connection: Transport
+
+    @property
+    def client(self) -> Any:
+        return self.connection.service
+
+    def _enqueue(self, queue: str, message: dict[str, Any]) -> None:
+        """One job on task queue ``queue``: one call to the job service (on
+        the Redis backend one script, one round trip); the wake-up goes out
+        from another thread."""
+        headers = message.get("headers") or {}
+        body = message.get("body") or b""
+        if isinstance(body, str):
+            body = body.encode(message.get("content-encoding") or "utf-8")
+        run_after_ms = eta_to_ms(headers.get("eta"))
+        attempts = headers.get("pinlater_attempts")
+        idempotency_key = headers.get("pinlater_idempotency_key")
+        if attempts is not None or idempotency_key is not None:
+            # Not stored, and left in the caller's headers: a publish retried
+            # after a connection error sends them again.
+            message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
+        stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
+        try:
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
+        except QueueNotFound:
+            # Not there yet (publishes declare nothing: see PinLaterTask), or
+            # deleted since (an operator, a test reset): declare it, as a
+            # worker would, with its task's config.
+            self.connection.ensure_queue(queue, again=True)
+            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key)
+        remember_descriptor(descriptor)
+        if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
+            connection = self.connection
+            WAKER.wake(connection.bus, connection.names.wake(queue))
+
+    def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
+                     attempts: Any, idempotency_key: str | None) -> str:
+        priority = self._priority(queue, message["properties"].get("priority"))
+        job = Job(stored, priority=priority, run_after_ms=run_after_ms,
+                  attempts_allowed=int(attempts) if attempts else None)
+        [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+        return str(descriptor)
+
+    def _priority(self, queue: str, kombu_priority: Any) -> int:
+        """PinLater priority 1 is the highest, as 0 is with Kombu's Redis
+        transport. A queue declared with ``max_priority=N`` has N + 1
+        priorities: Kombu's 0..N -> PinLater 1..N+1 (spread over fewer, in
+        order, if the queue has fewer). Any other queue: 0 and 1 -> 1,
+        larger numbers are the PinLater priority, clamped to the lowest."""
+        try:
+            wanted = int(kombu_priority or 0)
+        except (TypeError, ValueError):
+            wanted = 0
+        declared = registry.max_priority(queue)
+        if declared is not None:
+            if declared <= 0 or wanted <= 0:
+                return 1
+            priorities = queue_config(self.client, queue).priorities
+            return 1 + min(wanted, declared) * (priorities - 1) // declared
+        if wanted <= 1:
+            return 1
+        return min(wanted, queue_config(self.client, queue).priorities)
