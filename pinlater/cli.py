@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import logging
 import math
 import os
 import signal
@@ -20,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
-from pinlater.errors import PinLaterError
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
+from pinlater.kit.cli_runner import ErrorStyle, run
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
 from pinlater.limits import MAX_DEQUEUE_RATE
@@ -291,41 +290,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_package(exc: BaseException, args: argparse.Namespace) -> str | None:
+    # A command loads its extra's packages when it runs.
+    if isinstance(exc, ModuleNotFoundError):
+        return f"`pinlater {args.command}` needs a package that is not installed: {one_line(str(exc))} ({INSTALL_HINT})"
+    return None
+
+
+# Exit status: 0 done, 2 refused (bad input, setting or store), 1 an internal
+# error. Settings (SettingError names the variable) and argument values are ValueErrors.
+ERRORS = ErrorStyle(refused=(ValueError,), pinlater_error="error ({code}): {text}", hint=_missing_package)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status: 0 done, 2 refused (bad input, setting or store), 1 an
-    internal error. A user never sees a traceback unless asked (-v)."""
-    args = build_parser().parse_args(argv)
-    # Commands that run until stopped log their progress; one-shot commands
-    # only print their answer (and one line on error).
-    if args.verbose:
-        level = logging.DEBUG
-    elif getattr(args, "long_running", False) and not getattr(args, "once", False):
-        level = logging.INFO
-    else:
-        level = logging.ERROR
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return _run(args)
-    except PinLaterError as exc:
-        print(f"error ({exc.code.name}): {one_line(exc.message)}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # settings (SettingError names the variable) and argument values
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as exc:  # a command loads its extra's packages when it runs
-        if args.verbose:
-            raise
-        print(f"error: `pinlater {args.command}` needs a package that is not installed: {one_line(str(exc))} "
-              f"({INSTALL_HINT})", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # the last line of defence: one line, not a traceback
-        if args.verbose:
-            raise
-        print(f"error: internal error: {type(exc).__name__}: {one_line(str(exc))} (run with -v for details)",
-              file=sys.stderr)
-        return 1
+    """A user never sees a traceback unless asked (-v)."""
+    return run(build_parser(), argv, ERRORS, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -25,8 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from pinlater.client_api import PinLaterClient
-from pinlater.errors import PinLaterError
-from pinlater.kit.cli_output import one_line
+from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -35,7 +34,6 @@ from tasks.backfill.progress import Progress as RunProgress
 from tasks.backfill.progress import format_duration, format_rate
 from tasks.backfill.records import Records, Run
 from tasks.backfill.verify import DEFAULT_MAX_ROUNDS, Round, verify
-from tasks.cliserve import OneLineParser, run
 from tasks.hbase import ClusterPair
 
 WATCH_INTERVAL_S = 1.0
@@ -214,6 +212,10 @@ def _run_id(text: str) -> int:
     return int(text)
 
 
+# Every failure is one line of its message, exit 2: a backfill's errors are its stores' and its input's.
+ERRORS = ErrorStyle(pinlater_error=None, internal=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="pinlater-backfill", description="Bulk backfills as chained, paged PinLater jobs.")
     parser.add_argument("-v", "--verbose", action="store_true", help="tracebacks on errors")
@@ -247,11 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser(), argv, _describe, lambda _exc: 2)
-
-
-def _describe(exc: Exception) -> str:
-    return one_line(exc.message if isinstance(exc, PinLaterError) else str(exc)) or type(exc).__name__
+    return run(build_parser(), argv, ERRORS)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
-from pinlater.errors import PinLaterError
 from pinlater.kit.cli_output import one_line
+from pinlater.kit.cli_runner import (
+    ErrorStyle,
+    OneLineParser,
+    add_listen_options,
+    listen_address,
+    run,
+    serve_until_signal,
+)
 from pinlater.kit.httplimits import http_limits
 from pinlater.kit.httpserver import http_tls
 from tasks.appdata.errors import AppDataError
 from tasks.appdata.store import AppData
-from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.feeds.http import FeedServer, page_json
 from tasks.feeds.read import FeedPage, FeedReader, FeedUnavailable
 from tasks.feeds.settings import FeedSettings
@@ -34,7 +40,9 @@ from tasks.hbase import ClusterPair, HBaseError
 from tasks.httpserve import parse_user_id
 
 # The caller's or the environment's fault: exit 2 (anything else is our bug: 1).
-_REFUSED = (ValueError, FeedUnavailable, AppDataError, HBaseError, OSError, PinLaterError)
+ERRORS = ErrorStyle(
+    refused=(ValueError, AppDataError, HBaseError, OSError), labels=((FeedUnavailable, "feed unavailable"),)
+)
 
 
 @contextlib.contextmanager
@@ -115,18 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser(), argv, _describe, lambda exc: 2 if isinstance(exc, _REFUSED) else 1)
-
-
-def _describe(exc: Exception) -> str:
-    text = one_line(exc.message if isinstance(exc, PinLaterError) else str(exc)) or type(exc).__name__
-    if isinstance(exc, PinLaterError):
-        return f"{exc.code.name}: {text}"
-    if isinstance(exc, FeedUnavailable):
-        return f"feed unavailable: {text}"
-    if isinstance(exc, _REFUSED):
-        return text
-    return internal_error(exc)
+    return run(build_parser(), argv, ERRORS)
 
 
 if __name__ == "__main__":

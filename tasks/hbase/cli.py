@@ -20,8 +20,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pinlater.kit.cli_output import one_line
-from tasks.cliserve import OneLineParser, internal_error, run
+from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.pair import ClusterPair
@@ -29,7 +28,7 @@ from tasks.hbase.pool import ClusterPool
 from tasks.hbase.tables import FOLLOWING_FEED, TABLES, TableDef, apply_table, compaction_cap, feed_table, table_drift
 
 DRIFT = 3
-_REFUSED = (ValueError, HBaseError, OSError)
+ERRORS = ErrorStyle(refused=(ValueError, HBaseError, OSError))
 
 
 def defined_tables() -> tuple[TableDef, ...]:
@@ -81,11 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser(), argv, _describe, lambda exc: 2 if isinstance(exc, _REFUSED) else 1)
-
-
-def _describe(exc: Exception) -> str:
-    return one_line(str(exc)) if isinstance(exc, _REFUSED) else internal_error(exc)
+    return run(build_parser(), argv, ERRORS)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,15 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from pinlater.kit.cli_output import one_line
+from pinlater.kit.cli_runner import (
+    ErrorStyle,
+    OneLineParser,
+    add_listen_options,
+    listen_address,
+    run,
+    serve_until_signal,
+)
 from pinlater.kit.httpserver import http_tls
-from tasks.cliserve import OneLineParser, add_listen_options, internal_error, listen_address, run, serve_until_signal
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
@@ -96,18 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser(), argv, _describe, lambda exc: 2)
+    return run(build_parser(), argv, ERRORS)
 
 
-def _describe(exc: Exception) -> str:
-    text = one_line(str(exc)) or type(exc).__name__
-    if isinstance(exc, TypeaheadUnavailable):
-        return f"contacts index unavailable: {text}"
+def _not_installed(exc: BaseException, _args: argparse.Namespace) -> str | None:
     if isinstance(exc, ModuleNotFoundError) and exc.name == "tasks.typeahead.index":
         return "the contacts index (tasks.typeahead.index) is not installed yet"
-    if isinstance(exc, ValueError | OSError):
-        return text
-    return internal_error(exc)
+    return None
+
+
+ERRORS = ErrorStyle(labels=((TypeaheadUnavailable, "contacts index unavailable"),), hint=_not_installed,
+                    internal_status=2)
 
 
 if __name__ == "__main__":

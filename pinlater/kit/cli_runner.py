@@ -1,0 +1,149 @@
+"""How every command line here runs (``pinlater`` and the apps' own,
+``pinlater-feeds``, ``pinlater-hbase``, ...): usage errors and failures as
+one line on stderr, never a traceback unless -v; logging on stderr (INFO
+for a command that runs until stopped); ``serve``'s ``--host``/``--port``
+over the address of its ``*_HTTP`` setting, and serving an ``HttpServer``
+until SIGTERM or SIGINT.
+
+Each command line says how it tells its errors with an ``ErrorStyle``;
+``describe`` is the one describer that reads it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from pinlater.errors import PinLaterError
+from pinlater.kit.cli_output import one_line
+from pinlater.kit.envsettings import whole_number
+from pinlater.kit.httpserver import HttpServer
+
+Hint = Callable[[BaseException, argparse.Namespace], "str | None"]
+
+
+@dataclass(frozen=True)
+class ErrorStyle:
+    """How a command line tells a failure (see ``describe``)."""
+
+    # Errors of the input, the settings or a store: their message, exit 2.
+    refused: tuple[type[BaseException], ...] = (ValueError, OSError)
+    # Errors said with what failed first ("feed unavailable: ..."), exit 2.
+    labels: tuple[tuple[type[BaseException], str], ...] = ()
+    # A job service error with its code: "{code}" and "{text}" (None: the text alone).
+    pinlater_error: str | None = "error: {code}: {text}"
+    # The whole message for errors that need saying otherwise (a missing package, ...), exit 2.
+    hint: Hint | None = None
+    # Anything else is an internal error: with this status, or said as refused (False).
+    internal: bool = True
+    internal_status: int = 1
+
+
+def describe(exc: BaseException, args: argparse.Namespace, style: ErrorStyle) -> tuple[str, int, bool]:
+    """``exc`` as one ``error...`` line, the exit status, and whether it is
+    a failure a user cannot act on (shown as a traceback with -v)."""
+    hinted = style.hint(exc, args) if style.hint is not None else None
+    if hinted is not None:
+        return f"error: {hinted}", 2, True
+    if isinstance(exc, PinLaterError) and style.pinlater_error is not None:
+        return style.pinlater_error.format(code=exc.code.name, text=one_line(exc.message)), 2, False
+    text = one_line(exc.message if isinstance(exc, PinLaterError) else str(exc)) or type(exc).__name__
+    for kind, label in style.labels:
+        if isinstance(exc, kind):
+            return f"error: {label}: {text}", 2, False
+    if isinstance(exc, style.refused):
+        return f"error: {text}", 2, False
+    if not style.internal:
+        return f"error: {text}", 2, True
+    return f"error: {internal_error(exc)}", style.internal_status, True
+
+
+def internal_error(exc: BaseException) -> str:
+    return f"internal error: {type(exc).__name__}: {one_line(str(exc))} (run with -v for details)"
+
+
+def runs_until_stopped(args: argparse.Namespace) -> bool:
+    """A command that serves or tends until stopped (``long_running``, set
+    by ``add_listen_options`` too), unless it runs ``--once``."""
+    return bool(getattr(args, "long_running", False)) and not getattr(args, "once", False)
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    style: ErrorStyle,
+    fn: Callable[[argparse.Namespace], int] | None = None,
+) -> int:
+    """Parse, log to stderr (INFO for a command that runs until stopped,
+    DEBUG with -v), run ``fn(args)`` (default: the subcommand's
+    ``args.fn``); an error is one line (``describe``) and its status."""
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.INFO if runs_until_stopped(args) else logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int((fn or args.fn)(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one line, not a traceback
+        line, status, unexpected = describe(exc, args, style)
+        if unexpected and args.verbose:
+            raise
+        print(line, file=sys.stderr)
+        return status
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line, exit 2. Give it a ``-v/--verbose`` flag and
+    subcommands setting ``fn`` (see ``run``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def add_listen_options(parser: argparse.ArgumentParser, variable: str) -> None:
+    """``--host`` and ``--port``, each overriding its half of ``variable``'s
+    HOST:PORT; the command serves until stopped."""
+    parser.add_argument("--host", help=f"address to bind (default: the host of {variable})")
+    parser.add_argument("--port", type=_port, help=f"port (default: the port of {variable}; 0 picks a free one)")
+    parser.set_defaults(long_running=True)
+
+
+def listen_address(args: argparse.Namespace, host: str, port: int) -> tuple[str, int]:
+    """Where ``serve`` listens: ``--host``/``--port`` where given, else the setting's ``host``/``port``."""
+    return (host if args.host is None else args.host), (port if args.port is None else args.port)
+
+
+_PORT = whole_number(0, 65535)
+
+
+def _port(text: str) -> int:
+    try:
+        return _PORT(text)
+    except ValueError as exc:  # argparse would print only "invalid _port value"
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def serve_until_signal(prog: str, host: str, port: int, make_server: Callable[[str, int], HttpServer]) -> None:
+    """Start ``make_server(host, port)``, print ``<prog> listening on
+    host:port`` and serve until SIGTERM or SIGINT, then stop it."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        server = make_server(host, port).start()
+    except OSError as exc:  # the port is taken, the host is not ours...
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        bound_host, bound_port = server.address
+        print(f"{prog} listening on {bound_host}:{bound_port}", flush=True)
+        # Wake now and then: a signal the kernel hands to another thread
+        # runs its handler only when the main thread runs Python again.
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
