@@ -20,15 +20,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
+from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
-from pinlater.kit.cli_runner import (
-    ErrorStyle,
-    OneLineParser,
-    add_listen_options,
-    listen_address,
-    run,
-    serve_until_signal,
-)
+from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
 from pinlater.kit.httplimits import http_limits
 from pinlater.kit.httpserver import http_tls
 from tasks.appdata.errors import AppDataError
@@ -60,12 +54,12 @@ def _reader(settings: FeedSettings, *, threads: int, shadow: bool) -> Iterator[F
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = FeedSettings.from_env()
-    host, port = listen_address(args, settings.http.host, settings.http.port)
+    host, port = cli_runner.listen_address(args, settings.http.host, settings.http.port)
     limits = http_limits()
     # Each request runs at most two reads at a time (primary, then the standby).
     with _reader(settings, threads=2 * limits.max_connections, shadow=True) as reader:
-        serve_until_signal("pinlater-feeds", host, port,
-                           lambda h, p: FeedServer(reader, h, p, limits=limits, tls=http_tls()))
+        cli_runner.serve_until_signal("pinlater-feeds", host, port,
+                                      lambda h, p: FeedServer(reader, h, p, limits=limits, tls=http_tls()))
     return 0
 
 
@@ -110,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
     p.set_defaults(fn=cmd_serve)
-    add_listen_options(p, "PINLATER_FEED_HTTP")
+    cli_runner.add_listen_options(p, "PINLATER_FEED_HTTP")
     p = sub.add_parser("read", help="print a page of a user's feed, newest first")
     p.set_defaults(fn=cmd_read)
     p.add_argument("user_id")

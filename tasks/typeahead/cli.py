@@ -18,15 +18,9 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 
+from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
-from pinlater.kit.cli_runner import (
-    ErrorStyle,
-    OneLineParser,
-    add_listen_options,
-    listen_address,
-    run,
-    serve_until_signal,
-)
+from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
 from pinlater.kit.httpserver import http_tls
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
@@ -54,10 +48,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tasks.typeahead.settings import TypeaheadSettings  # here: it imports HBase's client, as the index does
 
     settings = TypeaheadSettings.from_env()
-    host, port = listen_address(args, settings.http.host, settings.http.port)
+    host, port = cli_runner.listen_address(args, settings.http.host, settings.http.port)
     with _index_lookup() as lookup:
-        serve_until_signal("pinlater-typeahead", host, port,
-                           lambda h, p: TypeaheadServer(lookup, h, p, tls=http_tls()))
+        cli_runner.serve_until_signal("pinlater-typeahead", host, port,
+                                      lambda h, p: TypeaheadServer(lookup, h, p, tls=http_tls()))
     return 0
 
 
@@ -92,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="serve the JSON endpoint and the search page until SIGTERM or SIGINT")
     p.set_defaults(fn=cmd_serve)
-    add_listen_options(p, "PINLATER_TYPEAHEAD_HTTP")
+    cli_runner.add_listen_options(p, "PINLATER_TYPEAHEAD_HTTP")
     p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
     p.set_defaults(fn=cmd_lookup)
     p.add_argument("user_id")
