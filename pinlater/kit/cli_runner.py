@@ -50,9 +50,11 @@ def describe(exc: BaseException, args: argparse.Namespace, style: ErrorStyle) ->
     hinted = style.hint(exc, args) if style.hint is not None else None
     if hinted is not None:
         return f"error: {hinted}", 2, True
-    if isinstance(exc, PinLaterError) and style.pinlater_error is not None:
-        return style.pinlater_error.format(code=exc.code.name, text=one_line(exc.message)), 2, False
-    text = one_line(exc.message if isinstance(exc, PinLaterError) else str(exc)) or type(exc).__name__
+    if isinstance(exc, PinLaterError):
+        text = one_line(exc.message) or type(exc).__name__
+        form = "error: {text}" if style.pinlater_error is None else style.pinlater_error
+        return form.format(code=exc.code.name, text=text), 2, False
+    text = one_line(str(exc)) or type(exc).__name__
     for kind, label in style.labels:
         if isinstance(exc, kind):
             return f"error: {label}: {text}", 2, False
