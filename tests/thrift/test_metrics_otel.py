@@ -52,7 +52,7 @@ def test_the_servers_metrics_reach_opentelemetry_with_their_names_units_and_valu
     found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
 
     families = [f for f in scrape.parse(text).values()
-                if f.kind in ("counter", "gauge") and not f.name.startswith("pinlater_store_")]
+                if f.kind in ("counter", "gauge") and not f.name.startswith(("pinlater_store_", "pinlater_app_store_"))]
     assert {f.name for f in families} >= {"pinlater_server_requests", "pinlater_server_connections_open",
                                            "pinlater_server_bad_frames", "pinlater_server_processes"}
     assert all(f.samples for f in families if f.name == "pinlater_server_errors")
