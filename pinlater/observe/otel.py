@@ -152,15 +152,22 @@ def setup_metrics(exporters: Sequence[str], service_name: str) -> None:
 
 
 def use_meter_provider(provider: Any) -> None:
+    global _instruments
     meter = provider.get_meter(SCOPE)
-    _instruments.clear()
-    _instruments["meter"] = meter
-    _instruments["server_seconds"] = meter.create_histogram(
+    made: dict[str, Any] = {"meter": meter}
+    made["server_seconds"] = meter.create_histogram(
         "pinlater_server_request", unit="s", description="Thrift call latency, by method.")
+    for group, (prefix, calls, errors, seconds) in _STORE_INSTRUMENTS.items():
+        made[f"store:{group}"] = (
+            meter.create_counter(f"{prefix}_calls", description=calls),
+            meter.create_counter(f"{prefix}_errors", description=errors),
+            meter.create_histogram(f"{prefix}_call", unit="s", description=seconds),
+        )
+    _instruments = made  # one assignment: a store call recording meanwhile sees the old set or the new
 
 
 # Each group of store calls: its instruments' name prefix and descriptions (as
-# the families of ``pinlater.observe.seam``), and the labels it adds.
+# the families of ``pinlater.observe.seam``).
 _STORE_INSTRUMENTS = {
     None: ("pinlater_store", "Store calls made by the job service, by shard and operation.",
            "Store calls that failed, by shard, operation and error.", "Store call latency, by shard and operation."),
@@ -170,25 +177,12 @@ _STORE_INSTRUMENTS = {
 }
 
 
-def _store_instruments(group: str | None) -> tuple[Any, Any, Any]:
-    made = _instruments.get(f"store:{group}")
-    if made is None:
-        meter = _instruments["meter"]
-        prefix, calls, errors, seconds = _STORE_INSTRUMENTS[group]
-        made = _instruments[f"store:{group}"] = (
-            meter.create_counter(f"{prefix}_calls", description=calls),
-            meter.create_counter(f"{prefix}_errors", description=errors),
-            meter.create_histogram(f"{prefix}_call", unit="s", description=seconds),
-        )
-    return made
-
-
 def record_store_call(store: str | None, shard: str, op: str, seconds: float, error: str | None) -> None:
     """A store call: the job service's (``store`` None) or an app's to a store of that kind."""
     if store is None:
-        labels, (calls, errors, latency) = {"shard": shard, "op": op}, _store_instruments(None)
+        labels, (calls, errors, latency) = {"shard": shard, "op": op}, _instruments["store:None"]
     else:
-        labels, (calls, errors, latency) = {"store": store, "shard": shard, "op": op}, _store_instruments("app")
+        labels, (calls, errors, latency) = {"store": store, "shard": shard, "op": op}, _instruments["store:app"]
     calls.add(1, labels)
     latency.record(seconds, labels)
     if error is not None:
