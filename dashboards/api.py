@@ -40,7 +40,7 @@ from typing import Any
 
 from dashboards.audit import AuditLog
 from dashboards.controls import Caller, Controls
-from dashboards.metrics import render
+from dashboards.metrics import families
 from dashboards.panels import Panel, Unavailable, View, check_routes
 from dashboards.progress import ProgressBoard
 from dashboards.rates import DEFAULT_QUEUES, MAX_MINUTES, MAX_QUEUES, RateCharts
@@ -57,6 +57,7 @@ from pinlater.errors import (
 )
 from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.models import CONTINUATION_START, JobInfo
+from pinlater.observe.metrics import Family, Registry
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
@@ -154,7 +155,7 @@ class Api:
             settings.admin_secret_window_s, what="operator token",
         )
         # Further Prometheus text for /metrics: the HTTP server's own counts.
-        self.more_metrics: Callable[[], str] | None = None
+        self.registry = Registry(self._metric_families)
         self._gets: dict[str, Callable[[Request], Response]] = {
             "/api/config": lambda r: json_response(200, self.config(r)),
             "/api/overview": lambda r: json_response(200, self.collector.snapshot()),
@@ -329,9 +330,12 @@ class Api:
         return Response(200, self.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     def metrics_text(self) -> str:
-        """``/metrics``, also what OpenTelemetry metrics read (when on)."""
+        """``/metrics``: the ``registry``, which OpenTelemetry metrics read too (when on)."""
+        return self.registry.text()
+
+    def _metric_families(self) -> list[Family]:
         stats = {"passes": self.collector.passes, "failed_passes": self.collector.failed_passes}
-        return render(self.collector.snapshot(), stats) + (self.more_metrics() if self.more_metrics else "")
+        return families(self.collector.snapshot(), stats)
 
     # -- controls ------------------------------------------------------------------
     def _control(self, req: Request, queue: str, action: str) -> Response:

@@ -1,4 +1,4 @@
-"""Prometheus text for ``GET /metrics``, from the same snapshot the page
+"""The families of ``GET /metrics`` (``pinlater.observe.metrics``), from the same snapshot the page
 shows (so a scrape never costs the shards more than a page refresh).
 
 Queue depths are gauges per queue, state, priority and shard, so a shard
@@ -16,59 +16,41 @@ from collections.abc import Mapping
 from typing import Any
 
 from dashboards.snapshot import STATES
+from pinlater.observe.metrics import Family
 
 
-def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _family(families: list[Family], name: str, kind: str, help_text: str) -> Family:
+    """A family appended to ``families``: its samples stay together,
+    however they are interleaved while built."""
+    family = Family(name, kind, help_text)
+    families.append(family)
+    return family
 
 
-def _labels(**labels: object) -> str:
-    return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}"
-
-
-def _num(value: float | int) -> str:
-    # The text format's spellings: Python's "nan" and "inf" are not them.
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-class _Family:
-    """One metric: its HELP and TYPE, then its samples, kept together as the
-    text format requires however the samples are interleaved while built."""
-
-    def __init__(self, families: list[_Family], name: str, kind: str, help_text: str) -> None:
-        self.name = name
-        self.lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        families.append(self)
-
-    def add(self, value: float | int, **labels: object) -> None:
-        self.lines.append(f"{self.name}{_labels(**labels) if labels else ''} {_num(value)}")
-
-
-def render(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> str:
-    families: list[_Family] = []
+def families(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> list[Family]:
+    """The snapshot's metric families (``pinlater.observe.metrics``)."""
+    families: list[Family] = []
     window = f"{snap['rate_window_minutes']}m"
 
-    jobs = _Family(families, "pinlater_queue_jobs", "gauge",
+    jobs = _family(families, "pinlater_queue_jobs", "gauge",
                    "Jobs by queue, state, priority and shard (pending_now: runnable; pending_future: scheduled).")
     for q in snap["queues"]:
         for p, by_state in q["by_priority"].items():
             for state in STATES:
                 # By priority over all counted shards; per-shard split below.
                 jobs.add(by_state[state], queue=q["name"], state=state, priority=p)
-    shard_jobs = _Family(families, "pinlater_queue_shard_jobs", "gauge", "Jobs by queue, state and shard.")
+    shard_jobs = _family(families, "pinlater_queue_shard_jobs", "gauge", "Jobs by queue, state and shard.")
     for q in snap["queues"]:
         for shard, by_state in q["by_shard"].items():
             for state in STATES:
                 shard_jobs.add(by_state[state], queue=q["name"], state=state, shard=shard)
 
-    oldest = _Family(families, "pinlater_queue_oldest_pending_age_seconds", "gauge",
+    oldest = _family(families, "pinlater_queue_oldest_pending_age_seconds", "gauge",
                      "How long the oldest runnable pending job has waited since its run_after (0: none waiting).")
-    rate_limit = _Family(families, "pinlater_queue_max_dequeue_rate", "gauge",
+    rate_limit = _family(families, "pinlater_queue_max_dequeue_rate", "gauge",
                          "Configured dequeue rate limit in jobs/s (+Inf: unlimited).")
-    paused = _Family(families, "pinlater_queue_paused", "gauge", "1 while the queue is paused.")
-    config_ok = _Family(families, "pinlater_queue_config_ok", "gauge",
+    paused = _family(families, "pinlater_queue_paused", "gauge", "1 while the queue is paused.")
+    config_ok = _family(families, "pinlater_queue_config_ok", "gauge",
                         "0 if the queue's stored config cannot be read or holds an odd value (see the dashboard).")
     for q in snap["queues"]:
         age = (q["oldest_pending"] or {}).get("age_ms", 0) / 1000
@@ -80,32 +62,32 @@ def render(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> str
         rate_limit.add(math.inf if limit is None else float(limit), queue=q["name"])
         paused.add(int(q["paused"]), queue=q["name"])
 
-    rates = _Family(families, "pinlater_queue_events_per_second", "gauge",
+    rates = _family(families, "pinlater_queue_events_per_second", "gauge",
                     "Events per second over the rate window: enqueued, dequeued, succeeded, failed (failure ACKs), "
                     "claims_expired (claim timeouts), retried_by_operator.")
-    events = _Family(families, "pinlater_queue_events", "gauge", "Events counted in the rate window.")
+    events = _family(families, "pinlater_queue_events", "gauge", "Events counted in the rate window.")
     for q in snap["queues"]:
         for event, value in q["rates"].items():
             rates.add(value, queue=q["name"], event=event, window=window)
         for event, n in q["events"].items():
             events.add(n, queue=q["name"], event=event, window=window)
 
-    up = _Family(families, "pinlater_shard_up", "gauge", "1 if the shard is in rotation and was read for this scrape.")
-    errors = _Family(families, "pinlater_shard_consecutive_errors", "gauge",
+    up = _family(families, "pinlater_shard_up", "gauge", "1 if the shard is in rotation and was read for this scrape.")
+    errors = _family(families, "pinlater_shard_consecutive_errors", "gauge",
                      "Consecutive failed calls to the shard, as its health monitor counts them.")
-    shard_total = _Family(families, "pinlater_shard_jobs", "gauge", "Jobs on the shard by state, all queues.")
+    shard_total = _family(families, "pinlater_shard_jobs", "gauge", "Jobs on the shard by state, all queues.")
     for s in snap["shards"]:
         up.add(int(s["healthy"] and s["counted"]), shard=s["id"])
         errors.add(int(s["consecutive_errors"]), shard=s["id"])
         for state, n in (s["counts"] or {}).items():
             shard_total.add(n, shard=s["id"], state=state)
 
-    control = _Family(families, "pinlater_control_store_up", "gauge",
+    control = _family(families, "pinlater_control_store_up", "gauge",
                       "1 if the control store (queue configs, counters) answered this scrape.")
     control.add(int(snap["control_store"]["ok"]))
-    took = _Family(families, "pinlater_dashboard_snapshot_seconds", "gauge", "Time the last read of every shard took.")
+    took = _family(families, "pinlater_dashboard_snapshot_seconds", "gauge", "Time the last read of every shard took.")
     took.add(round(snap["took_ms"] / 1000, 4))
     for key, value in sorted(collector_stats.items()):
         name = f"pinlater_dashboard_{key}_total"
-        _Family(families, name, "counter", f"Dashboard reads of every shard: {key.replace('_', ' ')}.").add(value)
-    return "\n".join(line for family in families for line in family.lines) + "\n"
+        _family(families, name, "counter", f"Dashboard reads of every shard: {key.replace('_', ' ')}.").add(value)
+    return families

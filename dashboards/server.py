@@ -28,6 +28,7 @@ from pinlater.kit.httplimits import HttpLimits
 from pinlater.kit.httpserver import BASE_HEADERS, Answer, HttpHandler, HttpServer
 from pinlater.kit.httpserver import Request as HttpRequest
 from pinlater.observe import tracing
+from pinlater.observe.seam import app_store_families
 from pinlater.service import JobService
 from pinlater.settings import Settings
 
@@ -155,8 +156,9 @@ class Dashboard:
                 else dataclasses.replace(settings.http_limits, request_timeout_s=request_timeout_s),
                 settings.http_tls.context() if settings.http_tls is not None else None,
             )
-            self.api.more_metrics = self.http.prometheus
-            tracing.observe_metrics(self.api.metrics_text)  # its first reading names the families: the server's too
+            self.api.registry.register(app_store_families)
+            self.api.registry.register(self.http.metric_families)
+            tracing.observe_metrics(self.api.registry.collect)  # its first reading names the families: the server's too
         except BaseException:  # e.g. the port is taken: release what was opened
             self._close_parts()
             raise

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from pinlater.observe.metrics import Family
+
 log = logging.getLogger("pinlater.kit.httpserver")
 
 # A request not whole this long after its first byte is slow: when every
@@ -81,7 +83,7 @@ def http_limits() -> HttpLimits:
 
 
 class HttpCounters:
-    """The counts of one HTTP server (``COUNTERS``), as Prometheus text too."""
+    """The counts of one HTTP server (``COUNTERS``), as metric families too."""
 
     def __init__(self, server: str) -> None:
         self.server = server
@@ -99,15 +101,14 @@ class HttpCounters:
         with self._lock:
             return dict(self._values)
 
-    def prometheus(self) -> str:
-        """``pinlater_http_<counter>{server="<name>"}``, with HELP and TYPE."""
-        lines = []
+    def families(self) -> list[Family]:
+        """``pinlater_http_<counter>{server="<name>"}`` (``pinlater.observe.metrics``)."""
+        out = []
         for name, value in self.snapshot().items():
             kind, text = _HELP[name]
             metric = f"pinlater_http_{name}" + ("_total" if kind == "counter" and not name.endswith("_total") else "")
-            lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}",
-                      f'{metric}{{server="{self.server}"}} {value}']
-        return "\n".join(lines) + "\n"
+            out.append(Family(metric, kind, text).add(value, server=self.server))
+        return out
 
 
 class RequestTimeout(TimeoutError):

@@ -60,6 +60,7 @@ from pinlater.kit.httplimits import (
     RequestStream,
     http_limits,
 )
+from pinlater.observe.metrics import Family
 
 log = logging.getLogger(__name__)
 
@@ -171,9 +172,9 @@ class HttpServer(HTTPServer):
     def request_timeout_s(self) -> float:
         return self.limits.request_timeout_s
 
-    def prometheus(self) -> str:
-        """The counts of ``counters`` as Prometheus text (``pinlater_http_*``)."""
-        return self.counters.prometheus()
+    def metric_families(self) -> list[Family]:
+        """The counts of ``counters`` (``pinlater_http_*``)."""
+        return self.counters.families()
 
     @property
     def address(self) -> tuple[str, int]:

@@ -8,7 +8,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +25,8 @@ try:
         SpanExportResult,
     )
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+    from pinlater.observe.metrics import Family
 except ImportError as exc:  # pragma: no cover -- the extra is missing
     raise ImportError(
         "OTEL_TRACES_EXPORTER is set but OpenTelemetry is not installed: pip install 'pinlater-py[otel]'"
@@ -150,62 +152,81 @@ def setup_metrics(exporters: Sequence[str], service_name: str) -> None:
 
 
 def use_meter_provider(provider: Any) -> None:
+    global _instruments
     meter = provider.get_meter(SCOPE)
-    _instruments["meter"] = meter
-    _instruments["server_seconds"] = meter.create_histogram(
+    made: dict[str, Any] = {"meter": meter}
+    made["server_seconds"] = meter.create_histogram(
         "pinlater_server_request", unit="s", description="Thrift call latency, by method.")
-    _instruments["calls"] = meter.create_counter(
-        "pinlater_store_calls", description="Store calls made by the job service, by shard and operation.")
-    _instruments["errors"] = meter.create_counter(
-        "pinlater_store_errors", description="Store calls that failed, by shard, operation and error.")
-    _instruments["seconds"] = meter.create_histogram(
-        "pinlater_store_call", unit="s", description="Store call latency, by shard and operation.")
+    for group, (prefix, calls, errors, seconds) in _STORE_INSTRUMENTS.items():
+        made[f"store:{group}"] = (
+            meter.create_counter(f"{prefix}_calls", description=calls),
+            meter.create_counter(f"{prefix}_errors", description=errors),
+            meter.create_histogram(f"{prefix}_call", unit="s", description=seconds),
+        )
+    _instruments = made  # one assignment: a store call recording meanwhile sees the old set or the new
 
 
-def record_store_call(shard: str, op: str, seconds: float, error: str | None) -> None:
-    labels = {"shard": shard, "op": op}
-    _instruments["calls"].add(1, labels)
-    _instruments["seconds"].record(seconds, labels)
+# Each group of store calls: its instruments' name prefix and descriptions (as
+# the families of ``pinlater.observe.seam``).
+_STORE_INSTRUMENTS = {
+    None: ("pinlater_store", "Store calls made by the job service, by shard and operation.",
+           "Store calls that failed, by shard, operation and error.", "Store call latency, by shard and operation."),
+    "app": ("pinlater_app_store", "Store calls made by the apps, by store, shard and operation.",
+            "The apps' store calls that failed, by store, shard, operation and error.",
+            "The apps' store call latency, by store, shard and operation."),
+}
+
+
+def record_store_call(store: str | None, shard: str, op: str, seconds: float, error: str | None) -> None:
+    """A store call: the job service's (``store`` None) or an app's to a store of that kind."""
+    if store is None:
+        labels, (calls, errors, latency) = {"shard": shard, "op": op}, _instruments["store:None"]
+    else:
+        labels, (calls, errors, latency) = {"store": store, "shard": shard, "op": op}, _instruments["store:app"]
+    calls.add(1, labels)
+    latency.record(seconds, labels)
     if error is not None:
-        _instruments["errors"].add(1, {**labels, "error": error})
+        errors.add(1, {**labels, "error": error})
 
 
 def record_server_call(method: str, seconds: float) -> None:
     _instruments["server_seconds"].record(seconds, {"method": method})
 
 
-# How long one reading of a /metrics text serves the observable instruments:
+# How long one reading of the families serves the observable instruments:
 # one collection calls every instrument's callback, back to back.
 _READ_FOR_S = 0.5
 
 
-def observe_text(source: Callable[[], str], leave_out: tuple[str, ...]) -> None:
-    """Every counter and gauge family of the Prometheus text ``source()``
-    returns, as observable instruments named as ``Family.otel_name_and_unit``
-    says. The families are those of a first reading now; ``leave_out``:
-    prefixes of families recorded as instruments of their own."""
-    from pinlater.observe import metrics_text  # prometheus_client: for metrics only
-
+def observe(source: Callable[[], Iterable[Family]], leave_out: tuple[str, ...]) -> None:
+    """Every counter and gauge family that ``source()`` returns, as an
+    observable instrument named as ``Family.otel_name_and_unit`` says. The
+    families are those of a first reading now; ``leave_out``: prefixes of
+    families recorded as instruments of their own. Histograms and summaries
+    are left to those (OpenTelemetry has no observable histogram)."""
     meter = _instruments["meter"]
     lock = threading.Lock()
     cache: dict[str, Any] = {"at": -math.inf, "families": {}}
 
-    def families() -> dict[str, Any]:
+    def read() -> dict[str, Family]:
+        return {f.name: f for f in source()}
+
+    def families() -> dict[str, Family]:
         with lock:
             if time.monotonic() - cache["at"] > _READ_FOR_S:
-                cache["families"], cache["at"] = metrics_text.parse(source()), time.monotonic()
+                cache["families"], cache["at"] = read(), time.monotonic()
             return cache["families"]  # type: ignore[no-any-return]
 
     def callback_for(name: str) -> Callable[[Any], Iterator[Observation]]:
         def observe(_options: Any) -> Iterator[Observation]:
             family = families().get(name)
-            for labels, value in family.samples if family else ():
+            for _, labels, value in family.samples if family else ():
                 if math.isfinite(value):  # the SDK drops others (an unlimited rate's +Inf) with a warning
-                    yield Observation(value, labels)
+                    yield Observation(value, dict(labels))
 
         return observe
 
-    for family in metrics_text.parse(source()).values():
+    for family in read().values():
         if family.name.startswith(leave_out) or family.kind not in ("counter", "gauge"):
             continue
         name, unit = family.otel_name_and_unit

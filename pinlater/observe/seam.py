@@ -6,22 +6,31 @@ which hands its timing and outcome here. From this one place come:
 * the per-queue event counters (enqueued, dequeued, succeeded, failed,
   claims expired, retried by an operator), from what each call returned;
 * store-call metrics: calls, errors by kind and a latency histogram per
-  shard and operation (``pinlater_store_*`` in Prometheus text);
+  shard and operation (``pinlater_store_*`` families of
+  ``pinlater.observe.metrics``);
 * a trace span per call when tracing is on (``pinlater.observe.tracing``).
 
 A caller names its operation and queue and does nothing else.
+
+The apps' own store calls (HBase, app-data MySQL) report here too, through
+``app_call``: the same counting, timing and spans, as ``pinlater_app_store_*``
+with the store's kind as a label.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from pinlater.engine import counters as events
 from pinlater.engine.counters import EventCounters
 from pinlater.observe import tracing
+from pinlater.observe.metrics import Family, prometheus_text
+
+T = TypeVar("T")
 
 # shard -> operation -> calls, seconds, errors by kind, cumulative buckets.
 Snapshot = dict[str, dict[str, dict[str, Any]]]
@@ -62,7 +71,8 @@ class StoreMetrics:
     takes no lock (a lock cost more than the rest of the recording here);
     a snapshot sums every thread's, those of threads that ended included."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: str | None = None) -> None:
+        self.store = store  # None: the job service's shards; else a kind of the apps' stores
         self._lock = threading.Lock()
         self._local = threading.local()
         self._tables: list[dict[tuple[str, str], _Series]] = []
@@ -76,7 +86,7 @@ class StoreMetrics:
 
     def record(self, shard: str, op: str, seconds: float, error: str | None) -> None:
         if tracing.METRICS_ON:
-            tracing.record_store_call(shard, op, seconds, error)
+            tracing.record_store_call(self.store, shard, op, seconds, error)
         table = getattr(self._local, "table", None)
         if table is None:
             table = self._table()
@@ -120,8 +130,11 @@ class StoreMetrics:
             }
         return out
 
+    def families(self) -> list[Family]:
+        return job_store_families(self.snapshot())
+
     def prometheus(self) -> str:
-        return prometheus_text(self.snapshot())
+        return prometheus_text(self.families())
 
 
 def merge_snapshots(snapshots: Iterable[Snapshot]) -> Snapshot:
@@ -142,34 +155,76 @@ def merge_snapshots(snapshots: Iterable[Snapshot]) -> Snapshot:
     return {shard: dict(sorted(ops.items())) for shard, ops in sorted(out.items())}
 
 
-def prometheus_text(snap: Snapshot) -> str:
-    lines = [
-        "# HELP pinlater_store_calls_total Store calls made by the job service, by shard and operation.",
-        "# TYPE pinlater_store_calls_total counter",
-    ]
-    rows = [(shard, op, s) for shard, ops in snap.items() for op, s in ops.items()]
-    lines += [f'pinlater_store_calls_total{{shard="{sh}",op="{op}"}} {s["calls"]}' for sh, op, s in rows]
-    lines += [
-        "# HELP pinlater_store_errors_total Store calls that failed, by shard, operation and error.",
-        "# TYPE pinlater_store_errors_total counter",
-    ]
-    for sh, op, s in rows:
-        errors: dict[str, int] = s["errors"]
-        lines += [
-            f'pinlater_store_errors_total{{shard="{sh}",op="{op}",error="{kind}"}} {n}'
-            for kind, n in sorted(errors.items())
-        ]
-    lines += [
-        "# HELP pinlater_store_call_seconds Store call latency, by shard and operation.",
-        "# TYPE pinlater_store_call_seconds histogram",
-    ]
-    for sh, op, s in rows:
-        buckets: dict[str, int] = s["buckets"]
-        labels = f'shard="{sh}",op="{op}"'
-        lines += [f'pinlater_store_call_seconds_bucket{{{labels},le="{le}"}} {n}' for le, n in buckets.items()]
-        lines.append(f"pinlater_store_call_seconds_sum{{{labels}}} {s['seconds']:.6f}")
-        lines.append(f"pinlater_store_call_seconds_count{{{labels}}} {s['calls']}")
-    return "\n".join(lines) + "\n"
+# Each group's families: the name prefix, and the help of calls, errors and latency.
+_JOB_SERVICE = ("pinlater_store", "Store calls made by the job service, by shard and operation.",
+                "Store calls that failed, by shard, operation and error.",
+                "Store call latency, by shard and operation.")
+_APPS = ("pinlater_app_store", "Store calls made by the apps, by store, shard (cluster or server) and operation.",
+         "The apps' store calls that failed, by store, shard, operation and error.",
+         "The apps' store call latency, by store, shard and operation.")
+
+
+def store_families(snaps: Iterable[tuple[Snapshot, dict[str, str]]], prefix: str, calls_help: str,
+                   errors_help: str, seconds_help: str) -> list[Family]:
+    """Calls, errors and latency of the store calls in ``snaps`` (each with
+    labels put before its shard and operation), as three families."""
+    calls = Family(f"{prefix}_calls_total", "counter", calls_help)
+    errors = Family(f"{prefix}_errors_total", "counter", errors_help)
+    seconds = Family(f"{prefix}_call_seconds", "histogram", seconds_help)
+    for snap, given in snaps:
+        for shard, ops in snap.items():
+            for op, s in ops.items():
+                labels = {**given, "shard": shard, "op": op}
+                calls.add(s["calls"], "", **labels)
+                for kind, n in sorted(s["errors"].items()):
+                    errors.add(n, "", **labels, error=kind)
+                for le, n in s["buckets"].items():
+                    seconds.add(n, "_bucket", **labels, le=le)
+                seconds.add(s["seconds"], "_sum", **labels)
+                seconds.add(s["calls"], "_count", **labels)
+    return [calls, errors, seconds]
+
+
+def job_store_families(snap: Snapshot) -> list[Family]:
+    return store_families([(snap, {})], *_JOB_SERVICE)
+
+
+_app_stores: dict[str, StoreMetrics] = {}
+_app_lock = threading.Lock()
+
+
+def app_store(kind: str) -> StoreMetrics:
+    """This process's metrics of the apps' calls to one kind of store."""
+    metrics = _app_stores.get(kind)
+    if metrics is None:
+        with _app_lock:
+            metrics = _app_stores.setdefault(kind, StoreMetrics(kind))
+    return metrics
+
+
+def app_store_families() -> list[Family]:
+    """The apps' store calls in this process (none until the first)."""
+    snaps = [(m.snapshot(), {"store": kind}) for kind, m in sorted(_app_stores.items())]
+    return store_families(snaps, *_APPS) if snaps else []
+
+
+def app_call(store: str, target: str, op: str, work: Callable[[], T], attributes: Mapping[str, str]) -> T:
+    """``work()``, an app's call to ``store`` (``hbase``, ``mysql``) at
+    ``target`` (a cluster, a server): counted and timed as the job
+    service's store calls are, in a span ``<store> <op>`` when tracing is on."""
+    metrics = app_store(store)
+    start = time.perf_counter()
+    try:
+        if tracing.ON:
+            with tracing.span(f"{store} {op}", attributes, kind="client"):
+                result = work()
+        else:
+            result = work()
+    except BaseException as exc:
+        metrics.record(target, op, time.perf_counter() - start, type(exc).__name__)
+        raise
+    metrics.record(target, op, time.perf_counter() - start, None)
+    return result
 
 
 class Seam:

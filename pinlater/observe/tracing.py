@@ -25,8 +25,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinlater.observe.metrics import Family
 
 ON = False
 # Store-call metrics through OpenTelemetry too (OTEL_METRICS_EXPORTER).
@@ -72,11 +75,12 @@ def _named(variable: str) -> list[str]:
     return [] if all(e in OFF_VALUES for e in names) else names
 
 
-def record_store_call(shard: str, op: str, seconds: float, error: str | None) -> None:
-    """A store call, for the OpenTelemetry metrics (when on)."""
+def record_store_call(store: str | None, shard: str, op: str, seconds: float, error: str | None) -> None:
+    """A store call, for the OpenTelemetry metrics (when on): the job
+    service's (``store`` None) or an app's to a store of that kind."""
     from pinlater.observe import otel
 
-    otel.record_store_call(shard, op, seconds, error)
+    otel.record_store_call(store, shard, op, seconds, error)
 
 
 def record_server_call(method: str, seconds: float) -> None:
@@ -86,15 +90,17 @@ def record_server_call(method: str, seconds: float) -> None:
     otel.record_server_call(method, seconds)
 
 
-def observe_metrics(source: Callable[[], str], leave_out: tuple[str, ...] = ("pinlater_store_",)) -> None:
-    """The counters and gauges of a ``/metrics`` text (``source()``, read
-    at each collection) through OpenTelemetry too, same names and units;
-    nothing when OpenTelemetry metrics are off. ``leave_out``: families
-    this process records as instruments of their own (the store calls')."""
+def observe_metrics(source: Callable[[], Iterable[Family]],
+                    leave_out: tuple[str, ...] = ("pinlater_store_", "pinlater_app_store_")) -> None:
+    """The counter and gauge families of ``source`` (``pinlater.observe.metrics``,
+    read at each collection) through OpenTelemetry too, with the names and
+    units of ``/metrics``; nothing when OpenTelemetry metrics are off.
+    ``leave_out``: families this process records as instruments of their
+    own (the store calls', in any process that makes them)."""
     if METRICS_ON:
         from pinlater.observe import otel
 
-        otel.observe_text(source, leave_out)
+        otel.observe(source, leave_out)
 
 
 def use(provider: Any) -> None:

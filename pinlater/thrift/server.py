@@ -76,6 +76,7 @@ from typing import Any
 
 from pinlater.limits import FRAME_BODIES
 from pinlater.observe import tracing
+from pinlater.observe.seam import job_store_families
 from pinlater.service import JobService
 from pinlater.thrift.bounds import call_bounds
 from pinlater.thrift.calls import CallDispatch
@@ -150,11 +151,12 @@ class ThriftServer(CallDispatch):
         self.host: str = host if listener is None else bound[0]
         self.port: int = bound[1]
         self.metrics = (
-            MetricsServer(self.stats, host, metrics_port, job_service.operators.store_metrics)
+            MetricsServer(self.stats, host, metrics_port,
+                          lambda: job_store_families(job_service.operators.store_metrics_snapshot()))
             if metrics_port is not None else None
         )
         if stats is None:  # one of several: their parent sends the summed stats
-            tracing.observe_metrics(self.stats.prometheus)
+            tracing.observe_metrics(self.stats.families)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._reload = threading.Event()

@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pinlater.observe.seam import Snapshot, merge_snapshots, prometheus_text
+from pinlater.observe.metrics import Family
+from pinlater.observe.seam import Snapshot, job_store_families, merge_snapshots
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,12 @@ def _write_logged(directory: str, snapshot: Callable[[], Snapshot]) -> None:
         log.warning("could not write the store metrics for the parent's /metrics: %s", exc)
 
 
-def read(directory: str) -> str:
-    """Every process's counts, summed, as Prometheus text."""
+def read(directory: str) -> list[Family]:
+    """Every process's counts, summed, as metric families."""
     snapshots = []
     for path in sorted(Path(directory).glob("*.json")):
         try:
             snapshots.append(json.loads(path.read_text()))
         except (OSError, ValueError):  # gone meanwhile
             continue
-    return prometheus_text(merge_snapshots(snapshots))
+    return job_store_families(merge_snapshots(snapshots))

@@ -21,12 +21,14 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Protocol
 
 from pinlater.errors import ErrorCode
 from pinlater.kit.httpserver import Answer, HttpHandler, HttpServer, Request, error_answer, http_tls, json_answer
 from pinlater.observe import tracing
+from pinlater.observe.metrics import Family, Registry, Source, prometheus_text
+from pinlater.observe.seam import app_store_families
 from pinlater.thrift import service
 
 log = logging.getLogger(__name__)
@@ -240,8 +242,8 @@ class StatsTable:
         for method in METHODS:
             yield base + _METHOD_INDEX[method]
 
-    def prometheus(self) -> str:
-        return prometheus_text(self.snapshot())
+    def families(self) -> list[Family]:
+        return families(self.snapshot())
 
 
 class ServerStats:
@@ -277,8 +279,11 @@ class ServerStats:
     def snapshot(self) -> dict[str, object]:
         return self.table.snapshot()
 
+    def families(self) -> list[Family]:
+        return self.table.families()
+
     def prometheus(self) -> str:
-        return self.table.prometheus()
+        return prometheus_text(self.families())
 
 
 _SERVER_METRICS = (
@@ -306,65 +311,56 @@ _PROCESS_METRICS = (
 )
 
 
-def prometheus_text(snap: dict[str, object]) -> str:
+def families(snap: dict[str, object]) -> list[Family]:
+    """The server's ``snapshot`` as metric families (``pinlater.observe.metrics``)."""
     methods: dict[str, dict[str, object]] = snap["methods"]  # type: ignore[assignment]
-    lines = [
-        "# HELP pinlater_server_requests_total Thrift calls handled, by method.",
-        "# TYPE pinlater_server_requests_total counter",
-    ]
-    lines += [f'pinlater_server_requests_total{{method="{n}"}} {m["requests"]}' for n, m in methods.items()]
-    lines += [
-        "# HELP pinlater_server_errors_total Thrift calls answered with an error, by method and code.",
-        "# TYPE pinlater_server_errors_total counter",
-    ]
+    requests = Family("pinlater_server_requests_total", "counter", "Thrift calls handled, by method.")
+    errors = Family("pinlater_server_errors_total", "counter",
+                    "Thrift calls answered with an error, by method and code.")
+    seconds = Family("pinlater_server_request_seconds", "summary",
+                     "Thrift call latency (quantiles over recent calls).")
     for name, m in methods.items():
+        requests.add(m["requests"], method=name)  # type: ignore[arg-type]
         by_code: dict[str, int] = m["errors_by_code"]  # type: ignore[assignment]
-        lines += [
-            f'pinlater_server_errors_total{{method="{name}",code="{code}"}} {n}' for code, n in sorted(by_code.items())
-        ]
-    lines += [
-        "# HELP pinlater_server_request_seconds Thrift call latency (quantiles over recent calls).",
-        "# TYPE pinlater_server_request_seconds summary",
-    ]
-    for name, m in methods.items():
+        for code, n in sorted(by_code.items()):
+            errors.add(n, method=name, code=code)
         for q, key in zip(QUANTILES, ("p50_ms", "p99_ms"), strict=True):
-            value = float(m[key]) / 1000  # type: ignore[arg-type]
-            lines.append(f'pinlater_server_request_seconds{{method="{name}",quantile="{q}"}} {value:.6f}')
-        lines.append(f'pinlater_server_request_seconds_sum{{method="{name}"}} {m["latency_sum_s"]:.6f}')
-        lines.append(f'pinlater_server_request_seconds_count{{method="{name}"}} {m["requests"]}')
-    for key, kind, text in _SERVER_METRICS:
-        metric = f"pinlater_server_{key}"
-        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}", f"{metric} {snap[key]}"]
+            seconds.add(float(m[key]) / 1000, method=name, quantile=q)  # type: ignore[arg-type]
+        seconds.add(m["latency_sum_s"], "_sum", method=name)  # type: ignore[arg-type]
+        seconds.add(m["requests"], "_count", method=name)  # type: ignore[arg-type]
+    out = [requests, errors, seconds]
+    out += [Family(f"pinlater_server_{key}", kind, text).add(snap[key])  # type: ignore[arg-type]
+            for key, kind, text in _SERVER_METRICS]
     processes: list[dict[str, int]] = snap["processes"]  # type: ignore[assignment]
-    lines += [
-        "# HELP pinlater_server_processes Server processes running.",
-        "# TYPE pinlater_server_processes gauge",
-        f"pinlater_server_processes {sum(1 for p in processes if p['pid'])}",
-    ]
+    out.append(Family("pinlater_server_processes", "gauge", "Server processes running.")
+               .add(sum(1 for p in processes if p["pid"])))
     for key, kind, text in _PROCESS_METRICS:
-        metric = f"pinlater_server_process_{key}" + ("_total" if kind == "counter" else "")
-        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
-        lines += [f'{metric}{{process="{p["process"]}"}} {p[key]}' for p in processes]
-    return "\n".join(lines) + "\n"
+        family = Family(f"pinlater_server_process_{key}" + ("_total" if kind == "counter" else ""), kind, text)
+        for p in processes:
+            family.add(p[key], process=p["process"])
+        out.append(family)
+    return out
 
 
 class StatsSource(Protocol):
     def snapshot(self) -> dict[str, object]: ...
 
-    def prometheus(self) -> str: ...
+    def families(self) -> list[Family]: ...
 
 
 class MetricsServer(HttpServer):
     """``GET /metrics`` (Prometheus text) and ``GET /stats.json`` (also
-    ``/stats``), on the project's hardened HTTP server. ``more``: further
-    Prometheus text for ``/metrics`` (a one-process server's store calls);
-    this HTTP server's own counts (``pinlater_http_*``) end it."""
+    ``/stats``), on the project's hardened HTTP server. ``/metrics`` is
+    its ``registry``: the stats, ``more`` (the job service's store calls),
+    the apps' store calls made in this process, and this HTTP server's own
+    counts (``pinlater_http_*``) last."""
 
-    def __init__(self, stats: StatsSource, host: str, port: int, more: Callable[[], str] | None = None) -> None:
+    def __init__(self, stats: StatsSource, host: str, port: int, more: Source | None = None) -> None:
         self.stats = stats
-        self.more = more
         super().__init__("metrics", _MetricsHandler, host, port, tls=http_tls())
-        tracing.observe_metrics(self.prometheus)  # what the server's own stats leave out
+        self.registry = Registry(stats.families, *([more] if more is not None else []), app_store_families,
+                                 self.metric_families)
+        tracing.observe_metrics(self.metric_families)  # what the server's own stats leave out
 
     @property
     def port(self) -> int:
@@ -376,9 +372,7 @@ class _MetricsHandler(HttpHandler):
 
     def answer(self, request: Request) -> Answer:
         if request.path == "/metrics":
-            text = (self.server.stats.prometheus() + (self.server.more() if self.server.more is not None else "")
-                    + self.server.prometheus())
-            return Answer(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return Answer(200, self.server.registry.text().encode(), "text/plain; version=0.0.4; charset=utf-8")
         if request.path in ("/stats.json", "/stats"):
             return json_answer(200, self.server.stats.snapshot())
         return error_answer(404, f"no such path: {request.path[:100]} (try /metrics or /stats.json)")

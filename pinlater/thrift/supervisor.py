@@ -117,7 +117,7 @@ class Supervisor:
         )
         # The children send their store calls' and call times' own instruments.
         tracing.configure("pinlater-server")
-        tracing.observe_metrics(self.table.prometheus)
+        tracing.observe_metrics(self.table.families)
         self._children: list[_Child | None] = [None] * processes
         self._restart_at: dict[int, float] = {}
         self._exits: collections.deque[float] = collections.deque()

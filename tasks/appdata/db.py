@@ -29,7 +29,7 @@ import pymysql
 from pymysql.connections import Connection
 from pymysql.cursors import Cursor
 
-from pinlater.observe import tracing
+from pinlater.observe.seam import app_call
 from pinlater.storage.urls import mysql_connect_options
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable
 from tasks.appdata.shardmap import Server
@@ -80,13 +80,11 @@ class ServerPool:
         AppDataUnavailable (server unreachable) or AppDataStorageError.
         ``work`` must be safe to run again after a deadlock (single
         statements are: InnoDB rolled them back)."""
-        if tracing.ON:
-            # The work's own name (a query helper's), without the nesting.
-            name = getattr(work, "__qualname__", "work").replace(".<locals>", "")
-            attributes = {"db.system": "mysql", "server.address": str(self.server), "code.function": name}
-            with tracing.span(f"mysql {name}", attributes, kind="client"):
-                return self._run(work)
-        return self._run(work)
+        # Reported as an app's store call (pinlater.observe.seam), named
+        # after the work's own function (a query helper's), without the nesting.
+        name = getattr(work, "__qualname__", "work").replace(".<locals>", "")
+        attributes = {"db.system": "mysql", "server.address": str(self.server), "code.function": name}
+        return app_call("mysql", str(self.server), name, lambda: self._run(work), attributes)
 
     def _run(self, work: Callable[[Cursor], T]) -> T:
         attempt = 0

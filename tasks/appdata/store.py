@@ -10,7 +10,6 @@ from typing import TypeVar
 
 from pymysql.cursors import Cursor
 
-from pinlater.observe import tracing
 from tasks.appdata.db import ServerPool
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.shardmap import Server, ShardLocation, ShardMap
@@ -48,8 +47,7 @@ class AppData:
         def call(cursor: Cursor) -> T:
             return work(cursor, where.database)
 
-        if tracing.ON:  # named as ``work`` is, for the call's span
-            call = functools.wraps(work)(call)
+        call = functools.wraps(work)(call)  # named as ``work`` is, for the call's metrics and span
         return self._pools[where.server].run(call)
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ import pytest
 from pinlater.kit.cli_output import one_line
 from pinlater.kit.devcerts import DevCA
 from pinlater.kit.httpserver import Answer, HttpHandler, HttpServer, Request, json_answer
+from pinlater.observe.metrics import Family
 from pinlater.thrift.stats import MetricsServer
 
 TIMEOUT_S = 0.5
@@ -172,8 +173,8 @@ class _Stats:
     def snapshot(self) -> dict[str, object]:
         return {"uptime_s": 1.5}
 
-    def prometheus(self) -> str:
-        return "pinlater_server_uptime_s 1.5\n"
+    def families(self) -> list[Family]:
+        return [Family("pinlater_server_uptime_s", "gauge", "Seconds since the server started.").add(1.5)]
 
 
 def test_the_metrics_server_answers_its_paths_and_json_errors() -> None:
@@ -181,7 +182,9 @@ def test_the_metrics_server_answers_its_paths_and_json_errors() -> None:
     server.start()
     try:
         status, headers, body = exchange(server, request("GET", "/metrics"))
-        assert status == 200 and body.startswith(b"pinlater_server_uptime_s 1.5\n")
+        assert status == 200 and body.startswith(
+            b"# HELP pinlater_server_uptime_s Seconds since the server started.\n"
+            b"# TYPE pinlater_server_uptime_s gauge\npinlater_server_uptime_s 1.5\n")
         assert b'\npinlater_http_connections_open{server="metrics"} 1\n' in body  # its own counts end it
         assert headers["content-type"].startswith("text/plain; version=0.0.4")
         status, _, body = exchange(server, request("GET", "/stats.json?x=1"))
@@ -232,5 +235,5 @@ class _NoStats:
     def snapshot(self) -> dict[str, object]:
         return {}
 
-    def prometheus(self) -> str:
-        return "# TYPE pinlater_server_uptime_s gauge\npinlater_server_uptime_s 1\n"
+    def families(self) -> list[Family]:
+        return [Family("pinlater_server_uptime_s", "gauge", "Seconds since the server started.").add(1)]
