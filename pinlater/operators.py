@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from pinlater.backends.base import ExpiredClaims
 from pinlater.engine import counters
 from pinlater.engine.core import Core
 from pinlater.engine.shards import ShardHealth
@@ -15,6 +14,7 @@ from pinlater.models import JobInfo
 from pinlater.observe.seam import Snapshot
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
+from pinlater.stores.base import ExpiredClaims
 
 
 class Operators:

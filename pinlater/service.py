@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 
-from pinlater.backends.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import descriptor_prefix
 from pinlater.engine.core import Core
@@ -37,6 +36,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
+from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.validation import (
     check_attempts,
     check_batch,

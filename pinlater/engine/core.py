@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pinlater.backends import open_backend
-from pinlater.control.base import ControlStore
-from pinlater.control.factory import open_control_store
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
 from pinlater.engine.inspection import Inspector
@@ -25,6 +22,8 @@ from pinlater.engine.ratelimit import RateLimiter
 from pinlater.engine.shards import ShardSet
 from pinlater.observe import tracing
 from pinlater.settings import Settings
+from pinlater.stores import open_backend, open_control_store
+from pinlater.stores.control import ControlStore
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,7 +24,6 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from pinlater.backends.base import JobRecord, ShardBackend, ShardUnavailable, claim_source
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import continuation as cont
 from pinlater.engine.config_cache import QueueConfigCache
@@ -35,6 +34,7 @@ from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import Settings
 from pinlater.states import JobState
+from pinlater.stores.base import JobRecord, ShardBackend, ShardUnavailable, claim_source
 from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 
 # A regex scan examines at most this many jobs per call (fewer if

@@ -11,11 +11,11 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from pinlater.backends.base import ShardUnavailable
 from pinlater.errors import QueueNotFound
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
+from pinlater.stores.base import ShardUnavailable
 
 log = logging.getLogger(__name__)
 

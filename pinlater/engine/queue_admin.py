@@ -7,8 +7,6 @@ import hmac
 import logging
 from collections.abc import Iterable, Sequence
 
-from pinlater.backends.base import ExpiredClaims, ShardBackend
-from pinlater.control.base import ControlStore
 from pinlater.engine.caller import current as current_caller
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.inspection import BodySearch, Inspector
@@ -19,6 +17,8 @@ from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
+from pinlater.stores.base import ExpiredClaims, ShardBackend
+from pinlater.stores.control import ControlStore
 from pinlater.validation import check_attempts, check_limit, check_priority, check_timestamp
 
 log = logging.getLogger(__name__)

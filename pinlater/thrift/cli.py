@@ -20,9 +20,9 @@ from typing import Any
 
 from pinlater.engine.monitor import Monitor
 from pinlater.kit.cli_output import print_result
+from pinlater.kit.urls import redact
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
-from pinlater.storage.urls import redact
 from pinlater.thrift import supervisor
 from pinlater.thrift.child import WorkerOptions
 from pinlater.thrift.security import Security, check_exposure

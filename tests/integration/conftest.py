@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.backends.mysql_backend import MySQLBackend
+from pinlater.stores.mysql.shard import MySQLBackend
 from tests.integration.mysql_support import throwaway_database
 from tests.integration.redis_support import URL, ensure_redis
 from tests.servers import mysql_url

@@ -12,7 +12,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from pinlater.backends.base import (
+from pinlater.errors import PinLaterError
+from pinlater.kit.sqlblocks import job_table
+from pinlater.states import JobState
+from pinlater.stores.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
@@ -22,11 +25,9 @@ from pinlater.backends.base import (
     JobRecord,
     ShardBackend,
 )
-from pinlater.backends.mysql_backend import INSERT_CHUNK_BYTES, MySQLBackend
-from pinlater.errors import PinLaterError
-from pinlater.kit.sqlblocks import job_table, sql
-from pinlater.states import JobState
-from pinlater.storage.mysql_pool import MySQLStorageError
+from pinlater.stores.mysql.errors import MySQLStorageError
+from pinlater.stores.mysql.shard import INSERT_CHUNK_BYTES, MySQLBackend
+from pinlater.stores.mysql.statements import sql
 from tests.integration.mysql_support import raw_connection as _raw
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.backends.base import (
+from pinlater.errors import StorageError
+from pinlater.states import JobState
+from pinlater.stores.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
@@ -28,10 +30,8 @@ from pinlater.backends.base import (
     ShardBackend,
     ShardUnavailable,
 )
-from pinlater.backends.redis_backend import RedisBackend
-from pinlater.errors import StorageError
-from pinlater.states import JobState
-from pinlater.storage import keys
+from pinlater.stores.redis import keys
+from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.redis_support import URL
 
 Q = "jobs"
@@ -508,10 +508,10 @@ WITH_STRUCT = "if type(struct) == 'table' then"
 def test_struct_and_plain_lua_write_and_read_the_same_records(raw: redis.Redis[bytes]) -> None:
     import json
 
-    from pinlater.backends import redis_record
-    from pinlater.storage.scripts import lua_source, used_prelude
+    from pinlater.stores.redis import record as redis_record
+    from pinlater.stores.redis.loader import lua_source, used_prelude
 
-    prelude = used_prelude(lua_source("pinlater.backends", "_prelude"), CODEC_CHECK)
+    prelude = used_prelude(lua_source("pinlater.stores.redis", "_prelude"), CODEC_CHECK)
     assert prelude.count(WITH_STRUCT) == 1
     trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     samples = [
