@@ -23,7 +23,8 @@ from pinlater import JobService
 from pinlater.stores.redis.keys import CONTROL_QUEUES
 from tests.dashboards.http import call, control
 from tests.dashboards.support import TOKEN, UNREADABLE, Cluster, plant_odd_queues, restore
-from tests.support.stores import MYSQL_DATABASES, settings_for
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
+from tests.support.stores import settings_for
 
 
 def strict_json(text: str) -> Any:

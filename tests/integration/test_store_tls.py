@@ -51,7 +51,8 @@ from tests.servers import (
     redis_db,
     redis_tls_url,
 )
-from tests.support.stores import MYSQL_TLS_DATABASES, settings_for
+from tests.support.kinds.mysql import TLS_DATABASES as MYSQL_TLS_DATABASES
+from tests.support.stores import settings_for
 
 SHARD_DB, CONTROL_DB = redis_db(7), redis_db(8)
 WRONG_PASSWORD = "wrong-pw-7d1f"
