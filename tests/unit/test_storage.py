@@ -11,7 +11,7 @@ from pinlater.errors import StorageError
 from pinlater.kit.sqlblocks import named_blocks
 from pinlater.stores.base import ShardBusy, ShardUnavailable
 from pinlater.stores.layout import Kind, LayoutError, Step, accept
-from pinlater.stores.mysql.shard import _dequeue_args, _dequeue_text
+from pinlater.stores.mysql.claims import _dequeue_args, _dequeue_text
 from pinlater.stores.mysql.statements import sql
 from pinlater.stores.redis import keys
 from pinlater.stores.redis.errors import redis_guard

@@ -1,5 +1,6 @@
 """The MySQL (MariaDB) shard: one database per shard, one InnoDB table per
-(queue, priority), every statement from ``sql/mysql.sql``.
+(queue, priority), every statement from ``sql/mysql.sql``. Claims are in
+``claims``, reads in ``reads``; writes and housekeeping here.
 
 Round trips per call are fixed: enqueue is one multi-row INSERT (BEGIN/COMMIT
 around it only when a batch spans several tables or is very large); dequeue
@@ -17,40 +18,28 @@ the claim, so it cannot carry a marker.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import lru_cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pinlater.errors import QueueDeleted, StorageError
 from pinlater.kit.sqlblocks import MAX_PRIORITY, job_table
 from pinlater.states import JobState
 from pinlater.stores.base import (
-    CLAIM_TOKEN_LEN,
-    AckItem,
-    CheckpointItem,
-    ClaimedJob,
-    Claims,
     EnqueueItem,
-    ExpiredClaims,
-    FailItem,
-    JobRecord,
     ShardUnavailable,
-    holds,
 )
+from pinlater.stores.mysql.claims import ClaimsMixin
 from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
 from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session, run_creating_missing_tables
+from pinlater.stores.mysql.reads import ReadsMixin
 from pinlater.stores.mysql.statements import sql
 
 T = TypeVar("T")
 
-CLAIM_MAX = 255  # the claim column's width
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
-_CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
 PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
 
 
@@ -69,72 +58,6 @@ def _queue_lock(s: Session, queue: str) -> Iterator[None]:
     s.execute(sql("unlock_queue"), {"name": queue})
 
 
-class _Targeted(Protocol):
-    """What AckItem, FailItem and CheckpointItem share."""
-
-    @property
-    def priority(self) -> int: ...
-    @property
-    def local_id(self) -> int: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def claim(self) -> str | None: ...
-
-
-_Item = TypeVar("_Item", bound=_Targeted)
-
-
-def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
-    state = JobState(int(row[1]))
-    return JobRecord(
-        local_id=int(row[0]),
-        priority=priority,
-        state=state,
-        attempts_allowed=int(row[2]),
-        attempts_remaining=int(row[3]),
-        custom_status=str(row[4]),
-        created_at_ms=int(row[5]),
-        run_after_ms=int(row[6]),
-        updated_at_ms=int(row[7]),
-        claim=str(row[8]) if state is JobState.RUNNING and row[8] is not None else None,
-        body=None if row[9] is None else bytes(row[9]),
-    )
-
-
-def _rounds(items: Sequence[_Targeted]) -> list[dict[int, list[int]]]:
-    """Item indexes split so that no round touches a job twice (round k holds
-    every job's k-th occurrence), grouped by priority. A batch naming a job
-    twice is thus applied in order, like a per-item loop would."""
-    seen: dict[tuple[int, int], int] = {}
-    rounds: list[dict[int, list[int]]] = []
-    for index, item in enumerate(items):
-        key = (item.priority, item.local_id)
-        k = seen.get(key, 0)
-        seen[key] = k + 1
-        if k == len(rounds):
-            rounds.append({})
-        rounds[k].setdefault(item.priority, []).append(index)
-    return rounds
-
-
-def _by_holder(items: Sequence[_Targeted], indexes: list[int]) -> list[tuple[bool, list[int]]]:
-    """One table's items split into those that name their claim (True) and
-    those that give only a source (False): an ACK statement compares one or
-    the other (``{held}`` in the SQL file). Usually all are of one kind."""
-    exact = [i for i in indexes if items[i].claim is not None]
-    if len(exact) == len(indexes):
-        return [(True, indexes)]
-    if not exact:
-        return [(False, indexes)]
-    return [(True, exact), (False, [i for i in indexes if items[i].claim is None])]
-
-
-def _holders(items: Sequence[_Targeted], indexes: list[int]) -> list[str]:
-    """What each item's job's claim must hold to (see ``_by_holder``)."""
-    return [items[i].claim or items[i].source for i in indexes]
-
-
 def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]:
     """Split one table's rows so that no INSERT nears max_allowed_packet
     (escaping can double a body; utf-8 takes up to 4 bytes a character)."""
@@ -151,74 +74,7 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
     return chunks
 
 
-@lru_cache(maxsize=1024)
-def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...], traced: bool) -> str:
-    """The one-round-trip dequeue: one compound statement (see dequeue_begin
-    in the SQL file). Its arguments: ``_dequeue_args``."""
-    tables = [(p, job_table(queue, p)) for p in priorities]
-    inner = [sql("dequeue_declare", priority=p) for p in priorities]
-    inner.append(sql("dequeue_start"))
-    inner += [sql("dequeue_claim", table=t, priority=p) for p, t in tables]
-    if look_ahead:
-        branches = _look_ahead(queue, look_ahead)
-        inner.append(f"{sql('dequeue_if_missing')}\n{branches};\n{sql('dequeue_end_if')}")
-    inner.append(sql("dequeue_commit"))
-    inner += [sql("dequeue_read", table=t, priority=p, trace=traced) for p, t in tables]
-    statements = [sql("dequeue_begin"), *inner]
-    return "".join(f"{stmt};\n" for stmt in statements) + sql("dequeue_end")
-
-
-def _dequeue_args(priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]) -> list[Any]:
-    claims = [claim] * len(priorities)
-    return [limit, *claims, *_look_ahead_args(look_ahead), *claims]
-
-
-def _peek_script(
-    queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], traced: bool
-) -> tuple[str, list[Any]]:
-    statements = [sql("peek", table=job_table(queue, p), priority=p, trace=traced) for p in priorities]
-    args: list[Any] = [limit] * len(priorities)
-    if look_ahead:
-        statements.append(_look_ahead(queue, look_ahead))
-        args += _look_ahead_args(look_ahead)
-    return ";\n".join(statements), args
-
-
-def _look_ahead(queue: str, look_ahead: Sequence[int]) -> str:
-    """The look_ahead statement (its arguments: ``_look_ahead_args``)."""
-    branches = [sql("look_ahead", table=job_table(queue, p)) for p in look_ahead]
-    return "\nUNION ALL\n".join(branches) + "\nORDER BY pos LIMIT 1"
-
-
-def _look_ahead_args(look_ahead: Sequence[int]) -> list[int]:
-    return [x for pos, priority in enumerate(look_ahead) for x in (pos, priority)]
-
-
-# id, body, attempts allowed and remaining, priority, trace, run_after; a look-ahead row has 2
-_JOB_COLUMNS = 7
-
-
-def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims:
-    """Decode the results of a dequeue or peek: result sets of jobs, in
-    priority order, whose rows end with their priority, and (when looked
-    ahead, and not every job was found) one of (pos, priority) naming the
-    first runnable look-ahead priority."""
-    jobs: list[ClaimedJob] = []
-    following: tuple[tuple[Any, ...], ...] = ()
-    for rows in results:
-        if rows and len(rows[0]) != _JOB_COLUMNS:
-            following = rows
-            continue
-        jobs += [
-            ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6])) for r in rows
-        ]
-    del jobs[limit:]  # a peek reads up to limit per priority
-    if len(jobs) >= limit or not following:
-        return Claims(jobs)
-    return Claims(jobs, int(following[0][1]))
-
-
-class MySQLBackend:
+class MySQLBackend(ClaimsMixin, ReadsMixin):
     def __init__(self, shard_id: str, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
         self.shard_id = shard_id
         self._address = address
@@ -376,186 +232,6 @@ class MySQLBackend:
 
         return self._run(queue, by_priority, work, transaction=statements > 1)
 
-    def dequeue(
-        self,
-        queue: str,
-        priorities: Sequence[int],
-        limit: int,
-        source: str,
-        look_ahead: Sequence[int] = (),
-    ) -> Claims:
-        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
-        if len(claim) > CLAIM_MAX:
-            raise ValueError(f"source is too long ({len(source)} characters)")
-        if limit <= 0 or not priorities:
-            return Claims([])
-        if self._autoinc_lock_mode is None:
-            self.ping()  # the first connection learns the layout
-        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead), self._traces)
-        args = _dequeue_args(priorities, limit, claim, look_ahead)
-
-        def work(s: Session) -> Claims:
-            # Committed when this returns: should the connection die after,
-            # these jobs stay RUNNING until their claim times out (nothing is lost).
-            return _claims(s.execute_script(text, args), limit, claim)
-
-        return self._run(queue, (*priorities, *look_ahead), work)
-
-    def peek(
-        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
-    ) -> Claims:
-        if limit <= 0 or not priorities:
-            return Claims([])
-        if self._autoinc_lock_mode is None:
-            self.ping()  # the first connection learns the layout
-        text, args = _peek_script(queue, priorities, limit, look_ahead, self._traces)
-        work = lambda s: _claims(s.execute_script(text, args), limit, "")  # noqa: E731
-        return self._run(queue, (*priorities, *look_ahead), work)
-
-    def _guarded(
-        self,
-        queue: str,
-        items: Sequence[_Item],
-        statement: str,
-        values: Callable[[_Item, str], list[Any]],
-    ) -> list[bool]:
-        """Apply ``statement`` to the items whose job is RUNNING under a claim
-        the item holds (``holds``), in one transaction. ``values(item,
-        claim)`` gives the item's row of the joined values, ``claim`` being
-        the job's claim as locked."""
-        if not items:
-            return []
-        rounds = _rounds(items)
-        tables = {item.priority: job_table(queue, item.priority) for item in items}
-
-        def work(s: Session) -> list[bool]:
-            applied = [False] * len(items)
-            for round_ in rounds:
-                for priority, indexes in sorted(round_.items()):
-                    table = tables[priority]
-                    ids = [items[i].local_id for i in indexes]
-                    s.execute(sql("lock_running", table=table, ids=len(ids)), ids)
-                    running = {int(r[0]): r[1] for r in s.fetchall()}
-                    chosen: list[int] = []
-                    params: list[Any] = []
-                    for i in indexes:
-                        item = items[i]
-                        claim = running.get(item.local_id)
-                        if claim is None or not holds(claim, item.source, item.claim):
-                            continue
-                        chosen.append(i)
-                        params += values(item, claim)
-                    if not chosen:
-                        continue
-                    updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
-                    if updated != len(chosen):  # cannot happen while the rows are locked
-                        raise StorageError(
-                            f"{statement} on {table}: {updated} of {len(chosen)} locked jobs"
-                            " updated"
-                        )
-                    for i in chosen:
-                        applied[i] = True
-            return applied
-
-        return self._run(queue, tables, work, transaction=True)
-
-    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
-        def args(indexes: list[int], marker: str | None) -> list[Any]:
-            ids = [items[i].local_id for i in indexes]
-            return [marker, *ids, *(items[i].append_custom_status for i in indexes),
-                    *ids, *ids, *_holders(items, indexes)]
-
-        return self._acked(queue, items, "ack_succeeded", args)
-
-    def ack_failed(
-        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
-    ) -> list[bool]:
-        if not delay_table and any(it.delay_ms is None for it in items):
-            raise ValueError("a failure ACK without its own delay needs the policy's delay table")
-        table = json.dumps([int(d) for d in delay_table] or [0])
-        last = max(0, len(delay_table) - 1)
-
-        def args(indexes: list[int], marker: str | None) -> list[Any]:
-            ids = [items[i].local_id for i in indexes]
-            delays = [items[i].delay_ms for i in indexes]
-            return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
-                    marker, *ids, *ids, *_holders(items, indexes)]
-
-        return self._acked(queue, items, "ack_failed", args)
-
-    def _acked(
-        self,
-        queue: str,
-        items: Sequence[_Item],
-        statement: str,
-        args: Callable[[list[int], str | None], list[Any]],
-    ) -> list[bool]:
-        """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
-        file) whose row count tells all applied or all stale; only a mixed
-        batch reads back which items this statement applied (by the marker
-        it left; a single item needs none, so its claim stays). Items that
-        name their claim and items that give a source go in statements of
-        their own (``_by_holder``). Several statements (several tables, a
-        job named twice, or both kinds of item) share one transaction, all
-        or nothing as before."""
-        if not items:
-            return []
-        steps = [
-            (job_table(queue, priority), exact, held)
-            for round_ in _rounds(items)
-            for priority, indexes in sorted(round_.items())
-            for exact, held in _by_holder(items, indexes)
-        ]
-
-        def work(s: Session) -> list[bool]:
-            applied = [False] * len(items)
-            for table, exact, indexes in steps:
-                # One item's row count tells applied from stale: no marker.
-                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
-                stmt = sql(statement, table=table, ids=len(indexes), exact_claim=exact)
-                updated = s.execute(stmt, args(indexes, marker))
-                if updated == len(indexes):
-                    done = {items[i].local_id for i in indexes}
-                elif updated == 0:
-                    done = set()
-                else:
-                    s.execute(sql("ack_applied", table=table), [marker])
-                    done = {int(row[0]) for row in s.fetchall()}
-                for i in indexes:
-                    applied[i] = items[i].local_id in done
-            return applied
-
-        tables = {item.priority for item in items}
-        return self._run(queue, tables, work, transaction=len(steps) > 1)
-
-    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
-        def values(item: CheckpointItem, claim: str) -> list[Any]:
-            return [item.local_id, claim, item.new_body, item.attempts_allowed,
-                    item.prepend_custom_status or "", item.run_after_ms,
-                    1 if item.move_to_pending else 0]
-
-        return self._guarded(queue, items, "checkpoint", values)
-
-    def expire_claims(
-        self, queue: str, priority: int, timeout_ms: int, limit: int
-    ) -> ExpiredClaims:
-        table = job_table(queue, priority)
-        if limit <= 0:
-            return ExpiredClaims(0, 0)
-
-        def work(s: Session) -> ExpiredClaims:
-            # Two statements so that each count is known; each row's change is
-            # one atomic, guarded UPDATE, so concurrent monitors expire a job once.
-            args = {"timeout_ms": timeout_ms, "limit": limit}
-            repended = s.execute(sql("expire_repend", table=table), args)
-            failed = 0
-            if repended < limit:
-                args["limit"] = limit - repended
-                failed = s.execute(sql("expire_fail", table=table), args)
-            return ExpiredClaims(repended, failed)
-
-        return self._run(queue, (priority,), work)
-
     def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
         table = job_table(queue, priority)
         if not JobState(state).is_terminal:
@@ -610,75 +286,3 @@ class MySQLBackend:
             return s.execute(stmt, [int(state), *ids])
 
         return self._run(queue, (priority,), work)
-
-    # -- reads -----------------------------------------------------------------
-    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
-        table = job_table(queue, priority)
-        if state is JobState.PENDING:
-            stmt = sql("count_pending_future" if future else "count_pending_now", table=table)
-            return self._run(queue, (priority,), lambda s: int(s.scalar(stmt)))
-        stmt = sql("count_state", table=table)
-        return self._run(queue, (priority,), lambda s: int(s.scalar(stmt, {"state": int(state)})))
-
-    def scan(
-        self,
-        queue: str,
-        priority: int,
-        state: JobState,
-        future: bool,
-        before: tuple[int, int] | None,
-        limit: int,
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord]:
-        table = job_table(queue, priority)
-        if limit <= 0:
-            return []
-        name = "scan_state"
-        if state is JobState.PENDING:
-            name = "scan_pending_future" if future else "scan_pending_now"
-        stmt = sql(name, table=table, body=include_body)
-        sort_time, local_id = before if before is not None else _CURSOR_TOP
-        args = {"state": int(state), "st": sort_time, "id": local_id, "limit": limit}
-        within = False
-        if include_body and max_body_bytes is not None:
-            within = True
-            stmt = sql("scan_within", page=stmt)
-            args["budget"] = max_body_bytes
-
-        def work(s: Session) -> list[JobRecord]:
-            s.execute(stmt, args)
-            records = []
-            for row in s.fetchall():
-                records.append(_record(row, priority))
-                if within and row[9] is None:
-                    break  # withheld: the page ends here
-            return records
-
-        return self._run(queue, (priority,), work)
-
-    def lookup(
-        self,
-        queue: str,
-        priority: int,
-        local_ids: Sequence[int],
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord | None]:
-        table = job_table(queue, priority)
-        ids = sorted({int(i) for i in local_ids})
-        if not ids:
-            return []
-        args: list[int] = ids
-        if include_body and max_body_bytes is not None:
-            stmt = sql("lookup_within", table=table, ids=len(ids))
-            args = [max_body_bytes, *ids, *ids]
-        else:
-            stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
-
-        def work(s: Session) -> dict[int, JobRecord]:
-            s.execute(stmt, args)
-            return {int(row[0]): _record(row, priority) for row in s.fetchall()}
-
-        found = self._run(queue, (priority,), work)
-        return [found.get(int(i)) for i in local_ids]
