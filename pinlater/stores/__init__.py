@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import Any, Protocol
 
 from pinlater.kit.urls import redact
 from pinlater.stores.base import ShardBackend, ShardUnavailable
@@ -34,6 +35,7 @@ __all__ = [
     "StoreKind",
     "kind_of",
     "kinds",
+    "lazy",
     "open_backend",
     "open_control_store",
     "scheme_of",
@@ -41,6 +43,22 @@ __all__ = [
 
 GROUP = "pinlater.stores"
 Say = Callable[[str], None]
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """``module:name.attr``, imported at its first call and called: a kind
+    registers its functions so, so that finding the kinds loads none of
+    their drivers."""
+    module, _, path = target.partition(":")
+
+    def call(*args: Any) -> Any:
+        found: Any = import_module(module)
+        for name in path.split("."):
+            found = getattr(found, name)
+        return found(*args)
+
+    call.__qualname__ = target
+    return call
 
 
 def _no_check(url: str) -> None:

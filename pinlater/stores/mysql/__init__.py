@@ -5,32 +5,12 @@ record and migration steps (``layout``) and the error mapping (``errors``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pinlater.stores import StoreKind, lazy
 
-from pinlater.stores import StoreKind
-
-if TYPE_CHECKING:
-    from pinlater.stores import Say
-    from pinlater.stores.base import ShardBackend
-    from pinlater.stores.control import ControlStore
-
-
-def _open_shard(shard_id: str, url: str, socket_timeout_s: float) -> ShardBackend:
-    from pinlater.stores.mysql.shard import MySQLBackend
-
-    return MySQLBackend.from_url(shard_id, url, socket_timeout_s=socket_timeout_s)
-
-
-def _open_control(url: str, socket_timeout_s: float) -> ControlStore:
-    from pinlater.stores.mysql.control import MySQLControlStore
-
-    return MySQLControlStore.from_url(url, socket_timeout_s=socket_timeout_s)
-
-
-def _migrate(url: str, is_shard: bool, where: str, timeout_s: float, dry_run: bool, say: Say) -> None:
-    from pinlater.stores.mysql.layout import migrate
-
-    migrate(url, is_shard, where, timeout_s, dry_run, say)
-
-
-KIND = StoreKind("mysql", ("mysql",), _open_shard, _open_control, _migrate)
+KIND = StoreKind(
+    "mysql",
+    ("mysql",),
+    open_shard=lazy("pinlater.stores.mysql.shard:MySQLBackend.from_url"),
+    open_control=lazy("pinlater.stores.mysql.control:MySQLControlStore.from_url"),
+    migrate=lazy("pinlater.stores.mysql.layout:migrate"),
+)
