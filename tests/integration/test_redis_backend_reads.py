@@ -174,7 +174,7 @@ def test_any_text_round_trips_through_the_json_batches(be: RedisBackend) -> None
 
 # The prelude's record writer, with Redis's struct library and without it
 # (the plain-Lua path fakeredis runs): the same bytes, read back the same by
-# the scripts and by redis_record.
+# the scripts and by the record module.
 CODEC_CHECK = """
 local out = {}
 for _, s in ipairs(cjson.decode(ARGV[1])) do

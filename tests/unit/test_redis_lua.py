@@ -4,7 +4,7 @@ fakeredis runs the real .lua files, including ``redis.call('TIME')``, so the
 transition logic, argument validation, status caps, scan cursors and the
 token bucket are all exercised here. What fakeredis cannot show (EVALSHA
 against a real script cache, connection failures, real concurrency) is in
-tests/integration/test_redis_backend.py.
+tests/integration/test_redis_backend*.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Layout: see ``pinlater.stores.redis.keys``. Every transition is one Lua script
 (enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
 A read is one command, or a script (atomic too) where it must keep only
 part of each job it reads: its head without the body, or bodies within a
-budget. The job records' format is in ``redis_record``.
+budget. The job records' format is in ``record``.
 
 The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
 the transitions are not idempotent (a re-sent enqueue would store its jobs

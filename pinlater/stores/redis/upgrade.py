@@ -1,6 +1,6 @@
 """``pinlater migrate``'s step from Redis shard layout 2 to 3: every job
 from its own hash (``pl:{queue}:p{N}:j:{id}``, 20-digit members) into one
-field of its priority's jobs hash (``redis_record``), short members.
+field of its priority's jobs hash (``record``), short members.
 
 Every job is in exactly one state zset of its priority, and every priority
 that ever held a job is in ``pl:{queue}:prios``, so walking those zsets

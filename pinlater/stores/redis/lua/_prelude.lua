@@ -1,5 +1,5 @@
 -- _prelude.lua: helpers shared by every job script. The loader
--- (pinlater/backends/redis_scripts.py) prepends this file to each script
+-- (pinlater/stores/redis/scripts.py) prepends this file to each script
 -- before registering it, so Redis error line numbers are offset by this
 -- file's length. Only `local` definitions: Redis forbids globals.
 
@@ -64,7 +64,7 @@ end
 --   custom status   if flag 8: length (2) + UTF-8 text
 --   trace           if flag 16: length (1) + W3C traceparent (layout 4 on)
 --   body            the rest
--- pinlater/backends/redis_record.py reads the same format in Python.
+-- pinlater/stores/redis/record.py reads the same format in Python.
 local HEADER = 24
 
 local MAX_U16 = 65535

@@ -12,7 +12,7 @@
 -- ARGV[2]  with bodies: most body bytes to return in all
 -- ARGV[3..] members, each once
 -- Returns: {withheld (1 or 0), then per member its value or nil (the
---          format is in the prelude, decoded by redis_record.py)}
+--          format is in the prelude, decoded by record.py)}
 local jobs = KEYS[1]
 local with_body = ARGV[1] == '1'
 local budget = tonumber(ARGV[2])

@@ -18,7 +18,7 @@
 -- ARGV[5]  cursor id
 -- ARGV[6]  most body bytes the page may hold ('' = no bound)
 -- Returns: list of {member, job value} (without the body unless asked for;
---          the format is in the prelude, decoded by redis_record.py). The
+--          the format is in the prelude, decoded by record.py). The
 --          job whose body would take the page past ARGV[6] ends the page,
 --          as {member, value without its body, 1} (withheld).
 --
