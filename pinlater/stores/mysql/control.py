@@ -11,9 +11,10 @@ deleted on the way and, now and then, in bulk.
 Event counters: table ``pinlater_event_counts`` (minute, queue, event) -> n;
 minutes older than ``RETENTION_MINUTES`` are purged now and then.
 
-Records: tables ``pld_log`` and ``pld_map`` (``sql/records.sql``). The log
-is never trimmed in MySQL: a table holds years of operator actions, and
-deleting audit rows is a decision for a person.
+Records: tables ``pld_log`` and ``pld_map`` (``sql/records.sql``), made
+when a tool first uses them (a store no tool writes records to has none).
+The log is never trimmed in MySQL: a table holds years of operator actions,
+and deleting audit rows is a decision for a person.
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ class MySQLControlStore:
         s.execute(sql("ctl_create_bucket_table"))
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
-        s.execute(RECORDS_SQL("pld_create_log"))
-        s.execute(RECORDS_SQL("pld_create_map"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one
@@ -206,31 +205,42 @@ class MySQLControlStore:
 
     # -- records -------------------------------------------------------------------
 
+    def _create_records_tables(self) -> None:
+        def work(s: Session) -> None:
+            s.execute(RECORDS_SQL("pld_create_log"))
+            s.execute(RECORDS_SQL("pld_create_map"))
+
+        self._pool.run(work)
+
+    def _records(self, work: Callable[[Session], T]) -> T:
+        """``work`` on the records' tables, made first should they be missing."""
+        return run_creating_missing_tables(self._pool, work, create=self._create_records_tables)
+
     def log_append(self, log: str, doc: Doc, cap: int) -> None:
         text = json.dumps(doc, sort_keys=True)
-        self._run(lambda s: s.execute(RECORDS_SQL("pld_append"), (log, text)))
+        self._records(lambda s: s.execute(RECORDS_SQL("pld_append"), (log, text)))
 
     def log_recent(self, log: str, limit: int) -> list[Doc]:
         def work(s: Session) -> list[Doc]:
             s.execute(RECORDS_SQL("pld_recent"), (log, limit))
             return [json.loads(r[0]) for r in s.fetchall()]
 
-        return self._run(work)
+        return self._records(work)
 
     def map_put(self, table: str, key: str, doc: Doc) -> None:
         text = json.dumps(doc, sort_keys=True)
-        self._run(lambda s: s.execute(RECORDS_SQL("pld_put"), (table, key, text)))
+        self._records(lambda s: s.execute(RECORDS_SQL("pld_put"), (table, key, text)))
 
     def map_items(self, table: str) -> dict[str, Doc]:
         def work(s: Session) -> dict[str, Doc]:
             s.execute(RECORDS_SQL("pld_items"), (table,))
             return {r[0]: json.loads(r[1]) for r in s.fetchall()}
 
-        return self._run(work)
+        return self._records(work)
 
     def map_remove(self, table: str, keys_: Sequence[str]) -> None:
         for key in keys_:
-            self._run(lambda s, k=key: s.execute(RECORDS_SQL("pld_remove"), (table, k)))  # type: ignore[misc]
+            self._records(lambda s, k=key: s.execute(RECORDS_SQL("pld_remove"), (table, k)))  # type: ignore[misc]
 
     def close(self) -> None:
         self._pool.close()
