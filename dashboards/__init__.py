@@ -5,7 +5,7 @@ token-protected controls. Run it with ``pinlater dashboard``.
 
 Modules: ``snapshot`` (what the page shows, read from the shards),
 ``controls`` (rate, pause, resume, retry-failed, delete-jobs), ``audit``
-and ``progress`` (records kept in the control store by ``records``),
+and ``progress`` (records kept in the control store, ``pinlater.records``),
 ``metrics`` (Prometheus text), ``rates`` (the per-minute rate charts),
 ``panels`` (the parts other packages add, found through entry points),
 ``api`` (JSON API), ``server`` (HTTP, and the ``Dashboard`` that ties it

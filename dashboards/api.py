@@ -56,12 +56,12 @@ from pinlater.errors import (
     ShardConnectionFailed,
 )
 from pinlater.kit.secret_throttle import SecretThrottle
+from pinlater.kit.urls import redact
 from pinlater.models import CONTINUATION_START, JobInfo
 from pinlater.observe.metrics import Family, Registry
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
 from pinlater.states import JobState
-from pinlater.storage.urls import redact
 from pinlater.validation import MAX_LIMIT
 
 MAX_POST_BYTES = 64 * 1024

@@ -1,6 +1,6 @@
 """The audit log of operator actions: who did what to which queue, when,
 and what came of it. Stored durably in the control store (see
-``dashboards.records`` for why there); newest first.
+``pinlater.records`` for why there); newest first.
 
 Entries never hold job bodies: a delete by body regex records the regex,
 not what it matched.
@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dashboards.records import RecordStore
 from pinlater.errors import PinLaterError
+from pinlater.records import Records
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class AuditEntry:
 
 
 class AuditLog:
-    def __init__(self, store: RecordStore, cap: int = CAP) -> None:
+    def __init__(self, store: Records, cap: int = CAP) -> None:
         self._store = store
         self._cap = cap
 
@@ -48,7 +48,7 @@ class AuditLog:
         the process log instead, where it is not lost either."""
         doc = asdict(entry)
         try:
-            self._store.append(LOG_NAME, doc, self._cap)
+            self._store.log_append(LOG_NAME, doc, self._cap)
         except PinLaterError as exc:
             log.error("audit log unreachable (%s); entry: %s", exc.message, json.dumps(doc, sort_keys=True))
             return False
@@ -56,4 +56,4 @@ class AuditLog:
         return True
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
-        return self._store.recent(LOG_NAME, limit)
+        return self._store.log_recent(LOG_NAME, limit)

@@ -25,8 +25,8 @@ import re
 import time
 from typing import Any
 
-from dashboards.records import RecordStore, open_records
 from pinlater.errors import InvalidRequest
+from pinlater.records import Records, open_records
 
 TABLE = "progress"
 STATUSES = ("running", "done", "failed", "paused")
@@ -37,7 +37,7 @@ _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class ProgressBoard:
-    def __init__(self, store: RecordStore) -> None:
+    def __init__(self, store: Records) -> None:
         self._store = store
 
     @classmethod
@@ -64,7 +64,7 @@ class ProgressBoard:
         if done < 0 or (total is not None and total < 0):
             raise InvalidRequest("progress done and total must be >= 0")
         now = int(time.time() * 1000)
-        previous = self._store.items(TABLE).get(op_id)
+        previous = self._store.map_items(TABLE).get(op_id)
         record = {
             "id": op_id,
             "title": title[:200],
@@ -75,22 +75,22 @@ class ProgressBoard:
             "started_at_ms": previous["started_at_ms"] if previous else now,
             "updated_at_ms": now,
         }
-        self._store.put(TABLE, op_id, record)
+        self._store.map_put(TABLE, op_id, record)
         return record
 
     def remove(self, op_id: str) -> None:
-        self._store.remove(TABLE, [op_id])
+        self._store.map_remove(TABLE, [op_id])
 
     def list(self, now_ms: int | None = None) -> list[dict[str, Any]]:
         """Running first, then by last update, newest first; each with
         ``fraction`` (None when the total is unknown) and ``stale``."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        records = self._store.items(TABLE)
+        records = self._store.map_items(TABLE)
         expired = [
             k for k, r in records.items()
             if r["status"] != "running" and now_ms - r["updated_at_ms"] > KEEP_FINISHED_MS
         ]
-        self._store.remove(TABLE, expired)
+        self._store.map_remove(TABLE, expired)
         out = []
         for key, r in records.items():
             if key in expired:

@@ -22,13 +22,13 @@ from dashboards.api import Api, Request, Response, error_response
 from dashboards.audit import AuditLog
 from dashboards.panels import Panel, PanelFiles, Unavailable, load_panels, panel_files
 from dashboards.progress import ProgressBoard
-from dashboards.records import open_records
 from dashboards.snapshot import Collector
 from pinlater.kit.httplimits import HttpLimits
 from pinlater.kit.httpserver import BASE_HEADERS, Answer, HttpHandler, HttpServer
 from pinlater.kit.httpserver import Request as HttpRequest
 from pinlater.observe import tracing
 from pinlater.observe.seam import app_store_families
+from pinlater.records import open_records
 from pinlater.service import JobService
 from pinlater.settings import Settings
 

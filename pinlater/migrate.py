@@ -1,6 +1,6 @@
 """``pinlater migrate [--dry-run]``: bring every shard and the control store
 named by the PINLATER_* settings up to the current storage layout, one
-step at a time, printing each step (``pinlater.storage.migrations``).
+step at a time, printing each step (``pinlater.stores.migrations``).
 Idempotent: a store already current is left alone, and a run stopped by a
 crash or an outage resumes where it stopped when run again."""
 
@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from pinlater.settings import Settings
-from pinlater.storage.migrations import migrate
+from pinlater.stores.migrations import migrate
 
 
 def run_migrate(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ class Ack:
     the job was dequeued under; the ACK then applies only while the job
     still runs under exactly that claim, so a run's late ACK never settles
     a later run of the same job. None (or ""): it applies to a claim of
-    the caller's source, whichever (see ``pinlater.backends.base``)."""
+    the caller's source, whichever (see ``pinlater.stores.base``)."""
 
     descriptor: str
     append_custom_status: str = ""

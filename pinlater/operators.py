@@ -19,7 +19,6 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
-from pinlater.backends.base import ExpiredClaims, ShardBackend, ShardUnavailable
 from pinlater.engine import counters
 from pinlater.engine.core import Core
 from pinlater.engine.counters import DEQUEUED, ENQUEUED, EVENTS, FAILED, SUCCEEDED, current_minute
@@ -28,9 +27,11 @@ from pinlater.engine.shards import ShardHealth
 from pinlater.errors import ConfigUnreadable, InvalidRequest, QueueNotFound
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import JobInfo
-from pinlater.observe.seam import Snapshot, prometheus_text
+from pinlater.observe.metrics import prometheus_text
+from pinlater.observe.seam import Snapshot, job_store_families
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.states import JobState
+from pinlater.stores.base import ExpiredClaims, ShardBackend, ShardUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Operators:
 
     def store_metrics(self) -> str:
         """This process's store calls, errors and latency, as Prometheus text."""
-        return prometheus_text(self.store_metrics_snapshot())
+        return prometheus_text(job_store_families(self.store_metrics_snapshot()))
 
     # -- queues -------------------------------------------------------------------------
     def queue_configs(self, names: Iterable[str] | None = None) -> dict[str, QueueConfig]:

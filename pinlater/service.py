@@ -22,7 +22,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 
-from pinlater.backends.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import descriptor_prefix
 from pinlater.engine.admin import QueueAdminMixin
@@ -38,6 +37,7 @@ from pinlater.observe import tracing
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, default_source
+from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.validation import (
     check_attempts,
     check_batch,

@@ -32,8 +32,9 @@ from pinlater.kit.envsettings import parse_address as parse_address
 from pinlater.kit.envsettings import parse_flag as parse_flag
 from pinlater.kit.httplimits import HttpLimits
 from pinlater.kit.tls import ClientTls, ServerTls
+from pinlater.kit.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
 from pinlater.limits import FRAME_BODIES, MAX_READ_BYTES
-from pinlater.storage.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
+from pinlater.stores import kind_of, schemes
 
 DEFAULT_SHARDS = "r1=redis://127.0.0.1:16379/0"
 _SHARD_ID = re.compile(r"[A-Za-z0-9]+")
@@ -51,10 +52,14 @@ class ShardSpec:
         if not _SHARD_ID.fullmatch(self.id):
             raise ValueError(f"shard id {self.id!r} must be letters and digits only")
         scheme = self.url.split("://", 1)[0]
-        if scheme not in ("redis", "rediss", "mysql", "memory"):
+        if scheme not in schemes():
             raise ValueError(f"shard {self.id}: unsupported URL scheme {scheme!r}")
         if unencoded_userinfo(self.url):
             raise ValueError(f"shard {self.id}: {USERINFO_PROBLEM}")
+        try:
+            kind_of(self.url, "shard").check_url(self.url)
+        except ValueError as exc:
+            raise ValueError(f"shard {self.id}: {exc}") from None
 
     def __repr__(self) -> str:
         # Settings are logged and end up in tracebacks: never the password.
@@ -275,7 +280,12 @@ def _url_without_unencoded_userinfo(schemes: tuple[str, ...]) -> Callable[[str],
     return parse
 
 
-parse_store_url = _url_without_unencoded_userinfo(("redis", "rediss", "mysql", "memory"))
+def parse_store_url(text: str) -> str:
+    """A URL of a registered store kind (``pinlater.stores``), as its kind
+    checks it."""
+    value = _url_without_unencoded_userinfo(schemes())(text)
+    kind_of(value, "store").check_url(value)
+    return value
 _D = Settings()
 # Every variable of the job service (docs/configuration.md is made from this:
 # python -m pinlater.kit.settings_doc). Of a secret and its _SHA256, the _SHA256

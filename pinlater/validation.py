@@ -86,7 +86,7 @@ def check_source(source: str) -> str:
     return source
 
 
-# A claim as dequeues make it (pinlater.backends.base): a 16-hex token, then
+# A claim as dequeues make it (pinlater.stores.base): a 16-hex token, then
 # the claimer's source.
 _CLAIM = re.compile(rf"[0-9a-f]{{16}}@.{{1,{MAX_SOURCE_LEN}}}", re.DOTALL)
 

@@ -35,7 +35,7 @@ import redis
 from kombu.transport import virtual
 
 from pinlater.errors import NoHealthyShards, PinLaterError, ShardConnectionFailed
-from pinlater.storage.redis_pool import tls_options
+from pinlater.kit.redisconn import tls_options
 from pinlater.thrift import DEFAULT_SERVER_PORT
 from pinlater.thrift.client import ThriftClient
 from workers.bus import BusNames, Subscriber

@@ -9,7 +9,6 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pinlater.backends.base import ShardBackend
 from pinlater.engine.caller import current as current_caller
 from pinlater.engine.reads import BodySearch, body_search, matching_records, priorities_of
 from pinlater.errors import InvalidRequest, PasswordInvalid, ShardConnectionFailed
@@ -17,6 +16,7 @@ from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.retry import RetryPolicy
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
+from pinlater.stores.base import ShardBackend
 from pinlater.validation import check_attempts, check_limit, check_timestamp
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ import logging
 import threading
 import time
 
-from pinlater.control.base import ControlStore
 from pinlater.errors import QueueNotFound, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, validate_queue_name
+from pinlater.stores.control import ControlStore
 
 log = logging.getLogger(__name__)
 

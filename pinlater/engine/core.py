@@ -15,10 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pinlater.backends import open_backend
-from pinlater.backends.base import ShardBackend
-from pinlater.control.base import ControlStore
-from pinlater.control.factory import open_control_store
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
 from pinlater.engine.ratelimit import RateLimiter
@@ -26,6 +22,9 @@ from pinlater.engine.shards import ShardSet
 from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.observe import tracing
 from pinlater.settings import Settings
+from pinlater.stores import open_backend, open_control_store
+from pinlater.stores.base import ShardBackend
+from pinlater.stores.control import ControlStore
 
 
 @dataclass(frozen=True, eq=False)

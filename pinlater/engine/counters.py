@@ -15,8 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Collection
 
-from pinlater.control.base import ControlStore
-from pinlater.control.counter_store import RETENTION_MINUTES
+from pinlater.stores.control import RETENTION_MINUTES, ControlStore
 
 log = logging.getLogger(__name__)
 

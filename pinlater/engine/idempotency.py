@@ -26,8 +26,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from pinlater.control.base import ControlStore
 from pinlater.errors import EnqueueRejected, InvalidRequest
+from pinlater.stores.control import ControlStore
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from pinlater.backends.base import ClaimedJob, Claims
 from pinlater.errors import PinLaterError
+from pinlater.stores.base import ClaimedJob, Claims
 
 B = TypeVar("B")
 

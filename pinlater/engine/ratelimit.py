@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 import math
 
-from pinlater.control.base import ControlStore
-from pinlater.control.memory_control import MemoryControlStore
 from pinlater.errors import DequeueRateLimited, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.control import ControlStore, TokenBuckets
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ class RateLimiter:
     def __init__(self, control: ControlStore, burst_s: float) -> None:
         self._control = control
         self._burst_s = burst_s
-        self._local = MemoryControlStore()
+        self._local = TokenBuckets()
 
     def burst(self, rate: float) -> float:
         # At least one whole token, or a slow queue could never be granted any.

@@ -27,7 +27,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pinlater.backends.base import JobRecord, ShardBackend, claim_source
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import continuation as cont
 from pinlater.engine.shards import ShardSet
@@ -36,6 +35,7 @@ from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings
 from pinlater.states import JobState
+from pinlater.stores.base import JobRecord, ShardBackend, claim_source
 from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 
 if TYPE_CHECKING:

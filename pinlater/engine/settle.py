@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pinlater.backends.base import AckItem, FailItem, ShardBackend
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
 from pinlater.models import Ack, AckResult, Checkpoint
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.base import AckItem, FailItem, ShardBackend
 from pinlater.validation import check_batch, check_claims, check_delay, check_priority, check_source, check_status
 
 E = TypeVar("E", Ack, Checkpoint)

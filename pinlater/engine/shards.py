@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from pinlater.backends.base import ShardBackend, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.errors import InvalidRequest, NoHealthyShards, PinLaterError, QueueDeleted, StorageError
 from pinlater.observe import tracing
 from pinlater.observe.seam import Seam
+from pinlater.stores.base import ShardBackend, ShardBusy, ShardUnavailable, ShardWriteRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

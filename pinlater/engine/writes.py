@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinlater.backends.base import EnqueueItem, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
 from pinlater.errors import EnqueueRejected, InvalidRequest, NoHealthyShards
 from pinlater.models import Job
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.base import EnqueueItem, ShardBusy, ShardUnavailable, ShardWriteRefused
 from pinlater.validation import check_batch, check_job, check_limit
 
 

@@ -1,6 +1,5 @@
-"""The one loader of named SQL blocks (the job service's
-``backends/sql/mysql.sql``, the dashboard's ``dashboards/sql/records.sql``),
-each file parsed once.
+"""The one loader of named SQL blocks (the MySQL store kind's ``sql/*.sql``,
+the app-data layer's and the bulk backfill's), each file parsed once.
 
 A block starts at a line ``-- name: NAME`` and runs to the next such line;
 blank and comment lines are dropped. ``sql()`` fills the placeholders the
@@ -135,7 +134,3 @@ def render(
 def named_blocks(package: str, resource: str) -> partial[str]:
     """``render`` bound to one file: ``blocks(name, table=...)``."""
     return partial(render, package, resource)
-
-
-# The job service's statements (shards and control store).
-sql = named_blocks("pinlater.backends", "sql/mysql.sql")

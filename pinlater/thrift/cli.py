@@ -19,10 +19,10 @@ import urllib.request
 from typing import Any
 
 from pinlater.kit.cli_output import print_result
+from pinlater.kit.urls import redact
 from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import MAX_SERVER_PROCESSES, Settings, parse_server_processes
-from pinlater.storage.urls import redact
 from pinlater.thrift import supervisor
 from pinlater.thrift.child import WorkerOptions
 from pinlater.thrift.security import Security, check_exposure

@@ -47,12 +47,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from pinlater.backends.base import EnqueueItem
 from pinlater.engine.groupcommit import GroupCommit
 from pinlater.engine.settle import PreparedAcks, Share, prepare_acks, settle_acks
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.models import Ack, AckResult, DequeuedJob, Job
 from pinlater.service import JobService
+from pinlater.stores.base import EnqueueItem
 from pinlater.validation import MAX_LIMIT, check_source
 
 V = TypeVar("V")

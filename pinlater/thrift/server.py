@@ -14,7 +14,7 @@ one shared listening socket; every limit below is then per process.
 
 Calls into the job service are capped separately (``max_concurrent_calls``,
 64 by default): each call holds a shard connection, a Redis shard's pool has
-256 (``pinlater.storage.redis_pool``; a call past them waits, then fails
+256 (``pinlater.stores.redis.pool``; a call past them waits, then fails
 as ShardBusy, load rather than an outage, so the shard stays in rotation),
 every MySQL connection is a server thread, and on a few cores more calls at
 once add latency, not throughput. A slow call holds one of the 64 slots,

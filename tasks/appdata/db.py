@@ -2,25 +2,21 @@
 server (not per shard: a server holds many shard databases, and every
 statement names its database).
 
-Why not the job service's ``pinlater.storage.mysql_pool``: tasks depend on
-the job service's public API only, and that pool is an internal of its MySQL
-backend; it is also built around one database per pool (created on demand,
-with the backend's own DDL hook) and raises PinLaterErrors, whose wire codes
-mean "a job shard is down", not "an app-data shard is down". What is kept
-from it: autocommit connections, an idle connection pinged before reuse,
-every idle connection dropped when the server turns out to be unreachable,
-and a statement retried after a deadlock or lock wait timeout (it was rolled
-back, so running it again is safe). Shared with it: the URL and its TLS
-files (``pinlater.storage.urls``, a module of plain functions), so a shard
-map URL reads exactly like a job shard's.
+Why not the job service's MySQL pool: that pool is an internal of its MySQL
+store kind, built around one database per pool (created on demand, with the
+store's own DDL hook), and raises PinLaterErrors, whose wire codes mean "a
+job shard is down", not "an app-data shard is down". Shared with it: the
+checkout (``pinlater.kit.dbpool``: an idle connection pinged before reuse,
+every idle connection dropped when the server turns out to be unreachable)
+and the URL with its TLS files (``pinlater.stores.mysql.public``), so a
+shard map URL reads exactly like a job shard's. Kept here: autocommit
+connections, and a statement retried after a deadlock or lock wait timeout
+(it was rolled back, so running it again is safe).
 """
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeAlias, TypeVar
@@ -29,8 +25,9 @@ import pymysql
 from pymysql.connections import Connection
 from pymysql.cursors import Cursor
 
+from pinlater.kit.dbpool import PoolCore, close_quietly
 from pinlater.observe.seam import app_call
-from pinlater.storage.urls import mysql_connect_options
+from pinlater.stores.mysql.public import mysql_connect_options
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable
 from tasks.appdata.shardmap import Server
 from tasks.appdata.sql import sql
@@ -41,7 +38,6 @@ Conn: TypeAlias = "Connection[Cursor]"
 UNREACHABLE = frozenset({1040, 1044, 1045, 1053, 1129, 1130, 1927, 2002, 2003, 2006, 2013, 2055})
 LOCK_CONFLICT = frozenset({1205, 1213})
 LOCK_RETRIES = 4
-IDLE_PING_S = 2.0
 
 
 def _errno(exc: BaseException) -> int | None:
@@ -68,12 +64,12 @@ class ServerPool:
     def __init__(self, server: Server, *, socket_timeout_s: float = 5.0, max_idle: int = 8) -> None:
         self.server = server
         self._timeout = socket_timeout_s
-        self._max_idle = max_idle
-        self._idle: queue.LifoQueue[tuple[Conn, int, float]] = queue.LifoQueue()
-        self._lock = threading.Lock()
-        self._generation = 0
         # Made once (a bad CA file is a ValueError here), shared by every connect.
         self._tls = server.tls.context() if server.tls is not None else None
+        self._core: PoolCore[Conn] = PoolCore(
+            self._open, ping=lambda conn: conn.ping(reconnect=False), open_failed=self._open_failed,
+            max_idle=max_idle,
+        )
 
     def run(self, work: Callable[[Cursor], T]) -> T:
         """``work`` with a cursor of one connection. Errors come out as
@@ -99,7 +95,7 @@ class ServerPool:
                 raise AppDataStorageError(f"{self.server}: {_describe(exc)}", _errno(exc)) from exc
 
     def _run_once(self, work: Callable[[Cursor], T]) -> T:
-        conn, generation = self._checkout()
+        conn, generation = self._core.checkout()
         reusable = False
         try:
             with conn.cursor() as cursor:
@@ -114,35 +110,16 @@ class ServerPool:
             raise
         finally:
             if reusable:
-                self._checkin(conn, generation)
+                self._core.checkin(conn, generation)
             else:
-                _close(conn)
+                close_quietly(conn)
 
-    def _checkout(self) -> tuple[Conn, int]:
-        while True:
-            try:
-                conn, generation, last_used = self._idle.get_nowait()
-            except queue.Empty:
-                break
-            if generation != self._generation:
-                _close(conn)
-                continue
-            if time.monotonic() - last_used < IDLE_PING_S:
-                return conn, generation
-            try:
-                conn.ping(reconnect=False)
-                return conn, generation
-            except Exception:  # noqa: BLE001 -- died while idle: open a new one instead
-                _close(conn)
-        generation = self._generation
-        try:
-            return self._open(), generation
-        except pymysql.MySQLError as exc:
+    def _open_failed(self, exc: Exception) -> Exception | None:
+        if isinstance(exc, pymysql.MySQLError):
             if _unreachable(exc):
-                raise AppDataUnavailable(f"{self.server}: {_describe(exc)}") from exc
-            raise  # the server answered: run() reports it as a storage error
-        except Exception as exc:  # not a MySQL server at all
-            raise AppDataUnavailable(f"{self.server}: not a MySQL server? ({_describe(exc)})") from exc
+                return AppDataUnavailable(f"{self.server}: {_describe(exc)}")
+            return None  # the server answered: run() reports it as a storage error
+        return AppDataUnavailable(f"{self.server}: not a MySQL server? ({_describe(exc)})")
 
     def _open(self) -> Conn:
         s = self.server
@@ -163,30 +140,12 @@ class ServerPool:
                 cursor.execute(sql("session_isolation"))
                 cursor.execute(sql("session_setup"))
         except BaseException:
-            _close(conn)
+            close_quietly(conn)
             raise
         return conn
 
-    def _checkin(self, conn: Conn, generation: int) -> None:
-        if generation == self._generation and self._idle.qsize() < self._max_idle:
-            self._idle.put((conn, generation, time.monotonic()))
-        else:
-            _close(conn)
-
     def flush(self) -> None:
         """Close every idle connection; ones in use are closed when returned."""
-        with self._lock:
-            self._generation += 1
-        while True:
-            try:
-                conn, _, _ = self._idle.get_nowait()
-            except queue.Empty:
-                return
-            _close(conn)
+        self._core.flush()
 
     close = flush
-
-
-def _close(conn: Conn) -> None:
-    with contextlib.suppress(Exception):
-        conn.close()

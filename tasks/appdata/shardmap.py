@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from pinlater.kit.tls import ClientTls
-from pinlater.storage.urls import MySQLUrl
+from pinlater.stores.mysql.public import MySQLUrl
 from tasks.appdata.errors import UnknownShard
 from tasks.appdata.ids import MAX_SHARD
 

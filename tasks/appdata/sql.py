@@ -1,4 +1,5 @@
-"""Named SQL blocks in ``.sql`` files, parsed once (the style of the job
+"""Named SQL blocks in ``.sql`` files, parsed once by the kit's parser
+(``pinlater.kit.sqlblocks``; the style of the job
 service's ``sql/mysql.sql``). ``sql`` is the app-data layer's own file,
 ``sql/appdata.sql``; other task packages load theirs with ``SqlFile``
 (the bulk backfill's ``tasks/backfill/sql/backfill.sql``).
@@ -16,27 +17,12 @@ from collections.abc import Callable, Collection
 from functools import cache, lru_cache
 from importlib import resources
 
+from pinlater.kit.sqlblocks import parse_blocks
 from tasks.appdata.tables import TABLE_NAMES
 
 _DATABASE = re.compile(r"[A-Za-z0-9_]{1,50}s[0-9]{5}")
-_NAME_LINE = re.compile(r"^--\s*name:\s*(\S+)\s*$")
 _LEFTOVER = re.compile(r"\{[a-z_]+\}")
 _COLUMNS = re.compile(r"\(([a-z_, ]+)\)\s*VALUES")
-
-
-def parse_blocks(text: str) -> dict[str, str]:
-    blocks: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        match = _NAME_LINE.match(line.strip())
-        if match:
-            name = match.group(1)
-            if name in blocks:
-                raise ValueError(f"duplicate SQL block {name!r}")
-            current = blocks[name] = []
-        elif current is not None and line.strip() and not line.lstrip().startswith("--"):
-            current.append(line.rstrip())
-    return {name: "\n".join(lines) for name, lines in blocks.items()}
 
 
 class SqlFile:

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from pinlater import Ack, Job, JobService
-from pinlater.control.counter_store import RETENTION_MINUTES
 from pinlater.engine.counters import EVENTS, current_minute, minute_series, recent_totals
+from pinlater.stores.control import RETENTION_MINUTES
 
 
 def test_counts_land_in_their_minute_oldest_first(cluster: JobService, queue_name: str) -> None:
@@ -57,7 +57,7 @@ def test_series_add_up_to_the_events_of_a_real_workload(cluster: JobService, que
 
 @pytest.mark.parametrize("minutes", [0, -1, RETENTION_MINUTES + 1])
 def test_a_window_the_store_does_not_keep_is_refused(minutes: int) -> None:
-    from pinlater.control.memory_control import MemoryControlStore
+    from pinlater.stores.memory.control import MemoryControlStore
 
     with pytest.raises(ValueError, match=f"minutes must be between 1 and {RETENTION_MINUTES}"):
         minute_series(MemoryControlStore(), minutes=minutes)

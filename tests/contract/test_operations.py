@@ -9,7 +9,6 @@ import threading
 import pytest
 
 from pinlater import CONTINUATION_END, Ack, Checkpoint, Job, JobService, JobState
-from pinlater.backends.base import EnqueueItem
 from pinlater.errors import (
     ContinuationInvalid,
     DequeueRateLimited,
@@ -22,6 +21,7 @@ from pinlater.errors import (
     QueueNameTooLong,
     QueueNotFound,
 )
+from pinlater.stores.base import EnqueueItem
 
 
 def test_lookup_leaves_unknown_descriptors_out(cluster: JobService, queue_name: str) -> None:

@@ -14,7 +14,7 @@ import redis
 
 from pinlater import Checkpoint
 from pinlater.errors import DequeueRateLimited
-from pinlater.storage.keys import CONTROL_QUEUES
+from pinlater.stores.redis.keys import CONTROL_QUEUES
 from tests.dashboards.support import (
     STATE_QUERIES,
     TOKEN,

@@ -20,10 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards.server import Dashboard
 from pinlater import JobService
-from pinlater.storage.keys import CONTROL_QUEUES
+from pinlater.stores.redis.keys import CONTROL_QUEUES
 from tests.dashboards.http import call, control
 from tests.dashboards.support import TOKEN, UNREADABLE, Cluster, plant_odd_queues, restore
-from tests.support.stores import MYSQL_DATABASES, settings_for
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
+from tests.support.stores import settings_for
 
 
 def strict_json(text: str) -> Any:

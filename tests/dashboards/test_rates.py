@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dashboards.rates import CHART_EVENTS, RateCharts
-from pinlater.control.memory_control import MemoryControlStore
 from pinlater.engine.counters import current_minute, minute_series
+from pinlater.stores.memory.control import MemoryControlStore
 from tests.dashboards.http import call
 from tests.dashboards.support import WORK, Cluster, clear_of_minute_end, run_known_work, wait_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from dashboards.audit import AuditEntry, AuditLog
 from dashboards.progress import KEEP_FINISHED_MS, STALE_MS, ProgressBoard
-from dashboards.records import open_records
+from pinlater.records import open_records
 from tests.dashboards.support import CONTROL_DB
 from tests.servers import REDIS_PORTS, WORKER_SUFFIX, mysql_url, redis_url
 

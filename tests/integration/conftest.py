@@ -3,7 +3,7 @@
 MySQL suites (test_mysql_*): ``database``, a throwaway database per module;
 ``backend``, a MySQL shard on it; ``queue``, a fresh 3-priority queue there.
 Redis suites (test_redis_*): ``raw``, a client of their Redis db, flushed
-before each test.
+before each test; ``be``, a Redis shard on it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.backends.mysql_backend import MySQLBackend
+from pinlater.stores.mysql.shard import MySQLBackend
+from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.mysql_support import throwaway_database
 from tests.integration.redis_support import URL, ensure_redis
 from tests.servers import mysql_url
@@ -50,3 +51,10 @@ def raw(redis_server: None) -> Iterator[redis.Redis[bytes]]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def be(raw: redis.Redis[bytes]) -> Iterator[RedisBackend]:
+    backend = RedisBackend.from_url("r9", URL, socket_timeout_s=5.0)
+    yield backend
+    backend.close()

@@ -17,7 +17,6 @@ import pymysql
 import pytest
 import redis
 
-from pinlater.backends import open_backend
 from pinlater.cli import main
 from pinlater.kit.sqlblocks import named_blocks
 from pinlater.models import Ack
@@ -25,8 +24,10 @@ from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
-from pinlater.storage.layout import Kind, LayoutError, Step
-from pinlater.storage.migrations import MYSQL_CONTROL, MYSQL_SHARD, REDIS_CONTROL, REDIS_SHARD, each_job_table
+from pinlater.stores import open_backend
+from pinlater.stores.layout import Kind, LayoutError, Step
+from pinlater.stores.mysql.layout import MYSQL_CONTROL, MYSQL_SHARD, each_job_table
+from pinlater.stores.redis.layout import REDIS_CONTROL, REDIS_SHARD
 from tests.integration.mysql_support import raw_connection, throwaway_database
 from tests.servers import REDIS_PORTS, ensure_services, mysql_url, redis_db, redis_url
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-import pinlater.backends.redis_upgrade as upgrade
-from pinlater.backends.redis_scripts import job_script_source
-from pinlater.backends.redis_upgrade import upgrade_to_v3
+import pinlater.stores.redis.upgrade as upgrade
 from pinlater.cli import main
 from pinlater.models import Ack, JobInfo
 from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
-from pinlater.storage.layout import LayoutError
-from pinlater.storage.migrations import REDIS_SHARD
+from pinlater.stores.layout import LayoutError
+from pinlater.stores.redis.layout import REDIS_SHARD
+from pinlater.stores.redis.scripts import job_script_source
+from pinlater.stores.redis.upgrade import upgrade_to_v3
 from tests.servers import REDIS_PORTS, ensure_services, redis_db, redis_url
 
 P, R, S, F = JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED

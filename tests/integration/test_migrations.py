@@ -27,7 +27,8 @@ from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
-from pinlater.storage.migrations import MYSQL_CONTROL, MYSQL_SHARD, migrate
+from pinlater.stores.migrations import migrate
+from pinlater.stores.mysql.layout import MYSQL_CONTROL, MYSQL_SHARD
 from tests.integration.mysql_support import raw_connection
 from tests.servers import mysql_url
 

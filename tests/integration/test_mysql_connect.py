@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pinlater.backends.mysql_backend import MySQLBackend
 from pinlater.states import JobState
+from pinlater.stores.mysql.shard import MySQLBackend
 from tasks.appdata.db import ServerPool
 from tasks.appdata.shardmap import Server
 from tests.servers import mysql_url

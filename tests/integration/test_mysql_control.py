@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pinlater.control.base import ControlStore
-from pinlater.control.mysql_control import MySQLControlStore
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.control import ControlStore
+from pinlater.stores.mysql.control import MySQLControlStore
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
 

@@ -10,13 +10,13 @@ import uuid
 import pymysql
 import pytest
 
-from pinlater.backends.base import EnqueueItem, ShardUnavailable
-from pinlater.backends.mysql_backend import MySQLBackend
-from pinlater.control.mysql_control import MySQLControlStore
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from pinlater.storage.mysql_pool import Session
+from pinlater.stores.base import EnqueueItem, ShardUnavailable
+from pinlater.stores.mysql.control import MySQLControlStore
+from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.shard import MySQLBackend
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.control.redis_control import RedisControlStore
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.redis.control import RedisControlStore
 from tests.integration.redis_support import URL
 
 # -- control store --------------------------------------------------------------------

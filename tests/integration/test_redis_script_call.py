@@ -1,4 +1,4 @@
-"""``pinlater.storage.scripts.call``, the direct EVALSHA every Redis job
+"""``pinlater.stores.redis.loader.call``, the direct EVALSHA every Redis job
 transition goes through, against real Redis servers: replies decoded as
 redis-py's ``Script`` decodes them, a lost script cache, error replies, and
 connections that fail mid-call (on a redis-server of the test's own, so it
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from pinlater.backends.base import ShardUnavailable
-from pinlater.backends.redis_backend import RedisBackend
-from pinlater.storage import scripts
-from pinlater.storage.errors import redis_guard
-from pinlater.storage.redis_pool import MAX_CONNECTIONS, is_pool_exhausted, is_unusable, open_redis
+from pinlater.stores.base import ShardUnavailable
+from pinlater.stores.redis import loader
+from pinlater.stores.redis.errors import redis_guard
+from pinlater.stores.redis.pool import MAX_CONNECTIONS, is_pool_exhausted, is_unusable, open_redis
+from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.redis_support import URL, wait_for_ping
 
 # Busy for ARGV[1] ms of the server's clock (TIME is not frozen inside a
@@ -126,16 +126,16 @@ def test_reply_is_what_redis_py_returns(client: redis.Redis[bytes], text: str) -
     script = client.register_script(text)
     keys, args = ["k\u00e9"], [b"\x00\xffbin", "two", 7]
     before = available(client)
-    assert scripts.call(client, script, keys, args) == script(keys=keys, args=args, client=client)
+    assert loader.call(client, script, keys, args) == script(keys=keys, args=args, client=client)
     assert available(client) == before
 
 
 def test_lost_script_cache_loads_the_script_and_runs_it_once(client: redis.Redis[bytes]) -> None:
     script = client.register_script("return redis.call('INCR', KEYS[1])")
-    assert scripts.call(client, script, ["n"], []) == 1
+    assert loader.call(client, script, ["n"], []) == 1
     client.script_flush()
-    assert scripts.call(client, script, ["n"], []) == 2  # ran once, after the load
-    assert scripts.call(client, script, ["n"], []) == 3
+    assert loader.call(client, script, ["n"], []) == 2  # ran once, after the load
+    assert loader.call(client, script, ["n"], []) == 3
     assert available(client) == MAX_CONNECTIONS
 
 
@@ -143,15 +143,15 @@ def test_error_reply_raises_and_keeps_the_connection(client: redis.Redis[bytes])
     be = RedisBackend("r9", client)
     conn_id = client.client_id()
     with pytest.raises(redis.ResponseError, match="bad group"):
-        scripts.call(client, be._scripts["ack_succeeded"], ["a", "b", "c"], [10, '[[2, 1, "w", ""]]'])
+        loader.call(client, be._scripts["ack_succeeded"], ["a", "b", "c"], [10, '[[2, 1, "w", ""]]'])
     with pytest.raises(redis.ResponseError, match="boom"):
-        scripts.call(client, client.register_script("error('boom')"), [], [])
+        loader.call(client, client.register_script("error('boom')"), [], [])
     client.set("s", "x")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        scripts.call(client, client.register_script("return redis.call('LPUSH', KEYS[1], 1)"), ["s"], [])
+        loader.call(client, client.register_script("return redis.call('LPUSH', KEYS[1], 1)"), ["s"], [])
     assert available(client) == MAX_CONNECTIONS
     assert client.client_id() == conn_id  # the same connection, still in use
-    assert scripts.call(client, client.register_script(ECHO), ["k"], ["v"]) == [b"k", b"v"]
+    assert loader.call(client, client.register_script(ECHO), ["k"], ["v"]) == [b"k", b"v"]
 
 
 def test_full_pool_raises_what_redis_py_raises(raw: redis.Redis[bytes]) -> None:
@@ -161,14 +161,14 @@ def test_full_pool_raises_what_redis_py_raises(raw: redis.Redis[bytes]) -> None:
     held = client.connection_pool.get_connection()
     try:
         with pytest.raises(redis.ConnectionError) as direct:
-            scripts.call(client, script, ["k"], ["v"])
+            loader.call(client, script, ["k"], ["v"])
         with pytest.raises(redis.ConnectionError) as via_redis_py:
             script(keys=["k"], args=["v"], client=client)
         assert is_pool_exhausted(direct.value)
         assert str(direct.value) == str(via_redis_py.value)
     finally:
         pool.release(held)
-    assert scripts.call(client, script, ["k"], ["v"]) == [b"k", b"v"]
+    assert loader.call(client, script, ["k"], ["v"]) == [b"k", b"v"]
     pool.disconnect()
 
 
@@ -179,7 +179,7 @@ def test_exception_before_the_reply_is_read_drops_the_connection(
     client: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     echo = client.register_script(ECHO)
-    scripts.call(client, echo, ["k"], ["first"])
+    loader.call(client, echo, ["k"], ["first"])
     conn = only_connection(client)
 
     def interrupted(*args: object, **kwargs: object) -> object:
@@ -187,32 +187,32 @@ def test_exception_before_the_reply_is_read_drops_the_connection(
 
     monkeypatch.setattr(conn, "read_response", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        scripts.call(client, echo, ["k"], ["lost"])
+        loader.call(client, echo, ["k"], ["lost"])
     monkeypatch.undo()
     assert not is_open(conn)  # its unread reply must not answer the next call
     assert available(client) == MAX_CONNECTIONS
-    assert scripts.call(client, echo, ["k"], ["next"]) == [b"k", b"next"]
+    assert loader.call(client, echo, ["k"], ["next"]) == [b"k", b"next"]
 
 
 def test_timeout_mid_call_drops_the_connection(own: OwnRedis) -> None:
     client = open_redis(own.url, 0.1)
     slow, echo = client.register_script(SLOW), client.register_script(ECHO)
-    scripts.call(client, echo, ["k"], ["warm"])
+    loader.call(client, echo, ["k"], ["warm"])
     conn = only_connection(client)
     with pytest.raises(redis.TimeoutError) as err:
-        scripts.call(client, slow, [], [400])
+        loader.call(client, slow, [], [400])
     assert is_unusable(err.value)
     assert not is_open(conn)  # the late reply cannot reach another call
     assert available(client) == MAX_CONNECTIONS
     wait_until_idle(own.url)
-    assert scripts.call(client, echo, ["k"], ["next"]) == [b"k", b"next"]
+    assert loader.call(client, echo, ["k"], ["next"]) == [b"k", b"next"]
     client.connection_pool.disconnect()
 
 
 def test_server_lost_mid_call_then_back(own: OwnRedis) -> None:
     client = open_redis(own.url, 5.0)
     slow, echo = client.register_script(SLOW), client.register_script(ECHO)
-    scripts.call(client, echo, ["k"], ["warm"])
+    loader.call(client, echo, ["k"], ["warm"])
     conn = only_connection(client)
     killer = threading.Timer(0.1, own.kill)
     killer.start()
@@ -222,16 +222,16 @@ def test_server_lost_mid_call_then_back(own: OwnRedis) -> None:
             pytest.raises(ShardUnavailable, match="redis shard own unavailable") as err,
             redis_guard("redis shard own", ShardUnavailable),
         ):
-            scripts.call(client, slow, [], [2000])
+            loader.call(client, slow, [], [2000])
     finally:
         killer.join()
     assert isinstance(err.value.__cause__, redis.ConnectionError)
     assert not is_open(conn)
     assert available(client) == MAX_CONNECTIONS
     with pytest.raises(redis.ConnectionError):  # still down: from the pool's connect
-        scripts.call(client, echo, ["k"], ["down"])
+        loader.call(client, echo, ["k"], ["down"])
     assert available(client) == MAX_CONNECTIONS
     own.start()  # a new server on the same port, with an empty script cache
-    assert scripts.call(client, echo, ["k"], ["back"]) == [b"k", b"back"]
+    assert loader.call(client, echo, ["k"], ["back"]) == [b"k", b"back"]
     assert available(client) == MAX_CONNECTIONS
     client.connection_pool.disconnect()

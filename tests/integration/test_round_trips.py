@@ -16,10 +16,11 @@ import pytest
 import redis
 
 from pinlater import Ack, Job, JobService
-from pinlater.backends.redis_backend import RedisBackend
-from pinlater.backends.redis_scripts import JOB_SCRIPTS, job_script_source
 from pinlater.retry import RetryPolicy
-from tests.support.stores import MYSQL_DATABASES, settings_for
+from pinlater.stores.redis.scripts import JOB_SCRIPTS, job_script_source
+from pinlater.stores.redis.shard import RedisBackend
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
+from tests.support.stores import settings_for
 
 # Counts each shard's calls: beside other tests' load a call took an extra
 # trip (3 where 2 are made alone), so it runs alone.

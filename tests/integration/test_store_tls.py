@@ -26,16 +26,16 @@ import pytest
 
 from dashboards.server import Dashboard
 from pinlater import Job
-from pinlater.backends import open_backend
-from pinlater.backends.base import ShardUnavailable
 from pinlater.errors import ShardConnectionFailed
 from pinlater.kit.devcerts import DevCA
 from pinlater.kit.tls import ClientTls
 from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import ShardSpec, hash_secret, parse_shards
-from pinlater.storage.mysql_pool import ConnectionPool, MySQLAddress, Session
-from pinlater.storage.redis_pool import open_redis
+from pinlater.stores import open_backend
+from pinlater.stores.base import ShardUnavailable
+from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session
+from pinlater.stores.redis.pool import open_redis
 from tasks.appdata.db import ServerPool
 from tasks.appdata.shardmap import Server
 from tests.servers import (
@@ -51,7 +51,8 @@ from tests.servers import (
     redis_db,
     redis_tls_url,
 )
-from tests.support.stores import MYSQL_TLS_DATABASES, settings_for
+from tests.support.kinds.mysql import TLS_DATABASES as MYSQL_TLS_DATABASES
+from tests.support.stores import settings_for
 
 SHARD_DB, CONTROL_DB = redis_db(7), redis_db(8)
 WRONG_PASSWORD = "wrong-pw-7d1f"

@@ -30,15 +30,15 @@ import redis
 
 from dashboards.server import Dashboard
 from pinlater import Ack, Job, JobState
-from pinlater.backends.base import ShardBackend, ShardBusy, ShardWriteRefused
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.shards import REFUSES_WRITES
 from pinlater.errors import AckNotApplied, StorageError
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret, parse_shards
-from pinlater.storage.errors import redis_guard
-from pinlater.storage.mysql_pool import MySQLWriteRefused, storage_error
+from pinlater.stores.base import ShardBackend, ShardBusy, ShardWriteRefused
+from pinlater.stores.mysql.errors import MySQLWriteRefused, storage_error
+from pinlater.stores.redis.errors import redis_guard
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
 from tests.dashboards.http import call

@@ -1,81 +1,79 @@
 """The job service's stores for tests (a pytest plugin of the root conftest).
 
-``cluster`` builds a JobService over one of five setups: memory, Redis, MySQL,
-and two-shard Redis and MySQL; a directory or module may add the two TLS
-setups (``TLS_SETUPS``: Redis and MySQL over TLS with passwords) through
-``setup_fixture``, as the contract suite does. Every test gets fresh queue
-names, so tests never see each other's jobs. ``servers`` starts Redis and MariaDB only (the TLS ones
-too): the job service's tests need no JVM.
+``cluster`` builds a JobService over one of the setups every registered
+store kind supplies (``pinlater.stores``): each kind's test module
+(``tests/support/kinds/<name>``, or the one its ``StoreKind.testing``
+names) maps setup names to a ``Setup``. The setups over TLS with passwords
+(``TLS_SETUPS``) are not in ``SETUPS``: a directory or module adds them
+through ``setup_fixture``, as the contract suite does. Every test gets fresh
+queue names, so tests never see each other's jobs. ``servers`` starts Redis
+and MariaDB only (the TLS ones too): the job service's tests need no JVM.
+
+``PINLATER_TEST_KINDS`` (kind names, comma-separated) keeps only those
+kinds' setups: how a new kind runs the contract suite on its own.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
 
-import pymysql
 import pytest
 
-from pinlater.kit.tls import ClientTls
 from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
-from tests.servers import (
-    MYSQL_TLS_PASSWORD,
-    MYSQL_TLS_PORT,
-    MYSQL_TLS_USER,
-    REDIS_CONTROL_DB,
-    REDIS_PORTS,
-    REDIS_SHARD_DB,
-    STORE_CA,
-    PrivateRedis,
-    ensure_services,
-    mysql_tls_url,
-    mysql_url,
-    redis_tls_url,
-    redis_url,
-)
+from pinlater.stores import StoreKind, kinds
+from tests.servers import PrivateRedis, ensure_services
 
-SETUPS = ["memory", "redis", "mysql", "redis_sharded", "mysql_sharded"]
-# The stores over TLS with passwords (scripts/services' TLS Redis and
-# MariaDB): a shard and the control store on each. Redis presents a client
-# certificate too. Not in SETUPS: the contract suite runs them
-# (tests/contract/conftest.py, through ``setup_fixture``).
-TLS_SETUPS = ["redis_tls", "mysql_tls"]
-# Every test uses fresh queue names, so sessions share Redis without stepping
-# on each other; MySQL databases are per session and dropped at its end.
+# Every test uses fresh queue names, so sessions share servers without
+# stepping on each other; a kind's databases may be per session, dropped at
+# its end (its test module's ``cleanup``).
 SESSION = uuid.uuid4().hex[:8]
-MYSQL_DATABASES = {name: f"pinlater_test_{SESSION}_{name}" for name in ("d1", "d2", "ctl", "kombu_d1", "kombu_ctl")}
-MYSQL_TLS_DATABASES = {name: f"pinlater_test_{SESSION}_tls_{name}" for name in ("d1", "ctl")}
-SERVER_SETUPS = ["redis", "mysql", "redis_sharded", "mysql_sharded"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One way to run the job service on a kind: ``shards()`` is the
+    PINLATER_SHARDS text, ``control()`` the control store's URL (called per
+    test: a kind may hand out a fresh store each time). ``servers``: needs
+    the local servers; ``tls``: over TLS with passwords (``TLS_SETUPS``)."""
+
+    shards: Callable[[], str]
+    control: Callable[[], str]
+    servers: bool = True
+    tls: bool = False
+
+
+def kind_tests(kind: StoreKind) -> ModuleType:
+    """The test module of ``kind``."""
+    return importlib.import_module(kind.testing or f"tests.support.kinds.{kind.name}")
+
+
+def selected_kinds() -> list[StoreKind]:
+    wanted = [name.strip() for name in os.environ.get("PINLATER_TEST_KINDS", "").split(",") if name.strip()]
+    found = [kind for kind in kinds() if not wanted or kind.name in wanted]
+    missing = set(wanted) - {kind.name for kind in found}
+    if missing:
+        raise ValueError(f"PINLATER_TEST_KINDS names no registered store kind: {sorted(missing)}")
+    return found
+
+
+ALL_SETUPS: dict[str, Setup] = {
+    name: setup for kind in selected_kinds() for name, setup in kind_tests(kind).SETUPS.items()
+}
+SETUPS = [name for name, setup in ALL_SETUPS.items() if not setup.tls]
+TLS_SETUPS = [name for name, setup in ALL_SETUPS.items() if setup.tls]
 
 
 def settings_for(setup: str, **overrides: object) -> Settings:
-    if setup == "memory":
-        shards, control = "m1=memory://", f"memory://{uuid.uuid4().hex}"
-    elif setup == "redis":
-        shards = f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)}"
-        control = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
-    elif setup == "redis_sharded":
-        shards = ",".join(
-            f"r{i + 1}={redis_url(port, REDIS_SHARD_DB)}" for i, port in enumerate(REDIS_PORTS)
-        )
-        control = redis_url(REDIS_PORTS[0], REDIS_CONTROL_DB)
-    elif setup == "mysql":
-        shards, control = f"d1={mysql_url(MYSQL_DATABASES['d1'])}", mysql_url(MYSQL_DATABASES["ctl"])
-    elif setup == "mysql_sharded":
-        shards = f"d1={mysql_url(MYSQL_DATABASES['d1'])},d2={mysql_url(MYSQL_DATABASES['d2'])}"
-        control = mysql_url(MYSQL_DATABASES["ctl"])
-    elif setup == "redis_tls":
-        shards = f"r1={redis_tls_url(REDIS_SHARD_DB, client_cert=True)}"
-        control = redis_tls_url(REDIS_CONTROL_DB, client_cert=True)
-    elif setup == "mysql_tls":
-        shards = f"d1={mysql_tls_url(MYSQL_TLS_DATABASES['d1'])}"
-        control = mysql_tls_url(MYSQL_TLS_DATABASES["ctl"])
-    else:
-        raise ValueError(setup)
+    chosen = ALL_SETUPS[setup]
     fields: dict[str, object] = {
-        "shards": parse_shards(shards),
-        "control_url": control,
+        "shards": parse_shards(chosen.shards()),
+        "control_url": chosen.control(),
         "max_body_bytes": 64 * 1024,
         "admin_secret_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b",  # "secret"
         "health_probe_interval_s": 0.2,
@@ -88,17 +86,10 @@ def settings_for(setup: str, **overrides: object) -> Settings:
 def servers() -> Iterator[None]:
     ensure_services(hbase=False)
     yield
-    conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater")
-    with conn.cursor() as cur:
-        for database in MYSQL_DATABASES.values():
-            cur.execute(f"DROP DATABASE IF EXISTS {database}")
-    conn.close()
-    conn = pymysql.connect(host="127.0.0.1", port=MYSQL_TLS_PORT, user=MYSQL_TLS_USER, password=MYSQL_TLS_PASSWORD,
-                           ssl=ClientTls(str(STORE_CA)).context())
-    with conn.cursor() as cur:
-        for database in MYSQL_TLS_DATABASES.values():
-            cur.execute(f"DROP DATABASE IF EXISTS {database}")
-    conn.close()
+    for kind in kinds():
+        cleanup = getattr(kind_tests(kind), "cleanup", None)
+        if cleanup is not None:
+            cleanup()
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +112,7 @@ def setup_fixture(setups: list[str]) -> Callable[[pytest.FixtureRequest], str]:
 
     @pytest.fixture(params=setups)
     def setup(request: pytest.FixtureRequest) -> str:
-        if request.param != "memory":
+        if ALL_SETUPS[request.param].servers:
             request.getfixturevalue("servers")
         return str(request.param)
 

@@ -19,8 +19,8 @@ from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, mysql_url, redis_url
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
 from tests.support.server_process import ServerProcess, server_env
-from tests.support.stores import MYSQL_DATABASES
 from tests.thrift.conftest import make_service
 
 HOSTILE = "(a+)+$"

@@ -20,8 +20,8 @@ import pytest
 from pinlater import Ack, Job, JobService
 from pinlater.settings import Settings
 from tests.servers import mysql_url
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
 from tests.support.server_process import ServerProcess, cli, server_env
-from tests.support.stores import MYSQL_DATABASES
 
 # Server processes started and stopped, ten seconds a test: started early, so
 # no process is left with them at the end.

@@ -17,21 +17,20 @@ OUTSIDE = ("workers", "tasks", "dashboards", "bench", "scripts")
 FACE = {
     f"pinlater.{name}" for name in (
         "client_api", "models", "errors", "retry", "queue_config", "descriptor", "states", "limits", "validation",
-        "settings", "service", "operators", "demo", "cli", "cli_commands", "migrate",
+        "settings", "service", "operators", "demo", "cli", "cli_commands", "migrate", "records",
     )
 } | {"pinlater", "pinlater.thrift", "pinlater.thrift.client"}
 PUBLIC_PACKAGES = ("pinlater.kit", "pinlater.observe")
-# For now only: the store modules are moving into one folder per store kind,
-# whose registry or control store will offer what these files take from them
-# (the dashboard's records, URL redaction, the app data's MySQL URLs, a Redis
-# URL's TLS options). Drop an entry once its file no longer needs it.
-STORES_FOR_NOW = ("pinlater.storage", "pinlater.stores")
-STORE_IMPORTERS_FOR_NOW = {
-    "dashboards/records.py", "dashboards/api.py", "tasks/appdata/db.py", "tasks/appdata/shardmap.py",
-    "workers/transport.py",
+# The app data is a MySQL client of its own, beside the job service's
+# shards: it reads mysql:// URLs as the mysql store kind does, through the
+# one module that kind publishes for it.
+APP_DATA_MYSQL = {
+    ("tasks/appdata/db.py", "pinlater.stores.mysql.public"),
+    ("tasks/appdata/shardmap.py", "pinlater.stores.mysql.public"),
 }
-# Measures the server's framing itself, as no client could.
+# Measure the server's framing and the store-call seam themselves, as no client could.
 BENCHES_OF_INTERNALS = {
+    ("bench/seam.py", "pinlater.engine.shards"),
     ("bench/echo_server.py", "pinlater.thrift.framing"),
     ("bench/echo_server.py", "pinlater.thrift.walk"),
 }
@@ -44,9 +43,7 @@ def _within(module: str, packages: tuple[str, ...]) -> bool:
 def allowed(path: str, module: str) -> bool:
     if module in FACE or _within(module, PUBLIC_PACKAGES):
         return True
-    if path in STORE_IMPORTERS_FOR_NOW and _within(module, STORES_FOR_NOW):
-        return True
-    return (path, module) in BENCHES_OF_INTERNALS
+    return (path, module) in BENCHES_OF_INTERNALS | APP_DATA_MYSQL
 
 
 def internal_imports(root: Path, packages: tuple[str, ...]) -> set[str]:
@@ -68,12 +65,12 @@ def test_outside_packages_import_only_the_core_s_faces() -> None:
     ("line", "internal"),
     [
         ("from pinlater.engine.shards import ShardHealth", True),
-        ("import pinlater.backends.redis_backend", True),
+        ("import pinlater.stores.redis.shard", True),
         ("from pinlater.thrift.server import serve", True),
         ("from pinlater.operators import Monitor", False),
         ("from pinlater.thrift.client import ThriftClient", False),
         ("from pinlater.kit.cli_output import one_line", False),
-        ("from pinlater.storage.urls import redact", True),
+        ("from pinlater.stores.mysql.public import MySQLUrl", True),
         ("from pinlater import connect", False),
     ],
 )

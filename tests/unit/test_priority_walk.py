@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from pinlater.backends.base import Claims, EnqueueItem, ShardUnavailable
-from pinlater.backends.memory_backend import MemoryBackend
 from pinlater.engine.priority_walk import walk_priorities
 from pinlater.states import JobState
+from pinlater.stores.base import Claims, EnqueueItem, ShardUnavailable
+from pinlater.stores.memory.shard import MemoryBackend
 
 Q = "q"
 

@@ -15,7 +15,13 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from pinlater import Ack, Job, JobState
-from pinlater.backends.base import (
+from pinlater.descriptor import JobDescriptor
+from pinlater.engine.core import Core
+from pinlater.engine.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
+from pinlater.errors import AckNotApplied, NoHealthyShards, PinLaterError, StorageError
+from pinlater.service import JobService
+from pinlater.settings import Settings
+from pinlater.stores.base import (
     AckItem,
     Claims,
     EnqueueItem,
@@ -25,15 +31,9 @@ from pinlater.backends.base import (
     ShardUnavailable,
     ShardWriteRefused,
 )
-from pinlater.backends.memory_backend import MemoryBackend
-from pinlater.control.memory_control import MemoryControlStore
-from pinlater.descriptor import JobDescriptor
-from pinlater.engine.core import Core
-from pinlater.engine.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
-from pinlater.errors import AckNotApplied, NoHealthyShards, PinLaterError, StorageError
-from pinlater.service import JobService
-from pinlater.settings import Settings
-from pinlater.storage.mysql_pool import MySQLStorageError
+from pinlater.stores.memory.control import MemoryControlStore
+from pinlater.stores.memory.shard import MemoryBackend
+from pinlater.stores.mysql.errors import MySQLStorageError
 
 Q = "q"
 # Rate limits: 0.001 jobs/s with a bucket of 10 tokens, which refills by

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from pinlater.control.memory_control import MemoryControlStore
 from pinlater.descriptor import JobDescriptor, descriptor_prefix
 from pinlater.engine import continuation as cont
 from pinlater.engine.config_cache import QueueConfigCache
@@ -21,6 +20,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy, backoff_delay_ms
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
+from pinlater.stores.memory.control import MemoryControlStore
 
 
 def test_default_policy_is_ten_retries_five_linear_then_exponential() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pinlater.backends.base import CUSTOM_STATUS_MAX
 from pinlater.limits import FRAME_BODIES, MAX_READ_BYTES, MAX_TIMESTAMP_MS
 from pinlater.models import JobInfo
 from pinlater.settings import SettingError, Settings
 from pinlater.states import JobState
+from pinlater.stores.base import CUSTOM_STATUS_MAX
 from pinlater.thrift import STRUCTS
 from pinlater.thrift.convert import info_to_wire
 from pinlater.thrift.framing import REPLY, encode_message

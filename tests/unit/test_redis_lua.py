@@ -4,7 +4,7 @@ fakeredis runs the real .lua files, including ``redis.call('TIME')``, so the
 transition logic, argument validation, status caps, scan cursors and the
 token bucket are all exercised here. What fakeredis cannot show (EVALSHA
 against a real script cache, connection failures, real concurrency) is in
-tests/integration/test_redis_backend.py.
+tests/integration/test_redis_backend*.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import fakeredis
 import pytest
 import redis
 
-from pinlater.backends.base import (
+from pinlater.errors import StorageError
+from pinlater.states import JobState
+from pinlater.stores.base import (
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
@@ -21,13 +23,11 @@ from pinlater.backends.base import (
     FailItem,
     ShardBackend,
 )
-from pinlater.backends.redis_backend import RedisBackend
-from pinlater.backends.redis_scripts import JOB_SCRIPTS, job_script_source
-from pinlater.control.base import ControlStore
-from pinlater.control.redis_control import RedisControlStore
-from pinlater.errors import StorageError
-from pinlater.states import JobState
-from pinlater.storage import keys
+from pinlater.stores.control import ControlStore
+from pinlater.stores.redis import keys
+from pinlater.stores.redis.control import RedisControlStore
+from pinlater.stores.redis.scripts import JOB_SCRIPTS, job_script_source
+from pinlater.stores.redis.shard import RedisBackend
 
 Q = "q"
 HOUR = 3_600_000
@@ -54,16 +54,16 @@ def test_is_a_shard_backend_and_control_store(be: RedisBackend, client: fakeredi
 
 
 def test_every_script_starts_with_its_header() -> None:
-    from pinlater.storage.scripts import lua_source
+    from pinlater.stores.redis.loader import lua_source
 
     for name in [*JOB_SCRIPTS, "_prelude"]:
-        first = lua_source("pinlater.backends", name).splitlines()[0]
+        first = lua_source("pinlater.stores.redis", name).splitlines()[0]
         assert first.startswith(f"-- {name}"), name
         if name != "_prelude":
-            header = lua_source("pinlater.backends", name).split("\nlocal ", 1)[0]
+            header = lua_source("pinlater.stores.redis", name).split("\nlocal ", 1)[0]
             assert "KEYS[" in header and "ARGV[" in header, name
     for name in ("rate_acquire", "rate_release"):
-        assert lua_source("pinlater.control", name).startswith(f"-- {name}")
+        assert lua_source("pinlater.stores.redis", name).startswith(f"-- {name}")
     assert "local function now_ms" in job_script_source("dequeue")
 
 
@@ -223,7 +223,7 @@ def test_scan_and_count_split_pending_by_now(be: RedisBackend) -> None:
 def test_delete_queue_in_small_steps(
     be: RedisBackend, client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pinlater.backends.redis_backend as mod
+    import pinlater.stores.redis.shard as mod
 
     monkeypatch.setattr(mod, "DELETE_QUEUE_BATCH", 3)
     be.create_queue(Q, 2)

@@ -7,14 +7,15 @@ import logging
 import pytest
 import redis
 
-from pinlater.backends.base import ShardBusy, ShardUnavailable
-from pinlater.backends.mysql_backend import _dequeue_args, _dequeue_text
 from pinlater.errors import StorageError
-from pinlater.kit.sqlblocks import named_blocks, sql
-from pinlater.storage import keys
-from pinlater.storage.errors import redis_guard
-from pinlater.storage.layout import Kind, LayoutError, Step, accept
-from pinlater.storage.scripts import checked_source, used_prelude
+from pinlater.kit.sqlblocks import named_blocks
+from pinlater.stores.base import ShardBusy, ShardUnavailable
+from pinlater.stores.layout import Kind, LayoutError, Step, accept
+from pinlater.stores.mysql.claims import _dequeue_args, _dequeue_text
+from pinlater.stores.mysql.statements import sql
+from pinlater.stores.redis import keys
+from pinlater.stores.redis.errors import redis_guard
+from pinlater.stores.redis.loader import checked_source, used_prelude
 
 
 def _noop(_target: object) -> None:
@@ -22,14 +23,14 @@ def _noop(_target: object) -> None:
 
 
 def test_a_script_without_its_keys_and_argv_header_is_not_loaded() -> None:
-    assert checked_source("pinlater.storage", "layout").startswith("-- layout")
-    assert "local function now_ms" in checked_source("pinlater.backends", "dequeue", prelude="_prelude")
+    assert checked_source("pinlater.stores.redis", "layout").startswith("-- layout")
+    assert "local function now_ms" in checked_source("pinlater.stores.redis", "dequeue", prelude="_prelude")
     with pytest.raises(ValueError, match=r"_prelude\.lua lacks its '-- _prelude' line or KEYS/ARGV header"):
-        checked_source("pinlater.backends", "_prelude")
+        checked_source("pinlater.stores.redis", "_prelude")
 
 
-def test_the_dashboard_sql_loads_with_the_same_loader() -> None:
-    records = named_blocks("dashboards", "sql/records.sql")
+def test_the_records_sql_loads_with_the_same_loader() -> None:
+    records = named_blocks("pinlater.stores.mysql", "sql/records.sql")
     assert records("pld_recent") == "SELECT doc FROM pld_log WHERE log = %s ORDER BY id DESC LIMIT %s"
     assert records("pld_create_log").startswith("CREATE TABLE IF NOT EXISTS pld_log (")
     with pytest.raises(KeyError):
@@ -83,7 +84,7 @@ def test_layout_rules(caplog: pytest.LogCaptureFixture) -> None:
         accept(kind, 5, "store a")
     with pytest.raises(LayoutError, match=r"^store a has storage layout 2, this PinLater needs 4: run `pinlater"):
         accept(kind, 2, "store a")
-    with caplog.at_level(logging.WARNING, logger="pinlater.storage.layout"):
+    with caplog.at_level(logging.WARNING, logger="pinlater.stores.layout"):
         accept(kind, 3, "store b")
         accept(kind, 3, "store b")
     assert [r.getMessage() for r in caplog.records] == [
@@ -103,7 +104,7 @@ def test_a_script_gets_only_the_prelude_it_uses() -> None:
     assert used_prelude(prelude, "return b()") == "local function a()\nend\n\nlocal function b()\n  a()\nend"
     assert used_prelude(prelude, "return d") == "local c, d\nif x then\n  c = 1\nend"
     assert used_prelude(prelude, "return 1") == ""
-    count = checked_source("pinlater.backends", "count", prelude="_prelude")
+    count = checked_source("pinlater.stores.redis", "count", prelude="_prelude")
     assert "local function now_ms" in count and "local function read_job" not in count
 
 

@@ -13,11 +13,13 @@ import pytest
 
 from pinlater import cli
 from pinlater.kit.devcerts import DevCA
+from pinlater.kit.redisconn import redis_tls
 from pinlater.kit.tls import ClientTls
+from pinlater.kit.urls import redact
 from pinlater.settings import Settings
-from pinlater.storage.mysql_pool import MySQLAddress
-from pinlater.storage.redis_pool import open_redis
-from pinlater.storage.urls import MySQLUrl, mysql_connect_options, redact, redis_tls
+from pinlater.stores.mysql.pool import MySQLAddress
+from pinlater.stores.mysql.url import MySQLUrl, mysql_connect_options
+from pinlater.stores.redis.pool import open_redis
 from tasks.appdata.shardmap import Server, ShardMap
 
 SECRET = "s3cr%2Ft-pw"  # %2F: a quoted "/" must not confuse the redaction

@@ -20,7 +20,7 @@ import fakeredis
 import pytest
 import redis
 
-from pinlater.storage import scripts
+from pinlater.stores.redis import loader
 
 CHECKED = {"redis": "8.1", "kombu": "5.7", "celery": "5.7", "happybase": "1.3"}
 
@@ -36,7 +36,7 @@ def guard(condition: object, package: str, internal: str, change: str) -> None:
         )
 
 
-# -- redis-py: pinlater.storage.scripts.call sends EVALSHA on a pooled connection --------------
+# -- redis-py: pinlater.stores.redis.loader.call sends EVALSHA on a pooled connection --------------
 
 @pytest.fixture
 def fake() -> fakeredis.FakeRedis:
@@ -49,7 +49,7 @@ def test_redis_script_call_answers_as_script_call_does(fake: fakeredis.FakeRedis
           "redis", "Script.sha / Script.script", "a registered Script lacks its sha or source text")
     guard("client" in inspect.signature(script.__call__).parameters, "redis", "Script.__call__",
           "it no longer takes client=")
-    ours = scripts.call(fake, script, ["k"], ["a"])
+    ours = loader.call(fake, script, ["k"], ["a"])
     theirs = script(keys=["k"], args=["a"], client=fake)
     guard(ours == [b"k", b"a", 1] and theirs == [b"k", b"a", 2], "redis", "Connection.send_command/read_response",
           f"EVALSHA sent on a pooled connection answered {ours!r}, Script() answered {theirs!r}")
@@ -60,7 +60,7 @@ def test_redis_script_call_loads_the_script_again_after_a_flush(fake: fakeredis.
     fake.script_flush()
     with pytest.raises(redis.exceptions.NoScriptError):
         fake.evalsha(script.sha, 0, "x")  # type: ignore[attr-defined]
-    guard(scripts.call(fake, script, [], ["x"]) == b"x", "redis", "NoScriptError",
+    guard(loader.call(fake, script, [], ["x"]) == b"x", "redis", "NoScriptError",
           "a NOSCRIPT reply no longer raises NoScriptError from read_response")
 
 

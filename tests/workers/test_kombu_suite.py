@@ -33,8 +33,9 @@ from pinlater.service import JobService
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from tests.servers import REDIS_PORTS, free_port, mysql_url, redis_db, redis_url
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
 from tests.support.server_process import ServerProcess
-from tests.support.stores import MYSQL_DATABASES, settings_for
+from tests.support.stores import settings_for
 from tests.workers import kombu_suite
 from workers.channel import EXPIRED_STATUS
 from workers.publish_info import take_descriptor

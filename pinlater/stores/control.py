@@ -1,0 +1,142 @@
+"""What every control store provides, whatever its kind: queue configs,
+shared rate buckets, idempotency keys of enqueues, per-minute event
+counters, and records for tools (a log and a map of JSON documents, where
+the dashboard keeps its audit log and progress: every PinLater process
+already depends on the control store, it is durable and shared, and it
+outlives the machine a dashboard runs on)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pinlater.queue_config import QueueConfig
+
+# Event counters are kept this long (a kind may purge older minutes lazily).
+RETENTION_MINUTES = 180
+Counts = dict[int, dict[str, dict[str, int]]]
+Doc = dict[str, Any]
+
+
+def flatten_counts(counts: Mapping[str, Mapping[str, int]]) -> list[tuple[str, str, int]]:
+    """``counts[queue][event]`` as (queue, event, n) rows, zeros left out."""
+    return [(q, e, n) for q, events in counts.items() for e, n in events.items() if n]
+
+
+def decode_descriptors(raw: str | bytes | None) -> list[str]:
+    """The descriptors an idempotency key remembers, stored as a JSON list
+    (empty while only reserved)."""
+    if not raw:
+        return []
+    return [str(d) for d in json.loads(raw)]
+
+
+class TokenBuckets:
+    """Token buckets held by one process, on its monotonic clock: the memory
+    kind's rate buckets, and the bucket a process falls back to while its
+    control store is unreachable (``pinlater.engine.ratelimit``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at seconds)
+
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        with self._lock:
+            now = time.monotonic()
+            tokens, at = self._buckets.get(bucket, (burst, now))
+            tokens = min(burst, tokens + (now - at) * rate)
+            granted = max(0, min(wanted, int(tokens)))
+            self._buckets[bucket] = (tokens - granted, now)
+            return granted
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        with self._lock:
+            if bucket in self._buckets and count > 0:
+                tokens, at = self._buckets[bucket]
+                self._buckets[bucket] = (min(burst, tokens + count), at)
+
+    def drop(self, bucket: str) -> None:
+        with self._lock:
+            self._buckets.pop(bucket, None)
+
+
+@runtime_checkable
+class Records(Protocol):
+    """The control store's records: a newest-first log of JSON documents and
+    JSON documents by key in named maps."""
+
+    def log_append(self, log: str, doc: Doc, cap: int) -> None:
+        """Add ``doc`` at the head of ``log``, keeping at least the newest
+        ``cap`` (a kind may keep all: MySQL never trims an audit log)."""
+
+    def log_recent(self, log: str, limit: int) -> list[Doc]:
+        """The newest ``limit`` documents of ``log``, newest first."""
+
+    def map_put(self, table: str, key: str, doc: Doc) -> None:
+        """Store ``doc`` under ``key`` of ``table``, replacing any."""
+
+    def map_items(self, table: str) -> dict[str, Doc]:
+        """Every document of ``table`` by key."""
+
+    def map_remove(self, table: str, keys_: Sequence[str]) -> None:
+        """Forget these keys of ``table`` (absent ones are no error)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+@runtime_checkable
+class ControlStore(Records, Protocol):
+    def get_queue(self, name: str) -> QueueConfig | None:
+        """The queue's config, or None if no such queue."""
+
+    def list_queues(self) -> dict[str, QueueConfig]:
+        """Every queue's config by name."""
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        """Every queue's config as stored, unparsed: for tools (the
+        dashboard) that must show a queue even when its config cannot be read."""
+
+    def create_queue(self, config: QueueConfig) -> bool:
+        """Store ``config`` unless the queue exists. True if created."""
+
+    def put_queue(self, config: QueueConfig) -> None:
+        """Store ``config``, replacing any existing one."""
+
+    def delete_queue(self, name: str) -> None:
+        """Forget the queue's config and its rate bucket. Idempotent."""
+
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        """Token bucket shared by every process, on the store's clock: refill
+        at ``rate`` tokens/s up to ``burst``, then take up to ``wanted``
+        whole tokens. Returns how many were taken (0..wanted). A bucket that
+        does not exist yet starts full."""
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        """Give back ``count`` unused tokens (never above ``burst``)."""
+
+    def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
+        """Idempotent enqueue, step 1: mark ``key`` as being enqueued for
+        ``ttl_ms`` unless it is already known (reserved or remembered).
+        True if this call took it. Atomic across processes."""
+
+    def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
+        """Store the descriptors an enqueue with ``key`` created, for
+        ``ttl_ms`` (replacing the reservation)."""
+
+    def recall_enqueue(self, key: str) -> list[str] | None:
+        """The remembered descriptors; [] while the key is only reserved;
+        None if the key is unknown or expired."""
+
+    def forget_enqueue(self, key: str) -> None:
+        """Drop a reservation (the enqueue failed) or remembered key."""
+
+    def add_counts(self, minute: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """Add ``counts[queue][event]`` to the minute ``minute`` (minutes
+        since the epoch). Every process adds into the same buckets."""
+
+    def read_counts(self, since_minute: int, until_minute: int) -> Counts:
+        """minute -> queue -> event -> count, for minutes in the range."""

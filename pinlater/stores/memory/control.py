@@ -1,0 +1,141 @@
+"""A process-local control store for tests and single-process use: one
+store per memory:// URL within a process."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from pinlater.queue_config import QueueConfig
+from pinlater.stores.control import Doc, TokenBuckets
+
+
+class MemoryControlStore:
+    _shared: ClassVar[dict[str, MemoryControlStore]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[str, QueueConfig] = {}
+        self._buckets = TokenBuckets()
+        self._counts: dict[int, dict[str, dict[str, int]]] = {}  # minute -> queue -> event -> n
+        self._enqueues: dict[str, tuple[float, list[str]]] = {}  # idempotency key -> (expires at, descriptors)
+        # Records as JSON text, so a caller's later change to a document is not seen.
+        self._logs: dict[str, list[str]] = {}
+        self._maps: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    def shared(cls, url: str) -> MemoryControlStore:
+        """One store per memory:// URL within a process."""
+        with cls._shared_lock:
+            return cls._shared.setdefault(url, cls())
+
+    def get_queue(self, name: str) -> QueueConfig | None:
+        with self._lock:
+            return self._queues.get(name)
+
+    def list_queues(self) -> dict[str, QueueConfig]:
+        with self._lock:
+            return dict(self._queues)
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        return {name: config.to_json() for name, config in self.list_queues().items()}
+
+    def create_queue(self, config: QueueConfig) -> bool:
+        with self._lock:
+            if config.name in self._queues:
+                return False
+            self._queues[config.name] = config
+            return True
+
+    def put_queue(self, config: QueueConfig) -> None:
+        with self._lock:
+            self._queues[config.name] = config
+
+    def delete_queue(self, name: str) -> None:
+        with self._lock:
+            self._queues.pop(name, None)
+            self._buckets.drop(name)
+
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        return self._buckets.acquire(bucket, wanted, rate, burst)
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        self._buckets.release(bucket, count, burst)
+
+    # -- idempotent enqueue ------------------------------------------------------
+    def _live_enqueue(self, key: str, now: float) -> list[str] | None:
+        entry = self._enqueues.get(key)
+        if entry is None or entry[0] <= now:
+            self._enqueues.pop(key, None)
+            return None
+        return entry[1]
+
+    def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if self._live_enqueue(key, now) is not None:
+                return False
+            if len(self._enqueues) > 10_000:
+                self._enqueues = {k: v for k, v in self._enqueues.items() if v[0] > now}
+            self._enqueues[key] = (now + ttl_ms / 1000, [])
+            return True
+
+    def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
+        with self._lock:
+            self._enqueues[key] = (time.monotonic() + ttl_ms / 1000, list(descriptors))
+
+    def recall_enqueue(self, key: str) -> list[str] | None:
+        with self._lock:
+            found = self._live_enqueue(key, time.monotonic())
+            return None if found is None else list(found)
+
+    def forget_enqueue(self, key: str) -> None:
+        with self._lock:
+            self._enqueues.pop(key, None)
+
+    # -- event counters ----------------------------------------------------------
+    def add_counts(self, minute: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        with self._lock:
+            bucket = self._counts.setdefault(minute, {})
+            for queue, events in counts.items():
+                for event, n in events.items():
+                    per_queue = bucket.setdefault(queue, {})
+                    per_queue[event] = per_queue.get(event, 0) + n
+
+    def read_counts(self, since_minute: int, until_minute: int) -> dict[int, dict[str, dict[str, int]]]:
+        with self._lock:
+            return {
+                m: {q: dict(e) for q, e in per_minute.items()}
+                for m, per_minute in self._counts.items()
+                if since_minute <= m <= until_minute
+            }
+
+    def log_append(self, log: str, doc: Doc, cap: int) -> None:
+        with self._lock:
+            entries = self._logs.setdefault(log, [])
+            entries.insert(0, json.dumps(doc))
+            del entries[cap:]
+
+    def log_recent(self, log: str, limit: int) -> list[Doc]:
+        with self._lock:
+            return [json.loads(e) for e in self._logs.get(log, [])[:limit]]
+
+    def map_put(self, table: str, key: str, doc: Doc) -> None:
+        with self._lock:
+            self._maps.setdefault(table, {})[key] = json.dumps(doc)
+
+    def map_items(self, table: str) -> dict[str, Doc]:
+        with self._lock:
+            return {k: json.loads(v) for k, v in self._maps.get(table, {}).items()}
+
+    def map_remove(self, table: str, keys_: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys_:
+                self._maps.get(table, {}).pop(key, None)
+
+    def close(self) -> None:
+        return None

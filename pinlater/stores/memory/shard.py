@@ -1,0 +1,399 @@
+"""An in-memory shard for application teams' unit tests.
+
+It keeps the same contract as the server backends (one lock makes every
+transition atomic), so code tested against it behaves the same on Redis or
+MySQL. It is process-local: nothing is shared between processes.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from pinlater.errors import QueueDeleted
+from pinlater.states import JobState
+from pinlater.stores.base import (
+    CUSTOM_STATUS_MAX,
+    AckItem,
+    CheckpointItem,
+    ClaimedJob,
+    Claims,
+    EnqueueItem,
+    ExpiredClaims,
+    FailItem,
+    JobRecord,
+    holds,
+    policy_delay,
+)
+
+
+@dataclass(slots=True)
+class _Row:
+    local_id: int
+    priority: int
+    state: JobState
+    body: bytes
+    attempts_allowed: int
+    attempts_remaining: int
+    custom_status: str
+    created_at: int
+    run_after: int
+    updated_at: int
+    claim: str | None
+    trace: str | None = None
+
+    def record(self, include_body: bool) -> JobRecord:
+        return JobRecord(
+            local_id=self.local_id,
+            priority=self.priority,
+            state=self.state,
+            attempts_allowed=self.attempts_allowed,
+            attempts_remaining=self.attempts_remaining,
+            custom_status=self.custom_status,
+            created_at_ms=self.created_at,
+            run_after_ms=self.run_after,
+            updated_at_ms=self.updated_at,
+            claim=self.claim,
+            body=self.body if include_body else None,
+        )
+
+    def claimed(self, claim: str) -> ClaimedJob:
+        return ClaimedJob(
+            self.local_id, self.priority, self.body, self.attempts_allowed,
+            self.attempts_remaining, claim, self.trace, self.run_after,
+        )
+
+    @property
+    def sort_time(self) -> int:
+        return self.run_after if self.state is JobState.PENDING else self.updated_at
+
+
+def _append(status: str, extra: str) -> str:
+    return (status + extra)[-CUSTOM_STATUS_MAX:] if extra else status
+
+
+def _prepend(status: str, extra: str | None) -> str:
+    return (extra + status)[:CUSTOM_STATUS_MAX] if extra else status
+
+
+class MemoryBackend:
+    def __init__(self, shard_id: str, clock: Callable[[], int] | None = None) -> None:
+        self.shard_id = shard_id
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._lock = threading.Lock()
+        # queue -> priority -> id -> row
+        self._jobs: dict[str, dict[int, dict[int, _Row]]] = {}
+        self._next_id: dict[str, int] = {}
+        self._deleted: set[str] = set()  # as Redis's pl:deleted
+
+    # -- housekeeping ------------------------------------------------------
+    def ping(self) -> None:
+        return None
+
+    def probe(self) -> None:
+        return None
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def close(self) -> None:
+        return None
+
+    def create_queue(self, queue: str, priorities: int) -> None:
+        with self._lock:
+            table = self._jobs.setdefault(queue, {})
+            for p in range(1, priorities + 1):
+                table.setdefault(p, {})
+            self._next_id.setdefault(queue, 0)
+            self._deleted.discard(queue)
+
+    def delete_queue(self, queue: str) -> None:
+        with self._lock:
+            self._deleted.add(queue)
+            self._jobs.pop(queue, None)
+            self._next_id.pop(queue, None)
+
+    def queue_names(self) -> set[str]:
+        with self._lock:
+            return set(self._jobs)
+
+    def _table(self, queue: str, priority: int) -> dict[int, _Row]:
+        """The priority's jobs; if it has none, an empty dict that is not
+        kept: as on Redis, only an enqueue gives a queue storage."""
+        return self._jobs.get(queue, {}).get(priority, {})
+
+    # -- transitions ---------------------------------------------------------
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        with self._lock:
+            if queue in self._deleted:
+                raise QueueDeleted(queue, self.shard_id)
+            now = self._clock()
+            ids: list[int] = []
+            for item in items:
+                self._next_id[queue] = self._next_id.get(queue, 0) + 1
+                local_id = self._next_id[queue]
+                self._jobs.setdefault(queue, {}).setdefault(item.priority, {})[local_id] = _Row(
+                    local_id=local_id,
+                    priority=item.priority,
+                    state=JobState.PENDING,
+                    body=item.body,
+                    attempts_allowed=item.attempts_allowed,
+                    attempts_remaining=item.attempts_allowed,
+                    custom_status=item.custom_status[:CUSTOM_STATUS_MAX],
+                    created_at=now,
+                    run_after=now if item.run_after_ms is None else item.run_after_ms,
+                    updated_at=now,
+                    claim=None,
+                    trace=item.trace,
+                )
+                ids.append(local_id)
+            return ids
+
+    def _ready(self, queue: str, priority: int, limit: int, now: int) -> list[_Row]:
+        rows = [
+            r
+            for r in self._table(queue, priority).values()
+            if r.state is JobState.PENDING and r.run_after <= now
+        ]
+        rows.sort(key=lambda r: (r.run_after, r.local_id))
+        return rows[:limit]
+
+    def _ready_in(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], now: int
+    ) -> tuple[list[_Row], int | None]:
+        """Up to ``limit`` runnable rows, priorities in order; then the first
+        look-ahead priority with a runnable row (see Claims)."""
+        if limit < 1:
+            return [], None
+        rows: list[_Row] = []
+        for priority in priorities:
+            rows += self._ready(queue, priority, limit - len(rows), now)
+            if len(rows) >= limit:
+                return rows, None
+        following = (p for p in look_ahead if self._ready(queue, p, 1, now))
+        return rows, next(following, None)
+
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
+        claim = f"{secrets.token_hex(8)}@{source}"
+        with self._lock:
+            now = self._clock()
+            rows, following = self._ready_in(queue, priorities, limit, look_ahead, now)
+            for row in rows:
+                row.state = JobState.RUNNING
+                row.claim = claim
+                row.updated_at = now
+            return Claims([row.claimed(claim) for row in rows], following)
+
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        with self._lock:
+            rows, following = self._ready_in(queue, priorities, limit, look_ahead, self._clock())
+            return Claims([row.claimed("") for row in rows], following)
+
+    def _claimed_by(self, queue: str, item: AckItem | FailItem | CheckpointItem) -> _Row | None:
+        row = self._table(queue, item.priority).get(item.local_id)
+        if row is None or row.state is not JobState.RUNNING:
+            return None
+        return row if holds(row.claim, item.source, item.claim) else None
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        with self._lock:
+            now = self._clock()
+            results: list[bool] = []
+            for item in items:
+                row = self._claimed_by(queue, item)
+                if row is not None:
+                    row.state = JobState.SUCCEEDED
+                    row.claim = None
+                    row.updated_at = now
+                    row.custom_status = _append(row.custom_status, item.append_custom_status)
+                results.append(row is not None)
+            return results
+
+    def _fail(self, row: _Row, now: int, delay_ms: int) -> bool:
+        """Returns True if the job was re-pended, False if it failed for good."""
+        row.claim = None
+        row.updated_at = now
+        if row.attempts_remaining > 1:
+            row.attempts_remaining -= 1
+            row.state = JobState.PENDING
+            row.run_after = now + delay_ms
+            return True
+        row.attempts_remaining = 0
+        row.state = JobState.FAILED
+        return False
+
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
+        with self._lock:
+            now = self._clock()
+            results: list[bool] = []
+            for item in items:
+                row = self._claimed_by(queue, item)
+                if row is not None:
+                    delay = item.delay_ms
+                    if delay is None:
+                        delay = policy_delay(delay_table, row.attempts_allowed, row.attempts_remaining)
+                    row.custom_status = _append(row.custom_status, item.append_custom_status)
+                    self._fail(row, now, delay)
+                results.append(row is not None)
+            return results
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        with self._lock:
+            now = self._clock()
+            results: list[bool] = []
+            for item in items:
+                row = self._claimed_by(queue, item)
+                if row is not None:
+                    row.updated_at = now
+                    if item.new_body is not None:
+                        row.body = item.new_body
+                    if item.attempts_allowed is not None:
+                        row.attempts_allowed = item.attempts_allowed
+                        row.attempts_remaining = item.attempts_allowed
+                    row.custom_status = _prepend(row.custom_status, item.prepend_custom_status)
+                    if item.move_to_pending:
+                        row.state = JobState.PENDING
+                        row.claim = None
+                        row.run_after = now if item.run_after_ms is None else item.run_after_ms
+                    elif item.run_after_ms is not None:
+                        row.run_after = item.run_after_ms
+                results.append(row is not None)
+            return results
+
+    def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
+        with self._lock:
+            now = self._clock()
+            expired = [
+                r
+                for r in self._table(queue, priority).values()
+                if r.state is JobState.RUNNING and r.updated_at <= now - timeout_ms
+            ]
+            expired.sort(key=lambda r: (r.updated_at, r.local_id))
+            repended = failed = 0
+            for row in expired[:limit]:
+                if self._fail(row, now, 0):
+                    repended += 1
+                else:
+                    failed += 1
+            return ExpiredClaims(repended, failed)
+
+    def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
+        with self._lock:
+            now = self._clock()
+            table = self._table(queue, priority)
+            old = sorted(
+                (r for r in table.values() if r.state is state and r.updated_at <= now - older_than_ms),
+                key=lambda r: (r.updated_at, r.local_id),
+            )[:limit]
+            for row in old:
+                del table[row.local_id]
+            return len(old)
+
+    def retry_failed(
+        self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
+    ) -> int:
+        with self._lock:
+            now = self._clock()
+            failed = sorted(
+                (r for r in self._table(queue, priority).values() if r.state is JobState.FAILED),
+                key=lambda r: (-r.updated_at, -r.local_id),
+            )[:limit]
+            for row in failed:
+                row.state = JobState.PENDING
+                row.attempts_allowed = row.attempts_remaining = attempts
+                row.run_after = now if run_after_ms is None else run_after_ms
+                row.updated_at = now
+            return len(failed)
+
+    def delete(
+        self, queue: str, priority: int, state: JobState, local_ids: Sequence[int] | None, limit: int
+    ) -> int:
+        with self._lock:
+            table = self._table(queue, priority)
+            if local_ids is None:
+                victims = [r.local_id for r in table.values() if r.state is state][:limit]
+            else:
+                victims = [i for i in local_ids if i in table and table[i].state is state]
+            for local_id in victims:
+                del table[local_id]
+            return len(victims)
+
+    # -- reads -----------------------------------------------------------------
+    def _matching(self, queue: str, priority: int, state: JobState, future: bool) -> list[_Row]:
+        now = self._clock()
+        rows = [r for r in self._table(queue, priority).values() if r.state is state]
+        if state is JobState.PENDING:
+            rows = [r for r in rows if (r.run_after > now) == future]
+        return rows
+
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        with self._lock:
+            return len(self._matching(queue, priority, state, future))
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord]:
+        with self._lock:
+            rows = self._matching(queue, priority, state, future)
+            keyed = sorted(((r.sort_time, r.local_id), r) for r in rows)
+            keyed.reverse()
+            if before is not None:
+                keyed = [(k, r) for k, r in keyed if k < before]
+            page = [r for _, r in keyed[:limit]]
+            if not include_body or max_body_bytes is None:
+                return [r.record(include_body) for r in page]
+            records: list[JobRecord] = []
+            size = 0
+            for r in page:
+                size += len(r.body)
+                if size > max_body_bytes:
+                    records.append(r.record(False))  # withheld: the page ends here
+                    break
+                records.append(r.record(True))
+            return records
+
+    def lookup(
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord | None]:
+        with self._lock:
+            table = self._table(queue, priority)
+            found = {i: table[i] for i in set(local_ids) if i in table}
+            if include_body and max_body_bytes is not None:
+                include_body = sum(len(r.body) for r in found.values()) <= max_body_bytes
+            records = {i: r.record(include_body) for i, r in found.items()}
+            return [records.get(i) for i in local_ids]
+
+    def snapshot(self) -> dict[str, dict[int, list[JobRecord]]]:
+        """Every job by queue and priority, for assertions in tests."""
+        with self._lock:
+            return {
+                q: {p: [replace(r.record(True)) for r in t.values()] for p, t in prios.items()}
+                for q, prios in self._jobs.items()
+            }

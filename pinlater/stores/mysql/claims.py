@@ -1,0 +1,354 @@
+"""The MySQL shard's claims: dequeue (one compound statement whatever the
+number of priorities: a transaction of claiming UPDATE ... LIMITs, priority
+by priority while jobs are missing, and a look ahead, committed before the
+claimed jobs are read back by claim), peek, ACKs (one guarded single-table
+UPDATE per table, whose row count says "all applied" or "all stale" and
+which, for several items, leaves its own marker in the claim column, so
+that only a mixed batch costs a second round trip), checkpoints (BEGIN, per
+table a locking read of the RUNNING rows and one guarded UPDATE, COMMIT: a
+heartbeat keeps the claim, so it cannot carry a marker) and expiring claims.
+A part of ``MySQLBackend`` (``shard``).
+"""
+
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pinlater.errors import StorageError
+from pinlater.kit.sqlblocks import job_table
+from pinlater.stores.base import (
+    CLAIM_TOKEN_LEN,
+    AckItem,
+    CheckpointItem,
+    ClaimedJob,
+    Claims,
+    ExpiredClaims,
+    FailItem,
+    holds,
+)
+from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.statements import sql
+
+T = TypeVar("T")
+
+CLAIM_MAX = 255  # the claim column's width
+
+
+class _Targeted(Protocol):
+    """What AckItem, FailItem and CheckpointItem share."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def local_id(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def claim(self) -> str | None: ...
+
+
+_Item = TypeVar("_Item", bound=_Targeted)
+
+
+def _rounds(items: Sequence[_Targeted]) -> list[dict[int, list[int]]]:
+    """Item indexes split so that no round touches a job twice (round k holds
+    every job's k-th occurrence), grouped by priority. A batch naming a job
+    twice is thus applied in order, like a per-item loop would."""
+    seen: dict[tuple[int, int], int] = {}
+    rounds: list[dict[int, list[int]]] = []
+    for index, item in enumerate(items):
+        key = (item.priority, item.local_id)
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        if k == len(rounds):
+            rounds.append({})
+        rounds[k].setdefault(item.priority, []).append(index)
+    return rounds
+
+
+def _by_holder(items: Sequence[_Targeted], indexes: list[int]) -> list[tuple[bool, list[int]]]:
+    """One table's items split into those that name their claim (True) and
+    those that give only a source (False): an ACK statement compares one or
+    the other (``{held}`` in the SQL file). Usually all are of one kind."""
+    exact = [i for i in indexes if items[i].claim is not None]
+    if len(exact) == len(indexes):
+        return [(True, indexes)]
+    if not exact:
+        return [(False, indexes)]
+    return [(True, exact), (False, [i for i in indexes if items[i].claim is None])]
+
+
+def _holders(items: Sequence[_Targeted], indexes: list[int]) -> list[str]:
+    """What each item's job's claim must hold to (see ``_by_holder``)."""
+    return [items[i].claim or items[i].source for i in indexes]
+
+
+@lru_cache(maxsize=1024)
+def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...], traced: bool) -> str:
+    """The one-round-trip dequeue: one compound statement (see dequeue_begin
+    in the SQL file). Its arguments: ``_dequeue_args``."""
+    tables = [(p, job_table(queue, p)) for p in priorities]
+    inner = [sql("dequeue_declare", priority=p) for p in priorities]
+    inner.append(sql("dequeue_start"))
+    inner += [sql("dequeue_claim", table=t, priority=p) for p, t in tables]
+    if look_ahead:
+        branches = _look_ahead(queue, look_ahead)
+        inner.append(f"{sql('dequeue_if_missing')}\n{branches};\n{sql('dequeue_end_if')}")
+    inner.append(sql("dequeue_commit"))
+    inner += [sql("dequeue_read", table=t, priority=p, trace=traced) for p, t in tables]
+    statements = [sql("dequeue_begin"), *inner]
+    return "".join(f"{stmt};\n" for stmt in statements) + sql("dequeue_end")
+
+
+def _dequeue_args(priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]) -> list[Any]:
+    claims = [claim] * len(priorities)
+    return [limit, *claims, *_look_ahead_args(look_ahead), *claims]
+
+
+def _peek_script(
+    queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], traced: bool
+) -> tuple[str, list[Any]]:
+    statements = [sql("peek", table=job_table(queue, p), priority=p, trace=traced) for p in priorities]
+    args: list[Any] = [limit] * len(priorities)
+    if look_ahead:
+        statements.append(_look_ahead(queue, look_ahead))
+        args += _look_ahead_args(look_ahead)
+    return ";\n".join(statements), args
+
+
+def _look_ahead(queue: str, look_ahead: Sequence[int]) -> str:
+    """The look_ahead statement (its arguments: ``_look_ahead_args``)."""
+    branches = [sql("look_ahead", table=job_table(queue, p)) for p in look_ahead]
+    return "\nUNION ALL\n".join(branches) + "\nORDER BY pos LIMIT 1"
+
+
+def _look_ahead_args(look_ahead: Sequence[int]) -> list[int]:
+    return [x for pos, priority in enumerate(look_ahead) for x in (pos, priority)]
+
+
+# id, body, attempts allowed and remaining, priority, trace, run_after; a look-ahead row has 2
+_JOB_COLUMNS = 7
+
+
+def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims:
+    """Decode the results of a dequeue or peek: result sets of jobs, in
+    priority order, whose rows end with their priority, and (when looked
+    ahead, and not every job was found) one of (pos, priority) naming the
+    first runnable look-ahead priority."""
+    jobs: list[ClaimedJob] = []
+    following: tuple[tuple[Any, ...], ...] = ()
+    for rows in results:
+        if rows and len(rows[0]) != _JOB_COLUMNS:
+            following = rows
+            continue
+        jobs += [
+            ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6])) for r in rows
+        ]
+    del jobs[limit:]  # a peek reads up to limit per priority
+    if len(jobs) >= limit or not following:
+        return Claims(jobs)
+    return Claims(jobs, int(following[0][1]))
+
+
+class ClaimsMixin:
+    """Dequeue, peek, ACKs, checkpoints and expiring claims of ``MySQLBackend``."""
+
+    if TYPE_CHECKING:
+        shard_id: str
+        _traces: bool
+        _autoinc_lock_mode: int | None
+
+        def ping(self) -> None: ...
+
+        def _run(
+            self,
+            queue: str | None,
+            priorities: Iterable[int],
+            work: Callable[[Session], T],
+            transaction: bool = False,
+        ) -> T: ...
+
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
+        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        if len(claim) > CLAIM_MAX:
+            raise ValueError(f"source is too long ({len(source)} characters)")
+        if limit <= 0 or not priorities:
+            return Claims([])
+        if self._autoinc_lock_mode is None:
+            self.ping()  # the first connection learns the layout
+        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead), self._traces)
+        args = _dequeue_args(priorities, limit, claim, look_ahead)
+
+        def work(s: Session) -> Claims:
+            # Committed when this returns: should the connection die after,
+            # these jobs stay RUNNING until their claim times out (nothing is lost).
+            return _claims(s.execute_script(text, args), limit, claim)
+
+        return self._run(queue, (*priorities, *look_ahead), work)
+
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        if limit <= 0 or not priorities:
+            return Claims([])
+        if self._autoinc_lock_mode is None:
+            self.ping()  # the first connection learns the layout
+        text, args = _peek_script(queue, priorities, limit, look_ahead, self._traces)
+        work = lambda s: _claims(s.execute_script(text, args), limit, "")  # noqa: E731
+        return self._run(queue, (*priorities, *look_ahead), work)
+
+    def _guarded(
+        self,
+        queue: str,
+        items: Sequence[_Item],
+        statement: str,
+        values: Callable[[_Item, str], list[Any]],
+    ) -> list[bool]:
+        """Apply ``statement`` to the items whose job is RUNNING under a claim
+        the item holds (``holds``), in one transaction. ``values(item,
+        claim)`` gives the item's row of the joined values, ``claim`` being
+        the job's claim as locked."""
+        if not items:
+            return []
+        rounds = _rounds(items)
+        tables = {item.priority: job_table(queue, item.priority) for item in items}
+
+        def work(s: Session) -> list[bool]:
+            applied = [False] * len(items)
+            for round_ in rounds:
+                for priority, indexes in sorted(round_.items()):
+                    table = tables[priority]
+                    ids = [items[i].local_id for i in indexes]
+                    s.execute(sql("lock_running", table=table, ids=len(ids)), ids)
+                    running = {int(r[0]): r[1] for r in s.fetchall()}
+                    chosen: list[int] = []
+                    params: list[Any] = []
+                    for i in indexes:
+                        item = items[i]
+                        claim = running.get(item.local_id)
+                        if claim is None or not holds(claim, item.source, item.claim):
+                            continue
+                        chosen.append(i)
+                        params += values(item, claim)
+                    if not chosen:
+                        continue
+                    updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
+                    if updated != len(chosen):  # cannot happen while the rows are locked
+                        raise StorageError(
+                            f"{statement} on {table}: {updated} of {len(chosen)} locked jobs"
+                            " updated"
+                        )
+                    for i in chosen:
+                        applied[i] = True
+            return applied
+
+        return self._run(queue, tables, work, transaction=True)
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
+            ids = [items[i].local_id for i in indexes]
+            return [marker, *ids, *(items[i].append_custom_status for i in indexes),
+                    *ids, *ids, *_holders(items, indexes)]
+
+        return self._acked(queue, items, "ack_succeeded", args)
+
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
+        if not delay_table and any(it.delay_ms is None for it in items):
+            raise ValueError("a failure ACK without its own delay needs the policy's delay table")
+        table = json.dumps([int(d) for d in delay_table] or [0])
+        last = max(0, len(delay_table) - 1)
+
+        def args(indexes: list[int], marker: str | None) -> list[Any]:
+            ids = [items[i].local_id for i in indexes]
+            delays = [items[i].delay_ms for i in indexes]
+            return [*ids, *delays, table, last, *ids, *(items[i].append_custom_status for i in indexes),
+                    marker, *ids, *ids, *_holders(items, indexes)]
+
+        return self._acked(queue, items, "ack_failed", args)
+
+    def _acked(
+        self,
+        queue: str,
+        items: Sequence[_Item],
+        statement: str,
+        args: Callable[[list[int], str | None], list[Any]],
+    ) -> list[bool]:
+        """ACKs: one guarded UPDATE per table (see ack_succeeded in the SQL
+        file) whose row count tells all applied or all stale; only a mixed
+        batch reads back which items this statement applied (by the marker
+        it left; a single item needs none, so its claim stays). Items that
+        name their claim and items that give a source go in statements of
+        their own (``_by_holder``). Several statements (several tables, a
+        job named twice, or both kinds of item) share one transaction, all
+        or nothing as before."""
+        if not items:
+            return []
+        steps = [
+            (job_table(queue, priority), exact, held)
+            for round_ in _rounds(items)
+            for priority, indexes in sorted(round_.items())
+            for exact, held in _by_holder(items, indexes)
+        ]
+
+        def work(s: Session) -> list[bool]:
+            applied = [False] * len(items)
+            for table, exact, indexes in steps:
+                # One item's row count tells applied from stale: no marker.
+                marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
+                stmt = sql(statement, table=table, ids=len(indexes), exact_claim=exact)
+                updated = s.execute(stmt, args(indexes, marker))
+                if updated == len(indexes):
+                    done = {items[i].local_id for i in indexes}
+                elif updated == 0:
+                    done = set()
+                else:
+                    s.execute(sql("ack_applied", table=table), [marker])
+                    done = {int(row[0]) for row in s.fetchall()}
+                for i in indexes:
+                    applied[i] = items[i].local_id in done
+            return applied
+
+        tables = {item.priority for item in items}
+        return self._run(queue, tables, work, transaction=len(steps) > 1)
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        def values(item: CheckpointItem, claim: str) -> list[Any]:
+            return [item.local_id, claim, item.new_body, item.attempts_allowed,
+                    item.prepend_custom_status or "", item.run_after_ms,
+                    1 if item.move_to_pending else 0]
+
+        return self._guarded(queue, items, "checkpoint", values)
+
+    def expire_claims(
+        self, queue: str, priority: int, timeout_ms: int, limit: int
+    ) -> ExpiredClaims:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return ExpiredClaims(0, 0)
+
+        def work(s: Session) -> ExpiredClaims:
+            # Two statements so that each count is known; each row's change is
+            # one atomic, guarded UPDATE, so concurrent monitors expire a job once.
+            args = {"timeout_ms": timeout_ms, "limit": limit}
+            repended = s.execute(sql("expire_repend", table=table), args)
+            failed = 0
+            if repended < limit:
+                args["limit"] = limit - repended
+                failed = s.execute(sql("expire_fail", table=table), args)
+            return ExpiredClaims(repended, failed)
+
+        return self._run(queue, (priority,), work)

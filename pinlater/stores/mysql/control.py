@@ -1,0 +1,246 @@
+"""The control store in MySQL (MariaDB): queue configs as JSON rows, rate
+buckets refilled and taken from atomically on the server's clock, the
+idempotency keys of enqueues, per-minute event counters and the records of
+tools (the dashboard's audit log and progress).
+
+Idempotency keys: table ``pinlater_idempotency``: key, JSON descriptors
+(NULL while reserved), expiry in ms on the server's clock. ``INSERT
+IGNORE`` on the primary key makes the reservation atomic; expired rows are
+deleted on the way and, now and then, in bulk.
+
+Event counters: table ``pinlater_event_counts`` (minute, queue, event) -> n;
+minutes older than ``RETENTION_MINUTES`` are purged now and then.
+
+Records: tables ``pld_log`` and ``pld_map`` (``sql/records.sql``), made
+when a tool first uses them (a store no tool writes records to has none).
+The log is never trimmed in MySQL: a table holds years of operator actions,
+and deleting audit rows is a decision for a person.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pinlater.errors import ShardConnectionFailed
+from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
+from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
+from pinlater.stores.mysql.errors import MySQLStorageError, error_code
+from pinlater.stores.mysql.layout import MYSQL_CONTROL, check_mysql_layout
+from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session, run_creating_missing_tables
+from pinlater.stores.mysql.statements import RECORDS_SQL, sql
+
+T = TypeVar("T")
+
+DUPLICATE_KEY = 1062
+# Float dust must not turn 3 refilled tokens into 2.999999 and grant only 2.
+_EPSILON = 1e-9
+COUNTS_PURGE_EVERY = 50  # on average one flush in this many purges old minutes
+IDEMPOTENCY_PURGE_EVERY = 100  # on average, one remember in this many purges expired keys
+
+
+class MySQLControlStore:
+    """ControlStore over one MySQL database; every table is created on first use."""
+
+    def __init__(self, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
+        self._address = address
+        self._pool = ConnectionPool(
+            address,
+            socket_timeout_s=socket_timeout_s,
+            prepare=self._prepare,
+            unavailable=self._unavailable,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, socket_timeout_s: float = 5.0) -> MySQLControlStore:
+        return cls(MySQLAddress.parse(url), socket_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"MySQLControlStore({self._address})"
+
+    def _unavailable(self, cause: BaseException) -> ShardConnectionFailed:
+        return ShardConnectionFailed(f"control store (mysql {self._address}) unavailable: {cause}")
+
+    def _prepare(self, s: Session) -> None:
+        check_mysql_layout(s, MYSQL_CONTROL, f"control store (mysql {self._address})")
+        s.execute(sql("ctl_create_config_table"))
+        s.execute(sql("ctl_create_bucket_table"))
+        s.execute(sql("ctl_create_counts_table"))
+        s.execute(sql("ctl_create_idempotency_table"))
+
+    def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
+        """``work``, retried once after creating our tables again should one
+        have gone missing (the database was dropped and recreated)."""
+        return run_creating_missing_tables(self._pool, work, transaction=transaction)
+
+    # -- queue configs -------------------------------------------------------
+    def get_queue(self, name: str) -> QueueConfig | None:
+        def work(s: Session) -> QueueConfig | None:
+            s.execute(sql("ctl_get_config"), {"name": name})
+            rows = s.fetchall()
+            return read_stored_config(name, rows[0][0]) if rows else None
+
+        return self._run(work)
+
+    def list_queues(self) -> dict[str, QueueConfig]:
+        return read_stored_configs(self.queue_config_texts())
+
+    def queue_config_texts(self) -> dict[str, str | bytes]:
+        def work(s: Session) -> dict[str, str | bytes]:
+            s.execute(sql("ctl_list_configs"))
+            return {str(name): text for name, text in s.fetchall()}
+
+        return self._run(work)
+
+    def create_queue(self, config: QueueConfig) -> bool:
+        args = {"name": config.name, "config": config.to_json()}
+        try:
+            self._run(lambda s: s.execute(sql("ctl_insert_config"), args))
+        except MySQLStorageError as exc:
+            if error_code(exc) != DUPLICATE_KEY:
+                raise
+            return False
+        return True
+
+    def put_queue(self, config: QueueConfig) -> None:
+        args = {"name": config.name, "config": config.to_json()}
+        self._run(lambda s: s.execute(sql("ctl_put_config"), args))
+
+    def delete_queue(self, name: str) -> None:
+        def work(s: Session) -> None:
+            s.execute(sql("ctl_delete_config"), {"name": name})
+            s.execute(sql("ctl_delete_bucket"), {"bucket": name})
+
+        self._run(work, transaction=True)
+
+    # -- rate buckets ----------------------------------------------------------
+    def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
+        if wanted <= 0 or rate <= 0:
+            return 0  # nothing to take, or nothing ever refills: leave the bucket alone
+
+        def work(s: Session) -> int:
+            # The bucket row stays locked (FOR UPDATE) from this read to COMMIT,
+            # so refill-and-take is atomic across every process.
+            s.execute(sql("ctl_lock_bucket"), {"bucket": bucket})
+            rows = s.fetchall()
+            if not rows:  # a missing bucket starts full
+                s.execute(sql("ctl_init_bucket"), {"bucket": bucket, "burst": burst})
+                s.execute(sql("ctl_lock_bucket"), {"bucket": bucket})
+                rows = s.fetchall()
+            tokens, ts, now = float(rows[0][0]), int(rows[0][1]), int(rows[0][2])
+            # A clock step backwards refills nothing rather than draining.
+            tokens = min(burst, tokens + max(0, now - ts) * rate / 1000.0)
+            granted = max(0, min(wanted, math.floor(tokens + _EPSILON)))
+            args = {"bucket": bucket, "tokens": max(0.0, tokens - granted), "ts": now}
+            s.execute(sql("ctl_store_bucket"), args)
+            return granted
+
+        return self._run(work, transaction=True)
+
+    def release(self, bucket: str, count: int, burst: float) -> None:
+        if count <= 0:
+            return
+        # One statement: atomic. A missing bucket counts as full: nothing to do.
+        args = {"bucket": bucket, "count": count, "burst": burst}
+        self._run(lambda s: s.execute(sql("ctl_release"), args))
+
+    # -- idempotency keys of enqueues -------------------------------------------
+
+    def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
+        def work(s: Session) -> bool:
+            s.execute(sql("idem_delete_expired_key"), {"k": key})
+            return s.execute(sql("idem_reserve"), {"k": key, "ttl": max(1, ttl_ms)}) == 1
+
+        return self._run(work)
+
+    def remember_enqueue(self, key: str, descriptors: Sequence[str], ttl_ms: int) -> None:
+        args = {"k": key, "d": json.dumps(list(descriptors)), "ttl": max(1, ttl_ms)}
+
+        def work(s: Session) -> None:
+            s.execute(sql("idem_remember"), args)
+            if random.randrange(IDEMPOTENCY_PURGE_EVERY) == 0:
+                s.execute(sql("idem_purge"))
+
+        self._run(work)
+
+    def recall_enqueue(self, key: str) -> list[str] | None:
+        def work(s: Session) -> tuple[tuple[Any, ...], ...]:
+            s.execute(sql("idem_recall"), {"k": key})
+            return s.fetchall()
+
+        rows = self._run(work)
+        return decode_descriptors(rows[0][0]) if rows else None
+
+    def forget_enqueue(self, key: str) -> None:
+        self._run(lambda s: s.execute(sql("idem_forget"), {"k": key}))
+
+    # -- event counters ----------------------------------------------------------
+
+    def add_counts(self, minute: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        rows = flatten_counts(counts)
+        if not rows:
+            return
+        args: list[Any] = [v for q, e, n in rows for v in (minute, q, e, n)]
+
+        def work(s: Session) -> None:
+            s.execute(sql("ctl_add_counts", rows=len(rows)), args)
+            if random.randrange(COUNTS_PURGE_EVERY) == 0:
+                s.execute(sql("ctl_purge_counts"), {"before": minute - RETENTION_MINUTES})
+
+        self._run(work)
+
+    def read_counts(self, since_minute: int, until_minute: int) -> Counts:
+        def work(s: Session) -> tuple[tuple[Any, ...], ...]:
+            s.execute(sql("ctl_read_counts"), {"since": since_minute})
+            return s.fetchall()
+
+        out: Counts = {}
+        for minute, queue, event, n in self._run(work):
+            if int(minute) <= until_minute:
+                out.setdefault(int(minute), {}).setdefault(str(queue), {})[str(event)] = int(n)
+        return out
+
+    # -- records -------------------------------------------------------------------
+
+    def _create_records_tables(self) -> None:
+        def work(s: Session) -> None:
+            s.execute(RECORDS_SQL("pld_create_log"))
+            s.execute(RECORDS_SQL("pld_create_map"))
+
+        self._pool.run(work)
+
+    def _records(self, work: Callable[[Session], T]) -> T:
+        """``work`` on the records' tables, made first should they be missing."""
+        return run_creating_missing_tables(self._pool, work, create=self._create_records_tables)
+
+    def log_append(self, log: str, doc: Doc, cap: int) -> None:
+        text = json.dumps(doc, sort_keys=True)
+        self._records(lambda s: s.execute(RECORDS_SQL("pld_append"), (log, text)))
+
+    def log_recent(self, log: str, limit: int) -> list[Doc]:
+        def work(s: Session) -> list[Doc]:
+            s.execute(RECORDS_SQL("pld_recent"), (log, limit))
+            return [json.loads(r[0]) for r in s.fetchall()]
+
+        return self._records(work)
+
+    def map_put(self, table: str, key: str, doc: Doc) -> None:
+        text = json.dumps(doc, sort_keys=True)
+        self._records(lambda s: s.execute(RECORDS_SQL("pld_put"), (table, key, text)))
+
+    def map_items(self, table: str) -> dict[str, Doc]:
+        def work(s: Session) -> dict[str, Doc]:
+            s.execute(RECORDS_SQL("pld_items"), (table,))
+            return {r[0]: json.loads(r[1]) for r in s.fetchall()}
+
+        return self._records(work)
+
+    def map_remove(self, table: str, keys_: Sequence[str]) -> None:
+        for key in keys_:
+            self._records(lambda s, k=key: s.execute(RECORDS_SQL("pld_remove"), (table, k)))  # type: ignore[misc]
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,138 @@
+"""The MySQL kind's layout: where a store records its version (a row of
+``pinlater_meta``: ``shard`` or ``control``), the check made on open, and
+the migration steps of each (``pinlater.stores.migrations`` runs them).
+
+A step's SQL (``sql/layout.sql``) is frozen once released. The layout a
+step upgrades from is kept frozen too, under ``tests/integration/sql``:
+``tests/integration/test_migrations.py`` builds a store at each older
+layout, migrates it and compares every table with a new store's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pymysql
+
+from pinlater.errors import ShardConnectionFailed
+from pinlater.kit.sqlblocks import is_job_table
+from pinlater.stores.layout import Kind, Step, Target, accept
+from pinlater.stores.migrations import Store, upgrade
+from pinlater.stores.mysql.errors import error_code
+from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session
+from pinlater.stores.mysql.statements import LAYOUT_SQL, sql
+
+# A DDL step re-run after a crash meets its own work: duplicate column
+# (1060), duplicate key name (1061), can't drop what is gone (1091).
+ALREADY_APPLIED = frozenset({1060, 1061, 1091})
+
+
+def mysql_layout(s: Session, kind: Kind[Target], stamp_new: bool) -> int:
+    """The store's layout (0: new and, without ``stamp_new``, unrecorded)."""
+    if s.scalar(LAYOUT_SQL("table_exists"), {"name": "pinlater_meta"}):
+        s.execute(LAYOUT_SQL("meta_read"), {"name": kind.record})
+        rows = s.fetchall()
+        if rows:
+            return int(rows[0][0])
+    if s.scalar(LAYOUT_SQL("table_exists"), {"name": kind.marker}):
+        return 1
+    if not stamp_new:
+        return 0
+    s.execute(LAYOUT_SQL("meta_create"))
+    s.execute(LAYOUT_SQL("meta_stamp"), {"name": kind.record, "version": kind.current})
+    s.execute(LAYOUT_SQL("meta_read"), {"name": kind.record})
+    return int(s.fetchone()[0])
+
+
+def write_mysql_layout(s: Session, kind: Kind[Target], version: int) -> None:
+    s.execute(LAYOUT_SQL("meta_write"), {"name": kind.record, "version": version})
+
+
+def check_mysql_layout(s: Session, kind: Kind[Target], where: str) -> int:
+    """The MySQL counterpart, run by a pool's ``prepare`` before it makes
+    the store's tables (so that a new store is told apart from an old one)."""
+    stored = mysql_layout(s, kind, stamp_new=True)
+    accept(kind, stored, where)
+    return stored
+
+
+def _create_meta_table(s: Session) -> None:
+    s.execute(LAYOUT_SQL("meta_create"))
+
+
+def _create_deleted_queues_table(s: Session) -> None:
+    s.execute(LAYOUT_SQL("shard_v2_deleted_queues"))
+
+
+def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
+    """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
+    ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
+    TABLE) on every job table, tolerating what an earlier, interrupted run
+    already did."""
+
+    def apply(s: Session) -> None:
+        s.execute(sql("list_tables"))
+        for name in sorted(str(row[0]) for row in s.fetchall()):
+            if not is_job_table(name):
+                continue
+            try:
+                s.execute(blocks(block, table=name))
+            except pymysql.MySQLError as exc:
+                if error_code(exc) not in ALREADY_APPLIED:
+                    raise
+
+    return apply
+
+
+# Adding a step, e.g. an index on MySQL job tables: a block in sql/layout.sql
+#     -- name: shard_v3_job_index
+#     ALTER TABLE {table} ADD INDEX by_x (state, x)
+# then in MYSQL_SHARD's steps
+#     3: Step("index job tables by x", each_job_table("shard_v3_job_index"), compatible=True),
+# the same index in create_job_table (sql/mysql.sql) for new tables,
+# and layout 3 frozen in tests/integration/sql for test_migrations.
+MYSQL_SHARD: Kind[Session] = Kind(
+    "mysql shard", "shard", "queues",
+    {
+        1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True),
+        # Compatible: the backend makes this table when it opens a shard.
+        2: Step(
+            "make the deleted_queues table (queues deleted on this shard)",
+            _create_deleted_queues_table,
+            compatible=True,
+        ),
+        # Compatible: the backend stores traces only once the column is there.
+        3: Step("add the trace column to job tables", each_job_table("shard_v3_trace_column"), compatible=True),
+    },
+)
+MYSQL_CONTROL: Kind[Session] = Kind(
+    "mysql control store", "control", "pinlater_queue_config",
+    {1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True)},
+)
+
+
+def migrate(url: str, is_shard: bool, where: str, timeout_s: float, dry_run: bool, say: Callable[[str], None]) -> None:
+    """Bring the MySQL store at ``url`` up to the current layout."""
+    _upgrade_mysql(MYSQL_SHARD if is_shard else MYSQL_CONTROL, url, where, timeout_s, dry_run, say)
+
+
+def _upgrade_mysql(
+    kind: Kind[Session], url: str, where: str, timeout_s: float, dry_run: bool, say: Callable[[str], None]
+) -> None:
+    pool = ConnectionPool(
+        MySQLAddress.parse(url),
+        socket_timeout_s=timeout_s,
+        prepare=lambda s: None,  # migrate makes no tables beyond its steps'
+        unavailable=lambda exc: ShardConnectionFailed(f"{where} unavailable: {exc}"),
+        max_idle=1,
+    )
+    store = Store(
+        where, kind,
+        read=lambda stamp: pool.run(lambda s: mysql_layout(s, kind, stamp)),
+        write=lambda version: pool.run(lambda s: write_mysql_layout(s, kind, version)),
+        apply=lambda step: pool.run(step.apply),
+    )
+    try:
+        upgrade(store, dry_run, say)
+    finally:
+        pool.close()

@@ -1,0 +1,345 @@
+"""PyMySQL connections for the MySQL shard backend and control store: the
+store's address, a small thread-safe pool (over ``pinlater.kit.dbpool``)
+and its retries; the errors are classified in ``errors``."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pymysql
+from pymysql.connections import Connection
+from pymysql.constants import CLIENT
+from pymysql.cursors import Cursor
+
+from pinlater.errors import PinLaterError
+from pinlater.kit.dbpool import PoolCore, close_quietly
+from pinlater.kit.tls import ClientTls
+from pinlater.stores.mysql.errors import (
+    ACCESS_DENIED,
+    LOCK_CONFLICT,
+    LOCK_RETRIES,
+    NO_SUCH_TABLE,
+    UNKNOWN_DATABASE,
+    MySQLStorageError,
+    describe,
+    error_code,
+    is_foreign,
+    is_unreachable,
+    storage_error,
+)
+from pinlater.stores.mysql.statements import sql
+from pinlater.stores.mysql.url import MySQLUrl, mysql_connect_options
+
+T = TypeVar("T")
+_DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}")
+
+
+class _OneLine(Exception):
+    """A cause already described in one line."""
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(random.uniform(0.005, 0.02) * attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class MySQLAddress:
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+    database: str
+    # The CA (and client certificate) of a TLS connection; None: plain TCP.
+    tls: ClientTls | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> MySQLAddress:
+        """``mysql://user:password@host:port/database[?ssl_ca=...&ssl_cert=...&ssl_key=...]``."""
+        parsed = MySQLUrl.parse(url)
+        if not _DATABASE.fullmatch(parsed.database):
+            raise ValueError(f"MySQL URL needs a database name of [A-Za-z0-9_]: {parsed.database[:80]!r}")
+        return cls(
+            host=parsed.host or "127.0.0.1",
+            port=parsed.port,
+            user=parsed.user,
+            password=parsed.password,
+            database=parsed.database,
+            tls=parsed.tls,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.database}"
+
+
+class Session:
+    """One connection's cursor for one unit of work."""
+
+    def __init__(self, cursor: Cursor, in_transaction: bool) -> None:
+        self._cursor = cursor
+        self._in_transaction = in_transaction
+
+    def execute(self, stmt: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> int:
+        """Run one statement; the row count (matched rows for UPDATE)."""
+        attempt = 0
+        while True:
+            try:
+                return self._cursor.execute(stmt, args)
+            except pymysql.err.OperationalError as exc:
+                # Inside a transaction the whole transaction is retried instead
+                # (a deadlock has rolled all of it back).
+                if self._in_transaction or error_code(exc) not in LOCK_CONFLICT:
+                    raise
+                attempt += 1
+                if attempt > LOCK_RETRIES:
+                    raise
+                _backoff(attempt)
+
+    def execute_script(self, text: str, args: Sequence[Any]) -> list[tuple[tuple[Any, ...], ...]]:
+        """Several statements, or one compound statement, in one round trip
+        (the connection allows multi-statements): the rows of each result
+        set, in order. The text brackets its own transaction; on any error it is
+        rolled back here (the pooled connection must not keep it open),
+        and after a deadlock or lock wait timeout run again."""
+        attempt = 0
+        while True:
+            try:
+                self._cursor.execute(text, args)
+                results = []
+                while True:
+                    if self._cursor.description is not None:
+                        results.append(self._cursor.fetchall())
+                    if not self._cursor.nextset():
+                        return results
+            except pymysql.err.OperationalError as exc:
+                self._roll_back()
+                attempt += 1
+                if error_code(exc) not in LOCK_CONFLICT or attempt > LOCK_RETRIES:
+                    raise
+                _backoff(attempt)
+            except BaseException:
+                self._roll_back()
+                raise
+
+    def _roll_back(self) -> None:
+        # A dead connection has rolled back on the server already.
+        with contextlib.suppress(Exception):
+            self._cursor.execute(sql("rollback"))
+
+    def fetchall(self) -> tuple[tuple[Any, ...], ...]:
+        return self._cursor.fetchall()
+
+    def fetchone(self) -> tuple[Any, ...]:
+        row = self._cursor.fetchone()
+        if row is None:
+            raise pymysql.err.ProgrammingError("statement returned no row")
+        return row
+
+    def scalar(self, stmt: str, args: Mapping[str, Any] | None = None) -> Any:
+        self.execute(stmt, args)
+        return self.fetchone()[0]
+
+    @property
+    def lastrowid(self) -> int:
+        """LAST_INSERT_ID(): for a multi-row INSERT, the first row's id."""
+        return int(self._cursor.lastrowid)
+
+
+class ConnectionPool:
+    """A few idle autocommit connections shared by threads; each unit of work
+    borrows one. Connections are opened on demand (a dead server is noticed
+    when used, never at construction) and the database is created if it is
+    missing. ``prepare`` (idempotent DDL for the owner's own tables) runs
+    before the first unit of work and again after ``invalidate_schema``.
+    Unreachable-server errors close the connection, drop every idle one and
+    are raised as ``unavailable(cause)``; other errors propagate."""
+
+    def __init__(
+        self,
+        address: MySQLAddress,
+        *,
+        socket_timeout_s: float,
+        prepare: Callable[[Session], None],
+        unavailable: Callable[[BaseException], PinLaterError],
+        max_idle: int = 8,
+    ) -> None:
+        self._address = address
+        self._timeout = socket_timeout_s
+        self._prepare = prepare
+        self._prepared = False
+        self._unavailable = unavailable
+        # Made once (a bad CA file is a ValueError here), shared by every connect.
+        self._tls = address.tls.context() if address.tls is not None else None
+        self._core: PoolCore[Connection[Cursor]] = PoolCore(
+            self._open, ping=lambda conn: conn.ping(), open_failed=self._open_failed, max_idle=max_idle
+        )
+
+    def run(self, work: Callable[[Session], T], *, transaction: bool = False) -> T:
+        """``work`` on one connection; with ``transaction``, between BEGIN and
+        COMMIT, retried whole after a deadlock or lock wait timeout. A
+        database dropped under us is created again (once per call)."""
+        attempt = 0
+        recreated = False
+        while True:
+            try:
+                return self._run_once(work, transaction)
+            except pymysql.err.OperationalError as exc:
+                if error_code(exc) == UNKNOWN_DATABASE and not recreated:
+                    recreated = True
+                    self._create_database()
+                    continue
+                if not transaction or error_code(exc) not in LOCK_CONFLICT:
+                    raise storage_error(self._address, exc) from exc
+                attempt += 1
+                if attempt > LOCK_RETRIES:
+                    raise storage_error(self._address, exc) from exc
+                _backoff(attempt)
+            except pymysql.MySQLError as exc:
+                raise storage_error(self._address, exc) from exc
+
+    def _run_once(self, work: Callable[[Session], T], transaction: bool) -> T:
+        conn, generation = self._core.checkout()
+        reusable = False
+        try:
+            with conn.cursor() as cursor:
+                if not self._prepared:  # DDL: before any BEGIN
+                    self._prepare(Session(cursor, in_transaction=False))
+                    self._prepared = True  # racing threads may both prepare: it is idempotent
+                if transaction:
+                    conn.begin()
+                result = work(Session(cursor, transaction))
+                if transaction:
+                    conn.commit()
+            reusable = True
+            return result
+        except Exception as exc:
+            if is_unreachable(exc):
+                self.flush()
+                raise self._unavailable(_OneLine(describe(exc))) from exc
+            reusable = not transaction or self._rolled_back(conn)
+            raise
+        finally:
+            # Not reusable also after KeyboardInterrupt and the like: the
+            # connection may be mid-statement.
+            if reusable:
+                self._core.checkin(conn, generation)
+            else:
+                close_quietly(conn)
+
+    @staticmethod
+    def _rolled_back(conn: Connection[Cursor]) -> bool:
+        try:
+            conn.rollback()
+            return True
+        except Exception:  # noqa: BLE001 -- the original error is the one to report
+            return False
+
+    def _open_failed(self, exc: Exception) -> Exception | None:
+        if is_unreachable(exc) or is_foreign(exc):
+            return self._unavailable(_OneLine(self._describe_refusal(exc)))
+        return None
+
+    def _describe_refusal(self, exc: BaseException) -> str:
+        # A server requiring TLS (require_secure_transport) answers a plain
+        # client's right password with "access denied" too.
+        text = describe(exc)
+        if error_code(exc) == ACCESS_DENIED and self._tls is None:
+            text += "; if the server requires TLS, add ?ssl_ca=CA_FILE to the URL"
+        return text
+
+    def _connect(self, with_database: bool) -> Connection[Cursor]:
+        a = self._address
+        return pymysql.connect(
+            host=a.host,
+            port=a.port,
+            user=a.user,
+            password=a.password,
+            database=a.database if with_database else None,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=self._timeout,
+            read_timeout=self._timeout,
+            write_timeout=self._timeout,
+            # Row counts of UPDATE are matched rows, not changed rows: a
+            # heartbeat within the same millisecond still counts as applied.
+            # Multi-statements: a peek is one round trip (Session.execute_script).
+            client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
+            **mysql_connect_options(self._tls),
+        )
+
+    def _open(self) -> Connection[Cursor]:
+        try:
+            conn = self._connect(with_database=True)
+        except pymysql.err.OperationalError as exc:
+            if error_code(exc) != UNKNOWN_DATABASE:
+                raise
+            self._create_database()
+            conn = self._connect(with_database=True)
+        try:
+            with conn.cursor() as cursor:
+                session = Session(cursor, in_transaction=False)
+                session.execute(sql("session_isolation"))
+                lock_wait_s = max(1, int(self._timeout * 0.6))
+                session.execute(sql("session_setup"), {"lock_wait_s": lock_wait_s})
+        except BaseException:
+            close_quietly(conn)
+            raise
+        return conn
+
+    def _create_database(self) -> None:
+        """CREATE DATABASE IF NOT EXISTS over a connection without a default
+        database; our own tables are then created again by ``prepare``."""
+        try:
+            bootstrap = self._connect(with_database=False)
+        except Exception as exc:
+            if is_unreachable(exc) or is_foreign(exc):
+                raise self._unavailable(_OneLine(describe(exc))) from exc
+            raise
+        try:
+            with bootstrap.cursor() as cursor:
+                cursor.execute(sql("create_database", database=self._address.database))
+        except Exception as exc:
+            if is_unreachable(exc):
+                raise self._unavailable(exc) from exc
+            raise
+        finally:
+            close_quietly(bootstrap)
+        self._prepared = False
+
+    def invalidate_schema(self) -> None:
+        """Run ``prepare`` again before the next unit of work (one of our own
+        tables has gone missing)."""
+        self._prepared = False
+
+    def flush(self) -> None:
+        """Close every idle connection; ones in use are closed when returned."""
+        self._core.flush()
+
+    def close(self) -> None:
+        self.flush()
+
+
+def run_creating_missing_tables(
+    pool: ConnectionPool,
+    work: Callable[[Session], T],
+    *,
+    transaction: bool = False,
+    create: Callable[[], None] | None = None,
+) -> T:
+    """``work`` on ``pool``; should a table be missing (MySQL error 1146),
+    the pool's own tables are prepared again, ``create`` makes any others
+    the work needs, and the work runs once more."""
+    try:
+        return pool.run(work, transaction=transaction)
+    except MySQLStorageError as exc:
+        if error_code(exc) != NO_SUCH_TABLE:
+            raise
+    pool.invalidate_schema()
+    if create is not None:
+        create()
+    return pool.run(work, transaction=transaction)

@@ -1,0 +1,123 @@
+"""The MySQL shard's reads: count, scan (newest first, by (sort time, id)
+cursor) and lookup. A part of ``MySQLBackend`` (``shard``)."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pinlater.kit.sqlblocks import job_table
+from pinlater.states import JobState
+from pinlater.stores.base import (
+    JobRecord,
+)
+from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.statements import sql
+
+T = TypeVar("T")
+
+_CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
+
+
+def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
+    state = JobState(int(row[1]))
+    return JobRecord(
+        local_id=int(row[0]),
+        priority=priority,
+        state=state,
+        attempts_allowed=int(row[2]),
+        attempts_remaining=int(row[3]),
+        custom_status=str(row[4]),
+        created_at_ms=int(row[5]),
+        run_after_ms=int(row[6]),
+        updated_at_ms=int(row[7]),
+        claim=str(row[8]) if state is JobState.RUNNING and row[8] is not None else None,
+        body=None if row[9] is None else bytes(row[9]),
+    )
+
+
+class ReadsMixin:
+    """Count, scan and lookup of ``MySQLBackend``."""
+
+    if TYPE_CHECKING:
+        shard_id: str
+
+        def _run(
+            self,
+            queue: str | None,
+            priorities: Iterable[int],
+            work: Callable[[Session], T],
+            transaction: bool = False,
+        ) -> T: ...
+
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        table = job_table(queue, priority)
+        if state is JobState.PENDING:
+            stmt = sql("count_pending_future" if future else "count_pending_now", table=table)
+            return self._run(queue, (priority,), lambda s: int(s.scalar(stmt)))
+        stmt = sql("count_state", table=table)
+        return self._run(queue, (priority,), lambda s: int(s.scalar(stmt, {"state": int(state)})))
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord]:
+        table = job_table(queue, priority)
+        if limit <= 0:
+            return []
+        name = "scan_state"
+        if state is JobState.PENDING:
+            name = "scan_pending_future" if future else "scan_pending_now"
+        stmt = sql(name, table=table, body=include_body)
+        sort_time, local_id = before if before is not None else _CURSOR_TOP
+        args = {"state": int(state), "st": sort_time, "id": local_id, "limit": limit}
+        within = False
+        if include_body and max_body_bytes is not None:
+            within = True
+            stmt = sql("scan_within", page=stmt)
+            args["budget"] = max_body_bytes
+
+        def work(s: Session) -> list[JobRecord]:
+            s.execute(stmt, args)
+            records = []
+            for row in s.fetchall():
+                records.append(_record(row, priority))
+                if within and row[9] is None:
+                    break  # withheld: the page ends here
+            return records
+
+        return self._run(queue, (priority,), work)
+
+    def lookup(
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord | None]:
+        table = job_table(queue, priority)
+        ids = sorted({int(i) for i in local_ids})
+        if not ids:
+            return []
+        args: list[int] = ids
+        if include_body and max_body_bytes is not None:
+            stmt = sql("lookup_within", table=table, ids=len(ids))
+            args = [max_body_bytes, *ids, *ids]
+        else:
+            stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
+
+        def work(s: Session) -> dict[int, JobRecord]:
+            s.execute(stmt, args)
+            return {int(row[0]): _record(row, priority) for row in s.fetchall()}
+
+        found = self._run(queue, (priority,), work)
+        return [found.get(int(i)) for i in local_ids]

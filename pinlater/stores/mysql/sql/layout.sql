@@ -1,0 +1,42 @@
+-- The layout version of a MySQL shard or control store
+-- (pinlater.stores.layout) and the statements of its migrations
+-- (pinlater.stores.migrations). One row per store kind in the database:
+-- 'shard' or 'control' (the two may share a database).
+
+-- name: meta_create
+CREATE TABLE IF NOT EXISTS pinlater_meta (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  version INT NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
+
+-- name: table_exists
+SELECT COUNT(*) FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name = %(name)s
+
+-- name: meta_read
+SELECT version FROM pinlater_meta WHERE name = %(name)s
+
+-- name: meta_stamp
+-- A new store: several processes may open it at once, the first one wins.
+INSERT IGNORE INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
+
+-- name: meta_write
+-- After a migration step; never back to an older version.
+INSERT INTO pinlater_meta (name, version) VALUES (%(name)s, %(version)s)
+ON DUPLICATE KEY UPDATE version = GREATEST(version, VALUES(version))
+
+-- name: shard_v2_deleted_queues
+-- Shard layout 2 -> 3: the queues deleted on the shard. Frozen, like every
+-- step: a new shard gets the same table from the backend's
+-- create_deleted_queues_table (tests/integration/test_migrations.py
+-- compares the two).
+CREATE TABLE IF NOT EXISTS deleted_queues (
+  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB
+
+-- name: shard_v3_trace_column
+-- Shard layout 3 -> 4: each job's trace context (W3C traceparent). Frozen;
+-- new job tables get the same column from create_job_table.
+ALTER TABLE {table} ADD COLUMN trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL AFTER claim

@@ -1,0 +1,143 @@
+"""Every Redis key name of the project (job shards, control store, dashboard
+records), in one place.
+
+Job storage (one shard = one Redis server/db):
+
+``pl:queues``                      set of queue names with storage here
+``pl:{queue}:ids``                 id counter (INCRBY); ids are unique per
+                                   queue on the shard, so also per priority
+``pl:{queue}:prios``               set of priorities ever given storage; lets
+                                   delete_queue find every key without SCAN
+``pl:{queue}:p{N}:pending``        zset, score run_after
+``pl:{queue}:p{N}:running``        zset, score updated_at (claim/heartbeat)
+``pl:{queue}:p{N}:succeeded``      zset, score updated_at (finish time)
+``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
+``pl:{queue}:p{N}:jobs``           hash, member -> the job (one field per
+                                   job: ``pinlater.stores.redis.record``)
+``pl:deleted``                     set of queue names deleted here and not
+                                   created again since: an enqueue of a
+                                   process whose cached config is stale is
+                                   refused instead of storing an orphan
+``pl:layout``                      the shard's layout version (see
+                                   ``pinlater.stores.layout``)
+``pl:probe``                       string written by the health prober to
+                                   see that the shard takes writes; expires
+                                   after ``PROBE_TTL_MS``
+
+A job is a member of exactly one of its priority's four zsets, the one of its
+state, so a zset's score is always the job's sort time. A job's member (in
+its zset and as its field in the jobs hash) is its local id in as few
+big-endian bytes as it takes, after one byte giving that count: among equal
+scores Redis orders members bytewise, and with the count first that is
+numeric order, which makes (score, member) order == (sort_time, local_id)
+order, exactly. Short members are most of what keeps a job small: an id
+below 2**40 takes 6 bytes, within jemalloc's smallest size class.
+
+(Layout 2 and earlier kept a hash per job, ``pl:{queue}:p{N}:j:{id}``, and
+members zero-padded to 20 digits; ``pinlater migrate`` converts them.)
+
+Control store (``plc:``):
+
+``plc:queues``                     hash name -> QueueConfig JSON
+``plc:rate:{bucket}``              hash tokens, ts (rate buckets)
+``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
+``plc:idem:{key}``                 string, idempotency key of an enqueue
+``plc:layout``                     the control store's layout version
+
+Dashboard records (``pld:``, beside the control store):
+
+``pld:log:{name}``                 list of JSON documents, newest first
+``pld:map:{name}``                 hash key -> JSON document
+
+(The Celery layer's pub/sub channels are not keys: ``workers.bus`` names
+them, under a prefix of its own.)
+
+
+Queue names are letters, digits and underscore only, so ``:`` never occurs
+inside one and no queue's keys can collide with another's.
+"""
+
+from __future__ import annotations
+
+from pinlater.states import JobState
+
+QUEUES = "pl:queues"
+DELETED_QUEUES = "pl:deleted"
+SHARD_LAYOUT = "pl:layout"
+PROBE = "pl:probe"
+PROBE_TTL_MS = 10_000
+CONTROL_QUEUES = "plc:queues"
+CONTROL_LAYOUT = "plc:layout"
+IDEMPOTENCY_PREFIX = "plc:idem:"
+
+_STATE_SUFFIX = {
+    JobState.PENDING: "pending",
+    JobState.RUNNING: "running",
+    JobState.SUCCEEDED: "succeeded",
+    JobState.FAILED: "failed",
+}
+
+
+def ids_key(queue: str) -> str:
+    return f"pl:{queue}:ids"
+
+
+def prios_key(queue: str) -> str:
+    return f"pl:{queue}:prios"
+
+
+def state_key(queue: str, priority: int, state: JobState) -> str:
+    return f"pl:{queue}:p{priority}:{_STATE_SUFFIX[state]}"
+
+
+def pending_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.PENDING)
+
+
+def running_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.RUNNING)
+
+
+def succeeded_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.SUCCEEDED)
+
+
+def failed_key(queue: str, priority: int) -> str:
+    return state_key(queue, priority, JobState.FAILED)
+
+
+def jobs_key(queue: str, priority: int) -> str:
+    return f"pl:{queue}:p{priority}:jobs"
+
+
+def member(local_id: int) -> bytes:
+    """A job's zset member and jobs-hash field (see module doc); ids start
+    at 1."""
+    if local_id < 1:
+        raise ValueError(f"no job has id {local_id}")
+    n = (local_id.bit_length() + 7) // 8
+    return bytes((n,)) + local_id.to_bytes(n, "big")
+
+
+def member_id(member: bytes) -> int:
+    return int.from_bytes(member[1:], "big")
+
+
+def rate_key(bucket: str) -> str:
+    return f"plc:rate:{bucket}"
+
+
+def counts_key(minute: int) -> str:
+    return f"plc:counts:{minute}"
+
+
+def idempotency_key(key: str) -> str:
+    return IDEMPOTENCY_PREFIX + key
+
+
+def records_log_key(log: str) -> str:
+    return f"pld:log:{log}"
+
+
+def records_map_key(table: str) -> str:
+    return f"pld:map:{table}"

@@ -1,0 +1,302 @@
+-- _prelude.lua: helpers shared by every job script. The loader
+-- (pinlater/stores/redis/scripts.py) prepends this file to each script
+-- before registering it, so Redis error line numbers are offset by this
+-- file's length. Only `local` definitions: Redis forbids globals.
+
+-- The shard's clock in ms. TIME is allowed in Redis 7 scripts because
+-- effects (not the script) are replicated.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integers as decimal strings: Lua's tostring uses %.14g and would switch
+-- to exponent notation for large values.
+local function int(n)
+  return string.format('%d', n)
+end
+
+local floor = math.floor
+
+-- Job ids as zset members and jobs-hash fields: one byte n (1..7), then the
+-- id in n big-endian bytes, n as small as it can be. Byte order is numeric
+-- order, so among equal scores Redis orders members by id; and a member of
+-- an id below 2^40 fits jemalloc's smallest size class.
+local function member_of(id)
+  if id < 1 then return '\0' end  -- ids start at 1: no job has this member
+  -- The usual sizes without a table (this runs for every item of an ACK).
+  if id < 256 then return string.char(1, id) end
+  if id < 65536 then return string.char(2, floor(id / 256), id % 256) end
+  if id < 16777216 then
+    return string.char(3, floor(id / 65536), floor(id / 256) % 256, id % 256)
+  end
+  local b, n = {}, 0
+  while id > 0 do
+    n = n + 1
+    b[n] = id % 256
+    id = floor(id / 256)
+  end
+  local out = {n}
+  for i = n, 1, -1 do out[#out + 1] = b[i] end
+  return string.char(unpack(out))
+end
+
+local function id_of(member)
+  local id = 0
+  for i = 2, #member do id = id * 256 + string.byte(member, i) end
+  return id
+end
+
+local function valid_member(m)
+  return m ~= nil and #m >= 2 and #m <= 8 and string.byte(m, 1) == #m - 1
+end
+
+-- Any integer: ids below 1 never exist, so such an item is simply stale.
+local function valid_id(id)
+  return type(id) == 'number' and id == math.floor(id)
+end
+
+-- A job is one field of its priority's jobs hash (KEYS name it), its value:
+--   24-byte header  state + flags (1), attempts_allowed (2),
+--                   attempts_remaining (2), created_at (6), updated_at (6),
+--                   run_after (7): unsigned big-endian, times in ms
+--   claim           if flag 4: length (2) + 'TOKEN@source' (RUNNING only)
+--   custom status   if flag 8: length (2) + UTF-8 text
+--   trace           if flag 16: length (1) + W3C traceparent (layout 4 on)
+--   body            the rest
+-- pinlater/stores/redis/record.py reads the same format in Python.
+local HEADER = 24
+
+local MAX_U16 = 65535
+
+local MAX_TIME = 9007199254740991  -- 2^53 - 1 (pinlater.limits.MAX_TIMESTAMP_MS)
+
+local function u16(n)
+  return string.char(floor(n / 256), n % 256)
+end
+
+local function u16_at(s, at)
+  local hi, lo = string.byte(s, at, at + 1)
+  return hi * 256 + lo
+end
+
+-- The header's fields to bytes and back. struct (built into Redis) packs
+-- in C; the plain-Lua path is for servers without it (fakeredis in the
+-- unit tests) and gives the same bytes. Only the path in use is defined:
+-- every definition here costs a closure on each script call.
+local pack_header, unpack_header
+if type(struct) == 'table' then
+  pack_header = function(flags, allowed, left, created, updated, run_after)
+    return struct.pack('>BHHI6I6I7', flags, allowed, left, created, updated, run_after)
+  end
+  unpack_header = function(v)
+    return struct.unpack('>BHHI6I6I7', v)
+  end
+else
+  local function be(n, k)
+    local b = {}
+    for i = k, 1, -1 do
+      b[i] = n % 256
+      n = floor(n / 256)
+    end
+    return string.char(unpack(b))
+  end
+  local function from_be(s, at, k)
+    local n = 0
+    for i = at, at + k - 1 do n = n * 256 + string.byte(s, i) end
+    return n
+  end
+  pack_header = function(flags, allowed, left, created, updated, run_after)
+    return string.char(flags) .. be(allowed, 2) .. be(left, 2) .. be(created, 6) .. be(updated, 6)
+      .. be(run_after, 7)
+  end
+  unpack_header = function(v)
+    return string.byte(v, 1), from_be(v, 2, 2), from_be(v, 4, 2), from_be(v, 6, 6), from_be(v, 12, 6),
+      from_be(v, 18, 7)
+  end
+end
+
+-- The job in a table: state, allowed, left, created, updated, run_after,
+-- claim (nil unless set), status ('' unless set), trace ('' unless set),
+-- body_at (index of the body's first byte in v).
+local function read_job(v)
+  local flags, allowed, left, created, updated, run_after = unpack_header(v)
+  local claim, status = nil, ''
+  local at = HEADER + 1
+  if flags % 8 >= 4 then
+    local n = u16_at(v, at)
+    claim = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  if flags % 16 >= 8 then
+    local n = u16_at(v, at)
+    status = string.sub(v, at + 2, at + 1 + n)
+    at = at + 2 + n
+  end
+  local trace = ''
+  if flags >= 16 then
+    local n = string.byte(v, at)
+    trace = string.sub(v, at + 1, at + n)
+    at = at + 1 + n
+  end
+  -- One constructor, so the table is made at its size at once.
+  return {state = flags % 4, allowed = allowed, left = left, created = created, updated = updated,
+    run_after = run_after, claim = claim, status = status, trace = trace, body_at = at}
+end
+
+-- read_job(v).body_at alone, for reads that only cut or measure bodies:
+-- no header unpacked, no table made.
+local function body_start(v)
+  local flags = string.byte(v, 1)
+  local at = HEADER + 1
+  if flags % 8 >= 4 then at = at + 2 + u16_at(v, at) end
+  if flags % 16 >= 8 then at = at + 2 + u16_at(v, at) end
+  if flags >= 16 then at = at + 1 + string.byte(v, at) end
+  return at
+end
+
+-- The value of job j with this body (the claim is kept only while RUNNING).
+local function job_value(j, body)
+  local flags = j.state
+  local claim, status = '', ''
+  if j.state == 1 and j.claim and j.claim ~= '' then
+    flags = flags + 4
+    claim = u16(#j.claim) .. j.claim
+  end
+  if j.status ~= '' then
+    flags = flags + 8
+    status = u16(#j.status) .. j.status
+  end
+  local trace = ''
+  if j.trace and j.trace ~= '' then
+    flags = flags + 16
+    trace = string.char(#j.trace) .. j.trace
+  end
+  return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. trace
+    .. body
+end
+
+local function body_of(v, j)
+  return string.sub(v, j.body_at)
+end
+
+-- The job of field m in the jobs hash, or nil.
+local function load_job(jobs, m)
+  local v = redis.call('HGET', jobs, m)
+  if not v then return nil end
+  return read_job(v), v
+end
+
+-- Store job j, keeping the body it had in v.
+local function save_job(jobs, m, j, v)
+  redis.call('HSET', jobs, m, job_value(j, body_of(v, j)))
+end
+
+-- Batch items arrive as one JSON array (cjson is built into Redis): far
+-- fewer arguments to pack and parse than one ARGV per field. JSON null
+-- decodes to cjson.null.
+local function opt(v)
+  if v == nil or v == cjson.null then return nil end
+  return v
+end
+
+local function is_int(v)
+  return type(v) == 'number' and v == math.floor(v)
+end
+
+-- One command over many arguments in few calls: unpack is bounded by the
+-- Lua C stack, hence chunks (of an even size, so pairs stay together).
+local function call_many(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
+-- `flat` is {score, member, ...}.
+local function zadd_many(key, flat) call_many('ZADD', key, flat) end
+
+local function zrem_many(key, members) call_many('ZREM', key, members) end
+
+-- `flat` is {field, value, ...}.
+local function hset_many(key, flat) call_many('HSET', key, flat) end
+
+local function hdel_many(key, fields) call_many('HDEL', key, fields) end
+
+-- Batch items by priority group (it[1]): g -> item indexes, in item order.
+-- Items of one group are read with one HMGET and written with one HSET; an
+-- item for a job an earlier item of the batch already changed sees it
+-- changed (`done` in the scripts), as if they ran one by one.
+local function by_group(items)
+  local groups = {}
+  for i, it in ipairs(items) do
+    local t = groups[it[1]]
+    if not t then
+      t = {}
+      groups[it[1]] = t
+    end
+    t[#t + 1] = i
+  end
+  return groups
+end
+
+-- The jobs of many fields at once: {v or false, ...} in the fields' order.
+local function hmget_many(key, fields)
+  local out = {}
+  for i = 1, #fields, 1000 do
+    local got = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+    for k = 1, #got do out[#out + 1] = got[k] end
+  end
+  return out
+end
+
+-- Whether an ACK or checkpoint item holds RUNNING job j: `claim` (nil when
+-- the item gives none) must be j's claim exactly; without one, any claim
+-- of the item's `source` (pinlater/backends/base.py). A claim is
+-- TOKEN(16 hex) .. '@' .. source.
+local function holds(j, source, claim)
+  if claim then return j.claim == claim end
+  return j.claim ~= nil and string.sub(j.claim, 18) == source
+end
+
+-- An item's optional claim field: nil or a string.
+local function valid_claim(c)
+  return c == nil or type(c) == 'string'
+end
+
+-- custom_status is capped in characters. In UTF-8, a character starts at
+-- every byte that is not a continuation byte (0x80..0xBF).
+local function is_char_start(s, i)
+  local b = string.byte(s, i)
+  return b < 0x80 or b >= 0xC0
+end
+
+-- Keep the newest (rightmost) `max` characters.
+local function cap_right(s, max)
+  if #s <= max then return s end
+  if max <= 0 then return '' end
+  local n = 0
+  for i = #s, 1, -1 do
+    if is_char_start(s, i) then
+      n = n + 1
+      if n == max then return string.sub(s, i) end
+    end
+  end
+  return s
+end
+
+-- Keep the oldest (leftmost) `max` characters.
+local function cap_left(s, max)
+  if #s <= max then return s end
+  local n = 0
+  for i = 1, #s do
+    if is_char_start(s, i) then
+      n = n + 1
+      if n > max then return string.sub(s, 1, i - 1) end
+    end
+  end
+  return s
+end
+
+local function bad(msg)
+  return redis.error_reply('pinlater: ' .. msg)
+end

@@ -1,0 +1,66 @@
+"""The Lua scripts of the Redis backend and decoding their replies.
+
+Each script is a ``.lua`` file next to this module (``lua/``), loaded by
+``pinlater.stores.redis.loader``. ``_prelude.lua`` is prepended to every job
+script so helpers (clock, job keys, status caps) exist in one copy only.
+
+Batch scripts take their items as one JSON argument (decoded by the cjson
+library built into Redis) plus bodies as separate binary arguments: packing
+hundreds of small arguments cost more client time than the script itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pinlater.stores.base import ClaimedJob, Claims
+from pinlater.stores.redis import loader
+
+if TYPE_CHECKING:
+    import redis
+    from redis.commands.core import Script
+
+JOB_SCRIPTS = (
+    "enqueue",
+    "dequeue",
+    "ack_succeeded",
+    "ack_failed",
+    "checkpoint",
+    "expire_claims",
+    "gc",
+    "retry_failed",
+    "delete",
+    "count",
+    "scan",
+    "lookup",
+    "create_queue",
+    "delete_queue",
+)
+# Run by ``pinlater migrate`` only (pinlater.stores.redis.upgrade).
+UPGRADE_SCRIPTS = ("upgrade_v3",)
+
+
+def job_script_source(name: str) -> str:
+    return loader.checked_source("pinlater.stores.redis", name, prelude="_prelude")
+
+
+def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
+    return loader.register(client, "pinlater.stores.redis", JOB_SCRIPTS, prelude="_prelude")
+
+
+# -- replies -------------------------------------------------------------------
+
+
+def claims(reply: Sequence[Any], claim: str) -> Claims:
+    """Decode dequeue's reply: next priority (0: none), then per job
+    priority, id, body, allowed, remaining, trace, run_after."""
+    # Positional: keywords cost ~0.2 µs more per job.
+    jobs = [
+        ClaimedJob(
+            int(reply[i + 1]), int(reply[i]), bytes(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]), claim,
+            reply[i + 5].decode("ascii") if reply[i + 5] else None, int(reply[i + 6]),
+        )
+        for i in range(1, len(reply), 7)
+    ]
+    return Claims(jobs, int(reply[0]) or None)

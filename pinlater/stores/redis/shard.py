@@ -1,0 +1,437 @@
+"""The Redis shard backend: one Redis server/db is one shard.
+
+Layout: see ``pinlater.stores.redis.keys``. Every transition is one Lua script
+(``lua/*.lua``) taking "now" from the server's TIME, and every batch call
+(enqueue, ACKs, checkpoints) is one EVALSHA, so one round trip per call.
+A read is one command, or a script (atomic too) where it must keep only
+part of each job it reads: its head without the body, or bodies within a
+budget. The job records' format is in ``record``.
+
+The client never retries a command on its own (``Retry(NoBackoff(), 0)``):
+the transitions are not idempotent (a re-sent enqueue would store its jobs
+twice, a re-sent ACK would report its own success as stale), so a lost
+connection surfaces as ``ShardUnavailable`` and the caller decides.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+
+from pinlater.errors import QueueDeleted
+from pinlater.states import JobState
+from pinlater.stores.base import (
+    CLAIM_TOKEN_LEN,
+    CUSTOM_STATUS_MAX,
+    AckItem,
+    CheckpointItem,
+    Claims,
+    EnqueueItem,
+    ExpiredClaims,
+    FailItem,
+    JobRecord,
+    ShardUnavailable,
+)
+from pinlater.stores.redis import keys, loader
+from pinlater.stores.redis import record as redis_record
+from pinlater.stores.redis.errors import redis_guard
+from pinlater.stores.redis.layout import REDIS_SHARD, check_redis_layout
+from pinlater.stores.redis.pool import open_redis
+from pinlater.stores.redis.scripts import claims, register_job_scripts
+
+if TYPE_CHECKING:
+    from redis.commands.core import Script
+
+_T = TypeVar("_T")
+ArgT = str | bytes | int
+
+# The layout from which job records carry their trace context.
+TRACE_LAYOUT = 4
+
+# Jobs deleted per delete_queue step: a few ms of server time per step.
+DELETE_QUEUE_BATCH = 1000
+
+
+def _json(items: list[Any]) -> str:
+    """Batch items travel as one JSON argument (decoded by cjson in the
+    script): packing one argument per field costs more than the script."""
+    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+
+
+def _claimed(item: list[Any], claim: str | None) -> list[Any]:
+    """A script item with its claim as the last field when it names one
+    (the scripts read a missing field as "no claim: the source's")."""
+    if claim is not None:
+        item.append(claim)
+    return item
+
+
+def _opt(value: int | None) -> str:
+    """Optional integer argument of a script: '' stands for None."""
+    return "" if value is None else str(int(value))
+
+
+@lru_cache(maxsize=1024)
+def _dequeue_keys(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...]) -> tuple[str, ...]:
+    """The KEYS of a dequeue (see dequeue.lua): the same few per queue on
+    every call, and making them cost ~3 µs per call."""
+    ks: list[str] = []
+    for p in priorities:
+        ks += [keys.pending_key(queue, p), keys.running_key(queue, p), keys.jobs_key(queue, p)]
+    ks += [keys.pending_key(queue, p) for p in look_ahead]
+    return tuple(ks)
+
+
+def _pending_mode(state: JobState, future: bool) -> str:
+    if state is not JobState.PENDING:
+        return "all"
+    return "future" if future else "due"
+
+
+class _Groups:
+    """Per-priority key groups of a batch call: each distinct priority gets
+    one group of KEYS (in first-seen order); items refer to it by 1-based
+    index."""
+
+    def __init__(self, key_fn: Callable[[int], list[str]]) -> None:
+        self._key_fn = key_fn
+        self._index: dict[int, int] = {}
+        self.keys: list[str] = []
+
+    def of(self, priority: int) -> int:
+        g = self._index.get(priority)
+        if g is None:
+            g = self._index[priority] = len(self._index) + 1
+            self.keys.extend(self._key_fn(priority))
+        return g
+
+
+class RedisBackend:
+    """ShardBackend over one Redis server/db."""
+
+    def __init__(self, shard_id: str, client: redis.Redis[bytes]) -> None:
+        self.shard_id = shard_id
+        self._r = client
+        self._scripts: dict[str, Script] = register_job_scripts(client)
+        self._where = f"redis shard {shard_id}"
+        self._errors = redis_guard(self._where, ShardUnavailable)
+        self._layout_checked = False
+        self._traces = False  # store each job's trace context: from layout 4 on
+
+    @classmethod
+    def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
+        client = open_redis(url, socket_timeout_s)
+        return cls(shard_id, client)
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _guard(self) -> AbstractContextManager[None]:
+        # The first command checks the layout; after a refusal every command
+        # checks again, so a migration takes effect without a restart.
+        if not self._layout_checked:
+            layout = check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
+            self._traces = layout >= TRACE_LAYOUT
+            self._layout_checked = True
+        return self._errors
+
+    def _run(self, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
+        with self._guard():
+            return loader.call(self._r, self._scripts[name], keys_, args)
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        with self._guard():
+            return fn()
+
+    # -- housekeeping ----------------------------------------------------------
+
+    def ping(self) -> None:
+        self._call(self._r.ping)
+
+    def probe(self) -> None:
+        # A write every probe: a server out of memory, a replica or one that
+        # cannot save answers a PING but refuses this.
+        self._call(lambda: self._r.set(keys.PROBE, b"1", px=keys.PROBE_TTL_MS))
+
+    def now_ms(self) -> int:
+        sec, usec = self._call(self._r.time)
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def close(self) -> None:
+        self._r.close()
+        self._r.connection_pool.disconnect()
+
+    def create_queue(self, queue: str, priorities: int) -> None:
+        self._run("create_queue", [keys.QUEUES, keys.prios_key(queue), keys.DELETED_QUEUES], [queue, priorities])
+
+    def delete_queue(self, queue: str) -> None:
+        # Bounded steps (see delete_queue.lua); each step re-reads the
+        # priorities so one added meanwhile by an enqueue is not missed.
+        while True:
+            prios = sorted(int(p) for p in self._call(lambda: self._r.smembers(keys.prios_key(queue))))
+            ks = [keys.QUEUES, keys.prios_key(queue), keys.ids_key(queue), keys.DELETED_QUEUES]
+            for p in prios:
+                ks += [keys.state_key(queue, p, s) for s in JobState]
+                ks.append(keys.jobs_key(queue, p))
+            args: list[ArgT] = [queue, DELETE_QUEUE_BATCH, *prios]
+            if int(self._run("delete_queue", ks, args)) == 0:
+                return
+
+    def queue_names(self) -> set[str]:
+        return {m.decode("utf-8") for m in self._call(lambda: self._r.smembers(keys.QUEUES))}
+
+    # -- transitions -------------------------------------------------------------
+
+    def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
+        if not items:
+            return []
+        groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
+        meta = [
+            [
+                groups.of(it.priority),
+                it.priority,
+                it.run_after_ms,
+                it.attempts_allowed,
+                # No stored status yet: the enqueued one counts as an append.
+                it.custom_status[-CUSTOM_STATUS_MAX:],
+            ]
+            for it in items
+        ]
+        if not self._layout_checked:
+            self._call(lambda: None)  # the layout check decides self._traces
+        if self._traces:
+            for row, it in zip(meta, items, strict=True):
+                if it.trace is not None:
+                    row.append(it.trace)
+        args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
+        ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]
+        ids = self._run("enqueue", ks, args)
+        if ids is None:
+            raise QueueDeleted(queue, self.shard_id)
+        return [int(i) for i in ids]
+
+    def dequeue(
+        self,
+        queue: str,
+        priorities: Sequence[int],
+        limit: int,
+        source: str,
+        look_ahead: Sequence[int] = (),
+    ) -> Claims:
+        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        return self._dequeue(queue, priorities, limit, claim, look_ahead)
+
+    def peek(
+        self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
+    ) -> Claims:
+        return self._dequeue(queue, priorities, limit, "", look_ahead)
+
+    def _dequeue(
+        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+    ) -> Claims:
+        """One script for every priority of the call (see dequeue.lua); an
+        empty claim peeks."""
+        if limit < 1 or not priorities:
+            return Claims([])
+        ks = _dequeue_keys(queue, tuple(priorities), tuple(look_ahead))
+        args: list[ArgT] = [limit, claim, len(priorities), *priorities, *look_ahead]
+        return claims(self._run("dequeue", ks, args), claim)
+
+    def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
+        if not items:
+            return []
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.succeeded_key(queue, p),
+                keys.jobs_key(queue, p),
+            ]
+        )
+        # Only the newest CUSTOM_STATUS_MAX chars of an append can survive.
+        meta = [
+            _claimed([groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]],
+                     it.claim)
+            for it in items
+        ]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
+        return [bool(x) for x in self._run("ack_succeeded", groups.keys, args)]
+
+    def ack_failed(
+        self, queue: str, items: Sequence[FailItem], delay_table: Sequence[int] = ()
+    ) -> list[bool]:
+        if not items:
+            return []
+        if not delay_table and any(it.delay_ms is None for it in items):
+            raise ValueError("a failure ACK without its own delay needs the policy's delay table")
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.pending_key(queue, p),
+                keys.failed_key(queue, p),
+                keys.jobs_key(queue, p),
+            ]
+        )
+        meta = [
+            _claimed(
+                [
+                    groups.of(it.priority),
+                    it.local_id,
+                    it.source,
+                    it.append_custom_status[-CUSTOM_STATUS_MAX:],
+                    None if it.delay_ms is None else max(0, int(it.delay_ms)),
+                ],
+                it.claim,
+            )
+            for it in items
+        ]
+        table = [int(d) for d in delay_table] or [0]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), _json(table)]
+        return [bool(x) for x in self._run("ack_failed", groups.keys, args)]
+
+    def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
+        if not items:
+            return []
+        groups = _Groups(
+            lambda p: [
+                keys.running_key(queue, p),
+                keys.pending_key(queue, p),
+                keys.jobs_key(queue, p),
+            ]
+        )
+        bodies: list[bytes] = []
+        meta: list[list[Any]] = []
+        for it in items:
+            if it.new_body is not None:
+                bodies.append(it.new_body)
+            meta.append(
+                _claimed(
+                    [
+                        groups.of(it.priority),
+                        it.local_id,
+                        it.source,
+                        0 if it.new_body is None else len(bodies),  # index into the bodies
+                        it.move_to_pending,
+                        it.run_after_ms,
+                        it.attempts_allowed,
+                        # Only the oldest CUSTOM_STATUS_MAX chars of a prepend survive.
+                        (it.prepend_custom_status or "")[:CUSTOM_STATUS_MAX],
+                    ],
+                    it.claim,
+                )
+            )
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
+        return [bool(x) for x in self._run("checkpoint", groups.keys, args)]
+
+    def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
+        if limit < 1:
+            return ExpiredClaims(0, 0)
+        ks = [
+            keys.running_key(queue, priority),
+            keys.pending_key(queue, priority),
+            keys.failed_key(queue, priority),
+            keys.jobs_key(queue, priority),
+        ]
+        repended, failed = self._run("expire_claims", ks, [int(timeout_ms), limit])
+        return ExpiredClaims(repended=int(repended), failed=int(failed))
+
+    def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
+        if not state.is_terminal:
+            raise ValueError(f"gc applies to terminal states only, not {state.name}")
+        if limit < 1:
+            return 0
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
+        return int(self._run("gc", ks, [int(older_than_ms), limit]))
+
+    def retry_failed(self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int) -> int:
+        if limit < 1:
+            return 0
+        ks = [
+            keys.failed_key(queue, priority),
+            keys.pending_key(queue, priority),
+            keys.jobs_key(queue, priority),
+        ]
+        return int(self._run("retry_failed", ks, [attempts, _opt(run_after_ms), limit]))
+
+    def delete(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        local_ids: Sequence[int] | None,
+        limit: int,
+    ) -> int:
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
+        if local_ids is None:
+            return int(self._run("delete", ks, ["limit", limit]))
+        if not local_ids:
+            return 0
+        # Ids below 1 never exist (the counter starts at 1).
+        members: list[ArgT] = [keys.member(i) for i in local_ids if i >= 1]
+        if not members:
+            return 0
+        return int(self._run("delete", ks, ["ids", 0, *members]))
+
+    # -- reads -------------------------------------------------------------------
+
+    def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
+        ks = [keys.state_key(queue, priority, state)]
+        return int(self._run("count", ks, [_pending_mode(state, future)]))
+
+    def scan(
+        self,
+        queue: str,
+        priority: int,
+        state: JobState,
+        future: bool,
+        before: tuple[int, int] | None,
+        limit: int,
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord]:
+        if limit < 1:
+            return []
+        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
+        cursor: list[ArgT] = ["", ""] if before is None else [before[0], before[1]]
+        args: list[ArgT] = [_pending_mode(state, future), limit, "1" if include_body else "0"]
+        rows = self._run("scan", ks, [*args, *cursor, _opt(max_body_bytes)])
+        records = []
+        for row in rows:
+            # A third element: the job's body was withheld (over the budget).
+            rec = redis_record.decode(keys.member_id(row[0]), priority, row[1], include_body and len(row) == 2)
+            if rec is not None:
+                records.append(rec)
+        return records
+
+    def lookup(
+        self,
+        queue: str,
+        priority: int,
+        local_ids: Sequence[int],
+        include_body: bool,
+        max_body_bytes: int | None = None,
+    ) -> list[JobRecord | None]:
+        if not local_ids:
+            return []
+        # Ids below 1 never exist; an id asked twice is read and decoded
+        # once, and its record (and body) shared. One command or script: atomic.
+        wanted = sorted({i for i in local_ids if i >= 1})
+        if not wanted:
+            return [None] * len(local_ids)
+        jobs = keys.jobs_key(queue, priority)
+        members = [keys.member(i) for i in wanted]
+        keep = include_body
+        if max_body_bytes is None:
+            # Unbounded: one HMGET, the cheapest read, of whole jobs.
+            values = self._call(lambda: self._r.hmget(jobs, members))
+        else:
+            # The script reads job by job, keeping the bodies within the bound.
+            args: list[ArgT] = ["1" if include_body else "0", _opt(max_body_bytes), *members]
+            withheld, *values = self._run("lookup", [jobs], args)
+            keep = include_body and not withheld
+        found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
+        return [found.get(i) for i in local_ids]

@@ -1,0 +1,41 @@
+"""``pinlater migrate``'s step from Redis shard layout 2 to 3: every job
+from its own hash (``pl:{queue}:p{N}:j:{id}``, 20-digit members) into one
+field of its priority's jobs hash (``record``), short members.
+
+Every job is in exactly one state zset of its priority, and every priority
+that ever held a job is in ``pl:{queue}:prios``, so walking those zsets
+reaches every job without SCAN. Each call of ``upgrade_v3.lua`` converts a
+window of ``BATCH`` members atomically, job by job complete; jobs already
+converted are skipped, so the step is idempotent and a re-run after a crash
+resumes (it walks the zsets again but rewrites nothing done).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pinlater.states import JobState
+from pinlater.stores.redis import keys, loader
+from pinlater.stores.redis.scripts import UPGRADE_SCRIPTS
+
+if TYPE_CHECKING:
+    import redis
+
+# Members per script call: a few ms of server time at most.
+BATCH = 500
+
+
+def upgrade_to_v3(client: redis.Redis[bytes]) -> None:
+    [script] = loader.register(client, "pinlater.stores.redis", UPGRADE_SCRIPTS, prelude="_prelude").values()
+    for raw_queue in sorted(client.smembers(keys.QUEUES)):
+        queue = raw_queue.decode("utf-8")
+        for priority in sorted(int(p) for p in client.smembers(keys.prios_key(queue))):
+            old_prefix = f"pl:{queue}:p{priority}:j:"  # layout 2's job hashes, frozen here
+            for state in JobState:
+                ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority), old_prefix]
+                start = 0
+                while True:
+                    seen, _converted, dropped = script(keys=ks, args=[start, BATCH], client=client)
+                    if int(seen) == 0:
+                        break
+                    start += int(seen) - int(dropped)
