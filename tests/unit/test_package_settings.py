@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pinlater.kit import cli_runner
 from pinlater.kit.envsettings import Setting, SettingError, read
 from pinlater.kit.settings_doc import discovered
 from pinlater.settings import Settings
@@ -115,6 +116,6 @@ def test_typeahead_serve_listens_on_pinlater_typeahead_http(
         yield None
 
     monkeypatch.setattr(typeahead_cli, "_index_lookup", no_index)
-    monkeypatch.setattr(typeahead_cli, "serve_until_signal", lambda prog, host, port, make: served.append((host, port)))
+    monkeypatch.setattr(cli_runner, "serve_until_signal", lambda prog, host, port, make: served.append((host, port)))
     assert typeahead_cli.main(["serve", *args]) == 0
     assert served == [address]
