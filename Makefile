@@ -5,7 +5,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: venv services services-core setup kombu-suite test test-core soak demo demo-core bench down lint
+.PHONY: venv services services-core setup kombu-suite test test-core test-tiers soak demo demo-core run bench down lint
 
 venv: $(STAMP)
 
@@ -46,8 +46,11 @@ kombu-suite: venv
 APP_PROCESSES ?= 5
 CORE_PROCESSES ?= 4
 CORE_TESTS := tests/unit tests/contract tests/integration tests/thrift tests/workers
-APP_TESTS := tests/appdata tests/backfill tests/bench tests/consistency tests/dashboards tests/feeds tests/hbase \
-	tests/typeahead
+# Folders of tests/ that hold no tests, only what the tests share.
+TEST_SUPPORT := tests/support tests/__pycache__
+# The apps' tier: every other folder of tests/, found, so a new one runs
+# without being listed (tests/unit/test_test_tiers.py checks the tiers).
+APP_TESTS := $(filter-out $(CORE_TESTS) $(TEST_SUPPORT),$(patsubst %/,%,$(sort $(wildcard tests/*/))))
 # Core tests that mostly wait on the processes they start (CLI runs, server
 # processes, the server benchmark's smoke) and time nothing tightly: `make
 # test` runs them beside the apps' tests, so that the rest of the core's take
@@ -95,8 +98,22 @@ soak: venv services
 	PINLATER_SCALE_FOLLOWERS=$(SCALE_FOLLOWERS) \
 		$(VPY) -m pytest -q -o timeout=0 -s tests/feeds/test_fanout_scale.py tests/typeahead/test_rename_scale.py
 
+test-tiers:
+	@echo "core: $(CORE_TESTS)"
+	@echo "app: $(APP_TESTS)"
+	@echo "support: $(TEST_SUPPORT)"
+
 demo: venv services
-	$(VPY) -m tasks.feeds.demo
+	$(VPY) -m tasks.demo
+
+# Every Procfile process (honcho; Ctrl-C stops them), with the venv on PATH
+# and on the demo's settings (.var/demo.env, which `make demo` writes too),
+# so the dashboard shows the demo's jobs.
+run: venv services .var/demo.env
+	scripts/run
+
+.var/demo.env: | venv
+	$(VPY) -m tasks.demo --write-env
 
 demo-core: venv services
 	$(VPY) -m pinlater.demo

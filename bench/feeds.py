@@ -78,10 +78,17 @@ from tasks.feeds.cells import FAMILY, TABLE, qualifier, row_key  # noqa: E402
 from tasks.feeds.local import worker_processes  # noqa: E402
 from tasks.feeds.read import FeedReader, FeedUnavailable  # noqa: E402
 from tasks.feeds.settings import FeedSettings  # noqa: E402
-from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
+from tasks.feeds.tables import feed_table  # noqa: E402
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_tables  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 from tasks.hbase.settings import Address  # noqa: E402
-from tasks.hbase.tables import TRIM_CAP_ATTRIBUTE, TableDef, apply_table, detach_coprocessor, feed_table  # noqa: E402
+from tasks.hbase.tables import (  # noqa: E402
+    TRIM_CAP_ATTRIBUTE,
+    TableDef,
+    apply_table,
+    detach_coprocessor,
+    installed_tables,
+)
 
 SHARD_URL = "redis://127.0.0.1:16379/14"
 CONTROL_URL = "redis://127.0.0.1:16379/15"
@@ -415,9 +422,9 @@ def main() -> int:
     schema.drop_shards(store)
     schema.create_shards(store)
     for pool in pair:
-        for table in TABLES:  # made fresh with today's definitions, never an older run's
+        for table in installed_tables():  # made fresh with today's definitions, never an older run's
             drop_table(pool, table.name)
-    ensure_tables(pair, [feed if t.name == feed.name else t for t in TABLES])
+    ensure_tables(pair, [feed if t.name == feed.name else t for t in installed_tables()])
     with JobService.from_settings(settings, source="bench-feeds") as service:
         for name in queues.ALL:
             with suppress(QueueNotFound):

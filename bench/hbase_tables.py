@@ -36,7 +36,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.support import HBaseAdmin, percentile_ms, warn_of_quick_jit  # noqa: E402
 from tasks.feeds.cells import qualifier, row_key  # noqa: E402
-from tasks.hbase import FOLLOWING_FEED, ClusterPair, Family, HBaseSettings, TableDef, drop_table, ensure_table  # noqa: E402
+from tasks.feeds.tables import FOLLOWING_FEED  # noqa: E402
+from tasks.hbase import ClusterPair, Family, HBaseSettings, TableDef, drop_table, ensure_table  # noqa: E402
 from tasks.hbase.reads import read_columns  # noqa: E402
 from tasks.hbase.writes import put_versions  # noqa: E402
 

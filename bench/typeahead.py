@@ -67,11 +67,12 @@ from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
 from tasks.appdata.names import person_name  # noqa: E402
 from tasks.appdata.store import AppData  # noqa: E402
-from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
 from tasks.typeahead import truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
 from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
+from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
 from tasks.typeahead.tokens import tokenize  # noqa: E402
 
 BENCH_ENV = {

@@ -1,10 +1,11 @@
 """Panels: the parts of the dashboard that other packages add (the HBase
-clusters of the feeds, the backfill runs, ...), found through the
-``pinlater.dashboard_panels`` entry-point group, so that the dashboard
-imports nothing of the packages it shows. With no panel installed the
-dashboard shows the job service alone.
+clusters of the feeds, the backfill runs, ...): each installed app's
+``panel`` (its manifest, ``pinlater.kit.apps``), and any entry point of the
+``pinlater.dashboard_panels`` group (a panel that is no app's), so that the
+dashboard imports nothing of the packages it shows. With no panel installed
+the dashboard shows the job service alone.
 
-An entry point's value is a factory ``make(*, interval_s) -> Panel``
+A panel is named by a factory ``make(*, interval_s) -> Panel``
 (``interval_s``: how often the page refreshes, and so how often a panel's
 background reads need to run). A ``Panel`` gives:
 
@@ -33,10 +34,12 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pinlater.kit import apps
 from pinlater.kit.cli_output import one_line
 
 log = logging.getLogger(__name__)
@@ -72,13 +75,18 @@ def load_panels(interval_s: float) -> tuple[list[Panel], list[Unavailable]]:
     """The installed panels, by name, and those that could not be made."""
     panels: list[Panel] = []
     unavailable: list[Unavailable] = []
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+    found, apps_unavailable = apps.installed()
+    unavailable += [Unavailable(u.name, u.error) for u in apps_unavailable]
+    factories: dict[str, Callable[[], Any]] = {app.name: partial(apps.load, app.panel) for app in found if app.panel}
+    for entry in entry_points(group=GROUP):
+        factories.setdefault(entry.name, entry.load)
+    for name, factory in sorted(factories.items()):
         try:
-            panels.append(entry.load()(interval_s=interval_s))
+            panels.append(factory()(interval_s=interval_s))
         except Exception as exc:  # noqa: BLE001 -- one panel's missing extra or bad settings must not stop the rest
             reason = one_line(f"{type(exc).__name__}: {exc}")
-            log.warning("dashboard panel %s left out: %s", entry.name, reason)
-            unavailable.append(Unavailable(entry.name, reason))
+            log.warning("dashboard panel %s left out: %s", name, reason)
+            unavailable.append(Unavailable(name, reason))
     return panels, unavailable
 
 

@@ -18,7 +18,9 @@ default and meaning: docs/configuration.md):
   ``PINLATER_BUS_PREFIX``: Redis pub/sub for events, remote control,
   replies and wake-ups;
 * ``PINLATER_CELERY_IMPORTS``: comma-separated task modules the workers
-  import (``workers.builtin_tasks`` always).
+  import in place of the installed apps' (``workers.builtin_tasks``
+  always). Unset, they import every installed app's task modules, as its
+  manifest names them (``pinlater.kit.apps``).
 
 Tasks use ``PinLaterTask`` (``workers.task``) as their base: one task type
 per PinLater queue.
@@ -30,10 +32,17 @@ import os
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    celeryd_after_setup,
+    import_modules,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+)
 from kombu.entity import Exchange, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
+from pinlater.kit import apps
 from pinlater.kit.envsettings import read
 from pinlater.observe import tracing
 from workers import registry, task_guard
@@ -72,6 +81,10 @@ class PinLaterCelery(Celery):
     ``PinLaterTask.apply_async`` results do: a client that names a task
     without importing it gets the same handle on the job."""
 
+    # Whether the installed apps' task modules are still to be added to
+    # ``imports`` (``_import_apps``).
+    imports_apps = False
+
     def send_task(self, name: str, *args: Any, **options: Any) -> Any:
         take_descriptor()
         result = super().send_task(name, *args, **options)
@@ -88,13 +101,16 @@ def make_app(
     imports: tuple[str, ...] | None = None,
     **config: Any,
 ) -> Celery:
+    imports_apps = False
     if imports is None:
-        extra: tuple[str, ...] = read(os.environ, "PINLATER_CELERY_IMPORTS", parse_imports, ())
-        imports = BUILTIN_IMPORTS + extra
+        chosen: tuple[str, ...] | None = read(os.environ, "PINLATER_CELERY_IMPORTS", parse_imports, None)
+        imports_apps = chosen is None
+        imports = BUILTIN_IMPORTS + (chosen or ())
     # Not the current or default app: apps made here (tests make their own)
     # never capture ``current_app`` or ``@shared_task``; only the module's
     # ``app`` below does.
     app = PinLaterCelery(main, broker=broker_url, task_cls=PinLaterTask, set_as_current=False)
+    app.imports_apps = imports_apps
     app.conf.update(
         broker_transport_options=dict(transport_options or {}),
         broker_connection_retry_on_startup=True,
@@ -141,6 +157,16 @@ def consume_task_queues(app: Celery) -> None:
         if default in queues and registry.is_task_queue(default):
             names = sorted({*names, default})
         queues.select(names)
+
+
+@import_modules.connect
+def _import_apps(sender: Any = None, **_: Any) -> None:
+    # The installed apps' task modules, read from their manifests when a
+    # worker, beat or another celery command imports the task modules (just
+    # before it does): a process that only imports this module loads no app.
+    if isinstance(sender, PinLaterCelery) and sender.imports_apps:
+        sender.imports_apps = False
+        sender.conf.imports = (*sender.conf.imports, *apps.task_modules())
 
 
 @celeryd_after_setup.connect

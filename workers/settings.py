@@ -79,7 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PINLATER_MAX_BATCH", "max_batch", whole_number(1, 100_000), "100",
             "largest claim per dequeue call (option max_batch)"),
     Setting("PINLATER_CELERY_IMPORTS", "", parse_imports, "",
-            "comma-separated task modules the workers import (workers.builtin_tasks always)"),
+            "comma-separated task modules the workers import in place of the installed apps' (unset: every "
+            "app's, from its manifest; workers.builtin_tasks always)"),
     Setting("PINLATER_FLOWER_AUTH_FILE", "", plain_text, "",
             "file of user:password lines, Flower's basic auth (python -m workers.flower); unset, and no "
             "FLOWER_BASIC_AUTH, Flower does not start"),

@@ -5,7 +5,8 @@ from the packages' ``SETTINGS`` tuples of ``pinlater.kit.envsettings.Setting``.
 
 The packages are found through the ``pinlater.settings`` entry-point group
 (pyproject.toml): an entry's name is the package as the table shows it, its
-value the package's ``SETTINGS``. So the core lists the packages built on it
+value the package's ``SETTINGS``; and the apps' through their manifests
+(``pinlater.kit.apps``), each shown as the package of its ``settings``. So the core lists the packages built on it
 without importing them by name, as ``pinlater.cli_commands`` does for their
 commands; it needs every extra installed, since it loads every package's
 settings. A test compares the file with this output.
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
+from pinlater.kit import apps
 from pinlater.kit.envsettings import Setting
 
 GROUP = "pinlater.settings"
@@ -46,12 +48,19 @@ All are read alike, by `pinlater.kit.envsettings`:
 
 def discovered() -> list[tuple[str, tuple[Setting, ...]]]:
     """(package, its SETTINGS) of every ``pinlater.settings`` entry point, by package name."""
+    references = {entry.name: entry.value for entry in entry_points(group=GROUP)}
+    installed, unavailable = apps.installed()
+    if unavailable:  # its settings would be missing from the table
+        raise RuntimeError("; ".join(f"app {u.name}: {u.error}" for u in unavailable))
+    for app in installed:
+        if app.settings is not None:
+            references[app.settings.split(":")[0].rpartition(".")[0] or app.name] = app.settings
     found = []
-    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        settings = entry.load()
+    for name, reference in sorted(references.items()):
+        settings = apps.load(reference)
         if not isinstance(settings, tuple) or not all(isinstance(s, Setting) for s in settings):
-            raise TypeError(f"entry point {entry.name} = {entry.value} is not a tuple of Setting")
-        found.append((entry.name, settings))
+            raise TypeError(f"{name} = {reference} is not a tuple of Setting")
+        found.append((name, settings))
     return found
 
 

@@ -25,5 +25,10 @@ class AppDataStorageError(AppDataError):
         return type(self), (str(self), self.errno)
 
 
+# MySQL's errors for a database (1049) or table (1146) not made yet: a store
+# that holds nothing yet, which a reader shows as empty rather than failing.
+NOT_CREATED = frozenset({1049, 1146})
+
+
 class UnknownShard(AppDataError, LookupError):
     """An id names a shard that the shard map does not place on any server."""

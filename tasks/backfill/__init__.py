@@ -7,6 +7,6 @@ progress, pause/resume, and a verify pass that repairs what differs.
 - ``records``: runs and pages in MySQL (``sql/backfill.sql``)
 - ``pages``: one page job as a plain function; ``tasks``: its Celery shell
 - ``runs``: start, pause, resume, status; ``verify``: the verify rounds
-- ``cli``: ``pinlater-backfill``; ``feeds_kind``: following feeds
+- ``cli``: ``pinlater-backfill`` (the kinds are the apps': ``tasks.feeds.backfill_kind``...)
 See docs/backfill.md.
 """

@@ -11,28 +11,22 @@ from the truth in app-data MySQL, for a page of users at a time:
   1; a difference found again in the next round comes back with
   ``seen_before`` set, so a kind can repair it another way).
 
-Kinds register themselves when their module is imported; the modules are
-listed in ``KIND_MODULES`` (the one place to add a kind).
+An app names its kinds in its manifest (``backfill_kinds``, found through
+``pinlater.kit.apps``); they are loaded on first use, and a kit names no app.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pinlater.kit import apps
 from tasks.appdata.store import AppData
 from tasks.hbase import ClusterPair, ClusterPool, TableDef
 from tasks.hbase.tables import EnsuredTables
-
-# Modules that register a kind when imported. Add yours here.
-KIND_MODULES: tuple[str, ...] = (
-    "tasks.backfill.feeds_kind",  # "feeds": following feeds
-    "tasks.typeahead.backfill_kind",  # "contacts": the typeahead contacts index
-)
 
 
 class UnknownKind(LookupError):
@@ -99,8 +93,9 @@ def _load() -> None:
     global _loaded
     with _load_lock:
         if not _loaded:
-            for module in KIND_MODULES:
-                importlib.import_module(module)
+            for app in apps.apps():
+                for reference in app.backfill_kinds:
+                    register(apps.load(reference))
             _loaded = True
 
 

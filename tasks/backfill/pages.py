@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks import bodies
 from tasks.appdata import objects
 from tasks.appdata.ids import ObjectType
 from tasks.backfill import kinds
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.plan import local_range
 from tasks.backfill.records import Records, Run, UnknownRun
-from tasks.feeds import bodies
 
 
 class InvalidPageJob(ValueError):

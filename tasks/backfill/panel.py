@@ -28,6 +28,7 @@ from typing import Any
 
 from dashboards.panels import View
 from pinlater.kit.cli_output import one_line
+from tasks.appdata.errors import NOT_CREATED, AppDataStorageError
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.queue import QUEUE
@@ -82,6 +83,10 @@ class BackfillBoard:
         try:
             records = Records(self._store)
             runs = [(run, records.counts(run.id)) for run in records.recent_runs(self.limit)]
+        except AppDataStorageError as exc:
+            if exc.errno in NOT_CREATED:  # no app data made yet: no run yet either
+                return Reading([], None, now)
+            return Reading(self.latest().runs, f"cannot read the backfill runs: {one_line(exc)}", now)
         except Exception as exc:  # noqa: BLE001 -- shown on the panel; the poller thread keeps running
             return Reading(self.latest().runs, f"cannot read the backfill runs: {one_line(exc)}", now)
         return Reading(runs, None, now)
@@ -142,7 +147,7 @@ class BackfillPanel:
 
     @classmethod
     def from_env(cls, *, interval_s: float) -> BackfillPanel:
-        """The entry point (``pinlater.dashboard_panels``)."""
+        """The panel's factory (the backfill's manifest, ``tasks.backfill.app``)."""
         return cls(BackfillBoard.from_env(interval_s=interval_s))
 
     def start(self) -> None:

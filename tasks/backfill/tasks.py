@@ -6,8 +6,8 @@ the next page of the same shard with the page's idempotency key, and ACKs
 by returning. A body no retry can fix is refused (FAILED at once); an
 outage of MySQL, HBase or the job service is a retry on the queue's policy.
 
-Workers import this module through ``PINLATER_CELERY_IMPORTS``
-(``tasks.feeds.tasks,tasks.backfill.tasks``).
+Workers import this module because the app's manifest names it
+(``tasks.backfill.app``).
 """
 
 from __future__ import annotations

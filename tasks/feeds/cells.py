@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from tasks.hbase import FOLLOWING_FEED
+from tasks.feeds.tables import FOLLOWING_FEED
 
 TABLE = FOLLOWING_FEED.name
 FAMILY = FOLLOWING_FEED.families[0].name

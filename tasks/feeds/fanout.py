@@ -25,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from tasks import bodies
 from tasks.appdata import graph, mappings
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.appdata.mappings import MAX_PAGE, SEQUENCE_MAX, Cursor, Page
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import BOARD_HAS_PINS, USER_HAS_PINS
-from tasks.feeds import bodies
 from tasks.feeds.cells import qualifier
 from tasks.feeds.follow import DEFAULT_RECENT_PINS
 from tasks.feeds.writes import WriteBody, make_bodies

@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tasks import bodies
 from tasks.appdata import graph, mappings
 from tasks.appdata.ids import ObjectType, expect_type, split_id
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import BOARD_HAS_PINS, USER_HAS_PINS
 from tasks.errors import TryLater
-from tasks.feeds import bodies
 from tasks.feeds.cells import qualifier
 from tasks.feeds.writes import WriteBody, make_bodies
 

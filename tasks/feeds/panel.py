@@ -55,6 +55,7 @@ from typing import Any
 from dashboards.panels import View
 from dashboards.snapshot import STATES
 from tasks.feeds.queues import FANOUT, TRIM, TRIM_SWEEP, WRITE
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase.health import HBaseHealth
 
 
@@ -110,7 +111,7 @@ class HBasePanel:
     @classmethod
     def from_env(cls, *, interval_s: float) -> HBasePanel:
         """The entry point (``pinlater.dashboard_panels``)."""
-        return cls(HBaseHealth.from_env(interval_s=interval_s))
+        return cls(HBaseHealth.from_env(interval_s=interval_s, trimmed=FOLLOWING_FEED))
 
     def start(self) -> None:
         self.health.start()

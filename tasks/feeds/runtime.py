@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
 from tasks.feeds.settings import FeedSettings
+from tasks.feeds.tables import feed_table
 from tasks.hbase import ClusterPair
-from tasks.hbase.tables import EnsuredTables, TableDef, compaction_cap, feed_table
+from tasks.hbase.tables import EnsuredTables, TableDef, compaction_cap
 from tasks.runtime import TaskRuntime, current
 
 TRIM_MODE_TTL_S = 60.0

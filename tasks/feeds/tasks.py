@@ -14,7 +14,7 @@ worker killed in between runs the page again; every write is idempotent
 * An outage (HBase, MySQL, the job service) is a retry on the queue's
   policy: an expected condition, logged in one line, not as an error.
 
-Workers import this module through ``PINLATER_CELERY_IMPORTS=tasks.feeds.tasks``.
+Workers import this module because the app's manifest names it (``tasks.feeds.app``).
 """
 
 from __future__ import annotations

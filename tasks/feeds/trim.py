@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.feeds import bodies
+from tasks import bodies
 from tasks.feeds.cells import FAMILY, TABLE, parse_row_key, row_key
 from tasks.feeds.writes import CLUSTERS
 from tasks.hbase import ClusterPair, delete_versions

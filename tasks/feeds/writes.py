@@ -34,11 +34,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tasks import bodies
 from tasks.appdata import mappings
 from tasks.appdata.ids import ObjectType, split_id
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_FOLLOWS_USER
-from tasks.feeds import bodies
 from tasks.feeds.cells import FAMILY, TABLE, check_user, parse_qualifier, row_key
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, delete_versions, put_versions
 from tasks.hbase.cells import check_timestamp

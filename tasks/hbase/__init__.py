@@ -1,5 +1,6 @@
-"""HBase access for the feed tasks: the primary/standby cluster pair,
-connection pools with timeouts, table definitions, batch writes and deletes
+"""HBase access for the apps' tasks: the primary/standby cluster pair,
+connection pools with timeouts, table definitions (each app defines its
+own tables in its folder), batch writes and deletes
 with a timestamp per cell, paged wide-row reads and versioned reads. Reads
 talk Thrift1 through happybase; writes, versioned reads and table changes Thrift2, to
 the clusters ``scripts/services up`` starts (see docs/hbase.md)."""
@@ -11,10 +12,6 @@ from tasks.hbase.pool import ClusterPool
 from tasks.hbase.reads import get_versions, read_columns
 from tasks.hbase.settings import Address, HBaseSettings
 from tasks.hbase.tables import (
-    FOLLOWING_FEED,
-    TABLES,
-    TYPEAHEAD_TALL,
-    TYPEAHEAD_WIDE,
     Family,
     TableDef,
     drop_table,
@@ -34,12 +31,8 @@ from tasks.hbase.writes import (
 
 __all__ = [
     "ALL_VERSIONS",
-    "FOLLOWING_FEED",
     "PRIMARY",
     "STANDBY",
-    "TABLES",
-    "TYPEAHEAD_TALL",
-    "TYPEAHEAD_WIDE",
     "Address",
     "ClusterPair",
     "ClusterPool",

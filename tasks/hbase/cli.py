@@ -1,11 +1,13 @@
-"""``pinlater-hbase``: the project's HBase tables on both clusters.
+"""``pinlater-hbase``: the HBase tables of every installed app on both clusters.
 
     pinlater-hbase tables            show how each table differs from its definition,
-                                     and how each cluster's feed is trimmed
+                                     and how each cluster trims a table defined with
+                                     the trimming coprocessor
     pinlater-hbase tables --apply    then create, add or alter what differs (online)
 
-The feed table's definition carries the trimming coprocessor and its cap
-(``PINLATER_FEED_CAP``); a cluster whose table lacks either is trimmed by
+The tables are those the apps' manifests name (``pinlater.kit.apps``), as
+configured (the feed's carries the trimming coprocessor and its cap,
+``PINLATER_FEED_CAP``); a cluster whose table lacks either is trimmed by
 the sweep until ``--apply`` attaches it.
 
 Shows before it changes: without ``--apply`` nothing is written. Exit
@@ -21,29 +23,29 @@ import sys
 from collections.abc import Sequence
 
 from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
-from tasks.feeds.settings import FeedSettings
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.pair import ClusterPair
 from tasks.hbase.pool import ClusterPool
-from tasks.hbase.tables import FOLLOWING_FEED, TABLES, TableDef, apply_table, compaction_cap, feed_table, table_drift
+from tasks.hbase.tables import (
+    FEED_TRIM_OBSERVER,
+    TableDef,
+    apply_table,
+    compaction_cap,
+    installed_tables,
+    table_drift,
+)
 
 DRIFT = 3
 ERRORS = ErrorStyle(refused=(ValueError, HBaseError, OSError))
 
 
-def defined_tables() -> tuple[TableDef, ...]:
-    """The tables, the feed's with the configured cap."""
-    feed = feed_table(FeedSettings.from_env().cap)
-    return tuple(feed if table.name == FOLLOWING_FEED.name else table for table in TABLES)
-
-
-def _exists(pool: ClusterPool) -> bool:
-    name = FOLLOWING_FEED.name.encode()  # the connection lists names without the prefix
+def _exists(pool: ClusterPool, table: TableDef) -> bool:
+    name = table.name.encode()  # the connection lists names without the prefix
     return pool.run("list tables", lambda connection: name in connection.tables())
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    tables = defined_tables()
+    tables = installed_tables()
     pair = ClusterPair.from_settings()
     try:
         found = 0
@@ -55,10 +57,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
                     print(f"{'altered' if args.apply else 'drift'}: {item}")
                 if not drift:
                     print(f"ok: {pool.name} {table.name}")
-            if _exists(pool):
-                cap = compaction_cap(pool)
-                how = "by the sweep (no trimming coprocessor)" if cap is None else f"by compaction, cap {cap}"
-                print(f"trimming: {pool.name} {FOLLOWING_FEED.name} {how}")
+            for table in tables:
+                if table.coprocessor == FEED_TRIM_OBSERVER and _exists(pool, table):
+                    cap = compaction_cap(pool, table)
+                    how = "by the sweep (no trimming coprocessor)" if cap is None else f"by compaction, cap {cap}"
+                    print(f"trimming: {pool.name} {table.name} {how}")
         if found and args.apply:  # read back: what was applied must now match
             left = [str(d) for pool in pair for table in tables for d in table_drift(pool, table)]
             for line in left:
@@ -70,7 +73,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="pinlater-hbase", description="The project's HBase tables on both clusters.")
+    parser = OneLineParser(prog="pinlater-hbase", description="The installed apps' HBase tables on both clusters.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("tables", help="show (and with --apply fix) how each table differs from its definition")

@@ -35,7 +35,7 @@ from tasks.hbase.jmx import trim_counts
 from tasks.hbase.pair import PRIMARY, STANDBY, ClusterPair
 from tasks.hbase.pool import ClusterPool
 from tasks.hbase.settings import Address, HBaseSettings
-from tasks.hbase.tables import compaction_cap
+from tasks.hbase.tables import TableDef, compaction_cap
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,10 @@ class TrimHealth:
     checked_at_ms: int | None = None
 
 
-def probe_trimming(pool: ClusterPool) -> TrimHealth:
-    """The feed table's trimming mode and the coprocessor's counts; never raises."""
+def probe_trimming(pool: ClusterPool, table: TableDef) -> TrimHealth:
+    """``table``'s trimming mode and the coprocessor's counts; never raises."""
     try:
-        cap = compaction_cap(pool)
+        cap = compaction_cap(pool, table)
     except HBaseError as exc:
         return TrimHealth(error=one_line(exc), checked_at_ms=_now_ms())
     health = TrimHealth("sweep" if cap is None else "compaction", cap, checked_at_ms=_now_ms())
@@ -164,7 +164,11 @@ class HBaseHealth:
         settings_error: str | None = None,
         interval_s: float = 2.0,
         timeout_s: float = PROBE_TIMEOUT_S,
+        trimmed: TableDef | None = None,
     ) -> None:
+        # The table whose compaction-time trimming is probed (the app's that
+        # defines one); None: trimming is not probed.
+        self.trimmed = trimmed
         self.settings_error = settings_error
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -195,16 +199,18 @@ class HBaseHealth:
                                           name=f"dash-hbase-{pool.name}-{server}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
-            thread = threading.Thread(target=self._run_trimming, args=(pool,),
+            if self.trimmed is None:
+                continue
+            thread = threading.Thread(target=self._run_trimming, args=(pool, self.trimmed),
                                       name=f"dash-hbase-{pool.name}-trimming", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
 
-    def _run_trimming(self, pool: ClusterPool) -> None:
+    def _run_trimming(self, pool: ClusterPool, table: TableDef) -> None:
         # Its counts move with compactions, and JMX copies them every ~10 s.
         while True:
-            health = probe_trimming(pool)
+            health = probe_trimming(pool, table)
             with self._lock:
                 self._trimming[pool.name] = health
             if self._stop.wait(max(self.interval_s, 5.0)):

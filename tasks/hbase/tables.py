@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pinlater.kit import apps
 from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.errors import HBaseError, HBaseSchemaMismatch
 from tasks.hbase.idl import THRIFT2
@@ -93,12 +94,13 @@ class Family:
         }
 
 
-# The feed's compaction-time trimming (tasks/feeds/coprocessor; docs/feeds.md):
-# a RegionObserver on the region servers' classpath, and the table attribute
-# it reads its cap from at each compaction.
+# The compaction-time trimming coprocessor (tasks/feeds/coprocessor;
+# docs/feeds.md): a RegionObserver on the region servers' classpath, and the
+# table attribute it reads its cap from at each compaction. A table defined
+# with it is trimmed by compactions; ``compaction_cap`` and the dashboard's
+# probes (``tasks.hbase.health``, ``jmx``) observe it.
 FEED_TRIM_OBSERVER = "org.pinlater.feeds.FeedTrimObserver"
 TRIM_CAP_ATTRIBUTE = "pinlater.trim.cap"
-DEFAULT_FEED_CAP = 1000
 # A coprocessor attached by class alone (no jar path: the class path has it),
 # at HBase's priority for user coprocessors.
 _COPROCESSOR_KEY = re.compile(rb"coprocessor\$([0-9]+)")
@@ -122,49 +124,6 @@ class TableDef:
         """This definition with other table attributes (dotted names: pass a dict with **)."""
         merged = dict(self.values) | values
         return dataclasses.replace(self, values=tuple(sorted(merged.items())))
-
-
-# The following feed (Pinterest's HBase feed paper): one row per user, wide: family "feed", one
-# column per pin, qualifier = reverse creation time + pin id, empty value;
-# cell timestamps are the time of the action that wrote them. Its writers keep
-# several versions of one column alive at once and delete single versions, so
-# the family keeps every version: with VERSIONS=1 a flush drops the older
-# versions a delete of the newest one should uncover. Keys are nearly all
-# shared prefix (the row, then a time), so FAST_DIFF shrinks the table several
-# times; 16 KB blocks hold about one user's feed, so the cache holds and evicts
-# whole feeds (docs/hbase.md has the measurements).
-# Its rows are capped inside compactions by FEED_TRIM_OBSERVER (docs/feeds.md);
-# the cap here is the default of PINLATER_FEED_CAP, which ``feed_table`` sets.
-FOLLOWING_FEED = TableDef(
-    "following_feed",
-    (Family("feed", max_versions=ALL_VERSIONS, data_block_encoding="FAST_DIFF", block_size=16 * 1024),),
-    coprocessor=FEED_TRIM_OBSERVER,
-    values=((TRIM_CAP_ATTRIBUTE, str(DEFAULT_FEED_CAP)),),
-)
-
-
-def feed_table(cap: int) -> TableDef:
-    """The feed table's definition with ``cap`` as its compaction-time cap."""
-    if type(cap) is not int or cap < 1:
-        raise ValueError(f"feed cap must be an int >= 1, got {cap!r}")
-    return FOLLOWING_FEED.with_values(**{TRIM_CAP_ATTRIBUTE: str(cap)})
-
-# The typeahead's contacts index (docs/typeahead.md; layout in tasks/typeahead/entries.py):
-# wide rows per (user, source) with token columns "c" and member records "m",
-# and tall rows per (user, source, token, contact) for huge sources. Member
-# records and tall token cells keep every version, for the same reason as the
-# feed. A lookup reads one user's wide rows (a few KB: 16 KB blocks) or up to
-# a hundred consecutive tall rows (64 KB blocks). The families lookups read are
-# prefetched when a store file opens: a compaction's new file is otherwise
-# read from disk by the lookups that follow it, a celebrity's most of all.
-TYPEAHEAD_WIDE = TableDef(
-    "typeahead_wide",
-    (Family("c", block_size=16 * 1024, prefetch_blocks_on_open=True),
-     Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
-)
-TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),))
-
-TABLES = (FOLLOWING_FEED, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +273,7 @@ def _attributes(table: TableDef, found: dict[bytes, bytes] | None = None) -> dic
     return attributes
 
 
-def compaction_cap(pool: ClusterPool, table: TableDef = FOLLOWING_FEED) -> int | None:
+def compaction_cap(pool: ClusterPool, table: TableDef) -> int | None:
     """The cap ``table``'s compactions trim its rows to on this cluster: its
     attribute, when the table is attached to the trimming coprocessor and the
     attribute is a whole number the coprocessor takes; else None (the table
@@ -458,7 +417,7 @@ def _alter_versions(pool: ClusterPool, table: TableDef, family: str, versions: i
                      lambda c: c.modifyColumnFamily(name, descriptor))
 
 
-def ensure_tables(pair: ClusterPair, tables: Iterable[TableDef] = TABLES) -> dict[str, list[str]]:
+def ensure_tables(pair: ClusterPair, tables: Iterable[TableDef]) -> dict[str, list[str]]:
     """Ensure every table on both clusters; returns the tables created, by cluster."""
     created: dict[str, list[str]] = {}
     for pool in pair:
@@ -498,3 +457,25 @@ class EnsuredTables:
                         ensure_table(self.pair[cluster], table)
                         self._done.add((cluster, table.name))
         return self.pair[cluster]
+
+
+class UnloadableApp(ValueError):
+    """An installed app whose manifest or tables cannot be loaded: its
+    tables would go unchecked."""
+
+
+def installed_tables() -> tuple[TableDef, ...]:
+    """The tables of every installed app (its manifest's ``tables``, as
+    configured), by app name."""
+    found, unavailable = apps.installed()
+    if unavailable:
+        raise UnloadableApp("; ".join(f"app {u.name}: {u.error}" for u in unavailable))
+    tables: dict[str, TableDef] = {}
+    for app in found:
+        for table in apps.load(app.tables)() if app.tables else ():
+            if not isinstance(table, TableDef):
+                raise UnloadableApp(f"app {app.name}: {app.tables} gave a {type(table).__name__}, not a TableDef")
+            if table.name in tables:
+                raise UnloadableApp(f"app {app.name}: table {table.name} is another app's too")
+            tables[table.name] = table
+    return tuple(tables.values())

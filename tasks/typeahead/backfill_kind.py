@@ -1,15 +1,16 @@
 """The "contacts" backfill kind (``tasks.backfill``): the typeahead index of
 a page of users rebuilt from MySQL, compared, and repaired, through the
-plain functions of ``tasks.typeahead.sync`` and ``verify``. Registered when
-``tasks.backfill.kinds`` loads its kind modules."""
+plain functions of ``tasks.typeahead.sync`` and ``verify``. The app's
+manifest (``tasks.typeahead.app``) names it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasks.backfill.kinds import BackfillContext, Difference, register
-from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPool
+from tasks.backfill.kinds import BackfillContext, Difference
+from tasks.hbase import ClusterPool
 from tasks.typeahead import sync, verify
+from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 
 
 def _pool(ctx: BackfillContext, cluster: str) -> ClusterPool:
@@ -32,4 +33,4 @@ class ContactsKind:
         return verify.repair(ctx.store, _pool(ctx, cluster), payloads)
 
 
-CONTACTS = register(ContactsKind())
+CONTACTS = ContactsKind()

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.appdata.ids import split_id
-from tasks.hbase.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 from tasks.typeahead.sources import BY_CODE, Schema, Source
+from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 from tasks.typeahead.tokens import tokenize
 
 SEPARATOR = b"\x00"

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tasks import bodies
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
 from tasks.appdata.mappings import MAX_PAGE, Cursor
-from tasks.feeds import bodies
 from tasks.hbase import PRIMARY, STANDBY
 from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
 

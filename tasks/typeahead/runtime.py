@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
-from tasks.hbase import TYPEAHEAD_TALL, TYPEAHEAD_WIDE, ClusterPair, ClusterPool
+from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.tables import EnsuredTables
 from tasks.runtime import TaskRuntime, current
 from tasks.typeahead.settings import TypeaheadSettings
+from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 
 
 @dataclass

@@ -9,7 +9,7 @@ one cluster; the application enqueues one per cluster (``ContactActions``).
   followees, then the next page (keyed, so a replayed page never starts a
   second chain).
 
-Workers import this module through ``PINLATER_CELERY_IMPORTS``.
+Workers import this module because the app's manifest names it (``tasks.typeahead.app``).
 """
 
 from __future__ import annotations

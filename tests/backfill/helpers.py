@@ -6,9 +6,9 @@ from __future__ import annotations
 from tasks.appdata import generate
 from tasks.appdata.generate import GraphSpec, GraphSummary
 from tasks.appdata.store import AppData
-from tasks.backfill import feeds_kind
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.records import FINISHED, Records, Run
+from tasks.feeds import backfill_kind
 from tasks.feeds.cells import FAMILY, TABLE, row_key
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair, get_versions
@@ -42,7 +42,7 @@ def wait_finished(world: FeedWorld, runs: list[Run], timeout: float = 60.0) -> l
 def expected_columns(ctx: BackfillContext, cluster: str, user: int) -> dict[str, int]:
     """The feed columns MySQL says ``user`` should have, each at the time of
     the newest follow that brings it (the version a read shows)."""
-    want = feeds_kind.truth(ctx, user, FeedSettings.from_env(ctx.env)).expected
+    want = backfill_kind.truth(ctx, user, FeedSettings.from_env(ctx.env)).expected
     return {column: max(versions) for column, versions in want.items()}
 
 

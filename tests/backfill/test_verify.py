@@ -15,9 +15,9 @@ from tasks.appdata import graph
 from tasks.appdata.settings import PREFIX_VAR
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds
-from tasks.backfill.feeds_kind import FeedsKind
 from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.verify import verify
+from tasks.feeds.backfill_kind import FeedsKind
 from tasks.feeds.cells import TABLE, column, qualifier, row_key
 from tasks.feeds.follow import FollowAction, follow_writes
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_versions, put_versions

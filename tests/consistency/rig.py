@@ -38,8 +38,9 @@ from tasks.feeds import queues as feed_queues
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.cells import TABLE as FEED_TABLE
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import FOLLOWING_FEED, PRIMARY, STANDBY, TABLES, ClusterPair, ClusterPool, HBaseUnavailable
-from tasks.hbase.tables import apply_table, feed_table
+from tasks.feeds.tables import FOLLOWING_FEED, feed_table
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseUnavailable
+from tasks.hbase.tables import apply_table, installed_tables
 from tasks.shell import OUTAGES
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
@@ -382,7 +383,7 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
     for cluster in (PRIMARY, STANDBY):
         feed_runtime.runtime(shared).ready(cluster)
         typeahead_runtime.runtime(shared).ready(cluster)
-        for table in TABLES:
+        for table in installed_tables():
             ctx.ready(cluster, table)
     for pool in pair:  # compactions trim to the trim jobs' cap (restored below: later tests share the table)
         apply_table(pool, feed_table(TRIM_CAP))

@@ -6,6 +6,7 @@ queue; and a clear one-line error, answered at once, when MySQL is down."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from tasks.backfill.queue import QUEUE, create_options
 from tasks.backfill.records import Records
 from tests.dashboards.http import call
 from tests.dashboards.support import Cluster, dashboard_settings, wait_for
+from tests.servers import ensure_services
 from tests.support.appdata import ENV
 from tests.support.browser import ARTIFACTS
 
@@ -120,3 +122,17 @@ def test_mysql_down_is_one_line_and_the_dashboard_answers_at_once(
             page.close()
     finally:
         dash.close()
+
+
+def test_app_data_not_made_yet_reads_as_no_runs_not_an_error() -> None:
+    """A fresh clone's dashboard (no demo run yet): the app-data databases do
+    not exist, which is a store holding nothing yet, not a failure."""
+    ensure_services(hbase=False)
+    prefix = f"appdata_none_{uuid.uuid4().hex[:8]}_"
+    missing = AppDataSettings.from_env({**ENV, "PINLATER_APPDATA_DATABASE_PREFIX": prefix})
+    board = BackfillBoard(missing, interval_s=0.3)
+    try:
+        reading = board.read_once()
+        assert (reading.runs, reading.error) == ([], None) and reading.checked_at_ms is not None
+    finally:
+        board.close()

@@ -17,10 +17,11 @@ from tasks.appdata.objects import AppObject
 from tasks.appdata.store import AppData
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, parse_row_key, row_key
 from tasks.feeds.fanout import FanoutJob, fanout_page
+from tasks.feeds.tables import FOLLOWING_FEED, feed_table
 from tasks.feeds.writes import WriteBody, apply_write
-from tasks.hbase import FOLLOWING_FEED, ClusterPair, get_versions, read_columns
+from tasks.hbase import ClusterPair, get_versions, read_columns
 from tasks.hbase.settings import Address
-from tasks.hbase.tables import apply_table, detach_coprocessor, ensure_table, feed_table
+from tasks.hbase.tables import apply_table, detach_coprocessor, ensure_table
 
 _clock = itertools.count(1_700_000_000_000, 1000)
 

@@ -17,7 +17,8 @@ import pytest
 from tasks.appdata import schema
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
-from tasks.hbase import TABLES, ClusterPair, HBaseSettings, drop_table
+from tasks.hbase import ClusterPair, HBaseSettings, drop_table
+from tasks.hbase.tables import installed_tables
 from tests.servers import REPO, ensure_services
 
 # Tens of seconds a test: started early, so no process is left with one at the end.
@@ -34,7 +35,7 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path)
                PINLATER_FEED_READ_CUTOFF_MS="30000")
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "tasks.feeds.demo", "--users", "3000", "--celebrity-followers", "1500",
+            [sys.executable, "-m", "tasks.demo", "--users", "3000", "--celebrity-followers", "1500",
              "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120", "--traces", str(traces)],
             env=env, cwd=REPO, capture_output=True, text=True, timeout=240,
         )
@@ -82,6 +83,6 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path)
         store.close()
         pair = ClusterPair.from_settings(HBaseSettings.from_env(env))
         for pool in pair:
-            for table in TABLES:
+            for table in installed_tables():
                 drop_table(pool, table.name)
         pair.close()

@@ -21,6 +21,7 @@ from tasks.appdata.store import AppData
 from tasks.feeds import queues
 from tasks.feeds.cells import TABLE, parse_qualifier, row_key
 from tasks.feeds.follow import FollowAction, follow_writes
+from tasks.feeds.tables import FOLLOWING_FEED, feed_table
 from tasks.feeds.writes import WriteBody
 from tasks.hbase import ClusterPair, HBaseError, cli
 from tasks.hbase.jmx import TrimCounts, trim_counts
@@ -30,7 +31,6 @@ from tasks.hbase.tables import (
     compaction_cap,
     detach_coprocessor,
     ensure_table,
-    feed_table,
     table_drift,
 )
 from tests.consistency.oracle import feed_differences
@@ -55,7 +55,7 @@ def own() -> Iterator[ClusterPair]:
 def set_cap(pair: ClusterPair, cap: int) -> None:
     for pool in pair:
         apply_table(pool, feed_table(cap))
-        assert compaction_cap(pool) == cap
+        assert compaction_cap(pool, FOLLOWING_FEED) == cap
 
 
 def compact(pair: ClusterPair, *, flush_only: bool = False) -> None:
@@ -190,7 +190,7 @@ def test_a_table_without_the_coprocessor_is_reported_and_its_cluster_trimmed_by_
     drift = table_drift(own.standby, feed_table(1000))
     assert [str(d) for d in drift] == [f"standby following_feed: coprocessor is none, defined {FEED_TRIM_OBSERVER}"]
     assert table_drift(own.primary, feed_table(1000)) == []
-    assert (compaction_cap(own.primary), compaction_cap(own.standby)) == (1000, None)
+    assert (compaction_cap(own.primary, FOLLOWING_FEED), compaction_cap(own.standby, FOLLOWING_FEED)) == (1000, None)
 
     for name, value in (("PINLATER_HBASE_TABLE_PREFIX", own.primary.table_prefix), ("PINLATER_FEED_CAP", "1000")):
         monkeypatch.setenv(name, value)
@@ -201,7 +201,7 @@ def test_a_table_without_the_coprocessor_is_reported_and_its_cluster_trimmed_by_
     assert "trimming: standby following_feed by the sweep (no trimming coprocessor)" in out
 
     assert cli.main(["tables", "--apply"]) == 0  # attached again
-    assert compaction_cap(own.standby) == 1000
+    assert compaction_cap(own.standby, FOLLOWING_FEED) == 1000
     assert f"altered: standby following_feed: coprocessor is none, defined {FEED_TRIM_OBSERVER}" in \
         capsys.readouterr().out
 

@@ -12,17 +12,16 @@ from contextlib import contextmanager
 
 import pytest
 
+from tasks.feeds.tables import FOLLOWING_FEED, feed_table
 from tasks.hbase import HBaseError
 from tasks.hbase.jmx import TRIM_BEAN, TrimCounts, trim_counts
 from tasks.hbase.settings import Address, HBaseSettings
 from tasks.hbase.tables import (
     FEED_TRIM_OBSERVER,
-    FOLLOWING_FEED,
     TRIM_CAP_ATTRIBUTE,
     Drift,
     _attributes,
     coprocessors,
-    feed_table,
 )
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase import (
-    FOLLOWING_FEED,
     ClusterPair,
     ClusterPool,
     HBaseError,

@@ -9,12 +9,9 @@ from typing import Any
 
 import pytest
 
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase import (
     ALL_VERSIONS,
-    FOLLOWING_FEED,
-    TABLES,
-    TYPEAHEAD_TALL,
-    TYPEAHEAD_WIDE,
     ClusterPair,
     Family,
     TableDef,
@@ -31,9 +28,14 @@ from tasks.hbase.tables import (
     Drift,
     apply_table,
     compaction_cap,
+    installed_tables,
     table_drift,
 )
+from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 from tests.support.hbase import test_settings
+
+# Every installed app's tables, as `pinlater-hbase tables` checks them.
+TABLES = installed_tables()
 
 
 def descriptor(pool: Any, table: str) -> dict[str, Any]:
@@ -96,10 +98,10 @@ def test_apply_alters_an_old_table_online_and_keeps_its_data() -> None:
             }
             assert str(drift[0]) == f"{pool.name} following_feed: coprocessor is none, defined {FEED_TRIM_OBSERVER}"
             assert str(drift[2]).startswith(f"{pool.name} following_feed family 'feed': ")
-            assert compaction_cap(pool) is None
+            assert compaction_cap(pool, FOLLOWING_FEED) is None
             assert apply_table(pool, FOLLOWING_FEED) == drift
             assert table_drift(pool, FOLLOWING_FEED) == []
-            assert compaction_cap(pool) == 1000
+            assert compaction_cap(pool, FOLLOWING_FEED) == 1000
             raw = descriptor(pool, FOLLOWING_FEED.name)["feed"]
             assert (raw.compressionType, raw.timeToLive) == (2, 2147483647)  # untouched: NONE, forever
             got = get_versions(pool, FOLLOWING_FEED.name, [row])

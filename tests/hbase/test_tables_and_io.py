@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase import (
     ALL_VERSIONS,
-    FOLLOWING_FEED,
     ClusterPair,
     Family,
     HBaseSchemaMismatch,
@@ -20,6 +20,7 @@ from tasks.hbase import (
     put_versions,
     read_columns,
 )
+from tasks.hbase.tables import installed_tables
 from tests.support.hbase import PREFIX, test_settings
 
 FEED = FOLLOWING_FEED.name
@@ -45,7 +46,7 @@ def test_following_feed_family_settings(pair: ClusterPair) -> None:
         assert feed["max_versions"] == ALL_VERSIONS == 2147483647
         assert feed["block_cache_enabled"] is True
     # Ensuring again creates nothing and finds the schema as defined.
-    assert ensure_tables(pair) == {"primary": [], "standby": []}
+    assert ensure_tables(pair, installed_tables()) == {"primary": [], "standby": []}
 
 
 def test_ensure_table_refuses_a_table_with_other_families(pair: ClusterPair) -> None:

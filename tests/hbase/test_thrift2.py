@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import thriftpy2
 
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase import (
-    FOLLOWING_FEED,
     ClusterPair,
     ClusterPool,
     HBaseRequestFailed,

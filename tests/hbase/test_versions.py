@@ -11,9 +11,8 @@ import pytest
 from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
 from thriftpy2.transport.memory import TCyMemoryBuffer  # type: ignore[attr-defined]
 
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.hbase import (
-    FOLLOWING_FEED,
-    TYPEAHEAD_WIDE,
     ClusterPair,
     ClusterPool,
     delete_versions,
@@ -23,6 +22,7 @@ from tasks.hbase import (
 )
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.reads import scan_range, scan_rows, scan_versions
+from tasks.typeahead.tables import TYPEAHEAD_WIDE
 
 FEED = FOLLOWING_FEED.name
 WIDE = TYPEAHEAD_WIDE.name

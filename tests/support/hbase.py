@@ -42,10 +42,11 @@ test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, desp
 def tables_pair(prefix: str = PREFIX) -> Iterator[ClusterPair]:
     """Both clusters with the tables of ``prefix``, dropped at the end."""
     from tasks.hbase import ClusterPair, drop_table, ensure_tables
+    from tasks.hbase.tables import installed_tables
 
     ensure_services()
     pair = ClusterPair.from_settings(test_settings(table_prefix=prefix))
-    ensure_tables(pair)
+    ensure_tables(pair, installed_tables())
     yield pair
     for pool in pair:
         names = pool.run("list tables", lambda connection: [t.decode() for t in connection.tables()])

@@ -18,6 +18,7 @@ import pytest
 
 from dashboards import panels
 from pinlater import cli, cli_commands
+from pinlater.kit import apps
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each package and the packages it must not import.
@@ -88,7 +89,9 @@ HBASE = ["happybase"]
 DEV = ["pytest", "fakeredis", "thrift", "playwright", "honcho", "packaging"]
 
 
-PANELS = sorted({entry.module for entry in entry_points(group=panels.GROUP)})
+# The modules of the dashboard's panels: the apps' (their manifests) and any other.
+PANELS = sorted({app.panel.partition(":")[0] for app in apps.apps() if app.panel}
+                | {entry.module for entry in entry_points(group=panels.GROUP)})
 
 
 @pytest.mark.parametrize(("packages", "missing", "at_least"), [

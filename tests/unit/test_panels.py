@@ -14,6 +14,7 @@ import pytest
 from dashboards import panels
 from dashboards.panels import GROUP, Panel, View, check_routes, load_panels, panel_files
 from dashboards.server import HEAD_MARK, SECTIONS_MARK, load_static
+from pinlater.kit import apps
 
 
 class FakePanel:
@@ -45,6 +46,7 @@ def installed(monkeypatch: pytest.MonkeyPatch, *entries: EntryPoint) -> None:
         return list(entries)
 
     monkeypatch.setattr(panels, "entry_points", only)
+    monkeypatch.setattr(apps, "installed", lambda: ([], []))  # no app's panel either
 
 
 def test_no_panel_installed_is_a_whole_page(monkeypatch: pytest.MonkeyPatch) -> None:

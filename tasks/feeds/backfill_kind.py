@@ -1,4 +1,5 @@
-"""The "feeds" backfill kind: following feeds rebuilt from the truth.
+"""The "feeds" backfill kind (``tasks.backfill``): following feeds rebuilt
+from the truth; the app's manifest (``tasks.feeds.app``) names it.
 
 A user's feed, from app-data MySQL: for each user and board they follow
 (``user_follows_user`` / ``user_follows_board``, whose ``sequence`` is the
@@ -29,13 +30,13 @@ from dataclasses import dataclass, field
 
 from tasks.appdata import mappings
 from tasks.appdata.tables import USER_FOLLOWS_BOARD, USER_FOLLOWS_USER
-from tasks.backfill import kinds
 from tasks.backfill.kinds import BackfillContext, Difference
 from tasks.feeds.cells import FAMILY, TABLE, parse_qualifier, row_key
 from tasks.feeds.follow import window
 from tasks.feeds.settings import FeedSettings
+from tasks.feeds.tables import FOLLOWING_FEED
 from tasks.feeds.writes import EdgeCells, put_edges
-from tasks.hbase import FOLLOWING_FEED, delete_versions
+from tasks.hbase import delete_versions
 from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.reads import get_versions
 
@@ -148,4 +149,4 @@ def _extra(user: int, want: FeedTruth, have: dict[str, set[int]]) -> list[Differ
     return out
 
 
-kinds.register(FeedsKind())
+FEEDS = FeedsKind()

@@ -10,10 +10,13 @@ progress bar follows the jobs, then prints a few users' feeds (read with the
 speculative reader, joined to the pins in MySQL), what their typeahead
 finds, and the counts of jobs by state per queue.
 
-    python -m tasks.feeds.demo          # make demo (after scripts/services up)
+    python -m tasks.demo          # make demo (after scripts/services up)
 
 Each run starts clean: its app-data databases (``appdata_demo_``), HBase
-tables (prefix ``demo``) and feed queues are dropped and made again.
+tables (prefix ``demo``) and the installed apps' queues are dropped and made
+again. It writes the settings its workers ran on to ``.var/demo.env``, which
+``make run`` hands every Procfile process, so they show the demo's jobs.
+The demo sits above the apps: the one module that names several of them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import time
 from contextlib import suppress
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ from rich.table import Table
 
 from pinlater.demo import DEMO_SECRET, demo_settings
 from pinlater.errors import QueueNotFound
+from pinlater.kit import apps
 from pinlater.observe import trace_tree, tracing
 from pinlater.operators import Monitor
 from pinlater.service import JobService
@@ -43,15 +48,13 @@ from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_HAS_BOARDS
 from tasks.backfill import runs
-from tasks.backfill.queue import QUEUE as BACKFILL_QUEUE
 from tasks.backfill.records import FINISHED, Records
-from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
 from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
-from tasks.hbase import PRIMARY, STANDBY, TABLES, ClusterPair, HBaseSettings, drop_table, ensure_tables
-from tasks.typeahead import queues as typeahead_queues
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, HBaseSettings, drop_table, ensure_tables
+from tasks.hbase.tables import installed_tables
 from tasks.typeahead import truth
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.index import ContactsIndex
@@ -59,7 +62,6 @@ from tasks.typeahead.index import ContactsIndex
 DEMO_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_demo_",
     "PINLATER_HBASE_TABLE_PREFIX": "demo",
-    "PINLATER_CELERY_IMPORTS": "tasks.feeds.tasks,tasks.typeahead.tasks,tasks.backfill.tasks",
     "PINLATER_BUS_PREFIX": "plkdemo:",
     "PINLATER_POLL_INTERVAL_S": "0.2",
 }
@@ -89,8 +91,22 @@ def demo_env() -> dict[str, str]:
     return env
 
 
-# The queues the demo's workers consume (and the demo resets).
-QUEUES = (*queues.ALL, *typeahead_queues.ALL, BACKFILL_QUEUE)
+# The queues the demo's workers consume (and the demo resets): the installed apps'.
+QUEUES = tuple(name for app in apps.apps() for name in app.queue_names)
+ENV_FILE = REPO / ".var" / "demo.env"
+
+
+def write_env_file(env: dict[str, str], path: Path = ENV_FILE) -> None:
+    """The settings the demo's processes run on, as ``NAME=value`` lines
+    (honcho's ``-e``): the demo's own and the job service's, not the rest of
+    the caller's environment."""
+    names = sorted({*DEMO_ENV, "PINLATER_SHARDS", "PINLATER_CONTROL_URL"})
+    # honcho reads each line as a shell word would be read.
+    lines = [f"{name}={shlex.quote(env[name])}" for name in names if env.get(name)]
+    # The demo's admin secret: its queues can be changed from the dashboard.
+    lines.append(f"PINLATER_ADMIN_SECRET={shlex.quote(DEMO_SECRET)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines))
 
 
 def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
@@ -100,9 +116,9 @@ def reset(service: JobService, store: AppData, pair: ClusterPair) -> None:
     schema.drop_shards(store)
     schema.create_shards(store)
     for pool in pair:
-        for table in TABLES:
+        for table in installed_tables():
             drop_table(pool, table.name)
-    ensure_tables(pair)
+    ensure_tables(pair, installed_tables())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--traces", type=Path, metavar="FILE",
                         help="trace every process to FILE (JSON lines) and print one pin's trace at the end")
+    parser.add_argument("--write-env", action="store_true",
+                        help=f"only write the demo's settings to {ENV_FILE.relative_to(REPO)} (make run reads it)")
     args = parser.parse_args(argv)
+    if args.write_env:
+        write_env_file(demo_env())
+        return 0
     plan = DemoPlan(args.users, args.celebrity_followers, args.pins, args.follows, args.workers, args.timeout)
     if args.traces is not None:
         trace_to(args.traces)
@@ -135,6 +156,7 @@ def run(plan: DemoPlan, console: Console) -> int:
     rng = random.Random(11)
     logdir = REPO / ".var" / "demo"
     logdir.mkdir(parents=True, exist_ok=True)
+    write_env_file(env)
     with JobService.from_settings(demo_settings(), source="feeds-demo") as service:
         console.print("[bold]Following feeds demo[/]: app data in sharded MySQL, jobs on PinLater "
                       f"({', '.join(service.operators.shard_ids())}), feeds in two HBase clusters")
