@@ -131,22 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--traces", type=Path, metavar="FILE",
                         help="trace every process to FILE (JSON lines) and print one pin's trace at the end")
-    parser.add_argument("--write-env", action="store_true",
-                        help=f"only write the demo's settings to {ENV_FILE.relative_to(REPO)} (make run reads it)")
+    parser.add_argument("--env-file", type=Path, default=ENV_FILE, metavar="FILE",
+                        help=f"where to write the demo's settings (default {ENV_FILE.relative_to(REPO)}, "
+                             "which make run reads)")
+    parser.add_argument("--write-env", action="store_true", help="only write the settings file, run nothing")
     args = parser.parse_args(argv)
     if args.write_env:
-        write_env_file(demo_env())
+        write_env_file(demo_env(), args.env_file)
         return 0
     plan = DemoPlan(args.users, args.celebrity_followers, args.pins, args.follows, args.workers, args.timeout)
     if args.traces is not None:
         trace_to(args.traces)
     try:
-        return run(plan, Console())
+        return run(plan, Console(), args.env_file)
     except KeyboardInterrupt:
         return 130
 
 
-def run(plan: DemoPlan, console: Console) -> int:
+def run(plan: DemoPlan, console: Console, env_file: Path = ENV_FILE) -> int:
     env = demo_env()
     if "PINLATER_TRACES_FILE" in env:
         env["OTEL_SERVICE_NAME"] = "feeds-worker"
@@ -156,7 +158,7 @@ def run(plan: DemoPlan, console: Console) -> int:
     rng = random.Random(11)
     logdir = REPO / ".var" / "demo"
     logdir.mkdir(parents=True, exist_ok=True)
-    write_env_file(env)
+    write_env_file(env, env_file)
     with JobService.from_settings(demo_settings(), source="feeds-demo") as service:
         console.print("[bold]Following feeds demo[/]: app data in sharded MySQL, jobs on PinLater "
                       f"({', '.join(service.operators.shard_ids())}), feeds in two HBase clusters")

@@ -36,12 +36,18 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path)
     try:
         result = subprocess.run(
             [sys.executable, "-m", "tasks.demo", "--users", "3000", "--celebrity-followers", "1500",
-             "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120", "--traces", str(traces)],
+             "--pins", "40", "--follows", "30", "--workers", "1", "--timeout", "120", "--traces", str(traces),
+             "--env-file", str(tmp_path / "demo.env")],
             env=env, cwd=REPO, capture_output=True, text=True, timeout=240,
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         out = result.stdout
         assert "every feed job finished" in out
+        # The settings its processes ran on, for `make run` to start the Procfile's on.
+        written = (tmp_path / "demo.env").read_text().splitlines()
+        assert f"PINLATER_APPDATA_DATABASE_PREFIX=appdata_demotest_{tag}_" in written
+        assert {line.split("=", 1)[0] for line in written} >= {"PINLATER_SHARDS", "PINLATER_CONTROL_URL",
+                                                              "PINLATER_HBASE_TABLE_PREFIX", "PINLATER_BUS_PREFIX"}
         # The progress bars: the contacts backfill, then the application's actions and their jobs.
         for bar in ("contacts backfill pages", "pins, follows, renames, imports", "jobs finished"):
             assert bar in out, bar
