@@ -35,7 +35,7 @@ from pinlater.models import CONTINUATION_END, JobInfo, ScanResult
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings
 from pinlater.states import JobState
-from pinlater.stores.base import JobRecord, ShardBackend, claim_source
+from pinlater.stores.base import JobRecord, ScanQuery, ShardBackend, claim_source
 from pinlater.validation import MAX_LIMIT, BodyRegex, check_batch, check_limit, check_priority, compile_body_regex
 
 if TYPE_CHECKING:
@@ -173,16 +173,17 @@ def stream(
     a page. ``bound``: each page brings no more bodies than ``budget``
     has left (no body at all without one), and a page that ends in a
     withheld body is the source's last."""
+    query = ScanQuery(queue, priority, state, future, before, size, include_body)
     while True:
-        max_body_bytes = store_bound(core.settings, budget, size) if bound else None
-        page = scan_page(core.shards, backend, queue, priority, state, future, before, size, include_body,
-                         max_body_bytes)
+        if bound:
+            query = replace(query, max_body_bytes=store_bound(core.settings, budget, size))
+        page = scan_page(core.shards, backend, query)
         for record in page:
             key = cont.ScanKey(record.sort_time_ms, backend.shard_id, priority, record.local_id)
             yield key, backend.shard_id, record
         if len(page) < size or (budget is not None and page[-1].body is None):
             return
-        before = (page[-1].sort_time_ms, page[-1].local_id)
+        query = replace(query, before=(page[-1].sort_time_ms, page[-1].local_id))
 
 
 def matching_records(
@@ -229,24 +230,8 @@ def lookup_on(
     return shards.call(backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, include_body, max_body_bytes))
 
 
-def scan_page(
-    shards: ShardSet,
-    backend: ShardBackend,
-    queue: str,
-    priority: int,
-    state: JobState,
-    future: bool,
-    before: tuple[int, int] | None,
-    size: int,
-    include_body: bool,
-    max_body_bytes: int | None,
-) -> list[JobRecord]:
-    return shards.call(
-        backend,
-        "scan",
-        queue,
-        lambda b: b.scan(queue, priority, state, future, before, size, include_body, max_body_bytes),
-    )
+def scan_page(shards: ShardSet, backend: ShardBackend, query: ScanQuery) -> list[JobRecord]:
+    return shards.call(backend, "scan", query.queue, lambda b: b.scan(query))
 
 
 class ReadsMixin:

@@ -184,6 +184,31 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanQuery:
+    """One page of a scan of one (queue, priority): the jobs in ``state``
+    (PENDING split by ``future``: run_after > now, else run_after <= now;
+    ignored for other states), ordered by (sort_time desc, local_id desc),
+    strictly after the cursor ``before`` = (sort_time, local_id), at most
+    ``limit`` of them, with their bodies if ``include_body``.
+
+    ``max_body_bytes``: the most body bytes the page may bring from the
+    store (None: no bound). With bodies, the page ends at the first job
+    whose body would take it past that: the job comes without its body
+    (``body`` None, withheld), and no job after it comes. Without bodies,
+    none is brought at all (where a job's body is part of one stored
+    value, the store cuts it off)."""
+
+    queue: str
+    priority: int
+    state: JobState
+    future: bool = False
+    before: tuple[int, int] | None = None
+    limit: int = 100
+    include_body: bool = False
+    max_body_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExpiredClaims:
     repended: int
     failed: int
@@ -295,27 +320,8 @@ class ShardBackend(Protocol):
         """Jobs in ``state``. For PENDING: run_after <= now, or with
         ``future`` run_after > now. ``future`` is ignored for other states."""
 
-    def scan(
-        self,
-        queue: str,
-        priority: int,
-        state: JobState,
-        future: bool,
-        before: tuple[int, int] | None,
-        limit: int,
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord]:
-        """Jobs in ``state`` (PENDING split by ``future`` as in count),
-        ordered by (sort_time desc, local_id desc), strictly after the
-        cursor ``before`` = (sort_time, local_id) in that order.
-
-        ``max_body_bytes``: the most body bytes the page may bring from the
-        store (None: no bound). With bodies, the page ends at the first job
-        whose body would take it past that: the job comes without its body
-        (``body`` None, withheld), and no job after it comes. Without
-        bodies, none is brought at all (where a job's body is part of one
-        stored value, the store cuts it off)."""
+    def scan(self, query: ScanQuery) -> list[JobRecord]:
+        """The page ``query`` asks for (see ``ScanQuery``)."""
 
     def lookup(
         self,

@@ -17,6 +17,7 @@ from pinlater.stores.base import (
     CheckpointItem,
     FailItem,
     JobRecord,
+    ScanQuery,
 )
 from pinlater.stores.mysql.shard import MySQLBackend
 from tests.integration.mysql_support import F, P, R, S, claimed, item, one, rec
@@ -89,29 +90,29 @@ def test_scan_pages_2500_jobs_of_one_batch_exactly_once(backend: MySQLBackend, q
     seen: list[JobRecord] = []
     cursor: tuple[int, int] | None = None
     while True:
-        page = backend.scan(queue, 1, P, False, cursor, 300, include_body=False)
+        page = backend.scan(ScanQuery(queue, 1, P, False, cursor, 300, include_body=False))
         if not page:
             break
         seen += page
         cursor = (page[-1].sort_time_ms, page[-1].local_id)
     assert [r.local_id for r in seen] == sorted(ids, reverse=True)
     assert all(r.body is None and r.sort_time_ms == at for r in seen)
-    assert backend.scan(queue, 1, P, True, None, 10, False) == []
-    [top] = backend.scan(queue, 1, P, False, None, 1, include_body=True)
+    assert backend.scan(ScanQuery(queue, 1, P, True, None, 10, False)) == []
+    [top] = backend.scan(ScanQuery(queue, 1, P, False, None, 1, include_body=True))
     assert top.body == b"2499"
 
 
 def test_scan_orders_by_sort_time_for_each_state(backend: MySQLBackend, queue: str) -> None:
     now = backend.now_ms()
     far = backend.enqueue(queue, [item(run_after=now + 2 * HOUR), item(run_after=now + HOUR)])
-    assert [r.local_id for r in backend.scan(queue, 1, P, True, None, 10, False)] == far
+    assert [r.local_id for r in backend.scan(ScanQuery(queue, 1, P, True, None, 10, False))] == far
     first, second = claimed(backend, queue), claimed(backend, queue)
     time.sleep(0.005)
     backend.checkpoint(queue, [CheckpointItem(1, first, "w1", None, False, None, None, None)])
-    running = backend.scan(queue, 1, R, False, None, 10, False)
+    running = backend.scan(ScanQuery(queue, 1, R, False, None, 10, False))
     assert [r.local_id for r in running] == [first, second]
-    assert [r.local_id for r in backend.scan(
-        queue, 1, R, False, (running[0].sort_time_ms, running[0].local_id), 10, False)] == [second]
+    assert [r.local_id for r in backend.scan(ScanQuery(
+        queue, 1, R, False, (running[0].sort_time_ms, running[0].local_id), 10, False))] == [second]
 
 
 def test_lookup_in_the_order_asked(backend: MySQLBackend, queue: str) -> None:

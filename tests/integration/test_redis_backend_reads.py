@@ -17,6 +17,7 @@ from pinlater.stores.base import (
     CheckpointItem,
     EnqueueItem,
     FailItem,
+    ScanQuery,
 )
 from pinlater.stores.redis import keys
 from pinlater.stores.redis.shard import RedisBackend
@@ -100,7 +101,7 @@ def test_scan_pages_2500_equal_scores_exactly_once(be: RedisBackend) -> None:
     seen: list[int] = []
     before: tuple[int, int] | None = None
     for limit in [97] * 1000:
-        page = be.scan(Q, 1, P, False, before, limit, False)
+        page = be.scan(ScanQuery(Q, 1, P, False, before, limit, False))
         if not page:
             break
         assert all(r.body is None for r in page)
@@ -114,18 +115,18 @@ def test_scan_order_cursor_states_and_bodies(be: RedisBackend) -> None:
     runs = [now - 30, now - 10, now - 30, now - 20, now - 10, now + HOUR]
     ids = be.enqueue(Q, [item(body=b"%d" % i, run_after=r) for i, r in enumerate(runs)])
     due = sorted(((r, i) for r, i in zip(runs, ids, strict=True) if r <= now), key=lambda t: (-t[0], -t[1]))
-    page = be.scan(Q, 1, P, False, None, 3, True)
+    page = be.scan(ScanQuery(Q, 1, P, False, None, 3, True))
     assert [(r.sort_time_ms, r.local_id) for r in page] == due[:3]
     assert page[0].body == b"%d" % ids.index(page[0].local_id)
-    rest = be.scan(Q, 1, P, False, due[2], 10, True)
+    rest = be.scan(ScanQuery(Q, 1, P, False, due[2], 10, True))
     assert [(r.sort_time_ms, r.local_id) for r in rest] == due[3:]
-    assert [r.local_id for r in be.scan(Q, 1, P, True, None, 10, False)] == [ids[5]]
+    assert [r.local_id for r in be.scan(ScanQuery(Q, 1, P, True, None, 10, False))] == [ids[5]]
 
     be.dequeue(Q, [1], 2, "w")  # the two oldest run_afters
-    running = be.scan(Q, 1, R, False, None, 10, False)
+    running = be.scan(ScanQuery(Q, 1, R, False, None, 10, False))
     assert {r.local_id for r in running} == {ids[0], ids[2]}
     assert all(r.sort_time_ms == r.updated_at_ms and r.claim for r in running)
-    assert be.scan(Q, 1, S, False, None, 10, False) == []
+    assert be.scan(ScanQuery(Q, 1, S, False, None, 10, False)) == []
 
 
 def test_two_threads_never_get_the_same_job(be: RedisBackend) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from pinlater.engine.priority_walk import walk_priorities
 from pinlater.states import JobState
-from pinlater.stores.base import Claims, EnqueueItem, ShardUnavailable
+from pinlater.stores.base import Claims, EnqueueItem, ScanQuery, ShardUnavailable
 from pinlater.stores.memory.shard import MemoryBackend
 
 Q = "q"
@@ -63,7 +63,7 @@ def test_never_more_than_the_limit_and_best_priorities_first(limit: int) -> None
     assert [p for _, p in got] == sorted(p for _, p in got)
     assert [p for _, p in got] == [1, 1, 2, 2, 2, 3, 3, 3][:limit]
     # Nothing was claimed that was not returned.
-    running = sum(len(s.scan(Q, p, JobState.RUNNING, False, None, 100, False)) for s in shards for p in (1, 2, 3))
+    running = sum(len(s.scan(ScanQuery(Q, p, JobState.RUNNING))) for s in shards for p in (1, 2, 3))
     assert running == len(got)
 
 

@@ -21,6 +21,7 @@ from pinlater.stores.base import (
     CheckpointItem,
     EnqueueItem,
     FailItem,
+    ScanQuery,
     ShardBackend,
 )
 from pinlater.stores.control import ControlStore
@@ -197,7 +198,7 @@ def test_scan_cursor_with_ties_and_missing_cursor_job(be: RedisBackend) -> None:
     pages: list[tuple[int, int]] = []
     before = None
     while True:
-        page = be.scan(Q, 1, JobState.PENDING, False, before, 2, False)
+        page = be.scan(ScanQuery(Q, 1, JobState.PENDING, False, before, 2, False))
         if not page:
             break
         pages += [(r.sort_time_ms, r.local_id) for r in page]
@@ -206,7 +207,7 @@ def test_scan_cursor_with_ties_and_missing_cursor_job(be: RedisBackend) -> None:
     # A cursor whose job is gone still splits exactly.
     t, gone = expected[2]
     assert be.delete(Q, 1, JobState.PENDING, [gone], 0) == 1
-    rest = be.scan(Q, 1, JobState.PENDING, False, (t, gone), 10, False)
+    rest = be.scan(ScanQuery(Q, 1, JobState.PENDING, False, (t, gone), 10, False))
     assert [(r.sort_time_ms, r.local_id) for r in rest] == expected[3:]
 
 
@@ -216,8 +217,8 @@ def test_scan_and_count_split_pending_by_now(be: RedisBackend) -> None:
     fut = be.enqueue(Q, [item(run_after=now + HOUR), item(run_after=now + 2 * HOUR)])
     assert be.count(Q, 1, JobState.PENDING, False) == 2
     assert be.count(Q, 1, JobState.PENDING, True) == 2
-    assert [r.local_id for r in be.scan(Q, 1, JobState.PENDING, True, None, 10, False)] == fut[::-1]
-    assert [r.local_id for r in be.scan(Q, 1, JobState.PENDING, False, None, 10, False)] == due[::-1]
+    assert [r.local_id for r in be.scan(ScanQuery(Q, 1, JobState.PENDING, True, None, 10, False))] == fut[::-1]
+    assert [r.local_id for r in be.scan(ScanQuery(Q, 1, JobState.PENDING, False, None, 10, False))] == due[::-1]
 
 
 def test_delete_queue_in_small_steps(

@@ -25,6 +25,7 @@ from pinlater.stores.base import (
     ExpiredClaims,
     FailItem,
     JobRecord,
+    ScanQuery,
     holds,
     policy_delay,
 )
@@ -344,26 +345,19 @@ class MemoryBackend:
         with self._lock:
             return len(self._matching(queue, priority, state, future))
 
-    def scan(
-        self,
-        queue: str,
-        priority: int,
-        state: JobState,
-        future: bool,
-        before: tuple[int, int] | None,
-        limit: int,
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord]:
+    def scan(self, query: ScanQuery) -> list[JobRecord]:
+        q = query
         with self._lock:
-            rows = self._matching(queue, priority, state, future)
+            rows = self._matching(q.queue, q.priority, q.state, q.future)
             keyed = sorted(((r.sort_time, r.local_id), r) for r in rows)
             keyed.reverse()
+            before = q.before
             if before is not None:
                 keyed = [(k, r) for k, r in keyed if k < before]
-            page = [r for _, r in keyed[:limit]]
-            if not include_body or max_body_bytes is None:
-                return [r.record(include_body) for r in page]
+            page = [r for _, r in keyed[: q.limit]]
+            max_body_bytes = q.max_body_bytes
+            if not q.include_body or max_body_bytes is None:
+                return [r.record(q.include_body) for r in page]
             records: list[JobRecord] = []
             size = 0
             for r in page:

@@ -11,6 +11,7 @@ from pinlater.kit.sqlblocks import job_table
 from pinlater.states import JobState
 from pinlater.stores.base import (
     JobRecord,
+    ScanQuery,
 )
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
@@ -59,31 +60,22 @@ class ReadsMixin:
         stmt = sql("count_state", table=table)
         return self._run(queue, (priority,), lambda s: int(s.scalar(stmt, {"state": int(state)})))
 
-    def scan(
-        self,
-        queue: str,
-        priority: int,
-        state: JobState,
-        future: bool,
-        before: tuple[int, int] | None,
-        limit: int,
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord]:
-        table = job_table(queue, priority)
-        if limit <= 0:
+    def scan(self, query: ScanQuery) -> list[JobRecord]:
+        q = query
+        priority = q.priority
+        if q.limit <= 0:
             return []
         name = "scan_state"
-        if state is JobState.PENDING:
-            name = "scan_pending_future" if future else "scan_pending_now"
-        stmt = sql(name, table=table, body=include_body)
-        sort_time, local_id = before if before is not None else _CURSOR_TOP
-        args = {"state": int(state), "st": sort_time, "id": local_id, "limit": limit}
+        if q.state is JobState.PENDING:
+            name = "scan_pending_future" if q.future else "scan_pending_now"
+        stmt = sql(name, table=job_table(q.queue, priority), body=q.include_body)
+        sort_time, local_id = q.before if q.before is not None else _CURSOR_TOP
+        args = {"state": int(q.state), "st": sort_time, "id": local_id, "limit": q.limit}
         within = False
-        if include_body and max_body_bytes is not None:
+        if q.include_body and q.max_body_bytes is not None:
             within = True
             stmt = sql("scan_within", page=stmt)
-            args["budget"] = max_body_bytes
+            args["budget"] = q.max_body_bytes
 
         def work(s: Session) -> list[JobRecord]:
             s.execute(stmt, args)
@@ -94,7 +86,7 @@ class ReadsMixin:
                     break  # withheld: the page ends here
             return records
 
-        return self._run(queue, (priority,), work)
+        return self._run(q.queue, (priority,), work)
 
     def lookup(
         self,

@@ -36,6 +36,7 @@ from pinlater.stores.base import (
     ExpiredClaims,
     FailItem,
     JobRecord,
+    ScanQuery,
     ShardUnavailable,
 )
 from pinlater.stores.redis import keys, loader
@@ -382,27 +383,18 @@ class RedisBackend:
         ks = [keys.state_key(queue, priority, state)]
         return int(self._run("count", ks, [_pending_mode(state, future)]))
 
-    def scan(
-        self,
-        queue: str,
-        priority: int,
-        state: JobState,
-        future: bool,
-        before: tuple[int, int] | None,
-        limit: int,
-        include_body: bool,
-        max_body_bytes: int | None = None,
-    ) -> list[JobRecord]:
-        if limit < 1:
+    def scan(self, query: ScanQuery) -> list[JobRecord]:
+        q = query
+        if q.limit < 1:
             return []
-        ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
-        cursor: list[ArgT] = ["", ""] if before is None else [before[0], before[1]]
-        args: list[ArgT] = [_pending_mode(state, future), limit, "1" if include_body else "0"]
-        rows = self._run("scan", ks, [*args, *cursor, _opt(max_body_bytes)])
+        ks = [keys.state_key(q.queue, q.priority, q.state), keys.jobs_key(q.queue, q.priority)]
+        cursor: list[ArgT] = ["", ""] if q.before is None else [q.before[0], q.before[1]]
+        args: list[ArgT] = [_pending_mode(q.state, q.future), q.limit, "1" if q.include_body else "0"]
+        rows = self._run("scan", ks, [*args, *cursor, _opt(q.max_body_bytes)])
         records = []
         for row in rows:
             # A third element: the job's body was withheld (over the budget).
-            rec = redis_record.decode(keys.member_id(row[0]), priority, row[1], include_body and len(row) == 2)
+            rec = redis_record.decode(keys.member_id(row[0]), q.priority, row[1], q.include_body and len(row) == 2)
             if rec is not None:
                 records.append(rec)
         return records
