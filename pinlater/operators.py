@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pinlater.engine import counters
 from pinlater.engine.core import Core
 from pinlater.engine.counters import DEQUEUED, ENQUEUED, EVENTS, FAILED, SUCCEEDED, current_minute
-from pinlater.engine.reads import count_on, lookup_on, to_info
+from pinlater.engine.reads import count_on, to_info
 from pinlater.engine.shards import ShardHealth
 from pinlater.errors import ConfigUnreadable, InvalidRequest, QueueNotFound
 from pinlater.limits import MAX_PRIORITIES
@@ -131,7 +131,8 @@ class Operators:
         peeked = shards.call(backend, "peek", queue, lambda b: b.peek(queue, [priority], 1).jobs)
         if not peeked:
             return None
-        [record] = lookup_on(shards, backend, queue, priority, [peeked[0].local_id], False)
+        ids = [peeked[0].local_id]
+        [record] = shards.call(backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, False))
         if record is None:  # dequeued between the two calls
             return None
         return to_info(queue, shard_id, record)

@@ -218,18 +218,6 @@ def count_on(shards: ShardSet, backend: ShardBackend, queue: str, priority: int,
     return shards.call(backend, "count", queue, lambda b: b.count(queue, priority, state, future))
 
 
-def lookup_on(
-    shards: ShardSet,
-    backend: ShardBackend,
-    queue: str,
-    priority: int,
-    ids: list[int],
-    include_body: bool,
-    max_body_bytes: int | None = None,
-) -> list[JobRecord | None]:
-    return shards.call(backend, "lookup", queue, lambda b: b.lookup(queue, priority, ids, include_body, max_body_bytes))
-
-
 def scan_page(shards: ShardSet, backend: ShardBackend, query: ScanQuery) -> list[JobRecord]:
     return shards.call(backend, "scan", query.queue, lambda b: b.scan(query))
 
@@ -257,8 +245,11 @@ class ReadsMixin:
         found: dict[str, JobInfo] = {}
         for (shard, queue, priority), jobs in groups.items():
             ids = list(jobs)
-            records = lookup_on(self.core.shards, self.core.shards.get(shard), queue, priority, ids, include_body,
-                                store_bound(self.core.settings, budget, len(ids)))
+            bound = store_bound(self.core.settings, budget, len(ids))
+            records = self.core.shards.call(
+                self.core.shards.get(shard), "lookup", queue,
+                lambda b: b.lookup(queue, priority, ids, include_body, bound),  # noqa: B023 -- called at once
+            )
             for d, record in zip(jobs.values(), records, strict=True):
                 if record is not None:
                     if budget is not None:
