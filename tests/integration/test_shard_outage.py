@@ -17,6 +17,7 @@ from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
+from tests.support.waits import wait_for
 
 
 def _work(client: JobService, queue: str, done: set[str]) -> None:
@@ -58,10 +59,7 @@ def test_stopping_one_redis_shard_loses_nothing(private_redis: PrivateRedis, que
         finally:
             private_redis.start()
 
-        deadline = time.time() + 30
-        while not client.core.shards.is_healthy("r2"):
-            assert time.time() < deadline, "shard r2 never came back into rotation"
-            time.sleep(0.1)
+        wait_for(lambda: client.core.shards.is_healthy("r2"), "shard r2 back in rotation", 30, 0.1)
 
         deadline = time.time() + 60
         while len(done) < len(enqueued) and time.time() < deadline:

@@ -11,7 +11,6 @@ directory), so suites running at the same time keep their shards."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +25,7 @@ from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
 from tests.servers import REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -97,10 +97,7 @@ def test_cross_shard_ack_with_a_shard_down_reports_per_descriptor(
     finally:
         private_redis.start()
 
-    deadline = time.monotonic() + 30
-    while not service.core.shards.is_healthy("rx"):
-        assert time.monotonic() < deadline, "shard rx never came back into rotation"
-        time.sleep(0.1)
+    wait_for(lambda: service.core.shards.is_healthy("rx"), "shard rx back in rotation", 30, 0.1)
     # Retry only what was not applied: all of it lands, nothing is stale.
     left = set(result.unapplied)
     retried = client.ack(
