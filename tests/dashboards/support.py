@@ -84,16 +84,6 @@ def backend_counts(svc: JobService, queue: str, priority: int | None = None) -> 
             for key, (state, future) in STATE_QUERIES.items()}
 
 
-def wait_for(check: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.1)
-
 
 @dataclass
 class Workload:

@@ -26,8 +26,9 @@ from pinlater.engine.counters import EVENTS, recent_rates, recent_totals
 from pinlater.observe import tracing
 from pinlater.settings import Settings, hash_secret, parse_shards
 from tests.dashboards.http import call, control
-from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, dashboard_settings, wait_for
+from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, backend_counts, dashboard_settings
 from tests.support import scrape
+from tests.support.waits import wait_for
 
 
 def fresh_overview(c: Cluster) -> dict:  # type: ignore[type-arg]

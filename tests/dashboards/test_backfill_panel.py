@@ -22,10 +22,11 @@ from tasks.backfill.plan import Plan
 from tasks.backfill.queue import QUEUE, create_options
 from tasks.backfill.records import Records
 from tests.dashboards.http import call
-from tests.dashboards.support import Cluster, dashboard_settings, wait_for
+from tests.dashboards.support import Cluster, dashboard_settings
 from tests.servers import ensure_services
 from tests.support.appdata import ENV
 from tests.support.browser import ARTIFACTS
+from tests.support.waits import wait_for
 
 ADMIN = "backfill-panel-admin"
 

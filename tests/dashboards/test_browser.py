@@ -26,9 +26,9 @@ from tests.dashboards.support import (
     plant_odd_queues,
     restore,
     run_known_work,
-    wait_for,
 )
 from tests.support.browser import ARTIFACTS
+from tests.support.waits import wait_for
 
 
 def number(text: str) -> int:

@@ -32,6 +32,7 @@ from tasks.hbase.health import (
 from tasks.hbase.idl import THRIFT1, THRIFT2
 from tasks.hbase.settings import Address
 from tasks.hbase.thrift2 import PoolLimits
+from tests.support.waits import wait_for
 
 TIMEOUT_S = 1.0  # the probes' timeout here: a fake answers in about a millisecond
 # Untyped in thriftpy2.
@@ -177,13 +178,6 @@ def test_a_refused_thrift2_port_is_down_at_once() -> None:
     assert "Could not connect" in health.error or "refused" in health.error
 
 
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.02)
-    return result
-
 
 def test_a_black_holed_thrift2_never_delays_thrift1_nor_a_reader() -> None:
     with serving(THRIFT1.Hbase, Thrift1Handler()) as thrift1, black_hole() as hole, refusing() as closed:
@@ -198,8 +192,9 @@ def test_a_black_holed_thrift2_never_delays_thrift1_nor_a_reader() -> None:
             # still waits on the black hole. Each probe runs on its own thread, so wait for both.
             wait_for(
                 lambda: all(c.reachable for c in health.clusters()) and health.clusters()[1].thrift2.reachable is False,
-                TIMEOUT_S / 2,
                 "both Thrift1 up and the standby's Thrift2 refused",
+                timeout_s=TIMEOUT_S / 2,
+                interval_s=0.02,
             )
             assert time.monotonic() - started < 0.9 * TIMEOUT_S
             primary_now, standby_now = health.clusters()
@@ -207,9 +202,9 @@ def test_a_black_holed_thrift2_never_delays_thrift1_nor_a_reader() -> None:
             assert primary_now.error is None and primary_now.latency_ms is not None
             # ...and keeps being probed at its own pace.
             first = primary_now.checked_at_ms
-            wait_for(lambda: health.clusters()[0].checked_at_ms != first, TIMEOUT_S / 2, "a newer Thrift1 probe")
+            wait_for(lambda: health.clusters()[0].checked_at_ms != first, "a newer Thrift1 probe", TIMEOUT_S / 2, 0.02)
 
-            wait_for(lambda: health.clusters()[0].thrift2.reachable is False, TIMEOUT_S + 1, "Thrift2 down")
+            wait_for(lambda: health.clusters()[0].thrift2.reachable is False, "Thrift2 down", TIMEOUT_S + 1, 0.02)
             assert time.monotonic() - started >= 0.9 * TIMEOUT_S
             primary_now = health.clusters()[0]
             assert primary_now.reachable is True and primary_now.thrift2.error is not None

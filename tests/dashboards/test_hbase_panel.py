@@ -24,8 +24,9 @@ from tasks.hbase import HBaseSettings
 from tasks.hbase.health import PROBE_TIMEOUT_S, HBaseHealth
 from tasks.hbase.settings import Address
 from tests.dashboards.http import call
-from tests.dashboards.support import Cluster, backend_counts, dashboard_settings, wait_for
+from tests.dashboards.support import Cluster, backend_counts, dashboard_settings
 from tests.support.browser import ARTIFACTS
+from tests.support.waits import wait_for
 
 ADMIN = "feed-panel-admin"
 HOUR_MS = 3_600_000

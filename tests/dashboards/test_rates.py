@@ -16,7 +16,8 @@ from dashboards.rates import CHART_EVENTS, RateCharts
 from pinlater.engine.counters import current_minute, minute_series
 from pinlater.stores.memory.control import MemoryControlStore
 from tests.dashboards.http import call
-from tests.dashboards.support import WORK, Cluster, clear_of_minute_end, run_known_work, wait_for
+from tests.dashboards.support import WORK, Cluster, clear_of_minute_end, run_known_work
+from tests.support.waits import wait_for
 
 
 def rates(c: Cluster, query: str = "") -> dict[str, Any]:

@@ -15,9 +15,10 @@ from dashboards.server import Dashboard
 from pinlater import Job, JobService
 from pinlater.settings import parse_shards
 from tests.dashboards.http import call
-from tests.dashboards.support import STATE_QUERIES, Cluster, dashboard_settings, run_workload, wait_for
+from tests.dashboards.support import STATE_QUERIES, Cluster, dashboard_settings, run_workload
 from tests.servers import REDIS_PORTS, PrivateRedis, redis_db, redis_url
 from tests.support.browser import ARTIFACTS
+from tests.support.waits import wait_for
 
 # The shard that stops is a Redis of this module's own, so the test runs
 # beside the others; the first shard and the control store are dbs of its own.

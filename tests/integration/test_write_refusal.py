@@ -44,6 +44,7 @@ from pinlater.thrift.server import ThriftServer
 from tests.dashboards.http import call
 from tests.integration.private_mariadb import PrivateMariaDB
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, free_port, redis_url
+from tests.support.waits import wait_for
 
 # The refusals that also refuse a claim: a Redis out of memory still runs a
 # dequeue (its script's first write, a ZREM, frees memory).
@@ -136,13 +137,6 @@ class Order:
 def shard_of(descriptor: str) -> str:
     return JobDescriptor.parse(descriptor).shard
 
-
-def wait_for(check: Callable[[], Any], what: str, timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.05)
-    return result
 
 
 @pytest.mark.parametrize("refusing", CLAIM_REFUSALS, indirect=True)

@@ -5,14 +5,14 @@ the rows it shows next to the rows the endpoint answers."""
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from tasks.typeahead.http import TypeaheadServer
 from tests.http_client import request
+from tests.support.waits import wait_for
 
 Row = tuple[str, str, str]  # name, source, the "also in" text
 
@@ -58,12 +58,6 @@ def shown_rows(page: Page) -> list[Row]:
         li.querySelector('.also') ? li.querySelector('.also').textContent : ''])""")
     return [tuple(row) for row in rows]
 
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def type_slowly(page: Page, text: str) -> None:

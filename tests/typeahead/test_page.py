@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tasks.typeahead.http import TypeaheadServer
-from tests.typeahead.pages import Page, open_page, shown_rows, type_and_wait, type_slowly, wait_for
+from tests.support.waits import wait_for
+from tests.typeahead.pages import Page, open_page, shown_rows, type_and_wait, type_slowly
 from tests.typeahead.support import DOWN_CAUSE, DOWN_OWNER, OWNER, FakeIndex
 
 # Each prefix of "john s" answers later than the next one: a page that

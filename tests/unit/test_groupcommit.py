@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pinlater.engine.groupcommit import GroupCommit, Outcome
+from tests.support.waits import wait_for
 
 
 class Recorder:
@@ -53,12 +54,6 @@ def start(fn: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str,
     return t, box
 
 
-def wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
 
 def waiting(gc: GroupCommit[Any, Any, Any], key: str) -> int:
     with gc._lock:
@@ -77,7 +72,7 @@ def queue_behind_first(
     for n, item in enumerate(items):
         weight = 1 if weights is None else weights[n]
         calls.append(start(partial(gc.submit, key, item, weight), f"call-{n}"))
-        wait_for(partial(lambda n: waiting(gc, key) == n + 1, n))
+        wait_for(partial(lambda n: waiting(gc, key) == n + 1, n), "a waiter", interval_s=0.001)
     calls.insert(0, (first_thread, first))
     return first, calls
 
@@ -141,7 +136,7 @@ def test_run_raising_fails_every_caller_of_that_batch_and_the_key_goes_on() -> N
     calls = []
     for n, item in enumerate(["boom", "y", "z"]):  # max_weight 2: [boom, y] then [z]
         calls.append(start(partial(gc.submit, "q", item), f"c{n}"))
-        wait_for(partial(lambda n: waiting(gc, "q") == n + 1, n))
+        wait_for(partial(lambda n: waiting(gc, "q") == n + 1, n), "a waiter", interval_s=0.001)
     release.set()
     for t, _ in [(first_thread, first), *calls]:
         t.join(10)
