@@ -7,6 +7,7 @@ instrumentation alone; a real Redis call is ~100 µs, an HBase call more.
 
     python bench/seam.py                # about ten seconds
     python bench/seam.py --json out.json
+    python bench/seam.py --smoke        # a short run for the test suite
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200_000)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--smoke", action="store_true", help="a short run (2,000 calls): checks it runs, times nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 2_000
     backend: Any = _Shard()  # only its shard_id is read
     shards = ShardSet([backend])
     call = shards.call
