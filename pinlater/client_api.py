@@ -5,8 +5,10 @@ configuration alone (``pinlater.connect``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.states import JobState
@@ -14,6 +16,10 @@ from pinlater.states import JobState
 if TYPE_CHECKING:
     from pinlater.queue_config import QueueConfig
     from pinlater.retry import RetryPolicy
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
 
 
 class PinLaterClient(Protocol):
@@ -133,3 +139,35 @@ CLIENT_METHODS = (
     "queue_names", "enqueue", "dequeue", "ack", "checkpoint",
     "lookup", "count", "scan", "retry_failed", "delete_jobs",
 )
+
+
+class Call:
+    """One call's arguments by parameter name, defaults filled in."""
+
+    def __init__(self, arguments: dict[str, Any]) -> None:
+        self.__dict__.update(arguments)
+
+    def __getattr__(self, name: str) -> Any:  # typed reads of the bound names
+        raise AttributeError(name)
+
+
+def declared(
+    method: Callable[Concatenate[Any, P], R],
+) -> Callable[[Callable[[S, Call], R]], Callable[Concatenate[S, P], R]]:
+    """An implementation of ``method`` (a ``PinLaterClient`` method) whose
+    signature is the declaration's, not restated: the body gets the call's
+    arguments bound as the declaration names them, and type checkers see
+    the declared signature."""
+    signature = inspect.signature(method)
+
+    def wrap(body: Callable[[S, Call], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(body)
+        def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return body(self, Call(bound.arguments))
+
+        call.__signature__ = signature  # type: ignore[attr-defined]
+        return call
+
+    return wrap

@@ -51,12 +51,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
 from pinlater.kit.tls import ClientTls
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.models import AckResult, DequeuedJob, JobInfo, ScanResult
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
-from pinlater.retry import RetryPolicy
 from pinlater.settings import Settings
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
@@ -123,28 +123,23 @@ class ThriftClient(WireCalls):
         return config
 
     # -- queues ------------------------------------------------------------------------
-    def create_queue(
-        self,
-        name: str,
-        *,
-        priorities: int | None = None,
-        max_dequeue_rate: float | None = None,
-        claim_timeout_ms: int | None = None,
-        retry: RetryPolicy | None = None,
-        succeeded_retention_ms: int | None = None,
-        failed_retention_ms: int | None = None,
-    ) -> QueueConfig:
+    @declared(PinLaterClient.create_queue)
+    def create_queue(self, a: Call) -> QueueConfig:
         """Idempotent: an existing queue keeps its config, which is returned."""
+        name = a.name
         wire = idl.PinLaterQueueConfig(
             name=name,
-            priorities=priorities,
-            maxDequeueRate=max_dequeue_rate,
-            claimTimeoutMillis=claim_timeout_ms,
-            retryPolicy=None if retry is None else convert.retry_to_wire(retry),
-            succeededRetentionMillis=succeeded_retention_ms,
-            failedRetentionMillis=failed_retention_ms,
+            priorities=a.priorities,
+            maxDequeueRate=a.max_dequeue_rate,
+            claimTimeoutMillis=a.claim_timeout_ms,
+            retryPolicy=None if a.retry is None else convert.retry_to_wire(a.retry),
+            succeededRetentionMillis=a.succeeded_retention_ms,
+            failedRetentionMillis=a.failed_retention_ms,
         )
-        options = (priorities, max_dequeue_rate, claim_timeout_ms, retry, succeeded_retention_ms, failed_retention_ms)
+        options = (
+            a.priorities, a.max_dequeue_rate, a.claim_timeout_ms, a.retry, a.succeeded_retention_ms,
+            a.failed_retention_ms,
+        )
 
         def published() -> Any:
             if any(o is not None for o in options):
@@ -230,122 +225,85 @@ class ThriftClient(WireCalls):
         return set(self._call("getQueueNames", idempotent=True, context=self._context()))
 
     # -- jobs ---------------------------------------------------------------------------
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
-        request = idl.PinLaterEnqueueRequest(queueName=queue, jobs=[convert.job_to_wire(j) for j in jobs])
+    @declared(PinLaterClient.enqueue)
+    def enqueue(self, a: Call) -> list[str]:
+        request = idl.PinLaterEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs])
         response = self._call(
             "enqueueJobs",
-            idempotent=bool(idempotency_key),
-            context=self._context(request_id=idempotency_key or ""),
+            idempotent=bool(a.idempotency_key),
+            context=self._context(request_id=a.idempotency_key or ""),
             request=request,
         )
         return list(response.jobDescriptors or [])
 
-    def dequeue(
-        self,
-        queue: str,
-        limit: int,
-        *,
-        source: str | None = None,
-        dry_run: bool = False,
-        coverage: float = 1.0,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-    ) -> list[DequeuedJob]:
-        acks = None
-        if succeeded or failed:
-            acks = idl.PinLaterJobAckRequest(
-                queueName=queue, jobsSucceeded=convert.acks_to_wire(succeeded), jobsFailed=convert.acks_to_wire(failed)
-            )
+    @declared(PinLaterClient.dequeue)
+    def dequeue(self, a: Call) -> list[DequeuedJob]:
+        acks = _acks_request(a) if a.succeeded or a.failed else None
         request = idl.PinLaterDequeueRequest(
-            queueName=queue, limit=limit, jobAckRequest=acks, dryRun=dry_run, coverage=coverage
+            queueName=a.queue, limit=a.limit, jobAckRequest=acks, dryRun=a.dry_run, coverage=a.coverage
         )
         response = self._call(
-            "dequeueJobs", idempotent=dry_run and acks is None, context=self._context(source), request=request
+            "dequeueJobs", idempotent=a.dry_run and acks is None, context=self._context(a.source), request=request
         )
         return convert.dequeued_from_wire(response)
 
-    def ack(
-        self,
-        queue: str,
-        *,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-        source: str | None = None,
-    ) -> AckResult:
-        request = idl.PinLaterJobAckRequest(
-            queueName=queue, jobsSucceeded=convert.acks_to_wire(succeeded), jobsFailed=convert.acks_to_wire(failed)
-        )
-        context = self._context(source)
+    @declared(PinLaterClient.ack)
+    def ack(self, a: Call) -> AckResult:
+        request = _acks_request(a)
+        context = self._context(a.source)
 
         def published() -> Any:
             self._call("ackDequeuedJobs", idempotent=True, context=context, request=request)
-            return idl.PinLaterAckResult(acked=[a.descriptor for a in (*succeeded, *failed)])
+            return idl.PinLaterAckResult(acked=[ack.descriptor for ack in (*a.succeeded, *a.failed)])
 
         wire = self._extension("ackDequeuedJobsWithResult", published, context=context, request=request)
         return _checked(convert.ack_result_from_wire(wire), "ACKs")
 
-    def checkpoint(
-        self, queue: str, checkpoints: Sequence[Checkpoint], *, source: str | None = None
-    ) -> AckResult:
+    @declared(PinLaterClient.checkpoint)
+    def checkpoint(self, a: Call) -> AckResult:
         request = idl.PinLaterCheckpointJobsRequest(
-            queueName=queue, requests=[convert.checkpoint_to_wire(c) for c in checkpoints]
+            queueName=a.queue, requests=[convert.checkpoint_to_wire(c) for c in a.checkpoints]
         )
-        context = self._context(source)
+        context = self._context(a.source)
 
         def published() -> Any:
             self._call("checkpointJobs", idempotent=True, context=context, request=request)
-            return idl.PinLaterAckResult(acked=[c.descriptor for c in checkpoints])
+            return idl.PinLaterAckResult(acked=[c.descriptor for c in a.checkpoints])
 
         wire = self._extension("checkpointJobsWithResult", published, context=context, request=request)
         return _checked(convert.ack_result_from_wire(wire), "checkpoints")
 
-    def lookup(self, descriptors: Sequence[str], *, include_body: bool = False) -> dict[str, JobInfo]:
-        request = idl.PinLaterLookupJobRequest(jobDescriptors=list(descriptors), includeBody=include_body)
+    @declared(PinLaterClient.lookup)
+    def lookup(self, a: Call) -> dict[str, JobInfo]:
+        request = idl.PinLaterLookupJobRequest(jobDescriptors=list(a.descriptors), includeBody=a.include_body)
         found = self._call("lookupJobs", idempotent=True, context=self._context(), request=request)
         return {d: convert.info_from_wire(info) for d, info in (found or {}).items()}
 
-    def count(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        body_regex: str | None = None,
-    ) -> int:
+    @declared(PinLaterClient.count)
+    def count(self, a: Call) -> int:
         request = idl.PinLaterGetJobCountRequest(
-            queueName=queue,
-            jobState=int(JobState.parse(state)),
-            priority=priority or None,
-            countFutureJobs=future,
-            bodyRegexToMatch=body_regex,
+            queueName=a.queue,
+            jobState=int(JobState.parse(a.state)),
+            priority=a.priority or None,
+            countFutureJobs=a.future,
+            bodyRegexToMatch=a.body_regex,
         )
         return int(self._call("getJobCount", idempotent=True, context=self._context(), request=request))
 
-    def scan(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        continuation: str = "0",
-        limit: int = 100,
-        body_regex: str | None = None,
-        include_body: bool = False,
-    ) -> ScanResult:
+    @declared(PinLaterClient.scan)
+    def scan(self, a: Call) -> ScanResult:
         request = idl.PinLaterScanJobsRequest(
-            queueName=queue,
-            jobState=int(JobState.parse(state)),
-            priority=priority or None,
-            scanFutureJobs=future,
-            continuation=continuation,
-            limit=limit,
-            bodyRegexToMatch=body_regex,
+            queueName=a.queue,
+            jobState=int(JobState.parse(a.state)),
+            priority=a.priority or None,
+            scanFutureJobs=a.future,
+            continuation=a.continuation,
+            limit=a.limit,
+            bodyRegexToMatch=a.body_regex,
         )
         response = self._call("scanJobs", idempotent=True, context=self._context(), request=request)
         jobs = [convert.info_from_wire(w) for w in response.scannedJobs or []]
-        if include_body and jobs:
+        if a.include_body and jobs:
             bodies = self.lookup([j.descriptor for j in jobs], include_body=True)
             jobs = [replace(j, body=bodies[j.descriptor].body if j.descriptor in bodies else None) for j in jobs]
         return ScanResult(jobs, response.continuation)
@@ -366,41 +324,34 @@ class ThriftClient(WireCalls):
                 break
         return done
 
-    def retry_failed(
-        self,
-        queue: str,
-        *,
-        priority: int | None = None,
-        attempts: int = 1,
-        run_after_ms: int | None = None,
-        limit: int = 1000,
-    ) -> int:
+    @declared(PinLaterClient.retry_failed)
+    def retry_failed(self, a: Call) -> int:
         def run(p: int, n: int) -> int:
             request = idl.PinLaterRetryFailedJobsRequest(
-                queueName=queue, priority=p, attemptsToAllow=attempts, runAfterTimestampMillis=run_after_ms, limit=n
+                queueName=a.queue, priority=p, attemptsToAllow=a.attempts, runAfterTimestampMillis=a.run_after_ms,
+                limit=n,
             )
             return int(self._call("retryFailedJobs", idempotent=False, context=self._context(), request=request))
 
-        return self._each_priority(priority, limit, run)
+        return self._each_priority(a.priority, a.limit, run)
 
-    def delete_jobs(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        body_regex: str | None = None,
-        limit: int = 1000,
-    ) -> int:
-        wire_state = int(JobState.parse(state))
+    @declared(PinLaterClient.delete_jobs)
+    def delete_jobs(self, a: Call) -> int:
+        wire_state = int(JobState.parse(a.state))
 
         def run(p: int, n: int) -> int:
             request = idl.PinLaterDeleteJobsRequest(
-                queueName=queue, jobState=wire_state, priority=p, bodyRegexToMatch=body_regex, limit=n
+                queueName=a.queue, jobState=wire_state, priority=p, bodyRegexToMatch=a.body_regex, limit=n
             )
             return int(self._call("deleteJobs", idempotent=False, context=self._context(), request=request))
 
-        return self._each_priority(priority, limit, run)
+        return self._each_priority(a.priority, a.limit, run)
+
+
+def _acks_request(a: Call) -> Any:
+    return idl.PinLaterJobAckRequest(
+        queueName=a.queue, jobsSucceeded=convert.acks_to_wire(a.succeeded), jobsFailed=convert.acks_to_wire(a.failed)
+    )
 
 
 def _checked(result: AckResult, what: str) -> AckResult:

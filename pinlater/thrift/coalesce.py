@@ -47,10 +47,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.engine.groupcommit import GroupCommit
 from pinlater.engine.settle import PreparedAcks, Share, prepare_acks, settle_acks
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
-from pinlater.models import Ack, AckResult, DequeuedJob, Job
+from pinlater.models import AckResult, DequeuedJob
 from pinlater.service import JobService
 from pinlater.stores.base import EnqueueItem
 from pinlater.validation import MAX_LIMIT, check_source
@@ -89,11 +90,12 @@ class Coalescer:
         self.acks: GroupCommit[str, PreparedAcks, Share] = GroupCommit(self._ack_batch, per_call)
 
     # -- enqueue -----------------------------------------------------------------------
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
-        if idempotency_key is not None or not jobs:
-            return self.service.enqueue(queue, jobs, idempotency_key=idempotency_key)
-        items = enqueue_items(self.core, queue, jobs)
-        return self.enqueues.submit(queue, items, len(items))
+    @declared(PinLaterClient.enqueue)
+    def enqueue(self, a: Call) -> list[str]:
+        if a.idempotency_key is not None or not a.jobs:
+            return self.service.enqueue(a.queue, a.jobs, idempotency_key=a.idempotency_key)
+        items = enqueue_items(self.core, a.queue, a.jobs)
+        return self.enqueues.submit(a.queue, items, len(items))
 
     def _enqueue_batch(self, queue: str, batches: list[list[EnqueueItem]]) -> list[list[str]]:
         items = batches[0] if len(batches) == 1 else [item for items in batches for item in items]
@@ -101,21 +103,13 @@ class Coalescer:
         return _split(descriptors, [len(b) for b in batches])
 
     # -- dequeue -----------------------------------------------------------------------
-    def dequeue(
-        self,
-        queue: str,
-        limit: int,
-        *,
-        source: str | None = None,
-        dry_run: bool = False,
-        coverage: float = 1.0,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-    ) -> list[DequeuedJob]:
-        source = check_source(source or self.service.source)
-        if succeeded or failed:
-            self.ack(queue, succeeded=succeeded, failed=failed, source=source)
-        if dry_run:
+    @declared(PinLaterClient.dequeue)
+    def dequeue(self, a: Call) -> list[DequeuedJob]:
+        queue, limit, coverage = a.queue, a.limit, a.coverage
+        source = check_source(a.source or self.service.source)
+        if a.succeeded or a.failed:
+            self.ack(queue, succeeded=a.succeeded, failed=a.failed, source=source)
+        if a.dry_run:
             return self.service.dequeue(queue, limit, source=source, dry_run=True, coverage=coverage)
         check_dequeue(self.core, queue, limit, coverage)
         return self.dequeues.submit((queue, source, coverage), limit, limit)
@@ -126,20 +120,14 @@ class Coalescer:
         return _split(jobs, limits)
 
     # -- ack ---------------------------------------------------------------------------
-    def ack(
-        self,
-        queue: str,
-        *,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-        source: str | None = None,
-    ) -> AckResult:
+    @declared(PinLaterClient.ack)
+    def ack(self, a: Call) -> AckResult:
         if not self.merge_acks:
-            return self.service.ack(queue, succeeded=succeeded, failed=failed, source=source)
-        prepared = prepare_acks(self.core, queue, succeeded, failed, source or self.service.source)
+            return self.service.ack(a.queue, succeeded=a.succeeded, failed=a.failed, source=a.source)
+        prepared = prepare_acks(self.core, a.queue, a.succeeded, a.failed, a.source or self.service.source)
         if not prepared.count:
             return AckResult()
-        return self.acks.submit(queue, prepared, prepared.count).result_of_acks()
+        return self.acks.submit(a.queue, prepared, prepared.count).result_of_acks()
 
     def _ack_batch(self, queue: str, batch: list[PreparedAcks]) -> list[Share]:
         return settle_acks(self.core, batch)
