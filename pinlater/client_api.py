@@ -23,6 +23,9 @@ S = TypeVar("S")
 
 
 class PinLaterClient(Protocol):
+    """What a client offers. The in-process service and the Thrift client
+    subclass it, inheriting the methods written here once."""
+
     def create_queue(
         self,
         name: str,
@@ -43,11 +46,15 @@ class PinLaterClient(Protocol):
 
     def update_queue(self, name: str, **changes: object) -> QueueConfig: ...
 
-    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig: ...
+    # The switches every client has the same way: one change of update_queue.
+    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
+        return self.update_queue(name, max_dequeue_rate=jobs_per_second)
 
-    def pause(self, name: str) -> QueueConfig: ...
+    def pause(self, name: str) -> QueueConfig:
+        return self.update_queue(name, paused=True)
 
-    def resume(self, name: str) -> QueueConfig: ...
+    def resume(self, name: str) -> QueueConfig:
+        return self.update_queue(name, paused=False)
 
     def queue_names(self) -> set[str]: ...
 

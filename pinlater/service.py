@@ -50,9 +50,11 @@ from pinlater.validation import (
 log = logging.getLogger(__name__)
 
 
-class JobService(QueueAdminMixin, ReadsMixin):
+class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
     """The in-process client (``PinLaterClient``) over a ``Core``; its
     ``operators`` are the operators' API over the same core."""
+
+    queue_config: Callable[..., QueueConfig]  # the config cache's read (set per instance)
 
     def __init__(self, core: Core, source: str | None = None, *, owns_core: bool = False) -> None:
         """``owns_core``: ``close`` closes the core too (several services,

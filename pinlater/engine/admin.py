@@ -138,15 +138,6 @@ class QueueAdminMixin:
         self.core.configs.forget(name)
         return updated
 
-    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
-        return self.update_queue(name, max_dequeue_rate=jobs_per_second)
-
-    def pause(self, name: str) -> QueueConfig:
-        return self.update_queue(name, paused=True)
-
-    def resume(self, name: str) -> QueueConfig:
-        return self.update_queue(name, paused=False)
-
     # -- operator actions ------------------------------------------------------------------
     def retry_failed(
         self,

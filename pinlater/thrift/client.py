@@ -71,7 +71,7 @@ T = TypeVar("T")
 MAX_PRIORITIES = 100
 
 
-class ThriftClient(WireCalls):
+class ThriftClient(WireCalls, PinLaterClient):
     def __init__(
         self,
         servers: Sequence[str],
@@ -206,15 +206,6 @@ class ThriftClient(WireCalls):
 
         wire = self._extension("updateQueueConfig", published, context=self._context(), update=update)
         return self._cache_config(convert.queue_config_from_wire(wire))
-
-    def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
-        return self.update_queue(name, max_dequeue_rate=jobs_per_second)
-
-    def pause(self, name: str) -> QueueConfig:
-        return self.update_queue(name, paused=True)
-
-    def resume(self, name: str) -> QueueConfig:
-        return self.update_queue(name, paused=False)
 
     def delete_queue(self, name: str, password: str | None) -> None:
         self._call("deleteQueue", idempotent=True, context=self._context(), name=name, password=password)
