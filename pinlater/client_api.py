@@ -163,18 +163,46 @@ def declared(
 ) -> Callable[[Callable[[S, Call], R]], Callable[Concatenate[S, P], R]]:
     """An implementation of ``method`` (a ``PinLaterClient`` method) whose
     signature is the declaration's, not restated: the body gets the call's
-    arguments bound as the declaration names them, and type checkers see
-    the declared signature."""
+    arguments bound as the declaration names them, defaults filled in, and
+    type checkers see the declared signature."""
     signature = inspect.signature(method)
+    bind = _binder(signature)
 
     def wrap(body: Callable[[S, Call], R]) -> Callable[Concatenate[S, P], R]:
         @functools.wraps(body)
         def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            return body(self, Call(bound.arguments))
+            return body(self, Call(bind(args, kwargs)))
 
         call.__signature__ = signature  # type: ignore[attr-defined]
         return call
 
     return wrap
+
+
+def _binder(signature: inspect.Signature) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """Binds a call's arguments as ``signature`` (self left out) would, a
+    dozen times faster than ``Signature.bind``: these are the hot calls."""
+    params = list(signature.parameters.values())[1:]
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
+        raise TypeError(f"declared() binds plain parameters only, not {signature}")
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    names = {p.name for p in params}
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    required = names - set(defaults)
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(positional):
+            raise TypeError(f"takes {len(positional)} positional arguments but {len(args)} were given")
+        values = dict(defaults)
+        values.update(zip(positional, args, strict=False))
+        if kwargs:
+            unknown = kwargs.keys() - names
+            twice = kwargs.keys() & set(positional[: len(args)])
+            if unknown or twice:
+                raise TypeError(f"unexpected or repeated arguments: {sorted(unknown | twice)}")
+            values.update(kwargs)
+        if len(values) < len(names):
+            raise TypeError(f"missing arguments: {sorted(required - values.keys())}")
+        return values
+
+    return bind

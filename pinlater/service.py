@@ -22,7 +22,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 
-from pinlater.client_api import PinLaterClient
+from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.descriptor import descriptor_prefix
 from pinlater.engine.admin import QueueAdminMixin
 from pinlater.engine.core import Core
@@ -107,27 +107,19 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         return store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config))
 
     # -- dequeue -------------------------------------------------------------------
-    def dequeue(
-        self,
-        queue: str,
-        limit: int,
-        *,
-        source: str | None = None,
-        dry_run: bool = False,
-        coverage: float = 1.0,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-    ) -> list[DequeuedJob]:
+    @declared(PinLaterClient.dequeue)
+    def dequeue(self, a: Call) -> list[DequeuedJob]:
         """Claims up to ``limit`` runnable jobs, highest priority first,
         visiting shards in random order. ACKs riding along are applied first.
         Raises DequeueRateLimited when the queue's rate allows nothing now.
         A shard that fails is left out: the jobs claimed on the others are
         returned, and its error is raised only if there are none (never for
         an unavailable shard, which is merely out of rotation)."""
+        args = (a.queue, a.limit, a.source, a.dry_run, a.coverage, a.succeeded, a.failed)
         if tracing.ON:
-            with tracing.span("pinlater dequeue", {"pinlater.queue": queue}):
-                return self._dequeue(queue, limit, source, dry_run, coverage, succeeded, failed)
-        return self._dequeue(queue, limit, source, dry_run, coverage, succeeded, failed)
+            with tracing.span("pinlater dequeue", {"pinlater.queue": a.queue}):
+                return self._dequeue(*args)
+        return self._dequeue(*args)
 
     def _dequeue(
         self, queue: str, limit: int, source: str | None, dry_run: bool, coverage: float,

@@ -9,11 +9,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.engine.caller import current as current_caller
 from pinlater.engine.reads import BodySearch, body_search, matching_records, priorities_of
 from pinlater.errors import InvalidRequest, PasswordInvalid, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, validate_queue_name
-from pinlater.retry import RetryPolicy
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
 from pinlater.stores.base import ShardBackend
@@ -33,36 +33,18 @@ class QueueAdminMixin:
     core: Core
 
     # -- queues -----------------------------------------------------------------
-    def create_queue(
-        self,
-        name: str,
-        *,
-        priorities: int | None = None,
-        max_dequeue_rate: float | None = None,
-        claim_timeout_ms: int | None = None,
-        retry: RetryPolicy | None = None,
-        succeeded_retention_ms: int | None = None,
-        failed_retention_ms: int | None = None,
-    ) -> QueueConfig:
+    @declared(PinLaterClient.create_queue)
+    def create_queue(self, a: Call) -> QueueConfig:
         """Idempotent: an existing queue keeps its config and is returned.
         A caller without the right to create queues (``pinlater.engine.caller``)
         only declares one: see ``_declare``."""
+        name = a.name
         validate_queue_name(name)
         # None means "the default"; any other value is checked, never replaced.
-        fields: dict[str, object] = {
-            "priorities": self.core.settings.default_priorities if priorities is None else priorities
-        }
-        for key, value in (
-            ("max_dequeue_rate", max_dequeue_rate),
-            ("claim_timeout_ms", claim_timeout_ms),
-            ("retry", retry),
-            ("succeeded_retention_ms", succeeded_retention_ms),
-            ("failed_retention_ms", failed_retention_ms),
-        ):
-            if value is not None:
-                fields[key] = value
+        fields = {key: value for key, value in vars(a).items() if key != "name" and value is not None}
+        fields.setdefault("priorities", self.core.settings.default_priorities)
         try:
-            config = QueueConfig(name=name, **fields)  # type: ignore[arg-type]
+            config = QueueConfig(name=name, **fields)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         if not current_caller().creates_queues:
@@ -139,21 +121,15 @@ class QueueAdminMixin:
         return updated
 
     # -- operator actions ------------------------------------------------------------------
-    def retry_failed(
-        self,
-        queue: str,
-        *,
-        priority: int | None = None,
-        attempts: int = 1,
-        run_after_ms: int | None = None,
-        limit: int = 1000,
-    ) -> int:
+    @declared(PinLaterClient.retry_failed)
+    def retry_failed(self, a: Call) -> int:
         """FAILED -> PENDING with ``attempts`` granted, up to ``limit`` jobs."""
+        queue, attempts, run_after_ms, limit = a.queue, a.attempts, a.run_after_ms, a.limit
         config = self.core.configs.get(queue)
         check_attempts(attempts)
         check_limit(limit)
         check_timestamp(run_after_ms)
-        priorities = priorities_of(config, priority)
+        priorities = priorities_of(config, a.priority)
         done = 0
         for backend in self.core.shards.require_healthy():
             for p in priorities:
@@ -161,25 +137,18 @@ class QueueAdminMixin:
                     done += self._retry_failed_on(backend, queue, p, attempts, run_after_ms, limit - done)
         return done
 
-    def delete_jobs(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        body_regex: str | None = None,
-        limit: int = 1000,
-    ) -> int:
+    @declared(PinLaterClient.delete_jobs)
+    def delete_jobs(self, a: Call) -> int:
         """Deletes up to ``limit`` jobs in ``state`` (optionally only those
         whose body matches ``body_regex``). With a regex, every match is found
         first, within the call's regex budget, and only then deleted: a search
         that hits the budget fails with RegexBudgetExceeded having deleted
         nothing."""
-        state = JobState.parse(state)
+        queue, state, limit = a.queue, JobState.parse(a.state), a.limit
         config = self.core.configs.get(queue)
         check_limit(limit)
-        search = body_search(self.core.settings, body_regex)
-        priorities = priorities_of(config, priority)
+        search = body_search(self.core.settings, a.body_regex)
+        priorities = priorities_of(config, a.priority)
         backends = self.core.shards.require_healthy()
         if search is not None:
             return self._delete_matching(queue, state, priorities, backends, search, limit)

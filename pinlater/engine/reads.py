@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import continuation as cont
 from pinlater.engine.shards import ShardSet
@@ -258,21 +259,14 @@ class ReadsMixin:
         return found
 
     # -- count -----------------------------------------------------------------
-    def count(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        body_regex: str | None = None,
-    ) -> int:
+    @declared(PinLaterClient.count)
+    def count(self, a: Call) -> int:
         """Jobs in ``state`` over every healthy shard. For PENDING, ``future``
         picks jobs whose run_after is still ahead instead of runnable ones."""
-        state = JobState.parse(state)
+        queue, state, future = a.queue, JobState.parse(a.state), a.future
         config = self.core.configs.get(queue)
-        search = body_search(self.core.settings, body_regex)
-        priorities = priorities_of(config, priority)
+        search = body_search(self.core.settings, a.body_regex)
+        priorities = priorities_of(config, a.priority)
         total = 0
         for backend in self.core.shards.require_healthy():
             for p in priorities:
@@ -285,25 +279,16 @@ class ReadsMixin:
         return total
 
     # -- scan ------------------------------------------------------------------
-    def scan(
-        self,
-        queue: str,
-        state: JobState | str | int,
-        *,
-        priority: int | None = None,
-        future: bool = False,
-        continuation: str = "0",
-        limit: int = 100,
-        body_regex: str | None = None,
-        include_body: bool = False,
-    ) -> ScanResult:
+    @declared(PinLaterClient.scan)
+    def scan(self, a: Call) -> ScanResult:
         """Jobs in ``state``, newest first (run_after for PENDING, last update
         otherwise), one page at a time; pass the returned continuation to get
         the next page, until it is CONTINUATION_END."""
-        state = JobState.parse(state)
+        queue, state, future, limit, include_body = a.queue, JobState.parse(a.state), a.future, a.limit, a.include_body
+        priority, body_regex = a.priority, a.body_regex
         config = self.core.configs.get(queue)
         check_limit(limit)
-        after = cont.decode(continuation)
+        after = cont.decode(a.continuation)
         # With a regex, a page ends early (with a continuation) once it has
         # examined its share of bodies or used its time budget.
         search = body_search(self.core.settings, body_regex, max_bodies=REGEX_SCAN_BUDGET)
