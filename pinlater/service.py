@@ -191,23 +191,18 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         return jobs, error
 
     # -- ack and checkpoint ------------------------------------------------------------
-    def ack(
-        self,
-        queue: str,
-        *,
-        succeeded: Sequence[Ack] = (),
-        failed: Sequence[Ack] = (),
-        source: str | None = None,
-    ) -> AckResult:
+    @declared(PinLaterClient.ack)
+    def ack(self, a: Call) -> AckResult:
         """Success ACKs -> SUCCEEDED; failure ACKs -> PENDING after the retry
         delay (the ACK's own, or the queue policy's), or FAILED at the last
         attempt. An ACK applies only to the claim it names (``Ack.claim``),
         or without one to a claim of ``source``; any other changes nothing
         and is reported stale (``pinlater.engine.settle``)."""
+        args = (a.queue, a.succeeded, a.failed, a.source)
         if tracing.ON:
-            with tracing.span("pinlater ack", {"pinlater.queue": queue}):
-                return self._ack(queue, succeeded, failed, source)
-        return self._ack(queue, succeeded, failed, source)
+            with tracing.span("pinlater ack", {"pinlater.queue": a.queue}):
+                return self._ack(*args)
+        return self._ack(*args)
 
     def _ack(self, queue: str, succeeded: Sequence[Ack], failed: Sequence[Ack], source: str | None) -> AckResult:
         prepared = prepare_acks(self.core, queue, succeeded, failed, source or self.source)
