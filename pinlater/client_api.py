@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
@@ -148,14 +149,9 @@ CLIENT_METHODS = (
 )
 
 
-class Call:
-    """One call's arguments by parameter name, defaults filled in."""
-
-    def __init__(self, arguments: dict[str, Any]) -> None:
-        self.__dict__.update(arguments)
-
-    def __getattr__(self, name: str) -> Any:  # typed reads of the bound names
-        raise AttributeError(name)
+class Call(SimpleNamespace):
+    """One call's arguments by parameter name, defaults filled in. Reads
+    are typed ``Any``: the declaration is where the types are written."""
 
 
 def declared(
@@ -166,43 +162,37 @@ def declared(
     arguments bound as the declaration names them, defaults filled in, and
     type checkers see the declared signature."""
     signature = inspect.signature(method)
-    bind = _binder(signature)
 
     def wrap(body: Callable[[S, Call], R]) -> Callable[Concatenate[S, P], R]:
-        @functools.wraps(body)
-        def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            return body(self, Call(bind(args, kwargs)))
-
+        call: Callable[Concatenate[S, P], R] = _forwarder(method.__name__, signature, body)
+        functools.update_wrapper(call, body)
         call.__signature__ = signature  # type: ignore[attr-defined]
         return call
 
     return wrap
 
 
-def _binder(signature: inspect.Signature) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
-    """Binds a call's arguments as ``signature`` (self left out) would, a
-    dozen times faster than ``Signature.bind``: these are the hot calls."""
-    params = list(signature.parameters.values())[1:]
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in params):
-        raise TypeError(f"declared() binds plain parameters only, not {signature}")
-    positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
-    names = {p.name for p in params}
-    defaults = {p.name: p.default for p in params if p.default is not p.empty}
-    required = names - set(defaults)
-
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if len(args) > len(positional):
-            raise TypeError(f"takes {len(positional)} positional arguments but {len(args)} were given")
-        values = dict(defaults)
-        values.update(zip(positional, args, strict=False))
-        if kwargs:
-            unknown = kwargs.keys() - names
-            twice = kwargs.keys() & set(positional[: len(args)])
-            if unknown or twice:
-                raise TypeError(f"unexpected or repeated arguments: {sorted(unknown | twice)}")
-            values.update(kwargs)
-        if len(values) < len(names):
-            raise TypeError(f"missing arguments: {sorted(required - values.keys())}")
-        return values
-
-    return bind
+def _forwarder(name: str, signature: inspect.Signature, body: Callable[..., Any]) -> Any:
+    """A function with ``signature`` whose one statement is ``body(self,
+    Call(...))``. It is made from source once, as ``dataclasses`` makes an
+    ``__init__``, so that Python binds each call's arguments itself: its own
+    errors for a bad call, and no binding written here to run per call (these
+    are the hot calls)."""
+    params = list(signature.parameters.values())
+    namespace: dict[str, Any] = {"_body": body, "_Call": Call}
+    listed: list[str] = []
+    for param in params:
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) or not param.name.isidentifier():
+            raise TypeError(f"declared() takes plain named parameters only, not {signature}")
+        if param.kind is param.KEYWORD_ONLY and "*" not in listed:
+            listed.append("*")
+        if param.default is param.empty:
+            listed.append(param.name)
+        else:
+            namespace[f"_default_{param.name}"] = param.default
+            listed.append(f"{param.name}=_default_{param.name}")
+    this, *rest = (param.name for param in params)
+    arguments = ", ".join(f"{n}={n}" for n in rest)
+    source = f"def {name}({', '.join(listed)}):\n    return _body({this}, _Call({arguments}))\n"
+    exec(compile(source, f"<declared {name}>", "exec"), namespace)
+    return namespace[name]
