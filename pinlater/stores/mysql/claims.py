@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pinlater.errors import StorageError
 from pinlater.kit.sqlblocks import job_table
@@ -31,10 +31,9 @@ from pinlater.stores.base import (
     FailItem,
     holds,
 )
+from pinlater.stores.mysql.connection import ShardConnection
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
-
-T = TypeVar("T")
 
 CLAIM_MAX = 255  # the claim column's width
 
@@ -155,23 +154,8 @@ def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) 
     return Claims(jobs, int(following[0][1]))
 
 
-class ClaimsMixin:
+class ClaimsMixin(ShardConnection):
     """Dequeue, peek, ACKs, checkpoints and expiring claims of ``MySQLBackend``."""
-
-    if TYPE_CHECKING:
-        shard_id: str
-        _traces: bool
-        _autoinc_lock_mode: int | None
-
-        def ping(self) -> None: ...
-
-        def _run(
-            self,
-            queue: str | None,
-            priorities: Iterable[int],
-            work: Callable[[Session], T],
-            transaction: bool = False,
-        ) -> T: ...
 
     def dequeue(
         self,

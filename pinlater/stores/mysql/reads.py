@@ -4,19 +4,15 @@ cursor) and lookup. A part of ``MySQLBackend`` (``shard``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from pinlater.kit.sqlblocks import job_table
 from pinlater.states import JobState
-from pinlater.stores.base import (
-    JobRecord,
-    ScanQuery,
-)
+from pinlater.stores.base import JobRecord, ScanQuery
+from pinlater.stores.mysql.connection import ShardConnection
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
-
-T = TypeVar("T")
 
 _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
 
@@ -38,19 +34,8 @@ def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
     )
 
 
-class ReadsMixin:
+class ReadsMixin(ShardConnection):
     """Count, scan and lookup of ``MySQLBackend``."""
-
-    if TYPE_CHECKING:
-        shard_id: str
-
-        def _run(
-            self,
-            queue: str | None,
-            priorities: Iterable[int],
-            work: Callable[[Session], T],
-            transaction: bool = False,
-        ) -> T: ...
 
     def count(self, queue: str, priority: int, state: JobState, future: bool) -> int:
         table = job_table(queue, priority)

@@ -1,0 +1,132 @@
+"""A MySQL shard's connection: its pool, the layout check on each new
+session, and ``_run``, through which every statement of the shard's parts
+(``claims``, ``reads`` and the writes in ``shard``) runs, creating a
+queue's missing tables once."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Self, TypeVar
+
+from pinlater.errors import QueueDeleted, StorageError
+from pinlater.kit.sqlblocks import job_table
+from pinlater.stores.base import ShardUnavailable
+from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
+from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session, run_creating_missing_tables
+from pinlater.stores.mysql.statements import sql
+
+T = TypeVar("T")
+
+QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
+TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
+PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
+
+
+@contextlib.contextmanager
+def queue_lock(s: Session, queue: str) -> Iterator[None]:
+    """The queue's named lock on this shard's server for the block."""
+    if s.scalar(sql("lock_queue"), {"name": queue, "timeout": QUEUE_LOCK_WAIT_S}) != 1:
+        raise StorageError(f"queue {queue!r}: its tables were busy being dropped or made for {QUEUE_LOCK_WAIT_S} s")
+    try:
+        yield
+    except BaseException:
+        # The error in flight is the one to report; a session that died frees its locks.
+        with contextlib.suppress(Exception):
+            s.execute(sql("unlock_queue"), {"name": queue})
+        raise
+    s.execute(sql("unlock_queue"), {"name": queue})
+
+
+
+class ShardConnection:
+    """A MySQL shard's pool and the one way its statements run (``_run``),
+    which every part of ``MySQLBackend`` (claims, reads, writes) shares."""
+
+    def __init__(self, shard_id: str, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
+        self.shard_id = shard_id
+        self._address = address
+        # Filled on the first connection: how AUTO_INCREMENT hands out ids.
+        self._autoinc_lock_mode: int | None = None
+        self._autoinc_step = 1
+        self._traces = False
+        self._pool = ConnectionPool(
+            address,
+            socket_timeout_s=socket_timeout_s,
+            prepare=self._prepare,
+            unavailable=self._unavailable,
+        )
+
+    @classmethod
+    def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> Self:
+        return cls(shard_id, MySQLAddress.parse(url), socket_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.shard_id!r}, {self._address})"
+
+    def _unavailable(self, cause: BaseException) -> ShardUnavailable:
+        where = f"shard {self.shard_id} (mysql {self._address})"
+        return ShardUnavailable(f"{where} unavailable: {cause}")
+
+    def _prepare(self, s: Session) -> None:
+        layout = check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
+        # Job tables have the trace column from layout 4 on.
+        self._traces = layout >= TRACE_LAYOUT
+        s.execute(sql("create_queues_table"))
+        s.execute(sql("create_deleted_queues_table"))
+        s.execute(sql("server_autoinc"))
+        row = s.fetchone()
+        self._autoinc_lock_mode, self._autoinc_step = int(row[0]), int(row[1])
+
+    def _run(
+        self,
+        queue: str | None,
+        priorities: Iterable[int],
+        work: Callable[[Session], T],
+        transaction: bool = False,
+    ) -> T:
+        """Run ``work``. A missing table (the queue was created while this
+        shard was down, or the database was recreated) is created and the
+        work retried once: the queue's tables for ``priorities``, and the
+        ``queues`` table; but not those of a queue deleted here
+        (QueueDeleted)."""
+
+        def create() -> None:
+            if queue is not None:
+                self._create_tables(queue, sorted(set(priorities)), revive=False)
+
+        return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create)
+
+    def _create_tables(self, queue: str, priorities: Sequence[int], *, revive: bool) -> None:
+        """The queue's tables for ``priorities``. ``revive``: lift a
+        deletion of the queue here (create_queue); otherwise a queue
+        deleted here raises QueueDeleted and gets no tables."""
+        tables = [job_table(queue, p) for p in priorities]
+        name = {"name": queue}
+
+        # The queues and deleted_queues tables are the pool's own (``_prepare``):
+        # should either be missing, the retry in ``_run`` makes them and runs this again.
+        def work(s: Session) -> None:
+            with queue_lock(s, queue):
+                if revive:
+                    s.execute(sql("unmark_queue_deleted"), name)
+                elif s.scalar(sql("queue_deleted"), name):
+                    raise QueueDeleted(queue, self.shard_id)
+                for table in tables:
+                    s.execute(sql("create_job_table", table=table))
+                s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
+
+        self._run(None, (), work)
+
+    # -- housekeeping ------------------------------------------------------
+    def ping(self) -> None:
+        self._pool.run(lambda s: s.execute(sql("ping")))
+
+    def probe(self) -> None:
+        run_creating_missing_tables(self._pool, lambda s: s.execute_script(sql("probe"), [PROBE_ROW]))
+
+    def now_ms(self) -> int:
+        return self._pool.run(lambda s: int(s.scalar(sql("now"))))
+
+    def close(self) -> None:
+        self._pool.close()
