@@ -35,7 +35,6 @@ control store in db 9, stock Celery db 7, Dramatiq db 11, Huey db 12.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -55,6 +54,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"
 sys.path.insert(0, str(REPO))
 
 import redis  # noqa: E402
+
+from bench.results import write_json  # noqa: E402
 
 SHARD_URL = "redis://127.0.0.1:16379/8"
 CONTROL_URL = "redis://127.0.0.1:16379/9"
@@ -327,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = report(rows)
     summary["prefetch_multiplier"] = args.prefetch_multiplier
     print_report(summary)
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2))
+    write_json(args.json, summary)
     return 0
 
 

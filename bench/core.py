@@ -14,7 +14,6 @@ claims), and on MariaDB a raw multi-row INSERT and an indexed
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import secrets
@@ -30,7 +29,9 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pinlater import Ack, Job, JobService
+from bench.results import write_json
+from bench.workloads import BODY, drain_all, enqueue_all
+from pinlater import JobService
 from pinlater.settings import Settings, parse_shards
 
 PROCESSES = 2
@@ -40,7 +41,6 @@ REDIS_BASE = os.environ.get("PINLATER_BENCH_REDIS", "redis://127.0.0.1:16379")
 REDIS_SHARD = f"{REDIS_BASE}/5"
 REDIS_CONTROL = f"{REDIS_BASE}/6"
 MYSQL_BASE = "mysql://pinlater:pinlater@127.0.0.1:13306"
-BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
 
 
 def settings_for(backend: str) -> Settings:
@@ -58,12 +58,8 @@ Timed = tuple[int, float, float]  # jobs done, wall clock at start and end (afte
 def pl_enqueue(backend: str, queue: str, jobs: int, batch: int) -> Timed:
     with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
         client.queue_config(queue)  # set-up (connections, scripts, config) is not timed
-        done = 0
         started = time.time()
-        while done < jobs:
-            n = min(batch, jobs - done)
-            client.enqueue(queue, [Job(BODY)] * n)
-            done += n
+        done = enqueue_all(client, queue, jobs, batch)
         ended = time.time()
     return done, started, ended
 
@@ -71,17 +67,8 @@ def pl_enqueue(backend: str, queue: str, jobs: int, batch: int) -> Timed:
 def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> Timed:
     with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
         client.queue_config(queue)
-        done = 0
-        acks: list[Ack] = []
         started = time.time()
-        while done < jobs:
-            got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
-            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
-            done += len(got)
-            if not got:
-                break
-        if acks:
-            client.ack(queue, succeeded=acks)
+        done = drain_all(client, queue, jobs, batch)
         ended = time.time()
     return done, started, ended
 
@@ -264,9 +251,7 @@ def main() -> int:
                                      "ratio": round(rate / peak, 2)})
                         print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2))
+    write_json(args.json, rows)
     return 0
 
 

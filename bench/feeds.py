@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import multiprocessing
 import os
 import random
@@ -64,6 +63,7 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client  # noqa: E402
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
+from bench.results import write_json  # noqa: E402
 from bench.support import CpuCost, open_loop, percentile_ms, rotating, warn_of_quick_jit  # noqa: E402
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
@@ -455,8 +455,7 @@ def main() -> int:
               f"p99.9 {r['p999_ms']:7.1f} ms  served by {r['served_by']}  errors {r['errors']}")
     store.close()
     pair.close()
-    if args.json:
-        args.json.write_text(json.dumps({"fanout": fanout, "reads": reads}, indent=2))
+    write_json(args.json, {"fanout": fanout, "reads": reads})
     return 0
 
 

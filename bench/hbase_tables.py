@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import random
 import sys
@@ -34,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.results import write_json  # noqa: E402
 from bench.support import HBaseAdmin, percentile_ms, warn_of_quick_jit  # noqa: E402
 from tasks.feeds.cells import qualifier, row_key  # noqa: E402
 from tasks.feeds.tables import FOLLOWING_FEED  # noqa: E402
@@ -141,8 +141,7 @@ def main() -> int:
     result = run(args)
     for encoding, numbers in result["encodings"].items():
         print(f"{encoding:>9}: {numbers['ratio_to_none']:.3f} x NONE's size")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.json, result)
     return 0
 
 

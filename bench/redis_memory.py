@@ -24,7 +24,6 @@ The server is flushed between measurements and stopped at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import socket
 import subprocess
@@ -40,6 +39,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import write_json
 from pinlater import Ack, Job, JobService
 from pinlater.settings import Settings, parse_shards
 
@@ -218,9 +218,7 @@ def main() -> int:
                     print(f"{row.layout:9} {size:6} {jobs:10,} {row.bytes_per_job:10.1f} "
                           f"{row.bytes_per_job - size:10.1f} {row.enqueue_per_s:10,.0f} "
                           f"{row.dequeue_ack_per_s:10,.0f}", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    write_json(args.json, [asdict(r) for r in rows])
     return 0
 
 

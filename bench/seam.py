@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import write_json
 from pinlater.engine.shards import ShardSet
 from tasks.hbase.spans import traced
 
@@ -84,9 +85,7 @@ def main() -> int:
         "app_call_ratio": round(app_ns / raw_ns, 2),
     }
     print(json.dumps(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
     return 0
 
 

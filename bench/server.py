@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import os
 import re
@@ -61,7 +60,9 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pinlater import Ack, Job, JobService
+from bench.results import write_json
+from bench.workloads import drain_all, enqueue_all
+from pinlater import JobService
 from pinlater.kit.devcerts import write_dev_certs
 from pinlater.kit.tls import ClientTls
 from pinlater.settings import Settings, parse_shards
@@ -71,7 +72,6 @@ BACKENDS = {
     "redis": ("r1=redis://127.0.0.1:16379/3", "redis://127.0.0.1:16379/4"),
     "mysql": ("d1=mysql://pinlater:pinlater@127.0.0.1:13306/pinlater_bench_srv", "redis://127.0.0.1:16379/4"),
 }
-BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
 
 
 def settings_for(backend: str) -> Settings:
@@ -100,27 +100,12 @@ def open_client(backend: str, server: Endpoint | None) -> Client:
 # -- workloads (in worker processes) --------------------------------------------------------
 def enqueue(backend: str, server: Endpoint | None, queue: str, jobs: int, batch: int) -> int:
     with open_client(backend, server) as client:
-        done = 0
-        while done < jobs:
-            n = min(batch, jobs - done)
-            client.enqueue(queue, [Job(BODY)] * n)
-            done += n
-    return done
+        return enqueue_all(client, queue, jobs, batch)
 
 
 def drain(backend: str, server: Endpoint | None, queue: str, jobs: int, batch: int) -> int:
     with open_client(backend, server) as client:
-        done = 0
-        acks: list[Ack] = []
-        while done < jobs:
-            got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
-            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
-            done += len(got)
-            if not got:
-                break
-        if acks:
-            client.ack(queue, succeeded=acks)
-    return done
+        return drain_all(client, queue, jobs, batch)
 
 
 Work = Callable[[str, Endpoint | None, str, int, int], int]
@@ -455,9 +440,7 @@ def main() -> int:
         if row["server_processes"] == most and float(row["ratio"]) < target:  # type: ignore[arg-type]
             print(f"below target: {row['op']} batch {row['batch']} through {most} server processes at "
                   f"{row['ratio']} of in-process (target {target})")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2))
+    write_json(args.json, rows)
     return 0
 
 

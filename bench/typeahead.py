@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import multiprocessing
 import os
 import random
@@ -60,6 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import tasks.typeahead.index as index_module  # noqa: E402
+from bench.results import write_json  # noqa: E402
 from bench.support import HBaseAdmin, gc_pauses, open_loop, percentile_ms, warn_of_quick_jit  # noqa: E402
 from bench.typeahead_backfill import PAGE, backfill_bench, init_worker, rebuild_page  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
@@ -451,8 +451,7 @@ def main() -> int:
             "through_jobs": None,
         }
         report(result)
-        if args.json:
-            args.json.write_text(json.dumps(result, indent=2))
+        write_json(args.json, result)
     finally:
         if not args.keep:
             _reset(store, pair, create=False)

@@ -1,0 +1,35 @@
+"""The job loops that bench/core.py and bench/server.py time, over any
+client: the in-process service or the Thrift client."""
+
+from __future__ import annotations
+
+from pinlater import Ack, Job
+from pinlater.client_api import PinLaterClient
+
+BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
+
+
+def enqueue_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> int:
+    """Enqueues ``jobs`` jobs of ``BODY`` in calls of ``batch``."""
+    done = 0
+    while done < jobs:
+        n = min(batch, jobs - done)
+        client.enqueue(queue, [Job(BODY)] * n)
+        done += n
+    return done
+
+
+def drain_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> int:
+    """Dequeues and acknowledges up to ``jobs`` jobs, ``batch`` a call, each
+    call's ACKs riding on the next dequeue; returns how many it got."""
+    done = 0
+    acks: list[Ack] = []
+    while done < jobs:
+        got = client.dequeue(queue, min(batch, jobs - done), succeeded=acks)
+        acks = [Ack(j.descriptor, claim=j.claim) for j in got]
+        done += len(got)
+        if not got:
+            break
+    if acks:
+        client.ack(queue, succeeded=acks)
+    return done
