@@ -71,7 +71,7 @@ def internal_error(exc: BaseException) -> str:
 
 def runs_until_stopped(args: argparse.Namespace) -> bool:
     """A command that serves or tends until stopped (``long_running``, set
-    by ``add_listen_options`` too), unless it runs ``--once``."""
+    by ``add_serve_command`` too), unless it runs ``--once``."""
     return bool(getattr(args, "long_running", False)) and not getattr(args, "once", False)
 
 
@@ -107,12 +107,28 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-def add_listen_options(parser: argparse.ArgumentParser, variable: str) -> None:
-    """``--host`` and ``--port``, each overriding its half of ``variable``'s
-    HOST:PORT; the command serves until stopped."""
+def command_parser(
+    prog: str, description: str, verbose: str = "log at debug level; tracebacks on errors"
+) -> tuple[OneLineParser, argparse._SubParsersAction[OneLineParser]]:
+    """An app command's parser, as ``run`` expects it: one-line usage errors,
+    ``-v/--verbose`` (helped by ``verbose``) and required subcommands, which
+    the caller adds to the returned action."""
+    parser = OneLineParser(prog=prog, description=description)
+    parser.add_argument("-v", "--verbose", action="store_true", help=verbose)
+    return parser, parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+
+def add_serve_command(
+    sub: argparse._SubParsersAction[OneLineParser], text: str, fn: Callable[[argparse.Namespace], object], variable: str
+) -> OneLineParser:
+    """The ``serve`` subcommand: ``fn`` serves until stopped, listening where
+    ``--host`` and ``--port`` say, each overriding its half of ``variable``'s
+    HOST:PORT."""
+    parser = sub.add_parser("serve", help=text)
+    parser.set_defaults(fn=fn, long_running=True)
     parser.add_argument("--host", help=f"address to bind (default: the host of {variable})")
     parser.add_argument("--port", type=_port, help=f"port (default: the port of {variable}; 0 picks a free one)")
-    parser.set_defaults(long_running=True)
+    return parser
 
 
 def listen_address(args: argparse.Namespace, host: str, port: int) -> tuple[str, int]:

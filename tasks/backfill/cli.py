@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from pinlater.client_api import PinLaterClient
-from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
+from pinlater.kit.cli_runner import ErrorStyle, command_parser, run
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -217,9 +217,9 @@ ERRORS = ErrorStyle(pinlater_error=None, internal=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="pinlater-backfill", description="Bulk backfills as chained, paged PinLater jobs.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    parser, sub = command_parser(
+        "pinlater-backfill", "Bulk backfills as chained, paged PinLater jobs.", verbose="tracebacks on errors"
+    )
     clusters = sorted(runs.CLUSTERS)
     p = sub.add_parser("start", help="start a run per cluster on the backfill queue")
     p.set_defaults(fn=cmd_start)

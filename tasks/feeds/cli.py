@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
-from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
+from pinlater.kit.cli_runner import ErrorStyle, add_serve_command, command_parser, run
 from pinlater.kit.httplimits import http_limits
 from pinlater.kit.httpserver import http_tls
 from tasks.appdata.errors import AppDataError
@@ -99,12 +99,8 @@ def _print_page(page: FeedPage) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="pinlater-feeds", description="Serve, read and sweep following feeds.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("serve", help="serve the JSON read endpoint until SIGTERM or SIGINT")
-    p.set_defaults(fn=cmd_serve)
-    cli_runner.add_listen_options(p, "PINLATER_FEED_HTTP")
+    parser, sub = command_parser("pinlater-feeds", "Serve, read and sweep following feeds.")
+    add_serve_command(sub, "serve the JSON read endpoint until SIGTERM or SIGINT", cmd_serve, "PINLATER_FEED_HTTP")
     p = sub.add_parser("read", help="print a page of a user's feed, newest first")
     p.set_defaults(fn=cmd_read)
     p.add_argument("user_id")

@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
+from pinlater.kit.cli_runner import ErrorStyle, command_parser, run
 from tasks.hbase.errors import HBaseError
 from tasks.hbase.pair import ClusterPair
 from tasks.hbase.pool import ClusterPool
@@ -73,9 +73,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="pinlater-hbase", description="The installed apps' HBase tables on both clusters.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("pinlater-hbase", "The installed apps' HBase tables on both clusters.")
     p = sub.add_parser("tables", help="show (and with --apply fix) how each table differs from its definition")
     p.add_argument("--apply", action="store_true", help="create, add or alter what differs, then check again")
     p.set_defaults(fn=cmd_tables)

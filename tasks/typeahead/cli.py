@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
-from pinlater.kit.cli_runner import ErrorStyle, OneLineParser, run
+from pinlater.kit.cli_runner import ErrorStyle, add_serve_command, command_parser, run
 from pinlater.kit.httpserver import http_tls
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
@@ -81,12 +81,10 @@ def _describe_match(match: Match) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="pinlater-typeahead", description="Serve and query the contacts typeahead.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level; tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("serve", help="serve the JSON endpoint and the search page until SIGTERM or SIGINT")
-    p.set_defaults(fn=cmd_serve)
-    cli_runner.add_listen_options(p, "PINLATER_TYPEAHEAD_HTTP")
+    parser, sub = command_parser("pinlater-typeahead", "Serve and query the contacts typeahead.")
+    add_serve_command(
+        sub, "serve the JSON endpoint and the search page until SIGTERM or SIGINT", cmd_serve, "PINLATER_TYPEAHEAD_HTTP"
+    )
     p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
     p.set_defaults(fn=cmd_lookup)
     p.add_argument("user_id")
