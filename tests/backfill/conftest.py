@@ -21,25 +21,15 @@ from tasks.appdata.settings import PREFIX_VAR
 from tasks.appdata.store import AppData
 from tasks.backfill.queue import QUEUE
 from tasks.hbase import ClusterPair
+from tests.backfill.helpers import data_fixtures
 from tests.feeds.world import TASK_MODULES, FeedWorld, feed_world
 from tests.support.appdata import ENV as APPDATA_ENV
-from tests.support.appdata import shard_databases
-from tests.support.hbase import tables_pair
 
 TAG = uuid.uuid4().hex[:8]
 ENV = {**APPDATA_ENV, PREFIX_VAR: f"appdata_bf{TAG}_", "PINLATER_HBASE_TABLE_PREFIX": f"bf{TAG}"}
 
 
-@pytest.fixture(scope="session")
-def store(servers: None) -> Iterator[AppData]:
-    with shard_databases(ENV) as made:
-        yield made
-
-
-@pytest.fixture(scope="session")
-def pair(servers: None) -> Iterator[ClusterPair]:
-    with tables_pair(ENV["PINLATER_HBASE_TABLE_PREFIX"]) as made:
-        yield made
+store, pair = data_fixtures(ENV, "session")
 
 
 @pytest.fixture

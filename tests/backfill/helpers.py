@@ -1,7 +1,13 @@
 """Helpers of the backfill tests: a small generated graph, waiting for
-runs, reading feed rows with their timestamps, the expected feeds."""
+runs, reading feed rows with their timestamps, the expected feeds, and the
+``store`` and ``pair`` fixtures of data of its own."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pytest
 
 from tasks.appdata import generate
 from tasks.appdata.generate import GraphSpec, GraphSummary
@@ -13,6 +19,8 @@ from tasks.feeds.cells import FAMILY, TABLE, row_key
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import ClusterPair, get_versions
 from tests.feeds.world import FeedWorld
+from tests.support.appdata import shard_databases
+from tests.support.hbase import tables_pair
 from tests.workers.harness import wait_until
 
 
@@ -51,3 +59,20 @@ def row(pair: ClusterPair, cluster: str, user: int) -> dict[str, int]:
     key = row_key(user)
     cells = get_versions(pair[cluster], TABLE, [key], columns=[FAMILY.encode()], max_versions=1).get(key, {})
     return {column.split(b":", 1)[1].decode(): versions[0][0] for column, versions in cells.items()}
+
+
+def data_fixtures(env: dict[str, str], scope: Literal["session", "module"]) -> tuple[Any, Any]:
+    """The ``store`` and ``pair`` fixtures of a test module or directory:
+    app-data shard databases and HBase tables of its own, named by ``env``."""
+
+    @pytest.fixture(scope=scope)
+    def store(servers: None) -> Iterator[AppData]:
+        with shard_databases(env) as made:
+            yield made
+
+    @pytest.fixture(scope=scope)
+    def pair(servers: None) -> Iterator[ClusterPair]:
+        with tables_pair(env["PINLATER_HBASE_TABLE_PREFIX"]) as made:
+            yield made
+
+    return store, pair

@@ -7,9 +7,6 @@ leaves (what a trim removed stays removed)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-
-import pytest
 
 from tasks.appdata import graph
 from tasks.appdata.settings import PREFIX_VAR
@@ -22,10 +19,8 @@ from tasks.feeds.cells import TABLE, column, qualifier, row_key
 from tasks.feeds.follow import FollowAction, follow_writes
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, delete_versions, put_versions
 from tests.backfill.conftest import ENV as DIRECTORY_ENV
-from tests.backfill.helpers import expected_columns, row
+from tests.backfill.helpers import data_fixtures, expected_columns, row
 from tests.feeds.helpers import apply_all, feed_versions, pin, tick, user
-from tests.support.appdata import shard_databases
-from tests.support.hbase import tables_pair
 
 # A store and tables of its own: verify walks every user of the store, and
 # the directory's other tests may leave feeds a backfill has not written yet.
@@ -33,16 +28,7 @@ TAG = uuid.uuid4().hex[:8]
 ENV = {**DIRECTORY_ENV, PREFIX_VAR: f"appdata_bv{TAG}_", "PINLATER_HBASE_TABLE_PREFIX": f"bv{TAG}"}
 
 
-@pytest.fixture(scope="module")
-def store(servers: None) -> Iterator[AppData]:
-    with shard_databases(ENV) as made:
-        yield made
-
-
-@pytest.fixture(scope="module")
-def pair(servers: None) -> Iterator[ClusterPair]:
-    with tables_pair(ENV["PINLATER_HBASE_TABLE_PREFIX"]) as made:
-        yield made
+store, pair = data_fixtures(ENV, "module")
 
 
 def test_verify_repairs_until_only_trimmed_pins_differ(store: AppData, pair: ClusterPair) -> None:

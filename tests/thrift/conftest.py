@@ -37,6 +37,14 @@ def service(backend: str) -> Iterator[JobService]:
 
 
 @pytest.fixture
+def memory_service() -> Iterator[JobService]:
+    """A JobService over the memory store, whatever ``backend`` says."""
+    svc = make_service("memory")
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
 def start_server() -> Iterator[Callable[..., ThriftServer]]:
     """Starts servers (127.0.0.1, ephemeral ports); stops them afterwards."""
     started: list[ThriftServer] = []

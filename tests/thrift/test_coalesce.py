@@ -111,10 +111,8 @@ def behind(hold: Hold, gc: GroupCommit[Any, Any, Any], first: Callable[[], Any],
 
 
 @pytest.fixture
-def svc() -> Iterator[JobService]:
-    s = make_service("memory")
-    yield s
-    s.close()
+def svc(memory_service: JobService) -> JobService:
+    return memory_service
 
 
 @pytest.fixture

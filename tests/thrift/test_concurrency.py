@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,7 +17,6 @@ from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
-from tests.thrift.conftest import make_service
 from tests.thrift.rawwire import closed_by_server
 
 CONNECTIONS = 200
@@ -46,13 +45,6 @@ def slow(service: JobService, start_server: Callable[..., ThriftServer]) -> tupl
     handler = SlowHandler(service)
     # Every client here is 127.0.0.1: lift the per-address cap above the 201.
     return start_server(service, handler=handler, max_connections_per_client=CONNECTIONS + 8), handler
-
-
-@pytest.fixture
-def memory_service() -> Iterator[JobService]:
-    svc = make_service("memory")
-    yield svc
-    svc.close()
 
 
 def test_200_connections_and_a_slow_call_blocks_nobody(

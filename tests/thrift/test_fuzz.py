@@ -9,7 +9,7 @@ import math
 import random
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,19 +27,12 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture
-def fuzz_service() -> Iterator[JobService]:
-    svc = make_service("memory")
-    svc.create_queue(QUEUE)
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def fuzz_server(fuzz_service: JobService, start_server: Callable[..., ThriftServer]) -> ThriftServer:
+def fuzz_server(memory_service: JobService, start_server: Callable[..., ThriftServer]) -> ThriftServer:
+    memory_service.create_queue(QUEUE)
     # The production ratio of frame limit to body limit (16 bodies + slack)
     # would be 2 MiB with the tests' 64 KiB bodies: use 16 MiB so that a
     # 10 MB body reaches the service and is refused there, with its code.
-    return start_server(fuzz_service, max_frame_bytes=16 * MiB, frame_timeout_s=1.0)
+    return start_server(memory_service, max_frame_bytes=16 * MiB, frame_timeout_s=1.0)
 
 
 def assert_serving(server: ThriftServer) -> None:
@@ -222,7 +215,7 @@ def out_of_range_cases() -> list[tuple[str, dict[str, Any], ErrorCode]]:
     return cases
 
 
-def test_out_of_range_values_get_error_codes(fuzz_server: ThriftServer, fuzz_service: JobService) -> None:
+def test_out_of_range_values_get_error_codes(fuzz_server: ThriftServer, memory_service: JobService) -> None:
     sock = connect(fuzz_server.port, timeout_s=10)
     for i, (method, args, code) in enumerate(out_of_range_cases()):
         args.setdefault("context", ctx())
@@ -238,7 +231,7 @@ def test_out_of_range_values_get_error_codes(fuzz_server: ThriftServer, fuzz_ser
     sock.sendall(sample_frames()[7])
     assert QUEUE in read_reply(sock).success  # the same connection still works
     sock.close()
-    assert fuzz_service.count(QUEUE, "pending") == 0
+    assert memory_service.count(QUEUE, "pending") == 0
 
 
 def test_frame_over_the_limit_is_answered_or_closed(start_server: Callable[..., ThriftServer]) -> None:

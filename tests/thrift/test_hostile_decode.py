@@ -31,7 +31,6 @@ from pinlater.thrift.server import ThriftServer
 from pinlater.thrift.walk import check_message
 from tests.servers import REPO
 from tests.support.server_process import ServerProcess, server_env
-from tests.thrift.conftest import make_service
 from tests.thrift.hostile_frames import SHAPES, Hostile, context, field, header, list_head, refused_as_expected
 from tests.thrift.rawwire import call_frame, connect, ctx, length_prefix, read_reply
 from tests.thrift.test_hostile import NormalClient, enough_file_descriptors
@@ -51,16 +50,24 @@ CPU_S = 0.25
 
 
 @pytest.fixture
-def memory_service() -> Iterator[JobService]:
-    svc = make_service("memory")
-    svc.create_queue(QUEUE)
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
 def server(memory_service: JobService, start_server: Callable[..., ThriftServer]) -> ThriftServer:
+    memory_service.create_queue(QUEUE)
     return start_server(memory_service, max_frame_bytes=MAX_FRAME)
+
+
+def _handled(server: ThriftServer, frame: bytes) -> tuple[bytes, int, float]:
+    """The server's reply to ``frame`` (the connection kept), with the peak
+    of the memory and the CPU seconds its handling took."""
+    tracemalloc.start()
+    try:
+        started = time.thread_time()
+        reply, keep = server.handle(frame)
+        cpu = time.thread_time() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert keep and reply is not None
+    return reply, peak, cpu
 
 
 def _reply(method: str, reply: bytes) -> Any:
@@ -94,13 +101,7 @@ def test_a_hostile_frame_costs_what_its_call_may_cost_not_its_size(server: Thrif
     the call's limits, and nothing of it is decoded."""
     for size in (MiB, MAX_FRAME - 4):
         frame = shape.frame(size)[4:]
-        tracemalloc.start()
-        try:
-            reply, keep = server.handle(frame)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        assert keep and reply is not None
+        reply, peak, _ = _handled(server, frame)
         _assert_refused(shape, _reply(shape.method, reply))
         assert peak < PEAK_BYTES, f"{shape.name}: {peak} bytes for a frame of {size} bytes"
         started = time.thread_time()
@@ -148,13 +149,7 @@ def test_lists_over_the_calls_limits_get_the_same_error_as_in_process(
         with pytest.raises(PinLaterError) as expected:
             in_process()
         frame = call_frame(method, context=ctx(), **args)[4:]
-        tracemalloc.start()
-        try:
-            reply, keep = server.handle(frame)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        assert keep and reply is not None
+        reply, peak, _ = _handled(server, frame)
         error = _reply(method, reply).e
         assert (error.errorCode, error.message) == (int(expected.value.code), expected.value.message), method
         # Decoded, a thousand small items would be a few hundred KB.
@@ -173,22 +168,14 @@ def test_the_worst_frame_within_the_bounds_is_decoded_at_a_bounded_cost(server: 
     per_job, extra = divmod(budget - fixed, 1000)
     body = header("enqueueJobs") + context() + field(12, 2) + field(15, 2) + list_head(12, 1000)
     body += (unknown * per_job + b"\0") * 999 + unknown * (per_job + extra) + b"\0" + b"\0\0"
-    tracemalloc.start()
-    try:
-        started = time.thread_time()
-        reply, keep = server.handle(body)
-        cpu = time.thread_time() - started
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert keep and reply is not None
+    reply, peak, cpu = _handled(server, body)
     error = _reply("enqueueJobs", reply).e
     assert error is not None and "struct fields" not in error.message, error.message
     assert peak < 4 * MiB and cpu < 1.0, (peak, cpu)
     over = body[:-3] + unknown + b"\0\0\0"
-    reply, keep = server.handle(over)
-    assert keep and reply is not None
-    error = _reply("enqueueJobs", reply).e
+    over_reply, keep = server.handle(over)
+    assert keep and over_reply is not None
+    error = _reply("enqueueJobs", over_reply).e
     assert f"more than {budget} struct fields and container items" in error.message
 
 
