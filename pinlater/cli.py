@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
+from pinlater.kit.apps import add_app_command
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.cli_runner import ErrorStyle, run
 from pinlater.kit.devcerts import add_dev_certs_command
@@ -284,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true")
     p.add_argument("--interval", type=_seconds, default=5.0, help="seconds between passes")
     add_migrate_command(sub)
+    add_app_command(sub)
     add_dev_certs_command(sub)
     add_trace_command(sub)
     register_commands(sub)

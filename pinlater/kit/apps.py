@@ -11,7 +11,8 @@ The manifest says what the app brings, and each part is read by the layer
 that needs it: workers import its ``task_modules`` (``workers.app``), the
 dashboard shows its ``panel`` (``dashboards.panels``), ``pinlater-hbase
 tables`` checks its ``tables``, the backfill runs its ``backfill_kinds``,
-docs/configuration.md lists its ``settings`` (``pinlater.kit.settings_doc``).
+docs/configuration.md lists its ``settings`` (``pinlater.kit.settings_doc``),
+``pinlater app NAME`` runs its ``cli``.
 Parts other than the queues are named as ``module:attribute`` and loaded
 only where used, so a manifest imports cheaply and a worker loads no
 dashboard panel, nor the dashboard any Celery.
@@ -22,6 +23,7 @@ out with one line in the log; ``installed`` says which and why.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import pkgutil
 import re
@@ -121,3 +123,38 @@ def apps() -> list[App]:
 def task_modules(found: Sequence[App] | None = None) -> tuple[str, ...]:
     """Every task module of ``found`` (default: the installed apps), once each."""
     return tuple(dict.fromkeys(m for app in (apps() if found is None else found) for m in app.task_modules))
+
+
+def add_app_command(sub: Any) -> None:
+    """``pinlater app``: the installed apps and their parts; ``pinlater app
+    NAME ARGS...`` runs the command the app's manifest names (``cli``), so an
+    app's entry point alone makes its command reachable."""
+    p = sub.add_parser("app", help="list the installed apps, or run one's command: pinlater app NAME ARGS...",
+                       description="Without NAME, list the installed apps; with it, run that app's command.")
+    p.add_argument("name", nargs="?", help="an installed app")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its command's arguments (NAME --help for them)")
+    p.set_defaults(run=_run_app)
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    found, unavailable = installed()
+    if args.name is None:
+        for each in found:
+            parts = [f"queues: {', '.join(each.queue_names) or '-'}"]
+            parts += [name for name in ("tables", "panel", "settings") if getattr(each, name)]
+            parts += [f"command: pinlater app {each.name}"] if each.cli else []
+            print(f"{each.name}  {'  '.join(parts)}")
+        for left_out in unavailable:
+            print(f"{left_out.name}  (unavailable: {left_out.error})")
+        return 0
+    named = {app.name: app for app in found}
+    app = named.get(args.name)
+    if app is None:
+        gone = next((g for g in unavailable if g.name == args.name), None)
+        if gone is not None:
+            raise ValueError(f"app {args.name!r} is unavailable: {gone.error}")
+        raise ValueError(f"no app {args.name!r} is installed (installed: {', '.join(sorted(named)) or 'none'})")
+    if app.cli is None:
+        raise ValueError(f"app {app.name!r} has no command")
+    main = load(app.cli)
+    return int(main(list(args.args)))

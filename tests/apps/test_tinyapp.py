@@ -2,7 +2,7 @@
 # (Celery's remote control is untyped.)
 """A new app is its folder and one entry point: the tiny app's queue and task
 appear in a worker, its table in ``pinlater-hbase tables``, its panel on the
-dashboard, with no other file naming it (tests/apps/support.py installs it).
+dashboard and its command under ``pinlater app``, with no other file naming it (tests/apps/support.py installs it).
 Real servers: Redis shards, HBase, Celery worker and dashboard processes."""
 
 from __future__ import annotations
@@ -51,6 +51,23 @@ def test_the_entry_point_alone_installs_the_app(site: Path) -> None:
     alone = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert alone.stdout.strip() == "['backfill', 'feeds', 'typeahead'] []"
     assert isinstance(APP, App) and APP.queue_names == (QUEUE,)
+
+
+def test_pinlater_app_lists_the_app_and_runs_its_command(site: Path) -> None:
+    pinlater = str(Path(sys.executable).parent / "pinlater")
+    listed = run(site, [pinlater, "app"])
+    assert listed.returncode == 0, listed.stderr
+    assert "tinyapp  queues: tinyapp_notes  tables  panel  command: pinlater app tinyapp" in listed.stdout.splitlines()
+    ran = run(site, [pinlater, "app", "tinyapp", "queue"])
+    assert (ran.returncode, ran.stdout) == (0, "tinyapp_notes  claim timeout 30000 ms  exponential retries 3\n")
+    bad = run(site, [pinlater, "app", "tinyapp", "nope"])
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert "invalid choice: 'nope'" in bad.stderr
+    # Without the entry point there is no such app, said in one line.
+    alone = subprocess.run([pinlater, "app", "tinyapp", "queue"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60)
+    assert (alone.returncode, alone.stdout) == (2, "")
+    assert alone.stderr == "error: no app 'tinyapp' is installed (installed: backfill, feeds, typeahead)\n"
 
 
 def empty_redis() -> Settings:

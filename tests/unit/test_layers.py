@@ -29,7 +29,7 @@ FORBIDDEN = {
 COMMANDS = {
     "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete",
     "set-rate", "pause", "resume", "config", "shards", "monitor", "server", "server-stats", "dashboard",
-    "migrate", "dev-certs", "trace",
+    "migrate", "dev-certs", "trace", "app",
 }
 
 

@@ -15,4 +15,5 @@ APP = App(
     task_modules=("tests.support.tinyapp.tasks",),
     tables="tests.support.tinyapp.tables:defined_tables",
     panel="tests.support.tinyapp.panel:TinyPanel.from_env",
+    cli="tests.support.tinyapp.cli:main",
 )
