@@ -133,7 +133,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="100 users x 100 pins, 200 reads")
     parser.add_argument("--keep", action="store_true", help="keep the tables")
-    parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args()
     warn_of_quick_jit()
     if args.smoke:
