@@ -5,7 +5,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: venv services services-core setup kombu-suite test test-core test-tiers soak demo demo-core run bench down lint
+.PHONY: venv services services-core setup kombu-suite test test-core test-tiers soak demo demo-core run bench chaos down lint
 
 venv: $(STAMP)
 
@@ -122,6 +122,13 @@ demo-core: venv services
 bench: export PINLATER_HBASE_JIT = full
 bench: venv services
 	$(VPY) bench/core.py
+
+# Region servers SIGKILLed (with and without hbase:meta), crashed and paused
+# under load, on a distributed cluster of its own (`scripts/hbase up chaos`),
+# with HBase's default recovery settings too: the recovery figures and the
+# ledger of acknowledged writes (bench/recovery.py; about 6 minutes).
+chaos: venv services
+	$(VPY) bench/recovery.py
 
 down:
 	scripts/services down
