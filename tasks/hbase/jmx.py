@@ -1,5 +1,5 @@
-"""The feed-trimming coprocessor's counts, read from a region server's JMX
-over its web server (``/jmx``, JSON; loopback in ``scripts/hbase``).
+"""The feed-trimming coprocessor's counts, read from each region server's
+JMX over its web server (``/jmx``, JSON; loopback in ``scripts/hbase``).
 
 The coprocessor keeps one set of counters per region server, across its
 regions, in HBase's metric registry; HBase copies them to JMX every ten
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pinlater.kit.cli_output import one_line
 from tasks.hbase.errors import HBaseUnavailable
-from tasks.hbase.settings import Address
+from tasks.hbase.settings import Address, Addresses
 from tasks.hbase.tables import FEED_TRIM_OBSERVER
 
 TRIM_BEAN = f"Hadoop:service=HBase,name=RegionServer,sub=Coprocessor.Region.CP_{FEED_TRIM_OBSERVER}"
@@ -37,11 +37,18 @@ _FIELDS = {"CellsDropped": "cells_dropped", "RowsTrimmed": "rows_trimmed",
            "CompactionsTrimmed": "compactions_trimmed", "CompactionsPassed": "compactions_passed"}
 
 
-def trim_counts(cluster: str, address: Address, timeout_s: float = 2.0) -> TrimCounts | None:
-    """The counts of ``cluster``'s region server, or None when it has none
-    (no region of a table attached to the coprocessor has opened there).
-    ``HBaseUnavailable`` in one line when the web server does not answer
-    with HBase's JMX."""
+def trim_counts(cluster: str, addresses: Addresses, timeout_s: float = 2.0) -> TrimCounts | None:
+    """The counts of ``cluster``'s region servers, summed, or None when none
+    has any (no region of a table attached to the coprocessor has opened
+    there). ``HBaseUnavailable`` in one line, naming the server, when a web
+    server does not answer with HBase's JMX."""
+    found = [counts for address in addresses if (counts := _server_counts(cluster, address, timeout_s)) is not None]
+    if not found:
+        return None
+    return TrimCounts(**{name: sum(getattr(counts, name) for counts in found) for name in _FIELDS.values()})
+
+
+def _server_counts(cluster: str, address: Address, timeout_s: float) -> TrimCounts | None:
     url = f"http://{address}/jmx?qry={urllib.parse.quote(TRIM_BEAN, safe='=,:')}"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import happybase
 
 from tasks.hbase.errors import translate, with_retries
-from tasks.hbase.settings import Address, HBaseSettings
+from tasks.hbase.settings import Address, Addresses, HBaseSettings
 from tasks.hbase.spans import traced
 from tasks.hbase.thrift2 import PoolLimits, Thrift2Pool
 
@@ -39,10 +39,10 @@ class ClusterPool:
         attempts: int = 2,
         table_prefix: str = "",
         thrift2_address: Address | None = None,
-        info_address: Address | None = None,
+        info_address: Addresses | None = None,
     ) -> None:
         self.name = name
-        self.info_address = info_address  # the region server's web server (JMX)
+        self.info_address = info_address  # the region servers' web servers (JMX)
         self.address = address
         self.size = size
         self.call_timeout_s = call_timeout_s
@@ -58,7 +58,7 @@ class ClusterPool:
     @classmethod
     def for_cluster(
         cls, name: str, address: Address, settings: HBaseSettings, thrift2_address: Address | None = None,
-        info_address: Address | None = None,
+        info_address: Addresses | None = None,
     ) -> ClusterPool:
         return cls(
             name,

@@ -10,7 +10,7 @@ value is a one-line ``SettingError`` naming the variable.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from pinlater.kit.envsettings import (
@@ -26,7 +26,11 @@ DEFAULT_PRIMARY = "127.0.0.1:19090"
 DEFAULT_STANDBY = "127.0.0.1:19091"
 DEFAULT_PRIMARY_THRIFT2 = "127.0.0.1:19092"
 DEFAULT_STANDBY_THRIFT2 = "127.0.0.1:19093"
-DEFAULT_PRIMARY_INFO = "127.0.0.1:16110"
+# The local clusters' web servers with the region servers' JMX: the master's
+# in the standalone layout (it hosts the region server), each region
+# server's in the distributed one (scripts/hbase, PINLATER_HBASE_LAYOUT).
+DEFAULT_PRIMARY_INFO = ("127.0.0.1:16131,127.0.0.1:16132,127.0.0.1:16133"
+                        if os.environ.get("PINLATER_HBASE_LAYOUT") == "distributed" else "127.0.0.1:16110")
 DEFAULT_STANDBY_INFO = "127.0.0.1:16210"
 
 
@@ -45,13 +49,34 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class Addresses:
+    """One address or more, comma-separated: every region server of a cluster."""
+
+    items: tuple[Address, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Addresses:
+        """``HOST:PORT[,HOST:PORT...]``; a one-line ValueError otherwise."""
+        parts = text.split(",")
+        if len(parts) > 1024:
+            raise ValueError(f"at most 1024 addresses, got {len(parts)}")
+        return cls(tuple(Address.parse(part.strip()) for part in parts))
+
+    def __iter__(self) -> Iterator[Address]:
+        return iter(self.items)
+
+    def __str__(self) -> str:
+        return ",".join(map(str, self.items))
+
+
+@dataclass(frozen=True, slots=True)
 class HBaseSettings:
     primary: Address = Address.parse(DEFAULT_PRIMARY)
     standby: Address = Address.parse(DEFAULT_STANDBY)
     primary_thrift2: Address = Address.parse(DEFAULT_PRIMARY_THRIFT2)
     standby_thrift2: Address = Address.parse(DEFAULT_STANDBY_THRIFT2)
-    primary_info: Address = Address.parse(DEFAULT_PRIMARY_INFO)
-    standby_info: Address = Address.parse(DEFAULT_STANDBY_INFO)
+    primary_info: Addresses = Addresses.parse(DEFAULT_PRIMARY_INFO)
+    standby_info: Addresses = Addresses.parse(DEFAULT_STANDBY_INFO)
     table_prefix: str = ""
     pool_size: int = 4
     call_timeout_s: float = 10.0
@@ -73,10 +98,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Thrift2 server of the primary (writes, versioned reads, table changes)"),
     Setting("PINLATER_HBASE_STANDBY_THRIFT2", "standby_thrift2", Address.parse, DEFAULT_STANDBY_THRIFT2,
             "Thrift2 server of the standby"),
-    Setting("PINLATER_HBASE_PRIMARY_INFO", "primary_info", Address.parse, DEFAULT_PRIMARY_INFO,
-            "web server of the primary's region server (JMX: the feed trimming's counts)"),
-    Setting("PINLATER_HBASE_STANDBY_INFO", "standby_info", Address.parse, DEFAULT_STANDBY_INFO,
-            "web server of the standby's region server"),
+    Setting("PINLATER_HBASE_PRIMARY_INFO", "primary_info", Addresses.parse, DEFAULT_PRIMARY_INFO,
+            "web servers of the primary's region servers, comma-separated (JMX: the feed trimming's counts)"),
+    Setting("PINLATER_HBASE_STANDBY_INFO", "standby_info", Addresses.parse, DEFAULT_STANDBY_INFO,
+            "web servers of the standby's region servers"),
     Setting("PINLATER_HBASE_TABLE_PREFIX", "table_prefix",
             text_matching(r"[A-Za-z0-9_]+", "letters, digits and _"), "", "prefix of every table name (unset: none)"),
     Setting("PINLATER_HBASE_POOL_SIZE", "pool_size", whole_number(1, 1024), "4",

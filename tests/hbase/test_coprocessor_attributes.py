@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ import pytest
 from tasks.feeds.tables import FOLLOWING_FEED, feed_table
 from tasks.hbase import HBaseError
 from tasks.hbase.jmx import TRIM_BEAN, TrimCounts, trim_counts
-from tasks.hbase.settings import Address, HBaseSettings
+from tasks.hbase.settings import Address, Addresses, HBaseSettings
 from tasks.hbase.tables import (
     FEED_TRIM_OBSERVER,
     TRIM_CAP_ATTRIBUTE,
@@ -82,19 +83,34 @@ def serving(body: bytes) -> Iterator[Address]:
         server.server_close()
 
 
+def one(address: Address) -> Addresses:
+    return Addresses((address,))
+
+
 def test_the_counts_come_from_the_coprocessors_bean() -> None:
     bean = {"name": TRIM_BEAN, "CellsDropped": 500, "RowsTrimmed": 2, "CompactionsTrimmed": 3, "CompactionsPassed": 1}
     with serving(json.dumps({"beans": [bean]}).encode()) as address:
-        assert trim_counts("primary", address) == TrimCounts(500, 2, 3, 1)
+        assert trim_counts("primary", one(address)) == TrimCounts(500, 2, 3, 1)
     with serving(b'{"beans": []}') as address:  # no region of an attached table has opened there
-        assert trim_counts("primary", address) is None
+        assert trim_counts("primary", one(address)) is None
+
+
+def test_the_counts_of_every_region_server_are_summed() -> None:
+    bean = {"name": TRIM_BEAN, "CellsDropped": 500, "RowsTrimmed": 2, "CompactionsTrimmed": 3, "CompactionsPassed": 1}
+    other = {"name": TRIM_BEAN, "CellsDropped": 7, "RowsTrimmed": 1, "CompactionsTrimmed": 1, "CompactionsPassed": 0}
+    with serving(json.dumps({"beans": [bean]}).encode()) as a, serving(json.dumps({"beans": [other]}).encode()) as b, \
+            serving(b'{"beans": []}') as idle:
+        servers = Addresses.parse(f"{a},{b} , {idle}")
+        assert str(servers) == f"{a},{b},{idle}"
+        assert trim_counts("primary", servers) == TrimCounts(507, 3, 4, 1)
+        assert trim_counts("primary", Addresses((idle, idle))) is None
 
 
 @pytest.mark.parametrize("body", [b"<html>not JMX</html>", b'{"beans": [{"CellsDropped": "many"}]}', b"[]",
                                   b"x" * (2 << 20)])
 def test_a_server_that_is_not_hbases_jmx_is_one_clear_line(body: bytes) -> None:
     with serving(body) as address, pytest.raises(HBaseError) as caught:
-        trim_counts("standby", address)
+        trim_counts("standby", one(address))
     message = str(caught.value)
     assert message.startswith(f"hbase standby ({address}): read the trimming counts (JMX): ")
     assert "\n" not in message
@@ -104,12 +120,16 @@ def test_nothing_listening_is_one_clear_line() -> None:
     with serving(b"") as address:
         pass  # closed: the port refuses
     with pytest.raises(HBaseError, match="read the trimming counts"):
-        trim_counts("primary", address, timeout_s=1)
+        trim_counts("primary", one(address), timeout_s=1)
 
 
 def test_the_info_addresses_are_settings_that_default_to_the_local_clusters() -> None:
     defaults = HBaseSettings.from_env({})
-    assert (str(defaults.primary_info), str(defaults.standby_info)) == ("127.0.0.1:16110", "127.0.0.1:16210")
+    # The master's web server hosts the region server's JMX, unless every
+    # region server is a process of its own (scripts/hbase's layouts).
+    primary = ("127.0.0.1:16131,127.0.0.1:16132,127.0.0.1:16133"
+               if os.environ.get("PINLATER_HBASE_LAYOUT") == "distributed" else "127.0.0.1:16110")
+    assert (str(defaults.primary_info), str(defaults.standby_info)) == (primary, "127.0.0.1:16210")
     moved = HBaseSettings.from_env({"PINLATER_HBASE_STANDBY_INFO": "10.0.0.5:16030"})
     assert str(moved.standby_info) == "10.0.0.5:16030"
     with pytest.raises(ValueError, match="PINLATER_HBASE_PRIMARY_INFO: must look like HOST:PORT"):
