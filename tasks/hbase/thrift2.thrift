@@ -186,6 +186,29 @@ exception TIllegalArgument {
   1: optional string message
 }
 
+// Where a region is served: what getAllRegionLocations answers, read from
+// hbase:meta (bench/recovery.py watches regions move to live servers).
+struct THRegionInfo {
+  1: required i64 regionId
+  2: required binary tableName
+  3: optional binary startKey
+  4: optional binary endKey
+  5: optional bool offline
+  6: optional bool split
+  7: optional i32 replicaId
+}
+
+struct TServerName {
+  1: required string hostName
+  2: optional i32 port
+  3: optional i64 startCode
+}
+
+struct THRegionLocation {
+  1: required TServerName serverName
+  2: required THRegionInfo regionInfo
+}
+
 enum TThriftServerType {
   ONE = 1,
   TWO = 2
@@ -223,6 +246,12 @@ service THBaseService {
 
   // Replaces the whole descriptor (families and attributes); regions reopen.
   void modifyTable(1: required TTableDescriptor desc) throws (1: TIOError io)
+
+  list<THRegionLocation> getAllRegionLocations(1: required binary table) throws (1: TIOError io)
+
+  void disableTable(1: required TTableName tableName) throws (1: TIOError io)
+
+  void deleteTable(1: required TTableName tableName) throws (1: TIOError io)
 
   // ONE from a Thrift1 server, TWO from a Thrift2 one: both answer it.
   TThriftServerType getThriftServerType()
