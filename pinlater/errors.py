@@ -107,6 +107,13 @@ class ShardConnectionFailed(PinLaterError):
     code = ErrorCode.SHARD_CONNECTION_FAILED
 
 
+class EnqueueOutcomeUnknown(ShardConnectionFailed):
+    """A shard went silent after an enqueue was sent to it: its jobs may or
+    may not be stored. Not sent to another shard, which could store them
+    twice; a retry with the same idempotency key is refused while the first
+    try's reservation holds (a minute), so it cannot either."""
+
+
 class AckNotApplied(ShardConnectionFailed):
     """Part of an ACK or checkpoint call could not be applied because a
     shard was unreachable. ``result`` says per descriptor what was applied,

@@ -16,7 +16,10 @@ The key lives in the control store, shared by every process, under
 What this cannot cover: a process that dies between storing the jobs and
 remembering their descriptors leaves only the reservation, and a retry
 after the reservation expires enqueues again (jobs and keys live in
-different stores, with no transaction over both).
+different stores, with no transaction over both). The same holds for an
+enqueue whose shard went silent after it was sent (``EnqueueOutcomeUnknown``):
+its reservation is kept, not freed, so a retry within ``RESERVATION_MS`` is
+refused rather than run.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from pinlater.errors import EnqueueRejected, InvalidRequest
+from pinlater.errors import EnqueueOutcomeUnknown, EnqueueRejected, InvalidRequest
 from pinlater.stores.control import ControlStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,10 @@ def enqueue_once(
         delay = min(0.2, delay * 2)
     try:
         descriptors = enqueue()
+    except EnqueueOutcomeUnknown:
+        # The jobs may be stored: keep the reservation, so a retry with this
+        # key is refused until it expires instead of storing them again.
+        raise
     except BaseException:
         with contextlib.suppress(Exception):
             control.forget_enqueue(skey)

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
-from pinlater.errors import EnqueueRejected, InvalidRequest, NoHealthyShards
+from pinlater.errors import EnqueueOutcomeUnknown, EnqueueRejected, InvalidRequest, NoHealthyShards
 from pinlater.models import Job
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
-from pinlater.stores.base import EnqueueItem, ShardBusy, ShardUnavailable, ShardWriteRefused
+from pinlater.stores.base import EnqueueItem, ShardBusy, ShardOutcomeUnknown, ShardUnavailable, ShardWriteRefused
 from pinlater.validation import check_batch, check_job, check_limit
 
 
@@ -48,6 +48,12 @@ def store_items(core: Core, queue: str, items: Sequence[EnqueueItem]) -> list[st
     for backend in core.shards.require_healthy():
         try:
             ids = core.shards.call(backend, "enqueue", queue, lambda b: b.enqueue(queue, items))
+        except ShardOutcomeUnknown as exc:
+            # Sent, then silence: the items may be stored there. Sending them
+            # to the next shard could store them twice.
+            raise EnqueueOutcomeUnknown(
+                f"enqueue to {queue} not retried on another shard: shard {backend.shard_id} went silent after "
+                f"it was sent, so its {len(items)} job(s) may or may not be stored ({exc})") from exc
         except (ShardUnavailable, ShardWriteRefused, ShardBusy) as exc:
             # Refused or reset before the script ran, refused by the shard
             # (nothing written) or no connection to send it on: the next

@@ -47,6 +47,12 @@ class ShardUnavailable(ShardConnectionFailed):
     """The shard could not be reached (refused, reset, timed out)."""
 
 
+class ShardOutcomeUnknown(ShardUnavailable):
+    """The shard stopped answering after the request was sent (a read
+    timed out, the connection dropped while a commit was under way): the
+    request may have been applied. Still an outage for the shard set."""
+
+
 class ShardBusy(StorageError):
     """The shard is fine but this process has no free connection to it right
     now: load, not an outage, so it never takes the shard out of rotation."""

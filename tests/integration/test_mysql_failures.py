@@ -13,7 +13,7 @@ import pytest
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from pinlater.stores.base import EnqueueItem, ShardUnavailable
+from pinlater.stores.base import EnqueueItem, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.mysql.control import MySQLControlStore
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.shard import MySQLBackend
@@ -42,6 +42,43 @@ def test_unreachable_server_raises_shard_unavailable() -> None:
     c = MySQLControlStore.from_url("mysql://u:p@127.0.0.1:1/x", socket_timeout_s=1.0)
     with pytest.raises(ShardConnectionFailed):
         c.get_queue("q")
+
+
+def test_a_connection_lost_while_a_write_ran_may_have_applied(
+    backend: MySQLBackend, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection lost while an autocommit INSERT or a COMMIT ran: the
+    write may stand (here it did), so ``ShardOutcomeUnknown``, and an
+    enqueue is not sent to another shard too. Lost inside a transaction
+    before its COMMIT, the server rolls it back: plainly unavailable."""
+    one(backend, queue)
+    lost = pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query (timed out)")
+    real_execute, real_commit = pymysql.cursors.Cursor.execute, pymysql.connections.Connection.commit
+
+    def execute_then_lose(cursor: pymysql.cursors.Cursor, query: str, args: object = None) -> int:
+        done = real_execute(cursor, query, args)
+        if query.lstrip().upper().startswith("INSERT"):
+            raise lost
+        return done
+
+    def commit_then_lose(conn: pymysql.connections.Connection) -> None:
+        real_commit(conn)
+        raise lost
+
+    two = [item(1), item(2)]  # two statements: one transaction
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute", execute_then_lose)
+    with pytest.raises(ShardOutcomeUnknown, match="it may have been applied"):
+        one(backend, queue)  # one statement, autocommit
+    with pytest.raises(ShardUnavailable) as inside:
+        backend.enqueue(queue, two)
+    assert not isinstance(inside.value, ShardOutcomeUnknown)
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute", real_execute)
+    monkeypatch.setattr(pymysql.connections.Connection, "commit", commit_then_lose)
+    with pytest.raises(ShardOutcomeUnknown, match="it may have been applied"):
+        backend.enqueue(queue, two)
+    monkeypatch.undo()
+    # The first, the autocommit one and the committed pair; not the rolled-back pair.
+    assert [backend.count(queue, p, P, False) for p in (1, 2)] == [3, 1]
 
 
 def test_killed_connections_are_replaced(

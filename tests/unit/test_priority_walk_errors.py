@@ -16,9 +16,18 @@ import pytest
 
 from pinlater import Ack, Job, JobState
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine import idempotency
 from pinlater.engine.core import Core
 from pinlater.engine.shards import REFUSES_WRITES, UNAVAILABLE, ShardSet
-from pinlater.errors import AckNotApplied, NoHealthyShards, PinLaterError, StorageError
+from pinlater.errors import (
+    AckNotApplied,
+    EnqueueOutcomeUnknown,
+    EnqueueRejected,
+    ErrorCode,
+    NoHealthyShards,
+    PinLaterError,
+    StorageError,
+)
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.stores.base import (
@@ -28,6 +37,7 @@ from pinlater.stores.base import (
     FailItem,
     ShardBackend,
     ShardBusy,
+    ShardOutcomeUnknown,
     ShardUnavailable,
     ShardWriteRefused,
 )
@@ -211,6 +221,29 @@ def test_an_enqueue_fails_when_every_shard_refuses_writes(cluster: Cluster, monk
     monkeypatch.setattr(cluster.good, "enqueue", cluster.bad.enqueue)
     with pytest.raises(NoHealthyShards, match="refuses writes"):
         cluster.svc.enqueue(Q, [Job(b"x")])
+
+
+def test_an_enqueue_sent_before_its_shard_went_silent_is_not_sent_to_another(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.bad.error = ShardOutcomeUnknown("memory shard m2 went silent after a command was sent: Timeout reading")
+    cluster.order = ["m2", "m1"]
+    with pytest.raises(EnqueueOutcomeUnknown, match="not retried on another shard: shard m2 went silent") as raised:
+        cluster.svc.enqueue(Q, [Job(b"x")] * 2)
+    assert raised.value.code == ErrorCode.SHARD_CONNECTION_FAILED
+    assert cluster.good.count(Q, 1, JobState.PENDING, False) == 0
+    assert cluster.shards.status()["m2"].out_reason == UNAVAILABLE
+    # With a key, a retry is refused while the first try's reservation holds
+    # (its jobs may be on m2), not stored on m1.
+    silent, cluster.bad.error = cluster.bad.error, None
+    cluster.shards.probe_once()  # back in rotation
+    cluster.bad.error = silent
+    monkeypatch.setattr(idempotency, "WAIT_S", 0.05)
+    with pytest.raises(EnqueueOutcomeUnknown):
+        cluster.svc.enqueue(Q, [Job(b"y")], idempotency_key="k")
+    cluster.bad.error = None
+    with pytest.raises(EnqueueRejected, match="idempotency key 'k' on 'q' is still running"):
+        cluster.svc.enqueue(Q, [Job(b"y")], idempotency_key="k")
+    assert cluster.good.count(Q, 1, JobState.PENDING, False) == 0
 
 
 def test_an_enqueue_does_not_try_again_after_an_error_that_may_have_written(cluster: Cluster) -> None:

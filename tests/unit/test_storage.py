@@ -9,7 +9,7 @@ import redis
 
 from pinlater.errors import StorageError
 from pinlater.kit.sqlblocks import named_blocks
-from pinlater.stores.base import ShardBusy, ShardUnavailable
+from pinlater.stores.base import ShardBusy, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.layout import Kind, LayoutError, Step, accept
 from pinlater.stores.mysql.claims import _dequeue_args, _dequeue_text
 from pinlater.stores.mysql.statements import sql
@@ -106,6 +106,20 @@ def test_a_script_gets_only_the_prelude_it_uses() -> None:
     assert used_prelude(prelude, "return 1") == ""
     count = checked_source("pinlater.stores.redis", "count", prelude="_prelude")
     assert "local function now_ms" in count and "local function read_job" not in count
+
+
+def test_a_redis_command_that_failed_after_it_was_sent_may_have_run() -> None:
+    guard = redis_guard("redis shard r1", ShardUnavailable, ShardOutcomeUnknown)
+    for sent in (redis.TimeoutError("Timeout reading from 10.77.0.3:6379"), redis.ConnectionError(
+            "Connection closed by server."), redis.ConnectionError("Error while reading from 10.77.0.3:6379 : (104,)")):
+        with pytest.raises(ShardOutcomeUnknown, match=r"^redis shard r1 went silent after a command was sent: "), guard:
+            raise sent
+    for unsent in (redis.TimeoutError("Timeout connecting to server"),
+                   redis.ConnectionError("Error 111 connecting to 10.77.0.3:6379. Connection refused."),
+                   redis.TimeoutError("Timeout writing to socket")):
+        with pytest.raises(ShardUnavailable, match=r"^redis shard r1 unavailable: ") as plain, guard:
+            raise unsent
+        assert not isinstance(plain.value, ShardOutcomeUnknown)
 
 
 def test_one_redis_guard_serves_every_block_of_its_store() -> None:

@@ -36,6 +36,23 @@ def guard(condition: object, package: str, internal: str, change: str) -> None:
         )
 
 
+# -- redis-py: pinlater.stores.redis.pool.is_after_send reads its error messages -----------------
+
+
+def test_redis_says_when_a_command_failed_after_it_was_sent() -> None:
+    import redis._parsers.socket as parser_socket
+    import redis.connection as connection
+
+    from pinlater.stores.redis.pool import AFTER_SEND_MARKERS
+
+    source = inspect.getsource(connection) + inspect.getsource(parser_socket)
+    for marker in AFTER_SEND_MARKERS:
+        guard(marker in source, "redis", f"the error message {marker!r}",
+              "an enqueue that timed out after it was sent would be sent to another shard too")
+    guard("Timeout connecting to server" in source, "redis", "the connect timeout's message",
+          "a connect timeout must not read as after-send")
+
+
 # -- redis-py: pinlater.stores.redis.loader.call sends EVALSHA on a pooled connection --------------
 
 @pytest.fixture

@@ -14,6 +14,10 @@ from pinlater.stores.base import ShardWriteRefused
 # gone away (2006), lost connection (2013, 2055), shutdown in progress
 # (1053), connection killed (1927).
 UNREACHABLE = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055})
+# Lost while a statement or COMMIT was under way (a read timed out, the
+# connection dropped): it may have been applied, unless a transaction it
+# was inside had not committed (the server rolls that back).
+LOST_DURING_QUERY = 2013
 # The server answers but will not let us in (wrong credentials, host not
 # allowed, too many connections): as unusable as a server that is down.
 REFUSED = frozenset({1040, 1044, 1045, 1129, 1130, 1698})

@@ -20,10 +20,12 @@ from pymysql.cursors import Cursor
 from pinlater.errors import PinLaterError
 from pinlater.kit.dbpool import PoolCore, close_quietly
 from pinlater.kit.tls import ClientTls
+from pinlater.stores.base import ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.mysql.errors import (
     ACCESS_DENIED,
     LOCK_CONFLICT,
     LOCK_RETRIES,
+    LOST_DURING_QUERY,
     NO_SUCH_TABLE,
     UNKNOWN_DATABASE,
     MySQLStorageError,
@@ -204,7 +206,7 @@ class ConnectionPool:
 
     def _run_once(self, work: Callable[[Session], T], transaction: bool) -> T:
         conn, generation = self._core.checkout()
-        reusable = False
+        reusable = committing = False
         try:
             with conn.cursor() as cursor:
                 if not self._prepared:  # DDL: before any BEGIN
@@ -214,13 +216,20 @@ class ConnectionPool:
                     conn.begin()
                 result = work(Session(cursor, transaction))
                 if transaction:
+                    committing = True
                     conn.commit()
             reusable = True
             return result
         except Exception as exc:
             if is_unreachable(exc):
                 self.flush()
-                raise self._unavailable(_OneLine(describe(exc))) from exc
+                error = self._unavailable(_OneLine(describe(exc)))
+                if (error_code(exc) == LOST_DURING_QUERY and (committing or not transaction)
+                        and isinstance(error, ShardUnavailable)):
+                    # Inside a transaction before its COMMIT the server rolls
+                    # it back; an autocommit statement or a COMMIT may stand.
+                    error = ShardOutcomeUnknown(f"{error} (lost while it ran: it may have been applied)")
+                raise error from exc
             reusable = not transaction or self._rolled_back(conn)
             raise
         finally:

@@ -60,6 +60,18 @@ def is_unusable(exc: redis.exceptions.RedisError) -> bool:
     return any(marker in text for marker in ("DB index is out of range", "NOAUTH", "WRONGPASS", "NOPERM"))
 
 
+# redis-py's messages for a failure once a command was written: reading its
+# answer timed out or the connection dropped (redis/connection.py,
+# redis/_parsers/socket.py; tests/unit/test_third_party_guards.py holds them).
+AFTER_SEND_MARKERS = ("Timeout reading from", "Error while reading from", "Connection closed by server")
+
+
+def is_after_send(exc: redis.exceptions.RedisError) -> bool:
+    """The command was sent before it failed, so it may have run."""
+    return isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError) and any(
+        marker in str(exc) for marker in AFTER_SEND_MARKERS)
+
+
 def is_write_refused(exc: redis.exceptions.RedisError) -> bool:
     """The server answers but refuses to write (OOM, READONLY, MISCONF,
     NOREPLICAS), also when a script's write is the command refused."""

@@ -37,6 +37,7 @@ from pinlater.stores.base import (
     FailItem,
     JobRecord,
     ScanQuery,
+    ShardOutcomeUnknown,
     ShardUnavailable,
 )
 from pinlater.stores.redis import keys, loader
@@ -121,7 +122,7 @@ class RedisBackend:
         self._r = client
         self._scripts: dict[str, Script] = register_job_scripts(client)
         self._where = f"redis shard {shard_id}"
-        self._errors = redis_guard(self._where, ShardUnavailable)
+        self._errors = redis_guard(self._where, ShardUnavailable, ShardOutcomeUnknown)
         self._layout_checked = False
         self._traces = False  # store each job's trace context: from layout 4 on
 
