@@ -295,6 +295,9 @@ SETTINGS: tuple[Setting, ...] = (
             "the shards, ID=URL,... (redis://, rediss://, mysql:// or memory://); an ID must never change"),
     Setting("PINLATER_CONTROL_URL", "control_url", parse_store_url, "",
             "where queue configs and rate buckets live (unset: the first shard)"),
+    Setting("PINLATER_STORE_TIMEOUT_S", "socket_timeout_s", positive_number(300), "5",
+            "how long a call to a shard or the control store may wait for its connection and answer, in seconds: "
+            "a shard silent this long is taken out of rotation (docs/operating.md)"),
     Setting("PINLATER_ADMIN_SECRET", "admin_secret_sha256", hash_secret, "",
             "the secret deleteQueue requires (unset: every delete is refused); the CLI sends it too"),
     Setting("PINLATER_ADMIN_SECRET_SHA256", "admin_secret_sha256", _sha256_hex, "",
