@@ -45,7 +45,8 @@ class RedisGuard:
             raise ShardBusy(f"{where}: every pooled connection is busy") from exc
         if is_unusable(exc):
             if is_after_send(exc):
-                raise self.unknown(f"{where} went silent after a command was sent: {describe(exc)}") from exc
+                raise self.unknown(f"{where} unavailable after a command was sent (it may have run): "
+                                   f"{describe(exc)}") from exc
             raise self.unavailable(f"{where} unavailable: {describe(exc)}") from exc
         if is_write_refused(exc):
             raise ShardWriteRefused(f"{where} refuses writes: {describe(exc)}") from exc
