@@ -132,11 +132,12 @@ def test_workers_killed_mid_backfill_finish_after_restart_without_redoing_pages(
     assert world.failed_jobs() == {}
 
 
-def quiet(read: Callable[[], int], quiet_s: float, timeout_s: float) -> int:
-    """``read()`` once it has not changed for ``quiet_s``; fails after ``timeout_s``."""
+def quiet(read: Callable[[], tuple[int, int]], quiet_s: float, timeout_s: float) -> tuple[int, int]:
+    """``read()`` (pages done, jobs running) once no job runs and it has not
+    changed for ``quiet_s``; fails after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     value, since = read(), time.monotonic()
-    while time.monotonic() - since < quiet_s:
+    while value[1] or time.monotonic() - since < quiet_s:
         assert time.monotonic() < deadline, f"still changing after {timeout_s}s (last {value})"
         time.sleep(0.2)
         now = read()
@@ -156,10 +157,16 @@ def test_pause_stops_progress_and_resume_finishes(world: FeedWorld) -> None:
     assert runs.queue_paused(world.client)
     assert runs.run_progress(records, run, True).state == "paused"
     # Pages claimed before the pause still finish, however slow the machine:
-    # wait until none has for a while, then no other may.
-    stopped = quiet(lambda: records.counts(run.id).pages_done, quiet_s=2.0, timeout_s=30)
+    # wait until none runs (claimed jobs are RUNNING until acknowledged) and
+    # nothing changed for longer than a queue config is cached, then no
+    # other page may finish.
+    def done_and_running() -> tuple[int, int]:
+        return records.counts(run.id).pages_done, world.client.count(QUEUE, "RUNNING")
+
+    stopped, _ = quiet(done_and_running, quiet_s=2.0, timeout_s=120)
     time.sleep(2.0)
-    assert records.counts(run.id).pages_done == stopped < run.total_pages
+    assert done_and_running() == (stopped, 0)
+    assert stopped < run.total_pages
     runs.resume(world.client)
     assert not runs.queue_paused(world.client)
     wait_finished(world, [run, other])
