@@ -64,7 +64,16 @@ from thriftpy2.rpc import make_client  # noqa: E402
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]  # noqa: E402
 
 from bench.results import write_json  # noqa: E402
-from bench.support import CpuCost, open_loop, percentile_ms, rotating, warn_of_quick_jit  # noqa: E402
+from bench.support import (  # noqa: E402
+    CpuCost,
+    cpu_snapshot,
+    cpu_spent,
+    idle_cpu,
+    open_loop,
+    percentile_ms,
+    rotating,
+    warn_of_quick_jit,
+)
 from pinlater.errors import QueueNotFound  # noqa: E402
 from pinlater.service import JobService  # noqa: E402
 from pinlater.settings import Settings  # noqa: E402
@@ -315,14 +324,17 @@ def read_phase(reader: FeedReader, users: list[int], rate: float, seconds: float
     """Open loop: request i is due at start + i/rate; its latency counts from then."""
     rng = random.Random(5)
     picks = [rng.choice(users) for _ in range(int(rate * seconds))]
+    before = cpu_snapshot()
     run = open_loop(lambda user: reader.read(user, None, 25).served_by, picks, rate)
+    cpu_s = cpu_spent(before, cpu_snapshot())
     served: dict[str, int] = {}
     for _user, _latency, cluster in run.answered:
         served[cluster] = served.get(cluster, 0) + 1
     latencies = [latency for _user, latency, _cluster in run.answered]
     return {"requests": run.requests, "errors": run.errors, "served_by": served,
             "p50_ms": percentile_ms(latencies, 0.50), "p99_ms": percentile_ms(latencies, 0.99),
-            "p999_ms": percentile_ms(latencies, 0.999), "max_ms": percentile_ms(latencies, 1.0)}
+            "p999_ms": percentile_ms(latencies, 0.999), "max_ms": percentile_ms(latencies, 1.0),
+            "cpu_s": cpu_s}
 
 
 def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbase: HBaseSettings,
@@ -349,6 +361,7 @@ def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbas
         cold = read_phase(reader, users, args.read_rate, args.read_seconds)
         warm_up_s = warm_up(reader, users, args.warm_reads)
         up = read_phase(reader, users, args.read_rate, args.read_seconds)
+        idle = idle_cpu(args.read_seconds)
         relay.flowing.clear()
         stalled = read_phase(reader, users, args.read_rate, args.read_seconds)
     finally:
@@ -358,7 +371,9 @@ def read_bench(args: argparse.Namespace, store: AppData, pair: ClusterPair, hbas
         through_relay.close()
     return {"rate_per_s": args.read_rate, "seconds": args.read_seconds, "cutoff_ms": settings.read_cutoff_ms,
             "shadow_share": settings.shadow_share, "cold": cold, "warm_up_reads": args.warm_reads,
-            "warm_up_s": warm_up_s, "up": up, "stalled": stalled}
+            "warm_up_s": warm_up_s, "up": up, "stalled": stalled,
+            # The same span with no reads, after "up": the baseline of its cpu_s.
+            "idle_cpu_s": idle}
 
 
 def warm_up(reader: FeedReader, users: list[int], count: int) -> float:

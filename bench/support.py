@@ -117,21 +117,26 @@ def warn_of_quick_jit() -> None:
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # Server processes by a word of their command line (HBase standalone runs its
-# region server inside the master's JVM).
+# region server inside the master's JVM; in the distributed layout the
+# master's own small share counts with the region servers).
 SERVER_KINDS = (("thrift2.ThriftServer", "hbase_thrift2"), ("thrift.ThriftServer", "hbase_thrift1"),
-                ("HMaster", "hbase_region_server"), ("mariadbd", "mariadb"), ("redis-server", "redis"))
+                ("HRegionServer", "hbase_region_server"), ("HMaster", "hbase_region_server"),
+                ("mariadbd", "mariadb"), ("redis-server", "redis"))
 
 
 def cpu_snapshot() -> dict[str, float]:
     """CPU seconds so far: ``machine`` (every core, busy time, from
-    /proc/stat: processes that exited count too) and each kind of server
+    /proc/stat: processes that exited count too; the hypervisor's ``steal``
+    apart) and each kind of server
     process (``SERVER_KINDS``). Two snapshots' difference is what a phase
     cost; with nothing else running, the machine's less the servers' is
     what the benchmark's own processes (workers, clients) spent."""
     with open("/proc/stat") as stat:
         fields = [int(x) for x in stat.readline().split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    out = {"machine": (user + nice + system + irq + softirq + steal) * _TICK_S}
+    # Steal is time the hypervisor ran something else on our cores: no
+    # process here spent it, so it is kept apart from the machine's.
+    out = {"machine": (user + nice + system + irq + softirq) * _TICK_S, "steal": steal * _TICK_S}
     for kind in dict(SERVER_KINDS).values():
         out[kind] = 0.0
     for pid in os.listdir("/proc"):
@@ -155,8 +160,18 @@ def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     """What happened between two ``cpu_snapshot``s, and ``clients``: the
     machine's CPU less the servers'."""
     spent = {kind: round(after[kind] - before[kind], 2) for kind in before}
-    spent["clients"] = round(spent["machine"] - sum(v for k, v in spent.items() if k != "machine"), 2)
+    spent["clients"] = round(spent["machine"] - sum(v for k, v in spent.items() if k not in ("machine", "steal")),
+                             2)
     return spent
+
+
+def idle_cpu(seconds: float) -> dict[str, float]:
+    """What the machine and each kind of server spend over ``seconds`` with
+    no load (HBase's chores, the JIT, flushes): the baseline a light phase's
+    CPU is measured against (bench/capacity.py subtracts it)."""
+    before = cpu_snapshot()
+    time.sleep(seconds)
+    return cpu_spent(before, cpu_snapshot())
 
 
 class CpuCost:

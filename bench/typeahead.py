@@ -60,7 +60,16 @@ sys.path.insert(0, str(REPO))
 
 import tasks.typeahead.index as index_module  # noqa: E402
 from bench.results import write_json  # noqa: E402
-from bench.support import HBaseAdmin, gc_pauses, open_loop, percentile_ms, warn_of_quick_jit  # noqa: E402
+from bench.support import (  # noqa: E402
+    HBaseAdmin,
+    cpu_snapshot,
+    cpu_spent,
+    gc_pauses,
+    idle_cpu,
+    open_loop,
+    percentile_ms,
+    warn_of_quick_jit,
+)
 from bench.typeahead_backfill import PAGE, backfill_bench, init_worker, rebuild_page  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
@@ -243,9 +252,9 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
         return Answer(service, t.hbase_s, t.candidates_s - t.hbase_s, service - t.candidates_s, t.candidates,
                       len(result.matches), result.served_by)
 
-    cpu, wall = time.process_time(), time.perf_counter()
+    cpu, wall, before = time.process_time(), time.perf_counter(), cpu_snapshot()
     run = open_loop(ask, queries, rate, threads)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    cpu, wall, cpu_s = time.process_time() - cpu, time.perf_counter() - wall, cpu_spent(before, cpu_snapshot())
     answers = [(query, latency, answer) for query, latency, answer in run.answered]
     latencies = [latency for _q, latency, _a in answers]
     served: dict[str, int] = defaultdict(int)
@@ -275,6 +284,7 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
         "empty_answers": sum(a.matches == 0 for _q, _l, a in answers),
         "by_shape": shapes,
         "client_cpu_share": cpu / wall,  # of one core: near 1.0, the GIL is the limit
+        "cpu_s": cpu_s,  # the machine's and each kind of server's, over the phase
         "late_submit_ms": run.late_start_s * 1000,
     }
 
@@ -326,7 +336,9 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
         index = ContactsIndex(pair, TypeaheadSettings())
         try:
             lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
+            idle = idle_cpu(args.seconds)  # the baseline of a phase's cpu_s: the same span, no lookups
             result = {
+                "idle_cpu_s": idle,
                 "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
                 "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
                 **_phases(index, args, users, famous, loaded.celebrities[0]),

@@ -11,12 +11,13 @@ from typing import Any
 from tests.servers import REPO
 
 
-def run_smoke(script: str, tmp_path: Path, timeout: float = 300) -> tuple[str, Any]:
-    """``python bench/<script> --smoke --json FILE``: its stdout and the JSON
-    report; fails with the tail of its output when it exits non-zero."""
+def run_smoke(script: str, tmp_path: Path, timeout: float = 300, extra: list[str] | None = None) -> tuple[str, Any]:
+    """``python bench/<script> [EXTRA...] --smoke --json FILE``: its stdout
+    and the JSON report; fails with the tail of its output when it exits
+    non-zero."""
     out = tmp_path / f"{Path(script).stem}.json"
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), "--smoke", "--json", str(out)],
+        [sys.executable, str(REPO / "bench" / script), *(extra or []), "--smoke", "--json", str(out)],
         capture_output=True, text=True, timeout=timeout, cwd=REPO,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

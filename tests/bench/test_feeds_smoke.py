@@ -28,11 +28,13 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     # and the servers' share never exceeds the machine's.
     for spent in fanout["cpu_s_per_round"].values():
         assert spent["machine"] > 0 and spent["hbase_region_server"] > 0
-        servers = sum(v for k, v in spent.items() if k not in ("machine", "clients"))
+        servers = sum(v for k, v in spent.items() if k not in ("machine", "clients", "steal"))
         assert servers <= spent["machine"] + 0.05
         assert spent["clients"] == pytest.approx(spent["machine"] - servers, abs=0.02)
     assert fanout["cpu_s_per_round"]["tasks"]["mariadb"] > 0  # the fan-out reads the follows
     assert reads["up"]["served_by"] == {"primary": reads["up"]["requests"]}
+    # The read phases' CPU by kind, and an idle span of the same length to set it against.
+    assert reads["up"]["cpu_s"]["machine"] > 0 and reads["idle_cpu_s"]["machine"] >= 0
     # The cold phase is measured like the others, before the warm-up reads.
     assert reads["cold"]["requests"] == reads["up"]["requests"] and reads["cold"]["errors"] == 0
     assert reads["warm_up_reads"] > 0 and reads["warm_up_s"] > 0
