@@ -16,6 +16,7 @@ Its rows are capped inside compactions by ``FEED_TRIM_OBSERVER``
 
 from __future__ import annotations
 
+from tasks.appdata.ids import ObjectType, make_id
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.tables import FEED_TRIM_OBSERVER, TRIM_CAP_ATTRIBUTE, Family, TableDef
@@ -27,6 +28,10 @@ FOLLOWING_FEED = TableDef(
     (Family("feed", max_versions=ALL_VERSIONS, data_block_encoding="FAST_DIFF", block_size=16 * 1024),),
     coprocessor=FEED_TRIM_OBSERVER,
     values=((TRIM_CAP_ATTRIBUTE, str(DEFAULT_FEED_CAP)),),
+    # A region per shard of the default shard map's four: a shard's users
+    # are one range of rows (the shard is an id's top bits). The keys are
+    # ``cells.row_key``'s, written out: that module reads this one.
+    splits=tuple(b"%019d" % make_id(shard, ObjectType.USER, 1) for shard in (1, 2, 3)),
 )
 
 

@@ -12,15 +12,23 @@ read from disk by the lookups that follow it, a celebrity's most of all.
 
 from __future__ import annotations
 
+from tasks.appdata.ids import ObjectType, make_id
 from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.tables import Family, TableDef
+
+# A region per shard of the default shard map's four, as the feed's: a
+# shard's owners are one range of rows. The keys are ``entries.owner_key``'s,
+# written out: that module reads this one.
+_SPLITS = tuple(make_id(shard, ObjectType.USER, 1).to_bytes(8, "big") for shard in (1, 2, 3))
 
 TYPEAHEAD_WIDE = TableDef(
     "typeahead_wide",
     (Family("c", block_size=16 * 1024, prefetch_blocks_on_open=True),
      Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
+    splits=_SPLITS,
 )
-TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),))
+TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),),
+                          splits=_SPLITS)
 
 
 def defined_tables() -> tuple[TableDef, ...]:
