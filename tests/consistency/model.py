@@ -1,10 +1,12 @@
 """The consistency model: random application actions (pins, follows and
 unfollows of users and boards, renames, contact imports, trims, flushes
 and major compactions of the feed table, which its coprocessor trims),
-stretches of them in one millisecond (a frozen clock), and a
+stretches of them in one millisecond (a frozen clock) or from processes
+whose clocks are up to ``SKEW_MS`` ahead of or behind the machine's, and a
 random schedule for the jobs they make (claimed, started, stepped one store call
 at a time, interleaved, run twice at once, crashed mid-way and run again,
-a cluster down for a while, backfill pages and verify passes racing them),
+a cluster down for a while, backfill pages and verify passes racing them,
+each run on a worker whose clock is off by up to ``SKEW_MS`` either way),
 then every job drained and every feed and index of the example's users
 compared, on both clusters, with the oracle computed from MySQL alone;
 and MySQL compared with what the actions said, the last one winning.
@@ -15,6 +17,7 @@ of them; the drain at the end is deterministic (newest work first).
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import ClassVar
 
@@ -31,10 +34,15 @@ from tasks.feeds.trim import TrimJob
 from tasks.hbase import PRIMARY, STANDBY
 from tests.consistency import oracle
 from tests.consistency.rig import TRIM_CAP, Rig
+from tests.support import clocks
 
 NAMES = ("Ann Lee", "Anna Li", "Bo Chen", "Li Ann", "Cy Young", "Ann", "Bo Li Ann", "Dee Ray")
 CONTACT_NAMES = ("Dee Ray", "Ann Lee", "Eve Li", "Bo", "Ann Ray", "Cy")
 FROZEN_MAX_MS = 1000
+# How far the clocks of the application's processes and of the workers may
+# be off the machine's, either way (NTP on a bad day; docs/typeahead.md
+# says what a skew past the typeahead's CLOCK_MARGIN_MS costs).
+SKEW_MS = int(os.environ.get("PINLATER_CONSISTENCY_SKEW_MS", str(clocks.SKEW_MS)))
 USERS = 4  # few: actions on the same follows and pins collide often
 BOARDS_OF = (2, 1, 1, 0)  # boards per user: the last only follows
 CLUSTERS = (PRIMARY, STANDBY)
@@ -42,6 +50,7 @@ SOURCES = ("address_book", "social")
 
 user = st.integers(0, USERS - 1)
 anything = st.integers(0, 15)  # an index, taken modulo what is there
+skew = st.integers(-SKEW_MS, SKEW_MS)  # a process's clock, off the machine's by this many ms
 
 
 class Model(RuleBasedStateMachine):
@@ -56,6 +65,7 @@ class Model(RuleBasedStateMachine):
         self.emails: list[str] = []
         self.clock = 0
         self.frozen = False
+        self.skew = 0  # the clock of the process making the actions, off the machine's
         self.trimmed: set[int] = set()
         self.unfollowed: set[int] = set()
         # What the actions said, in the order they were made: MySQL must
@@ -70,10 +80,12 @@ class Model(RuleBasedStateMachine):
         example, except while the clock is frozen: then every action takes
         the same millisecond (the app data must still order them as they
         came), until the wall clock is ``FROZEN_MAX_MS`` past it (times are
-        taken just before their writes, well within ``CLOCK_MARGIN_MS``)."""
+        taken just before their writes, well within ``CLOCK_MARGIN_MS``);
+        all off by the acting process's skew, so a later action may ask
+        for an earlier time."""
         if not self.frozen or now_ms() - self.clock >= FROZEN_MAX_MS:
             self.clock = max(now_ms(), self.clock + 1)
-        return self.clock
+        return self.clock + self.skew
 
     def note(self, line: str) -> None:
         self.rig.log.append(line)
@@ -83,6 +95,7 @@ class Model(RuleBasedStateMachine):
     def world(self, order: int, frozen: bool) -> None:
         rig = self.rig
         self.frozen = frozen
+        rig.max_skew_ms = SKEW_MS
         rig.log.clear()
         rig.broken = False
         # Whatever an earlier failed example left in the queues goes: every
@@ -167,6 +180,12 @@ class Model(RuleBasedStateMachine):
         self.frozen = frozen
         self.note(f"clock {'frozen' if frozen else 'running'}")
 
+    @rule(ms=skew)
+    def skew_clock(self, ms: int) -> None:
+        """The next actions come from a process whose clock is ``ms`` off the machine's."""
+        self.skew = ms
+        self.note(f"actions' clock {ms:+d} ms")
+
     @rule(u=user, cluster=st.sampled_from(CLUSTERS))
     def trim(self, u: int, cluster: str) -> None:
         """A trim job to a small cap, scheduled like any other job, racing fan-outs and follows."""
@@ -191,13 +210,13 @@ class Model(RuleBasedStateMachine):
     def claim(self) -> None:
         self.rig.claim()
 
-    @rule(i=anything)
-    def start(self, i: int) -> None:
-        self.rig.start(i)
+    @rule(i=anything, ms=skew)
+    def start(self, i: int, ms: int) -> None:
+        self.rig.start(i, ms)
 
-    @rule(i=anything)
-    def run(self, i: int) -> None:
-        self.rig.run_now(i)
+    @rule(i=anything, ms=skew)
+    def run(self, i: int, ms: int) -> None:
+        self.rig.run_now(i, ms)
 
     @rule(i=anything, count=st.integers(1, 4))
     def step(self, i: int, count: int) -> None:
@@ -217,16 +236,16 @@ class Model(RuleBasedStateMachine):
         self.note(f"{cluster} {'down' if down else 'up'}")
 
     @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS),
-          mask=st.integers(1, (1 << USERS) - 1))
-    def backfill_page(self, kind: str, cluster: str, mask: int) -> None:
+          mask=st.integers(1, (1 << USERS) - 1), ms=skew)
+    def backfill_page(self, kind: str, cluster: str, mask: int, ms: int) -> None:
         """A page of a backfill run, racing the real-time jobs."""
         users = [u for i, u in enumerate(self.users) if mask >> i & 1]
         ctx = self.rig.ctx
         self.rig.start_pseudo(f"backfill {kind} {cluster} {users}",
-                              lambda: kinds.get(kind).backfill(ctx, cluster, users))
+                              lambda: kinds.get(kind).backfill(ctx, cluster, users), ms)
 
-    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS))
-    def verify_page(self, kind: str, cluster: str) -> None:
+    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS), ms=skew)
+    def verify_page(self, kind: str, cluster: str, ms: int) -> None:
         """A page of a verify round (compare, then repair), racing the real-time jobs."""
         ctx, users = self.rig.ctx, list(self.users)
 
@@ -234,7 +253,7 @@ class Model(RuleBasedStateMachine):
             found = kinds.get(kind).diff(ctx, cluster, users)
             return kinds.get(kind).repair(ctx, cluster, found, 1) if found else 0
 
-        self.rig.start_pseudo(f"verify {kind} {cluster}", work)
+        self.rig.start_pseudo(f"verify {kind} {cluster}", work, ms)
 
     @invariant()
     def nothing_stuck(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from pinlater.models import Ack, DequeuedJob
 from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
+from tasks.appdata import store as appdata_store
 from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.backfill.kinds import BackfillContext
@@ -114,6 +116,22 @@ def _gated_publishes() -> Iterator[None]:
         PinLaterTask.apply_async = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _skewed_clocks() -> Iterator[None]:
+    """Every task module's clock is its thread's (``steps.now_ms``): a job
+    run may be a worker whose clock is off the application's."""
+    patched = [module for name, module in list(sys.modules.items())
+               if name.startswith("tasks.") and name != appdata_store.__name__
+               and getattr(module, "now_ms", None) is appdata_store.now_ms]
+    for module in patched:
+        module.now_ms = steps.now_ms  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in patched:
+            module.now_ms = appdata_store.now_ms  # type: ignore[attr-defined]
+
+
 @dataclass
 class Claimed:
     queue: str
@@ -157,6 +175,7 @@ class Rig:
     pseudo_waiting: list[tuple[str, Callable[[], Any]]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     broken: bool = False  # a run failed in a way the model does not expect: the example's report
+    max_skew_ms: int = 0  # how far off the machine's clock the drain's runs may be, either way
     admins: dict[str, HBaseAdmin] = field(default_factory=dict)
 
     @contextlib.contextmanager
@@ -225,10 +244,11 @@ class Rig:
 
         return run
 
-    def start(self, index: int) -> Active | None:
+    def start(self, index: int, skew_ms: int = 0) -> Active | None:
         """Starts a claimed job (a second run of one already running if
         ``index`` falls on it: a worker that took it over after a claim
-        timeout); None when nothing is claimed."""
+        timeout), on a worker whose clock is ``skew_ms`` off; None when
+        nothing is claimed."""
         everything = self.waiting + [a.claimed for a in self.active if a.claimed is not None]
         if not everything:
             return None
@@ -236,8 +256,8 @@ class Rig:
         if claimed in self.waiting:
             self.waiting.remove(claimed)
         claimed.runs += 1
-        run = steps.Run(f"{claimed.queue}#{claimed.runs}", self._execute(claimed))
-        self.log.append(f"start {run.name} {claimed.key[1][:120]}")
+        run = steps.Run(f"{claimed.queue}#{claimed.runs}", self._execute(claimed), skew_ms)
+        self.log.append(f"start {run.name} {claimed.key[1][:120]}" + (f" clock {skew_ms:+d} ms" if skew_ms else ""))
         active = Active(run, claimed)
         self.active.append(active)
         with self._guard():
@@ -245,8 +265,8 @@ class Rig:
             self._settle(active)
         return active
 
-    def start_pseudo(self, name: str, work: Callable[[], Any]) -> Active:
-        active = Active(steps.Run(name, self._in_app(work)), None, work)
+    def start_pseudo(self, name: str, work: Callable[[], Any], skew_ms: int = 0) -> Active:
+        active = Active(steps.Run(name, self._in_app(work), skew_ms), None, work)
         self.active.append(active)
         with self._guard():
             active.run.start()
@@ -301,11 +321,11 @@ class Rig:
         else:
             self._ack(claimed, ok=run.state == "done")
 
-    def run_now(self, index: int) -> None:
+    def run_now(self, index: int, skew_ms: int = 0) -> None:
         """A waiting job from start to end."""
         if not self.waiting:
             return
-        active = self.start(index % len(self.waiting))
+        active = self.start(index % len(self.waiting), skew_ms)
         if active is not None and active.run.live:
             with self._guard():
                 active.run.finish()
@@ -317,18 +337,22 @@ class Rig:
         has one pending or running; ``order`` seeds the order they run in."""
         self.faults.down.clear()
         pick = random.Random(order)
+
+        def skew() -> int:
+            return pick.randint(-self.max_skew_ms, self.max_skew_ms)
+
         for _ in range(limit):
             while self.active:
                 self.finish(pick.randrange(len(self.active)))
             while self.pseudo_waiting:
                 name, work = self.pseudo_waiting.pop(pick.randrange(len(self.pseudo_waiting)))
-                self.start_pseudo(name, work)
+                self.start_pseudo(name, work, skew())
                 self.finish(len(self.active) - 1)
             self.claim()
             if not self.waiting and self.idle():
                 return
             while self.waiting:
-                self.run_now(pick.randrange(len(self.waiting)))
+                self.run_now(pick.randrange(len(self.waiting)), skew())
         raise AssertionError(f"the queues did not drain in {limit} rounds: {self.counts()}")
 
     def counts(self) -> dict[str, tuple[int, int]]:
@@ -394,6 +418,7 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
         with contextlib.ExitStack() as stack:
             stack.enter_context(task_runtime.replaced(shared))
             stack.enter_context(_gated_publishes())
+            stack.enter_context(_skewed_clocks())
             app.set_current()
             the_rig = Rig(backend, store, pair, service, client, app, feed_settings, typeahead_settings, faults,
                           feeds, ContactActions(store, client, feeds=feeds), ctx, admins=admins)

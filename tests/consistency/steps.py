@@ -9,6 +9,10 @@ and the same list replays the same interleaving.
 
 Calls made outside a job thread (the application's actions, the harness's
 own dequeues and ACKs, the oracle's reads) pass every point at once.
+
+Each run may have a clock of its own (``skew_ms`` off the machine's, as a
+worker on another host would): ``now_ms`` is the clock of the thread that
+asks, which the harness puts in place of the tasks' own.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from tasks.appdata import store
 
 STEP_TIMEOUT_S = 60.0
 
@@ -37,6 +43,11 @@ def point(what: str) -> None:
         run.park(what)
 
 
+def now_ms() -> int:
+    """The clock of the calling thread: the machine's, off by its run's skew."""
+    return store.now_ms() + getattr(_local, "skew_ms", 0)
+
+
 def in_job() -> bool:
     return getattr(_local, "run", None) is not None
 
@@ -44,9 +55,10 @@ def in_job() -> bool:
 class Run:
     """One execution of a job's work in its own thread."""
 
-    def __init__(self, name: str, work: Callable[[], Any]) -> None:
+    def __init__(self, name: str, work: Callable[[], Any], skew_ms: int = 0) -> None:
         self.name = name
         self._work = work
+        self.skew_ms = skew_ms
         self._go = threading.Semaphore(0)
         self._parked = threading.Semaphore(0)
         self._kill = False
@@ -67,6 +79,7 @@ class Run:
     # -- in the job thread ---------------------------------------------------
     def _main(self) -> None:
         _local.run = self
+        _local.skew_ms = self.skew_ms
         try:
             self.result = self._work()
             self.state = "done"

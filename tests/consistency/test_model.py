@@ -2,7 +2,7 @@
 run in (``tests.consistency.model``), over Redis in the process and
 through a ``pinlater server``.
 
-``PINLATER_CONSISTENCY_EXAMPLES`` (default 120 per backend) and
+``PINLATER_CONSISTENCY_EXAMPLES`` (default 100 per backend) and
 ``PINLATER_CONSISTENCY_STEPS`` (50 rules per example) size it. A failure
 prints its shrunk rules and the seed that replays the run
 (``pytest --hypothesis-seed=N``); ``make soak`` runs many more examples.
@@ -22,7 +22,7 @@ from tasks.hbase import ClusterPair
 from tests.consistency.model import Model
 from tests.consistency.rig import rig
 
-EXAMPLES = int(os.environ.get("PINLATER_CONSISTENCY_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("PINLATER_CONSISTENCY_EXAMPLES", "100"))
 STEPS = int(os.environ.get("PINLATER_CONSISTENCY_STEPS", "50"))
 # Small enough that a few actions cross every limit: fan-out pages of 2
 # followers, follows that bring 2 pins, rename pages of 2.

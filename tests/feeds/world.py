@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +36,11 @@ from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
 from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2
 from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.clocks import skewed_env
 from tests.support.hbase import PREFIX as HBASE_PREFIX
 from tests.support.stores import settings_for
 from tests.support.tls import client_tls_env
-from tests.workers.harness import Processes, wait_until, worker_env
+from tests.workers.harness import Processes, wait_until, worker_args, worker_env
 
 FEED_TASKS = "tasks.feeds.tasks"
 # Every task module the world's workers run by default, and their queues.
@@ -80,10 +81,15 @@ class FeedWorld:
     workers: list[str] = field(default_factory=list)
     worker_queues: tuple[str, ...] = QUEUES  # what start_workers' workers consume
 
-    def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str) -> None:
-        for _ in range(count):
+    def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str,
+                      skews_ms: Sequence[int] = (), env: Mapping[str, str] | None = None) -> None:
+        """``count`` workers, with ``env`` over the world's; with ``skews_ms``,
+        the n-th one's clock is off the machine's by ``skews_ms[n %
+        len(skews_ms)]`` (a host of its own)."""
+        for i in range(count):
             name = f"feeds{len(self.workers) + 1}"
-            self.procs.worker(name, list(self.worker_queues), concurrency, *extra)
+            own = dict(env or {}, **(skewed_env(skews_ms[i % len(skews_ms)]) if skews_ms else {}))
+            self.procs.start(name, worker_args(name, list(self.worker_queues), concurrency, *extra), own)
             self.workers.append(name)
 
     def counts(self) -> dict[str, dict[str, int]]:

@@ -1,7 +1,8 @@
 """A rename of an account with many followers (``tests.scale``: 20,000 in
 ``make test``, 100,000 in ``make soak``) reaches every index that
 holds it, through chained rename jobs of 1,000 followers each on both
-clusters, and the old name no longer finds the account anywhere."""
+clusters, and the old name no longer finds the account anywhere; with the
+workers' and the renamer's clocks a second off the machine's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from tasks.appdata import generate, graph, mappings
 from tasks.appdata.generate import GraphSpec
+from tasks.appdata.store import now_ms
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER
 from tasks.hbase import ClusterPair
 from tasks.hbase.reads import prefix_filter, scan_range
@@ -21,6 +23,7 @@ from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.writer import put_entries
 from tests.feeds.world import FeedWorld, longest_run_ms
 from tests.scale import FOLLOWERS
+from tests.support.clocks import SKEW_MS
 from tests.typeahead.helpers import found
 
 
@@ -52,9 +55,11 @@ def test_a_rename_of_a_huge_account_reaches_every_index(world: FeedWorld) -> Non
     fans = {e.to_id for e in followers}
     assert holders(world.pair, "primary", "oldceleb", key) == fans
 
-    world.start_workers(concurrency=2)
+    # Workers a second ahead of and behind the machine's clock, the rename
+    # from an application process a second behind it.
+    world.start_workers(2, 1, skews_ms=(SKEW_MS, -SKEW_MS))
     started = time.monotonic()
-    world.contacts.rename(star, "Newceleb Starr")
+    world.contacts.rename(star, "Newceleb Starr", at_ms=now_ms() - SKEW_MS)
     counts = world.settle(300, f"the rename of an account with {FOLLOWERS:,} followers")
     elapsed = time.monotonic() - started
 

@@ -75,6 +75,12 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1,
         time.sleep(interval)
 
 
+def worker_args(name: str, queues: list[str], concurrency: int = 2, *extra: str) -> list[str]:
+    """``celery`` arguments of a test's worker consuming ``queues``."""
+    return ["worker", "-n", f"{name}@%h", "-Q", ",".join(queues), "-c", str(concurrency),
+            "--without-gossip", "--without-mingle", "-l", "info", *extra]
+
+
 class Processes:
     """Long-running child processes of one test."""
 
@@ -103,10 +109,7 @@ class Processes:
         return proc
 
     def worker(self, name: str, queues: list[str], concurrency: int = 2, *extra: str) -> subprocess.Popen[bytes]:
-        return self.start(name, [
-            "worker", "-n", f"{name}@%h", "-Q", ",".join(queues), "-c", str(concurrency),
-            "--without-gossip", "--without-mingle", "-l", "info", *extra,
-        ])
+        return self.start(name, worker_args(name, queues, concurrency, *extra))
 
     def restart(self, name: str) -> subprocess.Popen[bytes]:
         self.kill_group(name)
