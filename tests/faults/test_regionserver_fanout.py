@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from thriftpy2.rpc import make_client
 
-from bench.recovery import hbase
+from bench.recovery import THRIFT2_PORT, hbase, meta_server, wait_registered
 from tasks.appdata import generate, graph
 from tasks.appdata.generate import GraphSpec
 from tasks.appdata.store import AppData
@@ -33,10 +33,10 @@ from tasks.hbase import ClusterPair, ClusterPool, ensure_tables
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
 from tasks.hbase.tables import installed_tables
-from tests.feeds.helpers import rows_with_column
+from tests.feeds.helpers import all_followers, rows_with_column
 from tests.feeds.world import feed_world
 
-CHAOS_THRIFT, CHAOS_THRIFT2, CHAOS_RS_PORT = 19094, 19095, 16320  # scripts/hbase's chaos cluster
+CHAOS_THRIFT, CHAOS_THRIFT2, CHAOS_RS_PORT = 19094, THRIFT2_PORT, 16320  # scripts/hbase's chaos cluster
 FOLLOWERS = 3000
 PAGE = 100
 CASES = ["without_meta", "with_meta"]
@@ -57,22 +57,6 @@ def regions_by_server(table: bytes) -> dict[Server, int]:
         return out
     finally:
         client.close()
-
-
-def meta_server() -> Server:
-    client = _client()
-    try:
-        (location,) = client.getAllRegionLocations(b"hbase:meta")
-        return location.serverName.port, location.serverName.startCode
-    finally:
-        client.close()
-
-
-def wait_registered(limit_s: float = 120) -> None:
-    deadline = time.monotonic() + limit_s
-    while hbase("rs", "chaos", "list").count(", registered") != 3:
-        assert time.monotonic() < deadline, "the chaos cluster has fewer than three region servers registered"
-        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +82,11 @@ def test_a_fanout_survives_a_region_server_killed_midway(
     wait_registered()
     table = chaos_pair.primary.table_name(TABLE).encode()
     placed = regions_by_server(table)
-    meta = meta_server()
+    client = _client()
+    try:
+        meta = meta_server(client)
+    finally:
+        client.close()
     candidates = [s for s in placed if s != meta] if case == "without_meta" else [meta]
     assert candidates, f"no region server fits {case}: feed regions {placed}, meta on {meta}"
     victim = max(candidates, key=lambda s: placed.get(s, 0))
@@ -130,7 +118,7 @@ def test_a_fanout_survives_a_region_server_killed_midway(
             reached = {side: rows_with_column(chaos_pair, side, column) for side in ("primary", "standby")}
         finally:
             hbase("rs", "chaos", "start", number)
-    expected = set(followers_of(appdata, celebrity))
+    expected = set(all_followers(appdata, celebrity))
     assert len(expected) >= FOLLOWERS
     for side, rows in reached.items():
         assert set(rows) == expected, f"{side}: {len(set(rows) - expected)} extra, {len(expected - set(rows))} missing"
@@ -139,13 +127,3 @@ def test_a_fanout_survives_a_region_server_killed_midway(
           f"fan-out pages; the rest settled {settled_s:.1f} s later; {len(expected)} followers reached once "
           f"on both clusters")
 
-
-def followers_of(store: AppData, account: int) -> list[int]:
-    out: list[int] = []
-    cursor = None
-    while True:
-        page = graph.followers_of_user(store, account, limit=10_000, cursor=cursor)
-        out.extend(page.ids)
-        if page.next is None:
-            return out
-        cursor = page.next

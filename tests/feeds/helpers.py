@@ -143,3 +143,16 @@ def rows_with_column(pair: ClusterPair, cluster: str, qualifier: bytes) -> Count
         return found
 
     return pair[cluster].run(f"scan {TABLE} for {qualifier!r}", work)
+
+
+def all_followers(store: AppData, account: int, kind: str = "user") -> list[int]:
+    """Every follower of a user (``kind`` "user") or a board, from MySQL."""
+    walk = graph.followers_of_user if kind == "user" else graph.followers_of_board
+    out: list[int] = []
+    cursor = None
+    while True:
+        page = walk(store, account, limit=10_000, cursor=cursor)
+        out.extend(page.ids)
+        if page.next is None:
+            return out
+        cursor = page.next

@@ -18,7 +18,7 @@ from tasks.appdata.store import now_ms
 from tasks.feeds import queues
 from tasks.feeds.cells import qualifier
 from tasks.feeds.fanout import HUGE_PRIORITY
-from tests.feeds.helpers import rows_with_column
+from tests.feeds.helpers import all_followers, rows_with_column
 from tests.feeds.world import FeedWorld, longest_run_ms
 from tests.scale import FOLLOWERS
 from tests.support.clocks import SKEW_MS
@@ -38,11 +38,11 @@ def test_a_pin_of_a_huge_account_reaches_each_follower_exactly_once(world: FeedW
     # The board's followers: some also follow the celebrity (reached twice,
     # stored once), some do not.
     rng = random.Random(3)
-    fans = set(_all_followers(world, celebrity, "user"))
+    fans = set(all_followers(world.store, celebrity, "user"))
     others = [u for u in summary.user_ids if u not in fans and u != celebrity]
     for follower in rng.sample(sorted(fans), 300) + rng.sample(others, 200):
         graph.follow_board(store, follower, board)
-    expected = set(_all_followers(world, celebrity, "user")) | set(_all_followers(world, board, "board"))
+    expected = set(all_followers(world.store, celebrity, "user")) | set(all_followers(world.store, board, "board"))
     assert len(expected) >= FOLLOWERS + 200
     # Two workers a second ahead of and behind the machine's clock, and the
     # pin from an application process a second behind it: its time is
@@ -70,15 +70,3 @@ def test_a_pin_of_a_huge_account_reaches_each_follower_exactly_once(world: FeedW
     print(f"\nfan-out: {len(expected):,} feeds x 2 clusters in {elapsed:.1f} s; "
           f"longest job per queue (ms): {longest}")
     assert 0 < max(longest.values()) < LONGEST_JOB_MS
-
-
-def _all_followers(world: FeedWorld, account: int, kind: str) -> list[int]:
-    walk = graph.followers_of_user if kind == "user" else graph.followers_of_board
-    out: list[int] = []
-    cursor = None
-    while True:
-        page = walk(world.store, account, limit=10_000, cursor=cursor)
-        out.extend(page.ids)
-        if page.next is None:
-            return out
-        cursor = page.next
