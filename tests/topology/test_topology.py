@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.topology import Topology, TopologyError, start_echo
 from tests.support.topology import commands as topology_commands
-from tests.support.topology.reap import FREEZER_ROOT, our_cgroups, our_namespaces, reap_run
+from tests.support.topology.reap import FREEZER_ROOT, cgroup_pids, our_cgroups, our_namespaces, reap_run
 from tests.support.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -245,6 +245,20 @@ def test_pause_holds_a_request_until_resume(use_freezer: bool) -> None:
             assert not fault.active
             sock.settimeout(5)
             assert sock.recv(64) == b"while paused"
+
+
+def test_a_process_paused_the_moment_it_is_spawned_is_paused() -> None:
+    """spawn() returns once the process is in its host's cgroup: a pause
+    right after it cannot miss it, whatever the machine's load."""
+    with Topology(["s"], use_freezer=True) as topology:
+        cgroup = FREEZER_ROOT / topology.namespace("s")
+        sleepers = [topology.spawn("s", ["sleep", "30"]) for _ in range(5)]
+        assert {sleeper.pid for sleeper in sleepers} <= cgroup_pids(cgroup)
+        topology.pause("s")
+        # A task of a FROZEN cgroup is in the refrigerator: state D, never R or S.
+        states = {sleeper.pid: Path(f"/proc/{sleeper.pid}/stat").read_text().rpartition(")")[2].split()[0]
+                  for sleeper in sleepers}
+        assert set(states.values()) == {"D"}, states
 
 
 # ---------------------------------------------------------------- relay

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from tests.support.topology.commands import TopologyError
-from tests.support.topology.reap import FREEZER_ROOT
+from tests.support.topology.reap import FREEZER_ROOT, cgroup_pids
 
 STATE_WAIT_S = 5.0
 
@@ -40,7 +40,17 @@ class HostFreezer:
             (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
     def track(self, process: subprocess.Popen[bytes]) -> None:
+        """Keeps ``process`` for pause and resume; with the cgroup, returns
+        once it has joined (it joins itself, after fork: a pause before that
+        would miss it on a busy machine)."""
         self.groups.append(process)
+        if self.cgroup is None:
+            return
+        deadline = time.monotonic() + STATE_WAIT_S
+        while process.pid not in cgroup_pids(self.cgroup) and process.poll() is None:
+            if time.monotonic() > deadline:
+                raise TopologyError(f"process {process.pid} did not join {self.cgroup.name} within {STATE_WAIT_S:g}s")
+            time.sleep(0.005)
 
     def _set_state(self, state: str) -> None:
         assert self.cgroup is not None

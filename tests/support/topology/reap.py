@@ -140,6 +140,10 @@ def reap_run(run_prefix: str) -> list[str]:
                 if time.monotonic() > deadline:
                     stuck.append(f"cgroup {cgroup}")
                     break
+                # A process that joined after the pids were read (its owner
+                # died between spawning it and its joining) goes the same way.
+                thaw(cgroup)
+                kill_all(cgroup_pids(cgroup) - {os.getpid()}, timeout_s=0.2)
                 time.sleep(0.02)
     return stuck
 
