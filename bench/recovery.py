@@ -80,10 +80,12 @@ def _client(timeout_ms: int = CALL_TIMEOUT_MS) -> Any:
     return make_client(THRIFT2.THBaseService, "127.0.0.1", THRIFT2_PORT, timeout=timeout_ms)
 
 
-def hbase(*args: str, mttr: str | None = None) -> str:
+def hbase(*args: str, mttr: str | None = None, fs: str | None = None) -> str:
     env = dict(os.environ)
     if mttr is not None:
         env["PINLATER_HBASE_MTTR"] = mttr
+    if fs is not None:
+        env["PINLATER_HBASE_FS"] = fs
     done = subprocess.run([str(REPO / "scripts" / "hbase"), *args], env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     if done.returncode != 0:
@@ -238,7 +240,7 @@ def measure(case: str, victim_of: Callable[[Any, dict[int, Server]], Server], fa
             # it must stop itself, and whatever it took before must be kept.
             time.sleep(max(0.0, killed + PAUSE_S - time.monotonic()))
             hbase("rs", "chaos", "resume", rs)
-            _wait_gone(rs)
+            wait_gone(rs)
         time.sleep(1)
     regions = [reads.get(r) for r in orphans]
     writes = [None if t is None else t - killed for t in firsts]
@@ -258,7 +260,7 @@ def measure(case: str, victim_of: Callable[[Any, dict[int, Server]], Server], fa
 FAULTS = {"kill": "SIGKILLed", "crash": "SIGKILLed and forgot", "pause": f"paused {PAUSE_S} s"}
 
 
-def _wait_gone(rs: str, limit_s: float = 60) -> None:
+def wait_gone(rs: str, limit_s: float = 60) -> None:
     """Until the resumed server has stopped itself; SIGKILL if it will not."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -317,30 +319,41 @@ def audit(ledger: Ledger, case: str) -> dict[str, int]:
     return {"acked": len(rows), "attempted": len(ledger.attempted), "lost": lost, "extra": extra}
 
 
+# name, recovery settings, files, victim, fault, limit (s). The local cases
+# first, then those on HDFS, then HBase's defaults: a restart at each change.
+CASES: list[tuple[str, str, str, Callable[[Any, dict[int, Server]], Server], str, float]] = [
+    ("mttr", "tuned", "local", without_meta, "kill", 90),
+    ("mttr_meta", "tuned", "local", with_meta, "kill", 90),
+    ("mttr_crash", "tuned", "local", without_meta, "crash", 90),
+    ("mttr_pause", "tuned", "local", without_meta, "pause", 90),
+    ("mttr_hdfs", "tuned", "hdfs", without_meta, "kill", 90),
+    ("mttr_pause_hdfs", "tuned", "hdfs", without_meta, "pause", 90),
+    ("mttr_default", "default", "local", without_meta, "kill", 300),
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="the first case only, tuned settings (CI)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="leave the chaos cluster running")
+    parser.add_argument("--case", action="append", choices=[case[0] for case in CASES],
+                        help="only this case (repeatable)")
     args = parser.parse_args()
     result: dict[str, Any] = {}
     totals = {"acked": 0, "attempted": 0, "lost": 0, "extra": 0}
-    cases: list[tuple[str, str, Callable[[Any, dict[int, Server]], Server], str, float]] = [
-        ("mttr", "tuned", without_meta, "kill", 90)]
-    if not args.smoke:
-        cases += [("mttr_meta", "tuned", with_meta, "kill", 90), ("mttr_crash", "tuned", without_meta, "crash", 90),
-                  ("mttr_pause", "tuned", without_meta, "pause", 90),
-                  ("mttr_default", "default", without_meta, "kill", 300)]
+    chosen = args.case or ([CASES[0][0]] if args.smoke else [case[0] for case in CASES])
+    cases = [case for case in CASES if case[0] in chosen]
     current = None
     try:
-        for case, settings, victim_of, fault, limit in cases:
-            if settings != current:
+        for case, settings, fs, victim_of, fault, limit in cases:
+            if (settings, fs) != current:
                 t0 = time.monotonic()
-                hbase("up", "chaos", mttr=settings)
+                hbase("up", "chaos", mttr=settings, fs=fs)
                 make_table()
-                current = settings
-                print(f"chaos cluster ({settings} recovery settings) ready in {time.monotonic() - t0:.0f} s",
-                      flush=True)
+                current = (settings, fs)
+                print(f"chaos cluster ({settings} recovery settings, {fs} files) ready in "
+                      f"{time.monotonic() - t0:.0f} s", flush=True)
             wait_registered()
             ledger = Ledger()
             result[case] = measure(case, victim_of, fault, ledger, limit)

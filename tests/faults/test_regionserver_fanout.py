@@ -1,12 +1,17 @@
-"""A region server SIGKILLed in the middle of a fan-out. The primary is the
-``chaos`` cluster (``scripts/hbase up chaos``: ZooKeeper, a master and three
-region servers as JVMs of their own), whose feed table is split a region
-per shard over its servers; the standby is the tests' own. Workers fan a
-pin out to the followers of an account with thousands of them, in pages;
-after the first pages land, the region server holding the most feed
-regions and not ``hbase:meta``, or the one with it, is SIGKILLed. Its
-ZooKeeper session expires, the master reassigns its regions, and the feed
-writes that failed meanwhile are retried.
+"""A region server SIGKILLed, or paused for 60 s, in the middle of a
+fan-out. The primary is the ``chaos`` cluster on HDFS
+(``PINLATER_HBASE_FS=hdfs scripts/hbase up chaos``: ZooKeeper, a master,
+three region servers, a NameNode and a DataNode beside each region server,
+as JVMs of their own), whose feed table is split a region per shard over
+its servers; the standby is the tests' own. Workers fan a pin out to the
+followers of an account with thousands of them, in pages; after the first
+pages land, the region server holding the most feed regions and not
+``hbase:meta``, or the one with it, is SIGKILLed, or the one without it is
+paused with its DataNode (a hung host). Its ZooKeeper session expires, the
+master recovers the lease of its WAL and reassigns its regions, and the
+feed writes that failed meanwhile are retried. A paused one is woken after
+60 s, when its regions are long served elsewhere: it must stop itself
+without a write of its own landing.
 
 The ledger: the pin's cell in the row of every follower, exactly once, on
 both clusters, and in no other row; no job failed for good. ``make chaos``
@@ -23,7 +28,7 @@ from typing import Any
 import pytest
 from thriftpy2.rpc import make_client
 
-from bench.recovery import THRIFT2_PORT, hbase, meta_server, wait_registered
+from bench.recovery import PAUSE_S, THRIFT2_PORT, hbase, meta_server, wait_gone, wait_registered
 from tasks.appdata import generate, graph
 from tasks.appdata.generate import GraphSpec
 from tasks.appdata.store import AppData
@@ -39,7 +44,7 @@ from tests.feeds.world import feed_world
 CHAOS_THRIFT, CHAOS_THRIFT2, CHAOS_RS_PORT = 19094, THRIFT2_PORT, 16320  # scripts/hbase's chaos cluster
 FOLLOWERS = 3000
 PAGE = 100
-CASES = ["without_meta", "with_meta"]
+CASES = ["without_meta", "with_meta", "paused"]
 Server = tuple[int, int]  # (port, start code)
 
 
@@ -61,7 +66,7 @@ def regions_by_server(table: bytes) -> dict[Server, int]:
 
 @pytest.fixture(scope="module")
 def chaos_pair(pair: ClusterPair) -> Iterator[ClusterPair]:
-    hbase("up", "chaos")
+    hbase("up", "chaos", fs="hdfs")
     chaos = ClusterPool("primary", Address("127.0.0.1", CHAOS_THRIFT), call_timeout_s=20.0,
                         table_prefix=pair.primary.table_prefix, thrift2_address=Address("127.0.0.1", CHAOS_THRIFT2))
     made = ClusterPair(chaos, pair.standby)
@@ -87,7 +92,7 @@ def test_a_fanout_survives_a_region_server_killed_midway(
         meta = meta_server(client)
     finally:
         client.close()
-    candidates = [s for s in placed if s != meta] if case == "without_meta" else [meta]
+    candidates = [meta] if case == "with_meta" else [s for s in placed if s != meta]
     assert candidates, f"no region server fits {case}: feed regions {placed}, meta on {meta}"
     victim = max(candidates, key=lambda s: placed.get(s, 0))
     assert placed.get(victim, 0) >= 1, f"the victim {victim} holds no feed region: {placed}"
@@ -109,11 +114,18 @@ def test_a_fanout_survives_a_region_server_killed_midway(
             assert time.monotonic() < deadline, f"no fan-out page in 120 s: {world.counts()}"
             time.sleep(0.1)
         pages_before = world.counts()[queues.FANOUT]["succeeded"]
-        hbase("rs", "chaos", "kill", number)
+        fault = "pause" if case == "paused" else "kill"
+        hbase("rs", "chaos", fault, number)
         killed = time.monotonic()
         try:
-            world.settle(300, f"the fan-out after rs{number} was killed")
+            world.settle(300, f"the fan-out after rs{number} was {fault}d")
             settled_s = time.monotonic() - killed
+            if fault == "pause":
+                # Settled while it sleeps; woken, it finds itself dead and stops.
+                time.sleep(max(0.0, killed + PAUSE_S - time.monotonic()))
+                hbase("rs", "chaos", "resume", number)
+                wait_gone(number)
+                world.settle(60, "anything the woken region server set off")
             assert world.failed_jobs() == {}
             reached = {side: rows_with_column(chaos_pair, side, column) for side in ("primary", "standby")}
         finally:
@@ -123,7 +135,8 @@ def test_a_fanout_survives_a_region_server_killed_midway(
     for side, rows in reached.items():
         assert set(rows) == expected, f"{side}: {len(set(rows) - expected)} extra, {len(expected - set(rows))} missing"
         assert set(rows.values()) == {1}, f"{side}: a pin stored twice in a row"
-    print(f"\n{case}: rs{number} ({placed[victim]} feed regions) SIGKILLed after {pages_before} of {pages} "
+    done = f"paused {PAUSE_S} s" if case == "paused" else "SIGKILLed"
+    print(f"\n{case}: rs{number} ({placed[victim]} feed regions) {done} after {pages_before} of {pages} "
           f"fan-out pages; the rest settled {settled_s:.1f} s later; {len(expected)} followers reached once "
           f"on both clusters")
 
