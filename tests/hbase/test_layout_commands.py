@@ -21,6 +21,7 @@ def _hbase(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("env", "message"), [
     ({"PINLATER_HBASE_LAYOUT": "sharded"}, "PINLATER_HBASE_LAYOUT: must be standalone or distributed, not 'sharded'"),
     ({"PINLATER_HBASE_MTTR": "fast"}, "PINLATER_HBASE_MTTR: must be tuned or default, not 'fast'"),
+    ({"PINLATER_HBASE_FS": "nfs"}, "PINLATER_HBASE_FS: must be local or hdfs, not 'nfs'"),
 ])
 def test_a_bad_setting_is_one_line(env: dict[str, str], message: str) -> None:
     done = _hbase("status", **env)
