@@ -4,6 +4,7 @@ core-microseconds, measured here; and the hosts a target load needs.
     python bench/capacity.py measure [--feeds FILE] [--typeahead FILE] [--json FILE] [--smoke]
     python bench/capacity.py plan [--costs FILE] --jobs 10000 --pins 1000 --followers 1000 \\
         --feed-reads 20000 --lookups 5000 [--host-cores 16] [--utilisation 0.6]
+    python bench/capacity.py check [--host-cores 0.25] [--seconds 20] [--json FILE] [--smoke]
 
 ``measure`` runs the job lifecycle itself (enqueue, dequeue and ACK in
 batches of 100 through the in-process client, on a Redis shard and on a
@@ -19,6 +20,14 @@ is the committed run ``plan`` uses by default.
 cores into hosts: ``ceil(cores / (host cores x utilisation)) + 1`` for a
 failure, with the single-threaded Redis held to one core a shard. See
 docs/capacity.md.
+
+``check`` tests the model at two sizes on the topology harness (network
+namespaces, tests/support/topology; root): a Redis shard on a host of its
+own, and one worker host, then two, each held to ``--host-cores`` of a core
+by a CPU quota, running the job lifecycle flat out. The model says a worker
+host does ``host cores / (clients' core-µs a job)`` jobs a second, the cost
+measured as ``measure`` does in the same run, and two do twice that; it
+prints what each size did against it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -184,6 +194,85 @@ def plan(costs: dict[str, dict[str, float]], rates: dict[str, float], host_cores
         "total_hosts": sum(role["hosts"] for role in roles.values())}
 
 
+def run_client(args: argparse.Namespace) -> None:
+    """One worker host's share of ``check``: the lifecycle in batches until
+    ``--seconds`` pass, then one JSON line of jobs, seconds and CPU."""
+    from pinlater import JobService, Settings
+    from pinlater.settings import parse_shards
+
+    settings = Settings(shards=parse_shards(f"s1={args.redis}/0"), control_url=f"{args.redis}/1")
+    with JobService.from_settings(settings, source=f"capacity-{os.getpid()}") as client:
+        client.create_queue(args.queue)
+        enqueue_all(client, args.queue, 1000, BATCH)  # warm: connections, scripts
+        drain_all(client, args.queue, 1000, BATCH)
+        jobs = 0
+        cpu0, started = time.process_time(), time.perf_counter()
+        while time.perf_counter() - started < args.seconds:
+            enqueue_all(client, args.queue, BATCH * 10, BATCH)
+            jobs += drain_all(client, args.queue, BATCH * 10, BATCH)
+        print(json.dumps({"jobs": jobs, "seconds": time.perf_counter() - started,
+                          "cpu_s": time.process_time() - cpu0}), flush=True)
+
+
+def run_check(args: argparse.Namespace) -> None:
+    from tests.support.topology import Topology
+
+    committed = json.loads(args.costs.read_text())["units"]["job"]["clients"]
+    seconds = 3.0 if args.smoke else args.seconds
+    workers = ("w1", "w2")
+    result: dict[str, Any] = {"host_cores": args.host_cores, "seconds": seconds,
+                              "committed_clients_core_us_per_job": committed, "sizes": {}}
+    # w0 has no quota: the cost a job has for its client, measured in the
+    # same run and the same way as the capped hosts run (the machine's speed
+    # drifts from day to day; the committed cost is reported beside it).
+    with Topology(["redis", "w0", *workers], cpu={name: args.host_cores for name in workers}) as topo:
+        address = topo.address("redis")
+        topo.spawn("redis", ["redis-server", "--bind", address, "--port", "6379", "--save", "", "--appendonly", "no",
+                             "--protected-mode", "no"], stdout=subprocess.DEVNULL)
+        url = f"redis://{address}:6379"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with topo.connect(workers[0], (address, 6379), timeout_s=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("error: the topology's Redis did not answer within 10 s") from None
+                time.sleep(0.1)
+        def run(hosts: tuple[str, ...]) -> list[dict[str, float]]:
+            clients = [topo.spawn(host, [sys.executable, str(Path(__file__).resolve()), "client", "--redis", url,
+                                         "--queue", f"check_{host}", "--seconds", str(seconds)],
+                                  stdout=subprocess.PIPE, text=True, cwd=REPO) for host in hosts]
+            reports = []
+            for client in clients:
+                out, _ = client.communicate(timeout=seconds + 120)
+                if client.returncode != 0:
+                    raise SystemExit(f"error: a worker host's client exited {client.returncode}")
+                reports.append(json.loads(out.strip().splitlines()[-1]))
+            return reports
+
+        (free,) = run(("w0",))
+        client_us = round(free["cpu_s"] * 1e6 / free["jobs"], 1)
+        per_host = args.host_cores * 1e6 / client_us
+        result["clients_core_us_per_job"] = client_us
+        print(f"a job costs its client {client_us:g} core-µs, measured on a host without a quota "
+              f"({committed:g} in {args.costs.name})", flush=True)
+        for size in (1, 2):
+            reports = run(workers[:size])
+            rate = sum(r["jobs"] / r["seconds"] for r in reports)
+            model = per_host * size
+            result["sizes"][str(size)] = {
+                "jobs_per_s": round(rate), "model_jobs_per_s": round(model),
+                "measured_over_model": round(rate / model, 2),
+                "client_cores": round(sum(r["cpu_s"] / r["seconds"] for r in reports), 3)}
+            print(f"{size} worker host{'s' if size > 1 else ''} of {args.host_cores:g} core: {rate:,.0f} jobs/s, "
+                  f"the model {model:,.0f} ({rate / model:.2f} of it)", flush=True)
+    one, two = (result["sizes"][k]["jobs_per_s"] for k in ("1", "2"))
+    result["doubling"] = round(two / one, 2) if one else None
+    print(f"two worker hosts did {result['doubling']}x one; the model says 2x", flush=True)
+    write_json(args.json, result)
+
+
 def run_plan(args: argparse.Namespace) -> None:
     measured = json.loads(args.costs.read_text())
     # A pin reaches each follower's feed in both clusters: two cells.
@@ -229,8 +318,24 @@ def main() -> None:
     p.add_argument("--utilisation", type=float, default=0.6, help="the share of a host's cores to plan for")
     p.add_argument("--backlog-minutes", type=float, default=10.0)
     p.add_argument("--json", type=Path)
+    c = sub.add_parser("check", help="the model against one and two CPU-capped worker hosts (root)")
+    c.add_argument("--costs", type=Path, default=COSTS)
+    c.add_argument("--host-cores", type=float, default=0.25, help="each worker host's share of a core")
+    c.add_argument("--seconds", type=float, default=20.0, help="how long each size runs")
+    c.add_argument("--smoke", action="store_true", help="3 s a size (CI)")
+    c.add_argument("--json", type=Path)
+    w = sub.add_parser("client", help=argparse.SUPPRESS)
+    w.add_argument("--redis", required=True)
+    w.add_argument("--queue", required=True)
+    w.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args()
-    if args.command == "plan":
+    if args.command == "check":
+        if not 0.05 <= args.host_cores <= 1 or not 1 <= args.seconds <= 600:
+            parser.error("--host-cores must be 0.05 to 1, --seconds 1 to 600")
+        run_check(args)
+    elif args.command == "client":
+        run_client(args)
+    elif args.command == "plan":
         bad = [name for name in ("jobs", "mysql_jobs", "pins", "followers", "feed_reads", "lookups", "backlog_minutes")
                if not 0 <= getattr(args, name) < 1e12]
         if bad or not 0 < args.utilisation <= 1 or not 1 <= args.host_cores <= 4096:

@@ -63,3 +63,18 @@ def test_capacity_measure_smoke(servers: None, tmp_path: Path) -> None:
     assert report["units"]["job_mysql"]["mariadb"] > 0
     assert report["machine"]["cores"] >= 1 and report["jobs"] == 5_000
     assert "job " in stdout
+
+
+@pytest.mark.slow
+def test_capacity_check_smoke(servers: None, tmp_path: Path) -> None:
+    """The model against one and two CPU-capped worker hosts of the topology
+    harness, a Redis of its own; here only that it runs and reports (on a
+    busy machine the quotas are not what limits the hosts)."""
+    stdout, report = run_smoke("capacity.py", tmp_path, extra=["check"])
+    assert set(report["sizes"]) == {"1", "2"}
+    for size in ("1", "2"):
+        measured = report["sizes"][size]
+        assert measured["jobs_per_s"] > 0 and measured["model_jobs_per_s"] > 0
+        assert measured["client_cores"] <= int(size) * report["host_cores"] * 1.2  # the quota holds
+    assert abs(report["sizes"]["2"]["model_jobs_per_s"] - 2 * report["sizes"]["1"]["model_jobs_per_s"]) <= 1
+    assert report["doubling"] > 0 and "the model says 2x" in stdout

@@ -261,6 +261,25 @@ def test_a_process_paused_the_moment_it_is_spawned_is_paused() -> None:
         assert set(states.values()) == {"D"}, states
 
 
+def test_a_host_given_a_fifth_of_a_core_gets_about_that() -> None:
+    with Topology(["slow", "free"], cpu={"slow": 0.2}) as topology:
+        spinners = {host: topology.spawn(host, ["sh", "-c", "while :; do :; done"]) for host in topology.hosts}
+        before = {host: cpu_seconds(p.pid) for host, p in spinners.items()}
+        time.sleep(2)
+        used = {host: cpu_seconds(p.pid) - before[host] for host, p in spinners.items()}
+        # 0.4 s of CPU in 2 s at most (the quota is enforced every 100 ms); the
+        # unlimited spinner, sharing the machine's cores, gets far more.
+        assert 0.1 <= used["slow"] <= 0.45, used
+        assert used["free"] > 2 * used["slow"], used
+    with pytest.raises(TopologyError, match=r"not between 0\.01"):
+        Topology(["a"], cpu={"a": 0})
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ---------------------------------------------------------------- relay
 
 

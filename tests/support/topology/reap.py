@@ -22,6 +22,7 @@ from tests.support.topology.netns import NETNS_DIR
 
 PREFIX = "pltopo"
 FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # a host's CPU quota (Topology's ``cpu``)
 NAME = re.compile(rf"^({PREFIX}-(\d+)-(\d+)-\d+)-[a-z][a-z0-9]*$")
 KILL_WAIT_S = 5.0
 
@@ -53,10 +54,13 @@ def our_namespaces() -> list[str]:
 
 
 def our_cgroups() -> list[Path]:
-    try:
-        return sorted(path for path in FREEZER_ROOT.iterdir() if NAME.match(path.name) and path.is_dir())
-    except OSError:
-        return []
+    found = []
+    for root in (FREEZER_ROOT, CPU_ROOT):
+        try:
+            found += [path for path in root.iterdir() if NAME.match(path.name) and path.is_dir()]
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def pids_in(namespaces: list[str]) -> set[int]:

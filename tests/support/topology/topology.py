@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +24,7 @@ from tests.support.topology import rules
 from tests.support.topology.commands import TopologyError, preflight, run
 from tests.support.topology.freezer import HostFreezer, freezer_usable
 from tests.support.topology.netns import socket_in
-from tests.support.topology.reap import FREEZER_ROOT, reap_orphans, reap_run, run_name
+from tests.support.topology.reap import CPU_ROOT, FREEZER_ROOT, reap_orphans, reap_run, run_name
 from tests.support.topology.relay import Relay
 
 REPO = Path(__file__).resolve().parents[3]
@@ -63,7 +63,11 @@ class Topology:
     without closing it, its janitor removes them at once, and the next
     Topology built on the machine removes whatever a dead owner left."""
 
-    def __init__(self, hosts: Sequence[str], *, use_freezer: bool | None = None) -> None:
+    def __init__(self, hosts: Sequence[str], *, use_freezer: bool | None = None,
+                 cpu: Mapping[str, float] | None = None) -> None:
+        """``cpu``: hosts given a share of the machine's cores (0.25: a
+        quarter of one), a slow host or a small one, for every process
+        spawned in it."""
         preflight()
         names = list(hosts)
         bad = [name for name in names if not HOST_NAME.match(name) or name == "fabric"]
@@ -81,6 +85,7 @@ class Topology:
         self._relays: list[Relay] = []
         self._processes: list[subprocess.Popen[Any]] = []
         self._closed = False
+        self._cpu: dict[str, Path] = {}
         # Started first, so no moment exists where a SIGKILL leaves something
         # behind that nobody will reap before the next topology.
         self._janitor = subprocess.Popen([sys.executable, "-m", "tests.support.topology.janitor", self.run],
@@ -91,6 +96,8 @@ class Topology:
             if cgroups and not freezer_usable():
                 raise TopologyError(f"no writable cgroup v1 freezer at {FREEZER_ROOT}: pass use_freezer=False")
             self._freezers = {name: HostFreezer(self.namespace(name), cgroups) for name in names}
+            for name, cores in (cpu or {}).items():
+                self._limit_cpu(name, cores)
             self._build()
         except BaseException:
             self.close()
@@ -114,6 +121,19 @@ class Topology:
         if host not in self.hosts:
             raise TopologyError(f"no host {host!r} in this topology (hosts: {', '.join(self.hosts)})")
 
+    def _limit_cpu(self, host: str, cores: float) -> None:
+        self._check(host)
+        if not 0.01 <= cores <= (os.cpu_count() or 1):
+            raise TopologyError(f"cpu for {host}: {cores} is not between 0.01 and the machine's {os.cpu_count()} cores")
+        if not os.access(CPU_ROOT, os.W_OK):
+            raise TopologyError(f"no writable cgroup v1 cpu controller at {CPU_ROOT}: a host's cores cannot be limited")
+        cgroup = CPU_ROOT / self.namespace(host)
+        cgroup.mkdir(exist_ok=True)
+        period_us = 100_000
+        (cgroup / "cpu.cfs_period_us").write_text(str(period_us))
+        (cgroup / "cpu.cfs_quota_us").write_text(str(round(cores * period_us)))
+        self._cpu[host] = cgroup
+
     def _build(self) -> None:
         namespaces = [self.fabric, *(self.namespace(host) for host in self.hosts)]
         run(["ip", "-batch", "-"], stdin="".join(f"netns add {name}\n" for name in namespaces))
@@ -135,10 +155,13 @@ class Topology:
         self._check(host)
         freezer = self._freezers[host]
         command = ["ip", "netns", "exec", self.namespace(host), *argv]
-        if freezer.cgroup is not None:
-            # Joins the cgroup before exec, so nothing it runs escapes a pause;
-            # a shell rather than preexec_fn, which is unsafe beside threads.
-            command = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(freezer.cgroup / "cgroup.procs"), *command]
+        # Joins its cgroups before exec, so nothing it runs escapes a quota or
+        # a pause (the freezer's last: spawn returns once it is in that one);
+        # a shell rather than preexec_fn, which is unsafe beside threads.
+        cgroups = [group / "cgroup.procs" for group in (self._cpu.get(host), freezer.cgroup) if group is not None]
+        if cgroups:
+            command = ["sh", "-c", 'IFS=:; for f in $0; do echo $$ > "$f" || exit 125; done; exec "$@"',
+                       ":".join(map(str, cgroups)), *command]
         popen_kwargs.setdefault("start_new_session", True)
         process: subprocess.Popen[Any] = subprocess.Popen(command, **popen_kwargs)
         freezer.track(process)
