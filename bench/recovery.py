@@ -34,7 +34,9 @@ for (``extra``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -54,6 +56,7 @@ from bench.results import write_json  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 
 THRIFT2_PORT = 19095  # the chaos cluster's (scripts/hbase)
+NAMENODE_WEB = ("127.0.0.1", 18321)  # its NameNode's web server, when on HDFS
 REGIONS = 12
 TABLE = b"recovery"
 FAMILY = b"f"
@@ -284,6 +287,37 @@ def with_meta(client: Any, placed: dict[int, Server]) -> Server:
     return meta_server(client)
 
 
+def hdfs_health() -> dict[str, int] | None:
+    """The chaos cluster's HDFS: live DataNodes, and blocks with fewer
+    replicas than asked, missing, or being copied; None when it runs on
+    the local filesystem."""
+    query = "/jmx?qry=Hadoop:service=NameNode,name=FSNamesystem*"
+    try:
+        with socket.create_connection(NAMENODE_WEB, timeout=5) as sock:
+            sock.sendall(f"GET {query} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+            reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    except ConnectionRefusedError:
+        return None
+    beans = {k: v for bean in json.loads(reply.partition(b"\r\n\r\n")[2])["beans"] for k, v in bean.items()}
+    return {"live_datanodes": beans["NumLiveDataNodes"], "under_replicated": beans["UnderReplicatedBlocks"],
+            "missing": beans["MissingBlocks"], "pending_copies": beans["PendingReplicationBlocks"]}
+
+
+def wait_hdfs_healthy(limit_s: float = 180) -> None:
+    """On HDFS, until every DataNode is live and every block has its
+    replicas again: failures staged one after another are then independent,
+    as a team would let the last one be repaired first (with two replicas on
+    three DataNodes, a second host lost before the first's blocks are copied
+    can hold a block's only replica)."""
+    deadline = time.monotonic() + limit_s
+    while (health := hdfs_health()) is not None:
+        if health["live_datanodes"] == 3 and health["under_replicated"] == health["missing"] == 0:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: HDFS not healthy within {limit_s:.0f} s: {health}")
+        time.sleep(1)
+
+
 def wait_registered(limit_s: float = 120) -> None:
     """Wait until three region servers are registered (the restarted one too)."""
     deadline = time.monotonic() + limit_s
@@ -355,6 +389,7 @@ def main() -> None:
                 print(f"chaos cluster ({settings} recovery settings, {fs} files) ready in "
                       f"{time.monotonic() - t0:.0f} s", flush=True)
             wait_registered()
+            wait_hdfs_healthy()
             ledger = Ledger()
             result[case] = measure(case, victim_of, fault, ledger, limit)
             result[case]["settings"] = settings
