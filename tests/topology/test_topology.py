@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.topology import Topology, TopologyError, start_echo
 from tests.support.topology import commands as topology_commands
-from tests.support.topology.reap import FREEZER_ROOT, cgroup_pids, our_cgroups, our_namespaces, reap_run
+from tests.support.topology.reap import CPU_ROOT, FREEZER_ROOT, cgroup_pids, our_cgroups, our_namespaces, reap_run
 from tests.support.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,16 +261,19 @@ def test_a_process_paused_the_moment_it_is_spawned_is_paused() -> None:
         assert set(states.values()) == {"D"}, states
 
 
-def test_a_host_given_a_fifth_of_a_core_gets_about_that() -> None:
-    with Topology(["slow", "free"], cpu={"slow": 0.2}) as topology:
-        spinners = {host: topology.spawn(host, ["sh", "-c", "while :; do :; done"]) for host in topology.hosts}
-        before = {host: cpu_seconds(p.pid) for host, p in spinners.items()}
+def test_a_host_given_a_fifth_of_a_core_gets_at_most_that() -> None:
+    with Topology(["slow"], cpu={"slow": 0.2}) as topology:
+        cgroup = CPU_ROOT / topology.namespace("slow")
+        assert (cgroup / "cpu.cfs_quota_us").read_text().strip() == "20000"
+        spinner = topology.spawn("slow", ["sh", "-c", "while :; do :; done"])
+        assert spinner.pid in cgroup_pids(cgroup)
+        before = cpu_seconds(spinner.pid)
         time.sleep(2)
-        used = {host: cpu_seconds(p.pid) - before[host] for host, p in spinners.items()}
-        # 0.4 s of CPU in 2 s at most (the quota is enforced every 100 ms); the
-        # unlimited spinner, sharing the machine's cores, gets far more.
-        assert 0.1 <= used["slow"] <= 0.45, used
-        assert used["free"] > 2 * used["slow"], used
+        used = cpu_seconds(spinner.pid) - before
+        # 0.4 s of CPU in 2 s at most (the quota is enforced every 100 ms),
+        # where an idle machine gives a spinner 2 s; a busy one may give it
+        # less than its quota, so only the cap is checked.
+        assert 0 < used <= 0.45, used
     with pytest.raises(TopologyError, match=r"not between 0\.01"):
         Topology(["a"], cpu={"a": 0})
 
