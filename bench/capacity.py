@@ -26,8 +26,8 @@ namespaces, tests/support/topology; root): a Redis shard on a host of its
 own, and one worker host, then two, each held to ``--host-cores`` of a core
 by a CPU quota, running the job lifecycle flat out. The model says a worker
 host does ``host cores / (clients' core-µs a job)`` jobs a second, the cost
-measured as ``measure`` does in the same run, and two do twice that; it
-prints what each size did against it.
+measured in the same run by the same lifecycle on a host without a quota,
+and two do twice that; it prints what each size did against it.
 """
 
 from __future__ import annotations

@@ -18,16 +18,21 @@ The worst region is the figure. Cases: ``mttr`` (a region server without
 the death when the session expires: a host dying), ``mttr_meta`` (the one
 with ``hbase:meta``: meta is recovered first), ``mttr_crash`` (the process
 dies but its host lives on: the node is deleted at once, as HBase's own
-launcher does) and ``mttr_default`` (the first case with HBase's and
-ZooKeeper's default settings, measured in the same run). After each case
-the server is started again.
+launcher does), ``mttr_pause`` (SIGSTOP for 60 s, then woken),
+``mttr_hdfs`` and ``mttr_pause_hdfs`` (the kill and the pause on the
+cluster restarted on HDFS, ``PINLATER_HBASE_FS=hdfs``: the region server's
+DataNode goes with it, as a host) and ``mttr_default`` (the first case with
+HBase's and ZooKeeper's default settings, measured in the same run). After
+each case the server is started again; on HDFS the next case waits until
+every block has its replicas again.
 
 The ledger: every acknowledged put is read back (``lost``: missing or
 different), and a scan of the table finds every row no put was attempted
 for (``extra``).
 
-    python bench/recovery.py                  # every case (~6 minutes)
+    python bench/recovery.py                  # every case (8-11 minutes)
     python bench/recovery.py --smoke          # mttr only (CI)
+    python bench/recovery.py --case mttr_hdfs --case mttr_pause_hdfs
     python bench/recovery.py --json out.json
 """
 
@@ -36,11 +41,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,7 +62,7 @@ from bench.results import write_json  # noqa: E402
 from tasks.hbase.idl import THRIFT2  # noqa: E402
 
 THRIFT2_PORT = 19095  # the chaos cluster's (scripts/hbase)
-NAMENODE_WEB = ("127.0.0.1", 18321)  # its NameNode's web server, when on HDFS
+NAMENODE_WEB = "http://127.0.0.1:18321"  # its NameNode's web server, when on HDFS
 REGIONS = 12
 TABLE = b"recovery"
 FAMILY = b"f"
@@ -291,14 +297,15 @@ def hdfs_health() -> dict[str, int] | None:
     """The chaos cluster's HDFS: live DataNodes, and blocks with fewer
     replicas than asked, missing, or being copied; None when it runs on
     the local filesystem."""
-    query = "/jmx?qry=Hadoop:service=NameNode,name=FSNamesystem*"
     try:
-        with socket.create_connection(NAMENODE_WEB, timeout=5) as sock:
-            sock.sendall(f"GET {query} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
-            reply = b"".join(iter(lambda: sock.recv(65536), b""))
-    except ConnectionRefusedError:
-        return None
-    beans = {k: v for bean in json.loads(reply.partition(b"\r\n\r\n")[2])["beans"] for k, v in bean.items()}
+        with urllib.request.urlopen(f"{NAMENODE_WEB}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystem*",
+                                    timeout=5) as reply:
+            found = json.load(reply)["beans"]
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, ConnectionRefusedError):
+            return None
+        raise
+    beans = {k: v for bean in found for k, v in bean.items()}
     return {"live_datanodes": beans["NumLiveDataNodes"], "under_replicated": beans["UnderReplicatedBlocks"],
             "missing": beans["MissingBlocks"], "pending_copies": beans["PendingReplicationBlocks"]}
 
