@@ -24,12 +24,12 @@ from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.cli_runner import ErrorStyle, run
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
-from pinlater.limits import MAX_DEQUEUE_RATE
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.migrate import add_migrate_command
 from pinlater.models import Job, JobInfo
 from pinlater.observe.trace_tree import add_trace_command
 from pinlater.operators import Monitor
-from pinlater.queue_config import check_rate
+from pinlater.queue_config import QueueConfig, check_max_running, check_rate
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.states import JobState
@@ -66,6 +66,7 @@ def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
         else:
             rate = "unlimited" if config.max_dequeue_rate is None else f"{config.max_dequeue_rate:g}/s"
         rows.append({"queue": name, "priorities": config.priorities, "rate": rate,
+                     "max_running": "unlimited" if config.max_running is None else config.max_running,
                      "claim_timeout_ms": config.claim_timeout_ms, "retry": config.retry.kind})
     return rows
 
@@ -155,6 +156,16 @@ def cmd_set_rate(c: JobService, a: argparse.Namespace) -> Any:
     return json.loads(c.set_rate(a.queue, a.rate).to_json())
 
 
+def cmd_set_concurrency(c: JobService, a: argparse.Namespace) -> Any:
+    return _with_running(c, c.set_concurrency(a.queue, a.max_running))
+
+
+def _with_running(c: JobService, config: QueueConfig) -> dict[str, Any]:
+    """A config as JSON, with its cap (null: none) and the jobs running now."""
+    return {**json.loads(config.to_json()), "max_running": config.max_running,
+            "running": c.count(config.name, JobState.RUNNING)}
+
+
 def cmd_pause(c: JobService, a: argparse.Namespace) -> Any:
     return json.loads(c.pause(a.queue).to_json())
 
@@ -164,7 +175,7 @@ def cmd_resume(c: JobService, a: argparse.Namespace) -> Any:
 
 
 def cmd_config(c: JobService, a: argparse.Namespace) -> Any:
-    return json.loads(c.queue_config(a.queue, fresh=True).to_json())
+    return _with_running(c, c.queue_config(a.queue, fresh=True))
 
 
 def cmd_shards(c: JobService, a: argparse.Namespace) -> Any:
@@ -206,6 +217,19 @@ def _rate(text: str) -> float | None:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a rate: give jobs per second from 0 to {MAX_DEQUEUE_RATE:g}, or 'unlimited'"
+        ) from exc
+
+
+def _cap(text: str) -> int | None:
+    """A concurrency cap: a whole number of jobs from 1, or 'unlimited'."""
+    if text.strip().lower() in ("unlimited", "none"):
+        return None
+    try:
+        return check_max_running(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a concurrency cap: give a whole number of jobs from 1 to {MAX_RUNNING_CAP}, "
+            "or 'unlimited'"
         ) from exc
 
 
@@ -273,6 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
     p.add_argument("queue")
     p.add_argument("rate", type=_rate)
+    p = add("set-concurrency", cmd_set_concurrency,
+            "set how many jobs of a queue may run at once, over every worker and shard (N, or 'unlimited')")
+    p.add_argument("queue")
+    p.add_argument("max_running", type=_cap, metavar="N|unlimited")
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")

@@ -37,6 +37,7 @@ class PinLaterClient(Protocol):
         retry: RetryPolicy | None = None,
         succeeded_retention_ms: int | None = None,
         failed_retention_ms: int | None = None,
+        max_running: int | None = None,
     ) -> QueueConfig: ...
 
     def delete_queue(self, name: str, password: str | None) -> None: ...
@@ -50,6 +51,10 @@ class PinLaterClient(Protocol):
     # The switches every client has the same way: one change of update_queue.
     def set_rate(self, name: str, jobs_per_second: float | None) -> QueueConfig:
         return self.update_queue(name, max_dequeue_rate=jobs_per_second)
+
+    def set_concurrency(self, name: str, max_running: int | None) -> QueueConfig:
+        """At most ``max_running`` jobs of the queue RUNNING at once (None: no cap)."""
+        return self.update_queue(name, max_running=max_running)
 
     def pause(self, name: str) -> QueueConfig:
         return self.update_queue(name, paused=True)

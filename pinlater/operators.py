@@ -24,7 +24,8 @@ from pinlater.engine.core import Core
 from pinlater.engine.counters import DEQUEUED, ENQUEUED, EVENTS, FAILED, SUCCEEDED, current_minute
 from pinlater.engine.reads import count_on, to_info
 from pinlater.engine.shards import ShardHealth
-from pinlater.errors import ConfigUnreadable, InvalidRequest, QueueNotFound
+from pinlater.engine.slots import Reconciled
+from pinlater.errors import ConfigUnreadable, InvalidRequest, PinLaterError, QueueNotFound
 from pinlater.limits import MAX_PRIORITIES
 from pinlater.models import JobInfo
 from pinlater.observe.metrics import prometheus_text
@@ -171,6 +172,14 @@ class Operators:
             lambda b: b.expire_claims(config.name, priority, config.claim_timeout_ms, limit),
         )
 
+    def reconcile_slots(self, config: QueueConfig) -> Reconciled | None:
+        """A capped queue's slots made to match its running jobs
+        (``pinlater.engine.slots``), after the claims have expired; None for
+        a queue without a cap, which has no slots."""
+        if config.max_running is None:
+            return None
+        return self.core.slots.reconcile(config)
+
     def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
         """Deletes up to ``limit`` jobs in terminal ``state`` older than the
         queue's retention for that state on one shard; returns how many."""
@@ -196,6 +205,8 @@ class MonitorStats:
     claims_failed: int = 0
     succeeded_collected: int = 0
     failed_collected: int = 0
+    slots_freed: int = 0
+    slots_added: int = 0
     shards_skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -205,6 +216,8 @@ class MonitorStats:
             "claims_failed": self.claims_failed,
             "succeeded_collected": self.succeeded_collected,
             "failed_collected": self.failed_collected,
+            "slots_freed": self.slots_freed,
+            "slots_added": self.slots_added,
             "shards_skipped": list(self.shards_skipped),
             "errors": list(self.errors),
         }
@@ -239,6 +252,8 @@ class Monitor:
             except ShardUnavailable as exc:
                 stats.shards_skipped.append(shard_id)
                 stats.errors.append(f"shard {shard_id}: {exc}")
+        for config in configs.values():
+            self._reconcile(config, stats)
         log.info("monitor pass: %s", stats.as_dict())
         return stats
 
@@ -249,6 +264,17 @@ class Monitor:
             stats.claims_failed += expired.failed
             if expired.repended + expired.failed < BATCH:
                 return
+
+    def _reconcile(self, config: QueueConfig, stats: MonitorStats) -> None:
+        try:
+            done = self.operators.reconcile_slots(config)
+        except PinLaterError as exc:
+            stats.errors.append(f"slots of {config.name}: {exc}")
+            return
+        if done is None:
+            return
+        stats.slots_freed += done.freed + done.reservations_freed
+        stats.slots_added += done.added
 
     def _gc(self, shard_id: str, config: QueueConfig, priority: int, state: JobState) -> int:
         total = 0

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pinlater.errors import ConfigUnreadable, QueueNameInvalid, QueueNameTooLong
-from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES, MAX_RUNNING_CAP
 from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,9 @@ class QueueConfig:
     retry: RetryPolicy = field(default_factory=lambda: DEFAULT_RETRY_POLICY)
     succeeded_retention_ms: int = DAY_MS
     failed_retention_ms: int = 7 * DAY_MS
+    # At most this many jobs RUNNING at once over every shard and process
+    # (pinlater.engine.slots); None is no cap.
+    max_running: int | None = None
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
@@ -64,6 +67,7 @@ class QueueConfig:
                 raise ValueError(f"{name} must be from 0 to {MAX_DURATION_MS}, got {value!r}")
         if not isinstance(self.retry, RetryPolicy):
             raise ValueError("retry must be a RetryPolicy")
+        check_max_running(self.max_running)
 
     @property
     def effective_rate(self) -> float | None:
@@ -74,19 +78,21 @@ class QueueConfig:
         return replace(self, **changes)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "name": self.name,
-                "priorities": self.priorities,
-                "max_dequeue_rate": self.max_dequeue_rate,
-                "paused": self.paused,
-                "claim_timeout_ms": self.claim_timeout_ms,
-                "retry": self.retry.to_dict(),
-                "succeeded_retention_ms": self.succeeded_retention_ms,
-                "failed_retention_ms": self.failed_retention_ms,
-            },
-            sort_keys=True,
-        )
+        data: dict[str, Any] = {
+            "name": self.name,
+            "priorities": self.priorities,
+            "max_dequeue_rate": self.max_dequeue_rate,
+            "paused": self.paused,
+            "claim_timeout_ms": self.claim_timeout_ms,
+            "retry": self.retry.to_dict(),
+            "succeeded_retention_ms": self.succeeded_retention_ms,
+            "failed_retention_ms": self.failed_retention_ms,
+        }
+        # Written only when set: a queue without a cap is stored as before,
+        # and read by an older version the same.
+        if self.max_running is not None:
+            data["max_running"] = self.max_running
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> QueueConfig:
@@ -154,3 +160,16 @@ def check_rate(rate: object) -> float | None:
             f"{MAX_DEQUEUE_RATE:g}, or unlimited; got {rate!r}"
         )
     return float(rate)
+
+
+def check_max_running(cap: object) -> int | None:
+    """A concurrency cap: None (no cap) or a whole number of jobs from 1 to
+    MAX_RUNNING_CAP (pause a queue to run none)."""
+    if cap is None:
+        return None
+    if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_RUNNING_CAP:
+        raise ValueError(
+            f"max_running must be a whole number of jobs from 1 to {MAX_RUNNING_CAP}, or unlimited "
+            f"(pause the queue to run none); got {str(cap)[:40]!r}"
+        )
+    return cap

@@ -138,11 +138,16 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         else:
             limiter = self.core.rate_limiter
             granted = limiter.take(config, limit)
+
+            def collect(n: int) -> tuple[list[DequeuedJob], PinLaterError | None]:
+                return self._collect(queue, config, shards, n, "dequeue",
+                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead))
+
             try:
-                jobs, error = self._collect(
-                    queue, config, shards, granted, "dequeue",
-                    lambda b, ps, n, ahead: b.dequeue(queue, ps, n, source, ahead),
-                )
+                if config.max_running is None:
+                    jobs, error = collect(granted)
+                else:
+                    jobs, error = self.core.slots.claim(config, granted, collect)
             finally:
                 limiter.give_back(config, granted - len(jobs))
         # Jobs claimed are always handed over, a shard failing beside them or
@@ -232,13 +237,15 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             if c.new_body is not None and len(c.new_body) > self.settings.max_body_bytes:
                 raise InvalidRequest(f"new body is over {self.settings.max_body_bytes} bytes")
         share = Share()
-        settle(
+        ended = settle(
             self.core, "checkpoint", queue, [route(self.core, queue, config, checkpoints)], [share],
             lambda _, d, c: CheckpointItem(d.priority, d.local_id, source, c.new_body, c.move_to_pending,
                                            c.run_after_ms, c.attempts_allowed, c.prepend_custom_status,
                                            c.claim or None),
             lambda b, items: b.checkpoint(queue, items),
+            ends_claim=(lambda c: c.move_to_pending) if config.max_running is not None else None,
         )
+        self.core.slots.free(config, ended)
         result = share.checked("checkpoints")
         if result.stale:
             log.info("ignored %d stale checkpoints on %s from %s", len(result.stale), queue, source)

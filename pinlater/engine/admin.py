@@ -107,8 +107,10 @@ class QueueAdminMixin:
         return set(self.core.control.queue_config_texts())
 
     def update_queue(self, name: str, **changes: object) -> QueueConfig:
-        """Change a queue's config at run time (rate, pause, claim timeout,
-        retry policy, retention); every process sees it within config_ttl_s."""
+        """Change a queue's config at run time (rate, pause, concurrency cap,
+        claim timeout, retry policy, retention); every process sees it
+        within config_ttl_s. A cap set counts the jobs already running at
+        once (``pinlater.engine.slots``)."""
         current = self.core.configs.get(name, fresh=True)
         if "priorities" in changes and changes["priorities"] != current.priorities:
             raise InvalidRequest("the number of priorities of an existing queue cannot change")
@@ -118,6 +120,8 @@ class QueueAdminMixin:
             raise InvalidRequest(f"invalid queue change: {exc}") from None
         self.core.control.put_queue(updated)
         self.core.configs.forget(name)
+        if updated.max_running != current.max_running:
+            self.core.slots.set_cap(updated)
         return updated
 
     # -- operator actions ------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The shard router (``ShardSet``, whose ``call`` is the instrumented seam of
 every store call), the control store, the queue config cache, the rate
-limiter, the event counters and the admin secret's throttle: state, not
+limiter, the concurrency slots, the event counters and the admin secret's throttle: state, not
 behaviour. The faces that act on a core hold the code: the client API
 (``pinlater.service.JobService``, made of the reads and queue-admin
 mixins, ``pinlater.engine.reads`` and ``pinlater.engine.admin``), the
@@ -19,6 +19,7 @@ from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
 from pinlater.engine.ratelimit import RateLimiter
 from pinlater.engine.shards import ShardSet
+from pinlater.engine.slots import Slots
 from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.observe import tracing
 from pinlater.settings import Settings
@@ -36,6 +37,7 @@ class Core:
     rate_limiter: RateLimiter
     counters: EventCounters
     admin_throttle: SecretThrottle
+    slots: Slots
 
     @classmethod
     def build(cls, shards: ShardSet, control: ControlStore, settings: Settings | None = None) -> Core:
@@ -49,7 +51,7 @@ class Core:
         shards.on_queue_deleted(lambda backend, queue: revive_on(shards, control, backend, queue))
         shards.start_probing()
         return cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
-                   _throttle(settings))
+                   _throttle(settings), Slots(control, shards))
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Core:

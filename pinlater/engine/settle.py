@@ -79,9 +79,14 @@ def settle(
     shares: Sequence[Share],
     make_item: Callable[[int, JobDescriptor, Any], Item],
     apply: Callable[[ShardBackend, list[Item]], list[bool]],
-) -> None:
+    *,
+    ends_claim: Callable[[Any], bool] | None = None,
+) -> list[str]:
     """Applies every caller's routed entries, one store call (``op``) per
-    shard, and records each entry in its caller's share (see the module doc)."""
+    shard, and records each entry in its caller's share (see the module doc).
+    Returns the descriptors of the entries applied that ``ends_claim``
+    (none without it): the slots a capped queue frees (``pinlater.engine.slots``)."""
+    ended: list[str] = []
     parts: dict[str, tuple[ShardBackend, list[tuple[int, list[tuple[JobDescriptor, Any]]]]]] = {}
     for caller, routed in enumerate(callers):
         for backend, pairs in routed:
@@ -104,9 +109,13 @@ def settle(
         start = 0
         for caller, pairs in owners:
             result = shares[caller].result
-            for (d, _), ok in zip(pairs, applied[start : start + len(pairs)], strict=True):
-                (result.acked if ok else result.stale).append(str(d))
+            for (d, entry), ok in zip(pairs, applied[start : start + len(pairs)], strict=True):
+                text = str(d)
+                (result.acked if ok else result.stale).append(text)
+                if ok and ends_claim is not None and ends_claim(entry):
+                    ended.append(text)
             start += len(pairs)
+    return ended
 
 
 # -- ACKs -------------------------------------------------------------------------------
@@ -149,22 +158,37 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
     failures, each item under its own claim, or else its caller's source."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
+    # Every ACK applied ends its claim: a capped queue frees its slot after.
+    ends = (lambda _: True) if config.max_running is not None else None
+    ended: list[str] = []
+    try:
+        _settle_acks(core, batch, queue, config, shares, ends, ended)
+    finally:
+        core.slots.free(config, ended)
+    return shares
+
+
+def _settle_acks(
+    core: Core, batch: Sequence[PreparedAcks], queue: str, config: QueueConfig, shares: list[Share],
+    ends: Callable[[Any], bool] | None, ended: list[str],
+) -> None:
     if any(p.succeeded for p in batch):
-        settle(
+        ended += settle(
             core, "ack_succeeded", queue, [p.succeeded for p in batch], shares,
             lambda caller, d, a: AckItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
                                          a.claim or None),
             lambda b, items: b.ack_succeeded(queue, items),
+            ends_claim=ends,
         )
     if not any(p.failed for p in batch):
-        return shares
+        return
     # The policy's delay is picked inside the transition from the job's own
     # attempt count: one round trip, no read first.
     delays = config.retry.delay_table()
-    settle(
+    ended += settle(
         core, "ack_failed", queue, [p.failed for p in batch], shares,
         lambda caller, d, a: FailItem(d.priority, d.local_id, batch[caller].source, a.append_custom_status,
                                       a.retry_delay_ms if a.retry_delay_ms > 0 else None, a.claim or None),
         lambda b, items: b.ack_failed(queue, items, delays),
+        ends_claim=ends,
     )
-    return shares

@@ -107,7 +107,7 @@ class ControlStore(Records, Protocol):
         """Store ``config``, replacing any existing one."""
 
     def delete_queue(self, name: str) -> None:
-        """Forget the queue's config and its rate bucket. Idempotent."""
+        """Forget the queue's config, its rate bucket and its slots. Idempotent."""
 
     def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
         """Token bucket shared by every process, on the store's clock: refill
@@ -117,6 +117,34 @@ class ControlStore(Records, Protocol):
 
     def release(self, bucket: str, count: int, burst: float) -> None:
         """Give back ``count`` unused tokens (never above ``burst``)."""
+
+    # -- concurrency slots (pinlater.engine.slots) -----------------------------
+    # A queue's slots are members (a lease per running job, named
+    # SHARD:PRIORITY:ID, or a dequeue's reservations TOKEN:1..TOKEN:n), each
+    # stamped with the store's clock in ms when taken.
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
+        """Reserve up to ``wanted`` slots as TOKEN:1..TOKEN:n, never holding
+        more than ``cap`` in all; atomic across processes. Returns n."""
+
+    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
+        """In one step, free TOKEN:1..TOKEN:``reserved`` and take ``members``
+        (at most ``reserved``: the jobs that dequeue claimed)."""
+
+    def slots_free(self, queue: str, members: Sequence[str]) -> None:
+        """Free these slots (absent ones are no error)."""
+
+    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
+        """The store's clock (ms) and every slot held: member -> ms taken."""
+
+    def slots_add(self, queue: str, members: Sequence[str]) -> None:
+        """Take these slots whatever the count (a held one keeps its stamp)."""
+
+    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
+        """Free those of ``members`` taken before ``before_ms`` (and not
+        since); returns how many."""
+
+    def slots_drop(self, queue: str) -> None:
+        """Free every slot of the queue."""
 
     def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
         """Idempotent enqueue, step 1: mark ``key`` as being enqueued for

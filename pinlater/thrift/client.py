@@ -56,7 +56,7 @@ from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported,
 from pinlater.kit.tls import ClientTls
 from pinlater.models import AckResult, DequeuedJob, JobInfo, ScanResult
 from pinlater.observe import tracing
-from pinlater.queue_config import QueueConfig
+from pinlater.queue_config import QueueConfig, check_max_running
 from pinlater.settings import Settings
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
@@ -135,10 +135,11 @@ class ThriftClient(WireCalls, PinLaterClient):
             retryPolicy=None if a.retry is None else convert.retry_to_wire(a.retry),
             succeededRetentionMillis=a.succeeded_retention_ms,
             failedRetentionMillis=a.failed_retention_ms,
+            maxRunning=a.max_running,
         )
         options = (
             a.priorities, a.max_dequeue_rate, a.claim_timeout_ms, a.retry, a.succeeded_retention_ms,
-            a.failed_retention_ms,
+            a.failed_retention_ms, a.max_running,
         )
 
         def published() -> Any:
@@ -177,14 +178,21 @@ class ThriftClient(WireCalls, PinLaterClient):
 
     def update_queue(self, name: str, **changes: Any) -> QueueConfig:
         """As ``JobService.update_queue``: changes ``max_dequeue_rate`` (None:
-        unlimited), ``paused``, ``claim_timeout_ms``, ``retry``,
-        ``succeeded_retention_ms``, ``failed_retention_ms`` at run time."""
+        unlimited), ``paused``, ``max_running`` (None: no cap),
+        ``claim_timeout_ms``, ``retry``, ``succeeded_retention_ms``,
+        ``failed_retention_ms`` at run time."""
         known = {
             "max_dequeue_rate", "paused", "claim_timeout_ms", "retry", "succeeded_retention_ms", "failed_retention_ms",
+            "max_running",
         }
         unknown = set(changes) - known
         if unknown:
             raise InvalidRequest(f"invalid queue change: {sorted(unknown)} cannot be changed over the wire")
+        if "max_running" in changes:
+            try:
+                check_max_running(changes["max_running"])  # before the wire's i32 could refuse it less clearly
+            except ValueError as exc:
+                raise InvalidRequest(f"invalid queue change: {exc}") from None
         rate = changes.get("max_dequeue_rate")
         retry = changes.get("retry")
         update = idl.PinLaterQueueConfigUpdate(
@@ -196,6 +204,8 @@ class ThriftClient(WireCalls, PinLaterClient):
             retryPolicy=None if retry is None else convert.retry_to_wire(retry),
             succeededRetentionMillis=changes.get("succeeded_retention_ms"),
             failedRetentionMillis=changes.get("failed_retention_ms"),
+            maxRunning=changes.get("max_running"),
+            unlimitedRunning=True if "max_running" in changes and changes["max_running"] is None else None,
         )
 
         def published() -> Any:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
-from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS
+from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS, MAX_RUNNING_CAP
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo
 from pinlater.queue_config import QueueConfig, check_rate
 from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
@@ -290,6 +290,7 @@ def queue_config_to_wire(config: QueueConfig) -> Any:
         retryPolicy=retry_to_wire(config.retry),
         succeededRetentionMillis=config.succeeded_retention_ms,
         failedRetentionMillis=config.failed_retention_ms,
+        maxRunning=config.max_running,
     )
 
 
@@ -303,11 +304,17 @@ def queue_config_from_wire(wire: Any) -> QueueConfig:
         "retry": None if wire.retryPolicy is None else retry_from_wire(wire.retryPolicy),
         "succeeded_retention_ms": wire.succeededRetentionMillis,
         "failed_retention_ms": wire.failedRetentionMillis,
+        "max_running": wire.maxRunning,
     }
     return QueueConfig(
         name=text(wire.name) or "",
-        **{k: v for k, v in fields.items() if v is not None or k == "max_dequeue_rate"},
+        **{k: v for k, v in fields.items() if v is not None or k in ("max_dequeue_rate", "max_running")},
     )
+
+
+def wire_max_running(value: Any) -> int | None:
+    """A concurrency cap from the wire: unset, or 1..MAX_RUNNING_CAP."""
+    return wire_int(value, "maxRunning", 1, MAX_RUNNING_CAP)
 
 
 def duration_fields_from_wire(wire: Any) -> dict[str, Any]:

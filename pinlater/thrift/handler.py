@@ -220,6 +220,7 @@ class Handler:
             name,
             priorities=convert.wire_int(config.priorities, "priorities", 1, MAX_PRIORITIES),
             max_dequeue_rate=convert.wire_rate(config.maxDequeueRate),
+            max_running=convert.wire_max_running(config.maxRunning),
             **convert.duration_fields_from_wire(config),
         )
         return convert.queue_config_to_wire(created)
@@ -240,6 +241,13 @@ class Handler:
             changes["max_dequeue_rate"] = None
         elif rate is not None:
             changes["max_dequeue_rate"] = rate
+        cap = convert.wire_max_running(update.maxRunning)
+        if update.unlimitedRunning:
+            if cap is not None:
+                raise InvalidRequest("give maxRunning or unlimitedRunning, not both")
+            changes["max_running"] = None
+        elif cap is not None:
+            changes["max_running"] = cap
         if update.paused is not None:
             changes["paused"] = bool(update.paused)
         if not changes:

@@ -287,6 +287,9 @@ struct PinLaterQueueConfig {
   6: optional PinLaterRetryPolicy retryPolicy,
   7: optional i64 succeededRetentionMillis,
   8: optional i64 failedRetentionMillis,
+  // At most this many jobs RUNNING at once over every shard and process;
+  // unset: no cap. From 1 to 1000000.
+  9: optional i32 maxRunning,
 }
 
 // Changes to a queue's config; unset fields stay as they are. The number
@@ -301,6 +304,9 @@ struct PinLaterQueueConfigUpdate {
   6: optional PinLaterRetryPolicy retryPolicy,
   7: optional i64 succeededRetentionMillis,
   8: optional i64 failedRetentionMillis,
+  // Sets the concurrency cap; unlimitedRunning = true removes it (not both).
+  9: optional i32 maxRunning,
+  10: optional bool unlimitedRunning,
 }
 
 // Per descriptor, what an ACK or checkpoint request did.

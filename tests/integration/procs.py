@@ -66,3 +66,62 @@ def timed_dequeues(
             else:
                 time.sleep(0.01)
     return events
+
+
+def capped_worker(
+    settings: Settings, queue: str, threads: int, job_s: float, seconds: float, name: str, ready: Any
+) -> list[tuple[float, float, float]]:
+    """``threads`` workers that each dequeue one job, "run" it for
+    ``job_s`` and ACK it, for ``seconds`` once every party of ``ready`` is
+    there; per job: (started, ended, ACK returned), wall times, the start
+    after the dequeue returned and the end before the ACK was sent."""
+    import threading
+
+    intervals: list[tuple[float, float, float]] = []
+    lock = threading.Lock()
+    core_client = JobService.from_settings(settings, source=f"capped-{name}")
+    core_client.count(queue, "pending")
+    ready.wait(timeout=120)
+    end = time.time() + seconds
+
+    def work(i: int) -> None:
+        client = JobService(core_client.core.sibling(), source=f"capped-{name}-{i}")
+        done: list[Ack] = []
+        started = ended = 0.0
+        while time.time() < end:
+            # The last job's ACK rides along, as a worker's does: its slot
+            # is freed before this dequeue takes one.
+            jobs = client.dequeue(queue, 1, succeeded=done)
+            if done:
+                with lock:
+                    intervals.append((started, ended, time.time()))
+            done = []
+            if not jobs:
+                time.sleep(0.1)  # as a worker polls an empty queue (a tenth of its default)
+                continue
+            started = time.time()
+            time.sleep(job_s)
+            ended = time.time()
+            done = [Ack(jobs[0].descriptor)]
+        if done:
+            client.ack(queue, succeeded=done)
+            with lock:
+                intervals.append((started, ended, time.time()))
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    core_client.close()
+    return intervals
+
+
+def hold_jobs(settings: Settings, queue: str, n: int, ready: Any) -> None:
+    """Dequeue ``n`` jobs, say so through ``ready``, then hang until killed."""
+    with JobService.from_settings(settings, source="doomed") as client:
+        got = 0
+        while got < n:
+            got += len(client.dequeue(queue, n - got))
+        ready.set()
+        time.sleep(600)

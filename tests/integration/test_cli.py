@@ -62,6 +62,12 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert pinlater("resume", queue_name)["paused"] is False
     assert pinlater("set-rate", queue_name, "25")["max_dequeue_rate"] == 25
     assert pinlater("set-rate", queue_name, "unlimited")["max_dequeue_rate"] is None
+    capped = pinlater("set-concurrency", queue_name, "3")
+    assert (capped["max_running"], capped["running"]) == (3, 0)
+    assert {q["queue"]: q["max_running"] for q in pinlater("queues")}[queue_name] == 3
+    shown = pinlater("config", queue_name)
+    assert (shown["max_running"], shown["running"]) == (3, 0)
+    assert pinlater("set-concurrency", queue_name, "unlimited")["max_running"] is None
     assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
 
     stats = pinlater("monitor", "--once")

@@ -88,6 +88,10 @@ def test_a_bad_setting_is_one_line_naming_the_variable(
         (["set-rate", "q", "1e309"], "'1e309' is not a rate"),
         (["create-queue", "q", "--rate", "nan"], "'nan' is not a rate"),
         (["create-queue", "q", "--rate", "-1"], "'-1' is not a rate"),
+        (["set-concurrency", "q", "0"], "'0' is not a concurrency cap"),
+        (["set-concurrency", "q", "2.5"], "'2.5' is not a concurrency cap"),
+        (["set-concurrency", "q", "99999999999"], "'99999999999' is not a concurrency cap"),
+        (["set-concurrency", "q", "nan"], "'nan' is not a concurrency cap"),
     ],
 )
 def test_non_finite_rates_are_refused_by_the_cli(args: list[str], needle: str) -> None:

@@ -13,6 +13,10 @@ from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import Doc, TokenBuckets
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class MemoryControlStore:
     _shared: ClassVar[dict[str, MemoryControlStore]] = {}
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -26,6 +30,7 @@ class MemoryControlStore:
         # Records as JSON text, so a caller's later change to a document is not seen.
         self._logs: dict[str, list[str]] = {}
         self._maps: dict[str, dict[str, str]] = {}
+        self._slots: dict[str, dict[str, int]] = {}  # queue -> member -> ms taken
 
     @classmethod
     def shared(cls, url: str) -> MemoryControlStore:
@@ -59,12 +64,61 @@ class MemoryControlStore:
         with self._lock:
             self._queues.pop(name, None)
             self._buckets.drop(name)
+            self._slots.pop(name, None)
 
     def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
         return self._buckets.acquire(bucket, wanted, rate, burst)
 
     def release(self, bucket: str, count: int, burst: float) -> None:
         self._buckets.release(bucket, count, burst)
+
+    # -- concurrency slots -------------------------------------------------------
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
+        with self._lock:
+            held = self._slots.setdefault(queue, {})
+            n = max(0, min(wanted, cap - len(held)))
+            now = _now_ms()
+            for i in range(1, n + 1):
+                held[f"{token}:{i}"] = now
+            return n
+
+    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
+        with self._lock:
+            held = self._slots.setdefault(queue, {})
+            for i in range(1, reserved + 1):
+                held.pop(f"{token}:{i}", None)
+            now = _now_ms()
+            for m in members:
+                held[m] = now
+
+    def slots_free(self, queue: str, members: Sequence[str]) -> None:
+        with self._lock:
+            held = self._slots.get(queue, {})
+            for m in members:
+                held.pop(m, None)
+
+    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            return _now_ms(), dict(self._slots.get(queue, {}))
+
+    def slots_add(self, queue: str, members: Sequence[str]) -> None:
+        with self._lock:
+            held = self._slots.setdefault(queue, {})
+            now = _now_ms()
+            for m in members:
+                held.setdefault(m, now)
+
+    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
+        with self._lock:
+            held = self._slots.get(queue, {})
+            gone = [m for m in dict.fromkeys(members) if m in held and held[m] < before_ms]
+            for m in gone:
+                del held[m]
+            return len(gone)
+
+    def slots_drop(self, queue: str) -> None:
+        with self._lock:
+            self._slots.pop(queue, None)
 
     # -- idempotent enqueue ------------------------------------------------------
     def _live_enqueue(self, key: str, now: float) -> list[str] | None:

@@ -8,6 +8,10 @@ Idempotency keys: table ``pinlater_idempotency``: key, JSON descriptors
 IGNORE`` on the primary key makes the reservation atomic; expired rows are
 deleted on the way and, now and then, in bulk.
 
+Concurrency slots: table ``pinlater_slots`` (queue, member) -> ms taken;
+a taker locks the queue's row of ``pinlater_slot_lock`` so that the count
+and the take are one step (``pinlater.engine.slots``).
+
 Event counters: table ``pinlater_event_counts`` (minute, queue, event) -> n;
 minutes older than ``RETENTION_MINUTES`` are purged now and then.
 
@@ -70,6 +74,8 @@ class MySQLControlStore:
         s.execute(sql("ctl_create_bucket_table"))
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
+        s.execute(sql("ctl_create_slots_table"))
+        s.execute(sql("ctl_create_slot_lock_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one
@@ -113,6 +119,8 @@ class MySQLControlStore:
         def work(s: Session) -> None:
             s.execute(sql("ctl_delete_config"), {"name": name})
             s.execute(sql("ctl_delete_bucket"), {"bucket": name})
+            s.execute(sql("slot_drop"), {"queue": name})
+            s.execute(sql("slot_drop_lock"), {"queue": name})
 
         self._run(work, transaction=True)
 
@@ -146,6 +154,71 @@ class MySQLControlStore:
         # One statement: atomic. A missing bucket counts as full: nothing to do.
         args = {"bucket": bucket, "count": count, "burst": burst}
         self._run(lambda s: s.execute(sql("ctl_release"), args))
+
+    # -- concurrency slots ----------------------------------------------------
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
+        if wanted <= 0:
+            return 0
+
+        def work(s: Session) -> int:
+            # The queue's lock row stays locked from here to COMMIT: the
+            # count read and the rows added are one step for every taker.
+            # FOR UPDATE first: an INSERT IGNORE of an existing row would
+            # take a shared lock, and two takers upgrading theirs deadlock.
+            s.execute(sql("slot_lock"), {"queue": queue})
+            if not s.fetchall():
+                s.execute(sql("slot_lock_init"), {"queue": queue})
+                s.execute(sql("slot_lock"), {"queue": queue})
+                s.fetchall()
+            s.execute(sql("slot_count"), {"queue": queue})
+            held, now = s.fetchall()[0]
+            n = min(wanted, cap - int(held))
+            if n <= 0:
+                return 0
+            args = [v for i in range(1, n + 1) for v in (queue, f"{token}:{i}", int(now))]
+            s.execute(sql("slot_take", rows=n), args)
+            return n
+
+        return self._run(work, transaction=True)
+
+    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
+        def work(s: Session) -> None:
+            if reserved:
+                names = [f"{token}:{i}" for i in range(1, reserved + 1)]
+                s.execute(sql("slot_free", ids=len(names)), [queue, *names])
+            if members:
+                s.execute(sql("slot_bind", rows=len(members)), [v for m in members for v in (queue, m)])
+
+        self._run(work, transaction=True)
+
+    def slots_free(self, queue: str, members: Sequence[str]) -> None:
+        if members:
+            self._run(lambda s: s.execute(sql("slot_free", ids=len(members)), [queue, *members]))
+
+    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
+        def work(s: Session) -> tuple[int, dict[str, int]]:
+            s.execute(sql("slot_read"), {"queue": queue})
+            rows = s.fetchall()
+            if not rows:
+                s.execute(sql("slot_now"))
+                return int(s.fetchall()[0][0]), {}
+            return int(rows[0][2]), {str(m): int(at) for m, at, _ in rows}
+
+        return self._run(work)
+
+    def slots_add(self, queue: str, members: Sequence[str]) -> None:
+        if members:
+            args = [v for m in members for v in (queue, m)]
+            self._run(lambda s: s.execute(sql("slot_add", rows=len(members)), args))
+
+    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
+        if not members:
+            return 0
+        args = [queue, before_ms, *members]
+        return int(self._run(lambda s: s.execute(sql("slot_prune", ids=len(members)), args)))
+
+    def slots_drop(self, queue: str) -> None:
+        self._run(lambda s: s.execute(sql("slot_drop"), {"queue": queue}))
 
     # -- idempotency keys of enqueues -------------------------------------------
 

@@ -8,6 +8,10 @@ Rate buckets are hashes ``plc:rate:{bucket}`` (tokens, ts) changed only by
 server's clock, so every process shares one bucket on one clock. The bucket
 of a queue is named after the queue (``delete_queue`` drops it).
 
+Concurrency slots (``pinlater.engine.slots``): one zset per capped queue,
+``plc:slots:{queue}``, member -> ms taken, changed by ``lua/slots_*.lua``
+(and ZREM to free): the count held is its ZCARD.
+
 Idempotency keys (``pinlater.engine.idempotency``): one string per key,
 ``plc:idem:{key}``, with a TTL: empty while reserved, the JSON list of
 descriptors once remembered. ``SET NX PX`` makes the reservation atomic.
@@ -55,9 +59,11 @@ class RedisControlStore:
 
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._r = client
-        registered = loader.register(client, "pinlater.stores.redis", ("rate_acquire", "rate_release"))
+        registered = loader.register(client, "pinlater.stores.redis", (
+            "rate_acquire", "rate_release", "slots_take", "slots_bind", "slots_prune", "slots_add"))
         self._acquire: Script = registered["rate_acquire"]
         self._release: Script = registered["rate_release"]
+        self._scripts = registered
         self._layout_checked = False
 
     @classmethod
@@ -101,6 +107,7 @@ class RedisControlStore:
             pipe = self._r.pipeline(transaction=True)
             pipe.hdel(keys.CONTROL_QUEUES, name)
             pipe.delete(keys.rate_key(name))
+            pipe.delete(keys.slots_key(name))
             pipe.execute()
 
         self._call(run)
@@ -120,6 +127,45 @@ class RedisControlStore:
             return
         with self._guard():
             loader.call(self._r, self._release, [keys.rate_key(bucket)], [count, repr(float(burst))])
+
+    # -- concurrency slots ----------------------------------------------------
+    def _script(self, name: str, queue: str, args: Sequence[object]) -> int:
+        with self._guard():
+            return int(loader.call(self._r, self._scripts[name], [keys.slots_key(queue)], list(args)))
+
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
+        if wanted <= 0:
+            return 0
+        return self._script("slots_take", queue, [cap, wanted, token])
+
+    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
+        self._script("slots_bind", queue, [token, reserved, *members])
+
+    def slots_free(self, queue: str, members: Sequence[str]) -> None:
+        if members:
+            self._call(lambda: self._r.zrem(keys.slots_key(queue), *members))
+
+    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
+        def run() -> tuple[int, dict[str, int]]:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.time()
+            pipe.zrange(keys.slots_key(queue), 0, -1, withscores=True)
+            (sec, usec), held = pipe.execute()
+            return sec * 1000 + usec // 1000, {m.decode(): int(at) for m, at in held}
+
+        return self._call(run)
+
+    def slots_add(self, queue: str, members: Sequence[str]) -> None:
+        if members:
+            self._script("slots_add", queue, members)
+
+    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
+        if not members:
+            return 0
+        return self._script("slots_prune", queue, [before_ms, *members])
+
+    def slots_drop(self, queue: str) -> None:
+        self._call(lambda: self._r.delete(keys.slots_key(queue)))
 
     # -- idempotency keys of enqueues -------------------------------------------
 

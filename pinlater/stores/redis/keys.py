@@ -40,6 +40,8 @@ Control store (``plc:``):
 
 ``plc:queues``                     hash name -> QueueConfig JSON
 ``plc:rate:{bucket}``              hash tokens, ts (rate buckets)
+``plc:slots:{queue}``              zset member -> ms taken (concurrency
+                                   slots: ``lua/slots_*.lua``)
 ``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
 ``plc:idem:{key}``                 string, idempotency key of an enqueue
 ``plc:layout``                     the control store's layout version
@@ -125,6 +127,10 @@ def member_id(member: bytes) -> int:
 
 def rate_key(bucket: str) -> str:
     return f"plc:rate:{bucket}"
+
+
+def slots_key(queue: str) -> str:
+    return f"plc:slots:{queue}"
 
 
 def counts_key(minute: int) -> str:

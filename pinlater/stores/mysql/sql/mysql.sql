@@ -482,6 +482,75 @@ UPDATE pinlater_rate_bucket SET tokens = %(tokens)s, ts = %(ts)s WHERE bucket = 
 UPDATE pinlater_rate_bucket SET tokens = LEAST(%(burst)s, tokens + %(count)s)
 WHERE bucket = %(bucket)s
 
+-- ---------------------------------------------------------------- concurrency slots
+
+-- name: ctl_create_slots_table
+-- One row per slot held: a running job's lease (SHARD:PRIORITY:ID) or a
+-- dequeue's reservation (TOKEN:i), taken at taken_ms (the server's clock).
+CREATE TABLE IF NOT EXISTS pinlater_slots (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  member VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  taken_ms BIGINT NOT NULL,
+  PRIMARY KEY (queue, member)
+) ENGINE=InnoDB
+
+-- name: ctl_create_slot_lock_table
+-- A row per capped queue, locked by every taker of its slots: count and
+-- take are then one step across processes.
+CREATE TABLE IF NOT EXISTS pinlater_slot_lock (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  PRIMARY KEY (queue)
+) ENGINE=InnoDB
+
+-- name: slot_lock_init
+INSERT IGNORE INTO pinlater_slot_lock (queue) VALUES (%(queue)s)
+
+-- name: slot_lock
+SELECT queue FROM pinlater_slot_lock WHERE queue = %(queue)s FOR UPDATE
+
+-- name: slot_count
+SELECT COUNT(*), {now} FROM pinlater_slots WHERE queue = %(queue)s
+
+-- name: slot_take
+-- taken_ms: the value slot_count read, so one take has one stamp.
+INSERT INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
+ON DUPLICATE KEY UPDATE taken_ms = VALUES(taken_ms)
+
+-- name: slot_take.row
+(%s, %s, %s)
+
+-- name: slot_add
+-- A member already held keeps its stamp.
+INSERT IGNORE INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
+
+-- name: slot_add.row
+(%s, %s, {now})
+
+-- name: slot_bind
+INSERT INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
+ON DUPLICATE KEY UPDATE taken_ms = VALUES(taken_ms)
+
+-- name: slot_bind.row
+(%s, %s, {now})
+
+-- name: slot_free
+DELETE FROM pinlater_slots WHERE queue = %s AND member IN ({ids})
+
+-- name: slot_prune
+DELETE FROM pinlater_slots WHERE queue = %s AND taken_ms < %s AND member IN ({ids})
+
+-- name: slot_read
+SELECT member, taken_ms, {now} FROM pinlater_slots WHERE queue = %(queue)s
+
+-- name: slot_now
+SELECT {now}
+
+-- name: slot_drop
+DELETE FROM pinlater_slots WHERE queue = %(queue)s
+
+-- name: slot_drop_lock
+DELETE FROM pinlater_slot_lock WHERE queue = %(queue)s
+
 -- ---------------------------------------------------------------- event counters
 
 -- name: ctl_create_counts_table

@@ -1,0 +1,46 @@
+"""Workers racing for a capped queue's slots, counting for themselves how
+many of their jobs run at once (tests of ``QueueConfig.max_running``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+
+from pinlater import Ack
+from pinlater.client_api import PinLaterClient
+
+
+def most_running(
+    client_of: Callable[[int], AbstractContextManager[PinLaterClient]], queue: str, total: int,
+    workers: int, batch: Callable[[int], int] = lambda i: 2, timeout_s: float = 30,
+) -> tuple[int, int]:
+    """``workers`` threads, each with the client ``client_of(i)`` gives,
+    dequeue (``batch(i)`` a call), "run" and ACK until ``total`` jobs are
+    done; (jobs done, the most running at once by the workers' count)."""
+    lock = threading.Lock()
+    running = [0, 0]
+    done = [0]
+
+    def work(i: int) -> None:
+        with client_of(i) as client:
+            deadline = time.monotonic() + timeout_s
+            while done[0] < total and time.monotonic() < deadline:
+                jobs = client.dequeue(queue, batch(i))
+                if not jobs:
+                    time.sleep(0.003)
+                    continue
+                with lock:
+                    running[0] += len(jobs)
+                    running[1] = max(running[1], running[0])
+                time.sleep(0.001)
+                with lock:
+                    running[0] -= len(jobs)
+                    done[0] += len(jobs)
+                client.ack(queue, succeeded=[Ack(j.descriptor) for j in jobs])
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(work, range(workers)))
+    return done[0], running[1]
