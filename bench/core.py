@@ -2,7 +2,9 @@
 machine's ceiling, measured in the same run.
 
 For each backend: enqueue and dequeue+ACK with batches of 1 and 100, two
-client processes. The ceiling is the same work done with no job service in
+client processes; and dequeue+ACK of a queue with a concurrency cap above
+what the two hold at once, against the same run's without one
+(``vs_uncapped``). The ceiling is the same work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
 ``UPDATE ... LIMIT`` claim loop.
@@ -35,6 +37,8 @@ from pinlater import JobService
 from pinlater.settings import Settings, parse_shards
 
 PROCESSES = 2
+# The capped case's cap, in batches: above the PROCESSES batches held at once.
+CAP_PER_BATCH = 2 * PROCESSES
 # PINLATER_BENCH_REDIS=redis://HOST:PORT runs the Redis half on another
 # server (dbs 5 and 6 there, flushed at the start).
 REDIS_BASE = os.environ.get("PINLATER_BENCH_REDIS", "redis://127.0.0.1:16379")
@@ -210,6 +214,24 @@ def run_parallel(pool: ProcessPoolExecutor, fn: Work, backend: str, target: str,
     return done / elapsed
 
 
+def capped_row(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, uncapped: float, peak: float,
+) -> dict[str, object]:
+    """Dequeue+ACK of a queue with a concurrency cap above what the workers
+    hold at once (each holds a batch until its ACKs ride on its next
+    dequeue), against the same without a cap (``vs_uncapped``)."""
+    cap = CAP_PER_BATCH * batch
+    queue = f"bench_{backend}_{batch}_capped_{uuid.uuid4().hex[:6]}"
+    client.create_queue(queue, max_running=cap)
+    run_parallel(pool, pl_enqueue, backend, queue, jobs, batch)
+    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
+    print(f"{backend:6} {'capped':12} batch {batch:4}: {rate:9,.0f} jobs/s   cap {cap}: "
+          f"{rate / uncapped:5.2f} of the same without a cap", flush=True)
+    return {"backend": backend, "op": "dequeue+ack capped", "batch": batch, "jobs": jobs, "max_running": cap,
+            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
+            "vs_uncapped": round(rate / uncapped, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
@@ -251,6 +273,8 @@ def main() -> int:
                                      "ratio": round(rate / peak, 2)})
                         print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
+                        if op == "dequeue+ack":
+                            rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
     write_json(args.json, rows)
     return 0
 

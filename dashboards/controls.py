@@ -18,12 +18,12 @@ from typing import Any
 
 from dashboards.audit import AuditEntry, AuditLog
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.limits import MAX_DEQUEUE_RATE
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
 
-ACTIONS = ("rate", "pause", "resume", "retry-failed", "delete-jobs")
+ACTIONS = ("rate", "concurrency", "pause", "resume", "retry-failed", "delete-jobs")
 OPERATOR = re.compile(r"[A-Za-z0-9_.@ -]{1,64}")
 MAX_RATE = MAX_DEQUEUE_RATE  # the job service's own limit: refused here before any work
 MAX_DELAY_S = 366 * 86_400
@@ -143,6 +143,12 @@ class Controls:
         rate = p.number("rate", 0.0, MAX_RATE, " (jobs per second, or null for unlimited)")
         return Plan({"rate": rate}, lambda: _config_result(self.service.set_rate(queue, rate)))
 
+    def _concurrency(self, queue: str, p: Params) -> Plan:
+        if "max_running" not in p.raw:
+            raise InvalidRequest("max_running is required: a whole number of jobs, or null for no cap")
+        cap = p.integer("max_running", None, 1, MAX_RUNNING_CAP)
+        return Plan({"max_running": cap}, lambda: _config_result(self.service.set_concurrency(queue, cap)))
+
     def _pause(self, queue: str, p: Params) -> Plan:
         return Plan({}, lambda: _config_result(self.service.pause(queue)))
 
@@ -201,6 +207,7 @@ def _preview(found: int, limit: int) -> dict[str, Any]:
 
 _ALLOWED: dict[str, tuple[str, ...]] = {
     "rate": ("rate",),
+    "concurrency": ("max_running",),
     "pause": (),
     "resume": (),
     "retry-failed": ("priority", "limit", "attempts", "run_after_ms", "delay_s", "dry_run"),
@@ -212,5 +219,6 @@ def _config_result(config: Any) -> dict[str, Any]:
     return {
         "queue": config.name,
         "max_dequeue_rate": config.max_dequeue_rate,
+        "max_running": config.max_running,
         "paused": config.paused,
     }

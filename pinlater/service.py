@@ -126,8 +126,21 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         succeeded: Sequence[Ack], failed: Sequence[Ack],
     ) -> list[DequeuedJob]:
         source = check_source(source or self.source)
-        if succeeded or failed:
-            self.ack(queue, succeeded=succeeded, failed=failed, source=source)
+        # The riding ACKs' slots (of a capped queue) are freed by this
+        # dequeue's take, in one store call, or below if it takes none.
+        ended: list[str] = []
+        try:
+            if succeeded or failed:
+                prepared = prepare_acks(self.core, queue, succeeded, failed, source)
+                settle_acks(self.core, [prepared], held=ended)[0].result_of_acks()
+            return self._dequeue_claiming(queue, limit, source, dry_run, coverage, ended)
+        finally:
+            if ended:
+                self.core.slots.free(self.queue_config(queue), ended)
+
+    def _dequeue_claiming(
+        self, queue: str, limit: int, source: str, dry_run: bool, coverage: float, ended: list[str]
+    ) -> list[DequeuedJob]:
         config = check_dequeue(self.core, queue, limit, coverage)
         shards = self.core.shards.require_healthy()
         shards = shards[: max(1, math.ceil(coverage * len(shards)))]
@@ -147,7 +160,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
                 if config.max_running is None:
                     jobs, error = collect(granted)
                 else:
-                    jobs, error = self.core.slots.claim(config, granted, collect)
+                    jobs, error = self.core.slots.claim(config, granted, collect, ended)
             finally:
                 limiter.give_back(config, granted - len(jobs))
         # Jobs claimed are always handed over, a shard failing beside them or

@@ -16,9 +16,11 @@
   job runs again (it spends an attempt), no new message is published.
 * ``self.heartbeat()`` keeps a long task's claim; ``auto_heartbeat`` (on by
   default) does it from a thread every third of the claim timeout.
-* ``priorities``, ``max_dequeue_rate``, ``claim_timeout_ms`` and
+* ``priorities``, ``max_dequeue_rate``, ``max_running`` (at most this many
+  of its jobs running at once over every worker), ``claim_timeout_ms`` and
   ``retry_policy`` configure the queue when it is first created; after that
-  the queue's config is the operators' (``pinlater set-rate`` ...).
+  the queue's config is the operators' (``pinlater set-rate``,
+  ``pinlater set-concurrency`` ...).
   ``retry_policy`` also stays the task's own (its delays and attempts win
   over the queue's); ``queue_retry_policy`` only seeds the queue's.
 * ``self.refuse(reason)`` fails a job that can never succeed (a body the
@@ -78,6 +80,7 @@ class PinLaterTask(Task):
     queue_retry_policy: RetryPolicy | None = None
     priorities: int | None = None
     max_dequeue_rate: float | None = None
+    max_running: int | None = None
     claim_timeout_ms: int | None = None
     auto_heartbeat: bool = True
     # Published by ``celery beat`` every this many seconds, with these args.
@@ -111,7 +114,7 @@ class PinLaterTask(Task):
         queue = cls.pinlater_queue or cls.__dict__.get("queue") or registry.queue_for_task(cls.name)
         cls.pinlater_queue = queue
         create: dict[str, Any] = {}
-        for key in ("priorities", "max_dequeue_rate", "claim_timeout_ms"):
+        for key in ("priorities", "max_dequeue_rate", "max_running", "claim_timeout_ms"):
             if getattr(cls, key) is not None:
                 create[key] = getattr(cls, key)
         if cls.retry_policy is not None:

@@ -34,6 +34,7 @@ const el = PL.el;
 // which JSON cannot carry): shown as a dash, never as "NaN".
 const known = (x) => typeof x === "number" && Number.isFinite(x);
 PL.MAX_RATE = 1e9; // pinlater.limits.MAX_DEQUEUE_RATE
+PL.MAX_RUNNING = 1000000; // pinlater.limits.MAX_RUNNING_CAP
 PL.fmtInt = (n) => (known(n) ? n.toLocaleString("en-US") : "—");
 PL.fmtRate = (x) => (!known(x) ? "—" : x === 0 ? "0" : x < 10 ? x.toFixed(2) : x.toFixed(1));
 PL.fmtAge = function (ms) {
@@ -146,7 +147,8 @@ function queueRow(q) {
   const cells = [
     el("td", { class: "name", "data-field": "name" }, el("button", { class: "link", onclick: () => PL.select(q.name) }, q.name)),
     el("td", { "data-field": "rate" }, el("span", { class: "pill " + (q.paused || q.config_error ? "bad" : ""), title: q.config_error }, PL.rateText(q))),
-    ...STATES.map(([key]) => el("td", { "data-field": key, class: key === "failed" && counts.failed ? "hot" : "" }, PL.fmtInt(counts[key]))),
+    ...STATES.map(([key]) => el("td", { "data-field": key, class: key === "failed" && counts.failed ? "hot" : "" },
+      PL.fmtInt(counts[key]) + (key === "running" && known(q.max_running) ? " / " + PL.fmtInt(q.max_running) : ""))),
     el("td", { "data-field": "oldest" }, q.oldest_pending ? PL.fmtAge(q.oldest_pending.age_ms) : "—"),
     ...["enqueued", "dequeued", "succeeded", "failed", "claims_expired"].map((e) =>
       el("td", { class: "rate-col", "data-field": "rate_" + e, title: PL.fmtInt(events[e]) + " in the window" }, PL.fmtRate(r[e]))),
@@ -186,7 +188,8 @@ function renderDetail(snap) {
   pill.textContent = PL.rateText(q);
   pill.className = "pill " + (q.paused || q.config_error ? "bad" : "ok");
   document.getElementById("detail-config").textContent =
-    `${q.priorities ?? "?"} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry ?? "?"}`;
+    `${q.priorities ?? "?"} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry ?? "?"}` +
+    (known(q.max_running) ? ` · at most ${PL.fmtInt(q.max_running)} running at once` : " · no concurrency cap");
   const configError = document.getElementById("detail-config-error");
   configError.textContent = q.config_error || "";
   configError.hidden = !q.config_error;

@@ -69,6 +69,14 @@
       control("rate", { rate }, "Change rate limit",
         `Set the dequeue rate of ${PL.selected} to ${rate === null ? "unlimited" : rate + " jobs/s"} for every worker?`);
     });
+    $("cap-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const cap = num("cap-input");
+      if (cap !== null && (!Number.isInteger(cap) || cap < 1 || cap > PL.MAX_RUNNING))
+        return PL.toast(`Concurrency must be a whole number of jobs from 1 to ${PL.MAX_RUNNING.toLocaleString("en-US")}, or empty for no cap.`, true);
+      control("concurrency", { max_running: cap }, "Change concurrency cap",
+        `Let ${cap === null ? "any number of" : "at most " + cap} jobs of ${PL.selected} run at once, over every worker?`);
+    });
     $("btn-pause").addEventListener("click", () =>
       control("pause", {}, "Pause queue", `Pause ${PL.selected}? Workers stop dequeuing its jobs within a second; running jobs finish.`));
     $("btn-resume").addEventListener("click", () =>

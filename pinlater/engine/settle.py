@@ -152,19 +152,22 @@ def prepare_acks(
                         route(core, queue, config, failed))
 
 
-def settle_acks(core: Core, batch: Sequence[PreparedAcks]) -> list[Share]:
+def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[str] | None = None) -> list[Share]:
     """One or more callers' prepared ACKs of one queue: one call per shard
     for the success ACKs of all of them, then one per shard for the
-    failures, each item under its own claim, or else its caller's source."""
+    failures, each item under its own claim, or else its caller's source.
+    Every ACK applied ends its claim: a capped queue frees its slot after,
+    or, with ``held``, adds its descriptor there for the caller to free
+    (a dequeue the ACKs ride on frees them with its take)."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
-    # Every ACK applied ends its claim: a capped queue frees its slot after.
     ends = (lambda _: True) if config.max_running is not None else None
-    ended: list[str] = []
+    ended: list[str] = [] if held is None else held
     try:
         _settle_acks(core, batch, queue, config, shares, ends, ended)
     finally:
-        core.slots.free(config, ended)
+        if held is None:
+            core.slots.free(config, ended)
     return shares
 
 

@@ -81,20 +81,27 @@ class Slots:
     def claim(
         self, config: QueueConfig, wanted: int,
         collect: Callable[[int], tuple[list[DequeuedJob], PinLaterError | None]],
+        ended: list[str] | None = None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """``collect(n)`` under at most ``n`` of the cap's free slots: an
-        empty answer, as an empty queue gives, when none is free."""
+        empty answer, as an empty queue gives, when none is free. The
+        slots of ``ended`` (descriptors of jobs whose claims the same call
+        ended: its riding ACKs) are freed in the same store call, and the
+        list emptied once they are: freed twice, a slot taken again in
+        between by the same job, claimed anew, would be lost."""
         cap = config.max_running
         assert cap is not None
         control = self._control
         token = RESERVED + os.urandom(8).hex()
         try:
-            n = control.slots_take(config.name, cap, wanted, token)
+            n = control.slots_take(config.name, cap, wanted, token, [member(d, config.name) for d in ended or ()])
         except ShardConnectionFailed as exc:
             raise SlotsUnavailable(
                 f"queue {config.name!r} has a concurrency cap, whose slots are in the control store, "
                 f"which cannot be reached: {exc}"
             ) from None
+        if ended:
+            ended.clear()
         if n <= 0:
             return [], None
         jobs: list[DequeuedJob] = []

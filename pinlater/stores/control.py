@@ -122,9 +122,10 @@ class ControlStore(Records, Protocol):
     # A queue's slots are members (a lease per running job, named
     # SHARD:PRIORITY:ID, or a dequeue's reservations TOKEN:1..TOKEN:n), each
     # stamped with the store's clock in ms when taken.
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
-        """Reserve up to ``wanted`` slots as TOKEN:1..TOKEN:n, never holding
-        more than ``cap`` in all; atomic across processes. Returns n."""
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
+        """Free the slots ``free`` names, then reserve up to ``wanted`` as
+        TOKEN:1..TOKEN:n, never holding more than ``cap`` in all; atomic
+        across processes. Returns n."""
 
     def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
         """In one step, free TOKEN:1..TOKEN:``reserved`` and take ``members``

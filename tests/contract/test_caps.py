@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
-from pinlater.errors import InvalidRequest
+from pinlater.errors import DequeueRateLimited, InvalidRequest
 from pinlater.operators import Monitor
 from pinlater.stores.base import AckItem
 from tests.support.caps import most_running
@@ -49,6 +49,23 @@ def test_a_cap_bounds_the_jobs_running_and_each_end_of_a_claim_frees_a_slot(
     assert cluster.dequeue(queue_name, 10) == []
     cluster.ack(queue_name, succeeded=[Ack(second.descriptor), Ack(third.descriptor)])
     assert len(cluster.dequeue(queue_name, 10)) == 2
+
+
+def test_riding_acks_free_their_slots_whether_or_not_the_dequeue_takes_any(
+    cluster: JobService, queue_name: str
+) -> None:
+    cluster.create_queue(queue_name, max_running=2)
+    cluster.enqueue(queue_name, [Job(b"x") for _ in range(8)])
+    first = cluster.dequeue(queue_name, 5)
+    second = cluster.dequeue(queue_name, 5, succeeded=[Ack(j.descriptor, claim=j.claim) for j in first])
+    assert len(second) == 2
+    assert sorted(_held(cluster, queue_name)) == sorted(j.descriptor[len(queue_name) + 2:] for j in second)
+    cluster.pause(queue_name)
+    with pytest.raises(DequeueRateLimited):
+        cluster.dequeue(queue_name, 5, succeeded=[Ack(j.descriptor) for j in second])
+    assert _held(cluster, queue_name) == {}
+    cluster.resume(queue_name)
+    assert len(cluster.dequeue(queue_name, 5)) == 2
 
 
 def test_a_claim_that_expires_frees_its_slot_in_the_monitors_pass(cluster: JobService, queue_name: str) -> None:

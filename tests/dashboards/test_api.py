@@ -123,6 +123,11 @@ def test_controls_need_the_token_and_valid_input(cluster: Cluster) -> None:
         ("rate", {"rate": -1}, {}, "rate must be between"),
         ("rate", {"rate": "fast"}, {}, "rate must be a number"),
         ("rate", {}, {}, "rate is required"),
+        ("concurrency", {}, {}, "max_running is required"),
+        ("concurrency", {"max_running": 0}, {}, "max_running must be between 1 and 1000000"),
+        ("concurrency", {"max_running": 2.5}, {}, "max_running must be a whole number"),
+        ("concurrency", {"max_running": "9"}, {}, "max_running must be a whole number"),
+        ("concurrency", {"max_running": 10**30}, {}, "max_running must be between"),
         ("retry-failed", {"limit": 0}, {}, "limit must be between"),
         ("retry-failed", {"limt": 5}, {}, "unknown field"),
         ("retry-failed", {"priority": 9}, {}, "priority must be between 1 and 3"),
@@ -154,6 +159,19 @@ def test_rate_control_is_applied_and_audited(cluster: Cluster) -> None:
     first = next(e for e in entries if e["params"].get("rate") == 250)
     assert first["operator"] == "alice" and first["remote"] == "127.0.0.1" and first["ok"] is True
     assert first["queue"] == queue and first["at_ms"] > 0
+
+
+def test_concurrency_control_is_applied_shown_and_audited(cluster: Cluster) -> None:
+    base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
+    status, body = control(base, queue, "concurrency", {"max_running": 7}, operator="carol")
+    assert status == 200 and body["max_running"] == 7 and body["audited"] is True
+    assert svc.queue_config(queue, fresh=True).max_running == 7
+    view = queue_view(fresh_overview(cluster), queue)
+    assert view["max_running"] == 7 and view["counts"]["running"] == svc.count(queue, "running")
+    assert control(base, queue, "concurrency", {"max_running": None})[1]["max_running"] is None
+    assert svc.queue_config(queue, fresh=True).max_running is None
+    entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
+    assert any(e["params"] == {"max_running": 7} and e["operator"] == "carol" for e in entries)
 
 
 def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:

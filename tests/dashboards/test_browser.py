@@ -165,6 +165,27 @@ def test_pausing_from_the_page_stops_dequeues(page: Any, cluster: Cluster) -> No
     svc.checkpoint(queue, [Checkpoint(job.descriptor, move_to_pending=True)])  # leave the counts as they were
 
 
+def test_a_concurrency_cap_set_from_the_page_shows_beside_the_running_count(page: Any, cluster: Cluster) -> None:
+    svc, queue = cluster.svc, cluster.work.queue
+    sign_in(page)
+    open_queue(page, queue)
+    page.fill("#cap-input", "0")
+    page.click("#btn-cap")
+    wait_for(lambda: "whole number of jobs from 1" in page.inner_text("#toast"), what="the cap refused in the page")
+    page.fill("#cap-input", "6")
+    page.click("#btn-cap")
+    confirm(page, f"at most 6 jobs of {queue}")
+    running_cell = f'#queues tr[data-queue="{queue}"] td[data-field="running"]'
+    wait_for(lambda: page.inner_text(running_cell).endswith(" / 6"), what="running cell shows the cap")
+    assert svc.queue_config(queue, fresh=True).max_running == 6
+    wait_for(lambda: "at most 6 running at once" in page.inner_text("#detail-config"), what="detail shows the cap")
+    page.fill("#cap-input", "")
+    page.click("#btn-cap")
+    confirm(page, f"any number of jobs of {queue}")
+    wait_for(lambda: " / " not in page.inner_text(running_cell), what="running cell without a cap")
+    assert svc.queue_config(queue, fresh=True).max_running is None
+
+
 def test_retry_failed_from_the_page_moves_failed_jobs_back(page: Any, cluster: Cluster) -> None:
     svc, queue = cluster.svc, cluster.work.queue
     before = backend_counts(svc, queue)

@@ -21,22 +21,13 @@ from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from tests.integration.procs import capped_worker, hold_jobs, ready
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
+from tests.support.caps import most_at_once
 from tests.support.stores import settings_for
 from tests.support.waits import wait_for
 
 CAP = 5
 JOB_S = 0.5
 RUN_S = 12.0
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an end before a start at a tie)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    now = most = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
 
 
 @pytest.mark.serial  # its throughput is timed: on a machine of its own

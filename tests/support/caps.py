@@ -1,5 +1,6 @@
 """Workers racing for a capped queue's slots, counting for themselves how
-many of their jobs run at once (tests of ``QueueConfig.max_running``)."""
+many of their jobs run at once, and the most of a set of spans open at
+once (tests of ``QueueConfig.max_running``)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,13 @@ def most_running(
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(work, range(workers)))
     return done[0], running[1]
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an end before a start at a tie)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most

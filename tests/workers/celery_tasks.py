@@ -110,6 +110,14 @@ def rated(self: Any, body: bytes) -> None:
     results().rpush(key("starts:w_rate"), time.time())
 
 
+# -- concurrency caps -----------------------------------------------------------------------
+@task("w_capped", max_running=3)
+def capped(self: Any, seconds: float) -> None:
+    started = time.time()
+    time.sleep(seconds)
+    results().rpush(key("spans:w_capped"), f"{started},{time.time()}")
+
+
 # -- heartbeats ----------------------------------------------------------------------------
 # PINLATER_SOAK=1 runs the heartbeat test at full size (a 60 s
 # task, a 10 s claim timeout) instead of CI's scaled ones (12 s, 3 s).

@@ -73,9 +73,11 @@ class MemoryControlStore:
         self._buckets.release(bucket, count, burst)
 
     # -- concurrency slots -------------------------------------------------------
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
         with self._lock:
             held = self._slots.setdefault(queue, {})
+            for m in free:
+                held.pop(m, None)
             n = max(0, min(wanted, cap - len(held)))
             now = _now_ms()
             for i in range(1, n + 1):

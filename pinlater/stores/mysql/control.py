@@ -156,11 +156,13 @@ class MySQLControlStore:
         self._run(lambda s: s.execute(sql("ctl_release"), args))
 
     # -- concurrency slots ----------------------------------------------------
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
-        if wanted <= 0:
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
+        if wanted <= 0 and not free:
             return 0
 
         def work(s: Session) -> int:
+            if free:
+                s.execute(sql("slot_free", ids=len(free)), [queue, *free])
             # The queue's lock row stays locked from here to COMMIT: the
             # count read and the rows added are one step for every taker.
             # FOR UPDATE first: an INSERT IGNORE of an existing row would

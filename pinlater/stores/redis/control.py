@@ -133,10 +133,10 @@ class RedisControlStore:
         with self._guard():
             return int(loader.call(self._r, self._scripts[name], [keys.slots_key(queue)], list(args)))
 
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str) -> int:
-        if wanted <= 0:
+    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
+        if wanted <= 0 and not free:
             return 0
-        return self._script("slots_take", queue, [cap, wanted, token])
+        return self._script("slots_take", queue, [cap, max(0, wanted), token, *free])
 
     def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
         self._script("slots_bind", queue, [token, reserved, *members])
