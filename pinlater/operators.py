@@ -273,7 +273,7 @@ class Monitor:
             return
         if done is None:
             return
-        stats.slots_freed += done.freed + done.reservations_freed
+        stats.slots_freed += done.freed
         stats.slots_added += done.added
 
     def _gc(self, shard_id: str, config: QueueConfig, priority: int, state: JobState) -> int:

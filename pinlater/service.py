@@ -23,13 +23,14 @@ import math
 from collections.abc import Callable, Sequence
 
 from pinlater.client_api import Call, PinLaterClient, declared
-from pinlater.descriptor import descriptor_prefix
+from pinlater.descriptor import JobDescriptor, descriptor_prefix
 from pinlater.engine.admin import QueueAdminMixin
 from pinlater.engine.core import Core
 from pinlater.engine.idempotency import enqueue_once
 from pinlater.engine.priority_walk import walk_priorities
 from pinlater.engine.reads import ReadsMixin
 from pinlater.engine.settle import Share, prepare_acks, route, settle, settle_acks
+from pinlater.engine.slots import Ended
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
@@ -126,9 +127,9 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         succeeded: Sequence[Ack], failed: Sequence[Ack],
     ) -> list[DequeuedJob]:
         source = check_source(source or self.source)
-        # The riding ACKs' slots (of a capped queue) are freed by this
-        # dequeue's take, in one store call, or below if it takes none.
-        ended: list[str] = []
+        # The riding ACKs' slots (of a capped queue) are this dequeue's to
+        # claim with first, or freed below if it claims with none.
+        ended: list[Ended] = []
         try:
             if succeeded or failed:
                 prepared = prepare_acks(self.core, queue, succeeded, failed, source)
@@ -139,7 +140,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
                 self.core.slots.free(self.queue_config(queue), ended)
 
     def _dequeue_claiming(
-        self, queue: str, limit: int, source: str, dry_run: bool, coverage: float, ended: list[str]
+        self, queue: str, limit: int, source: str, dry_run: bool, coverage: float, ended: list[Ended]
     ) -> list[DequeuedJob]:
         config = check_dequeue(self.core, queue, limit, coverage)
         shards = self.core.shards.require_healthy()
@@ -152,15 +153,19 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             limiter = self.core.rate_limiter
             granted = limiter.take(config, limit)
 
-            def collect(n: int) -> tuple[list[DequeuedJob], PinLaterError | None]:
+            def collect(n: int, token: str | None = None) -> tuple[list[DequeuedJob], PinLaterError | None]:
+                if token is None:
+                    return self._collect(queue, config, shards, n, "dequeue",
+                                         lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead))
                 return self._collect(queue, config, shards, n, "dequeue",
-                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead))
+                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token))
 
             try:
                 if config.max_running is None:
                     jobs, error = collect(granted)
                 else:
-                    jobs, error = self.core.slots.claim(config, granted, collect, ended)
+                    riding, ended[:] = list(ended), []
+                    jobs, error = self.core.slots.claim(config, granted, collect, riding)
             finally:
                 limiter.give_back(config, granted - len(jobs))
         # Jobs claimed are always handed over, a shard failing beside them or
@@ -250,15 +255,20 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             if c.new_body is not None and len(c.new_body) > self.settings.max_body_bytes:
                 raise InvalidRequest(f"new body is over {self.settings.max_body_bytes} bytes")
         share = Share()
+        capped = config.max_running is not None
+        tokens = self.core.slots.tokens_of(config, [
+            str(JobDescriptor.parse(c.descriptor)) for c in checkpoints if c.move_to_pending and not c.claim
+        ]) if capped else {}
         ended = settle(
             self.core, "checkpoint", queue, [route(self.core, queue, config, checkpoints)], [share],
             lambda _, d, c: CheckpointItem(d.priority, d.local_id, source, c.new_body, c.move_to_pending,
                                            c.run_after_ms, c.attempts_allowed, c.prepend_custom_status,
                                            c.claim or None),
             lambda b, items: b.checkpoint(queue, items),
-            ends_claim=(lambda c: c.move_to_pending) if config.max_running is not None else None,
+            ends_claim=(lambda c: c.move_to_pending) if capped else None,
         )
-        self.core.slots.free(config, ended)
+        if ended:
+            self.core.slots.free(config, [(d, token or tokens.get(d)) for d, token in ended])
         result = share.checked("checkpoints")
         if result.stale:
             log.info("ignored %d stale checkpoints on %s from %s", len(result.stale), queue, source)

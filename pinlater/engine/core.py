@@ -72,6 +72,7 @@ class Core:
                        admin_throttle=_throttle(settings))
 
     def close(self) -> None:
+        self.slots.close()  # gives back its spare slots: needs the control store
         self.counters.close()
         self.shards.close()
         self.control.close()

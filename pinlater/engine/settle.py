@@ -22,10 +22,11 @@ from typing import Any, TypeVar
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
+from pinlater.engine.slots import Ended
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
 from pinlater.models import Ack, AckResult, Checkpoint
 from pinlater.queue_config import QueueConfig
-from pinlater.stores.base import AckItem, FailItem, ShardBackend
+from pinlater.stores.base import CLAIM_TOKEN_LEN, AckItem, FailItem, ShardBackend
 from pinlater.validation import check_batch, check_claims, check_delay, check_priority, check_source, check_status
 
 E = TypeVar("E", Ack, Checkpoint)
@@ -81,12 +82,13 @@ def settle(
     apply: Callable[[ShardBackend, list[Item]], list[bool]],
     *,
     ends_claim: Callable[[Any], bool] | None = None,
-) -> list[str]:
+) -> list[Ended]:
     """Applies every caller's routed entries, one store call (``op``) per
     shard, and records each entry in its caller's share (see the module doc).
-    Returns the descriptors of the entries applied that ``ends_claim``
-    (none without it): the slots a capped queue frees (``pinlater.engine.slots``)."""
-    ended: list[str] = []
+    Returns the entries applied that ``ends_claim`` (none without it), each
+    as its descriptor and claim token (None if it named no claim): the
+    slots a capped queue frees (``pinlater.engine.slots``)."""
+    ended: list[Ended] = []
     parts: dict[str, tuple[ShardBackend, list[tuple[int, list[tuple[JobDescriptor, Any]]]]]] = {}
     for caller, routed in enumerate(callers):
         for backend, pairs in routed:
@@ -113,7 +115,7 @@ def settle(
                 text = str(d)
                 (result.acked if ok else result.stale).append(text)
                 if ok and ends_claim is not None and ends_claim(entry):
-                    ended.append(text)
+                    ended.append((text, entry.claim[:CLAIM_TOKEN_LEN] if entry.claim else None))
             start += len(pairs)
     return ended
 
@@ -152,7 +154,7 @@ def prepare_acks(
                         route(core, queue, config, failed))
 
 
-def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[str] | None = None) -> list[Share]:
+def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | None = None) -> list[Share]:
     """One or more callers' prepared ACKs of one queue: one call per shard
     for the success ACKs of all of them, then one per shard for the
     failures, each item under its own claim, or else its caller's source.
@@ -161,19 +163,29 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[str] | Non
     (a dequeue the ACKs ride on frees them with its take)."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
-    ends = (lambda _: True) if config.max_running is not None else None
-    ended: list[str] = [] if held is None else held
+    if config.max_running is None:
+        _settle_acks(core, batch, queue, config, shares, None, [])
+        return shares
+    # A capped queue's slots: the tokens of jobs ACKed without their claims
+    # are read first, since the ACKs clear them.
+    tokens = core.slots.tokens_of(config, [
+        str(d) for p in batch for _, pairs in (*p.succeeded, *p.failed) for d, a in pairs if not a.claim
+    ])
+    ended: list[Ended] = []
     try:
-        _settle_acks(core, batch, queue, config, shares, ends, ended)
+        _settle_acks(core, batch, queue, config, shares, lambda _: True, ended)
     finally:
+        ended = [(d, token or tokens.get(d)) for d, token in ended]
         if held is None:
             core.slots.free(config, ended)
+        else:
+            held += ended
     return shares
 
 
 def _settle_acks(
     core: Core, batch: Sequence[PreparedAcks], queue: str, config: QueueConfig, shares: list[Share],
-    ends: Callable[[Any], bool] | None, ended: list[str],
+    ends: Callable[[Any], bool] | None, ended: list[Ended],
 ) -> None:
     if any(p.succeeded for p in batch):
         ended += settle(

@@ -1,38 +1,56 @@
 """Concurrency caps: at most ``QueueConfig.max_running`` jobs of a queue
 RUNNING at once, over every shard, worker and server process.
 
-A slot is a member of the queue's slot set in the control store, stamped
-with the store's clock when taken (``ControlStore.slots_*``): a lease named
-after a running job (``SHARD:pPRIORITY:ID``), or one of a dequeue's
-reservations (``TOKEN:i``). The steps are ordered so that the jobs RUNNING
-are always a subset of the slots held, whatever runs at the same time:
+The slots are counted in the control store per *owner*, a process (this
+module's ``Slots``, one per core): ``ControlStore.slots_sync`` frees,
+gives back and takes slots in one atomic step against the cap. Every job
+a capped dequeue claims is claimed under a token that starts with its
+owner's name (``CLAIM_OWNER_LEN`` characters), so the shards can always
+say how many jobs each owner has running (``ShardBackend.running_owners``).
 
-* a dequeue takes n reservations first (count and take are one step in the
-  store, against the cap), claims at most n jobs on the shards, then swaps
-  its reservations for the claimed jobs' leases in one step (unused
-  reservations are freed by the same swap);
-* an ACK, or a checkpoint that moves its job back to PENDING, ends the
-  claim on the shard first and frees the job's lease after;
-* whatever ends a claim without a client's call (claim expiry, an
-  operator's delete), and a free lost because a process died between its
-  two steps, is settled by the monitor's pass (``reconcile``): a lease whose
-  job is no longer RUNNING is freed, a RUNNING job without a lease gets one
-  (a cap set on a busy queue, a control store that lost its last writes),
-  and a reservation never swapped is freed after ``RESERVATION_MAX_MS``.
+An owner keeps the slots its own jobs free (an ACK, a checkpoint back to
+PENDING) and claims with them again without asking the store, which is what
+makes a capped dequeue+ACK cost what an uncapped one does. What a process
+holds in the store is always at least its spare slots plus the jobs it has
+running or is claiming, so the jobs RUNNING never outnumber the slots held:
 
-A shard that cannot be reached keeps its jobs' leases: they may still be
-running, so the cap keeps counting them until the shard answers again and
-the monitor's pass settles them. A cap's dequeue needs the control store:
-while it cannot be reached, a capped queue hands out nothing (an uncapped
-queue is not affected), where the rate limiter falls back to a local
-bucket; a cap exists to protect the callee, so it fails closed.
+* a dequeue takes the slots it lacks first (one store step, counted
+  against the cap), marks them in use, claims at most that many, and keeps
+  what it did not use;
+* an ACK or move to PENDING ends the claim on the shard first; the slot
+  then becomes its owner's spare, or, for another owner's job, is freed in
+  that owner's count by this process's next store step (within
+  ``FLUSH_S``);
+* spare slots not used for ``IDLE_S`` go back to the store, and an owner
+  holding any syncs at least every ``REFRESH_S``;
+* what ends a claim without a call here (a claim that expires, an
+  operator's delete, a job ACKed by another owner) the owner finds by
+  looking up its running jobs at least every ``CHECK_S`` while it holds
+  any; a slot it finds freed by another owner it does not free again,
+  since the store's count of it, not its own, bounds what it may use;
+* an owner that has not synced for ``OWNER_STALE_MS`` is gone (killed, or
+  cut off): the monitor's pass settles its count to the jobs it still has
+  running on the shards (``reconcile``), and the same for jobs claimed by
+  owners the store does not know (a cap set on a busy queue). An owner
+  does not use its spare slots without a sync once ``CREDIT_TRUST_S`` has
+  passed since its last, well before it could be taken for gone.
+
+A shard that cannot be reached keeps its jobs' slots: they may still be
+running, so the cap keeps counting them until the shard answers again (the
+monitor settles no owner while a shard is missing). A capped dequeue needs
+the control store when its owner lacks slots: while the store cannot be
+reached it hands out at most the spare slots it has (``SlotsUnavailable``
+once it has none): a cap exists to protect the callee, so it fails closed,
+where the rate limiter falls back to a local bucket.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +58,7 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import PinLaterError, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from pinlater.stores.base import ScanQuery
+from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN
 
 if TYPE_CHECKING:
     from pinlater.engine.shards import ShardSet
@@ -49,165 +67,362 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A reservation older than this was left by a dequeue that died between
-# its steps (a dequeue call is bounded by the stores' socket timeouts, far
-# below this): the monitor frees it.
-RESERVATION_MAX_MS = 60_000
-RESERVED = "~"
-_SCAN_PAGE = 1000
+OWNER_STALE_MS = 20_000
+CREDIT_TRUST_S = 3.0
+REFRESH_S = 1.0
+CHECK_S = 1.0
+IDLE_S = 0.2
+FLUSH_S = 0.05
+# A dequeue that finds the cap full asks the store again only this much
+# after the last step that found it full: each of a process's idle pollers
+# would otherwise make one store step per poll.
+FULL_S = 0.01
 
-def member(descriptor: str, queue: str) -> str:
-    """A job's lease name: its descriptor's text without the queue
-    (``QUEUE:sSHARD:pP:ID`` -> ``SHARD:pP:ID``), canonical as
-    ``JobDescriptor`` writes it."""
-    return descriptor[len(queue) + 2:]
-
-
-def shard_of(lease: str) -> str:
-    return lease.split(":", 1)[0]
+# A job whose claim ended: its descriptor and its claim's token (None if
+# the caller named no claim and the job was not this process's).
+Ended = tuple[str, str | None]
 
 
 class SlotsUnavailable(ShardConnectionFailed):
     """The control store could not be reached for a capped queue's slots."""
 
 
+@dataclass
+class _Pool:
+    """One capped queue's slots as this process holds them, under its own
+    owner's name (random: a name already known to the store on a first
+    step is drawn again)."""
+
+    cap: int
+    owner: str = field(default_factory=lambda: secrets.token_hex(CLAIM_OWNER_LEN // 2))
+    registered_at: float = -1e9  # the last store step (monotonic)
+    credit: int = 0  # spare slots, held in the store
+    held: int = 0  # what the store said this owner holds, at the last step
+    in_use: int = 0  # slots of claims under way
+    running: dict[str, str] = field(default_factory=dict)  # descriptor -> claim token
+    frees: dict[str, int] = field(default_factory=dict)  # other owner -> slots to free
+    synced_at: float = -1e9
+    used_at: float = 0.0
+    checked_at: float = 0.0
+    full_at: float = -1e9  # the last step that granted less than it asked
+    lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
+    stepping: threading.Lock = field(default_factory=threading.Lock)  # one store step at a time
+
+
 class Slots:
-    """The slot steps over a control store and the shards (see the module doc)."""
+    """The slot steps of one process (one owner) over a control store and
+    the shards (see the module doc)."""
 
     def __init__(self, control: ControlStore, shards: ShardSet) -> None:
         self._control = control
         self._shards = shards
+        self._pools: dict[str, _Pool] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
+    @staticmethod
+    def _token(pool: _Pool) -> str:
+        # The rest is random, not a count: a claim's token is what proves it,
+        # and one caller's claims must not tell it the next one's.
+        return pool.owner + secrets.token_hex((CLAIM_TOKEN_LEN - CLAIM_OWNER_LEN) // 2)
+
+    def _pool(self, config: QueueConfig) -> _Pool | None:
+        """The queue's pool, made if it has a cap (None if it has neither)."""
+        with self._lock:
+            pool = self._pools.get(config.name)
+            if pool is None and config.max_running is not None:
+                pool = self._pools[config.name] = _Pool(config.max_running)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._tend, name="pinlater-slots", daemon=True)
+                    self._thread.start()
+            if pool is not None and config.max_running is not None:
+                pool.cap = config.max_running
+            return pool
+
+    # -- a dequeue ----------------------------------------------------------------------------
     def claim(
         self, config: QueueConfig, wanted: int,
-        collect: Callable[[int], tuple[list[DequeuedJob], PinLaterError | None]],
-        ended: list[str] | None = None,
+        collect: Callable[[int, str], tuple[list[DequeuedJob], PinLaterError | None]],
+        ended: Sequence[Ended] = (),
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
-        """``collect(n)`` under at most ``n`` of the cap's free slots: an
-        empty answer, as an empty queue gives, when none is free. The
-        slots of ``ended`` (descriptors of jobs whose claims the same call
-        ended: its riding ACKs) are freed in the same store call, and the
-        list emptied once they are: freed twice, a slot taken again in
-        between by the same job, claimed anew, would be lost."""
-        cap = config.max_running
-        assert cap is not None
-        control = self._control
-        token = RESERVED + os.urandom(8).hex()
-        try:
-            n = control.slots_take(config.name, cap, wanted, token, [member(d, config.name) for d in ended or ()])
-        except ShardConnectionFailed as exc:
-            raise SlotsUnavailable(
-                f"queue {config.name!r} has a concurrency cap, whose slots are in the control store, "
-                f"which cannot be reached: {exc}"
-            ) from None
-        if ended:
-            ended.clear()
+        """``collect(n, token)`` under at most ``n`` of the cap's slots,
+        claiming under ``token``: an empty answer, as an empty queue gives,
+        when none is free. ``ended``: the jobs whose claims the same call
+        ended (its riding ACKs), whose slots are used again first."""
+        pool = self._pool(config)
+        assert pool is not None, "claim() is for capped queues"
+        with pool.lock:
+            self._end(pool, ended)
+        n = self._take(config, pool, wanted)
+        if n <= 0 and self._check_soon(config, pool):
+            n = self._take(config, pool, wanted)  # a job of this process's had ended unseen
         if n <= 0:
             return [], None
         jobs: list[DequeuedJob] = []
         try:
-            jobs, error = collect(n)
+            jobs, error = collect(n, self._token(pool))
         finally:
-            leases = [member(j.descriptor, config.name) for j in jobs]
-            try:
-                control.slots_bind(config.name, token, n, leases)
-            except PinLaterError as exc:
-                # The reservations stay held, so the jobs are counted: the
-                # monitor swaps them for leases (``reconcile``).
-                log.warning("slots of %s not bound (%d jobs; the monitor will): %s", config.name, len(jobs), exc)
+            with pool.lock:
+                pool.in_use -= n
+                pool.credit += n - len(jobs)
+                for j in jobs:
+                    pool.running[j.descriptor] = j.claim[:CLAIM_TOKEN_LEN]
+                pool.used_at = time.monotonic()
         return jobs, error
 
-    def free(self, config: QueueConfig, descriptors: Sequence[str]) -> None:
-        """Free the leases of jobs whose claims have ended (ACKed, or moved
-        back to PENDING by a checkpoint). A failure is logged, not raised:
-        the claim has ended, and the monitor frees what is left."""
-        if not descriptors:
-            return
-        try:
-            self._control.slots_free(config.name, [member(d, config.name) for d in descriptors])
-        except PinLaterError as exc:
-            log.warning("%d slots of %s not freed (the monitor will): %s", len(descriptors), config.name, exc)
-
-    def set_cap(self, config: QueueConfig) -> None:
-        """After a queue's cap changed: without a cap, its slots are dropped;
-        with one, the jobs already running are counted at once."""
-        if config.max_running is None:
-            self._control.slots_drop(config.name)
-        else:
-            self.reconcile(config)
-
-    # -- the monitor's step ----------------------------------------------------------------
-    def reconcile(self, config: QueueConfig) -> Reconciled:
-        """Make the slots held match the jobs RUNNING on the shards that
-        answer (see the module doc); the leases of a shard that does not
-        answer are kept."""
-        queue, control = config.name, self._control
-        now, held = control.slots_read(queue)
-        out = Reconciled()
-        running: set[str] = set()
-        answered: set[str] = set()
-        for backend in self._shards.healthy():
+    def _take(self, config: QueueConfig, pool: _Pool, wanted: int) -> int:
+        """Mark up to ``wanted`` slots in use: spare ones, and as many more
+        as the store grants (one step), or only spare ones while it cannot
+        be reached, for ``CREDIT_TRUST_S`` after the last step."""
+        if not self._spare_enough(pool, wanted) and time.monotonic() - pool.full_at >= FULL_S:
             try:
-                running |= self._running_on(backend.shard_id, config)
-            except PinLaterError as exc:
-                out.shards_skipped.append(backend.shard_id)
-                log.info("slots of %s: shard %s skipped: %s", queue, backend.shard_id, exc)
-                continue
-            answered.add(backend.shard_id)
-        leases = [m for m in held if not m.startswith(RESERVED)]
-        # Not seen running: confirmed by a lookup, which a heartbeat moving
-        # the job within the running set cannot miss as a paged scan can.
-        unseen = [m for m in leases if m not in running and shard_of(m) in answered]
-        ended = self._not_running(config, unseen)
-        out.freed = control.slots_prune(queue, ended, now)
-        missing = [m for m in running if m not in held]
-        control.slots_add(queue, missing)
-        out.added = len(missing)
-        cutoff = now - RESERVATION_MAX_MS
-        old = [m for m, at in held.items() if m.startswith(RESERVED) and at < cutoff]
-        out.reservations_freed = control.slots_prune(queue, old, cutoff)
-        out.held = len(held) - out.freed - out.reservations_freed + out.added
-        return out
+                self._sync(config.name, pool, want=wanted, need=wanted)
+            except ShardConnectionFailed as exc:
+                with pool.lock:
+                    usable = pool.credit and time.monotonic() - pool.synced_at < CREDIT_TRUST_S
+                if not usable:
+                    raise SlotsUnavailable(
+                        f"queue {config.name!r} has a concurrency cap, whose slots are in the control store, "
+                        f"which cannot be reached: {exc}"
+                    ) from None
+        with pool.lock:
+            n = min(wanted, pool.credit)
+            pool.credit -= n
+            pool.in_use += n
+            return n
 
-    def _running_on(self, shard_id: str, config: QueueConfig) -> set[str]:
-        shards = self._shards
-        backend = shards.get(shard_id)
-        found: set[str] = set()
-        for p in range(1, config.priorities + 1):
-            query = ScanQuery(config.name, p, JobState.RUNNING, False, None, _SCAN_PAGE, False)
-            while True:
-                page = shards.call(backend, "scan", config.name, lambda b, q=query: b.scan(q))  # type: ignore[misc]
-                found.update(f"{shard_id}:p{p}:{r.local_id}" for r in page)
-                if len(page) < _SCAN_PAGE:
-                    break
-                query = ScanQuery(config.name, p, JobState.RUNNING, False,
-                                  (page[-1].sort_time_ms, page[-1].local_id), _SCAN_PAGE, False)
-        return found
+    @staticmethod
+    def _spare_enough(pool: _Pool, wanted: int) -> bool:
+        """Whether a dequeue may go on without a store step: enough spare
+        slots, trusted, and no other owner's slots to free."""
+        with pool.lock:
+            return (pool.credit >= wanted and not pool.frees
+                    and time.monotonic() - pool.synced_at < CREDIT_TRUST_S)
 
-    def _not_running(self, config: QueueConfig, leases: Iterable[str]) -> list[str]:
-        shards = self._shards
+    def free(self, config: QueueConfig, ended: Sequence[Ended]) -> None:
+        """After ACKs or moves to PENDING were applied: each job's slot
+        becomes this process's spare, or another owner's to free (in this
+        process's next store step)."""
+        pool = self._pool(config) if ended else None
+        if pool is not None:
+            with pool.lock:
+                self._end(pool, ended)
+
+    def _end(self, pool: _Pool, ended: Sequence[Ended]) -> None:
+        for descriptor, token in ended:
+            mine = pool.running.get(descriptor)
+            if mine is not None and (token is None or token == mine):
+                del pool.running[descriptor]
+                pool.credit += 1
+            elif token is not None and not token.startswith(pool.owner):
+                # Another owner's claim (of a job this process may have held
+                # before its claim expired: its own check settles that one).
+                owner = token[:CLAIM_OWNER_LEN]
+                pool.frees[owner] = pool.frees.get(owner, 0) + 1
+            # else: a job of this process's that its own check found ended already
+
+    def tokens_of(self, config: QueueConfig, descriptors: Sequence[str]) -> dict[str, str]:
+        """The claim tokens of RUNNING jobs named without their claims (a
+        stock client's ACKs): this process's own from memory, the rest
+        looked up on their shards before the ACKs clear them."""
+        if not descriptors:
+            return {}
+        pool = self._pools.get(config.name)
+        known: dict[str, str] = {}
+        if pool is not None:
+            with pool.lock:
+                known = dict(pool.running)
+        found = {d: known[d] for d in descriptors if d in known}
         groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
-        for m in leases:
-            d = JobDescriptor.parse(f"{config.name}:s{m}")
-            groups.setdefault((d.shard, d.priority), []).append((d.local_id, m))
-        ended: list[str] = []
+        for d in descriptors:
+            if d not in found:
+                parsed = JobDescriptor.parse(d)
+                groups.setdefault((parsed.shard, parsed.priority), []).append((parsed.local_id, d))
         for (shard_id, p), items in groups.items():
             ids = [i for i, _ in items]
             try:
-                records = shards.call(shards.get(shard_id), "lookup", config.name,
-                                      lambda b, p=p, ids=ids: b.lookup(config.name, p, ids, False, None))  # type: ignore[misc]
+                records = self._shards.call(self._shards.get(shard_id), "lookup", config.name,
+                                            lambda b, p=p, ids=ids: b.lookup(config.name, p, ids, False, None))  # type: ignore[misc]
+            except PinLaterError:
+                continue  # its ACKs will not apply either: their shard is the one failing
+            for (_, d), r in zip(items, records, strict=True):
+                if r is not None and r.state is JobState.RUNNING and r.claim:
+                    found[d] = r.claim[:CLAIM_TOKEN_LEN]
+        return found
+
+    # -- store steps --------------------------------------------------------------------------
+    def _sync(
+        self, queue: str, pool: _Pool, want: int = 0, give_back: int = 0, leaving: bool = False,
+        need: int | None = None,
+    ) -> None:
+        """One store step: free other owners' slots, give back spare ones,
+        take up to ``want`` more. One at a time per queue (``stepping``);
+        the pool's lock is held only around it, so the process's dequeues
+        that have spare slots never wait on the store. ``need``: none if,
+        once this step's turn comes, that many are spare (another thread's
+        step got them)."""
+        with pool.stepping:
+            if need is not None and self._spare_enough(pool, need):
+                return
+            with pool.lock:
+                frees, pool.frees = pool.frees, {}
+                given = min(give_back, pool.credit)
+                pool.credit -= given  # out of reach of dequeues before the store sees it go
+            try:
+                synced = self._step(queue, pool, max(0, want), given, frees, leaving)
+            except BaseException:
+                with pool.lock:
+                    for owner, n in frees.items():
+                        pool.frees[owner] = pool.frees.get(owner, 0) + n
+                    pool.credit += given
+                raise
+            granted, held = synced
+            with pool.lock:
+                # The store's count of this owner is the truth: lowered by
+                # other owners' frees of its jobs, raised by none of its own.
+                pool.credit = max(0, held - len(pool.running) - pool.in_use)
+                pool.held = held
+                pool.synced_at = pool.registered_at = time.monotonic()
+                if granted < want:
+                    pool.full_at = pool.synced_at
+
+    def _step(
+        self, queue: str, pool: _Pool, want: int, given: int, frees: dict[str, int], leaving: bool
+    ) -> tuple[int, int]:
+        """``slots_sync`` under the pool's owner. A pool that holds nothing
+        and has not stepped lately (so the store may have forgotten it)
+        steps as a first one, and draws another name if its own is known."""
+        with pool.lock:
+            idle = not (pool.held or pool.credit or pool.running or pool.in_use)
+        first = idle and not leaving and time.monotonic() - pool.registered_at > OWNER_STALE_MS / 2000
+        for _ in range(3):
+            synced = self._control.slots_sync(queue, pool.cap, pool.owner, want, given, frees, leaving, first)
+            if synced is not None:
+                return synced
+            pool.owner = secrets.token_hex(CLAIM_OWNER_LEN // 2)
+        raise PinLaterError(f"slots of {queue}: three owner names in a row were taken")
+
+    def _check_soon(self, config: QueueConfig, pool: _Pool) -> bool:
+        """A dequeue found no slot: look up this process's running jobs now
+        if not lately (a claim may have expired under one of them). True if
+        one had ended."""
+        if pool.running and time.monotonic() - pool.checked_at >= CHECK_S:
+            return self._check(config.name, pool) > 0
+        return False
+
+    def _check(self, queue: str, pool: _Pool) -> int:
+        """Forget jobs of this process that are no longer RUNNING under its
+        claim (their slots are spare from the next sync on)."""
+        pool.checked_at = time.monotonic()
+        with pool.lock:
+            mine = dict(pool.running)
+        groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        for d in mine:
+            parsed = JobDescriptor.parse(d)
+            groups.setdefault((parsed.shard, parsed.priority), []).append((parsed.local_id, d))
+        gone: list[str] = []
+        for (shard_id, p), items in groups.items():
+            ids = [i for i, _ in items]
+            try:
+                records = self._shards.call(self._shards.get(shard_id), "lookup", queue,
+                                            lambda b, p=p, ids=ids: b.lookup(queue, p, ids, False, None))  # type: ignore[misc]
+            except PinLaterError:
+                continue  # its jobs may be running still: their slots stay held
+            gone += [d for (_, d), r in zip(items, records, strict=True)
+                     if r is None or r.state is not JobState.RUNNING or not (r.claim or "").startswith(mine[d])]
+        with pool.lock:
+            for d in gone:
+                if pool.running.get(d) == mine[d]:
+                    # Its slot is spare from the next sync on, which counts
+                    # it unless another owner freed it already.
+                    del pool.running[d]
+            if gone:
+                pool.synced_at = -1e9  # the next dequeue syncs first
+        return len(gone)
+
+    def _tend(self) -> None:
+        """The background steps: free other owners' slots, give back spare
+        slots not used lately, keep this owner's stamp fresh, and look up
+        its running jobs."""
+        while not self._stop.wait(FLUSH_S):
+            with self._lock:
+                pools = list(self._pools.items())
+            for queue, pool in pools:
+                try:
+                    self._tend_pool(queue, pool)
+                except PinLaterError as exc:
+                    log.warning("slots of %s: %s", queue, exc)
+                except Exception:
+                    log.exception("slots of %s", queue)
+
+    def _tend_pool(self, queue: str, pool: _Pool) -> None:
+        now = time.monotonic()
+        if pool.running and now - pool.checked_at >= CHECK_S:
+            self._check(queue, pool)
+        with pool.lock:
+            idle = pool.credit > 0 and pool.in_use == 0 and now - pool.used_at >= IDLE_S
+            holding = pool.held or pool.credit or pool.running or pool.in_use
+            due = pool.frees or idle or (holding and now - pool.synced_at >= REFRESH_S)
+        if due:
+            self._sync(queue, pool, give_back=pool.credit if idle else 0)
+
+    def close(self) -> None:
+        """Give back the spare slots and leave: the monitor settles the
+        slots of jobs still running at its next pass."""
+        self._stop.set()
+        with self._lock:
+            pools = list(self._pools.items())
+        for queue, pool in pools:
+            try:
+                self._sync(queue, pool, give_back=pool.credit, leaving=True)
             except PinLaterError as exc:
-                log.info("slots of %s: shard %s not looked up, its leases kept: %s", config.name, shard_id, exc)
+                log.warning("slots of %s not given back (the monitor settles them): %s", queue, exc)
+
+    # -- after a change of cap, and the monitor's step ---------------------------------------------
+    def set_cap(self, config: QueueConfig) -> None:
+        """After a queue's cap changed: with a cap, the jobs already running
+        are counted at once. Without, the slots stay, so that a cap set
+        again finds every owner's count as it was."""
+        if config.max_running is not None:
+            self.reconcile(config)
+
+    def reconcile(self, config: QueueConfig) -> Reconciled:
+        """Settle the slots of owners gone (not synced for
+        ``OWNER_STALE_MS``) or unknown to the store to the jobs they have
+        running, if every shard answers."""
+        queue = config.name
+        now, owners = self._control.slots_owners(queue)
+        out = Reconciled(held=sum(h for h, _ in owners.values()))
+        counts: dict[str, int] = {}
+        for backend in self._shards.all():
+            if not self._shards.is_healthy(backend.shard_id):
+                out.shards_skipped.append(backend.shard_id)
                 continue
-            ended += [m for (_, m), r in zip(items, records, strict=True)
-                      if r is None or r.state != JobState.RUNNING]
-        return ended
+            for p in range(1, config.priorities + 1):
+                try:
+                    found = self._shards.call(backend, "running_owners", queue,
+                                              lambda b, p=p: b.running_owners(queue, p))  # type: ignore[misc]
+                except PinLaterError as exc:
+                    out.shards_skipped.append(backend.shard_id)
+                    log.info("slots of %s: shard %s not counted: %s", queue, backend.shard_id, exc)
+                    break
+                for owner, n in found.items():
+                    counts[owner] = counts.get(owner, 0) + n
+        if out.shards_skipped:
+            return out  # a missing shard's jobs may be running: settle nobody
+        stale_before = now - OWNER_STALE_MS
+        settle = {o: counts.get(o, 0) for o, (_, at) in owners.items() if at < stale_before}
+        settle.update({o: n for o, n in counts.items() if o not in owners})
+        freed = self._control.slots_settle(queue, settle, stale_before)
+        out.freed, out.added = max(0, freed), max(0, -freed)
+        out.held -= freed
+        return out
 
 
 @dataclass(slots=True)
 class Reconciled:
     freed: int = 0
     added: int = 0
-    reservations_freed: int = 0
     held: int = 0
     shards_skipped: list[str] = field(default_factory=list)

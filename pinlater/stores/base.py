@@ -32,6 +32,7 @@ Conventions every backend follows:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -41,6 +42,19 @@ from pinlater.states import JobState
 
 CUSTOM_STATUS_MAX = 4000
 CLAIM_TOKEN_LEN = 16
+# A claim token's first characters name who claimed it when a capped
+# queue's dequeue chose it (``pinlater.engine.slots``): its slots' owner.
+CLAIM_OWNER_LEN = 8
+
+
+def new_claim_token(token: str | None) -> str:
+    """A claim's TOKEN: ``token`` (16 lowercase hex digits) as given, or a
+    new random one."""
+    if token is None:
+        return secrets.token_hex(CLAIM_TOKEN_LEN // 2)
+    if len(token) != CLAIM_TOKEN_LEN or token.strip("0123456789abcdef"):
+        raise ValueError("a claim token is 16 lowercase hex digits")
+    return token
 
 
 class ShardUnavailable(ShardConnectionFailed):
@@ -264,12 +278,15 @@ class ShardBackend(Protocol):
         limit: int,
         source: str,
         look_ahead: Sequence[int] = (),
+        token: str | None = None,
     ) -> Claims:
         """PENDING with run_after <= now -> RUNNING, at most ``limit`` in all,
         ``priorities`` in the order given and within one priority oldest
         run_after first (then lowest id), under one new claim
         ``TOKEN@source``; updated_at = now. One atomic step on the shard
-        whatever the number of priorities; see Claims for ``look_ahead``."""
+        whatever the number of priorities; see Claims for ``look_ahead``.
+        ``token``: the claim's TOKEN (``new_claim_token``), a new random one
+        if None."""
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -291,6 +308,11 @@ class ShardBackend(Protocol):
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
         """See CheckpointItem. True per applied item."""
+
+    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+        """How many jobs are RUNNING per claim owner: the first
+        ``CLAIM_OWNER_LEN`` characters of their claims' tokens. One atomic
+        read of the priority's running jobs (``pinlater.engine.slots``)."""
 
     def expire_claims(
         self, queue: str, priority: int, timeout_ms: int, limit: int

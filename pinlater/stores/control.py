@@ -119,33 +119,33 @@ class ControlStore(Records, Protocol):
         """Give back ``count`` unused tokens (never above ``burst``)."""
 
     # -- concurrency slots (pinlater.engine.slots) -----------------------------
-    # A queue's slots are members (a lease per running job, named
-    # SHARD:PRIORITY:ID, or a dequeue's reservations TOKEN:1..TOKEN:n), each
-    # stamped with the store's clock in ms when taken.
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
-        """Free the slots ``free`` names, then reserve up to ``wanted`` as
-        TOKEN:1..TOKEN:n, never holding more than ``cap`` in all; atomic
-        across processes. Returns n."""
+    # A capped queue's slots are counted per owner (a process: its claims'
+    # tokens start with its name), each owner stamped with the store's clock
+    # when it last synced.
+    def slots_sync(
+        self, queue: str, cap: int, owner: str, want: int, give_back: int = 0,
+        frees: Mapping[str, int] | None = None, leaving: bool = False, first: bool = False,
+    ) -> tuple[int, int] | None:
+        """One atomic step: free ``frees`` (other owner -> slots of its jobs
+        whose claims ended elsewhere; never below 0), give back
+        ``give_back`` of ``owner``'s, then take up to ``want`` more, never
+        holding more than ``cap`` in all. Stamps ``owner`` now, or stale if
+        ``leaving``. Returns (slots granted, slots ``owner`` holds now); or,
+        for its ``first`` step, None and nothing changed if the name is
+        known (owners stay known, holding nothing or not, until
+        ``slots_settle`` forgets them)."""
 
-    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
-        """In one step, free TOKEN:1..TOKEN:``reserved`` and take ``members``
-        (at most ``reserved``: the jobs that dequeue claimed)."""
+    def slots_owners(self, queue: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        """The store's clock (ms) and every owner: (slots held, ms last
+        synced; 0 if stale)."""
 
-    def slots_free(self, queue: str, members: Sequence[str]) -> None:
-        """Free these slots (absent ones are no error)."""
-
-    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
-        """The store's clock (ms) and every slot held: member -> ms taken."""
-
-    def slots_add(self, queue: str, members: Sequence[str]) -> None:
-        """Take these slots whatever the count (a held one keeps its stamp)."""
-
-    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
-        """Free those of ``members`` taken before ``before_ms`` (and not
-        since); returns how many."""
+    def slots_settle(self, queue: str, counts: Mapping[str, int], stale_before_ms: int) -> int:
+        """Each owner of ``counts`` not synced since ``stale_before_ms`` (or
+        unknown) now holds exactly its count (0: forgotten); returns the
+        slots freed (less those added)."""
 
     def slots_drop(self, queue: str) -> None:
-        """Free every slot of the queue."""
+        """Forget every slot of the queue."""
 
     def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
         """Idempotent enqueue, step 1: mark ``key`` as being enqueued for

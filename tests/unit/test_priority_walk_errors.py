@@ -81,10 +81,11 @@ class Failing(MemoryBackend):
         return super().enqueue(queue, items)
 
     def dequeue(
-        self, queue: str, priorities: Sequence[int], limit: int, source: str, look_ahead: Sequence[int] = ()
+        self, queue: str, priorities: Sequence[int], limit: int, source: str, look_ahead: Sequence[int] = (),
+        token: str | None = None,
     ) -> Claims:
         self._check()
-        return super().dequeue(queue, priorities, limit, source, look_ahead)
+        return super().dequeue(queue, priorities, limit, source, look_ahead, token)
 
     def peek(self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()) -> Claims:
         self._check()

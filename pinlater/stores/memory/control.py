@@ -30,7 +30,7 @@ class MemoryControlStore:
         # Records as JSON text, so a caller's later change to a document is not seen.
         self._logs: dict[str, list[str]] = {}
         self._maps: dict[str, dict[str, str]] = {}
-        self._slots: dict[str, dict[str, int]] = {}  # queue -> member -> ms taken
+        self._slots: dict[str, dict[str, tuple[int, int]]] = {}  # queue -> owner -> (held, ms synced)
 
     @classmethod
     def shared(cls, url: str) -> MemoryControlStore:
@@ -73,50 +73,42 @@ class MemoryControlStore:
         self._buckets.release(bucket, count, burst)
 
     # -- concurrency slots -------------------------------------------------------
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
+    def slots_sync(
+        self, queue: str, cap: int, owner: str, want: int, give_back: int = 0,
+        frees: Mapping[str, int] | None = None, leaving: bool = False, first: bool = False,
+    ) -> tuple[int, int] | None:
         with self._lock:
             held = self._slots.setdefault(queue, {})
-            for m in free:
-                held.pop(m, None)
-            n = max(0, min(wanted, cap - len(held)))
-            now = _now_ms()
-            for i in range(1, n + 1):
-                held[f"{token}:{i}"] = now
-            return n
+            if first and owner in held:
+                return None
+            for o, n in (frees or {}).items():
+                if o in held:
+                    h, at = held[o]
+                    held[o] = (h - min(n, h), at)
+            h, _ = held.get(owner, (0, 0))
+            h -= min(give_back, h)
+            total = sum(n for o, (n, _) in held.items() if o != owner) + h
+            granted = max(0, min(want, cap - total))
+            held[owner] = (h + granted, 0 if leaving else _now_ms())
+            return granted, h + granted
 
-    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
-        with self._lock:
-            held = self._slots.setdefault(queue, {})
-            for i in range(1, reserved + 1):
-                held.pop(f"{token}:{i}", None)
-            now = _now_ms()
-            for m in members:
-                held[m] = now
-
-    def slots_free(self, queue: str, members: Sequence[str]) -> None:
-        with self._lock:
-            held = self._slots.get(queue, {})
-            for m in members:
-                held.pop(m, None)
-
-    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
+    def slots_owners(self, queue: str) -> tuple[int, dict[str, tuple[int, int]]]:
         with self._lock:
             return _now_ms(), dict(self._slots.get(queue, {}))
 
-    def slots_add(self, queue: str, members: Sequence[str]) -> None:
+    def slots_settle(self, queue: str, counts: Mapping[str, int], stale_before_ms: int) -> int:
         with self._lock:
             held = self._slots.setdefault(queue, {})
-            now = _now_ms()
-            for m in members:
-                held.setdefault(m, now)
-
-    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
-        with self._lock:
-            held = self._slots.get(queue, {})
-            gone = [m for m in dict.fromkeys(members) if m in held and held[m] < before_ms]
-            for m in gone:
-                del held[m]
-            return len(gone)
+            freed = 0
+            for o, n in counts.items():
+                h, at = held.get(o, (0, 0))
+                if o not in held or at < stale_before_ms:
+                    freed += h - n
+                    if n:
+                        held[o] = (n, 0)
+                    else:
+                        held.pop(o, None)
+            return freed
 
     def slots_drop(self, queue: str) -> None:
         with self._lock:

@@ -7,7 +7,6 @@ MySQL. It is process-local: nothing is shared between processes.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ from dataclasses import dataclass, replace
 from pinlater.errors import QueueDeleted
 from pinlater.states import JobState
 from pinlater.stores.base import (
+    CLAIM_OWNER_LEN,
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
@@ -27,6 +27,7 @@ from pinlater.stores.base import (
     JobRecord,
     ScanQuery,
     holds,
+    new_claim_token,
     policy_delay,
 )
 
@@ -184,8 +185,9 @@ class MemoryBackend:
         limit: int,
         source: str,
         look_ahead: Sequence[int] = (),
+        token: str | None = None,
     ) -> Claims:
-        claim = f"{secrets.token_hex(8)}@{source}"
+        claim = f"{new_claim_token(token)}@{source}"
         with self._lock:
             now = self._clock()
             rows, following = self._ready_in(queue, priorities, limit, look_ahead, now)
@@ -274,6 +276,15 @@ class MemoryBackend:
                         row.run_after = item.run_after_ms
                 results.append(row is not None)
             return results
+
+    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+        with self._lock:
+            counts: dict[str, int] = {}
+            for r in self._table(queue, priority).values():
+                if r.state is JobState.RUNNING and r.claim:
+                    owner = r.claim[:CLAIM_OWNER_LEN]
+                    counts[owner] = counts.get(owner, 0) + 1
+            return counts
 
     def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
         with self._lock:

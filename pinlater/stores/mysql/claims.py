@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from pinlater.errors import StorageError
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import (
+    CLAIM_OWNER_LEN,
     CLAIM_TOKEN_LEN,
     AckItem,
     CheckpointItem,
@@ -30,6 +31,7 @@ from pinlater.stores.base import (
     ExpiredClaims,
     FailItem,
     holds,
+    new_claim_token,
 )
 from pinlater.stores.mysql.connection import ShardConnection
 from pinlater.stores.mysql.pool import Session
@@ -164,8 +166,9 @@ class ClaimsMixin(ShardConnection):
         limit: int,
         source: str,
         look_ahead: Sequence[int] = (),
+        token: str | None = None,
     ) -> Claims:
-        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        claim = f"{new_claim_token(token)}@{source}"
         if len(claim) > CLAIM_MAX:
             raise ValueError(f"source is too long ({len(source)} characters)")
         if limit <= 0 or not priorities:
@@ -316,6 +319,15 @@ class ClaimsMixin(ShardConnection):
                     1 if item.move_to_pending else 0]
 
         return self._guarded(queue, items, "checkpoint", values)
+
+    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+        table = job_table(queue, priority)
+
+        def work(s: Session) -> dict[str, int]:
+            s.execute(sql("running_owners", table=table), (CLAIM_OWNER_LEN,))
+            return {str(owner): int(n) for owner, n in s.fetchall()}
+
+        return self._run(queue, (priority,), work)
 
     def expire_claims(
         self, queue: str, priority: int, timeout_ms: int, limit: int

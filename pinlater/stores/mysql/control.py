@@ -8,9 +8,9 @@ Idempotency keys: table ``pinlater_idempotency``: key, JSON descriptors
 IGNORE`` on the primary key makes the reservation atomic; expired rows are
 deleted on the way and, now and then, in bulk.
 
-Concurrency slots: table ``pinlater_slots`` (queue, member) -> ms taken;
-a taker locks the queue's row of ``pinlater_slot_lock`` so that the count
-and the take are one step (``pinlater.engine.slots``).
+Concurrency slots: table ``pinlater_slot_owners`` (queue, owner) -> held,
+last synced; every step locks the queue's total row (owner ``#``) first,
+so that a count and a take are one step (``pinlater.engine.slots``).
 
 Event counters: table ``pinlater_event_counts`` (minute, queue, event) -> n;
 minutes older than ``RETENTION_MINUTES`` are purged now and then.
@@ -75,7 +75,6 @@ class MySQLControlStore:
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
         s.execute(sql("ctl_create_slots_table"))
-        s.execute(sql("ctl_create_slot_lock_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one
@@ -120,7 +119,6 @@ class MySQLControlStore:
             s.execute(sql("ctl_delete_config"), {"name": name})
             s.execute(sql("ctl_delete_bucket"), {"bucket": name})
             s.execute(sql("slot_drop"), {"queue": name})
-            s.execute(sql("slot_drop_lock"), {"queue": name})
 
         self._run(work, transaction=True)
 
@@ -156,68 +154,89 @@ class MySQLControlStore:
         self._run(lambda s: s.execute(sql("ctl_release"), args))
 
     # -- concurrency slots ----------------------------------------------------
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
-        if wanted <= 0 and not free:
-            return 0
-
-        def work(s: Session) -> int:
-            if free:
-                s.execute(sql("slot_free", ids=len(free)), [queue, *free])
-            # The queue's lock row stays locked from here to COMMIT: the
-            # count read and the rows added are one step for every taker.
-            # FOR UPDATE first: an INSERT IGNORE of an existing row would
-            # take a shared lock, and two takers upgrading theirs deadlock.
+    @staticmethod
+    def _lock_slots(s: Session, queue: str) -> tuple[int, int]:
+        """Lock the queue's total row (made if missing): (total, now ms)."""
+        s.execute(sql("slot_lock"), {"queue": queue})
+        rows = s.fetchall()
+        if not rows:
+            s.execute(sql("slot_total_init"), {"queue": queue})
             s.execute(sql("slot_lock"), {"queue": queue})
-            if not s.fetchall():
-                s.execute(sql("slot_lock_init"), {"queue": queue})
-                s.execute(sql("slot_lock"), {"queue": queue})
-                s.fetchall()
-            s.execute(sql("slot_count"), {"queue": queue})
-            held, now = s.fetchall()[0]
-            n = min(wanted, cap - int(held))
-            if n <= 0:
-                return 0
-            args = [v for i in range(1, n + 1) for v in (queue, f"{token}:{i}", int(now))]
-            s.execute(sql("slot_take", rows=n), args)
-            return n
+            rows = s.fetchall()
+        return int(rows[0][0]), int(rows[0][1])
+
+    @staticmethod
+    def _held(s: Session, queue: str, owners: Sequence[str]) -> dict[str, tuple[int, int]]:
+        if not owners:
+            return {}
+        s.execute(sql("slot_held", ids=len(owners)), [queue, *owners])
+        return {str(o): (int(h), int(at)) for o, h, at in s.fetchall()}
+
+    @staticmethod
+    def _put(s: Session, queue: str, owner: str, held: int, synced_ms: int) -> None:
+        s.execute(sql("slot_put"), [queue, owner, max(0, held), synced_ms])
+
+    def slots_sync(
+        self, queue: str, cap: int, owner: str, want: int, give_back: int = 0,
+        frees: Mapping[str, int] | None = None, leaving: bool = False, first: bool = False,
+    ) -> tuple[int, int] | None:
+        freeing = {o: n for o, n in (frees or {}).items() if n > 0 and o != owner}
+
+        def work(s: Session) -> tuple[int, int] | None:
+            total, now = self._lock_slots(s, queue)
+            held = self._held(s, queue, [*freeing, owner])
+            if first and owner in held:
+                return None
+            for o, n in freeing.items():
+                h, at = held.get(o, (0, 0))
+                d = min(n, h)
+                if d:
+                    total -= d
+                    self._put(s, queue, o, h - d, at)
+            h = held.get(owner, (0, 0))[0]
+            g = min(give_back, h)
+            h, total = h - g, total - g
+            granted = max(0, min(want, cap - total))
+            h, total = h + granted, total + granted
+            self._put(s, queue, owner, h, 0 if leaving else now)
+            s.execute(sql("slot_put"), [queue, "#", total, 0])
+            return granted, h
 
         return self._run(work, transaction=True)
 
-    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
-        def work(s: Session) -> None:
-            if reserved:
-                names = [f"{token}:{i}" for i in range(1, reserved + 1)]
-                s.execute(sql("slot_free", ids=len(names)), [queue, *names])
-            if members:
-                s.execute(sql("slot_bind", rows=len(members)), [v for m in members for v in (queue, m)])
-
-        self._run(work, transaction=True)
-
-    def slots_free(self, queue: str, members: Sequence[str]) -> None:
-        if members:
-            self._run(lambda s: s.execute(sql("slot_free", ids=len(members)), [queue, *members]))
-
-    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
-        def work(s: Session) -> tuple[int, dict[str, int]]:
-            s.execute(sql("slot_read"), {"queue": queue})
+    def slots_owners(self, queue: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        def work(s: Session) -> tuple[int, dict[str, tuple[int, int]]]:
+            s.execute(sql("slot_owners"), {"queue": queue})
             rows = s.fetchall()
             if not rows:
                 s.execute(sql("slot_now"))
                 return int(s.fetchall()[0][0]), {}
-            return int(rows[0][2]), {str(m): int(at) for m, at, _ in rows}
+            owners = {str(o): (int(h), int(at)) for o, h, at, _ in rows if o != "#"}
+            return int(rows[0][3]), owners
 
         return self._run(work)
 
-    def slots_add(self, queue: str, members: Sequence[str]) -> None:
-        if members:
-            args = [v for m in members for v in (queue, m)]
-            self._run(lambda s: s.execute(sql("slot_add", rows=len(members)), args))
-
-    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
-        if not members:
+    def slots_settle(self, queue: str, counts: Mapping[str, int], stale_before_ms: int) -> int:
+        if not counts:
             return 0
-        args = [queue, before_ms, *members]
-        return int(self._run(lambda s: s.execute(sql("slot_prune", ids=len(members)), args)))
+
+        def work(s: Session) -> int:
+            total, _ = self._lock_slots(s, queue)
+            held = self._held(s, queue, list(counts))
+            freed = 0
+            for o, n in counts.items():
+                h, at = held.get(o, (0, 0))
+                if o not in held or at < stale_before_ms:
+                    freed += h - n
+                    total += n - h
+                    if n:
+                        self._put(s, queue, o, n, 0)
+                    else:
+                        s.execute(sql("slot_forget"), [queue, o])
+            s.execute(sql("slot_put"), [queue, "#", total, 0])
+            return freed
+
+        return self._run(work, transaction=True)
 
     def slots_drop(self, queue: str) -> None:
         self._run(lambda s: s.execute(sql("slot_drop"), {"queue": queue}))

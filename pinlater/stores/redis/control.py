@@ -8,9 +8,10 @@ Rate buckets are hashes ``plc:rate:{bucket}`` (tokens, ts) changed only by
 server's clock, so every process shares one bucket on one clock. The bucket
 of a queue is named after the queue (``delete_queue`` drops it).
 
-Concurrency slots (``pinlater.engine.slots``): one zset per capped queue,
-``plc:slots:{queue}``, member -> ms taken, changed by ``lua/slots_*.lua``
-(and ZREM to free): the count held is its ZCARD.
+Concurrency slots (``pinlater.engine.slots``): per capped queue a hash
+``plc:held:{queue}`` (``#`` -> total held, owner -> held) and a zset
+``plc:synced:{queue}`` (owner -> ms last synced), changed only by
+``lua/slots_sync.lua`` and ``lua/slots_settle.lua``.
 
 Idempotency keys (``pinlater.engine.idempotency``): one string per key,
 ``plc:idem:{key}``, with a TTL: empty while reserved, the JSON list of
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
@@ -60,7 +61,7 @@ class RedisControlStore:
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._r = client
         registered = loader.register(client, "pinlater.stores.redis", (
-            "rate_acquire", "rate_release", "slots_take", "slots_bind", "slots_prune", "slots_add"))
+            "rate_acquire", "rate_release", "slots_sync", "slots_settle"))
         self._acquire: Script = registered["rate_acquire"]
         self._release: Script = registered["rate_release"]
         self._scripts = registered
@@ -107,7 +108,7 @@ class RedisControlStore:
             pipe = self._r.pipeline(transaction=True)
             pipe.hdel(keys.CONTROL_QUEUES, name)
             pipe.delete(keys.rate_key(name))
-            pipe.delete(keys.slots_key(name))
+            pipe.delete(keys.slots_key(name), keys.slots_at_key(name))
             pipe.execute()
 
         self._call(run)
@@ -129,43 +130,42 @@ class RedisControlStore:
             loader.call(self._r, self._release, [keys.rate_key(bucket)], [count, repr(float(burst))])
 
     # -- concurrency slots ----------------------------------------------------
-    def _script(self, name: str, queue: str, args: Sequence[object]) -> int:
+    def _slots(self, name: str, queue: str, args: Sequence[object]) -> Any:
         with self._guard():
-            return int(loader.call(self._r, self._scripts[name], [keys.slots_key(queue)], list(args)))
+            return loader.call(self._r, self._scripts[name], [keys.slots_key(queue), keys.slots_at_key(queue)],
+                               list(args))
 
-    def slots_take(self, queue: str, cap: int, wanted: int, token: str, free: Sequence[str] = ()) -> int:
-        if wanted <= 0 and not free:
-            return 0
-        return self._script("slots_take", queue, [cap, max(0, wanted), token, *free])
+    def slots_sync(
+        self, queue: str, cap: int, owner: str, want: int, give_back: int = 0,
+        frees: Mapping[str, int] | None = None, leaving: bool = False, first: bool = False,
+    ) -> tuple[int, int] | None:
+        pairs = [v for o, n in (frees or {}).items() for v in (o, n)]
+        mode = 1 if leaving else 2 if first else 0
+        granted, held = self._slots("slots_sync", queue, [cap, owner, want, give_back, mode, *pairs])
+        return None if int(granted) < 0 else (int(granted), int(held))
 
-    def slots_bind(self, queue: str, token: str, reserved: int, members: Sequence[str]) -> None:
-        self._script("slots_bind", queue, [token, reserved, *members])
-
-    def slots_free(self, queue: str, members: Sequence[str]) -> None:
-        if members:
-            self._call(lambda: self._r.zrem(keys.slots_key(queue), *members))
-
-    def slots_read(self, queue: str) -> tuple[int, dict[str, int]]:
-        def run() -> tuple[int, dict[str, int]]:
+    def slots_owners(self, queue: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        def run() -> tuple[int, dict[str, tuple[int, int]]]:
             pipe = self._r.pipeline(transaction=True)
             pipe.time()
-            pipe.zrange(keys.slots_key(queue), 0, -1, withscores=True)
-            (sec, usec), held = pipe.execute()
-            return sec * 1000 + usec // 1000, {m.decode(): int(at) for m, at in held}
+            pipe.hgetall(keys.slots_key(queue))
+            pipe.zrange(keys.slots_at_key(queue), 0, -1, withscores=True)
+            (sec, usec), held, stamps = pipe.execute()
+            at = {o.decode(): int(ms) for o, ms in stamps}
+            counts = {o.decode(): int(n) for o, n in held.items() if o != b"#"}
+            owners = {o: (counts.get(o, 0), at.get(o, 0)) for o in {*counts, *at}}
+            return sec * 1000 + usec // 1000, owners
 
         return self._call(run)
 
-    def slots_add(self, queue: str, members: Sequence[str]) -> None:
-        if members:
-            self._script("slots_add", queue, members)
-
-    def slots_prune(self, queue: str, members: Sequence[str], before_ms: int) -> int:
-        if not members:
+    def slots_settle(self, queue: str, counts: Mapping[str, int], stale_before_ms: int) -> int:
+        if not counts:
             return 0
-        return self._script("slots_prune", queue, [before_ms, *members])
+        pairs = [v for o, n in counts.items() for v in (o, n)]
+        return int(self._slots("slots_settle", queue, [stale_before_ms, *pairs]))
 
     def slots_drop(self, queue: str) -> None:
-        self._call(lambda: self._r.delete(keys.slots_key(queue)))
+        self._call(lambda: self._r.delete(keys.slots_key(queue), keys.slots_at_key(queue)))
 
     # -- idempotency keys of enqueues -------------------------------------------
 

@@ -40,8 +40,9 @@ Control store (``plc:``):
 
 ``plc:queues``                     hash name -> QueueConfig JSON
 ``plc:rate:{bucket}``              hash tokens, ts (rate buckets)
-``plc:slots:{queue}``              zset member -> ms taken (concurrency
-                                   slots: ``lua/slots_*.lua``)
+``plc:held:{queue}``               hash ``#`` -> total, owner -> held
+                                   (concurrency slots: ``lua/slots_*.lua``)
+``plc:synced:{queue}``             zset owner -> ms it last synced
 ``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
 ``plc:idem:{key}``                 string, idempotency key of an enqueue
 ``plc:layout``                     the control store's layout version
@@ -130,7 +131,11 @@ def rate_key(bucket: str) -> str:
 
 
 def slots_key(queue: str) -> str:
-    return f"plc:slots:{queue}"
+    return f"plc:held:{queue}"
+
+
+def slots_at_key(queue: str) -> str:
+    return f"plc:synced:{queue}"
 
 
 def counts_key(minute: int) -> str:

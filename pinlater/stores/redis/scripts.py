@@ -28,6 +28,7 @@ JOB_SCRIPTS = (
     "ack_failed",
     "checkpoint",
     "expire_claims",
+    "running_owners",
     "gc",
     "retry_failed",
     "delete",

@@ -16,7 +16,6 @@ connection surfaces as ``ShardUnavailable`` and the caller decides.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
@@ -27,7 +26,7 @@ import redis
 from pinlater.errors import QueueDeleted
 from pinlater.states import JobState
 from pinlater.stores.base import (
-    CLAIM_TOKEN_LEN,
+    CLAIM_OWNER_LEN,
     CUSTOM_STATUS_MAX,
     AckItem,
     CheckpointItem,
@@ -39,6 +38,7 @@ from pinlater.stores.base import (
     ScanQuery,
     ShardOutcomeUnknown,
     ShardUnavailable,
+    new_claim_token,
 )
 from pinlater.stores.redis import keys, loader
 from pinlater.stores.redis import record as redis_record
@@ -224,8 +224,9 @@ class RedisBackend:
         limit: int,
         source: str,
         look_ahead: Sequence[int] = (),
+        token: str | None = None,
     ) -> Claims:
-        claim = f"{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}@{source}"
+        claim = f"{new_claim_token(token)}@{source}"
         return self._dequeue(queue, priorities, limit, claim, look_ahead)
 
     def peek(
@@ -328,6 +329,11 @@ class RedisBackend:
             )
         args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
         return [bool(x) for x in self._run("checkpoint", groups.keys, args)]
+
+    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+        ks = [keys.running_key(queue, priority), keys.jobs_key(queue, priority)]
+        flat = self._run("running_owners", ks, [CLAIM_OWNER_LEN])
+        return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
         if limit < 1:

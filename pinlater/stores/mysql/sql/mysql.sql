@@ -311,6 +311,10 @@ WHERE t.state = 1 AND CAST(t.claim AS BINARY) = v.claim
 SELECT %s AS id, CAST(%s AS BINARY) AS claim, %s AS body, %s AS attempts,
        %s AS prepend, %s AS run_after, %s AS to_pending
 
+-- name: running_owners
+-- Running jobs per claim owner (the token's first %s characters).
+SELECT LEFT(claim, %s) AS owner, COUNT(*) FROM {table} WHERE state = 1 GROUP BY owner
+
 -- name: expire_repend
 UPDATE {table} FORCE INDEX (by_updated_at)
 SET state = 0, attempts_remaining = attempts_remaining - 1, run_after = {now},
@@ -485,71 +489,42 @@ WHERE bucket = %(bucket)s
 -- ---------------------------------------------------------------- concurrency slots
 
 -- name: ctl_create_slots_table
--- One row per slot held: a running job's lease (SHARD:PRIORITY:ID) or a
--- dequeue's reservation (TOKEN:i), taken at taken_ms (the server's clock).
-CREATE TABLE IF NOT EXISTS pinlater_slots (
+-- A capped queue's slots, counted per owner (a process; its claims' tokens
+-- start with its name), stamped with the server's clock when the owner
+-- last synced (0: stale). The row of owner '#' holds the total: every
+-- step locks it first, so a step is atomic across processes.
+CREATE TABLE IF NOT EXISTS pinlater_slot_owners (
   queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  member VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  taken_ms BIGINT NOT NULL,
-  PRIMARY KEY (queue, member)
+  owner VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  held BIGINT NOT NULL,
+  synced_ms BIGINT NOT NULL,
+  PRIMARY KEY (queue, owner)
 ) ENGINE=InnoDB
 
--- name: ctl_create_slot_lock_table
--- A row per capped queue, locked by every taker of its slots: count and
--- take are then one step across processes.
-CREATE TABLE IF NOT EXISTS pinlater_slot_lock (
-  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  PRIMARY KEY (queue)
-) ENGINE=InnoDB
-
--- name: slot_lock_init
-INSERT IGNORE INTO pinlater_slot_lock (queue) VALUES (%(queue)s)
+-- name: slot_total_init
+INSERT IGNORE INTO pinlater_slot_owners (queue, owner, held, synced_ms) VALUES (%(queue)s, '#', 0, 0)
 
 -- name: slot_lock
-SELECT queue FROM pinlater_slot_lock WHERE queue = %(queue)s FOR UPDATE
+SELECT held, {now} FROM pinlater_slot_owners WHERE queue = %(queue)s AND owner = '#' FOR UPDATE
 
--- name: slot_count
-SELECT COUNT(*), {now} FROM pinlater_slots WHERE queue = %(queue)s
+-- name: slot_held
+SELECT owner, held, synced_ms FROM pinlater_slot_owners WHERE queue = %s AND owner IN ({ids})
 
--- name: slot_take
--- taken_ms: the value slot_count read, so one take has one stamp.
-INSERT INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
-ON DUPLICATE KEY UPDATE taken_ms = VALUES(taken_ms)
+-- name: slot_put
+INSERT INTO pinlater_slot_owners (queue, owner, held, synced_ms) VALUES (%s, %s, %s, %s)
+ON DUPLICATE KEY UPDATE held = VALUES(held), synced_ms = VALUES(synced_ms)
 
--- name: slot_take.row
-(%s, %s, %s)
+-- name: slot_forget
+DELETE FROM pinlater_slot_owners WHERE queue = %s AND owner = %s
 
--- name: slot_add
--- A member already held keeps its stamp.
-INSERT IGNORE INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
-
--- name: slot_add.row
-(%s, %s, {now})
-
--- name: slot_bind
-INSERT INTO pinlater_slots (queue, member, taken_ms) VALUES {rows}
-ON DUPLICATE KEY UPDATE taken_ms = VALUES(taken_ms)
-
--- name: slot_bind.row
-(%s, %s, {now})
-
--- name: slot_free
-DELETE FROM pinlater_slots WHERE queue = %s AND member IN ({ids})
-
--- name: slot_prune
-DELETE FROM pinlater_slots WHERE queue = %s AND taken_ms < %s AND member IN ({ids})
-
--- name: slot_read
-SELECT member, taken_ms, {now} FROM pinlater_slots WHERE queue = %(queue)s
+-- name: slot_owners
+SELECT owner, held, synced_ms, {now} FROM pinlater_slot_owners WHERE queue = %(queue)s
 
 -- name: slot_now
 SELECT {now}
 
 -- name: slot_drop
-DELETE FROM pinlater_slots WHERE queue = %(queue)s
-
--- name: slot_drop_lock
-DELETE FROM pinlater_slot_lock WHERE queue = %(queue)s
+DELETE FROM pinlater_slot_owners WHERE queue = %(queue)s
 
 -- ---------------------------------------------------------------- event counters
 
