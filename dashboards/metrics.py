@@ -49,6 +49,8 @@ def families(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> l
                      "How long the oldest runnable pending job has waited since its run_after (0: none waiting).")
     rate_limit = _family(families, "pinlater_queue_max_dequeue_rate", "gauge",
                          "Configured dequeue rate limit in jobs/s (+Inf: unlimited).")
+    cap = _family(families, "pinlater_queue_max_running", "gauge",
+                  "Configured concurrency cap: jobs RUNNING at once at most (+Inf: no cap).")
     paused = _family(families, "pinlater_queue_paused", "gauge", "1 while the queue is paused.")
     config_ok = _family(families, "pinlater_queue_config_ok", "gauge",
                         "0 if the queue's stored config cannot be read or holds an odd value (see the dashboard).")
@@ -60,6 +62,7 @@ def families(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> l
             continue  # its config cannot be read: neither value is known
         limit = q["max_dequeue_rate"]
         rate_limit.add(math.inf if limit is None else float(limit), queue=q["name"])
+        cap.add(math.inf if q["max_running"] is None else q["max_running"], queue=q["name"])
         paused.add(int(q["paused"]), queue=q["name"])
 
     rates = _family(families, "pinlater_queue_events_per_second", "gauge",

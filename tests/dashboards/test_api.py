@@ -168,6 +168,8 @@ def test_concurrency_control_is_applied_shown_and_audited(cluster: Cluster) -> N
     assert svc.queue_config(queue, fresh=True).max_running == 7
     view = queue_view(fresh_overview(cluster), queue)
     assert view["max_running"] == 7 and view["counts"]["running"] == svc.count(queue, "running")
+    metrics = call(f"{base}/metrics")[1]
+    assert f'pinlater_queue_max_running{{queue="{queue}"}} 7' in metrics
     assert control(base, queue, "concurrency", {"max_running": None})[1]["max_running"] is None
     assert svc.queue_config(queue, fresh=True).max_running is None
     entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
