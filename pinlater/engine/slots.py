@@ -1,9 +1,11 @@
 """Concurrency caps: at most ``QueueConfig.max_running`` jobs of a queue
 RUNNING at once, over every shard, worker and server process.
 
-The slots are counted in the control store per *owner*, a process (this
-module's ``Slots``, one per core): ``ControlStore.slots_sync`` frees,
-gives back and takes slots in one atomic step against the cap. Every job
+The slots are counted in the control store per *owner*: a process's
+hold on one queue (``Slots`` is a core's, one pool per capped queue, each
+under a random name, drawn again if the store knows it on a first step).
+``ControlStore.slots_sync`` frees, gives back and takes slots in one
+atomic step against the cap. Every job
 a capped dequeue claims is claimed under a token that starts with its
 owner's name (``CLAIM_OWNER_LEN`` characters), so the shards can always
 say how many jobs each owner has running (``ShardBackend.running_owners``).
