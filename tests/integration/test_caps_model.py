@@ -4,7 +4,9 @@ claims, fail them, move them back, let claims expire, are killed or close,
 while the monitor and the processes' background steps run at random
 points, with the times that decide a process gone shrunk to milliseconds.
 After every action the shards' RUNNING count (exact: one thread acts) is
-at most the cap; at the end everything drains and every slot comes back."""
+at most the cap; at the end everything drains and every slot comes back.
+On every setup but the TLS ones (the contract suite runs those), whose
+stores keep slots the same way."""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ class Processes:
             p.core.slots.close()
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))
 def test_random_schedules_never_run_more_than_the_cap_and_every_slot_comes_back(
     cluster: JobService, queue_name: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
