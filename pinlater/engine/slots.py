@@ -236,22 +236,30 @@ class Slots:
             with pool.lock:
                 known = dict(pool.running)
         found = {d: known[d] for d in descriptors if d in known}
+        for d, r in self._claims(config.name, [d for d in descriptors if d not in found]).items():
+            if r is not None:
+                found[d] = r[:CLAIM_TOKEN_LEN]
+        return found
+
+    def _claims(self, queue: str, descriptors: Sequence[str]) -> dict[str, str | None]:
+        """The claim of each job that is RUNNING (None: not RUNNING), one
+        lookup per shard and priority; the jobs of a shard that fails are
+        left out, since they may be running still."""
         groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
         for d in descriptors:
-            if d not in found:
-                parsed = JobDescriptor.parse(d)
-                groups.setdefault((parsed.shard, parsed.priority), []).append((parsed.local_id, d))
+            parsed = JobDescriptor.parse(d)
+            groups.setdefault((parsed.shard, parsed.priority), []).append((parsed.local_id, d))
+        out: dict[str, str | None] = {}
         for (shard_id, p), items in groups.items():
             ids = [i for i, _ in items]
             try:
-                records = self._shards.call(self._shards.get(shard_id), "lookup", config.name,
-                                            lambda b, p=p, ids=ids: b.lookup(config.name, p, ids, False, None))  # type: ignore[misc]
+                records = self._shards.call(self._shards.get(shard_id), "lookup", queue,
+                                            lambda b, p=p, ids=ids: b.lookup(queue, p, ids, False, None))  # type: ignore[misc]
             except PinLaterError:
-                continue  # its ACKs will not apply either: their shard is the one failing
+                continue
             for (_, d), r in zip(items, records, strict=True):
-                if r is not None and r.state is JobState.RUNNING and r.claim:
-                    found[d] = r.claim[:CLAIM_TOKEN_LEN]
-        return found
+                out[d] = r.claim if r is not None and r.state is JobState.RUNNING and r.claim else None
+        return out
 
     # -- store steps --------------------------------------------------------------------------
     def _sync(
@@ -319,20 +327,8 @@ class Slots:
         pool.checked_at = time.monotonic()
         with pool.lock:
             mine = dict(pool.running)
-        groups: dict[tuple[str, int], list[tuple[int, str]]] = {}
-        for d in mine:
-            parsed = JobDescriptor.parse(d)
-            groups.setdefault((parsed.shard, parsed.priority), []).append((parsed.local_id, d))
-        gone: list[str] = []
-        for (shard_id, p), items in groups.items():
-            ids = [i for i, _ in items]
-            try:
-                records = self._shards.call(self._shards.get(shard_id), "lookup", queue,
-                                            lambda b, p=p, ids=ids: b.lookup(queue, p, ids, False, None))  # type: ignore[misc]
-            except PinLaterError:
-                continue  # its jobs may be running still: their slots stay held
-            gone += [d for (_, d), r in zip(items, records, strict=True)
-                     if r is None or r.state is not JobState.RUNNING or not (r.claim or "").startswith(mine[d])]
+        gone = [d for d, claim in self._claims(queue, list(mine)).items()
+                if claim is None or not claim.startswith(mine[d])]
         with pool.lock:
             for d in gone:
                 if pool.running.get(d) == mine[d]:
