@@ -4,7 +4,10 @@ machine's ceiling, measured in the same run.
 For each backend: enqueue and dequeue+ACK with batches of 1 and 100, two
 client processes; and dequeue+ACK of a queue with a concurrency cap above
 what the two hold at once, against the same run's without one
-(``vs_uncapped``). The ceiling is the same work done with no job service in
+(``vs_uncapped``); and dequeue+ACK of a queue whose jobs have 10,000
+fairness keys, served in turn, against the same without keys
+(``vs_unkeyed``; on Redis, since MySQL shards keep no keys yet).
+The ceiling is the same work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
 ``UPDATE ... LIMIT`` claim loop.
@@ -16,6 +19,7 @@ claims), and on MariaDB a raw multi-row INSERT and an indexed
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import secrets
@@ -32,13 +36,15 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import write_json
-from bench.workloads import BODY, drain_all, enqueue_all
+from bench.workloads import BODY, drain_all, enqueue_all, enqueue_keyed
 from pinlater import JobService
 from pinlater.settings import Settings, parse_shards
 
 PROCESSES = 2
 # The capped case's cap, in batches: above the PROCESSES batches held at once.
 CAP_PER_BATCH = 2 * PROCESSES
+# The keyed case's distinct fairness keys (fewer in a smoke run).
+KEYS = 10_000
 # PINLATER_BENCH_REDIS=redis://HOST:PORT runs the Redis half on another
 # server (dbs 5 and 6 there, flushed at the start).
 REDIS_BASE = os.environ.get("PINLATER_BENCH_REDIS", "redis://127.0.0.1:16379")
@@ -73,6 +79,16 @@ def pl_drain(backend: str, queue: str, jobs: int, batch: int) -> Timed:
         client.queue_config(queue)
         started = time.time()
         done = drain_all(client, queue, jobs, batch)
+        ended = time.time()
+    return done, started, ended
+
+
+def pl_enqueue_keyed(backend: str, queue: str, jobs: int, batch: int, keys: int = KEYS) -> Timed:
+    with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        client.queue_config(queue)
+        started = time.time()
+        # The two processes' jobs take turns over the same keys.
+        done = enqueue_keyed(client, queue, jobs, batch, keys, first=os.getpid())
         ended = time.time()
     return done, started, ended
 
@@ -210,7 +226,7 @@ def run_parallel(pool: ProcessPoolExecutor, fn: Work, backend: str, target: str,
     done = sum(r[0] for r in results)
     elapsed = max(r[2] for r in results) - min(r[1] for r in results)
     if done < share * PROCESSES:
-        raise RuntimeError(f"{fn.__name__} did only {done} of {share * PROCESSES} jobs")
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)} did only {done} of {share * PROCESSES} jobs")
     return done / elapsed
 
 
@@ -230,6 +246,23 @@ def capped_row(
     return {"backend": backend, "op": "dequeue+ack capped", "batch": batch, "jobs": jobs, "max_running": cap,
             "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
             "vs_uncapped": round(rate / uncapped, 2)}
+
+
+def keyed_row(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, unkeyed: float, peak: float,
+    keys: int,
+) -> dict[str, object]:
+    """Dequeue+ACK of a queue whose jobs have ``keys`` fairness keys, every
+    dequeue taking them in turn, against the same without keys (``vs_unkeyed``)."""
+    queue = f"bench_{backend}_{batch}_keyed_{uuid.uuid4().hex[:6]}"
+    client.create_queue(queue)
+    run_parallel(pool, functools.partial(pl_enqueue_keyed, keys=keys), backend, queue, jobs, batch)
+    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
+    print(f"{backend:6} {'keyed':12} batch {batch:4}: {rate:9,.0f} jobs/s   {keys:,} keys: "
+          f"{rate / unkeyed:5.2f} of the same without keys", flush=True)
+    return {"backend": backend, "op": "dequeue+ack keyed", "batch": batch, "jobs": jobs, "keys": keys,
+            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
+            "vs_unkeyed": round(rate / unkeyed, 2)}
 
 
 def main() -> int:
@@ -275,6 +308,9 @@ def main() -> int:
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
                         if op == "dequeue+ack":
                             rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
+                            if backend == "redis":
+                                keys = KEYS if not args.smoke else KEYS // 10
+                                rows.append(keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
     write_json(args.json, rows)
     return 0
 

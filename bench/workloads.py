@@ -19,6 +19,16 @@ def enqueue_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> in
     return done
 
 
+def enqueue_keyed(client: PinLaterClient, queue: str, jobs: int, batch: int, keys: int, first: int = 0) -> int:
+    """As ``enqueue_all``, job i (from ``first``) with fairness key i mod ``keys``."""
+    done = 0
+    while done < jobs:
+        n = min(batch, jobs - done)
+        client.enqueue(queue, [Job(BODY, key=f"k{(first + done + i) % keys}") for i in range(n)])
+        done += n
+    return done
+
+
 def drain_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> int:
     """Dequeues and acknowledges up to ``jobs`` jobs, ``batch`` a call, each
     call's ACKs riding on the next dequeue; returns how many it got."""

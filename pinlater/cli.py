@@ -47,6 +47,8 @@ def _info_dict(info: JobInfo) -> dict[str, Any]:
         "updated_at_ms": info.updated_at_ms,
         "claim": info.claim,
     }
+    if info.key:
+        data["key"] = info.key
     if info.body is not None:
         data["body"] = info.body.decode("utf-8", errors="replace")
     return data
@@ -116,7 +118,7 @@ def read_secret(path: str) -> str:
 def cmd_enqueue(c: JobService, a: argparse.Namespace) -> Any:
     bodies = a.body or [line.rstrip("\n") for line in sys.stdin]
     jobs = [Job(body.encode(), priority=a.priority, run_after_ms=a.run_after_ms,
-                attempts_allowed=a.attempts) for body in bodies]
+                attempts_allowed=a.attempts, key=a.key) for body in bodies]
     return c.enqueue(a.queue, jobs)
 
 
@@ -267,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=1)
     p.add_argument("--run-after-ms", type=int)
     p.add_argument("--attempts", type=int)
+    p.add_argument("--key", default="", help="the jobs' fairness key (a tenant, an account...): a dequeue "
+                                             "serves the keys of a priority in turn")
     p = add("lookup", cmd_lookup, "show jobs by descriptor")
     p.add_argument("descriptors", nargs="+")
     p.add_argument("--body", action="store_true", help="include bodies")

@@ -25,6 +25,8 @@ MAX_PRIORITIES = 100
 # A queue's concurrency cap (QueueConfig.max_running): a lease per running
 # job is kept in the control store, so the cap bounds that store's size too.
 MAX_RUNNING_CAP = 1_000_000
+# A job's fairness key, in UTF-8 bytes (one length byte in a Redis record).
+MAX_KEY_BYTES = 64
 # Bodies of the largest size (PINLATER_MAX_BODY_BYTES) that one request
 # frame has room for (the Thrift server's default max frame), and so, by
 # default, that one lookup or scan may return: a client can read back in

@@ -21,6 +21,11 @@ class Job:
     # The W3C traceparent the job's runs continue. None: the span current
     # at the enqueue when tracing is on (pinlater.observe.tracing), else no trace.
     trace: str | None = None
+    # The fairness key (a tenant, a pinner, a backfill run: text of at most
+    # MAX_KEY_BYTES bytes in UTF-8; "" none). Among the runnable jobs of a
+    # priority, a dequeue serves keys in turn; jobs without a key share one
+    # turn as if they had one key.
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class JobInfo:
     updated_at_ms: int
     claim: str | None
     body: bytes | None
+    key: str = ""  # the job's fairness key ("" none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from typing import Protocol
 import re2
 
 from pinlater.errors import EnqueueRejected, InvalidRequest, PinLaterError, PriorityNotSupported
-from pinlater.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS
+from pinlater.limits import MAX_DELAY_MS, MAX_KEY_BYTES, MAX_TIMESTAMP_MS
 from pinlater.models import Job
 from pinlater.queue_config import QueueConfig
 
@@ -135,6 +135,21 @@ def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:
     check_status(job.custom_status, EnqueueRejected)
     if job.trace is not None:
         check_trace(job.trace, EnqueueRejected)
+    if job.key != "":
+        check_key(job.key, EnqueueRejected)
+
+
+def check_key(key: object, error: type[PinLaterError] = InvalidRequest) -> str:
+    """A fairness key: text of at most MAX_KEY_BYTES bytes in UTF-8 ("" is no key)."""
+    if not isinstance(key, str):
+        raise error(f"job key must be text, got a {type(key).__name__}")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise error("job key must be valid Unicode text (it holds a lone surrogate)") from None
+    if size > MAX_KEY_BYTES:
+        raise error(f"job key is {size} bytes in UTF-8; the most is {MAX_KEY_BYTES}")
+    return key
 
 
 # W3C Trace Context's traceparent, version 00: version, trace id, parent

@@ -30,6 +30,11 @@
   its signatures would be published under the worker's identity.
 * ``run_every_s`` (with ``run_every_args``) makes ``celery beat`` publish
   the task periodically (``workers.app`` adds it to the beat schedule).
+* Fairness keys: ``apply_async(..., fairness_key="tenant-42")`` gives one
+  job its key; ``fairness_key_of`` (a function of the task's arguments,
+  returning the key as text, or None for none) gives every publish of the
+  task one. Among the runnable jobs of a priority, workers are served keys
+  in turn, so one key's backlog does not hold back another's jobs.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -83,6 +89,8 @@ class PinLaterTask(Task):
     max_running: int | None = None
     claim_timeout_ms: int | None = None
     auto_heartbeat: bool = True
+    # The fairness key of a publish, from the task's arguments (None: none).
+    fairness_key_of: Callable[..., str | int | None] | None = None
     # Published by ``celery beat`` every this many seconds, with these args.
     run_every_s: float | None = None
     run_every_args: tuple[Any, ...] = ()
@@ -138,12 +146,20 @@ class PinLaterTask(Task):
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
                     link: Any = None, link_error: Any = None, shadow: Any = None, *,
-                    idempotency_key: str | None = None, **options: Any) -> Any:
+                    idempotency_key: str | None = None, fairness_key: str | None = None, **options: Any) -> Any:
         """As Celery's; the result also has ``descriptor``, the PinLater job.
         ``idempotency_key``: a publish with a key already used on this queue
         within the job service's window (``PINLATER_IDEMPOTENCY_WINDOW_MS``)
         makes no new job, and its descriptor is the first one's; a task that
-        is run again after a crash then does not publish its successors twice."""
+        is run again after a crash then does not publish its successors twice.
+        ``fairness_key``: the job's fairness key (default: ``fairness_key_of``
+        of the arguments, if the task has one)."""
+        key_of = type(self).fairness_key_of
+        fkey = fairness_key if fairness_key is not None or key_of is None else key_of(*(args or ()), **(kwargs or {}))
+        if fkey is not None:
+            headers = dict(options.pop("headers", None) or {})
+            headers["pinlater_key"] = str(fkey) if isinstance(fkey, int) else fkey
+            options["headers"] = headers
         if tracing.ON or tracing.configure():
             with task_tracing.publishing(self.name, options):
                 return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key,

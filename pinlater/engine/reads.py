@@ -120,6 +120,7 @@ def to_info(queue: str, shard: str, record: JobRecord) -> JobInfo:
         updated_at_ms=record.updated_at_ms,
         claim=None if record.claim is None else claim_source(record.claim),
         body=record.body,
+        key=record.key,
     )
 
 

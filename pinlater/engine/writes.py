@@ -35,6 +35,7 @@ def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConf
             attempts_allowed=job.attempts_allowed or default_attempts,
             custom_status=job.custom_status,
             trace=job.trace or trace,
+            key=job.key,
         )
         for job in jobs
     ]

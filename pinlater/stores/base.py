@@ -90,6 +90,7 @@ class EnqueueItem:
     attempts_allowed: int  # >= 1, counts the first run
     custom_status: str
     trace: str | None = None  # W3C traceparent the job continues (pinlater.observe.tracing)
+    key: str = ""  # fairness key ("" none)
 
 
 @dataclass(slots=True)
@@ -197,6 +198,7 @@ class JobRecord:
     updated_at_ms: int
     claim: str | None  # None when not RUNNING
     body: bytes | None  # None unless asked for
+    key: str = ""  # fairness key ("" none)
 
     @property
     def sort_time_ms(self) -> int:

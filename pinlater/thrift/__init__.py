@@ -25,13 +25,14 @@ DEFAULT_METRICS_PORT = 9011
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
 
 # Published struct -> its superset with extension fields from 100 on: trace
-# context and claims (the IDL's extensions say why).
+# context, claims and fairness keys (the IDL's extensions say why).
 SUPERSETS = {
     idl.RequestContext: idl.PinLaterTracedRequestContext,
     idl.PinLaterJob: idl.PinLaterTracedJob,
     idl.PinLaterDequeueMetadata: idl.PinLaterTracedDequeueMetadata,
     idl.PinLaterJobAckInfo: idl.PinLaterClaimedJobAckInfo,
     idl.PinLaterCheckpointJobRequest: idl.PinLaterClaimedCheckpointJobRequest,
+    idl.PinLaterJobInfo: idl.PinLaterKeyedJobInfo,
 }
 
 

@@ -93,6 +93,7 @@ def job_to_wire(job: Job) -> Any:
         numAttemptsAllowed=job.attempts_allowed or 0,
         customStatus=job.custom_status,
         traceparent=job.trace,
+        key=job.key or None,
     )
 
 
@@ -107,7 +108,16 @@ def job_from_wire(wire: Any) -> Job:
         status if type(status) is str else (text(status) or ""),
         # Checked with the rest of the job (pinlater.validation.check_job).
         getattr(wire, "traceparent", None),
+        _wire_key(getattr(wire, "key", None)),
     )
+
+
+def _wire_key(key: object) -> Any:
+    """A job's key from the wire: unset is "", text as sent, anything else
+    (bytes that are not UTF-8) kept for check_job to refuse in one line."""
+    if key is None:
+        return ""
+    return text(key) if isinstance(key, bytes) else key
 
 
 def acks_to_wire(acks: Iterable[Ack]) -> list[Any]:
@@ -190,7 +200,7 @@ def dequeued_from_wire(response: Any) -> list[DequeuedJob]:
 
 
 def info_to_wire(info: JobInfo) -> Any:
-    return idl.PinLaterJobInfo(
+    return idl.PinLaterKeyedJobInfo(
         jobDescriptor=info.descriptor,
         jobState=int(info.state),
         attemptsAllowed=info.attempts_allowed,
@@ -201,6 +211,7 @@ def info_to_wire(info: JobInfo) -> Any:
         updatedAtTimestampMillis=info.updated_at_ms,
         claimDescriptor=info.claim,
         body=info.body,
+        key=info.key or None,
     )
 
 
@@ -216,6 +227,7 @@ def info_from_wire(w: Any) -> JobInfo:
         updated_at_ms=w.updatedAtTimestampMillis or 0,
         claim=w.claimDescriptor or None,
         body=blob(w.body),
+        key=text(getattr(w, "key", None)) or "",
     )
 
 

@@ -334,7 +334,9 @@ struct PinLaterTracedRequestContext {
 }
 
 // For PinLaterJob: the trace the job's runs continue, when it has its own
-// (the server otherwise stores the span of the enqueue).
+// (the server otherwise stores the span of the enqueue), and the job's
+// fairness key (unset or "": none; at most 64 bytes of UTF-8): among the
+// runnable jobs of a priority, a dequeue serves keys in turn.
 struct PinLaterTracedJob {
   1: required binary body,
   2: byte priority = 1,
@@ -342,6 +344,22 @@ struct PinLaterTracedJob {
   4: i32 numAttemptsAllowed = 2,
   5: string customStatus = "",
   100: optional string traceparent,
+  101: optional string key,
+}
+
+// For PinLaterJobInfo: the job's fairness key (unset: none).
+struct PinLaterKeyedJobInfo {
+  1: required string jobDescriptor,
+  2: required PinLaterJobState jobState,
+  10: required i32 attemptsAllowed,
+  3: required i32 attemptsRemaining,
+  4: required string customStatus,
+  5: required i64 createdAtTimestampMillis,
+  6: optional i64 runAfterTimestampMillis,
+  7: optional i64 updatedAtTimestampMillis,
+  8: optional string claimDescriptor,
+  9: optional binary body,
+  100: optional string key,
 }
 
 // For PinLaterDequeueMetadata: the trace stored with the job, since when

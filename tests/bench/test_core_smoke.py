@@ -26,7 +26,9 @@ def test_core_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         for backend in ("redis", "mysql")
         for op in ("enqueue", "dequeue+ack", "dequeue+ack capped")
         for batch in (1, 100)
-    }
+    } | {("redis", "dequeue+ack keyed", batch) for batch in (1, 100)}
     assert all(r["jobs_per_s"] > 0 and r["ceiling_per_s"] > 0 for r in rows)
     capped = [r for r in rows if r["op"] == "dequeue+ack capped"]
     assert all(r["vs_uncapped"] > 0 and r["max_running"] == 4 * r["batch"] for r in capped)
+    keyed = [r for r in rows if r["op"] == "dequeue+ack keyed"]
+    assert all(r["vs_unkeyed"] > 0 and r["keys"] == 1000 for r in keyed)

@@ -50,6 +50,11 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert queue_name in {q["queue"] for q in pinlater("queues")}
     descriptors = pinlater("enqueue", queue_name, "a", "b", "--attempts", "1")
     descriptors += pinlater("enqueue", queue_name, "--priority", "2", stdin="c\nspam-1\n")
+    [keyed] = pinlater("enqueue", queue_name, "k", "--key", "tenant-7")
+    assert pinlater("lookup", keyed)[0]["key"] == "tenant-7"
+    assert "key" not in pinlater("lookup", descriptors[0])[0]
+    assert "job key is 65 bytes" in pinlater("enqueue", queue_name, "x", "--key", "k" * 65, ok=False)
+    pinlater("delete", queue_name, "pending", "--regex", "^k$")
     assert len(descriptors) == 4
     assert pinlater("count", queue_name, "pending")["count"] == 4
     assert pinlater("count", queue_name, "pending", "--regex", "^spam")["count"] == 1

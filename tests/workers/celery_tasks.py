@@ -118,6 +118,16 @@ def capped(self: Any, seconds: float) -> None:
     results().rpush(key("spans:w_capped"), f"{started},{time.time()}")
 
 
+# -- fairness keys -------------------------------------------------------------------------
+def _tenant_of(tenant: str, n: int) -> str:
+    return tenant
+
+
+@task("w_fair", fairness_key_of=_tenant_of)
+def fair(self: Any, tenant: str, n: int) -> None:
+    results().rpush(key("order:w_fair"), tenant)
+
+
 # -- heartbeats ----------------------------------------------------------------------------
 # PINLATER_SOAK=1 runs the heartbeat test at full size (a 60 s
 # task, a 10 s claim timeout) instead of CI's scaled ones (12 s, 3 s).

@@ -30,6 +30,7 @@ from pinlater.stores.base import (
     new_claim_token,
     policy_delay,
 )
+from pinlater.stores.memory.lanes import Lanes
 
 
 @dataclass(slots=True)
@@ -46,6 +47,7 @@ class _Row:
     updated_at: int
     claim: str | None
     trace: str | None = None
+    key: str = ""
 
     def record(self, include_body: bool) -> JobRecord:
         return JobRecord(
@@ -60,6 +62,7 @@ class _Row:
             updated_at_ms=self.updated_at,
             claim=self.claim,
             body=self.body if include_body else None,
+            key=self.key,
         )
 
     def claimed(self, claim: str) -> ClaimedJob:
@@ -90,6 +93,8 @@ class MemoryBackend:
         self._jobs: dict[str, dict[int, dict[int, _Row]]] = {}
         self._next_id: dict[str, int] = {}
         self._deleted: set[str] = set()  # as Redis's pl:deleted
+        # (queue, priority) -> its lanes, while it keeps them (fair service)
+        self._lanes: dict[tuple[str, int], Lanes] = {}
 
     # -- housekeeping ------------------------------------------------------
     def ping(self) -> None:
@@ -116,6 +121,8 @@ class MemoryBackend:
         with self._lock:
             self._deleted.add(queue)
             self._jobs.pop(queue, None)
+            for at in [at for at in self._lanes if at[0] == queue]:
+                del self._lanes[at]
             self._next_id.pop(queue, None)
 
     def queue_names(self) -> set[str]:
@@ -150,9 +157,28 @@ class MemoryBackend:
                     updated_at=now,
                     claim=None,
                     trace=item.trace,
+                    key=item.key,
                 )
+                self._pend(queue, self._jobs[queue][item.priority][local_id], now)
                 ids.append(local_id)
             return ids
+
+    def _pend(self, queue: str, row: _Row, now: int) -> None:
+        """``row`` has just become PENDING: its lane, as the scripts' pend().
+        The first keyed job starts the lanes with the jobs pending before it
+        as lane ""."""
+        at = (queue, row.priority)
+        lanes = self._lanes.get(at)
+        if lanes is None and row.key:
+            lanes = self._lanes[at] = Lanes()
+            before = [r for r in self._table(queue, row.priority).values()
+                      if r.state is JobState.PENDING and r is not row]
+            if before:
+                for r in before:
+                    lanes.jobs.setdefault("", {})[r.local_id] = r.run_after
+                lanes.touch("", min(r.run_after for r in before), now)
+        if lanes is not None:
+            lanes.add(row.key, row.local_id, row.run_after, now)
 
     def _ready(self, queue: str, priority: int, limit: int, now: int) -> list[_Row]:
         rows = [
@@ -190,12 +216,37 @@ class MemoryBackend:
         claim = f"{new_claim_token(token)}@{source}"
         with self._lock:
             now = self._clock()
-            rows, following = self._ready_in(queue, priorities, limit, look_ahead, now)
+            rows: list[_Row] = []
+            for priority in priorities:
+                if len(rows) >= limit:
+                    break
+                lanes = self._lanes.get((queue, priority))
+                if lanes is None:
+                    rows += self._ready(queue, priority, limit - len(rows), now)
+                    continue
+                self._take_by_lanes(lanes, self._table(queue, priority), limit - len(rows), now, rows)
+                if lanes.empty:
+                    del self._lanes[(queue, priority)]
+            following = None
+            if len(rows) < limit:
+                following = next((p for p in look_ahead if self._ready(queue, p, 1, now)), None)
             for row in rows:
                 row.state = JobState.RUNNING
                 row.claim = claim
                 row.updated_at = now
             return Claims([row.claimed(claim) for row in rows], following)
+
+    @staticmethod
+    def _take_by_lanes(lanes: Lanes, table: dict[int, _Row], want: int, now: int, rows: list[_Row]) -> None:
+        def pending_at(local_id: int) -> int | None:
+            r = table.get(local_id)
+            return r.run_after if r is not None and r.state is JobState.PENDING else None
+
+        def take(local_id: int) -> bool:
+            rows.append(table[local_id])
+            return True
+
+        lanes.take(want, now, pending_at, take)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -224,7 +275,7 @@ class MemoryBackend:
                 results.append(row is not None)
             return results
 
-    def _fail(self, row: _Row, now: int, delay_ms: int) -> bool:
+    def _fail(self, queue: str, row: _Row, now: int, delay_ms: int) -> bool:
         """Returns True if the job was re-pended, False if it failed for good."""
         row.claim = None
         row.updated_at = now
@@ -232,6 +283,7 @@ class MemoryBackend:
             row.attempts_remaining -= 1
             row.state = JobState.PENDING
             row.run_after = now + delay_ms
+            self._pend(queue, row, now)
             return True
         row.attempts_remaining = 0
         row.state = JobState.FAILED
@@ -250,7 +302,7 @@ class MemoryBackend:
                     if delay is None:
                         delay = policy_delay(delay_table, row.attempts_allowed, row.attempts_remaining)
                     row.custom_status = _append(row.custom_status, item.append_custom_status)
-                    self._fail(row, now, delay)
+                    self._fail(queue, row, now, delay)
                 results.append(row is not None)
             return results
 
@@ -272,6 +324,7 @@ class MemoryBackend:
                         row.state = JobState.PENDING
                         row.claim = None
                         row.run_after = now if item.run_after_ms is None else item.run_after_ms
+                        self._pend(queue, row, now)
                     elif item.run_after_ms is not None:
                         row.run_after = item.run_after_ms
                 results.append(row is not None)
@@ -297,7 +350,7 @@ class MemoryBackend:
             expired.sort(key=lambda r: (r.updated_at, r.local_id))
             repended = failed = 0
             for row in expired[:limit]:
-                if self._fail(row, now, 0):
+                if self._fail(queue, row, now, 0):
                     repended += 1
                 else:
                     failed += 1
@@ -329,6 +382,7 @@ class MemoryBackend:
                 row.attempts_allowed = row.attempts_remaining = attempts
                 row.run_after = now if run_after_ms is None else run_after_ms
                 row.updated_at = now
+                self._pend(queue, row, now)
             return len(failed)
 
     def delete(
@@ -340,7 +394,10 @@ class MemoryBackend:
                 victims = [r.local_id for r in table.values() if r.state is state][:limit]
             else:
                 victims = [i for i in local_ids if i in table and table[i].state is state]
+            lanes = self._lanes.get((queue, priority)) if state is JobState.PENDING else None
             for local_id in victims:
+                if lanes is not None:
+                    lanes.drop(table[local_id].key, local_id)
                 del table[local_id]
             return len(victims)
 

@@ -14,6 +14,14 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:failed``         zset, score updated_at (finish time)
 ``pl:{queue}:p{N}:jobs``           hash, member -> the job (one field per
                                    job: ``pinlater.stores.redis.record``)
+``pl:{queue}:p{N}:turns``          list of lanes in turn (fair service between
+                                   fairness keys: ``lua/_prelude.lua``); the
+                                   lanes exist from the priority's first keyed
+                                   pending job until every lane is empty
+``pl:{queue}:p{N}:inturn``         set, the lanes in turns
+``pl:{queue}:p{N}:waits``          zset, lane -> its first job's run_after
+``pl:{queue}:p{N}:lane:{key}``     zset, the key's pending jobs (score
+                                   run_after); ``lane:`` is jobs without a key
 ``pl:deleted``                     set of queue names deleted here and not
                                    created again since: an enqueue of a
                                    process whose cached config is stale is

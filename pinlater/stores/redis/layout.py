@@ -66,6 +66,12 @@ REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
         # section as body, so the backend writes traces only on layout 4,
         # which such code refuses.
         3: Step("job records may carry their trace context (the record's flag 16)", record_only, compatible=True),
+        # Compatible, as the trace: layout-4 code would read a key as body,
+        # so keys are written only on layout 5.
+        4: Step(
+            "job records may carry a fairness key (the record's flag 32); a priority with keyed jobs keeps lanes",
+            record_only, compatible=True,
+        ),
     },
 )
 REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(

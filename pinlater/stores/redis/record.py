@@ -10,6 +10,8 @@ field is the job's member (``keys.member``), the value packs the job::
     status   if flag 8: length (2) + the custom status, UTF-8
     trace    if flag 16: length (1) + the W3C traceparent the job was
              enqueued under (written only on layout 4)
+    key      if flag 32: length (1) + the fairness key, UTF-8 (written
+             only on layout 5)
     body     the rest
 
 The scripts write it (``lua/_prelude.lua`` has the writer); lookup and scan
@@ -28,6 +30,7 @@ HEADER_LEN = 24
 FLAG_CLAIM = 4
 FLAG_STATUS = 8
 FLAG_TRACE = 16
+FLAG_KEY = 32
 _FIXED = struct.Struct(">BHH")
 
 
@@ -54,6 +57,11 @@ def decode(local_id: int, priority: int, raw: bytes | None, include_body: bool) 
         at += 2 + n
     if flags & FLAG_TRACE:
         at += 1 + raw[at]
+    key = ""
+    if flags & FLAG_KEY:
+        n = raw[at]
+        key = raw[at + 1 : at + 1 + n].decode("utf-8")
+        at += 1 + n
     state = JobState(flags & 3)
     return JobRecord(
         local_id=local_id,
@@ -67,4 +75,5 @@ def decode(local_id: int, priority: int, raw: bytes | None, include_body: bool) 
         updated_at_ms=_uint(raw, 11, 6),
         claim=claim if state is JobState.RUNNING else None,
         body=bytes(raw[at:]) if include_body else None,
+        key=key,
     )

@@ -55,6 +55,9 @@ ArgT = str | bytes | int
 
 # The layout from which job records carry their trace context.
 TRACE_LAYOUT = 4
+# The layout from which job records carry their fairness key. On an older
+# one a keyed job is stored without it and served in arrival order.
+KEY_LAYOUT = 5
 
 # Jobs deleted per delete_queue step: a few ms of server time per step.
 DELETE_QUEUE_BATCH = 1000
@@ -125,6 +128,7 @@ class RedisBackend:
         self._errors = redis_guard(self._where, ShardUnavailable, ShardOutcomeUnknown)
         self._layout_checked = False
         self._traces = False  # store each job's trace context: from layout 4 on
+        self._keys = False  # store each job's fairness key: from layout 5 on
 
     @classmethod
     def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
@@ -139,6 +143,7 @@ class RedisBackend:
         if not self._layout_checked:
             layout = check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
             self._traces = layout >= TRACE_LAYOUT
+            self._keys = layout >= KEY_LAYOUT
             self._layout_checked = True
         return self._errors
 
@@ -208,7 +213,9 @@ class RedisBackend:
             self._call(lambda: None)  # the layout check decides self._traces
         if self._traces:
             for row, it in zip(meta, items, strict=True):
-                if it.trace is not None:
+                if it.key and self._keys:
+                    row += [it.trace, it.key]
+                elif it.trace is not None:
                     row.append(it.trace)
         args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
         ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]

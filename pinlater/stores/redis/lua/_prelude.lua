@@ -63,6 +63,7 @@ end
 --   claim           if flag 4: length (2) + 'TOKEN@source' (RUNNING only)
 --   custom status   if flag 8: length (2) + UTF-8 text
 --   trace           if flag 16: length (1) + W3C traceparent (layout 4 on)
+--   key             if flag 32: length (1) + the fairness key (layout 5 on)
 --   body            the rest
 -- pinlater/stores/redis/record.py reads the same format in Python.
 local HEADER = 24
@@ -118,7 +119,7 @@ end
 
 -- The job in a table: state, allowed, left, created, updated, run_after,
 -- claim (nil unless set), status ('' unless set), trace ('' unless set),
--- body_at (index of the body's first byte in v).
+-- key ('' unless set), body_at (index of the body's first byte in v).
 local function read_job(v)
   local flags, allowed, left, created, updated, run_after = unpack_header(v)
   local claim, status = nil, ''
@@ -133,15 +134,20 @@ local function read_job(v)
     status = string.sub(v, at + 2, at + 1 + n)
     at = at + 2 + n
   end
-  local trace = ''
-  if flags >= 16 then
+  local trace, key = '', ''
+  if flags % 32 >= 16 then
     local n = string.byte(v, at)
     trace = string.sub(v, at + 1, at + n)
     at = at + 1 + n
   end
+  if flags >= 32 then
+    local n = string.byte(v, at)
+    key = string.sub(v, at + 1, at + n)
+    at = at + 1 + n
+  end
   -- One constructor, so the table is made at its size at once.
   return {state = flags % 4, allowed = allowed, left = left, created = created, updated = updated,
-    run_after = run_after, claim = claim, status = status, trace = trace, body_at = at}
+    run_after = run_after, claim = claim, status = status, trace = trace, key = key, body_at = at}
 end
 
 -- read_job(v).body_at alone, for reads that only cut or measure bodies:
@@ -151,7 +157,8 @@ local function body_start(v)
   local at = HEADER + 1
   if flags % 8 >= 4 then at = at + 2 + u16_at(v, at) end
   if flags % 16 >= 8 then at = at + 2 + u16_at(v, at) end
-  if flags >= 16 then at = at + 1 + string.byte(v, at) end
+  if flags % 32 >= 16 then at = at + 1 + string.byte(v, at) end
+  if flags >= 32 then at = at + 1 + string.byte(v, at) end
   return at
 end
 
@@ -167,13 +174,17 @@ local function job_value(j, body)
     flags = flags + 8
     status = u16(#j.status) .. j.status
   end
-  local trace = ''
+  local trace, key = '', ''
   if j.trace and j.trace ~= '' then
     flags = flags + 16
     trace = string.char(#j.trace) .. j.trace
   end
+  if j.key and j.key ~= '' then
+    flags = flags + 32
+    key = string.char(#j.key) .. j.key
+  end
   return pack_header(flags, j.allowed, j.left, j.created, j.updated, j.run_after) .. claim .. status .. trace
-    .. body
+    .. key .. body
 end
 
 local function body_of(v, j)
@@ -299,4 +310,73 @@ end
 
 local function bad(msg)
   return redis.error_reply('pinlater: ' .. msg)
+end
+
+-- Fair service between keys. A priority whose pending jobs have a key
+-- serves them by "lane", one lane per key and lane '' for jobs without
+-- one, taking lanes in turn (pinlater/stores/redis/keys.py names the keys).
+-- Every pending job stays in the pending zset, so counts, scans, deletes
+-- and the look ahead read it as before; the lanes only decide the order of
+-- a dequeue. `base` is 'pl:{queue}:p{N}:', every key of the priority starts
+-- with it, and keys built from it are in the priority's hash slot.
+--   base..'turns'     list of lanes in turn, the next first
+--   base..'inturn'    set of the lanes in turns
+--   base..'waits'     zset of lanes whose first job was not due when met,
+--                     score: its run_after
+--   base..'lane:'..k  zset of the pending jobs of key k (score run_after)
+-- A lane with jobs is in turns or in waits, never both. A dequeue takes
+-- the first lane of the turns, one job from it, and puts the lane last, so
+-- between two jobs of a key every other key in turn gets one. A lane met
+-- empty at its turn leaves; one whose first job is not due then waits
+-- until it is, and joins the turns last. Lanes are kept from the first
+-- keyed job that enters pending until every lane is empty again; then the
+-- priority costs what it did before.
+local function base_of(pending)
+  return string.sub(pending, 1, #pending - 7)  -- without 'pending'
+end
+
+-- Lane `lane` just got a job with run_after s.
+local function lane_touch(base, lane, s, now)
+  if redis.call('SISMEMBER', base .. 'inturn', lane) == 1 then return end
+  if s <= now then
+    redis.call('ZREM', base .. 'waits', lane)
+    redis.call('RPUSH', base .. 'turns', lane)
+    redis.call('SADD', base .. 'inturn', lane)
+  else
+    local w = redis.call('ZSCORE', base .. 'waits', lane)
+    if not w or tonumber(w) > s then redis.call('ZADD', base .. 'waits', int(s), lane) end
+  end
+end
+
+-- Whether the priority of this pending zset keeps lanes.
+local function lanes_on(pending)
+  local base = base_of(pending)
+  return redis.call('EXISTS', base .. 'inturn', base .. 'waits') > 0
+end
+
+-- Job m, of fairness key `key` ('' none), enters PENDING with run_after s.
+-- The first keyed job starts the lanes: the jobs pending until then have
+-- no key (none did while lanes were off), and become lane '' as they are.
+-- That copy is paid once per job that entered pending, at most.
+local function pend(pending, m, s, key, now)
+  local base = base_of(pending)
+  local on = redis.call('EXISTS', base .. 'inturn', base .. 'waits') > 0
+  if not on and key ~= '' then
+    local head = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
+    if #head > 0 then
+      redis.call('ZUNIONSTORE', base .. 'lane:', 1, pending)
+      lane_touch(base, '', tonumber(head[2]), now)
+    end
+    on = true
+  end
+  redis.call('ZADD', pending, int(s), m)
+  if on then
+    redis.call('ZADD', base .. 'lane:' .. key, int(s), m)
+    lane_touch(base, key, s, now)
+  end
+end
+
+-- A fairness key from a batch item: nil or text of 1..64 bytes.
+local function valid_key(k)
+  return k == nil or (type(k) == 'string' and #k >= 1 and #k <= 64)
 end

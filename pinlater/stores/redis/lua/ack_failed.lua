@@ -53,7 +53,7 @@ for i, it in ipairs(items) do
       end
       j.state, j.left = 0, left - 1
       j.run_after = math.min(math.max(now + delay, 0), MAX_TIME)
-      redis.call('ZADD', KEYS[4 * g - 2], int(j.run_after), m)
+      pend(KEYS[4 * g - 2], m, j.run_after, j.key, now)
     else
       j.state, j.left = 3, 0
       redis.call('ZADD', KEYS[4 * g - 1], int(now), m)

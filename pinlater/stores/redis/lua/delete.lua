@@ -8,6 +8,17 @@
 -- ARGV[2]  limit (used in 'limit' mode)
 -- ARGV[3..] members (see member_of), in 'ids' mode
 -- Returns: how many were deleted.
+--
+-- Pending jobs of a priority that keeps lanes leave their lane too (the
+-- dequeue would drop them when met; this keeps a lane from holding them
+-- until then).
+local lanes = string.sub(KEYS[1], -8) == ':pending' and lanes_on(KEYS[1])
+local base = lanes and base_of(KEYS[1])
+
+local function leave_lane(m, v)
+  if lanes and v then redis.call('ZREM', base .. 'lane:' .. read_job(v).key, m) end
+end
+
 local deleted = 0
 if ARGV[1] == 'ids' then
   for i = 3, #ARGV do
@@ -15,6 +26,7 @@ if ARGV[1] == 'ids' then
   end
   for i = 3, #ARGV do
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+      if lanes then leave_lane(ARGV[i], redis.call('HGET', KEYS[2], ARGV[i])) end
       redis.call('HDEL', KEYS[2], ARGV[i])
       deleted = deleted + 1
     end
@@ -27,5 +39,9 @@ if limit < 1 then return 0 end
 local members = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
 if #members == 0 then return 0 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
+if lanes then
+  local values = hmget_many(KEYS[2], members)
+  for i, m in ipairs(members) do leave_lane(m, values[i]) end
+end
 hdel_many(KEYS[2], members)
 return #members

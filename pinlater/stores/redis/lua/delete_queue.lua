@@ -26,6 +26,24 @@ redis.call('SADD', KEYS[4], ARGV[1])
 local ngroups = (#KEYS - 4) / 5
 for g = 1, ngroups do
   local jobs = KEYS[4 + 5 * g]
+  -- The priority's lanes first (the prelude's fair service): each lane
+  -- with jobs is in turns or waits.
+  local base = base_of(KEYS[4 + 5 * (g - 1) + 1])
+  if budget <= 0 then return 1 end
+  local lanes = redis.call('LRANGE', base .. 'turns', 0, budget - 1)
+  for _, lane in ipairs(lanes) do redis.call('UNLINK', base .. 'lane:' .. lane) end
+  redis.call('LTRIM', base .. 'turns', #lanes, -1)
+  budget = budget - #lanes
+  if redis.call('EXISTS', base .. 'turns') == 1 then return 1 end
+  redis.call('DEL', base .. 'inturn')
+  if budget <= 0 then return 1 end
+  lanes = redis.call('ZRANGE', base .. 'waits', 0, budget - 1)
+  for _, lane in ipairs(lanes) do
+    redis.call('UNLINK', base .. 'lane:' .. lane)
+    redis.call('ZREM', base .. 'waits', lane)
+  end
+  budget = budget - #lanes
+  if redis.call('EXISTS', base .. 'waits') == 1 then return 1 end
   for j = 0, 3 do
     if budget <= 0 then return 1 end
     local z = KEYS[4 + 5 * (g - 1) + 1 + j]

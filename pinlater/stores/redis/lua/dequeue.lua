@@ -1,8 +1,10 @@
 -- dequeue: PENDING with run_after <= now -> RUNNING under one new claim,
 -- over several priorities in the order given, at most `limit` in all;
 -- within a priority oldest run_after first, then lowest id (zset order:
--- score, then member, and members order as their ids). With an empty claim
--- it is a peek: the same jobs, nothing changed. Then, if fewer than `limit`
+-- score, then member, and members order as their ids), or, in a priority
+-- that keeps lanes (the prelude's fair service), lane by lane in turn and
+-- within a lane in that order. With an empty claim it is a peek: nothing
+-- changed, the jobs a dequeue would take without lanes. Then, if fewer than `limit`
 -- were found, the first look-ahead priority with a runnable job, so that
 -- one call per shard serves every priority (pinlater/engine/priority_walk.py).
 --
@@ -24,42 +26,120 @@ if not n or n < 1 or #KEYS ~= #ARGV - 3 + 2 * n then return bad('dequeue: bad gr
 local now = now_ms()
 local out = {0}
 local left = limit
-for g = 1, n do
-  local pending, running, jobs = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
-  local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
-  if #members > 0 then
-    -- They are exactly the first #members by rank.
-    if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
-    local values = hmget_many(jobs, members)
-    local run, rows = {}, {}
-    local priority = tonumber(ARGV[3 + g])
-    for i, m in ipairs(members) do
-      local v = values[i]
-      -- A member without its job cannot happen through these scripts; drop
-      -- it rather than make up a job.
-      if v then
-        local j = read_job(v)
-        local body = body_of(v, j)
-        if claim ~= '' then
-          j.state, j.claim, j.updated = 1, claim, now
-          rows[#rows + 1] = m
-          rows[#rows + 1] = job_value(j, body)
-          run[#run + 1] = int(now)
-          run[#run + 1] = m
-        end
-        out[#out + 1] = priority
-        out[#out + 1] = id_of(m)
-        out[#out + 1] = body
-        out[#out + 1] = j.allowed
-        out[#out + 1] = j.left
-        out[#out + 1] = j.trace
-        out[#out + 1] = j.run_after
+
+local function put(priority, m, j, body)
+  out[#out + 1] = priority
+  out[#out + 1] = id_of(m)
+  out[#out + 1] = body
+  out[#out + 1] = j.allowed
+  out[#out + 1] = j.left
+  out[#out + 1] = j.trace
+  out[#out + 1] = j.run_after
+end
+
+-- Lanes that came due since the last dequeue join the turns, at most this
+-- many beyond the limit per call (the rest at the next), so that a call's
+-- cost does not grow with the number of keys.
+local PROMOTE = 100
+
+-- Up to `want` jobs of a priority that keeps lanes; how many it took.
+-- The first lanes of the turns come off in one LPOP and are served in
+-- that order, each put last again in one RPUSH after them: the order
+-- one-job-at-a-time would give. A lane served goes last whatever it has
+-- left; one met empty at its turn leaves, one whose first job is not due
+-- then goes to waits. So a job costs one ZPOPMIN of its lane. The claimed
+-- jobs leave pending in one ZREM and are read and written in one HMGET and
+-- one HSET at the end.
+local function claim_by_lanes(pending, running, jobs, priority, want)
+  local base = base_of(pending)
+  local turns, inturn, waits = base .. 'turns', base .. 'inturn', base .. 'waits'
+  local due = redis.call('ZRANGEBYSCORE', waits, '-inf', int(now), 'LIMIT', 0, want + PROMOTE)
+  if #due > 0 then
+    zrem_many(waits, due)
+    call_many('RPUSH', turns, due)
+    call_many('SADD', inturn, due)
+  end
+  local taken, lane_of = {}, base .. 'lane:'
+  while #taken < want do
+    local lanes = redis.call('LPOP', turns, want - #taken)
+    if not lanes then break end
+    local again, gone = {}, {}
+    for _, lane in ipairs(lanes) do
+      local head = redis.call('ZPOPMIN', lane_of .. lane)
+      if #head == 0 then
+        gone[#gone + 1] = lane
+      elseif tonumber(head[2]) > now then
+        redis.call('ZADD', lane_of .. lane, head[2], head[1])
+        gone[#gone + 1] = lane
+        redis.call('ZADD', waits, head[2], lane)
+      else
+        taken[#taken + 1] = head[1]
+        again[#again + 1] = lane
       end
     end
-    hset_many(jobs, rows)
-    zadd_many(running, run)
-    left = left - #members
+    if #gone > 0 then call_many('SREM', inturn, gone) end
+    if #again > 0 then call_many('RPUSH', turns, again) end
+  end
+  if #taken == 0 then return 0 end
+  zrem_many(pending, taken)
+  local values = hmget_many(jobs, taken)
+  local run, rows, got = {}, {}, 0
+  for i, m in ipairs(taken) do
+    local v = values[i]
+    local j = v and read_job(v)
+    -- A lane's member is a pending job: every way out of pending takes it
+    -- out of its lane too. Should one not be, it is dropped, not claimed.
+    if j and j.state == 0 then
+      local body = body_of(v, j)
+      j.state, j.claim, j.updated = 1, claim, now
+      rows[#rows + 1] = m
+      rows[#rows + 1] = job_value(j, body)
+      run[#run + 1] = int(now)
+      run[#run + 1] = m
+      put(priority, m, j, body)
+      got = got + 1
+    end
+  end
+  hset_many(jobs, rows)
+  zadd_many(running, run)
+  return got
+end
+
+for g = 1, n do
+  local pending, running, jobs = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
+  local priority = tonumber(ARGV[3 + g])
+  if claim ~= '' and lanes_on(pending) then
+    left = left - claim_by_lanes(pending, running, jobs, priority, left)
     if left <= 0 then return out end
+  else
+    local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
+    if #members > 0 then
+      -- They are exactly the first #members by rank.
+      if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
+      local values = hmget_many(jobs, members)
+      local run, rows = {}, {}
+      for i, m in ipairs(members) do
+        local v = values[i]
+        -- A member without its job cannot happen through these scripts; drop
+        -- it rather than make up a job.
+        if v then
+          local j = read_job(v)
+          local body = body_of(v, j)
+          if claim ~= '' then
+            j.state, j.claim, j.updated = 1, claim, now
+            rows[#rows + 1] = m
+            rows[#rows + 1] = job_value(j, body)
+            run[#run + 1] = int(now)
+            run[#run + 1] = m
+          end
+          put(priority, m, j, body)
+        end
+      end
+      hset_many(jobs, rows)
+      zadd_many(running, run)
+      left = left - #members
+      if left <= 0 then return out end
+    end
   end
 end
 for k = 3 * n + 1, #KEYS do

@@ -16,7 +16,8 @@
 -- ARGV[1]        queue name
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
 --                (= now), attempts_allowed (1..65535), custom_status,
---                trace context (up to 255 bytes; absent or null: none)]
+--                trace context (up to 255 bytes; absent or null: none),
+--                fairness key (1..64 bytes; absent or null: none)]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
 -- Returns: the new local ids, in item order (consecutive, increasing);
 --          nil (nothing stored) when the queue was deleted here.
@@ -37,6 +38,7 @@ for i = 1, n do
   if type(it[5]) ~= 'string' then return bad('enqueue: bad custom_status') end
   local trace = opt(it[6])
   if trace ~= nil and (type(trace) ~= 'string' or #trace > 255) then return bad('enqueue: bad trace') end
+  if not valid_key(opt(it[7])) then return bad('enqueue: bad key') end
 end
 
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return false end
@@ -44,29 +46,44 @@ if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return false end
 local now = now_ms()
 local first = redis.call('INCRBY', KEYS[2], n) - n + 1
 local ids = {}
-local pend, rows = {}, {}
+local pends, rows = {}, {}
+-- A group goes to its pending zset in one ZADD unless it keeps lanes or
+-- one of its jobs has a key: then job by job, in item order (pend).
+local one_by_one = {}
+for i = 1, n do
+  local it = items[i]
+  local g = it[1]
+  if one_by_one[g] == nil then one_by_one[g] = lanes_on(KEYS[3 + 2 * g]) end
+  if opt(it[7]) then one_by_one[g] = true end
+end
 for i = 1, n do
   local it = items[i]
   local g = it[1]
   local run_after = opt(it[3]) or now
   local id = first + i - 1
   local m = member_of(id)
+  local key = opt(it[7]) or ''
   local job = {state = 0, allowed = it[4], left = it[4], created = now, updated = now,
-    run_after = run_after, status = it[5], trace = opt(it[6])}
-  if not pend[g] then
-    pend[g], rows[g] = {}, {}
+    run_after = run_after, status = it[5], trace = opt(it[6]), key = key}
+  if not rows[g] then
+    pends[g], rows[g] = {}, {}
     redis.call('SADD', KEYS[3], int(it[2]))
   end
-  local p, r = pend[g], rows[g]
-  p[#p + 1] = int(run_after)
-  p[#p + 1] = m
+  local r = rows[g]
+  if one_by_one[g] then
+    pend(KEYS[3 + 2 * g], m, run_after, key, now)
+  else
+    local p = pends[g]
+    p[#p + 1] = int(run_after)
+    p[#p + 1] = m
+  end
   r[#r + 1] = m
   r[#r + 1] = job_value(job, ARGV[2 + i])
   ids[i] = id
 end
 for g, flat in pairs(rows) do
   hset_many(KEYS[4 + 2 * g], flat)
-  zadd_many(KEYS[3 + 2 * g], pend[g])
+  if #pends[g] > 0 then zadd_many(KEYS[3 + 2 * g], pends[g]) end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
 return ids

@@ -28,7 +28,7 @@ for i, m in ipairs(members) do
     j.updated, j.claim = now, nil
     if j.left > 1 then
       j.state, j.left, j.run_after = 0, j.left - 1, now
-      redis.call('ZADD', KEYS[2], score, m)
+      pend(KEYS[2], m, now, j.key, now)
       repended = repended + 1
     else
       j.state, j.left = 3, 0

@@ -22,7 +22,7 @@ if #members == 0 then return 0 end
 zrem_many(KEYS[1], members)
 local values = hmget_many(KEYS[3], members)
 local moved = 0
-local rows, pend = {}, {}
+local rows = {}
 for i, m in ipairs(members) do
   local v = values[i]
   local j = v and read_job(v)
@@ -30,11 +30,9 @@ for i, m in ipairs(members) do
     j.state, j.allowed, j.left, j.run_after, j.updated, j.claim = 0, attempts, attempts, run_after, now, nil
     rows[#rows + 1] = m
     rows[#rows + 1] = job_value(j, body_of(v, j))
-    pend[#pend + 1] = int(run_after)
-    pend[#pend + 1] = m
+    pend(KEYS[2], m, run_after, j.key, now)
     moved = moved + 1
   end
 end
 hset_many(KEYS[3], rows)
-zadd_many(KEYS[2], pend)
 return moved

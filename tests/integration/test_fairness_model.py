@@ -1,0 +1,162 @@
+"""Fair service against random schedules: the same random actions on a
+store kind and on the memory shard, whose lanes are a plain-Python
+statement of the same rules, must claim the same jobs in the same order
+after every action; and at the end every job still PENDING is claimed by
+draining (no job is stranded outside the lanes). Actions: enqueues with
+and without keys, due now, long due or not due for an hour, on two
+priorities; dequeues; ACKs; failures; moves back to PENDING; claims
+expired; failed jobs retried; pending jobs deleted.
+
+Times: each action waits 2 ms first, so that every action's clock reading
+is later than the one before on both clocks (orders by run_after then
+agree); a job is due now, was due long ago, is due 1 ms after an action
+(so at the next), or is due in an hour."""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+
+import pytest
+
+from pinlater import Ack, Checkpoint, Job, JobService, JobState
+from pinlater.descriptor import JobDescriptor
+from pinlater.models import DequeuedJob
+from pinlater.stores.base import ExpiredClaims, ShardBackend
+from tests.support.stores import settings_for
+
+STEPS = 250
+HOUR_MS = 3_600_000
+KEYS = ["", "", "a", "b", "c", "é"]
+
+
+def _ids(jobs: list[DequeuedJob]) -> list[tuple[int, int]]:
+    out = []
+    for j in jobs:
+        d = JobDescriptor.parse(j.descriptor)
+        out.append((d.priority, d.local_id))
+    return out
+
+
+class Pair:
+    """One queue on the store under test and on a memory shard."""
+
+    def __init__(self, setup: str, queue: str) -> None:
+        self.tested = JobService.from_settings(settings_for(setup), source="model")
+        self.memory = JobService.from_settings(settings_for("memory"), source="model")
+        self.queue = queue
+        for s in self.both:
+            s.create_queue(queue, priorities=2)
+        # local id -> (tested's running job, memory's)
+        self.running: dict[tuple[int, int], tuple[DequeuedJob, DequeuedJob]] = {}
+
+    @property
+    def both(self) -> tuple[JobService, JobService]:
+        return self.tested, self.memory
+
+    def close(self) -> None:
+        for s in self.both:
+            s.close()
+
+    def each(self, act: object) -> list[object]:
+        return [act(s) for s in self.both]  # type: ignore[operator]
+
+    def dequeue(self, n: int) -> None:
+        a, b = self.each(lambda s: s.dequeue(self.queue, n))
+        assert _ids(a) == _ids(b)  # type: ignore[arg-type]
+        for x, y in zip(a, b, strict=True):  # type: ignore[call-overload]
+            self.running[_ids([x])[0]] = (x, y)
+
+    def settle(self, rng: random.Random, how: str) -> None:
+        if not self.running:
+            return
+        at = rng.choice(sorted(self.running))
+        pair = self.running.pop(at)
+        for s, j in zip(self.both, pair, strict=True):
+            if how == "ack":
+                s.ack(self.queue, succeeded=[Ack(j.descriptor, claim=j.claim)])
+            elif how in ("fail", "fail later"):
+                delay = 1 if how == "fail" else HOUR_MS  # due at the next action, or not in this test
+                s.ack(self.queue, failed=[Ack(j.descriptor, claim=j.claim, retry_delay_ms=delay)])
+            else:
+                later = None if how == "back" else s.core.shards.all()[0].now_ms() + HOUR_MS
+                s.checkpoint(self.queue, [Checkpoint(j.descriptor, claim=j.claim, move_to_pending=True,
+                                                     run_after_ms=later)])
+
+    def shard_call(self, fn: object) -> list[object]:
+        return [fn(s.core.shards.all()[0]) for s in self.both]  # type: ignore[operator]
+
+
+def _enqueue(pair: Pair, rng: random.Random) -> None:
+    priority = rng.choice([1, 1, 2])
+    # (key, when: "now", "long ago" or "later", attempts)
+    jobs = [(rng.choice(KEYS), rng.choices(["now", "long ago", "later"], [7, 1, 2])[0], rng.randint(1, 3))
+            for _ in range(rng.randint(1, 6))]
+    for s in pair.both:
+        at = {"now": None, "long ago": 1, "later": s.core.shards.all()[0].now_ms() + HOUR_MS}
+        s.enqueue(pair.queue, [Job(b"j", priority=priority, key=key, attempts_allowed=attempts, run_after_ms=at[when])
+                               for key, when, attempts in jobs])
+
+
+def _expire(be: ShardBackend, queue: str, priority: int) -> ExpiredClaims:
+    return be.expire_claims(queue, priority, 0, 1000)
+
+
+def _delete(be: ShardBackend, queue: str, priority: int, doomed: list[int]) -> int:
+    return be.delete(queue, priority, JobState.PENDING, doomed, 1000)
+
+
+@pytest.mark.parametrize("setup", ["redis"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_store_serves_keys_in_the_same_turns_as_the_memory_shard(
+    setup: str, seed: int, servers: None, queue_name: str
+) -> None:
+    rng = random.Random(seed)
+    pair = Pair(setup, queue_name)
+    try:
+        for _ in range(STEPS):
+            time.sleep(0.002)
+            roll = rng.random()
+            if roll < 0.30:
+                _enqueue(pair, rng)
+            elif roll < 0.60:
+                pair.dequeue(rng.randint(1, 5))
+            elif roll < 0.70:
+                pair.settle(rng, "ack")
+            elif roll < 0.78:
+                pair.settle(rng, rng.choice(["fail", "fail later"]))
+            elif roll < 0.86:
+                pair.settle(rng, rng.choice(["back", "back later"]))
+            elif roll < 0.90:
+                priority = rng.choice([1, 2])
+                a, b = pair.shard_call(functools.partial(_expire, queue=pair.queue, priority=priority))
+                assert a == b
+                pair.running = {k: v for k, v in pair.running.items() if k[0] != priority}
+            elif roll < 0.95:
+                retry = functools.partial(JobService.retry_failed, queue=pair.queue,
+                                          priority=rng.choice([1, 2]), attempts=2)
+                a, b = pair.each(retry)
+                assert a == b
+            else:
+                priority = rng.choice([1, 2])
+                pending = [JobDescriptor.parse(j.descriptor).local_id
+                           for j in pair.memory.scan(pair.queue, JobState.PENDING, priority=priority,
+                                                     limit=1000).jobs]
+                doomed = rng.sample(pending, min(len(pending), rng.randint(0, 3)))
+                a, b = pair.shard_call(functools.partial(_delete, queue=pair.queue, priority=priority, doomed=doomed))
+                assert a == b
+        # Drain: every job that is due is claimed, in the same order on both.
+        for _ in range(200):
+            before = len(pair.running)
+            pair.dequeue(7)
+            if len(pair.running) == before:
+                break
+        for s in pair.both:
+            assert s.count(pair.queue, JobState.PENDING, priority=1) == 0
+            assert s.count(pair.queue, JobState.PENDING, priority=2) == 0
+        counts = pair.each(lambda s: [s.count(pair.queue, st, priority=p, future=f)
+                                      for st in JobState for p in (1, 2) for f in (False, True)])
+        assert counts[0] == counts[1]
+    finally:
+        pair.close()
