@@ -1,13 +1,15 @@
-"""Fair service between fairness keys on the memory shard: the same lanes,
-turns and order as the Redis scripts (``lua/_prelude.lua``, ``dequeue.lua``),
-step for step, so a test can hold one against the other.
+"""Fair service between fairness keys on the memory shard: the rules of
+the Redis scripts (``lua/_prelude.lua``, ``dequeue.lua``) and of the MySQL
+shard, one job at a time, so that a test can hold each store against them.
 
-A priority keeps lanes from its first keyed pending job until every lane
-is empty. One lane per key and lane "" for jobs without one; a lane whose
-first job is runnable has a turn, one whose first job is not waits for its
-run_after. A dequeue takes the lane of the lowest turn, one job from it,
-and gives the lane the next turn; a lane met empty at its turn leaves the
-turns, one whose first job is not due then waits.
+A priority keeps lanes from its first keyed pending job until no keyed
+lane is left: one lane per key, and lane "" for jobs without one. Lanes
+take turns in the order of their turn numbers. A dequeue takes the lane of
+the lowest turn that has a due job, one job from it, and gives the lane the
+next turn. A keyed lane met empty at its turn leaves the turns, one whose
+first job is not due then waits for it and gets the next turn when it is
+due. Lane "" never leaves: without a due job it keeps its turn, so jobs
+without a key that come after a quiet spell are next.
 """
 
 from __future__ import annotations
@@ -26,14 +28,17 @@ def _order(lane: str) -> bytes:
 
 @dataclass
 class Lanes:
-    """One priority's lanes. ``jobs``: lane -> local id -> run_after."""
+    """One priority's lanes. ``jobs``: keyed lane -> local id -> run_after
+    (lane "" is read from the pending jobs themselves)."""
 
     turn: int = 0
-    turns: dict[str, int] = field(default_factory=dict)
+    turns: dict[str, int] = field(default_factory=lambda: {"": 0})
     waits: dict[str, int] = field(default_factory=dict)
     jobs: dict[str, dict[int, int]] = field(default_factory=dict)
 
-    def touch(self, lane: str, run_after: int, now: int) -> None:
+    def add(self, lane: str, local_id: int, run_after: int, now: int) -> None:
+        """A keyed job entered pending."""
+        self.jobs.setdefault(lane, {})[local_id] = run_after
         if lane in self.turns:
             return
         if run_after <= now:
@@ -43,10 +48,6 @@ class Lanes:
         elif lane not in self.waits or self.waits[lane] > run_after:
             self.waits[lane] = run_after
 
-    def add(self, lane: str, local_id: int, run_after: int, now: int) -> None:
-        self.jobs.setdefault(lane, {})[local_id] = run_after
-        self.touch(lane, run_after, now)
-
     def drop(self, lane: str, local_id: int) -> None:
         jobs = self.jobs.get(lane)
         if jobs is not None:
@@ -54,48 +55,50 @@ class Lanes:
             if not jobs:
                 del self.jobs[lane]
 
-    def head(self, lane: str) -> tuple[int, int] | None:
-        """The lane's first job: (run_after, local id)."""
-        jobs = self.jobs.get(lane)
-        if not jobs:
-            return None
-        return min((s, i) for i, s in jobs.items())
-
     @property
-    def empty(self) -> bool:
-        return not self.turns and not self.waits
+    def ended(self) -> bool:
+        return len(self.turns) == 1 and not self.waits
 
-    def take(self, want: int, now: int, pending_at: Callable[[int], int | None], claim: Callable[[int], bool]) -> int:
-        """Up to ``want`` jobs in turn; ``pending_at(id)``: the job's run_after
-        while it is pending, else None; ``claim(id)`` claims it (False: no
-        such job). How many were claimed. One job at a time, always from
-        the lane of the lowest turn: what the script's batched reads add
-        up to."""
+    def take(self, want: int, now: int, plain_head: Callable[[], tuple[int, int] | None],
+             claim: Callable[[int], None]) -> None:
+        """Up to ``want`` jobs in turn. ``plain_head()``: the first pending job
+        without a key, (run_after, local id), or None; ``claim(id)`` claims a
+        job (so it is no longer pending)."""
         due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
         for _, _, lane in due[: want + PROMOTE]:
             del self.waits[lane]
             self.turn += 1
             self.turns[lane] = self.turn
-        got = taken = 0
-        while taken < want and self.turns:
-            lane = min(self.turns, key=lambda name: (self.turns[name], _order(name)))
-            first = self.head(lane)
-            if first is None:
-                del self.turns[lane]
-                continue
-            s, local_id = first
-            if s > now:
-                del self.turns[lane]
-                self.waits[lane] = s
-                continue
-            self.drop(lane, local_id)
+        taken = 0
+        while taken < want:
+            ready = None
+            for lane in sorted(self.turns, key=self.turns.__getitem__):
+                if lane != "":
+                    ready = lane
+                    break
+                head = plain_head()
+                if head is not None and head[0] <= now:
+                    ready = lane
+                    break
+            if ready is None:
+                return
+            lane = ready
+            if lane == "":
+                head = plain_head()
+                assert head is not None
+                claim(head[1])
+            else:
+                jobs = self.jobs.get(lane)
+                if not jobs:
+                    del self.turns[lane]
+                    continue
+                s, local_id = min((s, i) for i, s in jobs.items())
+                if s > now:
+                    del self.turns[lane]
+                    self.waits[lane] = s
+                    continue
+                self.drop(lane, local_id)
+                claim(local_id)
             taken += 1
-            # A lane's member is a pending job (every way out of pending
-            # takes it out of its lane); should one not be, it is not claimed.
-            if pending_at(local_id) is not None and claim(local_id):
-                got += 1
-            # Served: the next turn, whatever the lane has left (met empty
-            # or not due at that turn, it leaves then).
             self.turn += 1
             self.turns[lane] = self.turn
-        return got

@@ -164,20 +164,10 @@ class MemoryBackend:
             return ids
 
     def _pend(self, queue: str, row: _Row, now: int) -> None:
-        """``row`` has just become PENDING: its lane, as the scripts' pend().
-        The first keyed job starts the lanes with the jobs pending before it
-        as lane ""."""
-        at = (queue, row.priority)
-        lanes = self._lanes.get(at)
-        if lanes is None and row.key:
-            lanes = self._lanes[at] = Lanes()
-            before = [r for r in self._table(queue, row.priority).values()
-                      if r.state is JobState.PENDING and r is not row]
-            if before:
-                for r in before:
-                    lanes.jobs.setdefault("", {})[r.local_id] = r.run_after
-                lanes.touch("", min(r.run_after for r in before), now)
-        if lanes is not None:
+        """``row`` has just become PENDING: a keyed job joins its lane (the
+        first one starts the priority's lanes)."""
+        if row.key:
+            lanes = self._lanes.setdefault((queue, row.priority), Lanes())
             lanes.add(row.key, row.local_id, row.run_after, now)
 
     def _ready(self, queue: str, priority: int, limit: int, now: int) -> list[_Row]:
@@ -225,7 +215,7 @@ class MemoryBackend:
                     rows += self._ready(queue, priority, limit - len(rows), now)
                     continue
                 self._take_by_lanes(lanes, self._table(queue, priority), limit - len(rows), now, rows)
-                if lanes.empty:
+                if lanes.ended:
                     del self._lanes[(queue, priority)]
             following = None
             if len(rows) < limit:
@@ -238,15 +228,21 @@ class MemoryBackend:
 
     @staticmethod
     def _take_by_lanes(lanes: Lanes, table: dict[int, _Row], want: int, now: int, rows: list[_Row]) -> None:
-        def pending_at(local_id: int) -> int | None:
-            r = table.get(local_id)
-            return r.run_after if r is not None and r.state is JobState.PENDING else None
+        plain = sorted((r.run_after, r.local_id) for r in table.values()
+                       if r.state is JobState.PENDING and not r.key)
+        plain.reverse()  # the first one last, to pop
+        taken: set[int] = set()
 
-        def take(local_id: int) -> bool:
+        def plain_head() -> tuple[int, int] | None:
+            while plain and plain[-1][1] in taken:
+                plain.pop()
+            return plain[-1] if plain else None
+
+        def claim(local_id: int) -> None:
+            taken.add(local_id)
             rows.append(table[local_id])
-            return True
 
-        lanes.take(want, now, pending_at, take)
+        lanes.take(want, now, plain_head, claim)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -396,7 +392,7 @@ class MemoryBackend:
                 victims = [i for i in local_ids if i in table and table[i].state is state]
             lanes = self._lanes.get((queue, priority)) if state is JobState.PENDING else None
             for local_id in victims:
-                if lanes is not None:
+                if lanes is not None and table[local_id].key:
                     lanes.drop(table[local_id].key, local_id)
                 del table[local_id]
             return len(victims)

@@ -319,23 +319,28 @@ end
 -- and the look ahead read it as before; the lanes only decide the order of
 -- a dequeue. `base` is 'pl:{queue}:p{N}:', every key of the priority starts
 -- with it, and keys built from it are in the priority's hash slot.
---   base..'turns'     list of lanes in turn, the next first
---   base..'inturn'    set of the lanes in turns
---   base..'waits'     zset of lanes whose first job was not due when met,
---                     score: its run_after
---   base..'lane:'..k  zset of the pending jobs of key k (score run_after)
--- A lane with jobs is in turns or in waits, never both. A dequeue takes
--- the first lane of the turns, one job from it, and puts the lane last, so
--- between two jobs of a key every other key in turn gets one. A lane met
--- empty at its turn leaves; one whose first job is not due then waits
--- until it is, and joins the turns last. Lanes are kept from the first
--- keyed job that enters pending until every lane is empty again; then the
--- priority costs what it did before.
+--   base..'turns'     list of lanes in turn, the next first; lane '' is in
+--                     it for as long as lanes are kept
+--   base..'inturn'    set of the keyed lanes in turns
+--   base..'waits'     zset of keyed lanes whose first job was not due when
+--                     met, score: its run_after
+--   base..'lane:'..k  zset of the pending jobs of key k (score run_after),
+--                     'lane:' those without a key
+-- A keyed lane with jobs is in turns or in waits, never both. A dequeue
+-- takes the first lane of the turns that has a due job, one job from it,
+-- and puts the lane last, so between two jobs of a key every other key in
+-- turn gets one. A keyed lane met empty at its turn leaves; one whose
+-- first job is not due then waits until it is, and joins the turns last.
+-- Lane '' never leaves: without a due job it keeps its place, so jobs
+-- without a key that come after a quiet spell are next. Lanes are kept
+-- from the first keyed job that enters pending until every keyed lane is
+-- empty again; then the priority costs what it did before.
+-- (pinlater/stores/memory/lanes.py states the same rules in Python.)
 local function base_of(pending)
   return string.sub(pending, 1, #pending - 7)  -- without 'pending'
 end
 
--- Lane `lane` just got a job with run_after s.
+-- Keyed lane `lane` just got a job with run_after s.
 local function lane_touch(base, lane, s, now)
   if redis.call('SISMEMBER', base .. 'inturn', lane) == 1 then return end
   if s <= now then
@@ -351,28 +356,26 @@ end
 -- Whether the priority of this pending zset keeps lanes.
 local function lanes_on(pending)
   local base = base_of(pending)
-  return redis.call('EXISTS', base .. 'inturn', base .. 'waits') > 0
+  return redis.call('EXISTS', base .. 'turns', base .. 'waits') > 0
 end
 
 -- Job m, of fairness key `key` ('' none), enters PENDING with run_after s.
 -- The first keyed job starts the lanes: the jobs pending until then have
--- no key (none did while lanes were off), and become lane '' as they are.
--- That copy is paid once per job that entered pending, at most.
+-- no key (none did while lanes were off), and become lane '' as they are,
+-- first in turn. That copy is paid once per job that entered pending, at
+-- most.
 local function pend(pending, m, s, key, now)
   local base = base_of(pending)
-  local on = redis.call('EXISTS', base .. 'inturn', base .. 'waits') > 0
+  local on = redis.call('EXISTS', base .. 'turns', base .. 'waits') > 0
   if not on and key ~= '' then
-    local head = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-    if #head > 0 then
-      redis.call('ZUNIONSTORE', base .. 'lane:', 1, pending)
-      lane_touch(base, '', tonumber(head[2]), now)
-    end
+    if redis.call('EXISTS', pending) == 1 then redis.call('ZUNIONSTORE', base .. 'lane:', 1, pending) end
+    redis.call('RPUSH', base .. 'turns', '')
     on = true
   end
   redis.call('ZADD', pending, int(s), m)
   if on then
     redis.call('ZADD', base .. 'lane:' .. key, int(s), m)
-    lane_touch(base, key, s, now)
+    if key ~= '' then lane_touch(base, key, s, now) end
   end
 end
 

@@ -46,10 +46,11 @@ local PROMOTE = 100
 -- The first lanes of the turns come off in one LPOP and are served in
 -- that order, each put last again in one RPUSH after them: the order
 -- one-job-at-a-time would give. A lane served goes last whatever it has
--- left; one met empty at its turn leaves, one whose first job is not due
--- then goes to waits. So a job costs one ZPOPMIN of its lane. The claimed
--- jobs leave pending in one ZREM and are read and written in one HMGET and
--- one HSET at the end.
+-- left; a keyed one met empty at its turn leaves, one whose first job is
+-- not due then goes to waits; lane '' without a due job goes back first.
+-- So a job costs one ZPOPMIN of its lane. The claimed jobs leave pending
+-- in one ZREM and are read and written in one HMGET and one HSET at the
+-- end. Once no keyed lane is left the lanes end.
 local function claim_by_lanes(pending, running, jobs, priority, want)
   local base = base_of(pending)
   local turns, inturn, waits = base .. 'turns', base .. 'inturn', base .. 'waits'
@@ -61,24 +62,37 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   end
   local taken, lane_of = {}, base .. 'lane:'
   while #taken < want do
-    local lanes = redis.call('LPOP', turns, want - #taken)
+    -- One more than still wanted: lane '' may be among them without a due job.
+    local lanes = redis.call('LPOP', turns, want - #taken + 1)
     if not lanes then break end
-    local again, gone = {}, {}
+    local again, gone, plain_waits, unserved = {}, {}, false, {}
     for _, lane in ipairs(lanes) do
-      local head = redis.call('ZPOPMIN', lane_of .. lane)
-      if #head == 0 then
-        gone[#gone + 1] = lane
-      elseif tonumber(head[2]) > now then
-        redis.call('ZADD', lane_of .. lane, head[2], head[1])
-        gone[#gone + 1] = lane
-        redis.call('ZADD', waits, head[2], lane)
+      if #taken >= want then
+        unserved[#unserved + 1] = lane
       else
-        taken[#taken + 1] = head[1]
-        again[#again + 1] = lane
+        local head = redis.call('ZPOPMIN', lane_of .. lane)
+        if #head > 0 and tonumber(head[2]) <= now then
+          taken[#taken + 1] = head[1]
+          again[#again + 1] = lane
+        else
+          if #head > 0 then redis.call('ZADD', lane_of .. lane, head[2], head[1]) end
+          if lane == '' then
+            plain_waits = true
+          else
+            gone[#gone + 1] = lane
+            if #head > 0 then redis.call('ZADD', waits, head[2], lane) end
+          end
+        end
       end
     end
     if #gone > 0 then call_many('SREM', inturn, gone) end
     if #again > 0 then call_many('RPUSH', turns, again) end
+    for i = #unserved, 1, -1 do redis.call('LPUSH', turns, unserved[i]) end
+    if plain_waits then redis.call('LPUSH', turns, '') end
+    if #again == 0 and #gone == 0 then break end  -- only lane '', without a due job
+  end
+  if redis.call('EXISTS', inturn, waits) == 0 then
+    redis.call('DEL', turns, lane_of)
   end
   if #taken == 0 then return 0 end
   zrem_many(pending, taken)
