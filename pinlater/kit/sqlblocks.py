@@ -76,6 +76,7 @@ def render(
     ids: int = 0,
     body: bool = False,
     trace: bool = False,
+    fkey: bool = False,
     exact_claim: bool = False,
     priority: int | None = None,
     page: str | None = None,
@@ -88,6 +89,7 @@ def render(
     ``ids``: how many ``%s`` markers replace ``{ids}`` (an IN list).
     ``body``: whether ``{body}`` selects the body column or NULL.
     ``trace``: whether ``{trace}`` selects the trace column or NULL.
+    ``fkey``: whether ``{fkey}`` is the fkey column or NULL.
     ``exact_claim``: whether ``{held}`` is the whole claim column (items
     that name their claim) or its source part (items that give a source).
     ``priority``: the number (1..MAX_PRIORITY) that replaces ``{priority}``.
@@ -120,6 +122,7 @@ def render(
         stmt = stmt.replace("{ids}", ", ".join(["%s"] * ids))
     stmt = stmt.replace("{body}", "body" if body else "NULL")
     stmt = stmt.replace("{trace}", "trace" if trace else "NULL")
+    stmt = stmt.replace("{fkey}", "fkey" if fkey else "NULL")
     stmt = stmt.replace("{held}", "claim" if exact_claim else "SUBSTRING(claim, 18)")
     if "{priority}" in stmt:
         if type(priority) is not int or not 1 <= priority <= MAX_PRIORITY:

@@ -1,12 +1,7 @@
 """Fairness keys on every setup: among the runnable jobs of a priority a
 dequeue serves keys in turn (jobs without a key share one turn), whatever
 path brought a job back to PENDING; keys are shown by lookups and bad keys
-are refused in one line with nothing stored.
-
-MySQL shards do not keep keys yet (a keyed job is stored without its key
-and served in arrival order, as on a Redis shard not migrated to layout
-5): the tests of what keys do are expected to fail there, strictly, so
-that the day they pass the mark has to go."""
+are refused in one line with nothing stored."""
 
 from __future__ import annotations
 
@@ -19,15 +14,6 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import EnqueueRejected
 from pinlater.limits import MAX_KEY_BYTES
 from pinlater.stores.base import CheckpointItem, ClaimedJob, EnqueueItem, FailItem, ShardBackend
-
-
-@pytest.fixture
-def keys_kept(setup: str, request: pytest.FixtureRequest) -> None:
-    if setup.startswith("mysql"):
-        # Not strict where the cluster's random shard choice can make
-        # arrival order pass by chance.
-        strict = "over_the_whole_cluster" not in request.node.name
-        request.node.add_marker(pytest.mark.xfail(reason="MySQL shards do not keep fairness keys yet", strict=strict))
 
 
 class OneShard:
@@ -69,7 +55,7 @@ def _drain_one_by_one(cluster: JobService, queue: str, most: int) -> list[str]:
 
 
 def test_a_key_enqueued_after_a_big_backlog_is_served_in_turn_with_it(
-    cluster: JobService, queue_name: str, keys_kept: None
+    cluster: JobService, queue_name: str
 ) -> None:
     shard = OneShard(cluster, queue_name)
     shard.enqueue(b"a", 200, key="A")
@@ -82,7 +68,7 @@ def test_a_key_enqueued_after_a_big_backlog_is_served_in_turn_with_it(
     assert order[10:] == [b"a"] * 195
 
 
-def test_keys_take_turns_over_the_whole_cluster(cluster: JobService, queue_name: str, keys_kept: None) -> None:
+def test_keys_take_turns_over_the_whole_cluster(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     cluster.enqueue(queue_name, [Job(b"a", key="A") for _ in range(200)])
     small = set(cluster.enqueue(queue_name, [Job(b"b", key="B") for _ in range(5)]))
@@ -98,7 +84,7 @@ def test_keys_take_turns_over_the_whole_cluster(cluster: JobService, queue_name:
 
 
 def test_jobs_without_a_key_share_one_turn_and_keys_alternate_within_one_dequeue(
-    cluster: JobService, queue_name: str, keys_kept: None
+    cluster: JobService, queue_name: str
 ) -> None:
     shard = OneShard(cluster, queue_name)
     shard.enqueue(b"plain", 4)
@@ -117,7 +103,7 @@ def test_priorities_stay_strict_between_keys(cluster: JobService, queue_name: st
 
 
 def test_a_retried_or_moved_back_job_goes_behind_its_keys_older_jobs(
-    cluster: JobService, queue_name: str, keys_kept: None
+    cluster: JobService, queue_name: str
 ) -> None:
     shard = OneShard(cluster, queue_name)
     be, q = shard.be, queue_name
@@ -162,7 +148,7 @@ def test_deleted_keyed_jobs_are_never_dequeued(cluster: JobService, queue_name: 
     assert not set(doomed) & {j.descriptor for j in got}
 
 
-def test_lookups_and_scans_show_the_key(cluster: JobService, queue_name: str, keys_kept: None) -> None:
+def test_lookups_and_scans_show_the_key(cluster: JobService, queue_name: str) -> None:
     cluster.create_queue(queue_name)
     [keyed, plain] = cluster.enqueue(queue_name, [Job(b"k", key="tenant-é"), Job(b"p")])
     assert _keys(cluster, queue_name, [keyed, plain]) == ["tenant-é", ""]

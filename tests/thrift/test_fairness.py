@@ -1,8 +1,7 @@
 """Fairness keys through the wire: the job's extension field carries its
 key in both directions (enqueue and lookup), dequeues through the server
 serve keys in turn, and bad keys are refused in one line with nothing
-stored. MySQL shards do not keep keys yet (tests/contract/test_fairness.py
-says how that is marked)."""
+stored."""
 
 from __future__ import annotations
 
@@ -17,10 +16,8 @@ from pinlater.thrift.client import ThriftClient
 
 
 def test_keys_cross_the_wire_and_dequeues_through_the_server_take_them_in_turn(
-    client: ThriftClient, service: JobService, queue_name: str, backend: str, request: pytest.FixtureRequest
+    client: ThriftClient, service: JobService, queue_name: str
 ) -> None:
-    if backend.startswith("mysql"):
-        request.node.add_marker(pytest.mark.xfail(reason="MySQL shards do not keep fairness keys yet", strict=True))
     client.create_queue(queue_name)
     big = client.enqueue(queue_name, [Job(b"a", key="tenant-a") for _ in range(30)])
     small = client.enqueue(queue_name, [Job(b"b", key="tenant-ß") for _ in range(3)])

@@ -345,7 +345,9 @@ class MemoryBackend:
             ]
             expired.sort(key=lambda r: (r.updated_at, r.local_id))
             repended = failed = 0
-            for row in expired[:limit]:
+            # Back to pending in id order, as every store puts jobs that come
+            # back together in their lanes.
+            for row in sorted(expired[:limit], key=lambda r: r.local_id):
                 if self._fail(queue, row, now, 0):
                     repended += 1
                 else:
@@ -373,7 +375,7 @@ class MemoryBackend:
                 (r for r in self._table(queue, priority).values() if r.state is JobState.FAILED),
                 key=lambda r: (-r.updated_at, -r.local_id),
             )[:limit]
-            for row in failed:
+            for row in sorted(failed, key=lambda r: r.local_id):  # in id order, as expire_claims
                 row.state = JobState.PENDING
                 row.attempts_allowed = row.attempts_remaining = attempts
                 row.run_after = now if run_after_ms is None else run_after_ms

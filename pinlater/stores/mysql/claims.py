@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
@@ -33,7 +34,7 @@ from pinlater.stores.base import (
     holds,
     new_claim_token,
 )
-from pinlater.stores.mysql.connection import ShardConnection
+from pinlater.stores.mysql.lanes import LanesMixin
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
 
@@ -102,20 +103,24 @@ def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int
         inner.append(f"{sql('dequeue_if_missing')}\n{branches};\n{sql('dequeue_end_if')}")
     inner.append(sql("dequeue_commit"))
     inner += [sql("dequeue_read", table=t, priority=p, trace=traced) for p, t in tables]
+    inner.append(sql("dequeue_fair"))
     statements = [sql("dequeue_begin"), *inner]
     return "".join(f"{stmt};\n" for stmt in statements) + sql("dequeue_end")
 
 
-def _dequeue_args(priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]) -> list[Any]:
+def _dequeue_args(
+    queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+) -> list[Any]:
     claims = [claim] * len(priorities)
-    return [limit, *claims, *_look_ahead_args(look_ahead), *claims]
+    tables = [x for p in priorities for x in (job_table(queue, p), claim)]
+    return [limit, *tables, *_look_ahead_args(look_ahead), *claims]
 
 
 def _peek_script(
     queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], traced: bool
 ) -> tuple[str, list[Any]]:
     statements = [sql("peek", table=job_table(queue, p), priority=p, trace=traced) for p in priorities]
-    args: list[Any] = [limit] * len(priorities)
+    args: list[Any] = [limit] * (4 * len(priorities))
     if look_ahead:
         statements.append(_look_ahead(queue, look_ahead))
         args += _look_ahead_args(look_ahead)
@@ -132,18 +137,24 @@ def _look_ahead_args(look_ahead: Sequence[int]) -> list[int]:
     return [x for pos, priority in enumerate(look_ahead) for x in (pos, priority)]
 
 
-# id, body, attempts allowed and remaining, priority, trace, run_after; a look-ahead row has 2
+# id, body, attempts allowed and remaining, priority, trace, run_after; a
+# look-ahead row has 2, the priority to serve by lanes 1
 _JOB_COLUMNS = 7
 
 
-def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims:
+def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) -> Claims | _Stopped:
     """Decode the results of a dequeue or peek: result sets of jobs, in
     priority order, whose rows end with their priority, and (when looked
     ahead, and not every job was found) one of (pos, priority) naming the
-    first runnable look-ahead priority."""
+    first runnable look-ahead priority; or, from a dequeue that stopped at a
+    priority served by lanes, one of (priority,) (``Claims.by_lanes``)."""
     jobs: list[ClaimedJob] = []
     following: tuple[tuple[Any, ...], ...] = ()
+    by_lanes = None
     for rows in results:
+        if rows and len(rows[0]) == 1:
+            by_lanes = int(rows[0][0])
+            continue
         if rows and len(rows[0]) != _JOB_COLUMNS:
             following = rows
             continue
@@ -151,12 +162,23 @@ def _claims(results: list[tuple[tuple[Any, ...], ...]], limit: int, claim: str) 
             ClaimedJob(int(r[0]), int(r[4]), bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6])) for r in rows
         ]
     del jobs[limit:]  # a peek reads up to limit per priority
+    if by_lanes is not None:
+        return _Stopped(jobs, by_lanes)
     if len(jobs) >= limit or not following:
         return Claims(jobs)
     return Claims(jobs, int(following[0][1]))
 
 
-class ClaimsMixin(ShardConnection):
+@dataclass(frozen=True, slots=True)
+class _Stopped:
+    """A dequeue's jobs up to the priority ``by_lanes``, which it left to
+    the lanes (``pinlater.stores.mysql.lanes``)."""
+
+    jobs: list[ClaimedJob]
+    by_lanes: int
+
+
+class ClaimsMixin(LanesMixin):
     """Dequeue, peek, ACKs, checkpoints and expiring claims of ``MySQLBackend``."""
 
     def dequeue(
@@ -175,15 +197,47 @@ class ClaimsMixin(ShardConnection):
             return Claims([])
         if self._autoinc_lock_mode is None:
             self.ping()  # the first connection learns the layout
-        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead), self._traces)
-        args = _dequeue_args(priorities, limit, claim, look_ahead)
+        jobs: list[ClaimedJob] = []
+        rest = list(priorities)
+        while True:
+            got = self._claim_plainly(queue, rest, limit - len(jobs), claim, look_ahead)
+            jobs += got.jobs
+            if isinstance(got, Claims):
+                return Claims(jobs, got.next_priority)
+            # Priorities before it are done; it is served by its lanes, then
+            # the ones after it as before.
+            jobs += self._claim_by_lanes(queue, got.by_lanes, limit - len(jobs), claim)
+            rest = rest[rest.index(got.by_lanes) + 1 :]
+            if len(jobs) >= limit:
+                return Claims(jobs)
+            if not rest:
+                return Claims(jobs, self._look(queue, look_ahead))
 
-        def work(s: Session) -> Claims:
+    def _claim_plainly(
+        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+    ) -> Claims | _Stopped:
+        text = _dequeue_text(queue, tuple(priorities), tuple(look_ahead), self._traces)
+        args = _dequeue_args(queue, priorities, limit, claim, look_ahead)
+
+        def work(s: Session) -> Claims | _Stopped:
             # Committed when this returns: should the connection die after,
             # these jobs stay RUNNING until their claim times out (nothing is lost).
             return _claims(s.execute_script(text, args), limit, claim)
 
         return self._run(queue, (*priorities, *look_ahead), work)
+
+    def _look(self, queue: str, look_ahead: Sequence[int]) -> int | None:
+        """The first of ``look_ahead`` with a runnable job (see Claims)."""
+        if not look_ahead:
+            return None
+        text, args = _look_ahead(queue, look_ahead), _look_ahead_args(look_ahead)
+
+        def work(s: Session) -> int | None:
+            s.execute(text, args)
+            rows = s.fetchall()
+            return int(rows[0][1]) if rows else None
+
+        return self._run(queue, look_ahead, work)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -193,7 +247,11 @@ class ClaimsMixin(ShardConnection):
         if self._autoinc_lock_mode is None:
             self.ping()  # the first connection learns the layout
         text, args = _peek_script(queue, priorities, limit, look_ahead, self._traces)
-        work = lambda s: _claims(s.execute_script(text, args), limit, "")  # noqa: E731
+
+        def work(s: Session) -> Claims:
+            got = _claims(s.execute_script(text, args), limit, "")
+            return got if isinstance(got, Claims) else Claims(got.jobs)  # a peek never stops
+
         return self._run(queue, (*priorities, *look_ahead), work)
 
     def _guarded(
@@ -211,6 +269,7 @@ class ClaimsMixin(ShardConnection):
             return []
         rounds = _rounds(items)
         tables = {item.priority: job_table(queue, item.priority) for item in items}
+        keys = self._keys
 
         def work(s: Session) -> list[bool]:
             applied = [False] * len(items)
@@ -231,7 +290,7 @@ class ClaimsMixin(ShardConnection):
                         params += values(item, claim)
                     if not chosen:
                         continue
-                    updated = s.execute(sql(statement, table=table, rows=len(chosen)), params)
+                    updated = s.execute(sql(statement, table=table, rows=len(chosen), fkey=keys), params)
                     if updated != len(chosen):  # cannot happen while the rows are locked
                         raise StorageError(
                             f"{statement} on {table}: {updated} of {len(chosen)} locked jobs"
@@ -284,6 +343,7 @@ class ClaimsMixin(ShardConnection):
         or nothing as before."""
         if not items:
             return []
+        keys = self._keys
         steps = [
             (job_table(queue, priority), exact, held)
             for round_ in _rounds(items)
@@ -296,7 +356,7 @@ class ClaimsMixin(ShardConnection):
             for table, exact, indexes in steps:
                 # One item's row count tells applied from stale: no marker.
                 marker = f"acked:{secrets.token_hex(CLAIM_TOKEN_LEN // 2)}" if len(indexes) > 1 else None
-                stmt = sql(statement, table=table, ids=len(indexes), exact_claim=exact)
+                stmt = sql(statement, table=table, ids=len(indexes), exact_claim=exact, fkey=keys)
                 updated = s.execute(stmt, args(indexes, marker))
                 if updated == len(indexes):
                     done = {items[i].local_id for i in indexes}
@@ -340,7 +400,7 @@ class ClaimsMixin(ShardConnection):
             # Two statements so that each count is known; each row's change is
             # one atomic, guarded UPDATE, so concurrent monitors expire a job once.
             args = {"timeout_ms": timeout_ms, "limit": limit}
-            repended = s.execute(sql("expire_repend", table=table), args)
+            repended = s.execute(sql("expire_repend", table=table, fkey=self._keys), args)
             failed = 0
             if repended < limit:
                 args["limit"] = limit - repended

@@ -20,6 +20,7 @@ T = TypeVar("T")
 
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
+KEY_LAYOUT = 5  # ... and the fkey column (fairness keys; before it, keys are not stored)
 PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
 
 
@@ -50,6 +51,7 @@ class ShardConnection:
         self._autoinc_lock_mode: int | None = None
         self._autoinc_step = 1
         self._traces = False
+        self._keys = False
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,
@@ -72,8 +74,11 @@ class ShardConnection:
         layout = check_mysql_layout(s, MYSQL_SHARD, f"shard {self.shard_id} (mysql {self._address})")
         # Job tables have the trace column from layout 4 on.
         self._traces = layout >= TRACE_LAYOUT
+        self._keys = layout >= KEY_LAYOUT
         s.execute(sql("create_queues_table"))
         s.execute(sql("create_deleted_queues_table"))
+        for table in ("create_lanes_table", "create_lane_jobs_table", "create_fair_table"):
+            s.execute(sql(table))
         s.execute(sql("server_autoinc"))
         row = s.fetchone()
         self._autoinc_lock_mode, self._autoinc_step = int(row[0]), int(row[1])

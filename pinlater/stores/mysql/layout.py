@@ -64,6 +64,14 @@ def _create_deleted_queues_table(s: Session) -> None:
     s.execute(LAYOUT_SQL("shard_v2_deleted_queues"))
 
 
+def _keys_and_lanes(s: Session) -> None:
+    """Layout 4 -> 5 of a shard: the fkey column of job tables and the
+    tables of fair service."""
+    each_job_table("shard_v4_key_column")(s)
+    for block in ("shard_v4_lanes", "shard_v4_lane_jobs", "shard_v4_fair"):
+        s.execute(LAYOUT_SQL(block))
+
+
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
     """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
     ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
@@ -103,6 +111,12 @@ MYSQL_SHARD: Kind[Session] = Kind(
         ),
         # Compatible: the backend stores traces only once the column is there.
         3: Step("add the trace column to job tables", each_job_table("shard_v3_trace_column"), compatible=True),
+        # Compatible: the backend stores keys only once the column is there
+        # (before it, a keyed job is stored without its key).
+        4: Step(
+            "add the fkey column (fairness keys) to job tables, and the lanes tables of fair service",
+            _keys_and_lanes, compatible=True,
+        ),
     },
 )
 MYSQL_CONTROL: Kind[Session] = Kind(

@@ -17,8 +17,13 @@ from pinlater.stores.mysql.statements import sql
 _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
 
 
+# Pending with a fairness key: in its lane (4) or waiting to be (5).
+_STATES = {0: JobState.PENDING, 1: JobState.RUNNING, 2: JobState.SUCCEEDED, 3: JobState.FAILED,
+           4: JobState.PENDING, 5: JobState.PENDING}
+
+
 def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
-    state = JobState(int(row[1]))
+    state = _STATES[int(row[1])]
     return JobRecord(
         local_id=int(row[0]),
         priority=priority,
@@ -31,6 +36,7 @@ def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
         updated_at_ms=int(row[7]),
         claim=str(row[8]) if state is JobState.RUNNING and row[8] is not None else None,
         body=None if row[9] is None else bytes(row[9]),
+        key="" if row[10] is None else bytes(row[10]).decode("utf-8"),
     )
 
 
@@ -53,7 +59,7 @@ class ReadsMixin(ShardConnection):
         name = "scan_state"
         if q.state is JobState.PENDING:
             name = "scan_pending_future" if q.future else "scan_pending_now"
-        stmt = sql(name, table=job_table(q.queue, priority), body=q.include_body)
+        stmt = sql(name, table=job_table(q.queue, priority), body=q.include_body, fkey=self._keys)
         sort_time, local_id = q.before if q.before is not None else _CURSOR_TOP
         args = {"state": int(q.state), "st": sort_time, "id": local_id, "limit": q.limit}
         within = False
@@ -87,10 +93,10 @@ class ReadsMixin(ShardConnection):
             return []
         args: list[int] = ids
         if include_body and max_body_bytes is not None:
-            stmt = sql("lookup_within", table=table, ids=len(ids))
+            stmt = sql("lookup_within", table=table, ids=len(ids), fkey=self._keys)
             args = [max_body_bytes, *ids, *ids]
         else:
-            stmt = sql("lookup", table=table, ids=len(ids), body=include_body)
+            stmt = sql("lookup", table=table, ids=len(ids), body=include_body, fkey=self._keys)
 
         def work(s: Session) -> dict[int, JobRecord]:
             s.execute(stmt, args)

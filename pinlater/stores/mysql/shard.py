@@ -69,7 +69,10 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                 for (name,) in s.fetchall():
                     match = pattern.fullmatch(str(name))
                     if match and 1 <= int(match.group(1)) <= MAX_PRIORITY:
-                        s.execute(sql("drop_job_table", table=job_table(queue, int(match.group(1)))))
+                        table = job_table(queue, int(match.group(1)))
+                        s.execute(sql("drop_job_table", table=table))
+                        for rows in ("drop_lanes", "drop_lane_jobs", "drop_fair"):
+                            s.execute(sql(rows), {"jobs": table})
                 s.execute(sql("unregister_queue"), {"name": queue})
 
         self._run(None, (), work)
@@ -98,7 +101,10 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         per_row = self._autoinc_lock_mode == 2
         statements = len(items) if per_row else len(chunks)
         traced = self._traces
-        insert = "enqueue_traced" if traced else "enqueue"
+        # A batch with fairness keys (layout 5 on): keyed jobs wait in state 5
+        # for the next dequeue to put them in their lanes (lanes.py).
+        keyed = self._keys and any(it.key for it in items)
+        insert = "enqueue_keyed" if keyed else "enqueue_traced" if traced else "enqueue"
 
         def work(s: Session) -> list[int]:
             ids = [0] * len(items)
@@ -108,9 +114,14 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                     values: list[Any] = []
                     for i in group:
                         it = items[i]
+                        key = it.key.encode("utf-8") if it.key else None
+                        if keyed:
+                            values.append(key)
                         values += [it.body, it.attempts_allowed, it.attempts_allowed,
                                    it.custom_status, it.run_after_ms]
-                        if traced:
+                        if keyed:
+                            values += [it.trace, key]
+                        elif traced:
                             values.append(it.trace)
                     s.execute(sql(insert, table=tables[priority], rows=len(group)), values)
                     first = s.lastrowid
@@ -145,9 +156,8 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         if limit <= 0:
             return 0
         args = {"attempts": attempts, "run_after": run_after_ms, "limit": limit}
-        return self._run(
-            queue, (priority,), lambda s: s.execute(sql("retry_failed", table=table), args)
-        )
+        stmt = sql("retry_failed", table=table, fkey=self._keys)
+        return self._run(queue, (priority,), lambda s: s.execute(stmt, args))
 
     def delete(
         self,
@@ -161,16 +171,25 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         if (limit <= 0) if local_ids is None else not local_ids:
             return 0
 
+        pending = state is JobState.PENDING
+
         def work(s: Session) -> int:
+            if pending:
+                self._admit_newcomers(s, table)
             if local_ids is None:
-                s.execute(sql("delete_pick", table=table), {"state": int(state), "limit": limit})
+                pick = "delete_pick_pending" if pending else "delete_pick"
+                s.execute(sql(pick, table=table), {"state": int(state), "limit": limit})
                 ids = [int(row[0]) for row in s.fetchall()]
             else:
                 ids = sorted({int(i) for i in local_ids})
             if not ids:
                 return 0
-            # Only the jobs still in ``state``.
-            stmt = sql("delete_ids", table=table, ids=len(ids))
-            return s.execute(stmt, [int(state), *ids])
+            # Only the jobs still in ``state`` (pending: keyed or not, and
+            # out of their lanes in the same transaction).
+            if pending:
+                deleted = s.execute(sql("delete_pending_ids", table=table, ids=len(ids)), ids)
+                s.execute(sql("lane_jobs_take", ids=len(ids)), [table, *ids])
+                return deleted
+            return s.execute(sql("delete_ids", table=table, ids=len(ids)), [int(state), *ids])
 
-        return self._run(queue, (priority,), work)
+        return self._run(queue, (priority,), work, transaction=pending)

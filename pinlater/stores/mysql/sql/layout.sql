@@ -40,3 +40,38 @@ CREATE TABLE IF NOT EXISTS deleted_queues (
 -- Shard layout 3 -> 4: each job's trace context (W3C traceparent). Frozen;
 -- new job tables get the same column from create_job_table.
 ALTER TABLE {table} ADD COLUMN trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL AFTER claim
+
+-- name: shard_v4_key_column
+-- Shard layout 4 -> 5: each job's fairness key. Frozen, as the blocks
+-- below; new stores get the same from create_job_table and the
+-- create_*_table blocks of mysql.sql.
+ALTER TABLE {table} ADD COLUMN fkey VARBINARY(64) NULL AFTER trace
+
+-- name: shard_v4_lanes
+CREATE TABLE IF NOT EXISTS pinlater_lanes (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  lane VARBINARY(64) NOT NULL,
+  turn BIGINT NULL,
+  due BIGINT NULL,
+  PRIMARY KEY (jobs, lane),
+  KEY by_turn (jobs, turn),
+  KEY by_due (jobs, due, lane)
+) ENGINE=InnoDB
+
+-- name: shard_v4_lane_jobs
+CREATE TABLE IF NOT EXISTS pinlater_lane_jobs (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  lane VARBINARY(64) NOT NULL,
+  run_after BIGINT NOT NULL,
+  id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (jobs, lane, run_after, id),
+  KEY by_id (jobs, id)
+) ENGINE=InnoDB
+
+-- name: shard_v4_fair
+CREATE TABLE IF NOT EXISTS pinlater_fair (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  turn BIGINT NOT NULL,
+  plain_turn BIGINT NOT NULL,
+  PRIMARY KEY (jobs)
+) ENGINE=InnoDB

@@ -14,6 +14,8 @@
 --   {ids}       n positional %s markers for an IN (...) list
 --   {body}      the column body, or NULL when bodies are not wanted (so
 --               InnoDB never reads the blob pages)
+--   {trace}     the column trace (layout 4 on), or NULL
+--   {fkey}      the column fkey, the job's fairness key (layout 5 on), or NULL
 --   {priority}  a priority (1..100), as a number: a constant column, or
 --               part of a local variable's name in the dequeue
 --   {page}      a scan statement of this file (with bodies), as a derived
@@ -29,7 +31,9 @@
 -- scan all of them for each ACK. The per-item UPDATEs read the small
 -- derived table of items first (STRAIGHT_JOIN), then each job by primary key.
 --
--- States: 0 PENDING, 1 RUNNING, 2 SUCCEEDED, 3 FAILED. 4000 is
+-- States: 0 PENDING, 1 RUNNING, 2 SUCCEEDED, 3 FAILED; a pending job with
+-- a fairness key is 4 once in its lane, 5 until then (the lanes section).
+-- 4000 is
 -- CUSTOM_STATUS_MAX. A claim is TOKEN@SOURCE with a 16-char token, so the
 -- source starts at character 18; claims and sources compare as bytes (no
 -- collation, no trailing-space padding), exactly like Python's ==.
@@ -106,11 +110,54 @@ CREATE TABLE IF NOT EXISTS {table} (
   updated_at BIGINT NOT NULL,
   claim VARCHAR(255) COLLATE utf8mb4_bin NULL,
   trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  fkey VARBINARY(64) NULL,
   PRIMARY KEY (id),
   KEY by_run_after (state, run_after, id),
   KEY by_updated_at (state, updated_at, id),
   KEY by_claim (claim)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- Fair service between fairness keys (pinlater/stores/mysql/lanes.py):
+-- per job table, its lanes (one per key; NULL turn: waiting for due),
+-- the pending keyed jobs in each, and the turn counter with the turn of
+-- the jobs without a key. One table each per shard, keyed by job table.
+-- name: create_lanes_table
+CREATE TABLE IF NOT EXISTS pinlater_lanes (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  lane VARBINARY(64) NOT NULL,
+  turn BIGINT NULL,
+  due BIGINT NULL,
+  PRIMARY KEY (jobs, lane),
+  KEY by_turn (jobs, turn),
+  KEY by_due (jobs, due, lane)
+) ENGINE=InnoDB
+
+-- name: create_lane_jobs_table
+CREATE TABLE IF NOT EXISTS pinlater_lane_jobs (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  lane VARBINARY(64) NOT NULL,
+  run_after BIGINT NOT NULL,
+  id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (jobs, lane, run_after, id),
+  KEY by_id (jobs, id)
+) ENGINE=InnoDB
+
+-- name: create_fair_table
+CREATE TABLE IF NOT EXISTS pinlater_fair (
+  jobs VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  turn BIGINT NOT NULL,
+  plain_turn BIGINT NOT NULL,
+  PRIMARY KEY (jobs)
+) ENGINE=InnoDB
+
+-- name: drop_lanes
+DELETE FROM pinlater_lanes WHERE jobs = %(jobs)s
+
+-- name: drop_lane_jobs
+DELETE FROM pinlater_lane_jobs WHERE jobs = %(jobs)s
+
+-- name: drop_fair
+DELETE FROM pinlater_fair WHERE jobs = %(jobs)s
 
 -- name: register_queue
 INSERT INTO queues (name, priorities) VALUES (%(name)s, %(priorities)s)
@@ -166,6 +213,17 @@ VALUES {rows}
 -- name: enqueue_traced.row
 (0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s)
 
+-- name: enqueue_keyed
+-- From layout 5 on: with each job's trace context and fairness key; a
+-- keyed job waits in state 5 for the next dequeue to put it in its lane.
+INSERT INTO {table}
+  (state, body, attempts_allowed, attempts_remaining, custom_status,
+   created_at, run_after, updated_at, claim, trace, fkey)
+VALUES {rows}
+
+-- name: enqueue_keyed.row
+(IF(%s IS NULL, 0, 5), %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s, %s)
+
 -- name: dequeue_begin
 -- A dequeue is one round trip per shard whatever the number of priorities:
 -- one compound statement (BEGIN NOT ATOMIC ... END) of these dequeue_*
@@ -180,7 +238,8 @@ VALUES {rows}
 -- tagged with the priority (a UNION of rows with the body would go through
 -- a temporary table). A failure before COMMIT claims nothing.
 BEGIN NOT ATOMIC
-  DECLARE pl_left INT DEFAULT %s
+  DECLARE pl_left INT DEFAULT %s;
+  DECLARE pl_fair INT DEFAULT 0
 
 -- name: dequeue_declare
 DECLARE pl_got_{priority} INT DEFAULT 0
@@ -197,18 +256,26 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 START TRANSACTION
 
 -- name: dequeue_claim
-IF pl_left > 0 THEN
-  UPDATE {table} FORCE INDEX (by_run_after)
-  SET state = 1, claim = %s, updated_at = {now}
-  WHERE state = 0 AND run_after <= {now}
-  ORDER BY run_after, id
-  LIMIT pl_left;
-  SET pl_got_{priority} = ROW_COUNT(), pl_left = pl_left - pl_got_{priority};
+-- A priority with keyed jobs (in a lane, or waiting for one) is served by
+-- lanes (pinlater/stores/mysql/lanes.py): this statement stops before it,
+-- and says which one it is (dequeue_fair), for the caller to go on.
+IF pl_left > 0 AND pl_fair = 0 THEN
+  IF EXISTS (SELECT 1 FROM pinlater_lanes WHERE jobs = %s)
+     OR EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5) THEN
+    SET pl_fair = {priority};
+  ELSE
+    UPDATE {table} FORCE INDEX (by_run_after)
+    SET state = 1, claim = %s, updated_at = {now}
+    WHERE state = 0 AND run_after <= {now}
+    ORDER BY run_after, id
+    LIMIT pl_left;
+    SET pl_got_{priority} = ROW_COUNT(), pl_left = pl_left - pl_got_{priority};
+  END IF;
 END IF
 
 -- name: dequeue_if_missing
 -- Around the look ahead (look_ahead branches): only while jobs are missing.
-IF pl_left > 0 THEN
+IF pl_left > 0 AND pl_fair = 0 THEN
 
 -- name: dequeue_end_if
 END IF
@@ -224,22 +291,117 @@ IF pl_got_{priority} > 0 THEN
   ORDER BY run_after, id;
 END IF
 
+-- name: dequeue_fair
+IF pl_fair > 0 THEN
+  SELECT pl_fair AS fair;
+END IF
+
 -- name: dequeue_end
 END
 
 -- name: peek
--- One per priority, as separate results (see dequeue_begin).
-SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
-FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 0 AND run_after <= {now}
-ORDER BY run_after, id
-LIMIT %s
+-- One per priority, as separate results (see dequeue_begin): the jobs a
+-- dequeue without lanes would take, keyed or not.
+SELECT * FROM (
+  (SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
+   FROM {table} FORCE INDEX (by_run_after) WHERE state = 0 AND run_after <= {now} ORDER BY run_after, id LIMIT %s)
+  UNION ALL
+  (SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
+   FROM {table} FORCE INDEX (by_run_after) WHERE state = 4 AND run_after <= {now} ORDER BY run_after, id LIMIT %s)
+  UNION ALL
+  (SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
+   FROM {table} FORCE INDEX (by_run_after) WHERE state = 5 AND run_after <= {now} ORDER BY run_after, id LIMIT %s)
+) AS due ORDER BY run_after, id LIMIT %s
 
 -- name: look_ahead
 -- One branch per look-ahead priority, joined by UNION ALL, then ORDER BY
 -- pos LIMIT 1: the first priority (in the order given) with a runnable job.
 (SELECT %s AS pos, %s AS priority FROM {table} FORCE INDEX (by_run_after)
- WHERE state = 0 AND run_after <= {now} LIMIT 1)
+ WHERE state IN (0, 4, 5) AND run_after <= {now} LIMIT 1)
+
+-- ------------------------------------------------ fair service (lanes.py)
+
+-- name: fair_make
+INSERT IGNORE INTO pinlater_fair (jobs, turn, plain_turn) VALUES (%(jobs)s, 0, 0)
+
+-- name: fair_lock
+-- Serves one table's lanes at a time: held until the dequeue commits.
+SELECT turn, plain_turn FROM pinlater_fair WHERE jobs = %(jobs)s FOR UPDATE
+
+-- name: fair_store
+UPDATE pinlater_fair SET turn = %(turn)s, plain_turn = %(plain_turn)s WHERE jobs = %(jobs)s
+
+-- name: lanes_newcomers
+-- Keyed jobs that entered pending since the last dequeue, in the order
+-- they did (a batch's in id order).
+SELECT id, fkey, run_after, updated_at FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 5
+ORDER BY updated_at, id
+LIMIT %(limit)s
+
+-- name: has_newcomers
+SELECT EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
+
+-- name: lanes_of
+SELECT lane, turn, due FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
+
+-- name: lanes_admit
+-- The newcomers are in their lanes from now on.
+UPDATE {table} FORCE INDEX (PRIMARY) SET state = 4 WHERE state = 5 AND id IN ({ids})
+
+-- name: lane_jobs_add
+INSERT IGNORE INTO pinlater_lane_jobs (jobs, lane, run_after, id) VALUES {rows}
+
+-- name: lane_jobs_add.row
+(%s, %s, %s, %s)
+
+-- name: lanes_put
+INSERT INTO pinlater_lanes (jobs, lane, turn, due) VALUES {rows}
+ON DUPLICATE KEY UPDATE turn = VALUES(turn), due = VALUES(due)
+
+-- name: lanes_put.row
+(%s, %s, %s, %s)
+
+-- name: lanes_drop
+DELETE FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
+
+-- name: lanes_due
+-- Waiting lanes whose first job is due, in the order they join the turns.
+SELECT lane, due FROM pinlater_lanes FORCE INDEX (by_due)
+WHERE jobs = %(jobs)s AND turn IS NULL AND due <= %(now)s
+ORDER BY due, lane
+LIMIT %(limit)s
+
+-- name: lanes_in_turn
+SELECT lane, turn FROM pinlater_lanes FORCE INDEX (by_turn)
+WHERE jobs = %(jobs)s AND turn > %(after)s
+ORDER BY turn
+LIMIT %(limit)s
+
+-- name: lane_heads
+-- One branch per lane, joined by UNION ALL: its first jobs.
+(SELECT lane, run_after, id FROM pinlater_lane_jobs
+ WHERE jobs = %s AND lane = %s ORDER BY run_after, id LIMIT %s)
+
+-- name: plain_heads
+-- The first pending jobs without a key (lane '').
+SELECT run_after, id FROM {table} FORCE INDEX (by_run_after)
+WHERE state = 0
+ORDER BY run_after, id
+LIMIT %(limit)s
+
+-- name: lane_jobs_take
+DELETE FROM pinlater_lane_jobs WHERE jobs = %s AND id IN ({ids})
+
+-- name: lanes_claim
+UPDATE {table} FORCE INDEX (PRIMARY)
+SET state = 1, claim = %s, updated_at = {now}
+WHERE state IN (0, 4) AND id IN ({ids})
+
+-- name: lanes_read
+SELECT id, body, attempts_allowed, attempts_remaining, {priority} AS priority, {trace} AS trace, run_after
+FROM {table} FORCE INDEX (by_claim)
+WHERE claim = %s AND state = 1
 
 -- name: lock_running
 -- First step of every checkpoint batch (inside a transaction): lock the
@@ -281,7 +443,7 @@ SET run_after = IF(attempts_remaining > 1,
         CAST(JSON_EXTRACT(%s, CONCAT('$[', LEAST(GREATEST(attempts_allowed - attempts_remaining, 0), %s), ']'))
              AS SIGNED)),
       run_after),
-    state = IF(attempts_remaining > 1, 0, 3),
+    state = IF(attempts_remaining > 1, IF({fkey} IS NULL, 0, 5), 3),
     custom_status = RIGHT(CONCAT(custom_status, ELT(FIELD(id, {ids}), {ids})), 4000),
     claim = COALESCE(%s, claim),
     updated_at = {now},
@@ -303,7 +465,7 @@ SET t.updated_at = {now},
     t.attempts_remaining = COALESCE(v.attempts, t.attempts_remaining),
     t.custom_status = LEFT(CONCAT(v.prepend, t.custom_status), 4000),
     t.run_after = COALESCE(v.run_after, IF(v.to_pending, {now}, t.run_after)),
-    t.state = IF(v.to_pending, 0, 1),
+    t.state = IF(v.to_pending, IF({fkey} IS NULL, 0, 5), 1),
     t.claim = IF(v.to_pending, NULL, t.claim)
 WHERE t.state = 1 AND CAST(t.claim AS BINARY) = v.claim
 
@@ -317,7 +479,7 @@ SELECT LEFT(claim, %s) AS owner, COUNT(*) FROM {table} WHERE state = 1 GROUP BY 
 
 -- name: expire_repend
 UPDATE {table} FORCE INDEX (by_updated_at)
-SET state = 0, attempts_remaining = attempts_remaining - 1, run_after = {now},
+SET state = IF({fkey} IS NULL, 0, 5), attempts_remaining = attempts_remaining - 1, run_after = {now},
     updated_at = {now}, claim = NULL
 WHERE state = 1 AND updated_at <= {now} - %(timeout_ms)s AND attempts_remaining > 1
 ORDER BY updated_at, id
@@ -343,7 +505,7 @@ DELETE FROM {table} WHERE state = %s AND updated_at <= {now} - %s AND id IN ({id
 
 -- name: retry_failed
 UPDATE {table} FORCE INDEX (by_updated_at)
-SET state = 0, attempts_allowed = %(attempts)s, attempts_remaining = %(attempts)s,
+SET state = IF({fkey} IS NULL, 0, 5), attempts_allowed = %(attempts)s, attempts_remaining = %(attempts)s,
     run_after = COALESCE(%(run_after)s, {now}), updated_at = {now}
 WHERE state = 3
 ORDER BY updated_at DESC, id DESC
@@ -352,21 +514,30 @@ LIMIT %(limit)s
 -- name: delete_ids
 DELETE FROM {table} WHERE state = %s AND id IN ({ids})
 
+-- name: delete_pending_ids
+-- Pending jobs, keyed or not; then lane_jobs_take for those in a lane.
+DELETE FROM {table} WHERE state IN (0, 4, 5) AND id IN ({ids})
+
 -- name: delete_pick
 -- Then delete_ids, for the same reason as gc_pick.
 SELECT id FROM {table} FORCE INDEX (by_updated_at)
 WHERE state = %(state)s
 LIMIT %(limit)s
 
+-- name: delete_pick_pending
+SELECT id FROM {table} FORCE INDEX (by_updated_at)
+WHERE state IN (0, 4, 5)
+LIMIT %(limit)s
+
 -- ---------------------------------------------------------------- reads
 
 -- name: count_pending_now
 SELECT COUNT(*) FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 0 AND run_after <= {now}
+WHERE state IN (0, 4, 5) AND run_after <= {now}
 
 -- name: count_pending_future
 SELECT COUNT(*) FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 0 AND run_after > {now}
+WHERE state IN (0, 4, 5) AND run_after > {now}
 
 -- name: count_state
 SELECT COUNT(*) FROM {table} FORCE INDEX (by_updated_at)
@@ -374,27 +545,69 @@ WHERE state = %(state)s
 
 -- name: scan_pending_now
 -- Cursor (st, id): rows strictly after it in (sort time desc, id desc).
-SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
-       created_at, run_after, updated_at, claim, {body}
-FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 0 AND run_after <= {now}
-  AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+-- Pending jobs are in state 0, or 4 and 5 with a key: a page of each,
+-- merged.
+SELECT * FROM (
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 0 AND run_after <= {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 4 AND run_after <= {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 5 AND run_after <= {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+) AS pending
 ORDER BY run_after DESC, id DESC
 LIMIT %(limit)s
 
 -- name: scan_pending_future
-SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
-       created_at, run_after, updated_at, claim, {body}
-FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 0 AND run_after > {now}
-  AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+SELECT * FROM (
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 0 AND run_after > {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 4 AND run_after > {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
+          created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
+   FROM {table} FORCE INDEX (by_run_after)
+   WHERE state = 5 AND run_after > {now}
+     AND run_after <= %(st)s AND (run_after < %(st)s OR id < %(id)s)
+   ORDER BY run_after DESC, id DESC
+   LIMIT %(limit)s)
+) AS pending
 ORDER BY run_after DESC, id DESC
 LIMIT %(limit)s
 
 -- name: scan_state
 -- Every state but PENDING sorts by updated_at.
 SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
-       created_at, run_after, updated_at, claim, {body}
+       created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
 FROM {table} FORCE INDEX (by_updated_at)
 WHERE state = %(state)s
   AND updated_at <= %(st)s AND (updated_at < %(st)s OR id < %(id)s)
@@ -409,14 +622,15 @@ LIMIT %(limit)s
 -- PENDING, updated_at otherwise).
 SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
        created_at, run_after, updated_at, claim,
-       IF(SUM(LENGTH(body)) OVER (ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
-                                  ROWS UNBOUNDED PRECEDING) <= %(budget)s, body, NULL)
+       IF(SUM(LENGTH(body)) OVER (ORDER BY IF(state IN (0, 4, 5), run_after, updated_at) DESC, id DESC
+                                  ROWS UNBOUNDED PRECEDING) <= %(budget)s, body, NULL),
+       fkey
 FROM ({page}) AS page
-ORDER BY IF(state = 0, run_after, updated_at) DESC, id DESC
+ORDER BY IF(state IN (0, 4, 5), run_after, updated_at) DESC, id DESC
 
 -- name: lookup
 SELECT id, state, attempts_allowed, attempts_remaining, custom_status,
-       created_at, run_after, updated_at, claim, {body}
+       created_at, run_after, updated_at, claim, {body}, {fkey} AS fkey
 FROM {table} FORCE INDEX (PRIMARY)
 WHERE id IN ({ids})
 
@@ -428,7 +642,7 @@ WHERE id IN ({ids})
 -- (SUM() OVER ()) cost twice as much as this on MariaDB 10.11.
 SELECT j.id, j.state, j.attempts_allowed, j.attempts_remaining, j.custom_status,
        j.created_at, j.run_after, j.updated_at, j.claim,
-       IF(total.bytes <= %s, j.body, NULL)
+       IF(total.bytes <= %s, j.body, NULL), {fkey} AS fkey
 FROM {table} AS j FORCE INDEX (PRIMARY)
 JOIN (SELECT SUM(LENGTH(body)) AS bytes FROM {table} FORCE INDEX (PRIMARY) WHERE id IN ({ids})) AS total
 WHERE j.id IN ({ids})

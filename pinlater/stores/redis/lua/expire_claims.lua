@@ -20,7 +20,7 @@ if #members == 0 then return {0, 0} end
 zrem_many(KEYS[1], members)
 local values = hmget_many(KEYS[4], members)
 local repended, failed = 0, 0
-local rows = {}
+local rows, back = {}, {}
 for i, m in ipairs(members) do
   local v = values[i]
   local j = v and read_job(v)
@@ -28,7 +28,7 @@ for i, m in ipairs(members) do
     j.updated, j.claim = now, nil
     if j.left > 1 then
       j.state, j.left, j.run_after = 0, j.left - 1, now
-      pend(KEYS[2], m, now, j.key, now)
+      back[#back + 1] = {id_of(m), m, j.key}
       repended = repended + 1
     else
       j.state, j.left = 3, 0
@@ -40,4 +40,9 @@ for i, m in ipairs(members) do
   end
 end
 hset_many(KEYS[4], rows)
+-- Back to pending in id order, as every store puts jobs that come back
+-- together in their lanes (a shard of another kind may not know the
+-- order of their claims' ages).
+table.sort(back, function(a, b) return a[1] < b[1] end)
+for _, it in ipairs(back) do pend(KEYS[2], it[2], now, it[3], now) end
 return {repended, failed}

@@ -22,7 +22,7 @@ if #members == 0 then return 0 end
 zrem_many(KEYS[1], members)
 local values = hmget_many(KEYS[3], members)
 local moved = 0
-local rows = {}
+local rows, back = {}, {}
 for i, m in ipairs(members) do
   local v = values[i]
   local j = v and read_job(v)
@@ -30,9 +30,12 @@ for i, m in ipairs(members) do
     j.state, j.allowed, j.left, j.run_after, j.updated, j.claim = 0, attempts, attempts, run_after, now, nil
     rows[#rows + 1] = m
     rows[#rows + 1] = job_value(j, body_of(v, j))
-    pend(KEYS[2], m, run_after, j.key, now)
+    back[#back + 1] = {id_of(m), m, j.key}
     moved = moved + 1
   end
 end
 hset_many(KEYS[3], rows)
+-- Back to pending in id order (see expire_claims).
+table.sort(back, function(a, b) return a[1] < b[1] end)
+for _, it in ipairs(back) do pend(KEYS[2], it[2], run_after, it[3], now) end
 return moved

@@ -1,0 +1,244 @@
+"""Fair service between fairness keys on a MySQL shard: the rules of
+``pinlater/stores/memory/lanes.py`` (and of the Redis scripts), over
+tables. A part of ``MySQLBackend``.
+
+A keyed job enters pending in state 5, written by the same single
+statement as before (an enqueue, a failure ACK, a checkpoint, an expired
+claim, a retry), so no path that makes a job pending takes a lock more.
+The next dequeue of its table admits such jobs, in the order they came,
+into their lanes (``pinlater_lane_jobs``, state 4), then serves the lanes
+in turn: ``pinlater_lanes`` holds each keyed lane's turn, or the run_after
+it waits for; the jobs without a key are lane '', read from the job table's
+own index (state 0), whose turn is in ``pinlater_fair`` with the turn
+counter. One dequeue of a table's lanes runs at a time (``fair_lock``).
+A dequeue of a table with no lane and no newcomer claims as before, in
+its one round trip; one with lanes costs a transaction of about ten
+statements, whatever the number of keys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pinlater.kit.sqlblocks import job_table
+from pinlater.stores.base import ClaimedJob
+from pinlater.stores.mysql.connection import ShardConnection
+from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.statements import sql
+
+# Newcomers admitted per dequeue (the rest at the next), and lanes that
+# came due joining the turns beyond the limit (as the Redis script).
+ADMIT = 10_000
+PROMOTE = 100
+
+
+@dataclass
+class _Lane:
+    turn: int | None
+    due: int | None
+    heads: list[tuple[int, int]] = field(default_factory=list)  # (run_after, id), first first
+    complete: bool = False  # heads holds every job of the lane
+    taken: set[int] = field(default_factory=set)  # by this dequeue, still in the table until it ends
+    changed: bool = False
+
+
+class _Turns:
+    """One table's lanes as far as a dequeue has read them."""
+
+    def __init__(self, s: Session, table: str, turn: int, plain_turn: int, now: int) -> None:
+        self.s, self.table, self.turn, self.plain_turn, self.now = s, table, turn, plain_turn, now
+        self.lanes: dict[bytes, _Lane] = {}
+        self.dropped: set[bytes] = set()
+
+    def load(self, names: list[bytes]) -> None:
+        wanted = [n for n in names if n not in self.lanes and n not in self.dropped]
+        if not wanted:
+            return
+        self.s.execute(sql("lanes_of", ids=len(wanted)), [self.table, *wanted])
+        for lane, turn, due in self.s.fetchall():
+            self.lanes[bytes(lane)] = _Lane(None if turn is None else int(turn), None if due is None else int(due))
+
+    def next_turn(self) -> int:
+        self.turn += 1
+        return self.turn
+
+    def touch(self, name: bytes, run_after: int, at: int) -> None:
+        """A keyed job with this run_after entered the lane at time ``at``."""
+        lane = self.lanes.get(name)
+        if lane is None:
+            lane = self.lanes[name] = _Lane(None, None)
+            self.dropped.discard(name)
+        if lane.turn is not None:
+            return
+        if run_after <= at:
+            lane.turn, lane.due = self.next_turn(), None
+        elif lane.due is None or lane.due > run_after:
+            lane.due = run_after
+        lane.changed = True
+
+    def remove(self, name: bytes) -> None:
+        self.lanes.pop(name, None)
+        self.dropped.add(name)
+
+    def flush(self) -> None:
+        changed = [(n, lane) for n, lane in self.lanes.items() if lane.changed]
+        if changed:
+            values: list[Any] = []
+            for n, lane in changed:
+                values += [self.table, n, lane.turn, lane.due]
+                lane.changed = False
+            self.s.execute(sql("lanes_put", rows=len(changed)), values)
+        if self.dropped:
+            self.s.execute(sql("lanes_drop", ids=len(self.dropped)), [self.table, *self.dropped])
+            self.dropped.clear()
+
+
+class LanesMixin(ShardConnection):
+    def _claim_by_lanes(self, queue: str, priority: int, want: int, claim: str) -> list[ClaimedJob]:
+        table = job_table(queue, priority)
+        traced, keys = self._traces, self._keys
+
+        def work(s: Session) -> list[ClaimedJob]:
+            t = _locked(s, table)
+            _admit(t, keys)
+            _promote(t, want)
+            order = _serve(t, want)
+            t.flush()
+            s.execute(sql("fair_store"), {"jobs": table, "turn": t.turn, "plain_turn": t.plain_turn})
+            if not order:
+                return []
+            s.execute(sql("lane_jobs_take", ids=len(order)), [table, *order])
+            s.execute(sql("lanes_claim", table=table, ids=len(order)), [claim, *order])
+            s.execute(sql("lanes_read", table=table, priority=priority, trace=traced), [claim])
+            rows = {int(r[0]): r for r in s.fetchall()}
+            return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]))
+                    for i in order if (r := rows.get(i)) is not None]
+
+        return self._run(queue, (priority,), work, transaction=True)
+
+    def _admit_newcomers(self, s: Session, table: str) -> None:
+        """Inside a transaction about to delete pending jobs: the keyed jobs
+        not in their lanes yet are put there first, so that their lanes
+        have taken their turns as if they had been at once (the Redis
+        scripts put a job in its lane as it enters pending)."""
+        if not self._keys or not s.scalar(sql("has_newcomers", table=table)):
+            return
+        t = _locked(s, table)
+        _admit(t, True)
+        s.execute(sql("fair_store"), {"jobs": table, "turn": t.turn, "plain_turn": t.plain_turn})
+
+
+def _locked(s: Session, table: str) -> _Turns:
+    """The table's turns, locked until the transaction ends."""
+    s.execute(sql("fair_make"), {"jobs": table})
+    s.execute(sql("fair_lock"), {"jobs": table})
+    turn, plain_turn = (int(x) for x in s.fetchone())
+    return _Turns(s, table, turn, plain_turn, int(s.scalar(sql("now"))))
+
+
+def _admit(t: _Turns, keys: bool) -> None:
+    """Newcomers (state 5) into their lanes, in the order they came, each
+    lane touched at the time its job came, as the Redis scripts do it."""
+    t.s.execute(sql("lanes_newcomers", table=t.table, fkey=keys), {"limit": ADMIT})
+    rows = [(int(i), bytes(k), int(ra), int(at)) for i, k, ra, at in t.s.fetchall()]
+    if not rows:
+        return
+    t.load(sorted({k for _, k, _, _ in rows}))
+    values: list[Any] = []
+    for local_id, key, run_after, at in rows:
+        values += [t.table, key, run_after, local_id]
+        t.touch(key, run_after, at)
+    t.s.execute(sql("lane_jobs_add", rows=len(rows)), values)
+    t.s.execute(sql("lanes_admit", table=t.table, ids=len(rows)), [i for i, _, _, _ in rows])
+    t.flush()
+
+
+def _promote(t: _Turns, want: int) -> None:
+    t.s.execute(sql("lanes_due"), {"jobs": t.table, "now": t.now, "limit": want + PROMOTE})
+    for name, _ in t.s.fetchall():
+        lane = t.lanes.setdefault(bytes(name), _Lane(None, None))
+        lane.turn, lane.due, lane.changed = t.next_turn(), None, True
+    t.flush()
+
+
+def _serve(t: _Turns, want: int) -> list[int]:
+    """Up to ``want`` jobs, one at a time from the lane of the lowest turn
+    that has a due job (memory/lanes.py's ``take``); the ids in that order."""
+    s = t.s
+    s.execute(sql("plain_heads", table=t.table), {"limit": want})
+    plain = [(int(ra), int(i)) for ra, i in s.fetchall()]
+    plain.reverse()  # the first last, to pop
+    # Keyed lanes in turn, read a page at a time; lanes served again go last,
+    # after every lane not read yet.
+    queue: list[tuple[int, bytes]] = []
+    read_up_to, more = -1, True
+    taken: list[int] = []
+
+    def read_page() -> None:
+        nonlocal read_up_to, more
+        s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "limit": want + 1})
+        page = [(int(turn), bytes(lane)) for lane, turn in s.fetchall()]
+        more = len(page) == want + 1
+        if page:
+            read_up_to = page[-1][0]
+        fresh = [(turn, lane) for turn, lane in page if lane not in t.dropped]
+        for turn, lane in fresh:
+            t.lanes.setdefault(lane, _Lane(turn, None)).turn = turn
+        _read_heads(t, [lane for _, lane in fresh], want)
+        queue.extend(fresh)
+        queue.sort()
+
+    read_page()
+    while len(taken) < want:
+        if more and (not queue or queue[0][0] > read_up_to):
+            read_page()
+        keyed = queue[0] if queue else None
+        plain_due = bool(plain) and plain[-1][0] <= t.now
+        if plain_due and (keyed is None or t.plain_turn < keyed[0]):
+            taken.append(plain.pop()[1])
+            t.plain_turn = t.next_turn()
+            continue
+        if keyed is None:
+            break
+        queue.pop(0)
+        name = keyed[1]
+        lane = t.lanes[name]
+        if not lane.heads and not lane.complete:
+            _read_heads(t, [name], want)
+        if not lane.heads:
+            t.remove(name)
+            continue
+        run_after, local_id = lane.heads[0]
+        if run_after > t.now:
+            lane.turn, lane.due, lane.changed = None, run_after, True
+            continue
+        lane.heads.pop(0)
+        lane.taken.add(local_id)
+        taken.append(local_id)
+        lane.turn, lane.changed = t.next_turn(), True
+        queue.append((lane.turn, name))
+    return taken
+
+
+def _read_heads(t: _Turns, names: list[bytes], want: int) -> None:
+    """The first jobs of these lanes: enough for ``want`` jobs shared
+    between them, and one more each to know a lane's next."""
+    names = [n for n in names if not t.lanes[n].complete]
+    if not names:
+        return
+    k = math.ceil(want / len(names)) + 1
+    branches = "\nUNION ALL\n".join([sql("lane_heads")] * len(names))
+    args: list[Any] = []
+    for n in names:
+        args += [t.table, n, k + len(t.lanes[n].taken)]
+    t.s.execute(branches, args)
+    found: dict[bytes, list[tuple[int, int]]] = {n: [] for n in names}
+    for lane, run_after, local_id in t.s.fetchall():
+        found[bytes(lane)].append((int(run_after), int(local_id)))
+    for n in names:
+        lane = t.lanes[n]
+        got = sorted(found[n])
+        lane.complete = len(got) < k + len(lane.taken)
+        lane.heads = [h for h in got if h[1] not in lane.taken]
