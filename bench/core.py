@@ -6,8 +6,7 @@ client processes; and dequeue+ACK of a queue with a concurrency cap above
 what the two hold at once, against the same run's without one
 (``vs_uncapped``); and dequeue+ACK of a queue whose jobs have 10,000
 fairness keys, served in turn, against the same without keys
-(``vs_unkeyed``; on Redis, since MySQL shards keep no keys yet).
-The ceiling is the same work done with no job service in
+(``vs_unkeyed``). The ceiling is the same work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
 ``UPDATE ... LIMIT`` claim loop.
@@ -308,9 +307,8 @@ def main() -> int:
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
                         if op == "dequeue+ack":
                             rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
-                            if backend == "redis":
-                                keys = KEYS if not args.smoke else KEYS // 10
-                                rows.append(keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
+                            keys = KEYS if not args.smoke else KEYS // 10
+                            rows.append(keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
     write_json(args.json, rows)
     return 0
 

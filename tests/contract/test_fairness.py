@@ -14,6 +14,7 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import EnqueueRejected
 from pinlater.limits import MAX_KEY_BYTES
 from pinlater.stores.base import CheckpointItem, ClaimedJob, EnqueueItem, FailItem, ShardBackend
+from tests.support.stores import settings_for
 
 
 class OneShard:
@@ -148,12 +149,19 @@ def test_deleted_keyed_jobs_are_never_dequeued(cluster: JobService, queue_name: 
     assert not set(doomed) & {j.descriptor for j in got}
 
 
-def test_lookups_and_scans_show_the_key(cluster: JobService, queue_name: str) -> None:
+def test_lookups_and_scans_show_the_key(cluster: JobService, queue_name: str, setup: str) -> None:
     cluster.create_queue(queue_name)
     [keyed, plain] = cluster.enqueue(queue_name, [Job(b"k", key="tenant-é"), Job(b"p")])
     assert _keys(cluster, queue_name, [keyed, plain]) == ["tenant-é", ""]
     scanned = cluster.scan(queue_name, JobState.PENDING).jobs
     assert sorted(j.key for j in scanned) == ["", "tenant-é"]
+    # A process whose first call is a read sees them too (it learns the
+    # store's layout before writing the read).
+    if setup != "memory":
+        with JobService.from_settings(settings_for(setup), source="fresh") as fresh:
+            assert fresh.lookup([keyed])[keyed].key == "tenant-é"
+        with JobService.from_settings(settings_for(setup), source="fresh") as fresh:
+            assert {j.key for j in fresh.scan(queue_name, JobState.PENDING).jobs} == {"", "tenant-é"}
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ BIG = 40
 SMALL = 4
 
 
-@pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 @pytest.mark.timeout(120)
 def test_a_small_tenant_is_served_among_a_big_tenants_first_jobs(
     app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]

@@ -195,8 +195,7 @@ class ClaimsMixin(LanesMixin):
             raise ValueError(f"source is too long ({len(source)} characters)")
         if limit <= 0 or not priorities:
             return Claims([])
-        if self._autoinc_lock_mode is None:
-            self.ping()  # the first connection learns the layout
+        self._learn_layout()
         jobs: list[ClaimedJob] = []
         rest = list(priorities)
         while True:
@@ -244,8 +243,7 @@ class ClaimsMixin(LanesMixin):
     ) -> Claims:
         if limit <= 0 or not priorities:
             return Claims([])
-        if self._autoinc_lock_mode is None:
-            self.ping()  # the first connection learns the layout
+        self._learn_layout()
         text, args = _peek_script(queue, priorities, limit, look_ahead, self._traces)
 
         def work(s: Session) -> Claims:
@@ -269,6 +267,7 @@ class ClaimsMixin(LanesMixin):
             return []
         rounds = _rounds(items)
         tables = {item.priority: job_table(queue, item.priority) for item in items}
+        self._learn_layout()
         keys = self._keys
 
         def work(s: Session) -> list[bool]:
@@ -343,6 +342,7 @@ class ClaimsMixin(LanesMixin):
         or nothing as before."""
         if not items:
             return []
+        self._learn_layout()
         keys = self._keys
         steps = [
             (job_table(queue, priority), exact, held)
@@ -395,6 +395,8 @@ class ClaimsMixin(LanesMixin):
         table = job_table(queue, priority)
         if limit <= 0:
             return ExpiredClaims(0, 0)
+
+        self._learn_layout()
 
         def work(s: Session) -> ExpiredClaims:
             # Two statements so that each count is known; each row's change is

@@ -123,6 +123,12 @@ class ShardConnection:
 
         self._run(None, (), work)
 
+    def _learn_layout(self) -> None:
+        """Before a statement is written for the store's layout (its columns
+        from layout 4 and 5 on): the first connection learns it."""
+        if self._autoinc_lock_mode is None:
+            self.ping()
+
     # -- housekeeping ------------------------------------------------------
     def ping(self) -> None:
         self._pool.run(lambda s: s.execute(sql("ping")))

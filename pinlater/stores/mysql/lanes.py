@@ -28,9 +28,7 @@ from pinlater.stores.mysql.connection import ShardConnection
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
 
-# Newcomers admitted per dequeue (the rest at the next), and lanes that
-# came due joining the turns beyond the limit (as the Redis script).
-ADMIT = 10_000
+# Lanes that came due joining the turns beyond the limit (as the Redis script).
 PROMOTE = 100
 
 
@@ -98,11 +96,11 @@ class _Turns:
 class LanesMixin(ShardConnection):
     def _claim_by_lanes(self, queue: str, priority: int, want: int, claim: str) -> list[ClaimedJob]:
         table = job_table(queue, priority)
-        traced, keys = self._traces, self._keys
+        traced = self._traces
 
         def work(s: Session) -> list[ClaimedJob]:
             t = _locked(s, table)
-            _admit(t, keys)
+            _admit(t)
             _promote(t, want)
             order = _serve(t, want)
             t.flush()
@@ -126,7 +124,7 @@ class LanesMixin(ShardConnection):
         if not self._keys or not s.scalar(sql("has_newcomers", table=table)):
             return
         t = _locked(s, table)
-        _admit(t, True)
+        _admit(t)
         s.execute(sql("fair_store"), {"jobs": table, "turn": t.turn, "plain_turn": t.plain_turn})
 
 
@@ -138,20 +136,24 @@ def _locked(s: Session, table: str) -> _Turns:
     return _Turns(s, table, turn, plain_turn, int(s.scalar(sql("now"))))
 
 
-def _admit(t: _Turns, keys: bool) -> None:
-    """Newcomers (state 5) into their lanes, in the order they came, each
-    lane touched at the time its job came, as the Redis scripts do it."""
-    t.s.execute(sql("lanes_newcomers", table=t.table, fkey=keys), {"limit": ADMIT})
-    rows = [(int(i), bytes(k), int(ra), int(at)) for i, k, ra, at in t.s.fetchall()]
-    if not rows:
+def _admit(t: _Turns) -> None:
+    """Newcomers (state 5) into their lanes, as if each had joined as it
+    came (the Redis scripts touch a lane as its job enters pending): a lane
+    takes a turn at the first of its newcomers that was due when it came,
+    lanes in that order; one without such a newcomer waits for the
+    earliest. A few statements, however many newcomers."""
+    args = {"jobs": t.table}
+    t.s.execute(sql("lanes_newcomers", table=t.table), args)
+    t.s.execute(sql("lanes_touched", table=t.table), args)
+    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in t.s.fetchall()]
+    if not touched:
         return
-    t.load(sorted({k for _, k, _, _ in rows}))
-    values: list[Any] = []
-    for local_id, key, run_after, at in rows:
-        values += [t.table, key, run_after, local_id]
-        t.touch(key, run_after, at)
-    t.s.execute(sql("lane_jobs_add", rows=len(rows)), values)
-    t.s.execute(sql("lanes_admit", table=t.table, ids=len(rows)), [i for i, _, _, _ in rows])
+    t.load(sorted(k for k, _, _ in touched))
+    for key, _, soonest in touched:
+        t.touch(key, soonest, soonest - 1)  # not due: at most lowers its wait
+    for key, _, _ in sorted((x for x in touched if x[1] is not None), key=lambda x: str(x[1])):
+        t.touch(key, 0, 0)  # due when it came: a turn, in the order they came
+    t.s.execute(sql("lanes_admit", table=t.table), args)
     t.flush()
 
 

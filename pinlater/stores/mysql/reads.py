@@ -59,6 +59,7 @@ class ReadsMixin(ShardConnection):
         name = "scan_state"
         if q.state is JobState.PENDING:
             name = "scan_pending_future" if q.future else "scan_pending_now"
+        self._learn_layout()
         stmt = sql(name, table=job_table(q.queue, priority), body=q.include_body, fkey=self._keys)
         sort_time, local_id = q.before if q.before is not None else _CURSOR_TOP
         args = {"state": int(q.state), "st": sort_time, "id": local_id, "limit": q.limit}
@@ -92,6 +93,7 @@ class ReadsMixin(ShardConnection):
         if not ids:
             return []
         args: list[int] = ids
+        self._learn_layout()
         if include_body and max_body_bytes is not None:
             stmt = sql("lookup_within", table=table, ids=len(ids), fkey=self._keys)
             args = [max_body_bytes, *ids, *ids]

@@ -93,8 +93,7 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
             by_priority.setdefault(item.priority, []).append(index)
         tables = {p: job_table(queue, p) for p in by_priority}
         chunks = [(p, c) for p in sorted(by_priority) for c in _chunks(items, by_priority[p])]
-        if self._autoinc_lock_mode is None:
-            self.ping()  # the first connection learns the AUTO_INCREMENT settings
+        self._learn_layout()
         # Lock mode 0 or 1 hands one multi-row INSERT consecutive ids (step
         # auto_increment_increment) from LAST_INSERT_ID(), the first of them.
         # Mode 2 (interleaved) does not: insert row by row, same transaction.
@@ -156,6 +155,7 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         if limit <= 0:
             return 0
         args = {"attempts": attempts, "run_after": run_after_ms, "limit": limit}
+        self._learn_layout()
         stmt = sql("retry_failed", table=table, fkey=self._keys)
         return self._run(queue, (priority,), lambda s: s.execute(stmt, args))
 
@@ -172,6 +172,7 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
             return 0
 
         pending = state is JobState.PENDING
+        self._learn_layout()
 
         def work(s: Session) -> int:
             if pending:

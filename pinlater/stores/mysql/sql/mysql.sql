@@ -332,12 +332,21 @@ SELECT turn, plain_turn FROM pinlater_fair WHERE jobs = %(jobs)s FOR UPDATE
 UPDATE pinlater_fair SET turn = %(turn)s, plain_turn = %(plain_turn)s WHERE jobs = %(jobs)s
 
 -- name: lanes_newcomers
--- Keyed jobs that entered pending since the last dequeue, in the order
--- they did (a batch's in id order).
-SELECT id, fkey, run_after, updated_at FROM {table} FORCE INDEX (by_run_after)
-WHERE state = 5
-ORDER BY updated_at, id
-LIMIT %(limit)s
+-- Keyed jobs that entered pending since the last dequeue join their lanes'
+-- jobs; then lanes_touched, lanes_admit (these, not later ones).
+INSERT IGNORE INTO pinlater_lane_jobs (jobs, lane, run_after, id)
+SELECT %(jobs)s, fkey, run_after, id FROM {table} FORCE INDEX (by_run_after) WHERE state = 5
+
+-- name: lanes_touched
+-- Per lane of the newcomers: the first (updated_at, id) of those due when
+-- they came (NULL: none was), and their earliest run_after.
+SELECT t.fkey,
+       MIN(CASE WHEN t.run_after <= t.updated_at THEN CONCAT(LPAD(t.updated_at, 20, '0'), LPAD(t.id, 20, '0')) END),
+       MIN(t.run_after)
+FROM {table} AS t FORCE INDEX (by_run_after)
+JOIN pinlater_lane_jobs AS lj ON lj.jobs = %(jobs)s AND lj.id = t.id
+WHERE t.state = 5
+GROUP BY t.fkey
 
 -- name: has_newcomers
 SELECT EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
@@ -347,13 +356,9 @@ SELECT lane, turn, due FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 
 -- name: lanes_admit
 -- The newcomers are in their lanes from now on.
-UPDATE {table} FORCE INDEX (PRIMARY) SET state = 4 WHERE state = 5 AND id IN ({ids})
-
--- name: lane_jobs_add
-INSERT IGNORE INTO pinlater_lane_jobs (jobs, lane, run_after, id) VALUES {rows}
-
--- name: lane_jobs_add.row
-(%s, %s, %s, %s)
+UPDATE {table} AS t JOIN pinlater_lane_jobs AS lj ON lj.jobs = %(jobs)s AND lj.id = t.id
+SET t.state = 4
+WHERE t.state = 5
 
 -- name: lanes_put
 INSERT INTO pinlater_lanes (jobs, lane, turn, due) VALUES {rows}

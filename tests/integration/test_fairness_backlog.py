@@ -1,0 +1,59 @@
+"""A small tenant behind a big one: key A's backlog is enqueued first, then
+key B's 20 jobs; one worker takes jobs one at a time. Every B job starts
+before A's 100th, and how many jobs B waits behind does not grow with A's
+backlog (2,000 or 20,000 jobs). On one shard and on two, Redis and MySQL.
+The same without keys, on one shard, is what the keys fix: B then waits
+for all of A."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from pinlater import Ack, Job, JobService, JobState
+from tests.support.stores import settings_for
+
+SMALL = 20
+
+
+def _b_positions(service: JobService, backlog: int, keyed: bool) -> list[int]:
+    """Where B's jobs start among the jobs one worker takes (0 first)."""
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    service.create_queue(queue)
+    try:
+        for start in range(0, backlog, 1000):
+            n = min(1000, backlog - start)
+            service.enqueue(queue, [Job(b"a", key="A" if keyed else "") for _ in range(n)])
+        small = set(service.enqueue(queue, [Job(b"b", key="B" if keyed else "") for _ in range(SMALL)]))
+        positions: list[int] = []
+        taken = 0
+        while len(positions) < SMALL and taken < backlog + SMALL:
+            [job] = service.dequeue(queue, 1)
+            service.ack(queue, succeeded=[Ack(job.descriptor, claim=job.claim)])
+            if job.descriptor in small:
+                positions.append(taken)
+            taken += 1
+        return positions
+    finally:
+        while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+            pass
+
+
+@pytest.mark.parametrize("setup", ["redis", "redis_sharded", "mysql", "mysql_sharded"])
+def test_a_small_tenants_jobs_start_among_a_big_backlogs_first(setup: str, servers: None) -> None:
+    with JobService.from_settings(settings_for(setup), source="fair-worker") as service:
+        waits = {backlog: _b_positions(service, backlog, keyed=True) for backlog in (2_000, 20_000)}
+        plain = _b_positions(service, 2_000, keyed=False) if not setup.endswith("sharded") else []
+    for backlog, positions in waits.items():
+        a_before_last_b = positions[-1] - (SMALL - 1)
+        print(f"\n{setup}: backlog {backlog:,}: B's last job started after {a_before_last_b} of A's")
+        assert len(positions) == SMALL
+        assert a_before_last_b < 100
+    # B's wait does not grow with A's backlog: one shard alternates A, B, A, B, ...
+    if not setup.endswith("sharded"):
+        assert waits[2_000] == waits[20_000] == list(range(1, 2 * SMALL, 2))
+    # Without keys B waits behind all of A (one shard: on two, that depends on
+    # where the batches went).
+    if not setup.endswith("sharded"):
+        assert plain[0] == 2_000
