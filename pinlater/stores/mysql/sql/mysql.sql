@@ -344,7 +344,7 @@ SELECT t.fkey,
        MIN(CASE WHEN t.run_after <= t.updated_at THEN CONCAT(LPAD(t.updated_at, 20, '0'), LPAD(t.id, 20, '0')) END),
        MIN(t.run_after)
 FROM {table} AS t FORCE INDEX (by_run_after)
-JOIN pinlater_lane_jobs AS lj ON lj.jobs = %(jobs)s AND lj.id = t.id
+STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
 WHERE t.state = 5
 GROUP BY t.fkey
 
@@ -355,8 +355,11 @@ SELECT EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
 SELECT lane, turn, due FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 
 -- name: lanes_admit
--- The newcomers are in their lanes from now on.
-UPDATE {table} AS t JOIN pinlater_lane_jobs AS lj ON lj.jobs = %(jobs)s AND lj.id = t.id
+-- The newcomers are in their lanes from now on. From the job table's
+-- newcomers to their lane entries (STRAIGHT_JOIN), never the other way:
+-- a lane's entries are many.
+UPDATE {table} AS t FORCE INDEX (by_run_after)
+STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
 SET t.state = 4
 WHERE t.state = 5
 
