@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.core import settings_for  # noqa: E402
-from bench.results import write_json  # noqa: E402
-from bench.support import percentile_ms  # noqa: E402
-from pinlater import Ack, Job, JobService, JobState  # noqa: E402
+from bench.core import settings_for
+from bench.results import write_json
+from bench.support import percentile_ms
+from pinlater import Ack, Job, JobService, JobState
 
 WORKERS = 2
 BATCH = 10
