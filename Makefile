@@ -122,6 +122,7 @@ demo-core: venv services
 bench: export PINLATER_HBASE_JIT = full
 bench: venv services
 	$(VPY) bench/core.py
+	$(VPY) bench/fairness.py
 
 # The faults at full length, each judged by a ledger of acknowledged writes:
 # network faults between hosts (tests/faults: a Redis shard black-holed, a

@@ -55,6 +55,13 @@ def page_key(store_prefix: str, run: Run, job: PageJob) -> str:
     return f"{store_prefix}backfill:{run.id}:{run.created_at_ms}:{job.shard}:{job.page}"
 
 
+def run_key(job: PageJob) -> str:
+    """A page's fairness key: its run's, so that runs going at once (and
+    the shards of one run) take turns instead of the first run's pages
+    holding back the second's."""
+    return f"backfill:{job.run_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class PageStep:
     cells: int  # written by this call (0 when skipped)

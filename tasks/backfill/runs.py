@@ -23,7 +23,7 @@ from tasks.appdata import objects
 from tasks.appdata.ids import ObjectType
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds
-from tasks.backfill.pages import PageJob, page_key
+from tasks.backfill.pages import PageJob, page_key, run_key
 from tasks.backfill.plan import DEFAULT_PAGE_SIZE, Plan
 from tasks.backfill.progress import Progress, progress
 from tasks.backfill.queue import QUEUE, create_options
@@ -65,7 +65,7 @@ def start(
         for shard in plan.first_pages():
             job = PageJob(run.id, shard, 1)
             key = page_key(store.shard_map.database_prefix, run, job)
-            client.enqueue(QUEUE, [Job(job.to_json().encode())], idempotency_key=key)
+            client.enqueue(QUEUE, [Job(job.to_json().encode(), key=run_key(job))], idempotency_key=key)
         runs.append(run)
     return runs
 

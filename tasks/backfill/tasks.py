@@ -18,7 +18,7 @@ from celery import shared_task
 
 from tasks.backfill import queue
 from tasks.backfill.kinds import UnknownKind
-from tasks.backfill.pages import InvalidPageJob, PageJob, PageStep, run_page
+from tasks.backfill.pages import InvalidPageJob, PageJob, PageStep, run_key, run_page
 from tasks.backfill.runtime import runtime
 from tasks.shell import run_job, task_options
 from workers.task import PinLaterTask
@@ -39,7 +39,8 @@ def page(self: PinLaterTask, body: str | bytes) -> int:
         rt = runtime()
         step = run_page(rt.ctx, rt.records, PageJob.from_json(body))
         if step.next_job is not None:
-            page.apply_async(args=[step.next_job.to_json()], idempotency_key=step.next_key)
+            page.apply_async(args=[step.next_job.to_json()], idempotency_key=step.next_key,
+                             fairness_key=run_key(step.next_job))
         return step
 
     step = run_job(self, work, _INVALID)

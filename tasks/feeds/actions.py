@@ -23,7 +23,7 @@ from tasks.appdata.ids import ObjectType, split_id
 from tasks.appdata.objects import AppObject
 from tasks.appdata.store import AppData, now_ms
 from tasks.feeds import queues
-from tasks.feeds.fanout import FanoutJob
+from tasks.feeds.fanout import FanoutJob, fanout_key
 from tasks.feeds.follow import FollowAction
 from tasks.feeds.settings import FeedSettings
 from tasks.feeds.trim import SweepJob
@@ -43,10 +43,10 @@ class FeedActions:
             self.client.create_queue(name, **queues.create_options(name))
         self._queues_ready = True
 
-    def _enqueue(self, queue: str, body: str, priority: int = 1) -> str:
+    def _enqueue(self, queue: str, body: str, priority: int = 1, key: str = "") -> str:
         if not self._queues_ready:
             self.ensure_queues()
-        return self.client.enqueue(queue, [Job(body.encode(), priority=priority)])[0]
+        return self.client.enqueue(queue, [Job(body.encode(), priority=priority, key=key)])[0]
 
     # -- pins -----------------------------------------------------------------------
     def create_pin(
@@ -66,7 +66,7 @@ class FeedActions:
             created_at_ms=pin.created_at_ms,
             page_size=self.settings.page_size,
         )
-        return self._enqueue(queues.FANOUT, job.to_json())
+        return self._enqueue(queues.FANOUT, job.to_json(), key=fanout_key(job))
 
     # -- follows --------------------------------------------------------------------
     def follow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:

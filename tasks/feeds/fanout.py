@@ -48,6 +48,13 @@ class InvalidFanoutJob(ValueError):
     pass
 
 
+def fanout_key(job: FanoutJob) -> str:
+    """A fan-out page's fairness key: its pinner's, so that a pinner with
+    many followers (thousands of pages) takes turns with every other
+    pinner's fan-outs instead of holding them back."""
+    return f"pinner:{job.pinner_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class FanoutJob:
     pin_id: int

@@ -28,7 +28,7 @@ from celery import shared_task
 
 from pinlater.observe import tracing
 from tasks.feeds import queues
-from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_page
+from tasks.feeds.fanout import FanoutJob, InvalidFanoutJob, fanout_key, fanout_page
 from tasks.feeds.follow import FollowAction, InvalidFollowAction, follow_writes
 from tasks.feeds.runtime import FeedRuntime, runtime
 from tasks.feeds.settings import FeedSettings
@@ -92,7 +92,7 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
             _trim_if_long(rt, job, [user for user, _version in step.writes[0].rows])
         if step.next_job is not None:
             fanout.apply_async(args=[step.next_job.to_json()], priority=step.priority,
-                               idempotency_key=_page_key(rt, step.next_job))
+                               idempotency_key=_page_key(rt, step.next_job), fairness_key=fanout_key(job))
         return len(step.writes[0].rows) if step.writes else 0
 
     return _run(self, work)

@@ -22,7 +22,7 @@ from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.feeds.actions import FeedActions
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob
+from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob, owner_key
 from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
 from tasks.typeahead.tasks import rename_key
 
@@ -39,11 +39,15 @@ class ContactActions:
             self.client.create_queue(name, **queues.create_options(name))
         self._queues_ready = True
 
-    def _enqueue(self, queue: str, bodies: Sequence[str], key: str | None = None) -> list[str]:
+    def _enqueue(self, queue: str, bodies: Sequence[str], owner: int, key: str | None = None) -> list[str]:
+        """The jobs, keyed for fair service by the user whose index they
+        change (``owner_key``), so that one user's burst (a big import, a
+        celebrity's follows) takes turns with everyone else's updates."""
         if not self._queues_ready:
             self.ensure_queues()
         return [
-            self.client.enqueue(queue, [Job(body.encode())], idempotency_key=None if key is None else f"{key}:{i}")[0]
+            self.client.enqueue(queue, [Job(body.encode(), key=owner_key(owner))],
+                                idempotency_key=None if key is None else f"{key}:{i}")[0]
             for i, body in enumerate(bodies)
         ]
 
@@ -74,7 +78,7 @@ class ContactActions:
     def enqueue_follow(self, follower_id: int, followee_id: int, at_ms: int) -> list[str]:
         """Only the index jobs of a follow or unfollow (the graph already changed)."""
         jobs = [UpdateJob.follow(c, follower_id, followee_id, at_ms).to_json() for c in CLUSTERS]
-        return self._enqueue(queues.UPDATE, jobs)
+        return self._enqueue(queues.UPDATE, jobs, follower_id)
 
     # -- names ----------------------------------------------------------------------
     def rename(self, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:
@@ -90,7 +94,8 @@ class ContactActions:
         if not self._queues_ready:
             self.ensure_queues()
         return [
-            self.client.enqueue(queues.RENAME, [Job(j.to_json().encode())], idempotency_key=rename_key(prefix, j))[0]
+            self.client.enqueue(queues.RENAME, [Job(j.to_json().encode(), key=owner_key(user_id))],
+                                idempotency_key=rename_key(prefix, j))[0]
             for j in jobs
         ]
 
@@ -102,5 +107,5 @@ class ContactActions:
         if source_named(source) not in IMPORTED:
             raise UnknownSource(f"{source!r} is not an imported source; those are {[s.name for s in IMPORTED]}")
         imp = contacts.put_source(self.store, user_id, source, contact_list, at_ms=at_ms)
-        self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS])
+        self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS], user_id)
         return imp

@@ -103,6 +103,12 @@ class UpdateJob:
         return cls.parse(data)
 
 
+def owner_key(user_id: int) -> str:
+    """The fairness key of a job that changes ``user_id``'s index entries:
+    one user's burst takes turns with everyone else's updates."""
+    return f"owner:{user_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class RenameJob:
     cluster: str

@@ -21,7 +21,7 @@ from celery import shared_task
 
 from tasks.shell import run_job, task_options
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob, owner_key
 from tasks.typeahead.runtime import runtime
 from tasks.typeahead.sources import source_named
 from tasks.typeahead.sync import follow_changed, rename_page, source_changed
@@ -71,7 +71,8 @@ def rename(self: PinLaterTask, body: str | bytes) -> int:
         prefix = rt.store.shard_map.database_prefix
         for then in (step.users_job, step.next_job):
             if then is not None:
-                rename.apply_async(args=[then.to_json()], idempotency_key=rename_key(prefix, then))
+                rename.apply_async(args=[then.to_json()], idempotency_key=rename_key(prefix, then),
+                                   fairness_key=owner_key(then.user_id))
         return step.entries
 
     return _run(self, work)

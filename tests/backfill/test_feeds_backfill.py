@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pinlater.states import JobState
 from tasks.appdata import objects
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -52,6 +53,10 @@ def test_a_backfill_writes_every_feed_as_the_follows_would(world: FeedWorld) -> 
         assert counts.pages_done == run.total_pages > 4  # every shard paged
         assert counts.users_done >= summary.users
         assert all(page.runs == 1 and page.done_at_ms for page in records.pages(run.id))
+    # Each run's pages took turns as that run's (fairness key), whichever shard they paged.
+    done = {job.key for job in world.service.scan(QUEUE, JobState.SUCCEEDED, limit=1000).jobs}
+    assert {f"backfill:{run.id}" for run in finished} <= done
+    assert all(key.startswith("backfill:") for key in done)
     ctx = context(world)
     filled = 0
     for user in summary.user_ids:
