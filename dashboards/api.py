@@ -310,6 +310,7 @@ class Api:
             "run_after_ms": info.run_after_ms,
             "updated_at_ms": info.updated_at_ms,
             "claimed_by": info.claim,  # the claim's holder: lookups never show its token
+            "key": info.key,  # the fairness key ("" none)
         }
         if with_body and info.body is not None:
             body = info.body[: self.body_cap]

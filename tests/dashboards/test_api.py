@@ -230,6 +230,7 @@ def test_jobs_listing_and_lookup(cluster: Cluster) -> None:
     assert status == 200 and len(page["jobs"]) == 7 and page["continuation"] != "-1"
     job = page["jobs"][0]
     assert job["state"] == "running" and job["claimed_by"] == "dashboard-test" and "body" not in job
+    assert job["key"] == ""
     status, more = call(f"{base}/api/jobs?queue={queue}&state=running&limit=7&continuation={page['continuation']}")
     assert not {j["descriptor"] for j in more["jobs"]} & {j["descriptor"] for j in page["jobs"]}
     assert call(f"{base}/api/jobs?queue={queue}&state=nope")[0] == 400
