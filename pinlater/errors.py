@@ -124,6 +124,10 @@ class AckNotApplied(ShardConnectionFailed):
         super().__init__(message)
         self.result = result
 
+    def __reduce__(self) -> tuple[type[AckNotApplied], tuple[str, AckResult]]:
+        # Pickled with its result (a worker process's error reaches its pool).
+        return type(self), (str(self), self.result)
+
 
 class StorageError(PinLaterError):
     """A shard answered but the operation failed there (never swallowed)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -270,6 +271,9 @@ def test_acks_on_a_failing_shard_are_reported_unapplied(cluster: Cluster, kind: 
                 for s in ("m1", "m2")}
     assert sorted(result.acked) == by_shard["m1"] and sorted(result.unapplied) == by_shard["m2"]
     assert not result.stale
+    # It crosses a process boundary whole (a pool's worker raising it).
+    copied = pickle.loads(pickle.dumps(raised.value))
+    assert (str(copied), copied.result) == (str(raised.value), result)
 
 
 def test_the_probe_keeps_a_shard_that_refuses_writes_out_until_it_writes(cluster: Cluster) -> None:

@@ -53,8 +53,8 @@ def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> 
              "COMMIT;", "`q_q_p1` FORCE INDEX (by_claim)", "`q_q_p2` FORCE INDEX (by_claim)"]
     assert [text.index(m) for m in marks] == sorted(text.index(m) for m in marks)
     args = _dequeue_args("q", (1, 2), 5, "tok@src", (3,))
-    # Each priority's claim follows its table's name (is it served by lanes?).
-    assert args == [5, "q_q_p1", "tok@src", "q_q_p2", "tok@src", 0, 3, "tok@src", "tok@src"]
+    # The tables' names first (is a priority served by lanes?), then the claims.
+    assert args == [5, "q_q_p1", "q_q_p2", "tok@src", "tok@src", 0, 3, "tok@src", "tok@src"]
     assert text.count("%s") == len(args)
     assert _dequeue_text("q", (1, 2), (3,), True) is text  # built once per (queue, priorities, look ahead)
     # The trace column is read from layout 4 on; before, NULL stands in for it.

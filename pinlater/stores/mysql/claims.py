@@ -96,6 +96,7 @@ def _dequeue_text(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int
     in the SQL file). Its arguments: ``_dequeue_args``."""
     tables = [(p, job_table(queue, p)) for p in priorities]
     inner = [sql("dequeue_declare", priority=p) for p in priorities]
+    inner += [sql("dequeue_check", table=t, priority=p) for p, t in tables]
     inner.append(sql("dequeue_start"))
     inner += [sql("dequeue_claim", table=t, priority=p) for p, t in tables]
     if look_ahead:
@@ -112,8 +113,8 @@ def _dequeue_args(
     queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
 ) -> list[Any]:
     claims = [claim] * len(priorities)
-    tables = [x for p in priorities for x in (job_table(queue, p), claim)]
-    return [limit, *tables, *_look_ahead_args(look_ahead), *claims]
+    tables = [job_table(queue, p) for p in priorities]
+    return [limit, *tables, *claims, *_look_ahead_args(look_ahead), *claims]
 
 
 def _peek_script(

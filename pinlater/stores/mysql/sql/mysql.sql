@@ -242,7 +242,17 @@ BEGIN NOT ATOMIC
   DECLARE pl_fair INT DEFAULT 0
 
 -- name: dequeue_declare
-DECLARE pl_got_{priority} INT DEFAULT 0
+DECLARE pl_got_{priority} INT DEFAULT 0;
+DECLARE pl_lanes_{priority} INT DEFAULT 0
+
+-- name: dequeue_check
+-- Whether the priority has keyed jobs (in a lane, or waiting for one): then
+-- it is served by lanes (pinlater/stores/mysql/lanes.py). Read before the
+-- claim transaction, at the session's READ COMMITTED: inside it, at
+-- REPEATABLE READ, these reads locked gaps an ACK's index change needed,
+-- and the two deadlocked.
+SET pl_lanes_{priority} = EXISTS (SELECT 1 FROM pinlater_lanes WHERE jobs = %s)
+    OR EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
 
 -- name: dequeue_start
 -- The claim transaction alone runs at REPEATABLE READ (the session's level
@@ -256,12 +266,10 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 START TRANSACTION
 
 -- name: dequeue_claim
--- A priority with keyed jobs (in a lane, or waiting for one) is served by
--- lanes (pinlater/stores/mysql/lanes.py): this statement stops before it,
--- and says which one it is (dequeue_fair), for the caller to go on.
+-- A priority served by lanes (dequeue_check): this statement stops before
+-- it, and says which one it is (dequeue_fair), for the caller to go on.
 IF pl_left > 0 AND pl_fair = 0 THEN
-  IF EXISTS (SELECT 1 FROM pinlater_lanes WHERE jobs = %s)
-     OR EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5) THEN
+  IF pl_lanes_{priority} THEN
     SET pl_fair = {priority};
   ELSE
     UPDATE {table} FORCE INDEX (by_run_after)
