@@ -24,6 +24,7 @@ import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -74,11 +75,13 @@ def small_tenant(backend: str, queue: str, keyed: bool, until: float) -> int:
     return made
 
 
-def warm(backend: str) -> int:
-    """A pool process's imports and first connections, before any timing."""
+def warm(backend: str, together: Any) -> int:
+    """A pool process's imports and first connections, before any timing;
+    ``together`` (a barrier of the pool's size) holds each process until
+    all have one, so that no process takes two."""
     with JobService.from_settings(settings_for(backend), source=f"warm-{os.getpid()}") as client:
         client.queue_names()
-    time.sleep(0.5)  # so that every process of the pool gets one
+    together.wait(timeout=120)
     return os.getpid()
 
 
@@ -119,11 +122,11 @@ def main() -> int:
     small_s = 1.0 if args.smoke else 5.0
     rows: list[dict[str, object]] = []
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(WORKERS + 1, mp_context=context) as pool:
+    with context.Manager() as manager, ProcessPoolExecutor(WORKERS + 1, mp_context=context) as pool:
         for backend in args.backends.split(","):
-            started = {f.result() for f in [pool.submit(warm, backend) for _ in range(WORKERS + 1)]}
-            if len(started) != WORKERS + 1:
-                raise RuntimeError(f"warming up: {len(started)} of {WORKERS + 1} processes answered")
+            together = manager.Barrier(WORKERS + 1)
+            for f in [pool.submit(warm, backend, together) for _ in range(WORKERS + 1)]:
+                f.result()
             pair = {keyed: run(pool, backend, big, keyed, small_s) for keyed in (True, False)}
             keyed_p99, plain_p99 = pair[True]["small_wait_p99_ms"], pair[False]["small_wait_p99_ms"]
             pair[True]["vs_unkeyed"] = round(float(keyed_p99) / max(float(plain_p99), 0.1), 3)  # type: ignore[arg-type]
