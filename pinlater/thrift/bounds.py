@@ -37,8 +37,8 @@ from pinlater.validation import MAX_LIMIT, check_batch
 # Items of a container that is none of the call's own lists: the IDL's
 # requests have no other, so this only caps what the decoder skips.
 OTHER_ITEMS = 64
-# Fields of one item of a call's own list (a job has 6, an ACK 3, a
-# checkpoint 6), with room for fields added later.
+# Fields of one item of a call's own list (with the extensions' fields a
+# job has 7, an ACK 4, a checkpoint 7), with room for fields added later.
 PER_ITEM = 16
 # Fields and items outside the call's own lists: the arguments, the
 # context, a queue config with its retry policy are a few dozen.
