@@ -5,11 +5,10 @@ refused and an outage retried."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pinlater.errors import PinLaterError
-from pinlater.retry import RetryPolicy
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.errors import TryLater
 from tasks.hbase import HBaseError
@@ -23,17 +22,20 @@ T = TypeVar("T")
 OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, PinLaterError, TryLater)
 
 
-def task_options(queue: str, retry: RetryPolicy, claim_timeout_ms: int, **more: Any) -> dict[str, Any]:
-    """``shared_task`` options of a task on PinLater ``queue`` (``more``:
-    other PinLaterTask options, such as ``max_dequeue_rate``)."""
-    return {
-        "base": PinLaterTask,
-        "bind": True,
-        "pinlater_queue": queue,
-        "queue_retry_policy": retry,
-        "claim_timeout_ms": claim_timeout_ms,
-        **more,
-    }
+def task_options(queue: str, create: Mapping[str, Any], **more: Any) -> dict[str, Any]:
+    """``shared_task`` options of a task on PinLater ``queue``, whose
+    ``create_queue`` keywords are ``create`` (the app's one statement of
+    the queue's config, so a queue a worker creates first is the queue the
+    app's actions would create). ``more``: other PinLaterTask options."""
+    options: dict[str, Any] = {"base": PinLaterTask, "bind": True, "pinlater_queue": queue}
+    for name, value in create.items():
+        if name not in _CREATE_OPTIONS:
+            raise TypeError(f"task_options: {name!r} is not a queue option a task can carry")
+        options["queue_retry_policy" if name == "retry" else name] = value
+    return {**options, **more}
+
+
+_CREATE_OPTIONS = frozenset({"retry", "priorities", "max_dequeue_rate", "max_running", "claim_timeout_ms"})
 
 
 def run_job(task: PinLaterTask, work: Callable[[], T], invalid: tuple[type[Exception], ...]) -> T:

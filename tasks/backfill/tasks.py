@@ -30,7 +30,7 @@ _INVALID = (InvalidPageJob, UnknownKind)
 
 @shared_task(
     name="backfill.page",
-    **task_options(queue.QUEUE, queue.RETRY, queue.CLAIM_TIMEOUT_MS, max_dequeue_rate=queue.DEFAULT_RATE),
+    **task_options(queue.QUEUE, queue.create_options()),
 )
 def page(self: PinLaterTask, body: str | bytes) -> int:
     """One page of a run; the cells it wrote."""

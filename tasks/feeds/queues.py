@@ -35,10 +35,22 @@ JOB_RETRY = RetryPolicy(
 # second; a minute leaves room for a slow cluster before the claim lapses.
 CLAIM_TIMEOUT_MS = 60_000
 
+# At most this many writes of one cluster's queue run at once, over every
+# worker: when a cluster slows down, its writes wait in PENDING (where a
+# retry, a priority or an operator can still act on them) rather than pile
+# up in workers' hands as RUNNING, each holding a connection to the slow
+# cluster and a claim that may lapse. 16 puts in flight keep a region
+# server's handlers busy without queueing in them; operators turn it with
+# ``pinlater set-concurrency``.
+WRITE_MAX_RUNNING = 16
+
 RETRY = {FANOUT: JOB_RETRY, FOLLOW: JOB_RETRY, WRITE_PRIMARY: WRITE_RETRY, WRITE_STANDBY: WRITE_RETRY,
          TRIM: JOB_RETRY, TRIM_SWEEP: JOB_RETRY}
 
 
 def create_options(queue: str) -> dict[str, Any]:
     """``create_queue`` keyword arguments of a feed queue."""
-    return {"retry": RETRY[queue], "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+    options: dict[str, Any] = {"retry": RETRY[queue], "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+    if queue in (WRITE_PRIMARY, WRITE_STANDBY):
+        options["max_running"] = WRITE_MAX_RUNNING
+    return options

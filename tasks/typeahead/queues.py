@@ -6,13 +6,17 @@ the config each gets when first created (after that it is the operators').
   most ``RENAME_RATE`` pages a second by default, so a celebrity's rename
   (100 pages per million followers) never crowds out the rest of HBase's
   work. Operators turn the rate at run time (dashboard, ``pinlater``).
+
+Both write HBase, so both are capped as the feed writes are
+(``WRITE_MAX_RUNNING`` jobs running at once each): a slow cluster holds
+their work in PENDING.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tasks.feeds.queues import CLAIM_TIMEOUT_MS, WRITE_RETRY
+from tasks.feeds.queues import CLAIM_TIMEOUT_MS, WRITE_MAX_RUNNING, WRITE_RETRY
 
 __all__ = ["ALL", "CLAIM_TIMEOUT_MS", "RENAME", "RETRY", "UPDATE", "create_options"]
 
@@ -26,7 +30,8 @@ RETRY = {UPDATE: WRITE_RETRY, RENAME: WRITE_RETRY}
 
 
 def create_options(queue: str) -> dict[str, Any]:
-    options: dict[str, Any] = {"retry": RETRY[queue], "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+    options: dict[str, Any] = {"retry": RETRY[queue], "claim_timeout_ms": CLAIM_TIMEOUT_MS,
+                               "max_running": WRITE_MAX_RUNNING}
     if queue == RENAME:
         options["max_dequeue_rate"] = RENAME_RATE
     return options

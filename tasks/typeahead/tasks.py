@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 
 def _options(queue: str) -> dict[str, Any]:
-    return task_options(queue, queues.RETRY[queue], queues.CLAIM_TIMEOUT_MS)
+    return task_options(queue, queues.create_options(queue))
 
 
 def _run(task: PinLaterTask, work: Callable[[], T]) -> T:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import QueueNotFound
+from pinlater.kit.apps import apps
 from pinlater.kit.tls import ClientTls
 from pinlater.operators import Monitor
 from pinlater.retry import RetryPolicy
@@ -139,11 +140,16 @@ def longest_run_ms(statuses: list[str]) -> int:
 
 
 def reset_queues(service: JobService, names: tuple[str, ...] = QUEUES) -> None:
+    """The queues made again with test-sized retries and claims, and the
+    apps' own caps (their rates are left out: tests run pages faster)."""
+    declared = {q.name: q for app in apps() for q in app.queues}
     for name in names:
         with suppress(QueueNotFound):
             service.delete_queue(name, "secret")
     for name in names:
-        service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS)
+        app = declared.get(name)
+        service.create_queue(name, retry=TEST_RETRY, claim_timeout_ms=TEST_CLAIM_TIMEOUT_MS,
+                             max_running=None if app is None else app.max_running)
 
 
 @contextmanager
