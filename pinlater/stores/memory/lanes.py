@@ -14,6 +14,7 @@ without a key that come after a quiet spell are next.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,22 +30,32 @@ def _order(lane: str) -> bytes:
 @dataclass
 class Lanes:
     """One priority's lanes. ``jobs``: keyed lane -> local id -> run_after
-    (lane "" is read from the pending jobs themselves)."""
+    (lane "" is read from the pending jobs themselves). The turns and each
+    lane's jobs are also kept in heaps, with entries that no longer match
+    ``turns`` or ``jobs`` skipped as they surface, so that a job costs a
+    few heap steps however many lanes and jobs there are."""
 
     turn: int = 0
     turns: dict[str, int] = field(default_factory=lambda: {"": 0})
     waits: dict[str, int] = field(default_factory=dict)
     jobs: dict[str, dict[int, int]] = field(default_factory=dict)
+    _in_turn: list[tuple[int, str]] = field(default_factory=lambda: [(0, "")])
+    _heads: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # lane -> (run_after, id)
+
+    def _give_turn(self, lane: str) -> None:
+        self.turn += 1
+        self.turns[lane] = self.turn
+        heapq.heappush(self._in_turn, (self.turn, lane))
 
     def add(self, lane: str, local_id: int, run_after: int, now: int) -> None:
         """A keyed job entered pending."""
         self.jobs.setdefault(lane, {})[local_id] = run_after
+        heapq.heappush(self._heads.setdefault(lane, []), (run_after, local_id))
         if lane in self.turns:
             return
         if run_after <= now:
             self.waits.pop(lane, None)
-            self.turn += 1
-            self.turns[lane] = self.turn
+            self._give_turn(lane)
         elif lane not in self.waits or self.waits[lane] > run_after:
             self.waits[lane] = run_after
 
@@ -54,6 +65,16 @@ class Lanes:
             jobs.pop(local_id, None)
             if not jobs:
                 del self.jobs[lane]
+                self._heads.pop(lane, None)
+
+    def _head(self, lane: str) -> tuple[int, int] | None:
+        """The lane's first job, (run_after, id), or None."""
+        heap, jobs = self._heads.get(lane), self.jobs.get(lane)
+        if heap is None or jobs is None:
+            return None
+        while heap and jobs.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # claimed, deleted, or pending again with another run_after
+        return heap[0] if heap else None
 
     @property
     def ended(self) -> bool:
@@ -67,19 +88,10 @@ class Lanes:
         due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
         for _, _, lane in due[: want + PROMOTE]:
             del self.waits[lane]
-            self.turn += 1
-            self.turns[lane] = self.turn
+            self._give_turn(lane)
         taken = 0
         while taken < want:
-            ready = None
-            for lane in sorted(self.turns, key=self.turns.__getitem__):
-                if lane != "":
-                    ready = lane
-                    break
-                head = plain_head()
-                if head is not None and head[0] <= now:
-                    ready = lane
-                    break
+            ready = self._next_ready(now, plain_head)
             if ready is None:
                 return
             lane = ready
@@ -88,11 +100,11 @@ class Lanes:
                 assert head is not None
                 claim(head[1])
             else:
-                jobs = self.jobs.get(lane)
-                if not jobs:
+                first = self._head(lane)
+                if first is None:
                     del self.turns[lane]
                     continue
-                s, local_id = min((s, i) for i, s in jobs.items())
+                s, local_id = first
                 if s > now:
                     del self.turns[lane]
                     self.waits[lane] = s
@@ -100,5 +112,27 @@ class Lanes:
                 self.drop(lane, local_id)
                 claim(local_id)
             taken += 1
-            self.turn += 1
-            self.turns[lane] = self.turn
+            self._give_turn(lane)
+
+    def _next_ready(self, now: int, plain_head: Callable[[], tuple[int, int] | None]) -> str | None:
+        """The lane of the lowest turn that is a keyed lane, or lane "" with
+        a due job (lane "" without one keeps its turn); None if neither."""
+        heap = self._in_turn
+        passed: tuple[int, str] | None = None
+        ready = None
+        while heap:
+            turn, lane = heap[0]
+            if self.turns.get(lane) != turn:
+                heapq.heappop(heap)  # a turn given up or taken again
+                continue
+            if lane != "":
+                ready = lane
+                break
+            head = plain_head()
+            if head is not None and head[0] <= now:
+                ready = lane
+                break
+            passed = heapq.heappop(heap)
+        if passed is not None:
+            heapq.heappush(heap, passed)
+        return ready

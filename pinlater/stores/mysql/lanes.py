@@ -62,19 +62,25 @@ class _Turns:
         self.turn += 1
         return self.turn
 
-    def touch(self, name: bytes, run_after: int, at: int) -> None:
-        """A keyed job with this run_after entered the lane at time ``at``."""
+    def _lane(self, name: bytes) -> _Lane:
         lane = self.lanes.get(name)
         if lane is None:
             lane = self.lanes[name] = _Lane(None, None)
             self.dropped.discard(name)
-        if lane.turn is not None:
-            return
-        if run_after <= at:
-            lane.turn, lane.due = self.next_turn(), None
-        elif lane.due is None or lane.due > run_after:
-            lane.due = run_after
-        lane.changed = True
+        return lane
+
+    def wait_for(self, name: bytes, run_after: int) -> None:
+        """The lane got a job not due yet: out of turn, it waits for the
+        earliest such job."""
+        lane = self._lane(name)
+        if lane.turn is None and (lane.due is None or lane.due > run_after):
+            lane.due, lane.changed = run_after, True
+
+    def give_turn(self, name: bytes) -> None:
+        """The lane got a due job: out of turn, it takes the next turn."""
+        lane = self._lane(name)
+        if lane.turn is None:
+            lane.turn, lane.due, lane.changed = self.next_turn(), None, True
 
     def remove(self, name: bytes) -> None:
         self.lanes.pop(name, None)
@@ -150,9 +156,9 @@ def _admit(t: _Turns) -> None:
         return
     t.load(sorted(k for k, _, _ in touched))
     for key, _, soonest in touched:
-        t.touch(key, soonest, soonest - 1)  # not due: at most lowers its wait
+        t.wait_for(key, soonest)
     for key, _, _ in sorted((x for x in touched if x[1] is not None), key=lambda x: str(x[1])):
-        t.touch(key, 0, 0)  # due when it came: a turn, in the order they came
+        t.give_turn(key)  # due when it came: a turn, in the order they came
     t.s.execute(sql("lanes_admit", table=t.table), args)
     t.flush()
 

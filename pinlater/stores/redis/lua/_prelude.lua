@@ -366,7 +366,7 @@ end
 -- most.
 local function pend(pending, m, s, key, now)
   local base = base_of(pending)
-  local on = redis.call('EXISTS', base .. 'turns', base .. 'waits') > 0
+  local on = lanes_on(pending)
   if not on and key ~= '' then
     if redis.call('EXISTS', pending) == 1 then redis.call('ZUNIONSTORE', base .. 'lane:', 1, pending) end
     redis.call('RPUSH', base .. 'turns', '')
