@@ -8,8 +8,10 @@ connections per process as the writer has (PINLATER_HBASE_POOL_SIZE)."""
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
+import os
 import pickle
 import statistics
 import threading
@@ -26,6 +28,9 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]
 
 from bench.support import CpuCost, rotating
+from pinlater import Ack, JobService
+from pinlater.errors import DequeueRateLimited
+from pinlater.settings import Settings
 from tasks.appdata.store import AppData
 from tasks.hbase import ClusterPair, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
@@ -62,6 +67,47 @@ def _warm(owner: int) -> int:
 
 def rebuild_page(owners: list[int]) -> int:
     return sync.rebuild(_worker["store"], _worker["pair"].primary, owners)
+
+
+def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> tuple[int, int]:
+    """In a pool process, as a worker of the backfill's queue runs it: page
+    jobs (a JSON list of owners) dequeued one at a time under the queue's
+    cap and rate, each rebuilt, its ACK riding on the next dequeue; a
+    refusal by the rate waits what it says and an empty answer ``poll_s``,
+    as the Celery transport's channel does. Until the
+    queue is paused and has nothing for it, or ``until`` (wall clock); the
+    pages and users done."""
+    pages = users = 0
+    acks: list[Ack] = []
+    with JobService.from_settings(settings, source=f"benchta-{os.getpid()}") as client:
+        while time.time() < until:
+            try:
+                got = client.dequeue(queue, 1, succeeded=acks)
+                wait_s = poll_s
+                acks = []
+            except DequeueRateLimited as exc:  # the ACKs were not applied: they ride again
+                got, wait_s = [], max(exc.retry_after_ms, 5) / 1000
+            if not got:
+                if client.queue_config(queue, fresh=True).paused:
+                    break
+                time.sleep(wait_s)
+                continue
+            for job in got:
+                owners = json.loads(job.body)
+                rebuild_page(owners)
+                acks.append(Ack(job.descriptor, claim=job.claim))
+                pages, users = pages + 1, users + len(owners)
+        if acks:
+            client.ack(queue, succeeded=acks)
+    return pages, users
+
+
+def build_index(pages: list[list[int]], processes: int) -> float:
+    """The index built once by the rebuild (``--lookups-only``); the seconds it took."""
+    started = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(processes, initializer=init_worker) as pool:
+        pool.map(rebuild_page, pages, chunksize=1)
+    return time.perf_counter() - started
 
 
 # A page's cells as put_entries writes them: per version (the cell timestamp) and table, rows in key order.

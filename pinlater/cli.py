@@ -21,15 +21,14 @@ from typing import Any
 from pinlater.cli_commands import register_commands
 from pinlater.kit.apps import add_app_command
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
-from pinlater.kit.cli_runner import ErrorStyle, run
+from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, run
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
-from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.migrate import add_migrate_command
 from pinlater.models import Job, JobInfo
 from pinlater.observe.trace_tree import add_trace_command
 from pinlater.operators import Monitor
-from pinlater.queue_config import QueueConfig, check_max_running, check_rate
+from pinlater.queue_config import QueueConfig
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.states import JobState
@@ -210,31 +209,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _rate(text: str) -> float | None:
-    """jobs/s: a finite number from 0 (pauses), or 'unlimited'."""
-    if text.strip().lower() in ("unlimited", "none"):
-        return None
-    try:
-        return check_rate(float(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a rate: give jobs per second from 0 to {MAX_DEQUEUE_RATE:g}, or 'unlimited'"
-        ) from exc
-
-
-def _cap(text: str) -> int | None:
-    """A concurrency cap: a whole number of jobs from 1, or 'unlimited'."""
-    if text.strip().lower() in ("unlimited", "none"):
-        return None
-    try:
-        return check_max_running(int(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!r} is not a concurrency cap: give a whole number of jobs from 1 to {MAX_RUNNING_CAP}, "
-            "or 'unlimited'"
-        ) from exc
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinlater", description="Operate a PinLater job service.")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -253,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("create-queue", cmd_create_queue, "create a queue (idempotent)")
     p.add_argument("queue")
     p.add_argument("--priorities", type=int)
-    p.add_argument("--rate", type=_rate, help="max dequeues per second (0 pauses; 'unlimited')")
+    p.add_argument("--rate", type=dequeue_rate, help="max dequeues per second (0 pauses; 'unlimited')")
     p.add_argument("--claim-timeout-ms", type=int)
     p = add("delete-queue", cmd_delete_queue, "delete a queue and all its jobs (needs the admin secret)")
     p.add_argument("queue")
@@ -300,11 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=1000)
     p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
     p.add_argument("queue")
-    p.add_argument("rate", type=_rate)
+    p.add_argument("rate", type=dequeue_rate)
     p = add("set-concurrency", cmd_set_concurrency,
             "set how many jobs of a queue may run at once, over every worker and shard (N, or 'unlimited')")
     p.add_argument("queue")
-    p.add_argument("max_running", type=_cap, metavar="N|unlimited")
+    p.add_argument("max_running", type=concurrency_cap, metavar="N|unlimited")
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")

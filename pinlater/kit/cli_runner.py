@@ -17,12 +17,14 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from pinlater.errors import PinLaterError
 from pinlater.kit.cli_output import one_line
 from pinlater.kit.envsettings import whole_number
 from pinlater.kit.httpserver import HttpServer
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
+from pinlater.queue_config import check_max_running, check_rate
 
 Hint = Callable[[BaseException, argparse.Namespace], "str | None"]
 
@@ -137,6 +139,34 @@ def listen_address(args: argparse.Namespace, host: str, port: int) -> tuple[str,
 
 
 _PORT = whole_number(0, 65535)
+
+
+T = TypeVar("T")
+
+
+def _unlimited_or(text: str, parse: Callable[[str], T], what: str) -> T | None:
+    """An argparse type's value: 'unlimited' (or 'none') is None, anything
+    else ``parse(text)``, whose ValueError becomes the one-line ``what``."""
+    if text.strip().lower() in ("unlimited", "none"):
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {what}, or 'unlimited'") from exc
+
+
+def concurrency_cap(text: str) -> int | None:
+    """An argparse type: a concurrency cap, a whole number of jobs from 1,
+    or 'unlimited' (None)."""
+    return _unlimited_or(text, lambda t: check_max_running(int(t)),
+                         f"a concurrency cap: give a whole number of jobs from 1 to {MAX_RUNNING_CAP}")
+
+
+def dequeue_rate(text: str) -> float | None:
+    """An argparse type: jobs (or pages) per second, a finite number from 0
+    (pauses), or 'unlimited' (None)."""
+    return _unlimited_or(text, lambda t: check_rate(float(t)),
+                         f"a rate: give jobs per second from 0 to {MAX_DEQUEUE_RATE:g}")
 
 
 def _port(text: str) -> int:

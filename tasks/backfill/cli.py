@@ -1,6 +1,7 @@
 """``pinlater-backfill``: start, watch, pause, resume and verify bulk backfills.
 
-    pinlater-backfill start feeds [--cluster primary|standby|both] [--page-size N] [--rate R] [--wait]
+    pinlater-backfill start feeds [--cluster primary|standby|both] [--page-size N] [--rate R]
+                                  [--concurrency N|unlimited] [--wait]
     pinlater-backfill status [RUN]
     pinlater-backfill watch RUN
     pinlater-backfill pause | resume
@@ -25,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from pinlater.client_api import PinLaterClient
-from pinlater.kit.cli_runner import ErrorStyle, command_parser, run
+from pinlater.kit.cli_runner import ErrorStyle, command_parser, concurrency_cap, run
 from tasks.appdata.store import AppData
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
@@ -64,7 +65,7 @@ def text_bar(fraction: float, width: int = TEXT_BAR_WIDTH) -> str:
 def cmd_start(args: argparse.Namespace) -> int:
     with AppData.from_env() as store, _client() as client:
         started = runs.start(store, client, args.kind, runs.CLUSTERS[args.cluster], page_size=args.page_size,
-                             rate=args.rate)
+                             rate=args.rate, max_running=args.concurrency)
         for run in started:
             shards = len(run.plan.first_pages())
             print(f"started run {run.id}: {run.kind} on {run.cluster}, {run.total_pages:,} pages of "
@@ -227,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", choices=clusters, default="both")
     p.add_argument("--page-size", type=_positive, default=DEFAULT_PAGE_SIZE, help="users per page job")
     p.add_argument("--rate", type=_rate, help="set the backfill queue's rate limit (pages/s; 0 pauses)")
+    p.add_argument("--concurrency", type=concurrency_cap, default=runs.UNCHANGED, metavar="N|unlimited",
+                   help="set the backfill queue's cap on pages running at once")
     p.add_argument("--wait", action="store_true", help="watch the runs until they finish")
     p = sub.add_parser("status", help="progress of one run, or of the recent ones")
     p.set_defaults(fn=cmd_status)

@@ -13,7 +13,9 @@ from pinlater.retry import RetryPolicy
 QUEUE = "backfill"
 # Pages per second across every worker: modest, so a backfill started
 # without thinking cannot crowd out the real-time feed writes.
-DEFAULT_RATE = 20.0
+DEFAULT_RATE = 1.0
+# Pages running at once across every worker.
+DEFAULT_MAX_RUNNING = 1
 # A page waits out an outage of MySQL or a cluster: 1 s, 2 s ... 5 s, then
 # doubling up to 5 minutes, 500 times (about 40 hours).
 RETRY = RetryPolicy(
@@ -25,4 +27,5 @@ CLAIM_TIMEOUT_MS = 120_000
 
 def create_options() -> dict[str, Any]:
     """``create_queue`` keyword arguments of the backfill queue."""
-    return {"max_dequeue_rate": DEFAULT_RATE, "retry": RETRY, "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+    return {"max_dequeue_rate": DEFAULT_RATE, "max_running": DEFAULT_MAX_RUNNING, "retry": RETRY,
+            "claim_timeout_ms": CLAIM_TIMEOUT_MS}

@@ -15,6 +15,7 @@ flight, and resumes where its chains stand.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import QueueNotFound
@@ -39,24 +40,30 @@ def plan_for(store: AppData, page_size: int = DEFAULT_PAGE_SIZE) -> Plan:
     return Plan.from_max_locals(max_locals, page_size)
 
 
-def ensure_queue(client: PinLaterClient, rate: float | None = None) -> None:
+UNCHANGED: Any = object()  # ``max_running`` not given: the queue keeps its cap
+
+
+def ensure_queue(client: PinLaterClient, rate: float | None = None, max_running: int | None = UNCHANGED) -> None:
     """Creates the queue with its defaults if missing (an existing one keeps
-    its operators' config); ``rate`` then sets its rate limit."""
+    its operators' config); ``rate`` then sets its rate limit, and
+    ``max_running`` its cap (None: no cap)."""
     client.create_queue(QUEUE, **create_options())
     if rate is not None:
         client.set_rate(QUEUE, rate)
+    if max_running is not UNCHANGED:
+        client.set_concurrency(QUEUE, max_running)
 
 
 def start(
     store: AppData, client: PinLaterClient, kind: str, clusters: Sequence[str], *,
-    page_size: int = DEFAULT_PAGE_SIZE, rate: float | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE, rate: float | None = None, max_running: int | None = UNCHANGED,
 ) -> list[Run]:
     """A run per cluster, each with its first pages enqueued."""
     name = kinds.get(kind).name  # an unknown kind fails before anything is written
     for cluster in clusters:
         if cluster not in (PRIMARY, STANDBY):
             raise ValueError(f"cluster must be primary or standby, got {cluster!r}")
-    ensure_queue(client, rate)
+    ensure_queue(client, rate, max_running)
     records = Records(store)
     plan = plan_for(store, page_size)
     runs = []

@@ -8,7 +8,9 @@ import re
 
 import pytest
 
+from pinlater.limits import MAX_RUNNING_CAP
 from tasks.backfill.cli import main
+from tasks.backfill.queue import QUEUE
 from tests.backfill.helpers import small_graph
 from tests.feeds.world import FeedWorld
 
@@ -33,8 +35,9 @@ def cli(world: FeedWorld, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 def test_start_wait_status_pause_resume_and_verify(world: FeedWorld, cli) -> None:  # type: ignore[no-untyped-def]
     small_graph(world.store, seed=31, users=40)
     world.start_workers(1, 4)
-    code, out, err = cli("start", "feeds", "--page-size", "10", "--wait")
+    code, out, err = cli("start", "feeds", "--page-size", "10", "--concurrency", "3", "--wait")
     assert (code, err) == (0, "")
+    assert world.service.queue_config(QUEUE, fresh=True).max_running == 3
     started = re.findall(r"^started run (\d+): feeds on (primary|standby), (\d+) pages of 10 users on (\d) shard",
                          out, re.M)
     assert [cluster for _, cluster, _, _ in started] == ["primary", "standby"]
@@ -66,6 +69,9 @@ def test_start_wait_status_pause_resume_and_verify(world: FeedWorld, cli) -> Non
                                              "1..10000, got 0 (see pinlater-backfill start --help)"),
     (["watch", "x"], "error: argument run: a run id is a whole number >= 1, got 'x' "
                      "(see pinlater-backfill watch --help)"),
+    (["start", "feeds", "--concurrency", "0"], f"error: argument --concurrency: '0' is not a concurrency cap: give a "
+                                               f"whole number of jobs from 1 to {MAX_RUNNING_CAP}, or 'unlimited' "
+                                               "(see pinlater-backfill start --help)"),
     (["start", "feeds", "--cluster", "third"], None),
     (["frobnicate"], None),
 ])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tasks.backfill.queue import DEFAULT_MAX_RUNNING as BACKFILL_MAX_RUNNING
+from tasks.backfill.queue import DEFAULT_RATE as BACKFILL_RATE
 from tests.bench.smoke import run_smoke
 
 
@@ -27,8 +29,16 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     for spent in fill["cpu_ms_per_user"].values():  # every writer cost CPU, some of it in the region server
         assert spent["machine"] > 0 and spent["hbase_region_server"] > 0
     assert fill["cpu_ms_per_user"]["rebuild"]["mariadb"] > 0  # the rebuild reads the truth; the raw loops do not
-    assert lookups["settle_s"] > 0 and lookups["during_backfill"]["processes"] == 1
-    for p in (lookups["users"], lookups["celebrity"], *(lookups["during_backfill"][k] for k in ("users", "celebrity"))):
+    assert lookups["settle_s"] > 0 and lookups["during_unlimited_backfill"]["processes"] == 1
+    # The backfill beside the lookups ran through its queue, with the queue's own cap and rate.
+    queued = lookups["during_backfill"]
+    assert queued["processes"] == 2 and queued["backfill"]["max_running"] == BACKFILL_MAX_RUNNING
+    assert queued["backfill"]["max_dequeue_rate"] == BACKFILL_RATE
+    assert queued["backfill"]["pages"] > 0 and queued["backfill"]["users"] <= fill["users"]
+    phases = [lookups["users"], lookups["celebrity"]]
+    phases += [lookups[during][k] for during in ("during_backfill", "during_unlimited_backfill")
+               for k in ("users", "celebrity")]
+    for p in phases:
         # Every lookup answered, by the primary, and most found something.
         assert p["errors"] == 0 and p["answered"] == p["requests"] > 0
         assert p["served_by"] == {"primary": p["requests"]}
