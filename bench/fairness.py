@@ -10,6 +10,12 @@ the small ones "small") a dequeue serves the two in turn, so the small
 tenant's p99 wait is a few dequeues; without keys it waits behind what is
 left of the backlog. ``vs_unkeyed`` is the keyed p99 over the unkeyed.
 
+Then the cost of many keys: the same number of jobs spread over 10 keys
+and over 100,000 (one or two jobs a key, so lanes come and go all along),
+drained by the same two workers; ``vs_10_keys`` is the drain rate with
+many keys over the rate with 10 (a dequeue's cost must not grow with the
+number of keys).
+
     python bench/fairness.py             # 100,000 big jobs, Redis and MySQL
     python bench/fairness.py --smoke     # 5,000, a few seconds (CI)
 """
@@ -31,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.core import settings_for
 from bench.results import write_json
 from bench.support import percentile_ms
+from bench.workloads import enqueue_keyed
 from pinlater import Ack, Job, JobService, JobState
 
 WORKERS = 2
@@ -62,6 +69,42 @@ def drain(backend: str, queue: str, stop_at: float) -> tuple[int, list[float]]:
         if acks:
             client.ack(queue, succeeded=acks)
     return done, waits
+
+
+def drain_until_empty(backend: str, queue: str) -> tuple[int, float]:
+    """A worker of a queue filled before it starts: the jobs it took, and
+    when (wall clock) its last dequeue that got some ended."""
+    done, last = 0, time.time()
+    with JobService.from_settings(settings_for(backend), source=f"keys-{os.getpid()}") as client:
+        acks: list[Ack] = []
+        while True:
+            got = client.dequeue(queue, BATCH, succeeded=acks)
+            acks = [Ack(j.descriptor, claim=j.claim) for j in got]
+            if not got:
+                break
+            done, last = done + len(got), time.time()
+        if acks:
+            client.ack(queue, succeeded=acks)
+    return done, last
+
+
+def keys_run(pool: ProcessPoolExecutor, backend: str, jobs: int, keys: int) -> dict[str, object]:
+    queue = f"bench_fairkeys_{uuid.uuid4().hex[:8]}"
+    with JobService.from_settings(settings_for(backend), source="keys-setup") as client:
+        client.create_queue(queue)
+        enqueue_keyed(client, queue, jobs, 1000, keys)
+        started = time.time()
+        results = [f.result() for f in [pool.submit(drain_until_empty, backend, queue) for _ in range(WORKERS)]]
+        left = client.count(queue, JobState.PENDING)
+    done = sum(n for n, _ in results)
+    seconds = max(at for _, at in results) - started
+    if done != jobs or left:
+        raise RuntimeError(f"{backend}: {done} of {jobs} jobs drained, {left} left")
+    row = {"backend": backend, "keys": keys, "jobs": jobs, "drain_s": round(seconds, 2),
+           "jobs_per_s": round(jobs / seconds)}
+    print(f"{backend:6} {keys:7,} keys: {jobs:,} jobs drained in {seconds:5.1f} s, {row['jobs_per_s']:,} jobs/s",
+          flush=True)
+    return row
 
 
 def small_tenant(backend: str, queue: str, keyed: bool, until: float) -> int:
@@ -120,6 +163,7 @@ def main() -> int:
     args = parser.parse_args()
     big = 5_000 if args.smoke else 100_000
     small_s = 1.0 if args.smoke else 5.0
+    many_keys = 2_000 if args.smoke else 100_000
     rows: list[dict[str, object]] = []
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(WORKERS + 1, mp_context=context) as pool:
@@ -131,6 +175,9 @@ def main() -> int:
             keyed_p99, plain_p99 = pair[True]["small_wait_p99_ms"], pair[False]["small_wait_p99_ms"]
             pair[True]["vs_unkeyed"] = round(float(keyed_p99) / max(float(plain_p99), 0.1), 3)  # type: ignore[arg-type]
             rows += pair.values()
+            few, many = (keys_run(pool, backend, big, k) for k in (10, many_keys))
+            many["vs_10_keys"] = round(float(many["jobs_per_s"]) / float(few["jobs_per_s"]), 3)  # type: ignore[arg-type]
+            rows += [few, many]
     write_json(args.json, rows)
     return 0
 

@@ -54,13 +54,15 @@ def _run(task: PinLaterTask, work: Callable[[], T]) -> T:
     return run_job(task, work, _INVALID)
 
 
-def publish_writes(writes: list[WriteBody], priority: int, key: str | None = None) -> None:
+def publish_writes(writes: list[WriteBody], priority: int, key: str | None = None,
+                   fairness_key: str | None = None) -> None:
     """One write job per cluster. With ``key`` (what made the writes), a
-    replay of the job that made them publishes none again."""
+    replay of the job that made them publishes none again; with
+    ``fairness_key``, the writes take turns with other keys' in their queue."""
     for body in writes:
         WRITE_TASKS[body.cluster].apply_async(
             args=[body.to_json()], priority=priority,
-            idempotency_key=None if key is None else f"{key}:{body.cluster}",
+            idempotency_key=None if key is None else f"{key}:{body.cluster}", fairness_key=fairness_key,
         )
 
 
@@ -87,7 +89,9 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
         # Keyed by page: a page run again (its worker died before the ACK)
         # publishes neither its writes nor its successor twice, so a crash
         # does not start a second chain down the rest of the followers.
-        publish_writes(step.writes, step.priority, _page_key(rt, job))
+        # The writes keep the page's fairness key: a slow cluster's backlog
+        # of one pinner's writes does not hold back every other pinner's.
+        publish_writes(step.writes, step.priority, _page_key(rt, job), fanout_key(job))
         if step.writes:
             _trim_if_long(rt, job, [user for user, _version in step.writes[0].rows])
         if step.next_job is not None:

@@ -63,9 +63,11 @@ def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld)
     assert counts[queues.FANOUT]["succeeded"] == 4
     assert counts[queues.WRITE_PRIMARY]["succeeded"] == counts[queues.WRITE_STANDBY]["succeeded"] == 4
     assert 0 < longest_run_ms(world.statuses(queues.FANOUT)) < 5000
-    # Every page of the fan-out took turns as its pinner's (fairness key).
-    pages = world.service.scan(queues.FANOUT, JobState.SUCCEEDED, limit=10).jobs
-    assert [job.key for job in pages] == [f"pinner:{pinner}"] * 4
+    # Every page of the fan-out, and every write it made, took turns as its
+    # pinner's (fairness key), through the wire too.
+    for queue in (queues.FANOUT, queues.WRITE_PRIMARY, queues.WRITE_STANDBY):
+        jobs = world.service.scan(queue, JobState.SUCCEEDED, limit=10).jobs
+        assert [job.key for job in jobs] == [f"pinner:{pinner}"] * 4, queue
 
 
 @pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tasks.feeds import queues
+from tests.feeds.helpers import followed_pinner
 from tests.feeds.test_outages import celebrity_with, new_pin, reached
 from tests.feeds.world import FeedWorld
 from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2
@@ -77,3 +78,37 @@ def test_a_slow_primary_holds_its_writes_in_pending_not_running(world: FeedWorld
     assert counts[queues.WRITE_PRIMARY]["succeeded"] >= 25
     for cluster in ("primary", "standby"):
         assert reached(world, cluster, pin) == dict.fromkeys(fans, 1), cluster
+
+
+@pytest.mark.slow
+@pytest.mark.feed_settings(page_size=100, trim_sample=0)
+def test_a_small_accounts_pin_is_not_held_behind_a_celebritys_write_backlog(world: FeedWorld) -> None:
+    """The fan-out's writes carry their pinner's fairness key: while a slow
+    primary works through a celebrity's 30 writes, a small account's pin
+    published after them reaches its followers' feeds within a few turns."""
+    world.service.set_concurrency(queues.WRITE_PRIMARY, CAP)
+    celebrity, fans = celebrity_with(world, 3000, seed=32)
+    small, board, readers = followed_pinner(world.store, 3)
+    with Relay(_address(HBASE_PRIMARY), delay_s=DELAY_S) as thrift1, \
+            Relay(_address(HBASE_PRIMARY_THRIFT2), delay_s=DELAY_S) as thrift2:
+        world.start_workers(1, THREADS, env={"PINLATER_HBASE_PRIMARY": "{}:{}".format(*thrift1.address),
+                                             "PINLATER_HBASE_PRIMARY_THRIFT2": "{}:{}".format(*thrift2.address)})
+        big = new_pin(world, celebrity)
+        wait_until(lambda: world.service.count(queues.FANOUT, "succeeded") >= 31, 90, 0.1, "the celebrity's pages")
+        small_pin = world.actions.create_pin(small, board, {"title": "small news"})
+        wait_until(lambda: reached(world, "primary", small_pin) == dict.fromkeys(readers, 1), 60, 0.1,
+                   "the small account's pin on the primary")
+        backlog = world.counts()[queues.WRITE_PRIMARY]
+        thrift1.set(delay_s=0.0)
+        thrift2.set(delay_s=0.0)
+        world.settle(120, "the writes after the slowdown")
+    print(f"\nthe small pin was on its readers' primary feeds with {backlog['pending']} of the celebrity's "
+          f"30 writes still pending and {backlog['running']} running")
+    # In arrival order it would have waited for all 30.
+    assert backlog["pending"] >= 15, backlog
+    keys = {job.key for job in world.service.scan(queues.WRITE_PRIMARY, "succeeded", limit=1000).jobs}
+    assert keys == {f"pinner:{celebrity}", f"pinner:{small}"}
+    assert world.failed_jobs() == {}
+    for cluster in ("primary", "standby"):
+        assert reached(world, cluster, big) == dict.fromkeys(fans, 1), cluster
+        assert reached(world, cluster, small_pin) == dict.fromkeys(readers, 1), cluster
