@@ -86,17 +86,29 @@ class _Turns:
         self.lanes.pop(name, None)
         self.dropped.add(name)
 
-    def flush(self) -> None:
+    def changes(self) -> list[tuple[str, list[Any]]]:
+        """The statements that store the lanes changed since the last
+        (positional arguments); the lanes count as stored from here on."""
+        out: list[tuple[str, list[Any]]] = []
         changed = [(n, lane) for n, lane in self.lanes.items() if lane.changed]
         if changed:
             values: list[Any] = []
             for n, lane in changed:
                 values += [self.table, n, lane.turn, lane.due]
                 lane.changed = False
-            self.s.execute(sql("lanes_put", rows=len(changed)), values)
+            out.append((sql("lanes_put", rows=len(changed)), values))
         if self.dropped:
-            self.s.execute(sql("lanes_drop", ids=len(self.dropped)), [self.table, *self.dropped])
+            out.append((sql("lanes_drop", ids=len(self.dropped)), [self.table, *self.dropped]))
             self.dropped.clear()
+        return out
+
+    def flush(self) -> None:
+        for stmt, args in self.changes():
+            self.s.execute(stmt, args)
+
+    def stored(self) -> tuple[str, list[Any]]:
+        """The statement that stores the turn counters."""
+        return sql("fair_store"), [self.turn, self.plain_turn, self.table]
 
 
 class LanesMixin(ShardConnection):
@@ -105,18 +117,20 @@ class LanesMixin(ShardConnection):
         traced = self._traces
 
         def work(s: Session) -> list[ClaimedJob]:
-            t = _locked(s, table)
-            _admit(t)
+            t = _locked_and_admitted(s, table)
             _promote(t, want)
             order = _serve(t, want)
-            t.flush()
-            s.execute(sql("fair_store"), {"jobs": table, "turn": t.turn, "plain_turn": t.plain_turn})
+            # The last round trip: the lanes and turns stored, the jobs
+            # claimed and read back.
+            stmts = [*t.changes(), t.stored()]
+            if order:
+                stmts += [(sql("lane_jobs_take", ids=len(order)), [table, *order]),
+                          (sql("lanes_claim", table=table, ids=len(order)), [claim, *order]),
+                          (sql("lanes_read", table=table, priority=priority, trace=traced), [claim])]
+            results = s.execute_results(";\n".join(stmt for stmt, _ in stmts), [a for _, args in stmts for a in args])
             if not order:
                 return []
-            s.execute(sql("lane_jobs_take", ids=len(order)), [table, *order])
-            s.execute(sql("lanes_claim", table=table, ids=len(order)), [claim, *order])
-            s.execute(sql("lanes_read", table=table, priority=priority, trace=traced), [claim])
-            rows = {int(r[0]): r for r in s.fetchall()}
+            rows = {int(r[0]): r for r in results[-1]}
             return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]))
                     for i in order if (r := rows.get(i)) is not None]
 
@@ -129,31 +143,33 @@ class LanesMixin(ShardConnection):
         scripts put a job in its lane as it enters pending)."""
         if not self._keys or not s.scalar(sql("has_newcomers", table=table)):
             return
-        t = _locked(s, table)
-        _admit(t)
-        s.execute(sql("fair_store"), {"jobs": table, "turn": t.turn, "plain_turn": t.plain_turn})
+        t = _locked_and_admitted(s, table)
+        s.execute(*t.stored())
 
 
-def _locked(s: Session, table: str) -> _Turns:
-    """The table's turns, locked until the transaction ends."""
-    s.execute(sql("fair_make"), {"jobs": table})
-    s.execute(sql("fair_lock"), {"jobs": table})
-    turn, plain_turn = (int(x) for x in s.fetchone())
-    return _Turns(s, table, turn, plain_turn, int(s.scalar(sql("now"))))
+def _locked_and_admitted(s: Session, table: str) -> _Turns:
+    """The table's turns, locked until the transaction ends, with the
+    newcomers (state 5) admitted into their lanes, as if each had joined as
+    it came (the Redis scripts touch a lane as its job enters pending): a
+    lane takes a turn at the first of its newcomers that was due when it
+    came, lanes in that order; one without such a newcomer waits for the
+    earliest. One round trip without newcomers, a few more with them,
+    however many there are."""
+    args = {"jobs": table}
+    names = ("fair_make", "fair_lock", "now", "lanes_newcomers", "lanes_touched")
+    locked, now, touched_rows = s.execute_results(";\n".join(sql(n, table=table) for n in names), args)
+    turn, plain_turn = (int(x) for x in locked[0])
+    t = _Turns(s, table, turn, plain_turn, int(now[0][0]))
+    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
+    if touched:
+        _admit(t, touched)
+    return t
 
 
-def _admit(t: _Turns) -> None:
-    """Newcomers (state 5) into their lanes, as if each had joined as it
-    came (the Redis scripts touch a lane as its job enters pending): a lane
-    takes a turn at the first of its newcomers that was due when it came,
-    lanes in that order; one without such a newcomer waits for the
-    earliest. A few statements, however many newcomers."""
+def _admit(t: _Turns, touched: list[tuple[bytes, Any, int]]) -> None:
+    """The lanes of newcomers (lanes_touched's rows) take their turns or
+    waits, and the newcomers are in their lanes from here on."""
     args = {"jobs": t.table}
-    t.s.execute(sql("lanes_newcomers", table=t.table), args)
-    t.s.execute(sql("lanes_touched", table=t.table), args)
-    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in t.s.fetchall()]
-    if not touched:
-        return
     t.load(sorted(k for k, _, _ in touched))
     for key, _, soonest in touched:
         t.wait_for(key, soonest)

@@ -128,6 +128,19 @@ class Session:
                 self._roll_back()
                 raise
 
+    def execute_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
+        """Several statements in one round trip, inside the transaction under
+        way (the connection allows multi-statements): the rows of each
+        result set, in order. An error ends the statements there and is
+        the transaction's to handle (rolled back and run again)."""
+        self._cursor.execute(text, args)
+        results = []
+        while True:
+            if self._cursor.description is not None:
+                results.append(self._cursor.fetchall())
+            if not self._cursor.nextset():
+                return results
+
     def _roll_back(self) -> None:
         # A dead connection has rolled back on the server already.
         with contextlib.suppress(Exception):

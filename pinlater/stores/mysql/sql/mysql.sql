@@ -337,7 +337,7 @@ INSERT IGNORE INTO pinlater_fair (jobs, turn, plain_turn) VALUES (%(jobs)s, 0, 0
 SELECT turn, plain_turn FROM pinlater_fair WHERE jobs = %(jobs)s FOR UPDATE
 
 -- name: fair_store
-UPDATE pinlater_fair SET turn = %(turn)s, plain_turn = %(plain_turn)s WHERE jobs = %(jobs)s
+UPDATE pinlater_fair SET turn = %s, plain_turn = %s WHERE jobs = %s
 
 -- name: lanes_newcomers
 -- Keyed jobs that entered pending since the last dequeue join their lanes'
