@@ -49,6 +49,12 @@ class _Turns:
         self.s, self.table, self.turn, self.plain_turn, self.now = s, table, turn, plain_turn, now
         self.lanes: dict[bytes, _Lane] = {}
         self.dropped: set[bytes] = set()
+        # Read in the dequeue's first round trip, while still what the
+        # tables hold (None: read them when needed): lanes_due's rows,
+        # plain_heads' and lanes_in_turn's first page.
+        self.due_rows: list[tuple[Any, ...]] | None = None
+        self.plain_rows: list[tuple[Any, ...]] | None = None
+        self.first_page: list[tuple[Any, ...]] | None = None
 
     def load(self, names: list[bytes]) -> None:
         wanted = [n for n in names if n not in self.lanes and n not in self.dropped]
@@ -117,7 +123,7 @@ class LanesMixin(ShardConnection):
         traced = self._traces
 
         def work(s: Session) -> list[ClaimedJob]:
-            t = _locked_and_admitted(s, table)
+            t = _locked_and_admitted(s, table, want)
             _promote(t, want)
             order = _serve(t, want)
             # The last round trip: the lanes and turns stored, the jobs
@@ -147,22 +153,35 @@ class LanesMixin(ShardConnection):
         s.execute(*t.stored())
 
 
-def _locked_and_admitted(s: Session, table: str) -> _Turns:
+_BEGIN = ("fair_make", "fair_lock", "lanes_now", "lanes_now_read", "lanes_newcomers", "lanes_touched")
+# What a dequeue of ``want`` jobs reads next, while nothing has changed yet.
+_READ_AHEAD = ("lanes_due", "plain_heads", "lanes_in_turn")
+
+
+def _locked_and_admitted(s: Session, table: str, want: int | None = None) -> _Turns:
     """The table's turns, locked until the transaction ends, with the
     newcomers (state 5) admitted into their lanes, as if each had joined as
     it came (the Redis scripts touch a lane as its job enters pending): a
     lane takes a turn at the first of its newcomers that was due when it
     came, lanes in that order; one without such a newcomer waits for the
     earliest. One round trip without newcomers, a few more with them,
-    however many there are."""
-    args = {"jobs": table}
-    names = ("fair_make", "fair_lock", "now", "lanes_newcomers", "lanes_touched")
-    locked, now, touched_rows = s.execute_results(";\n".join(sql(n, table=table) for n in names), args)
+    however many there are. With ``want``, the same round trip reads what
+    a dequeue of that many reads next (``_Turns.due_rows`` ...)."""
+    names = _BEGIN if want is None else _BEGIN + _READ_AHEAD
+    ahead = want or 0
+    args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1}
+    results = s.execute_results(";\n".join(sql(n, table=table) for n in names), args)
+    locked, now, touched_rows = results[:3]
     turn, plain_turn = (int(x) for x in locked[0])
     t = _Turns(s, table, turn, plain_turn, int(now[0][0]))
     touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
+    if want is not None:
+        t.due_rows, t.plain_rows, t.first_page = (list(r) for r in results[3:])
     if touched:
         _admit(t, touched)
+        # Lanes took turns and waits: what lanes_due and lanes_in_turn
+        # read before may be out of date (jobs without a key are not).
+        t.due_rows = t.first_page = None
     return t
 
 
@@ -180,8 +199,13 @@ def _admit(t: _Turns, touched: list[tuple[bytes, Any, int]]) -> None:
 
 
 def _promote(t: _Turns, want: int) -> None:
-    t.s.execute(sql("lanes_due"), {"jobs": t.table, "now": t.now, "limit": want + PROMOTE})
-    for name, _ in t.s.fetchall():
+    rows = t.due_rows
+    if rows is None:
+        t.s.execute(sql("lanes_due"), {"jobs": t.table, "due_limit": want + PROMOTE})
+        rows = list(t.s.fetchall())
+    if rows:
+        t.first_page = None  # the lanes promoted take turns it did not see
+    for name, _ in rows:
         lane = t.lanes.setdefault(bytes(name), _Lane(None, None))
         lane.turn, lane.due, lane.changed = t.next_turn(), None, True
     t.flush()
@@ -191,8 +215,10 @@ def _serve(t: _Turns, want: int) -> list[int]:
     """Up to ``want`` jobs, one at a time from the lane of the lowest turn
     that has a due job (memory/lanes.py's ``take``); the ids in that order."""
     s = t.s
-    s.execute(sql("plain_heads", table=t.table), {"limit": want})
-    plain = [(int(ra), int(i)) for ra, i in s.fetchall()]
+    if t.plain_rows is None:
+        s.execute(sql("plain_heads", table=t.table), {"limit": want})
+        t.plain_rows = list(s.fetchall())
+    plain = [(int(ra), int(i)) for ra, i in t.plain_rows]
     plain.reverse()  # the first last, to pop
     # Keyed lanes in turn, read a page at a time; lanes served again go last,
     # after every lane not read yet.
@@ -202,8 +228,11 @@ def _serve(t: _Turns, want: int) -> list[int]:
 
     def read_page() -> None:
         nonlocal read_up_to, more
-        s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "limit": want + 1})
-        page = [(int(turn), bytes(lane)) for lane, turn in s.fetchall()]
+        rows = t.first_page if read_up_to == -1 else None
+        if rows is None:
+            s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "page_limit": want + 1})
+            rows = list(s.fetchall())
+        page = [(int(turn), bytes(lane)) for lane, turn in rows]
         more = len(page) == want + 1
         if page:
             read_up_to = page[-1][0]

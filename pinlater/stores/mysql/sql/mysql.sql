@@ -381,18 +381,26 @@ ON DUPLICATE KEY UPDATE turn = VALUES(turn), due = VALUES(due)
 -- name: lanes_drop
 DELETE FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 
+-- name: lanes_now
+-- The time of a dequeue by lanes, held for its later statements (lanes_due).
+SET @pl_lanes_now := {now}
+
+-- name: lanes_now_read
+SELECT @pl_lanes_now
+
 -- name: lanes_due
--- Waiting lanes whose first job is due, in the order they join the turns.
+-- Waiting lanes whose first job is due at the dequeue's time (lanes_now),
+-- in the order they join the turns.
 SELECT lane, due FROM pinlater_lanes FORCE INDEX (by_due)
-WHERE jobs = %(jobs)s AND turn IS NULL AND due <= %(now)s
+WHERE jobs = %(jobs)s AND turn IS NULL AND due <= @pl_lanes_now
 ORDER BY due, lane
-LIMIT %(limit)s
+LIMIT %(due_limit)s
 
 -- name: lanes_in_turn
 SELECT lane, turn FROM pinlater_lanes FORCE INDEX (by_turn)
 WHERE jobs = %(jobs)s AND turn > %(after)s
 ORDER BY turn
-LIMIT %(limit)s
+LIMIT %(page_limit)s
 
 -- name: lane_heads
 -- One branch per lane, joined by UNION ALL: its first jobs.
