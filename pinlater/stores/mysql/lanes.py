@@ -13,7 +13,9 @@ own index (state 0), whose turn is in ``pinlater_fair`` with the turn
 counter. One dequeue of a table's lanes runs at a time (``fair_lock``).
 A dequeue of a table with no lane and no newcomer claims as before, in
 its one round trip; one with lanes costs a transaction of about ten
-statements, whatever the number of keys.
+statements, whatever the number of keys, sent in about six round trips
+(multi-statement texts: the first also reads what the dequeue reads next,
+used unless an admission or a promotion changed the turns meanwhile).
 """
 
 from __future__ import annotations
