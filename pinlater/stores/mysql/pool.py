@@ -111,13 +111,7 @@ class Session:
         attempt = 0
         while True:
             try:
-                self._cursor.execute(text, args)
-                results = []
-                while True:
-                    if self._cursor.description is not None:
-                        results.append(self._cursor.fetchall())
-                    if not self._cursor.nextset():
-                        return results
+                return self.execute_results(text, args)
             except pymysql.err.OperationalError as exc:
                 self._roll_back()
                 attempt += 1
