@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import multiprocessing
 import os
 import random
@@ -54,7 +53,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,7 +63,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import tasks.typeahead.index as index_module  # noqa: E402
-from bench.core import settings_for  # noqa: E402
 from bench.results import write_json  # noqa: E402
 from bench.support import (  # noqa: E402
     HBaseAdmin,
@@ -77,14 +74,19 @@ from bench.support import (  # noqa: E402
     percentile_ms,
     warn_of_quick_jit,
 )
-from bench.typeahead_backfill import PAGE, backfill_bench, build_index, drain_pages, init_worker, rebuild_page  # noqa: E402
-from pinlater import Job, JobService, JobState  # noqa: E402
+from bench.typeahead_backfill import (  # noqa: E402
+    PAGE,
+    backfill_bench,
+    build_index,
+    init_worker,
+    rebuild_page,
+    through_jobs,
+)
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
 from tasks.appdata.names import person_name  # noqa: E402
 from tasks.appdata.store import AppData  # noqa: E402
-from tasks.backfill import queue as backfill_queue  # noqa: E402
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
 from tasks.typeahead import truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
@@ -92,7 +94,6 @@ from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
 from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
 from tasks.typeahead.tokens import tokenize  # noqa: E402
-from workers.settings import TransportSettings  # noqa: E402
 
 BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
@@ -325,38 +326,6 @@ def _phases(index: ContactsIndex, args: argparse.Namespace, users: list[Query], 
         "celebrity": {"user_id": celebrity[0], "followers": celebrity[1],
                       **_with_gc(lambda: lookup_phase(index, famous, args.rate, args.threads))},
     }
-
-
-def through_jobs(pool: Any, pages: list[list[int]], processes: int, phases: Callable[[], dict[str, Any]]
-                 ) -> dict[str, Any]:
-    """``phases()`` while ``processes`` pool processes run the rebuild's
-    pages as jobs of a PinLater queue with the backfill queue's cap and
-    rate; what the backfill did meanwhile."""
-    settings = settings_for("redis")
-    queue = f"benchta_backfill_{uuid.uuid4().hex[:8]}"
-    with JobService.from_settings(settings, source="benchta") as client:
-        config = client.create_queue(queue, **backfill_queue.create_options())
-        for start in range(0, len(pages), 1000):
-            client.enqueue(queue, [Job(json.dumps(p).encode()) for p in pages[start:start + 1000]])
-        started = time.time()
-        poll_s = TransportSettings(settings).poll_interval_s  # the workers' default
-        drains = [pool.apply_async(drain_pages, (settings, queue, started + 3600, poll_s)) for _ in range(processes)]
-        result = phases()
-        seconds = time.time() - started
-        # Paused, the drains stop after the page each is on; what is left goes.
-        client.pause(queue)
-        while client.delete_jobs(queue, JobState.PENDING, limit=10_000):
-            pass
-    done = [0, 0]
-    stop_by = time.time() + 120
-    for d in drains:
-        pages_done, users_done = d.get(max(1.0, stop_by - time.time()))
-        done[0] += pages_done
-        done[1] += users_done
-    return {**result, "processes": processes,
-            "backfill": {"max_running": config.max_running, "max_dequeue_rate": config.max_dequeue_rate,
-                         "pages": done[0], "users": done[1], "seconds": round(seconds, 1),
-                         "users_per_s": round(done[1] / seconds, 1) if seconds else 0.0}}
 
 
 def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages: list[list[int]],

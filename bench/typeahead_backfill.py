@@ -4,7 +4,10 @@ raw peers writing the same precomputed cells, a happybase loop (one
 ``table.batch(timestamp=version)`` per version and table), a Thrift2 loop
 (``putMultiple`` of thriftpy2 structs, a timestamp per cell) and the
 project's own put call with nothing read first, each overlapped on as many
-connections per process as the writer has (PINLATER_HBASE_POOL_SIZE)."""
+connections per process as the writer has (PINLATER_HBASE_POOL_SIZE).
+Also the rebuild as a backfill runs it beside the lookups (``through_jobs``:
+page jobs on a PinLater queue with the backfill queue's cap and rate), and
+the index built once for ``--lookups-only`` (``build_index``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pickle
 import statistics
 import threading
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,16 +31,19 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.rpc import make_client
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]
 
+from bench.core import settings_for
 from bench.support import CpuCost, rotating
-from pinlater import Ack, JobService
+from pinlater import Ack, Job, JobService, JobState
 from pinlater.errors import DequeueRateLimited
 from pinlater.settings import Settings
 from tasks.appdata.store import AppData
+from tasks.backfill import queue as backfill_queue
 from tasks.hbase import ClusterPair, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
 from tasks.typeahead import sync, truth
 from tasks.typeahead.entries import Entry, group_by_version
 from workers.gc_policy import tune_gc
+from workers.settings import TransportSettings
 
 PAGE = 500  # users per backfill page
 
@@ -100,6 +107,38 @@ def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> 
         if acks:
             client.ack(queue, succeeded=acks)
     return pages, users
+
+
+def through_jobs(pool: Any, pages: list[list[int]], processes: int, phases: Callable[[], dict[str, Any]]
+                 ) -> dict[str, Any]:
+    """``phases()`` while ``processes`` pool processes run the rebuild's
+    pages as jobs of a PinLater queue with the backfill queue's cap and
+    rate; what the backfill did meanwhile."""
+    settings = settings_for("redis")
+    queue = f"benchta_backfill_{uuid.uuid4().hex[:8]}"
+    with JobService.from_settings(settings, source="benchta") as client:
+        config = client.create_queue(queue, **backfill_queue.create_options())
+        for start in range(0, len(pages), 1000):
+            client.enqueue(queue, [Job(json.dumps(p).encode()) for p in pages[start:start + 1000]])
+        started = time.time()
+        poll_s = TransportSettings(settings).poll_interval_s  # the workers' default
+        drains = [pool.apply_async(drain_pages, (settings, queue, started + 3600, poll_s)) for _ in range(processes)]
+        result = phases()
+        seconds = time.time() - started
+        # Paused, the drains stop after the page each is on; what is left goes.
+        client.pause(queue)
+        while client.delete_jobs(queue, JobState.PENDING, limit=10_000):
+            pass
+    done = [0, 0]
+    stop_by = time.time() + 120
+    for d in drains:
+        pages_done, users_done = d.get(max(1.0, stop_by - time.time()))
+        done[0] += pages_done
+        done[1] += users_done
+    return {**result, "processes": processes,
+            "backfill": {"max_running": config.max_running, "max_dequeue_rate": config.max_dequeue_rate,
+                         "pages": done[0], "users": done[1], "seconds": round(seconds, 1),
+                         "users_per_s": round(done[1] / seconds, 1) if seconds else 0.0}}
 
 
 def build_index(pages: list[list[int]], processes: int) -> float:
