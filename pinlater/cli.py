@@ -21,7 +21,7 @@ from typing import Any
 from pinlater.cli_commands import register_commands
 from pinlater.kit.apps import add_app_command
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
-from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, run
+from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, key_rate, run
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
 from pinlater.migrate import add_migrate_command
@@ -68,6 +68,7 @@ def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
             rate = "unlimited" if config.max_dequeue_rate is None else f"{config.max_dequeue_rate:g}/s"
         rows.append({"queue": name, "priorities": config.priorities, "rate": rate,
                      "max_running": "unlimited" if config.max_running is None else config.max_running,
+                     "key_rate": "unlimited" if config.key_rate is None else f"{config.key_rate:g}/s",
                      "claim_timeout_ms": config.claim_timeout_ms, "retry": config.retry.kind})
     return rows
 
@@ -159,6 +160,11 @@ def cmd_set_rate(c: JobService, a: argparse.Namespace) -> Any:
 
 def cmd_set_concurrency(c: JobService, a: argparse.Namespace) -> Any:
     return _with_running(c, c.set_concurrency(a.queue, a.max_running))
+
+
+def cmd_set_key_limits(c: JobService, a: argparse.Namespace) -> Any:
+    config = c.set_key_rate(a.queue, a.rate)
+    return {**json.loads(config.to_json()), "key_rate": config.key_rate}
 
 
 def _with_running(c: JobService, config: QueueConfig) -> dict[str, Any]:
@@ -279,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
             "set how many jobs of a queue may run at once, over every worker and shard (N, or 'unlimited')")
     p.add_argument("queue")
     p.add_argument("max_running", type=concurrency_cap, metavar="N|unlimited")
+    p = add("set-key-limits", cmd_set_key_limits,
+            "set how many jobs of each fairness key of a queue may start per second, over every worker and shard")
+    p.add_argument("queue")
+    p.add_argument("--rate", type=key_rate, metavar="R|unlimited", required=True,
+                   help="jobs per second per key, or 'unlimited'")
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")

@@ -56,6 +56,10 @@ class PinLaterClient(Protocol):
         """At most ``max_running`` jobs of the queue RUNNING at once (None: no cap)."""
         return self.update_queue(name, max_running=max_running)
 
+    def set_key_rate(self, name: str, key_rate: float | None) -> QueueConfig:
+        """At most ``key_rate`` jobs per second per fairness key (None: unlimited)."""
+        return self.update_queue(name, key_rate=key_rate)
+
     def pause(self, name: str) -> QueueConfig:
         return self.update_queue(name, paused=True)
 

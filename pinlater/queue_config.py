@@ -51,6 +51,10 @@ class QueueConfig:
     # At most this many jobs RUNNING at once over every shard and process
     # (pinlater.engine.slots); None is no cap.
     max_running: int | None = None
+    # Per fairness key (Job.key; jobs without one are not limited): at most
+    # this many dequeued per second, over every shard and process; None is
+    # no limit (pinlater.engine.ratelimit).
+    key_rate: float | None = None
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
@@ -68,6 +72,7 @@ class QueueConfig:
         if not isinstance(self.retry, RetryPolicy):
             raise ValueError("retry must be a RetryPolicy")
         check_max_running(self.max_running)
+        check_key_rate(self.key_rate)
 
     @property
     def effective_rate(self) -> float | None:
@@ -90,8 +95,9 @@ class QueueConfig:
         }
         # Written only when set: a queue without a cap is stored as before,
         # and read by an older version the same.
-        if self.max_running is not None:
-            data["max_running"] = self.max_running
+        for name in ("max_running", "key_rate"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -162,14 +168,33 @@ def check_rate(rate: object) -> float | None:
     return float(rate)
 
 
-def check_max_running(cap: object) -> int | None:
-    """A concurrency cap: None (no cap) or a whole number of jobs from 1 to
-    MAX_RUNNING_CAP (pause a queue to run none)."""
+def check_max_running(cap: object, name: str = "max_running") -> int | None:
+    """A concurrency cap (``name``: the queue's, or per key): None (no cap)
+    or a whole number of jobs from 1 to MAX_RUNNING_CAP (pause a queue to
+    run none)."""
     if cap is None:
         return None
     if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_RUNNING_CAP:
         raise ValueError(
-            f"max_running must be a whole number of jobs from 1 to {MAX_RUNNING_CAP}, or unlimited "
+            f"{name} must be a whole number of jobs from 1 to {MAX_RUNNING_CAP}, or unlimited "
             f"(pause the queue to run none); got {str(cap)[:40]!r}"
         )
     return cap
+
+
+def check_key_rate(rate: object) -> float | None:
+    """Dequeues per second per fairness key: None (unlimited), or a finite
+    number above 0 up to MAX_DEQUEUE_RATE (a key is not paused alone)."""
+    if rate is None:
+        return None
+    if (
+        not isinstance(rate, int | float)
+        or isinstance(rate, bool)
+        or not math.isfinite(rate)
+        or not 0 < rate <= MAX_DEQUEUE_RATE
+    ):
+        raise ValueError(
+            f"key_rate must be a finite number of jobs per second per key above 0 and up to "
+            f"{MAX_DEQUEUE_RATE:g}, or unlimited; got {str(rate)[:40]!r}"
+        )
+    return float(rate)

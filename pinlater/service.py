@@ -154,6 +154,8 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             granted = limiter.take(config, limit)
 
             def collect(n: int, token: str | None = None) -> tuple[list[DequeuedJob], PinLaterError | None]:
+                if config.key_rate is not None:
+                    return self._collect_keyed(queue, config, shards, n, source, token)
                 if token is None:
                     return self._collect(queue, config, shards, n, "dequeue",
                                          lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead))
@@ -174,6 +176,30 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         if error is not None and not jobs:
             raise error
         return jobs
+
+    def _collect_keyed(
+        self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, source: str, token: str | None,
+    ) -> tuple[list[DequeuedJob], PinLaterError | None]:
+        """A dequeue under per-key limits: the keys the shards would serve
+        first (one read per shard), their allowances, then the claims with
+        them; what a key did not use goes back."""
+        call = self.core.shards.call
+        priorities = range(1, config.priorities + 1)
+        keys: dict[str, None] = {}
+        for backend in shards:
+            try:
+                keys.update(dict.fromkeys(call(backend, "lane_keys", queue,
+                                               lambda b: b.lane_keys(queue, priorities, n))))
+            except PinLaterError:
+                continue  # the claims below meet it again, and say so
+        limiter = self.core.rate_limiter
+        allow = limiter.take_keys(config, list(keys), n)
+        try:
+            return self._collect(queue, config, shards, n, "dequeue",
+                                 lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token,
+                                                                   allow=allow))
+        finally:
+            limiter.give_back_keys(config, allow)
 
     def _collect(
         self,

@@ -5,6 +5,10 @@ processes together. If the control store cannot be reached, each process
 falls back to a bucket of its own at the full rate (the cluster may then
 exceed the limit by the number of processes) rather than stopping work: an
 outage of the control store must not become an outage of every queue.
+
+A queue's ``key_rate`` is the same kind of bucket per fairness key
+(``key_bucket``), taken for the keys a dequeue is about to serve
+(``ShardBackend.lane_keys``) and handed to the shards as allowances.
 """
 
 from __future__ import annotations
@@ -17,6 +21,12 @@ from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import ControlStore, TokenBuckets
 
 log = logging.getLogger(__name__)
+
+
+def key_bucket(queue: str, key: str) -> str:
+    """The rate bucket of one fairness key of a queue (queue names have no
+    '/', so it is never a queue's own)."""
+    return f"{queue}/key/{key}"
 
 
 class RateLimiter:
@@ -58,3 +68,33 @@ class RateLimiter:
             self._control.release(config.name, unused, self.burst(rate))
         except ShardConnectionFailed:
             self._local.release(config.name, unused, self.burst(rate))
+
+    def take_keys(self, config: QueueConfig, keys: list[str], wanted: int) -> dict[str, int]:
+        """Per key, tokens for up to ``wanted`` of its jobs (0 when its
+        bucket is empty) under the queue's ``key_rate``."""
+        rate = config.key_rate
+        assert rate is not None, "take_keys() is for queues with a key rate"
+        burst = self.burst(rate)
+        out: dict[str, int] = {}
+        for key in keys:
+            bucket = key_bucket(config.name, key)
+            try:
+                out[key] = self._control.acquire(bucket, wanted, rate, burst)
+            except ShardConnectionFailed as exc:
+                log.warning("control store unreachable, rate-limiting keys of %s locally: %s", config.name, exc)
+                out[key] = self._local.acquire(bucket, wanted, rate, burst)
+        return out
+
+    def give_back_keys(self, config: QueueConfig, unused: dict[str, int]) -> None:
+        """Return the key tokens a dequeue took but did not use."""
+        rate = config.key_rate
+        if rate is None:
+            return
+        burst = self.burst(rate)
+        for key, n in unused.items():
+            if n > 0:
+                bucket = key_bucket(config.name, key)
+                try:
+                    self._control.release(bucket, n, burst)
+                except ShardConnectionFailed:
+                    self._local.release(bucket, n, burst)

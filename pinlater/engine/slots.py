@@ -405,7 +405,7 @@ class Slots:
                     out.shards_skipped.append(backend.shard_id)
                     log.info("slots of %s: shard %s not counted: %s", queue, backend.shard_id, exc)
                     break
-                for owner, n in found.items():
+                for (owner, _), n in found.items():
                     counts[owner] = counts.get(owner, 0) + n
         if out.shards_skipped:
             return out  # a missing shard's jobs may be running: settle nobody

@@ -24,7 +24,7 @@ from pinlater.kit.cli_output import one_line
 from pinlater.kit.envsettings import whole_number
 from pinlater.kit.httpserver import HttpServer
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
-from pinlater.queue_config import check_max_running, check_rate
+from pinlater.queue_config import check_key_rate, check_max_running, check_rate
 
 Hint = Callable[[BaseException, argparse.Namespace], "str | None"]
 
@@ -167,6 +167,13 @@ def dequeue_rate(text: str) -> float | None:
     (pauses), or 'unlimited' (None)."""
     return _unlimited_or(text, lambda t: check_rate(float(t)),
                          f"a rate: give jobs per second from 0 to {MAX_DEQUEUE_RATE:g}")
+
+
+def key_rate(text: str) -> float | None:
+    """An argparse type: jobs per second per fairness key, a finite number
+    above 0, or 'unlimited' (None)."""
+    return _unlimited_or(text, lambda t: check_key_rate(float(t)),
+                         f"a per-key rate: give jobs per second above 0 and up to {MAX_DEQUEUE_RATE:g}")
 
 
 def _port(text: str) -> int:

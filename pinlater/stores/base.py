@@ -103,6 +103,7 @@ class ClaimedJob:
     claim: str  # "" for a dry-run peek
     trace: str | None = None
     run_after_ms: int = 0  # since when it was runnable (0: not known)
+    key: str = ""  # fairness key ("" none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +282,7 @@ class ShardBackend(Protocol):
         source: str,
         look_ahead: Sequence[int] = (),
         token: str | None = None,
+        allow: dict[str, int] | None = None,
     ) -> Claims:
         """PENDING with run_after <= now -> RUNNING, at most ``limit`` in all,
         ``priorities`` in the order given and within one priority oldest
@@ -288,7 +290,21 @@ class ShardBackend(Protocol):
         ``TOKEN@source``; updated_at = now. One atomic step on the shard
         whatever the number of priorities; see Claims for ``look_ahead``.
         ``token``: the claim's TOKEN (``new_claim_token``), a new random one
-        if None."""
+        if None.
+
+        ``allow`` (per-key limits): how many more jobs each fairness key may
+        start, counted down here as they are taken. In a priority served by
+        lanes, a key with 0 left loses its turn without a job; one not in
+        ``allow`` ends the call, keeping its turn (the caller learns its key
+        from ``lane_keys`` and calls again); jobs without a key are not
+        limited. The call also ends once every keyed lane in turn has lost
+        its turn since the last job taken."""
+
+    def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
+        """The keys of the lanes a dequeue of ``limit`` jobs serves first
+        (per priority: lanes in turn, lanes that came due, keyed jobs not
+        in their lanes yet), each once, so that the caller can get their
+        allowances first. Changes nothing a dequeue would not."""
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -311,10 +327,11 @@ class ShardBackend(Protocol):
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
         """See CheckpointItem. True per applied item."""
 
-    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
-        """How many jobs are RUNNING per claim owner: the first
-        ``CLAIM_OWNER_LEN`` characters of their claims' tokens. One atomic
-        read of the priority's running jobs (``pinlater.engine.slots``)."""
+    def running_owners(self, queue: str, priority: int) -> dict[tuple[str, str], int]:
+        """How many jobs are RUNNING per claim owner (the first
+        ``CLAIM_OWNER_LEN`` characters of their claims' tokens) and
+        fairness key. One atomic read of the priority's running jobs
+        (``pinlater.engine.slots``)."""
 
     def expire_claims(
         self, queue: str, priority: int, timeout_ms: int, limit: int

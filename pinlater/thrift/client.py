@@ -56,7 +56,7 @@ from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported,
 from pinlater.kit.tls import ClientTls
 from pinlater.models import AckResult, DequeuedJob, JobInfo, ScanResult
 from pinlater.observe import tracing
-from pinlater.queue_config import QueueConfig, check_max_running
+from pinlater.queue_config import QueueConfig, check_key_rate, check_max_running
 from pinlater.settings import Settings
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
@@ -178,21 +178,25 @@ class ThriftClient(WireCalls, PinLaterClient):
 
     def update_queue(self, name: str, **changes: Any) -> QueueConfig:
         """As ``JobService.update_queue``: changes ``max_dequeue_rate`` (None:
-        unlimited), ``paused``, ``max_running`` (None: no cap),
+        unlimited), ``paused``, ``max_running`` (None: no cap), ``key_rate``
+        (None: unlimited),
         ``claim_timeout_ms``, ``retry``, ``succeeded_retention_ms``,
         ``failed_retention_ms`` at run time."""
         known = {
             "max_dequeue_rate", "paused", "claim_timeout_ms", "retry", "succeeded_retention_ms", "failed_retention_ms",
-            "max_running",
+            "max_running", "key_rate",
         }
         unknown = set(changes) - known
         if unknown:
             raise InvalidRequest(f"invalid queue change: {sorted(unknown)} cannot be changed over the wire")
-        if "max_running" in changes:
-            try:
-                check_max_running(changes["max_running"])  # before the wire's i32 could refuse it less clearly
-            except ValueError as exc:
-                raise InvalidRequest(f"invalid queue change: {exc}") from None
+        try:
+            # Before the wire's types could refuse them less clearly.
+            if "max_running" in changes:
+                check_max_running(changes["max_running"])
+            if "key_rate" in changes:
+                check_key_rate(changes["key_rate"])
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid queue change: {exc}") from None
         rate = changes.get("max_dequeue_rate")
         retry = changes.get("retry")
         update = idl.PinLaterQueueConfigUpdate(
@@ -206,6 +210,8 @@ class ThriftClient(WireCalls, PinLaterClient):
             failedRetentionMillis=changes.get("failed_retention_ms"),
             maxRunning=changes.get("max_running"),
             unlimitedRunning=True if "max_running" in changes and changes["max_running"] is None else None,
+            keyRate=changes.get("key_rate"),
+            unlimitedKeyRate=True if "key_rate" in changes and changes["key_rate"] is None else None,
         )
 
         def published() -> Any:

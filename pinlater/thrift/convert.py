@@ -12,7 +12,7 @@ from typing import Any
 from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
 from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS, MAX_RUNNING_CAP
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo
-from pinlater.queue_config import QueueConfig, check_rate
+from pinlater.queue_config import QueueConfig, check_key_rate, check_rate
 from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
 from pinlater.states import JobState
 from pinlater.thrift import idl
@@ -303,6 +303,7 @@ def queue_config_to_wire(config: QueueConfig) -> Any:
         succeededRetentionMillis=config.succeeded_retention_ms,
         failedRetentionMillis=config.failed_retention_ms,
         maxRunning=config.max_running,
+        keyRate=config.key_rate,
     )
 
 
@@ -317,11 +318,22 @@ def queue_config_from_wire(wire: Any) -> QueueConfig:
         "succeeded_retention_ms": wire.succeededRetentionMillis,
         "failed_retention_ms": wire.failedRetentionMillis,
         "max_running": wire.maxRunning,
+        "key_rate": wire.keyRate,
     }
     return QueueConfig(
         name=text(wire.name) or "",
-        **{k: v for k, v in fields.items() if v is not None or k in ("max_dequeue_rate", "max_running")},
+        **{k: v for k, v in fields.items() if v is not None or k in ("max_dequeue_rate", "max_running", "key_rate")},
     )
+
+
+def wire_key_rate(value: Any) -> float | None:
+    """A per-key rate from the wire: unset, or as ``check_key_rate``."""
+    if value is None:
+        return None
+    try:
+        return check_key_rate(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"keyRate: {exc}") from None
 
 
 def wire_max_running(value: Any) -> int | None:

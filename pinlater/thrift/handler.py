@@ -216,6 +216,8 @@ class Handler:
         name = validate_queue_name(convert.text(config.name))
         if config.paused:
             raise InvalidRequest("a queue cannot be created paused: create it, then pause it with updateQueueConfig")
+        if config.keyRate is not None:
+            raise InvalidRequest("a queue is created without a keyRate: create it, then set one with updateQueueConfig")
         created = self.service.create_queue(
             name,
             priorities=convert.wire_int(config.priorities, "priorities", 1, MAX_PRIORITIES),
@@ -248,6 +250,13 @@ class Handler:
             changes["max_running"] = None
         elif cap is not None:
             changes["max_running"] = cap
+        key_rate = convert.wire_key_rate(update.keyRate)
+        if update.unlimitedKeyRate:
+            if key_rate is not None:
+                raise InvalidRequest("give keyRate or unlimitedKeyRate, not both")
+            changes["key_rate"] = None
+        elif key_rate is not None:
+            changes["key_rate"] = key_rate
         if update.paused is not None:
             changes["paused"] = bool(update.paused)
         if not changes:

@@ -290,6 +290,9 @@ struct PinLaterQueueConfig {
   // At most this many jobs RUNNING at once over every shard and process;
   // unset: no cap. From 1 to 1000000.
   9: optional i32 maxRunning,
+  // Jobs per second per fairness key (jobs without a key are not limited);
+  // unset: unlimited. Finite, above 0 and up to 1e9.
+  10: optional double keyRate,
 }
 
 // Changes to a queue's config; unset fields stay as they are. The number
@@ -307,6 +310,9 @@ struct PinLaterQueueConfigUpdate {
   // Sets the concurrency cap; unlimitedRunning = true removes it (not both).
   9: optional i32 maxRunning,
   10: optional bool unlimitedRunning,
+  // Sets the per-key rate; unlimitedKeyRate = true removes it (not both).
+  11: optional double keyRate,
+  12: optional bool unlimitedKeyRate,
 }
 
 // Per descriptor, what an ACK or checkpoint request did.

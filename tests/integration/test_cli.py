@@ -73,6 +73,9 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     shown = pinlater("config", queue_name)
     assert (shown["max_running"], shown["running"]) == (3, 0)
     assert pinlater("set-concurrency", queue_name, "unlimited")["max_running"] is None
+    assert pinlater("set-key-limits", queue_name, "--rate", "2.5")["key_rate"] == 2.5
+    assert {q["queue"]: q["key_rate"] for q in pinlater("queues")}[queue_name] == "2.5/s"
+    assert pinlater("set-key-limits", queue_name, "--rate", "unlimited")["key_rate"] is None
     assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
 
     stats = pinlater("monitor", "--once")

@@ -92,6 +92,9 @@ def test_a_bad_setting_is_one_line_naming_the_variable(
         (["set-concurrency", "q", "2.5"], "'2.5' is not a concurrency cap"),
         (["set-concurrency", "q", "99999999999"], "'99999999999' is not a concurrency cap"),
         (["set-concurrency", "q", "nan"], "'nan' is not a concurrency cap"),
+        (["set-key-limits", "q", "--rate", "nan"], "'nan' is not a per-key rate"),
+        (["set-key-limits", "q", "--rate", "0"], "'0' is not a per-key rate"),
+        (["set-key-limits", "q", "--rate", "1e309"], "'1e309' is not a per-key rate"),
     ],
 )
 def test_non_finite_rates_are_refused_by_the_cli(args: list[str], needle: str) -> None:

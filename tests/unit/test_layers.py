@@ -28,7 +28,7 @@ FORBIDDEN = {
 }
 COMMANDS = {
     "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete",
-    "set-rate", "set-concurrency", "pause", "resume", "config", "shards", "monitor", "server", "server-stats",
+    "set-rate", "set-concurrency", "set-key-limits", "pause", "resume", "config", "shards", "monitor", "server", "server-stats",
     "dashboard", "migrate", "dev-certs", "trace", "app",
 }
 

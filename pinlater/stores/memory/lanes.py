@@ -81,19 +81,27 @@ class Lanes:
         return len(self.turns) == 1 and not self.waits
 
     def take(self, want: int, now: int, plain_head: Callable[[], tuple[int, int] | None],
-             claim: Callable[[int], None]) -> None:
+             claim: Callable[[int], None], allow: dict[str, int] | None = None) -> str | None:
         """Up to ``want`` jobs in turn. ``plain_head()``: the first pending job
         without a key, (run_after, local id), or None; ``claim(id)`` claims a
-        job (so it is no longer pending)."""
+        job (so it is no longer pending).
+
+        ``allow`` (per-key limits): how many more jobs each key may start,
+        counted down as they are taken. A keyed lane whose key has 0 left
+        goes last without a job, as if served: it loses the turn it cannot
+        use. One whose key is not in ``allow`` ends the call, keeping its
+        turn, and is returned, so that the caller gets its key's allowance
+        and calls again. Lane "" is never limited. The call also ends once
+        every lane in turn has gone last without a job."""
         due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
         for _, _, lane in due[: want + PROMOTE]:
             del self.waits[lane]
             self._give_turn(lane)
-        taken = 0
+        taken = passed = 0
         while taken < want:
             ready = self._next_ready(now, plain_head)
             if ready is None:
-                return
+                return None
             lane = ready
             if lane == "":
                 head = plain_head()
@@ -109,10 +117,34 @@ class Lanes:
                     del self.turns[lane]
                     self.waits[lane] = s
                     continue
+                if allow is not None:
+                    left = allow.get(lane)
+                    if left is None:
+                        return lane
+                    if left <= 0:
+                        passed += 1
+                        if passed > len(self.turns):
+                            return None
+                        self._give_turn(lane)
+                        continue
+                    allow[lane] = left - 1
                 self.drop(lane, local_id)
                 claim(local_id)
             taken += 1
+            passed = 0
             self._give_turn(lane)
+        return None
+
+    def in_turn(self, count: int, now: int) -> list[str]:
+        """The keys of the first ``count`` keyed lanes in turn, once each,
+        due waits promoted first as ``take`` promotes them: whose allowances
+        a limited ``take`` of ``count`` jobs needs first."""
+        due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
+        for _, _, lane in due[: count + PROMOTE]:
+            del self.waits[lane]
+            self._give_turn(lane)
+        first = heapq.nsmallest(count, ((turn, lane) for lane, turn in self.turns.items() if lane != ""))
+        return [lane for _, lane in first]
 
     def _next_ready(self, now: int, plain_head: Callable[[], tuple[int, int] | None]) -> str | None:
         """The lane of the lowest turn that is a keyed lane, or lane "" with

@@ -68,7 +68,7 @@ class _Row:
     def claimed(self, claim: str) -> ClaimedJob:
         return ClaimedJob(
             self.local_id, self.priority, self.body, self.attempts_allowed,
-            self.attempts_remaining, claim, self.trace, self.run_after,
+            self.attempts_remaining, claim, self.trace, self.run_after, self.key,
         )
 
     @property
@@ -202,6 +202,7 @@ class MemoryBackend:
         source: str,
         look_ahead: Sequence[int] = (),
         token: str | None = None,
+        allow: dict[str, int] | None = None,
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
         with self._lock:
@@ -214,9 +215,12 @@ class MemoryBackend:
                 if lanes is None:
                     rows += self._ready(queue, priority, limit - len(rows), now)
                     continue
-                self._take_by_lanes(lanes, self._table(queue, priority), limit - len(rows), now, rows)
+                stopped = self._take_by_lanes(lanes, self._table(queue, priority), limit - len(rows), now,
+                                              rows, allow)
                 if lanes.ended:
                     del self._lanes[(queue, priority)]
+                if stopped is not None:
+                    break
             following = None
             if len(rows) < limit:
                 following = next((p for p in look_ahead if self._ready(queue, p, 1, now)), None)
@@ -227,7 +231,9 @@ class MemoryBackend:
             return Claims([row.claimed(claim) for row in rows], following)
 
     @staticmethod
-    def _take_by_lanes(lanes: Lanes, table: dict[int, _Row], want: int, now: int, rows: list[_Row]) -> None:
+    def _take_by_lanes(
+        lanes: Lanes, table: dict[int, _Row], want: int, now: int, rows: list[_Row], allow: dict[str, int] | None,
+    ) -> str | None:
         plain = sorted((r.run_after, r.local_id) for r in table.values()
                        if r.state is JobState.PENDING and not r.key)
         plain.reverse()  # the first one last, to pop
@@ -242,7 +248,17 @@ class MemoryBackend:
             taken.add(local_id)
             rows.append(table[local_id])
 
-        lanes.take(want, now, plain_head, claim)
+        return lanes.take(want, now, plain_head, claim, allow)
+
+    def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
+        with self._lock:
+            now = self._clock()
+            out: dict[str, None] = {}
+            for priority in priorities:
+                lanes = self._lanes.get((queue, priority))
+                if lanes is not None:
+                    out.update(dict.fromkeys(lanes.in_turn(limit, now)))
+            return list(out)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -326,13 +342,13 @@ class MemoryBackend:
                 results.append(row is not None)
             return results
 
-    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+    def running_owners(self, queue: str, priority: int) -> dict[tuple[str, str], int]:
         with self._lock:
-            counts: dict[str, int] = {}
+            counts: dict[tuple[str, str], int] = {}
             for r in self._table(queue, priority).values():
                 if r.state is JobState.RUNNING and r.claim:
-                    owner = r.claim[:CLAIM_OWNER_LEN]
-                    counts[owner] = counts.get(owner, 0) + 1
+                    at = (r.claim[:CLAIM_OWNER_LEN], r.key)
+                    counts[at] = counts.get(at, 0) + 1
             return counts
 
     def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:

@@ -190,6 +190,7 @@ class ClaimsMixin(LanesMixin):
         source: str,
         look_ahead: Sequence[int] = (),
         token: str | None = None,
+        allow: dict[str, int] | None = None,
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
         if len(claim) > CLAIM_MAX:
@@ -206,9 +207,10 @@ class ClaimsMixin(LanesMixin):
                 return Claims(jobs, got.next_priority)
             # Priorities before it are done; it is served by its lanes, then
             # the ones after it as before.
-            jobs += self._claim_by_lanes(queue, got.by_lanes, limit - len(jobs), claim)
+            by_lanes, stopped = self._claim_by_lanes(queue, got.by_lanes, limit - len(jobs), claim, allow)
+            jobs += by_lanes
             rest = rest[rest.index(got.by_lanes) + 1 :]
-            if len(jobs) >= limit:
+            if len(jobs) >= limit or stopped:
                 return Claims(jobs)
             if not rest:
                 return Claims(jobs, self._look(queue, look_ahead))
@@ -381,12 +383,12 @@ class ClaimsMixin(LanesMixin):
 
         return self._guarded(queue, items, "checkpoint", values)
 
-    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+    def running_owners(self, queue: str, priority: int) -> dict[tuple[str, str], int]:
         table = job_table(queue, priority)
 
-        def work(s: Session) -> dict[str, int]:
-            s.execute(sql("running_owners", table=table), (CLAIM_OWNER_LEN,))
-            return {str(owner): int(n) for owner, n in s.fetchall()}
+        def work(s: Session) -> dict[tuple[str, str], int]:
+            s.execute(sql("running_owners", table=table, fkey=self._keys), (CLAIM_OWNER_LEN,))
+            return {(str(owner), bytes(k).decode() if k else ""): int(n) for owner, k, n in s.fetchall()}
 
         return self._run(queue, (priority,), work)
 

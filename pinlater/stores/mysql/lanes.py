@@ -21,6 +21,7 @@ used unless an admission or a promotion changed the turns meanwhile).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,14 +121,20 @@ class _Turns:
 
 
 class LanesMixin(ShardConnection):
-    def _claim_by_lanes(self, queue: str, priority: int, want: int, claim: str) -> list[ClaimedJob]:
+    def _claim_by_lanes(
+        self, queue: str, priority: int, want: int, claim: str, allow: dict[str, int] | None = None,
+    ) -> tuple[list[ClaimedJob], bool]:
+        """The jobs, and whether a key without an allowance ended the call
+        (``ShardBackend.dequeue``)."""
         table = job_table(queue, priority)
         traced = self._traces
+        stopped = False
 
         def work(s: Session) -> list[ClaimedJob]:
+            nonlocal stopped
             t = _locked_and_admitted(s, table, want)
             _promote(t, want)
-            order = _serve(t, want)
+            order, keys, stopped = _serve(t, want, allow)
             # The last round trip: the lanes and turns stored, the jobs
             # claimed and read back.
             stmts = [*t.changes(), t.stored()]
@@ -139,10 +146,32 @@ class LanesMixin(ShardConnection):
             if not order:
                 return []
             rows = {int(r[0]): r for r in results[-1]}
-            return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]))
-                    for i in order if (r := rows.get(i)) is not None]
+            return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]), key)
+                    for i, key in zip(order, keys, strict=True) if (r := rows.get(i)) is not None]
 
-        return self._run(queue, (priority,), work, transaction=True)
+        jobs = self._run(queue, (priority,), work, transaction=True)
+        if allow is not None:
+            for job in jobs:
+                if job.key:
+                    allow[job.key] -= 1
+        return jobs, stopped
+
+    def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
+        if limit < 1 or not priorities:
+            return []
+        self._learn_layout()
+        if not self._keys:
+            return []
+
+        def work(s: Session) -> list[str]:
+            out: dict[str, None] = {}
+            for p in priorities:
+                s.execute(sql("lanes_first_keys", table=job_table(queue, p)),
+                          {"jobs": job_table(queue, p), "limit": limit})
+                out.update(dict.fromkeys(bytes(k).decode() for k, in s.fetchall() if k))
+            return list(out)
+
+        return self._run(queue, tuple(priorities), work)
 
     def _admit_newcomers(self, s: Session, table: str) -> None:
         """Inside a transaction about to delete pending jobs: the keyed jobs
@@ -213,9 +242,11 @@ def _promote(t: _Turns, want: int) -> None:
     t.flush()
 
 
-def _serve(t: _Turns, want: int) -> list[int]:
+def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[list[int], list[str], bool]:
     """Up to ``want`` jobs, one at a time from the lane of the lowest turn
-    that has a due job (memory/lanes.py's ``take``); the ids in that order."""
+    that has a due job (memory/lanes.py's ``take``): the ids in that order,
+    their keys, and whether a key without an allowance ended the call.
+    ``allow`` is only read: the caller counts the jobs it got."""
     s = t.s
     if t.plain_rows is None:
         s.execute(sql("plain_heads", table=t.table), {"limit": want})
@@ -245,6 +276,9 @@ def _serve(t: _Turns, want: int) -> list[int]:
         queue.extend(fresh)
         queue.sort()
 
+    keys: list[str] = []
+    left = None if allow is None else {k.encode(): n for k, n in allow.items()}
+    passed: set[bytes] = set()
     read_page()
     while len(taken) < want:
         if more and (not queue or queue[0][0] > read_up_to):
@@ -253,12 +287,26 @@ def _serve(t: _Turns, want: int) -> list[int]:
         plain_due = bool(plain) and plain[-1][0] <= t.now
         if plain_due and (keyed is None or t.plain_turn < keyed[0]):
             taken.append(plain.pop()[1])
+            keys.append("")
             t.plain_turn = t.next_turn()
+            passed.clear()
             continue
         if keyed is None:
             break
-        queue.pop(0)
         name = keyed[1]
+        if left is not None:
+            n = left.get(name)
+            if n is None or name in passed:
+                return taken, keys, True  # it keeps its turn
+            if n <= 0:
+                # It loses the turn it cannot use, as if served.
+                passed.add(name)
+                queue.pop(0)
+                lane = t.lanes[name]
+                lane.turn, lane.changed = t.next_turn(), True
+                queue.append((lane.turn, name))
+                continue
+        queue.pop(0)
         lane = t.lanes[name]
         if not lane.heads and not lane.complete:
             _read_heads(t, [name], want)
@@ -272,9 +320,13 @@ def _serve(t: _Turns, want: int) -> list[int]:
         lane.heads.pop(0)
         lane.taken.add(local_id)
         taken.append(local_id)
+        keys.append(name.decode())
+        if left is not None:
+            left[name] -= 1
+            passed.clear()
         lane.turn, lane.changed = t.next_turn(), True
         queue.append((lane.turn, name))
-    return taken
+    return taken, keys, False
 
 
 def _read_heads(t: _Turns, names: list[bytes], want: int) -> None:

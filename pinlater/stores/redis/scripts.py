@@ -29,6 +29,7 @@ JOB_SCRIPTS = (
     "checkpoint",
     "expire_claims",
     "running_owners",
+    "lane_keys",
     "gc",
     "retry_failed",
     "delete",
@@ -55,13 +56,14 @@ def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
 
 def claims(reply: Sequence[Any], claim: str) -> Claims:
     """Decode dequeue's reply: next priority (0: none), then per job
-    priority, id, body, allowed, remaining, trace, run_after."""
+    priority, id, body, allowed, remaining, trace, run_after, key."""
     # Positional: keywords cost ~0.2 µs more per job.
     jobs = [
         ClaimedJob(
             int(reply[i + 1]), int(reply[i]), bytes(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]), claim,
             reply[i + 5].decode("ascii") if reply[i + 5] else None, int(reply[i + 6]),
+            reply[i + 7].decode() if reply[i + 7] else "",
         )
-        for i in range(1, len(reply), 7)
+        for i in range(1, len(reply), 8)
     ]
     return Claims(jobs, int(reply[0]) or None)

@@ -232,9 +232,10 @@ class RedisBackend:
         source: str,
         look_ahead: Sequence[int] = (),
         token: str | None = None,
+        allow: dict[str, int] | None = None,
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
-        return self._dequeue(queue, priorities, limit, claim, look_ahead)
+        return self._dequeue(queue, priorities, limit, claim, look_ahead, allow)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -242,7 +243,8 @@ class RedisBackend:
         return self._dequeue(queue, priorities, limit, "", look_ahead)
 
     def _dequeue(
-        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int]
+        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int],
+        allow: dict[str, int] | None = None,
     ) -> Claims:
         """One script for every priority of the call (see dequeue.lua); an
         empty claim peeks."""
@@ -250,7 +252,22 @@ class RedisBackend:
             return Claims([])
         ks = _dequeue_keys(queue, tuple(priorities), tuple(look_ahead))
         args: list[ArgT] = [limit, claim, len(priorities), *priorities, *look_ahead]
-        return claims(self._run("dequeue", ks, args), claim)
+        if allow is not None:
+            args.append("allow")
+            for key, n in allow.items():
+                args += [key, max(0, n)]
+        got = claims(self._run("dequeue", ks, args), claim)
+        if allow is not None:
+            for job in got.jobs:
+                if job.key in allow:
+                    allow[job.key] -= 1
+        return got
+
+    def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
+        if limit < 1 or not priorities:
+            return []
+        ks = [keys.pending_key(queue, p) for p in priorities]
+        return [k.decode() for k in self._run("lane_keys", ks, [limit])]
 
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
         if not items:
@@ -337,10 +354,10 @@ class RedisBackend:
         args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
         return [bool(x) for x in self._run("checkpoint", groups.keys, args)]
 
-    def running_owners(self, queue: str, priority: int) -> dict[str, int]:
+    def running_owners(self, queue: str, priority: int) -> dict[tuple[str, str], int]:
         ks = [keys.running_key(queue, priority), keys.jobs_key(queue, priority)]
         flat = self._run("running_owners", ks, [CLAIM_OWNER_LEN])
-        return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return {(flat[i].decode(), flat[i + 1].decode()): int(flat[i + 2]) for i in range(0, len(flat), 3)}
 
     def expire_claims(self, queue: str, priority: int, timeout_ms: int, limit: int) -> ExpiredClaims:
         if limit < 1:

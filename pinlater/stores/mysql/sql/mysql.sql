@@ -498,8 +498,19 @@ SELECT %s AS id, CAST(%s AS BINARY) AS claim, %s AS body, %s AS attempts,
        %s AS prepend, %s AS run_after, %s AS to_pending
 
 -- name: running_owners
--- Running jobs per claim owner (the token's first %s characters).
-SELECT LEFT(claim, %s) AS owner, COUNT(*) FROM {table} WHERE state = 1 GROUP BY owner
+-- Running jobs per claim owner (the token's first %s characters) and key.
+SELECT LEFT(claim, %s) AS owner, {fkey} AS k, COUNT(*) FROM {table} WHERE state = 1 GROUP BY owner, k
+
+-- name: lanes_first_keys
+-- The keys a dequeue serves first (lane_keys): lanes in turn, waiting
+-- lanes that are due, and keyed jobs not in their lanes yet.
+(SELECT lane FROM pinlater_lanes FORCE INDEX (by_turn)
+ WHERE jobs = %(jobs)s AND turn IS NOT NULL ORDER BY turn LIMIT %(limit)s)
+UNION
+(SELECT lane FROM pinlater_lanes FORCE INDEX (by_due)
+ WHERE jobs = %(jobs)s AND turn IS NULL AND due <= {now} ORDER BY due LIMIT %(limit)s)
+UNION
+(SELECT fkey FROM {table} FORCE INDEX (by_run_after) WHERE state = 5 ORDER BY run_after LIMIT %(limit)s)
 
 -- name: expire_repend
 UPDATE {table} FORCE INDEX (by_updated_at)

@@ -15,14 +15,30 @@
 -- ARGV[1]     limit (>= 1)
 -- ARGV[2]     claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call), '' to peek
 -- ARGV[3]     n, then ARGV[4..3+n] the claim groups' priorities and
---             ARGV[4+n..] the look-ahead priorities
+--             ARGV[4+n..] the look-ahead priorities (one per look-ahead key)
+-- ARGV[...]   then, for per-key limits only: 'allow', and pairs: fairness
+--             key, how many more jobs it may start (see claim_by_lanes)
 -- Returns: {next priority or 0, then per job: priority, id, body,
---           attempts_allowed, attempts_remaining, trace ('' if none), run_after}
+--           attempts_allowed, attempts_remaining, trace ('' if none),
+--           run_after, key ('' if none)}
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 then return bad('dequeue: bad limit') end
 local claim = ARGV[2]
 local n = tonumber(ARGV[3])
-if not n or n < 1 or #KEYS ~= #ARGV - 3 + 2 * n then return bad('dequeue: bad groups') end
+if not n or n < 1 or #KEYS < 3 * n then return bad('dequeue: bad groups') end
+local fixed = 3 + n + (#KEYS - 3 * n)
+local allow = nil
+if #ARGV > fixed then
+  if ARGV[fixed + 1] ~= 'allow' or (#ARGV - fixed - 1) % 2 ~= 0 then return bad('dequeue: bad allowances') end
+  allow = {}
+  for i = fixed + 2, #ARGV, 2 do
+    local a = tonumber(ARGV[i + 1])
+    if not a or a < 0 then return bad('dequeue: bad allowance') end
+    allow[ARGV[i]] = a
+  end
+elseif #ARGV ~= fixed then
+  return bad('dequeue: bad groups')
+end
 local now = now_ms()
 local out = {0}
 local left = limit
@@ -35,6 +51,7 @@ local function put(priority, m, j, body)
   out[#out + 1] = j.left
   out[#out + 1] = j.trace
   out[#out + 1] = j.run_after
+  out[#out + 1] = j.key
 end
 
 -- Lanes that came due since the last dequeue join the turns, at most this
@@ -42,7 +59,8 @@ end
 -- cost does not grow with the number of keys.
 local PROMOTE = 100
 
--- Up to `want` jobs of a priority that keeps lanes; how many it took.
+-- Up to `want` jobs of a priority that keeps lanes; how many it took, and
+-- whether a key without an allowance ended the call.
 -- The first lanes of the turns come off in one LPOP and are served in
 -- that order, each put last again in one RPUSH after them: the order
 -- one-job-at-a-time would give. A lane served goes last whatever it has
@@ -61,19 +79,33 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
     call_many('SADD', inturn, due)
   end
   local taken, lane_of = {}, base .. 'lane:'
-  while #taken < want do
+  -- With allowances: a keyed lane whose key has none left goes last
+  -- without a job (it loses the turn it cannot use); one whose key has no
+  -- allowance, or that lost its turn already since the last job taken
+  -- (every lane in turn has), ends the call keeping its turn.
+  local passed, stop = {}, false
+  while #taken < want and not stop do
     -- One more than still wanted: lane '' may be among them without a due job.
     local lanes = redis.call('LPOP', turns, want - #taken + 1)
     if not lanes then break end
     local again, gone, plain_waits, unserved = {}, {}, false, {}
     for _, lane in ipairs(lanes) do
-      if #taken >= want then
+      local left = allow and lane ~= '' and allow[lane]
+      if #taken >= want or stop then
         unserved[#unserved + 1] = lane
+      elseif allow and lane ~= '' and (left == nil or passed[lane]) then
+        stop = true
+        unserved[#unserved + 1] = lane
+      elseif left and left <= 0 then
+        passed[lane] = true
+        again[#again + 1] = lane
       else
         local head = redis.call('ZPOPMIN', lane_of .. lane)
         if #head > 0 and tonumber(head[2]) <= now then
           taken[#taken + 1] = head[1]
           again[#again + 1] = lane
+          if left then allow[lane] = left - 1 end
+          passed = {}
         else
           if #head > 0 then redis.call('ZADD', lane_of .. lane, head[2], head[1]) end
           if lane == '' then
@@ -94,7 +126,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   if redis.call('EXISTS', inturn, waits) == 0 then
     redis.call('DEL', turns, lane_of)
   end
-  if #taken == 0 then return 0 end
+  if #taken == 0 then return 0, stop end
   zrem_many(pending, taken)
   local values = hmget_many(jobs, taken)
   local run, rows, got = {}, {}, 0
@@ -116,15 +148,16 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   end
   hset_many(jobs, rows)
   zadd_many(running, run)
-  return got
+  return got, stop
 end
 
 for g = 1, n do
   local pending, running, jobs = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
   local priority = tonumber(ARGV[3 + g])
   if claim ~= '' and lanes_on(pending) then
-    left = left - claim_by_lanes(pending, running, jobs, priority, left)
-    if left <= 0 then return out end
+    local took, stopped = claim_by_lanes(pending, running, jobs, priority, left)
+    left = left - took
+    if left <= 0 or stopped then return out end
   else
     local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
     if #members > 0 then

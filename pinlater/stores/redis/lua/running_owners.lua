@@ -1,12 +1,13 @@
 -- running_owners: how many of a priority's RUNNING jobs each claim owner
--- holds, the owner being the first `n` characters of the claim's token.
+-- holds per fairness key, the owner being the first `n` characters of the
+-- claim's token.
 -- One atomic read (pinlater/engine/slots.py settles a gone process's
 -- slots with it); a capped queue's running jobs are about its cap.
 --
 -- KEYS[1]  pl:{queue}:p{N}:running
 -- KEYS[2]  pl:{queue}:p{N}:jobs       jobs hash
 -- ARGV[1]  n, the owner's length
--- Returns: owner, count, owner, count...
+-- Returns: owner, key ('' none), count, owner, key, count...
 local n = tonumber(ARGV[1])
 if not n or n < 1 then return bad('running_owners: bad length') end
 local counts = {}
@@ -19,15 +20,18 @@ for i = 1, #members, 1000 do
     if v then
       local j = read_job(v)
       if j.state == 1 and j.claim then
-        local owner = string.sub(j.claim, 1, n)
-        counts[owner] = (counts[owner] or 0) + 1
+        -- Owners are hex: a NUL cannot be part of one.
+        local at = string.sub(j.claim, 1, n) .. '\0' .. j.key
+        counts[at] = (counts[at] or 0) + 1
       end
     end
   end
 end
 local out = {}
-for owner, c in pairs(counts) do
-  out[#out + 1] = owner
+for at, c in pairs(counts) do
+  local cut = string.find(at, '\0', 1, true)
+  out[#out + 1] = string.sub(at, 1, cut - 1)
+  out[#out + 1] = string.sub(at, cut + 1)
   out[#out + 1] = c
 end
 return out

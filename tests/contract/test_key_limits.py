@@ -1,0 +1,135 @@
+"""Per-key limits on every setup. A shard serves keyed lanes under the
+allowances a dequeue hands it (``ShardBackend.dequeue(allow=...)``), says
+which keys it would serve first (``lane_keys``) and counts its running jobs
+per owner and key (``running_owners``); a queue's ``key_rate`` holds over
+the whole cluster, and a bad one is refused in one line with nothing
+stored."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from pinlater import Ack, Job, JobService
+from pinlater.errors import InvalidRequest
+from pinlater.stores.base import ClaimedJob, EnqueueItem, ShardBackend
+
+
+class OneShard:
+    """A queue on the cluster's first shard, through the shard's own calls."""
+
+    def __init__(self, cluster: JobService, queue: str) -> None:
+        cluster.create_queue(queue)
+        self.be: ShardBackend = cluster.core.shards.all()[0]
+        self.queue = queue
+
+    def enqueue(self, n: int, key: str = "") -> None:
+        body = (key or "-").encode()
+        self.be.enqueue(self.queue, [EnqueueItem(body, 1, None, 2, "", key=key) for _ in range(n)])
+
+    def dequeue(self, n: int, allow: dict[str, int] | None, token: str | None = None) -> list[ClaimedJob]:
+        return self.be.dequeue(self.queue, [1], n, "limits", token=token, allow=allow).jobs
+
+
+def _keys(jobs: list[ClaimedJob]) -> Counter[str]:
+    return Counter(j.key for j in jobs)
+
+
+def test_a_key_gets_at_most_its_allowance_and_one_without_any_loses_its_turn(
+    cluster: JobService, queue_name: str
+) -> None:
+    shard = OneShard(cluster, queue_name)
+    for key in ("A", "B", "C"):
+        shard.enqueue(5, key)
+    allow = {"A": 1, "B": 0, "C": 2}
+    got = shard.dequeue(10, allow)
+    assert _keys(got) == Counter({"A": 1, "C": 2})
+    assert all(j.body == j.key.encode() for j in got)  # each job reports its own key
+    assert allow == {"A": 0, "B": 0, "C": 0}  # counted down as taken
+    # Every lane has lost its turn since the last job: the call ended, and
+    # the rest are still there for the next.
+    rest = shard.dequeue(20, {"A": 9, "B": 9, "C": 9})
+    assert _keys(rest) == Counter({"A": 4, "B": 5, "C": 3})
+
+
+def test_a_key_without_an_allowance_ends_the_call_and_keeps_its_turn(cluster: JobService, queue_name: str) -> None:
+    shard = OneShard(cluster, queue_name)
+    shard.enqueue(3, "A")
+    shard.enqueue(3, "B")
+    assert shard.dequeue(5, {"B": 5}) == []  # A is first in turn
+    got = shard.dequeue(2, {"A": 5, "B": 5})
+    assert [j.key for j in got] == ["A", "B"]
+
+
+def test_jobs_without_a_key_are_never_limited(cluster: JobService, queue_name: str) -> None:
+    shard = OneShard(cluster, queue_name)
+    shard.enqueue(3, "A")
+    shard.enqueue(4)
+    got = shard.dequeue(10, {"A": 0})
+    assert _keys(got) == Counter({"": 4})
+    assert _keys(shard.dequeue(10, {"A": 1})) == Counter({"A": 1})
+
+
+def test_the_keys_a_dequeue_would_serve_first_and_running_jobs_per_key(
+    cluster: JobService, queue_name: str
+) -> None:
+    shard = OneShard(cluster, queue_name)
+    assert shard.be.lane_keys(queue_name, [1], 10) == []
+    shard.enqueue(2, "A")
+    shard.enqueue(2)
+    shard.enqueue(2, "B")
+    assert set(shard.be.lane_keys(queue_name, [1, 2, 3], 10)) == {"A", "B"}
+    token = "0123456789abcdef"
+    got = shard.dequeue(6, None, token=token)
+    assert len(got) == 6
+    assert shard.be.running_owners(queue_name, 1) == {("01234567", "A"): 2, ("01234567", "B"): 2,
+                                                       ("01234567", ""): 2}
+
+
+def test_a_key_rate_holds_over_the_whole_cluster(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name)
+    # So slow that each key's bucket holds the one job it starts full with.
+    cluster.set_key_rate(queue_name, 0.001)
+    cluster.enqueue(queue_name, [Job(b"a", key="A") for _ in range(20)])
+    cluster.enqueue(queue_name, [Job(b"b", key="B") for _ in range(20)])
+    cluster.enqueue(queue_name, [Job(b"-") for _ in range(5)])
+    taken = []
+    for _ in range(4):  # again and again: the buckets stay empty
+        taken += cluster.dequeue(queue_name, 100)
+    assert Counter(j.body for j in taken) == Counter({b"a": 1, b"b": 1, b"-": 5})
+    cluster.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in taken])
+    # Lifted: the rest flow.
+    assert cluster.set_key_rate(queue_name, None).key_rate is None
+    rest = []
+    for _ in range(10):
+        rest += cluster.dequeue(queue_name, 100)
+    assert Counter(j.body for j in rest) == Counter({b"a": 19, b"b": 19})
+
+
+def test_a_key_rate_gives_back_what_a_dequeue_did_not_use(cluster: JobService, queue_name: str) -> None:
+    shard = OneShard(cluster, queue_name)
+    cluster.set_key_rate(queue_name, 0.001)
+    shard.enqueue(3)
+    shard.enqueue(1, "A")
+    # Jobs without a key came first, so they have the first turn: A's one
+    # token is taken for a dequeue of 1 that one of them fills, and must go
+    # back, or A's job would never run.
+    bodies = []
+    for _ in range(6):
+        bodies += [j.body for j in cluster.dequeue(queue_name, 1)]
+    assert bodies[0] == b"-"
+    assert Counter(bodies) == Counter({b"A": 1, b"-": 3})
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.0, -1.0, 2e9])
+def test_a_bad_key_rate_is_refused_in_one_line_with_nothing_stored(
+    cluster: JobService, queue_name: str, bad: float
+) -> None:
+    cluster.create_queue(queue_name)
+    cluster.set_key_rate(queue_name, 5.0)
+    with pytest.raises(InvalidRequest) as caught:
+        cluster.set_key_rate(queue_name, bad)
+    assert "\n" not in str(caught.value) and "key_rate" in str(caught.value)
+    assert cluster.queue_config(queue_name, fresh=True).key_rate == 5.0
