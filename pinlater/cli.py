@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
+from pinlater.errors import InvalidRequest
 from pinlater.kit.apps import add_app_command
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, key_rate, run
@@ -69,6 +70,7 @@ def cmd_queues(c: JobService, a: argparse.Namespace) -> Any:
         rows.append({"queue": name, "priorities": config.priorities, "rate": rate,
                      "max_running": "unlimited" if config.max_running is None else config.max_running,
                      "key_rate": "unlimited" if config.key_rate is None else f"{config.key_rate:g}/s",
+                     "key_max_running": "unlimited" if config.key_max_running is None else config.key_max_running,
                      "claim_timeout_ms": config.claim_timeout_ms, "retry": config.retry.kind})
     return rows
 
@@ -162,9 +164,20 @@ def cmd_set_concurrency(c: JobService, a: argparse.Namespace) -> Any:
     return _with_running(c, c.set_concurrency(a.queue, a.max_running))
 
 
+# An option left out: the setting stays as it is.
+_UNCHANGED: Any = object()
+
+
 def cmd_set_key_limits(c: JobService, a: argparse.Namespace) -> Any:
-    config = c.set_key_rate(a.queue, a.rate)
-    return {**json.loads(config.to_json()), "key_rate": config.key_rate}
+    changes: dict[str, Any] = {}
+    if a.rate is not _UNCHANGED:
+        changes["key_rate"] = a.rate
+    if a.max_running is not _UNCHANGED:
+        changes["key_max_running"] = a.max_running
+    if not changes:
+        raise InvalidRequest("give --rate, --max-running or both")
+    config = c.update_queue(a.queue, **changes)
+    return {**json.loads(config.to_json()), "key_rate": config.key_rate, "key_max_running": config.key_max_running}
 
 
 def _with_running(c: JobService, config: QueueConfig) -> dict[str, Any]:
@@ -286,10 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("queue")
     p.add_argument("max_running", type=concurrency_cap, metavar="N|unlimited")
     p = add("set-key-limits", cmd_set_key_limits,
-            "set how many jobs of each fairness key of a queue may start per second, over every worker and shard")
+            "set how many jobs of each fairness key of a queue may start per second and run at once, "
+            "over every worker and shard")
     p.add_argument("queue")
-    p.add_argument("--rate", type=key_rate, metavar="R|unlimited", required=True,
+    p.add_argument("--rate", type=key_rate, metavar="R|unlimited", default=_UNCHANGED,
                    help="jobs per second per key, or 'unlimited'")
+    p.add_argument("--max-running", type=concurrency_cap, metavar="N|unlimited", default=_UNCHANGED,
+                   help="jobs of one key running at once, or 'unlimited'")
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")

@@ -60,6 +60,11 @@ class PinLaterClient(Protocol):
         """At most ``key_rate`` jobs per second per fairness key (None: unlimited)."""
         return self.update_queue(name, key_rate=key_rate)
 
+    def set_key_concurrency(self, name: str, key_max_running: int | None) -> QueueConfig:
+        """At most ``key_max_running`` jobs of each fairness key RUNNING at
+        once (None: no cap)."""
+        return self.update_queue(name, key_max_running=key_max_running)
+
     def pause(self, name: str) -> QueueConfig:
         return self.update_queue(name, paused=True)
 

@@ -180,6 +180,13 @@ class Operators:
             return None
         return self.core.slots.reconcile(config)
 
+    def reconcile_key_slots(self, config: QueueConfig) -> Reconciled | None:
+        """The same for a queue's per-key slots (``pinlater.engine.key_slots``);
+        None for a queue without a per-key cap."""
+        if config.key_max_running is None:
+            return None
+        return self.core.key_slots.reconcile(config)
+
     def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
         """Deletes up to ``limit`` jobs in terminal ``state`` older than the
         queue's retention for that state on one shard; returns how many."""
@@ -266,15 +273,16 @@ class Monitor:
                 return
 
     def _reconcile(self, config: QueueConfig, stats: MonitorStats) -> None:
-        try:
-            done = self.operators.reconcile_slots(config)
-        except PinLaterError as exc:
-            stats.errors.append(f"slots of {config.name}: {exc}")
-            return
-        if done is None:
-            return
-        stats.slots_freed += done.freed
-        stats.slots_added += done.added
+        for what, step in (("slots", self.operators.reconcile_slots),
+                           ("per-key slots", self.operators.reconcile_key_slots)):
+            try:
+                done = step(config)
+            except PinLaterError as exc:
+                stats.errors.append(f"{what} of {config.name}: {exc}")
+                continue
+            if done is not None:
+                stats.slots_freed += done.freed
+                stats.slots_added += done.added
 
     def _gc(self, shard_id: str, config: QueueConfig, priority: int, state: JobState) -> int:
         total = 0

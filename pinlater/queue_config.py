@@ -52,8 +52,10 @@ class QueueConfig:
     # (pinlater.engine.slots); None is no cap.
     max_running: int | None = None
     # Per fairness key (Job.key; jobs without one are not limited): at most
-    # this many dequeued per second, over every shard and process; None is
-    # no limit (pinlater.engine.ratelimit).
+    # this many RUNNING at once (pinlater.engine.key_slots), and this many
+    # dequeued per second (pinlater.engine.ratelimit), over every shard and
+    # process; None is no limit.
+    key_max_running: int | None = None
     key_rate: float | None = None
 
     def __post_init__(self) -> None:
@@ -72,6 +74,7 @@ class QueueConfig:
         if not isinstance(self.retry, RetryPolicy):
             raise ValueError("retry must be a RetryPolicy")
         check_max_running(self.max_running)
+        check_max_running(self.key_max_running, "key_max_running")
         check_key_rate(self.key_rate)
 
     @property
@@ -95,7 +98,7 @@ class QueueConfig:
         }
         # Written only when set: a queue without a cap is stored as before,
         # and read by an older version the same.
-        for name in ("max_running", "key_rate"):
+        for name in ("max_running", "key_max_running", "key_rate"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
         return json.dumps(data, sort_keys=True)

@@ -29,8 +29,8 @@ from pinlater.engine.core import Core
 from pinlater.engine.idempotency import enqueue_once
 from pinlater.engine.priority_walk import walk_priorities
 from pinlater.engine.reads import ReadsMixin
-from pinlater.engine.settle import Share, prepare_acks, route, settle, settle_acks
-from pinlater.engine.slots import Ended
+from pinlater.engine.settle import Share, free_ended, prepare_acks, route, settle, settle_acks
+from pinlater.engine.slots import Ended, counts_claims
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
@@ -134,6 +134,8 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             if succeeded or failed:
                 prepared = prepare_acks(self.core, queue, succeeded, failed, source)
                 settle_acks(self.core, [prepared], held=ended)[0].result_of_acks()
+                # Per-key slots are freed at the claim's own store step.
+                self.core.key_slots.free(prepared.config, ended)
             return self._dequeue_claiming(queue, limit, source, dry_run, coverage, ended)
         finally:
             if ended:
@@ -154,7 +156,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             granted = limiter.take(config, limit)
 
             def collect(n: int, token: str | None = None) -> tuple[list[DequeuedJob], PinLaterError | None]:
-                if config.key_rate is not None:
+                if config.key_rate is not None or config.key_max_running is not None:
                     return self._collect_keyed(queue, config, shards, n, source, token)
                 if token is None:
                     return self._collect(queue, config, shards, n, "dequeue",
@@ -181,25 +183,48 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, source: str, token: str | None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """A dequeue under per-key limits: the keys the shards would serve
-        first (one read per shard), their allowances, then the claims with
-        them; what a key did not use goes back."""
+        first (one read per shard), their allowances (rate tokens, per-key
+        slots), then the claims with them; what a key did not use goes
+        back."""
         call = self.core.shards.call
         priorities = range(1, config.priorities + 1)
-        keys: dict[str, None] = {}
+        found: dict[str, None] = {}
         for backend in shards:
             try:
-                keys.update(dict.fromkeys(call(backend, "lane_keys", queue,
-                                               lambda b: b.lane_keys(queue, priorities, n))))
+                found.update(dict.fromkeys(call(backend, "lane_keys", queue,
+                                                lambda b: b.lane_keys(queue, priorities, n))))
             except PinLaterError:
                 continue  # the claims below meet it again, and say so
+        keys = list(found)
         limiter = self.core.rate_limiter
-        allow = limiter.take_keys(config, list(keys), n)
+        tokens = limiter.take_keys(config, keys, n) if config.key_rate is not None else dict.fromkeys(keys, n)
+        used: dict[str, int] = {}
+        jobs: list[DequeuedJob] = []
+
+        def claim(allow: dict[str, int], claim_token: str | None) -> tuple[list[tuple[str, str]], PinLaterError | None]:
+            nonlocal jobs
+            left = dict(allow)
+            keyed: list[str] = []
+            jobs, error = self._collect(
+                queue, config, shards, n, "dequeue",
+                lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=claim_token, allow=left),
+                keyed)
+            for key in keyed:
+                if key:
+                    used[key] = used.get(key, 0) + 1
+            for key, a in allow.items():
+                allow[key] = a - used.get(key, 0)
+            return [(j.descriptor, k) for j, k in zip(jobs, keyed, strict=True)], error
+
         try:
-            return self._collect(queue, config, shards, n, "dequeue",
-                                 lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token,
-                                                                   allow=allow))
+            if config.key_max_running is None:
+                _, error = claim(tokens, token)
+            else:
+                _, error = self.core.key_slots.claim(config, tokens, token, claim)
         finally:
-            limiter.give_back_keys(config, allow)
+            if config.key_rate is not None:
+                limiter.give_back_keys(config, {k: t - used.get(k, 0) for k, t in tokens.items()})
+        return jobs, error
 
     def _collect(
         self,
@@ -209,9 +234,11 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         limit: int,
         op: str,
         take: Callable[[ShardBackend, Sequence[int], int, Sequence[int]], Claims],
+        keys: list[str] | None = None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """The jobs found on ``shards``, and the first error of a shard that
-        failed otherwise than by being unavailable (None if none did)."""
+        failed otherwise than by being unavailable (None if none did);
+        ``keys`` gets each job's fairness key, in the same order."""
         # Priority-major across shards (a priority-1 job on any shard goes
         # before a priority-2 job on another), about one call per shard.
         shard_set = self.core.shards
@@ -237,6 +264,8 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             )
             for backend, c in walk.picked
         ]
+        if keys is not None:
+            keys += [c.key for _, c in walk.picked]
         return jobs, error
 
     # -- ack and checkpoint ------------------------------------------------------------
@@ -281,7 +310,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             if c.new_body is not None and len(c.new_body) > self.settings.max_body_bytes:
                 raise InvalidRequest(f"new body is over {self.settings.max_body_bytes} bytes")
         share = Share()
-        capped = config.max_running is not None
+        capped = counts_claims(config)
         tokens = self.core.slots.tokens_of(config, [
             str(JobDescriptor.parse(c.descriptor)) for c in checkpoints if c.move_to_pending and not c.claim
         ]) if capped else {}
@@ -294,7 +323,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             ends_claim=(lambda c: c.move_to_pending) if capped else None,
         )
         if ended:
-            self.core.slots.free(config, [(d, token or tokens.get(d)) for d, token in ended])
+            free_ended(self.core, config, [(d, token or tokens.get(d)) for d, token in ended])
         result = share.checked("checkpoints")
         if result.stale:
             log.info("ignored %d stale checkpoints on %s from %s", len(result.stale), queue, source)

@@ -122,6 +122,8 @@ class QueueAdminMixin:
         self.core.configs.forget(name)
         if updated.max_running != current.max_running:
             self.core.slots.set_cap(updated)
+        if updated.key_max_running is not None and updated.key_max_running != current.key_max_running:
+            self.core.key_slots.reconcile(updated)  # the jobs already running count at once
         return updated
 
     # -- operator actions ------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The shard router (``ShardSet``, whose ``call`` is the instrumented seam of
 every store call), the control store, the queue config cache, the rate
-limiter, the concurrency slots, the event counters and the admin secret's throttle: state, not
+limiter, the concurrency slots (per queue and per key), the event counters and the admin secret's throttle: state, not
 behaviour. The faces that act on a core hold the code: the client API
 (``pinlater.service.JobService``, made of the reads and queue-admin
 mixins, ``pinlater.engine.reads`` and ``pinlater.engine.admin``), the
@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
+from pinlater.engine.key_slots import KeySlots
 from pinlater.engine.ratelimit import RateLimiter
 from pinlater.engine.shards import ShardSet
 from pinlater.engine.slots import Slots
@@ -38,6 +39,7 @@ class Core:
     counters: EventCounters
     admin_throttle: SecretThrottle
     slots: Slots
+    key_slots: KeySlots
 
     @classmethod
     def build(cls, shards: ShardSet, control: ControlStore, settings: Settings | None = None) -> Core:
@@ -50,8 +52,9 @@ class Core:
         shards.on_recover(lambda backend: ensure_queues_on(control, backend))
         shards.on_queue_deleted(lambda backend, queue: revive_on(shards, control, backend, queue))
         shards.start_probing()
+        slots = Slots(control, shards)
         return cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
-                   _throttle(settings), Slots(control, shards))
+                   _throttle(settings), slots, KeySlots(control, shards, slots.claims_of))
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Core:
@@ -73,6 +76,7 @@ class Core:
 
     def close(self) -> None:
         self.slots.close()  # gives back its spare slots: needs the control store
+        self.key_slots.close()
         self.counters.close()
         self.shards.close()
         self.control.close()

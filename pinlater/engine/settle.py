@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
-from pinlater.engine.slots import Ended
+from pinlater.engine.slots import Ended, counts_claims
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
 from pinlater.models import Ack, AckResult, Checkpoint
 from pinlater.queue_config import QueueConfig
@@ -163,7 +163,7 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
     (a dequeue the ACKs ride on frees them with its take)."""
     queue, config = batch[0].queue, batch[0].config
     shares = [Share() for _ in batch]
-    if config.max_running is None:
+    if not counts_claims(config):
         _settle_acks(core, batch, queue, config, shares, None, [])
         return shares
     # A capped queue's slots: the tokens of jobs ACKed without their claims
@@ -177,10 +177,17 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
     finally:
         ended = [(d, token or tokens.get(d)) for d, token in ended]
         if held is None:
-            core.slots.free(config, ended)
+            free_ended(core, config, ended)
         else:
             held += ended
     return shares
+
+
+def free_ended(core: Core, config: QueueConfig, ended: Sequence[Ended]) -> None:
+    """The slots of jobs whose claims ended (ACKed, moved back to PENDING):
+    the queue's cap's and the per-key caps'."""
+    core.slots.free(config, ended)
+    core.key_slots.free(config, ended)
 
 
 def _settle_acks(

@@ -85,6 +85,12 @@ FULL_S = 0.01
 Ended = tuple[str, str | None]
 
 
+def counts_claims(config: QueueConfig) -> bool:
+    """Whether the queue's slots count its jobs' claims: it has a cap, or
+    a per-key cap (``pinlater.engine.key_slots``)."""
+    return config.max_running is not None or config.key_max_running is not None
+
+
 class SlotsUnavailable(ShardConnectionFailed):
     """The control store could not be reached for a capped queue's slots."""
 
@@ -236,12 +242,12 @@ class Slots:
             with pool.lock:
                 known = dict(pool.running)
         found = {d: known[d] for d in descriptors if d in known}
-        for d, r in self._claims(config.name, [d for d in descriptors if d not in found]).items():
+        for d, r in self.claims_of(config.name, [d for d in descriptors if d not in found]).items():
             if r is not None:
                 found[d] = r[:CLAIM_TOKEN_LEN]
         return found
 
-    def _claims(self, queue: str, descriptors: Sequence[str]) -> dict[str, str | None]:
+    def claims_of(self, queue: str, descriptors: Sequence[str]) -> dict[str, str | None]:
         """The claim of each job that is RUNNING (None: not RUNNING), one
         lookup per shard and priority; the jobs of a shard that fails are
         left out, since they may be running still."""
@@ -327,7 +333,7 @@ class Slots:
         pool.checked_at = time.monotonic()
         with pool.lock:
             mine = dict(pool.running)
-        gone = [d for d, claim in self._claims(queue, list(mine)).items()
+        gone = [d for d, claim in self.claims_of(queue, list(mine)).items()
                 if claim is None or not claim.startswith(mine[d])]
         with pool.lock:
             for d in gone:

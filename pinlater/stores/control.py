@@ -147,6 +147,32 @@ class ControlStore(Records, Protocol):
     def slots_drop(self, queue: str) -> None:
         """Forget every slot of the queue."""
 
+    # -- per-key slots (pinlater.engine.key_slots) -------------------------------
+    # The same per owner, per fairness key of a queue with a key_max_running:
+    # (owner, key) -> slots held, only while above 0.
+    def key_slots_sync(
+        self, queue: str, cap: int, owner: str, want: Mapping[str, int],
+        frees: Mapping[tuple[str, str], int] | None = None, leaving: bool = False,
+    ) -> dict[str, int]:
+        """One atomic step: free ``frees`` ((owner, key) -> slots of jobs
+        whose claims ended; never below 0), then take up to ``want[key]``
+        for ``owner`` per key, never holding more than ``cap`` of a key in
+        all. Stamps ``owner`` now, or stale if ``leaving``. Returns the
+        slots granted per key of ``want``."""
+
+    def key_slots_owners(self, queue: str) -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+        """The store's clock (ms), every owner's stamp (ms last synced; 0 if
+        stale) and the slots held per (owner, key)."""
+
+    def key_slots_settle(self, queue: str, counts: Mapping[tuple[str, str], int], stale_before_ms: int) -> int:
+        """Each (owner, key) of ``counts`` whose owner has not synced since
+        ``stale_before_ms`` (or is unknown) now holds exactly its count;
+        such owners left holding nothing are forgotten. Returns the slots
+        freed (less those added)."""
+
+    def key_slots_drop(self, queue: str) -> None:
+        """Forget every per-key slot of the queue."""
+
     def reserve_enqueue(self, key: str, ttl_ms: int) -> bool:
         """Idempotent enqueue, step 1: mark ``key`` as being enqueued for
         ``ttl_ms`` unless it is already known (reserved or remembered).

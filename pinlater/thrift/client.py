@@ -179,12 +179,12 @@ class ThriftClient(WireCalls, PinLaterClient):
     def update_queue(self, name: str, **changes: Any) -> QueueConfig:
         """As ``JobService.update_queue``: changes ``max_dequeue_rate`` (None:
         unlimited), ``paused``, ``max_running`` (None: no cap), ``key_rate``
-        (None: unlimited),
+        (None: unlimited), ``key_max_running`` (None: no cap),
         ``claim_timeout_ms``, ``retry``, ``succeeded_retention_ms``,
         ``failed_retention_ms`` at run time."""
         known = {
             "max_dequeue_rate", "paused", "claim_timeout_ms", "retry", "succeeded_retention_ms", "failed_retention_ms",
-            "max_running", "key_rate",
+            "max_running", "key_rate", "key_max_running",
         }
         unknown = set(changes) - known
         if unknown:
@@ -195,6 +195,8 @@ class ThriftClient(WireCalls, PinLaterClient):
                 check_max_running(changes["max_running"])
             if "key_rate" in changes:
                 check_key_rate(changes["key_rate"])
+            if "key_max_running" in changes:
+                check_max_running(changes["key_max_running"], "key_max_running")
         except ValueError as exc:
             raise InvalidRequest(f"invalid queue change: {exc}") from None
         rate = changes.get("max_dequeue_rate")
@@ -212,6 +214,9 @@ class ThriftClient(WireCalls, PinLaterClient):
             unlimitedRunning=True if "max_running" in changes and changes["max_running"] is None else None,
             keyRate=changes.get("key_rate"),
             unlimitedKeyRate=True if "key_rate" in changes and changes["key_rate"] is None else None,
+            keyMaxRunning=changes.get("key_max_running"),
+            unlimitedKeyRunning=(True if "key_max_running" in changes and changes["key_max_running"] is None
+                                 else None),
         )
 
         def published() -> Any:

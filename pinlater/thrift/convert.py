@@ -304,7 +304,12 @@ def queue_config_to_wire(config: QueueConfig) -> Any:
         failedRetentionMillis=config.failed_retention_ms,
         maxRunning=config.max_running,
         keyRate=config.key_rate,
+        keyMaxRunning=config.key_max_running,
     )
+
+
+# The config fields whose unset value on the wire means "no limit".
+_UNSET_IS_UNLIMITED = ("max_dequeue_rate", "max_running", "key_rate", "key_max_running")
 
 
 def queue_config_from_wire(wire: Any) -> QueueConfig:
@@ -319,10 +324,11 @@ def queue_config_from_wire(wire: Any) -> QueueConfig:
         "failed_retention_ms": wire.failedRetentionMillis,
         "max_running": wire.maxRunning,
         "key_rate": wire.keyRate,
+        "key_max_running": wire.keyMaxRunning,
     }
     return QueueConfig(
         name=text(wire.name) or "",
-        **{k: v for k, v in fields.items() if v is not None or k in ("max_dequeue_rate", "max_running", "key_rate")},
+        **{k: v for k, v in fields.items() if v is not None or k in _UNSET_IS_UNLIMITED},
     )
 
 
@@ -336,9 +342,9 @@ def wire_key_rate(value: Any) -> float | None:
         raise InvalidRequest(f"keyRate: {exc}") from None
 
 
-def wire_max_running(value: Any) -> int | None:
+def wire_max_running(value: Any, name: str = "maxRunning") -> int | None:
     """A concurrency cap from the wire: unset, or 1..MAX_RUNNING_CAP."""
-    return wire_int(value, "maxRunning", 1, MAX_RUNNING_CAP)
+    return wire_int(value, name, 1, MAX_RUNNING_CAP)
 
 
 def duration_fields_from_wire(wire: Any) -> dict[str, Any]:

@@ -216,8 +216,9 @@ class Handler:
         name = validate_queue_name(convert.text(config.name))
         if config.paused:
             raise InvalidRequest("a queue cannot be created paused: create it, then pause it with updateQueueConfig")
-        if config.keyRate is not None:
-            raise InvalidRequest("a queue is created without a keyRate: create it, then set one with updateQueueConfig")
+        if config.keyRate is not None or config.keyMaxRunning is not None:
+            raise InvalidRequest("a queue is created without per-key limits (keyRate, keyMaxRunning): "
+                                 "create it, then set them with updateQueueConfig")
         created = self.service.create_queue(
             name,
             priorities=convert.wire_int(config.priorities, "priorities", 1, MAX_PRIORITIES),
@@ -250,6 +251,13 @@ class Handler:
             changes["max_running"] = None
         elif cap is not None:
             changes["max_running"] = cap
+        key_cap = convert.wire_max_running(update.keyMaxRunning, "keyMaxRunning")
+        if update.unlimitedKeyRunning:
+            if key_cap is not None:
+                raise InvalidRequest("give keyMaxRunning or unlimitedKeyRunning, not both")
+            changes["key_max_running"] = None
+        elif key_cap is not None:
+            changes["key_max_running"] = key_cap
         key_rate = convert.wire_key_rate(update.keyRate)
         if update.unlimitedKeyRate:
             if key_rate is not None:

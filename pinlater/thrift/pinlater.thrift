@@ -293,6 +293,9 @@ struct PinLaterQueueConfig {
   // Jobs per second per fairness key (jobs without a key are not limited);
   // unset: unlimited. Finite, above 0 and up to 1e9.
   10: optional double keyRate,
+  // At most this many jobs RUNNING at once per fairness key; unset: no cap.
+  // From 1 to 1000000.
+  11: optional i32 keyMaxRunning,
 }
 
 // Changes to a queue's config; unset fields stay as they are. The number
@@ -313,6 +316,9 @@ struct PinLaterQueueConfigUpdate {
   // Sets the per-key rate; unlimitedKeyRate = true removes it (not both).
   11: optional double keyRate,
   12: optional bool unlimitedKeyRate,
+  // Sets the per-key cap; unlimitedKeyRunning = true removes it (not both).
+  13: optional i32 keyMaxRunning,
+  14: optional bool unlimitedKeyRunning,
 }
 
 // Per descriptor, what an ACK or checkpoint request did.

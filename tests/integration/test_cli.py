@@ -76,6 +76,11 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert pinlater("set-key-limits", queue_name, "--rate", "2.5")["key_rate"] == 2.5
     assert {q["queue"]: q["key_rate"] for q in pinlater("queues")}[queue_name] == "2.5/s"
     assert pinlater("set-key-limits", queue_name, "--rate", "unlimited")["key_rate"] is None
+    both = pinlater("set-key-limits", queue_name, "--max-running", "2", "--rate", "5")
+    assert (both["key_max_running"], both["key_rate"]) == (2, 5)
+    assert {q["queue"]: q["key_max_running"] for q in pinlater("queues")}[queue_name] == 2
+    assert pinlater("set-key-limits", queue_name, "--max-running", "unlimited")["key_max_running"] is None
+    assert "give --rate, --max-running or both" in pinlater("set-key-limits", queue_name, ok=False)
     assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
 
     stats = pinlater("monitor", "--once")

@@ -95,6 +95,7 @@ def test_a_bad_setting_is_one_line_naming_the_variable(
         (["set-key-limits", "q", "--rate", "nan"], "'nan' is not a per-key rate"),
         (["set-key-limits", "q", "--rate", "0"], "'0' is not a per-key rate"),
         (["set-key-limits", "q", "--rate", "1e309"], "'1e309' is not a per-key rate"),
+        (["set-key-limits", "q", "--max-running", "0"], "'0' is not a concurrency cap"),
     ],
 )
 def test_non_finite_rates_are_refused_by_the_cli(args: list[str], needle: str) -> None:

@@ -43,7 +43,8 @@ _AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 NEW_STORE_TABLES = {
     "queues", "deleted_queues", "pinlater_meta", *(job_table(Q, p) for p in range(1, PRIORITIES + 1)),
     "pinlater_queue_config", "pinlater_rate_bucket", "pinlater_event_counts", "pinlater_idempotency",
-    "pinlater_slot_owners", "pinlater_lanes", "pinlater_lane_jobs", "pinlater_fair",
+    "pinlater_slot_owners", "pinlater_key_slots", "pinlater_key_owners", "pinlater_lanes", "pinlater_lane_jobs",
+    "pinlater_fair",
 }
 
 

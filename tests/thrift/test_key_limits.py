@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from pinlater import Job
+from pinlater import Ack, Job
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import idl
@@ -62,3 +62,47 @@ def test_a_bad_key_rate_over_the_wire_is_refused_in_one_line(
         client.set_key_rate(queue_name, bad)
     assert service.queue_config(queue_name, fresh=True).key_rate == 4.0
     assert f"{queue_name}_b" not in service.queue_names()
+
+
+def test_a_key_cap_is_set_read_and_removed_over_the_wire(
+    client: ThriftClient, service: JobService, queue_name: str
+) -> None:
+    client.create_queue(queue_name)
+    assert client.set_key_concurrency(queue_name, 3).key_max_running == 3
+    assert service.queue_config(queue_name, fresh=True).key_max_running == 3
+    assert client.queue_config(queue_name, fresh=True).key_max_running == 3
+    assert client.set_key_concurrency(queue_name, None).key_max_running is None
+    assert service.queue_config(queue_name, fresh=True).key_max_running is None
+
+
+def test_dequeues_through_the_server_keep_the_key_cap(
+    client: ThriftClient, service: JobService, queue_name: str
+) -> None:
+    client.create_queue(queue_name)
+    client.set_key_concurrency(queue_name, 2)
+    client.enqueue(queue_name, [Job(b"a", key="A") for _ in range(6)] + [Job(b"-") for _ in range(2)])
+    first = client.dequeue(queue_name, 50)
+    assert Counter(j.body for j in first) == Counter({b"a": 2, b"-": 2})
+    assert client.dequeue(queue_name, 50) == []
+    # A stock client's ACK, without the claim: the server finds the job's.
+    a = [j for j in first if j.body == b"a"]
+    client.ack(queue_name, succeeded=[Ack(a[0].descriptor)])
+    assert Counter(j.body for j in client.dequeue(queue_name, 50)) == Counter({b"a": 1})
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1_000_001])
+def test_a_bad_key_cap_over_the_wire_is_refused_in_one_line(
+    client: ThriftClient, service: JobService, queue_name: str, bad: int
+) -> None:
+    client.create_queue(queue_name)
+    client.set_key_concurrency(queue_name, 4)
+    update = idl.PinLaterQueueConfigUpdate(name=queue_name, keyMaxRunning=bad)
+    with pytest.raises(PinLaterError, match="keyMaxRunning must be an integer between 1 and 1000000") as info:
+        client._call("updateQueueConfig", idempotent=True, context=client._context(), update=update)
+    assert "\n" not in str(info.value)
+    both = idl.PinLaterQueueConfigUpdate(name=queue_name, keyMaxRunning=3, unlimitedKeyRunning=True)
+    with pytest.raises(PinLaterError, match="not both"):
+        client._call("updateQueueConfig", idempotent=True, context=client._context(), update=both)
+    with pytest.raises(InvalidRequest, match="key_max_running must be a whole number"):
+        client.set_key_concurrency(queue_name, 2**40)
+    assert service.queue_config(queue_name, fresh=True).key_max_running == 4

@@ -83,10 +83,10 @@ class Failing(MemoryBackend):
 
     def dequeue(
         self, queue: str, priorities: Sequence[int], limit: int, source: str, look_ahead: Sequence[int] = (),
-        token: str | None = None,
+        token: str | None = None, allow: dict[str, int] | None = None,
     ) -> Claims:
         self._check()
-        return super().dequeue(queue, priorities, limit, source, look_ahead, token)
+        return super().dequeue(queue, priorities, limit, source, look_ahead, token, allow)
 
     def peek(self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()) -> Claims:
         self._check()

@@ -108,13 +108,13 @@ def test_queue_config_json_and_validation() -> None:
 
 
 def test_per_key_limits_round_trip_and_refuse_what_is_not_a_limit() -> None:
-    config = QueueConfig("q1", key_rate=0.5)
+    config = QueueConfig("q1", key_max_running=2, key_rate=0.5)
     assert QueueConfig.from_json(config.to_json()) == config
     plain = QueueConfig("q1")
     assert "key_" not in plain.to_json()  # stored as before when unset
     for bad in (0, -1, 2.5, True, MAX_RUNNING_CAP + 1, "2"):
-        with pytest.raises(ValueError, match=r"^max_running must be a whole number"):
-            QueueConfig("q1", max_running=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^key_max_running must be a whole number"):
+            QueueConfig("q1", key_max_running=bad)  # type: ignore[arg-type]
     for bad in (0, -1.0, math.nan, math.inf, True, MAX_DEQUEUE_RATE * 2, "1"):
         with pytest.raises(ValueError, match=r"^key_rate must be a finite number"):
             QueueConfig("q1", key_rate=bad)  # type: ignore[arg-type]

@@ -128,6 +128,17 @@ def fair(self: Any, tenant: str, n: int) -> None:
     results().rpush(key("order:w_fair"), tenant)
 
 
+def _tenant_only(tenant: str, seconds: float) -> str:
+    return tenant
+
+
+@task("w_key_capped", fairness_key_of=_tenant_only)
+def key_capped(self: Any, tenant: str, seconds: float) -> None:
+    started = time.time()
+    time.sleep(seconds)
+    results().rpush(key("spans:w_key_capped"), f"{tenant},{started},{time.time()}")
+
+
 # -- heartbeats ----------------------------------------------------------------------------
 # PINLATER_SOAK=1 runs the heartbeat test at full size (a 60 s
 # task, a 10 s claim timeout) instead of CI's scaled ones (12 s, 3 s).

@@ -31,6 +31,8 @@ class MemoryControlStore:
         self._logs: dict[str, list[str]] = {}
         self._maps: dict[str, dict[str, str]] = {}
         self._slots: dict[str, dict[str, tuple[int, int]]] = {}  # queue -> owner -> (held, ms synced)
+        # queue -> ((owner, key) -> held, owner -> ms synced)
+        self._key_slots: dict[str, tuple[dict[tuple[str, str], int], dict[str, int]]] = {}
 
     @classmethod
     def shared(cls, url: str) -> MemoryControlStore:
@@ -65,6 +67,7 @@ class MemoryControlStore:
             self._queues.pop(name, None)
             self._buckets.drop(name)
             self._slots.pop(name, None)
+            self._key_slots.pop(name, None)
 
     def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
         return self._buckets.acquire(bucket, wanted, rate, burst)
@@ -113,6 +116,54 @@ class MemoryControlStore:
     def slots_drop(self, queue: str) -> None:
         with self._lock:
             self._slots.pop(queue, None)
+
+    # -- per-key slots -------------------------------------------------------------
+    def key_slots_sync(
+        self, queue: str, cap: int, owner: str, want: Mapping[str, int],
+        frees: Mapping[tuple[str, str], int] | None = None, leaving: bool = False,
+    ) -> dict[str, int]:
+        with self._lock:
+            held, stamps = self._key_slots.setdefault(queue, ({}, {}))
+            for at, n in (frees or {}).items():
+                left = held.get(at, 0) - max(0, n)
+                if left > 0:
+                    held[at] = left
+                else:
+                    held.pop(at, None)
+            granted: dict[str, int] = {}
+            for key, w in want.items():
+                total = sum(n for (_, k), n in held.items() if k == key)
+                granted[key] = g = max(0, min(w, cap - total))
+                if g:
+                    held[(owner, key)] = held.get((owner, key), 0) + g
+            stamps[owner] = 0 if leaving else _now_ms()
+            return granted
+
+    def key_slots_owners(self, queue: str) -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+        with self._lock:
+            held, stamps = self._key_slots.get(queue, ({}, {}))
+            return _now_ms(), dict(stamps), dict(held)
+
+    def key_slots_settle(self, queue: str, counts: Mapping[tuple[str, str], int], stale_before_ms: int) -> int:
+        with self._lock:
+            held, stamps = self._key_slots.setdefault(queue, ({}, {}))
+            freed = 0
+            settled: set[str] = set()
+            for at, n in counts.items():
+                if stamps.get(at[0], -1) < stale_before_ms:
+                    settled.add(at[0])
+                    freed += held.get(at, 0) - n
+                    if n > 0:
+                        held[at] = n
+                    else:
+                        held.pop(at, None)
+            for owner in settled - {o for o, _ in held}:
+                stamps.pop(owner, None)
+            return freed
+
+    def key_slots_drop(self, queue: str) -> None:
+        with self._lock:
+            self._key_slots.pop(queue, None)
 
     # -- idempotent enqueue ------------------------------------------------------
     def _live_enqueue(self, key: str, now: float) -> list[str] | None:

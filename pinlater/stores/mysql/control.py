@@ -75,6 +75,8 @@ class MySQLControlStore:
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
         s.execute(sql("ctl_create_slots_table"))
+        s.execute(sql("ctl_create_key_slots_table"))
+        s.execute(sql("ctl_create_key_owners_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one
@@ -119,6 +121,8 @@ class MySQLControlStore:
             s.execute(sql("ctl_delete_config"), {"name": name})
             s.execute(sql("ctl_delete_bucket"), {"bucket": name})
             s.execute(sql("slot_drop"), {"queue": name})
+            s.execute(sql("key_slot_drop"), {"queue": name})
+            s.execute(sql("key_slot_drop_owners"), {"queue": name})
 
         self._run(work, transaction=True)
 
@@ -240,6 +244,92 @@ class MySQLControlStore:
 
     def slots_drop(self, queue: str) -> None:
         self._run(lambda s: s.execute(sql("slot_drop"), {"queue": queue}))
+
+    # -- per-key slots ----------------------------------------------------------
+    @staticmethod
+    def _lock_key_slots(s: Session, queue: str) -> int:
+        """Lock the queue's per-key slots (its '#' row, made if missing); the
+        server's clock (ms)."""
+        s.execute(sql("key_slot_lock"), {"queue": queue})
+        rows = s.fetchall()
+        if not rows:
+            s.execute(sql("key_slot_lock_init"), {"queue": queue})
+            s.execute(sql("key_slot_lock"), {"queue": queue})
+            rows = s.fetchall()
+        return int(rows[0][0])
+
+    def key_slots_sync(
+        self, queue: str, cap: int, owner: str, want: Mapping[str, int],
+        frees: Mapping[tuple[str, str], int] | None = None, leaving: bool = False,
+    ) -> dict[str, int]:
+        freeing = {at: n for at, n in (frees or {}).items() if n > 0}
+
+        def work(s: Session) -> dict[str, int]:
+            now = self._lock_key_slots(s, queue)
+            for (o, k), n in freeing.items():
+                s.execute(sql("key_slot_free"), [n, queue, o, k.encode()])
+            granted = dict.fromkeys(want, 0)
+            if want:
+                encoded = [k.encode() for k in want]
+                s.execute(sql("key_slot_totals", ids=len(encoded)), [queue, *encoded])
+                totals = {bytes(k).decode(): int(n) for k, n in s.fetchall()}
+                for k, w in want.items():
+                    granted[k] = g = max(0, min(w, cap - totals.get(k, 0)))
+                    if g:
+                        s.execute(sql("key_slot_add"), [queue, owner, k.encode(), g])
+            if freeing:
+                s.execute(sql("key_slot_sweep"), {"queue": queue})
+            s.execute(sql("key_slot_stamp"), [queue, owner, 0 if leaving else now])
+            return granted
+
+        return self._run(work, transaction=True)
+
+    def key_slots_owners(self, queue: str) -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+        def work(s: Session) -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+            s.execute(sql("slot_now"))
+            now = int(s.fetchall()[0][0])
+            s.execute(sql("key_slot_stamps"), {"queue": queue})
+            stamps = {str(o): int(at) for o, at in s.fetchall()}
+            s.execute(sql("key_slot_held"), {"queue": queue})
+            held = {(str(o), bytes(k).decode()): int(n) for o, k, n in s.fetchall()}
+            return now, stamps, held
+
+        return self._run(work)
+
+    def key_slots_settle(self, queue: str, counts: Mapping[tuple[str, str], int], stale_before_ms: int) -> int:
+        if not counts:
+            return 0
+
+        def work(s: Session) -> int:
+            self._lock_key_slots(s, queue)
+            s.execute(sql("key_slot_stamps"), {"queue": queue})
+            stamps = {str(o): int(at) for o, at in s.fetchall()}
+            s.execute(sql("key_slot_held"), {"queue": queue})
+            held = {(str(o), bytes(k).decode()): int(n) for o, k, n in s.fetchall()}
+            freed = 0
+            settled: set[str] = set()
+            for (o, k), n in counts.items():
+                if stamps.get(o, -1) < stale_before_ms:
+                    settled.add(o)
+                    freed += held.get((o, k), 0) - n
+                    s.execute(sql("key_slot_set"), [queue, o, k.encode(), n])
+            s.execute(sql("key_slot_sweep"), {"queue": queue})
+            for o in settled:
+                s.execute(sql("key_slot_owner_holds"), [queue, o])
+                if s.fetchone()[0]:
+                    s.execute(sql("key_slot_stamp"), [queue, o, 0])
+                else:
+                    s.execute(sql("key_slot_forget"), [queue, o])
+            return freed
+
+        return self._run(work, transaction=True)
+
+    def key_slots_drop(self, queue: str) -> None:
+        def work(s: Session) -> None:
+            s.execute(sql("key_slot_drop"), {"queue": queue})
+            s.execute(sql("key_slot_drop_owners"), {"queue": queue})
+
+        self._run(work, transaction=True)
 
     # -- idempotency keys of enqueues -------------------------------------------
 

@@ -61,7 +61,7 @@ class RedisControlStore:
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._r = client
         registered = loader.register(client, "pinlater.stores.redis", (
-            "rate_acquire", "rate_release", "slots_sync", "slots_settle"))
+            "rate_acquire", "rate_release", "slots_sync", "slots_settle", "key_slots_sync", "key_slots_settle"))
         self._acquire: Script = registered["rate_acquire"]
         self._release: Script = registered["rate_release"]
         self._scripts = registered
@@ -109,6 +109,7 @@ class RedisControlStore:
             pipe.hdel(keys.CONTROL_QUEUES, name)
             pipe.delete(keys.rate_key(name))
             pipe.delete(keys.slots_key(name), keys.slots_at_key(name))
+            pipe.delete(keys.key_slots_key(name), keys.key_slots_at_key(name))
             pipe.execute()
 
         self._call(run)
@@ -166,6 +167,48 @@ class RedisControlStore:
 
     def slots_drop(self, queue: str) -> None:
         self._call(lambda: self._r.delete(keys.slots_key(queue), keys.slots_at_key(queue)))
+
+    # -- per-key slots ----------------------------------------------------------
+    def _key_slots(self, name: str, queue: str, args: Sequence[object]) -> Any:
+        with self._guard():
+            return loader.call(self._r, self._scripts[name],
+                               [keys.key_slots_key(queue), keys.key_slots_at_key(queue)], list(args))
+
+    def key_slots_sync(
+        self, queue: str, cap: int, owner: str, want: Mapping[str, int],
+        frees: Mapping[tuple[str, str], int] | None = None, leaving: bool = False,
+    ) -> dict[str, int]:
+        freeing = [v for (o, k), n in (frees or {}).items() if n > 0 for v in (o, k, n)]
+        wanted = list(want)
+        args = [cap, owner, 1 if leaving else 0, len(freeing) // 3, *freeing,
+                *(v for k in wanted for v in (k, max(0, want[k])))]
+        granted = self._key_slots("key_slots_sync", queue, args)
+        return {k: int(g) for k, g in zip(wanted, granted, strict=True)}
+
+    def key_slots_owners(self, queue: str) -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+        def run() -> tuple[int, dict[str, int], dict[tuple[str, str], int]]:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.time()
+            pipe.hgetall(keys.key_slots_key(queue))
+            pipe.zrange(keys.key_slots_at_key(queue), 0, -1, withscores=True)
+            (sec, usec), fields, stamps = pipe.execute()
+            held: dict[tuple[str, str], int] = {}
+            for field, n in fields.items():
+                owner, _, key = field.partition(b"\0")
+                if owner != b"#" and key:
+                    held[(owner.decode(), key.decode())] = int(n)
+            return sec * 1000 + usec // 1000, {o.decode(): int(ms) for o, ms in stamps}, held
+
+        return self._call(run)
+
+    def key_slots_settle(self, queue: str, counts: Mapping[tuple[str, str], int], stale_before_ms: int) -> int:
+        if not counts:
+            return 0
+        triples = [v for (o, k), n in counts.items() for v in (o, k, n)]
+        return int(self._key_slots("key_slots_settle", queue, [stale_before_ms, *triples]))
+
+    def key_slots_drop(self, queue: str) -> None:
+        self._call(lambda: self._r.delete(keys.key_slots_key(queue), keys.key_slots_at_key(queue)))
 
     # -- idempotency keys of enqueues -------------------------------------------
 

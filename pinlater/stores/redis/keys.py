@@ -51,6 +51,10 @@ Control store (``plc:``):
 ``plc:held:{queue}``               hash ``#`` -> total, owner -> held
                                    (concurrency slots: ``lua/slots_*.lua``)
 ``plc:synced:{queue}``             zset owner -> ms it last synced
+``plc:kheld:{queue}``              hash owner NUL key -> held; ``#`` NUL key and
+                                   owner NUL -> totals (per-key slots:
+                                   ``lua/key_slots_*.lua``)
+``plc:ksynced:{queue}``            zset owner -> ms it last synced (per-key slots)
 ``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
 ``plc:idem:{key}``                 string, idempotency key of an enqueue
 ``plc:layout``                     the control store's layout version
@@ -144,6 +148,14 @@ def slots_key(queue: str) -> str:
 
 def slots_at_key(queue: str) -> str:
     return f"plc:synced:{queue}"
+
+
+def key_slots_key(queue: str) -> str:
+    return f"plc:kheld:{queue}"
+
+
+def key_slots_at_key(queue: str) -> str:
+    return f"plc:ksynced:{queue}"
 
 
 def counts_key(minute: int) -> str:

@@ -330,7 +330,11 @@ SELECT * FROM (
 -- ------------------------------------------------ fair service (lanes.py)
 
 -- name: fair_make
-INSERT IGNORE INTO pinlater_fair (jobs, turn, plain_turn) VALUES (%(jobs)s, 0, 0)
+-- Not INSERT IGNORE: on an existing row that takes a shared lock, and two
+-- dequeues holding one each deadlock on fair_lock. This takes the row's
+-- exclusive lock at once.
+INSERT INTO pinlater_fair (jobs, turn, plain_turn) VALUES (%(jobs)s, 0, 0)
+ON DUPLICATE KEY UPDATE turn = turn
 
 -- name: fair_lock
 -- Serves one table's lanes at a time: held until the dequeue commits.
@@ -774,6 +778,75 @@ SELECT {now}
 
 -- name: slot_drop
 DELETE FROM pinlater_slot_owners WHERE queue = %(queue)s
+
+-- ---------------------------------------------------------------- per-key slots
+
+-- name: ctl_create_key_slots_table
+-- The slots of a queue with a key_max_running, per owner (as
+-- pinlater_slot_owners) and fairness key, kept only while above 0.
+CREATE TABLE IF NOT EXISTS pinlater_key_slots (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  owner VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  fkey VARBINARY(64) NOT NULL,
+  held BIGINT NOT NULL,
+  PRIMARY KEY (queue, owner, fkey),
+  KEY by_key (queue, fkey)
+) ENGINE=InnoDB
+
+-- name: ctl_create_key_owners_table
+-- Each owner's stamp, the server's clock when it last synced (0: stale).
+-- The row of owner '#' is the queue's lock: every step locks it first.
+CREATE TABLE IF NOT EXISTS pinlater_key_owners (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  owner VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  synced_ms BIGINT NOT NULL,
+  PRIMARY KEY (queue, owner)
+) ENGINE=InnoDB
+
+-- name: key_slot_lock_init
+INSERT IGNORE INTO pinlater_key_owners (queue, owner, synced_ms) VALUES (%(queue)s, '#', 0)
+
+-- name: key_slot_lock
+SELECT {now} FROM pinlater_key_owners WHERE queue = %(queue)s AND owner = '#' FOR UPDATE
+
+-- name: key_slot_free
+UPDATE pinlater_key_slots SET held = held - LEAST(held, %s) WHERE queue = %s AND owner = %s AND fkey = %s
+
+-- name: key_slot_totals
+SELECT fkey, SUM(held) FROM pinlater_key_slots WHERE queue = %s AND fkey IN ({ids}) GROUP BY fkey
+
+-- name: key_slot_add
+INSERT INTO pinlater_key_slots (queue, owner, fkey, held) VALUES (%s, %s, %s, %s)
+ON DUPLICATE KEY UPDATE held = held + VALUES(held)
+
+-- name: key_slot_set
+INSERT INTO pinlater_key_slots (queue, owner, fkey, held) VALUES (%s, %s, %s, %s)
+ON DUPLICATE KEY UPDATE held = VALUES(held)
+
+-- name: key_slot_sweep
+DELETE FROM pinlater_key_slots WHERE queue = %(queue)s AND held <= 0
+
+-- name: key_slot_stamp
+INSERT INTO pinlater_key_owners (queue, owner, synced_ms) VALUES (%s, %s, %s)
+ON DUPLICATE KEY UPDATE synced_ms = VALUES(synced_ms)
+
+-- name: key_slot_stamps
+SELECT owner, synced_ms FROM pinlater_key_owners WHERE queue = %(queue)s AND owner <> '#'
+
+-- name: key_slot_held
+SELECT owner, fkey, held FROM pinlater_key_slots WHERE queue = %(queue)s AND held > 0
+
+-- name: key_slot_owner_holds
+SELECT EXISTS (SELECT 1 FROM pinlater_key_slots WHERE queue = %s AND owner = %s AND held > 0)
+
+-- name: key_slot_forget
+DELETE FROM pinlater_key_owners WHERE queue = %s AND owner = %s
+
+-- name: key_slot_drop
+DELETE FROM pinlater_key_slots WHERE queue = %(queue)s
+
+-- name: key_slot_drop_owners
+DELETE FROM pinlater_key_owners WHERE queue = %(queue)s
 
 -- ---------------------------------------------------------------- event counters
 

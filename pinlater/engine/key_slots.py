@@ -1,0 +1,260 @@
+"""Per-key caps: at most ``QueueConfig.key_max_running`` jobs of each
+fairness key RUNNING at once, over every shard, worker and server process.
+
+The control store counts a queue's per-key slots per *owner* and key
+(``ControlStore.key_slots_sync``), the owner being the first
+``CLAIM_OWNER_LEN`` characters of the claim token the jobs were claimed
+under: a capped queue's owner (``pinlater.engine.slots``), or else this
+process's own for the queue. So the shards can always say how many jobs
+each owner runs per key (``ShardBackend.running_owners``).
+
+* A dequeue reads the keys its shards would serve first
+  (``ShardBackend.lane_keys``), takes up to what it wants of each in one
+  store step (which also frees what this process's ended jobs held), and
+  hands the shards what it got as allowances: a key at its cap loses its
+  turn, it does not wait in front of the others. What a key did not use
+  is freed at the next step.
+* An ACK or a move to PENDING of one of this process's jobs ends the claim
+  on the shard first; its slot is freed at the process's next store step,
+  within ``FLUSH_S``.
+* What ends a claim without a call here (a claim that expires, an
+  operator's delete, an ACK by another process) the process finds by
+  looking up its running jobs at least every ``CHECK_S`` while it has any.
+* An owner stamps itself at every step and at least every ``REFRESH_S``
+  while it holds slots; one not stamped for ``OWNER_STALE_MS`` is gone
+  (killed, cut off) and the monitor's pass settles what it holds to the
+  jobs it still runs on the shards (``reconcile``), as it does for jobs of
+  owners the store does not know (a limit set on a busy queue). It settles
+  nobody while a shard cannot be counted: its jobs may be running.
+
+A key-capped dequeue needs the control store: while it cannot be reached
+the dequeue fails (``SlotsUnavailable``), as a capped queue's does once
+its spare slots are spent: a cap exists to protect the callee, so it
+fails closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pinlater.engine.slots import CHECK_S, FLUSH_S, OWNER_STALE_MS, REFRESH_S, Ended, Reconciled, SlotsUnavailable
+from pinlater.errors import PinLaterError, ShardConnectionFailed
+from pinlater.queue_config import QueueConfig
+from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN
+
+if TYPE_CHECKING:
+    from pinlater.engine.shards import ShardSet
+    from pinlater.stores.control import ControlStore
+
+log = logging.getLogger(__name__)
+
+# What a claim with allowances does: (allowances, claim token) -> the
+# jobs' descriptors and keys, and the first error of a shard.
+Collect = Callable[[dict[str, int], str], tuple[list[tuple[str, str]], PinLaterError | None]]
+# The claims of RUNNING jobs by descriptor (None: not RUNNING); a job of a
+# shard that did not answer is left out.
+ClaimsOf = Callable[[str, Sequence[str]], dict[str, "str | None"]]
+
+
+@dataclass
+class _Pool:
+    """One key-capped queue's per-key slots as this process holds them."""
+
+    owner: str = field(default_factory=lambda: secrets.token_hex(CLAIM_OWNER_LEN // 2))
+    running: dict[str, tuple[str, str]] = field(default_factory=dict)  # descriptor -> (key, claim token)
+    frees: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, key) -> slots to free
+    synced_at: dict[str, float] = field(default_factory=dict)  # owner -> last step (monotonic)
+    checked_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
+
+
+class KeySlots:
+    """The per-key slot steps of one process over a control store and the
+    shards (see the module doc)."""
+
+    def __init__(self, control: ControlStore, shards: ShardSet, claims_of: ClaimsOf) -> None:
+        self._control = control
+        self._shards = shards
+        self._claims_of = claims_of
+        self._pools: dict[str, _Pool] = {}
+        self._caps: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _pool(self, config: QueueConfig) -> _Pool | None:
+        with self._lock:
+            pool = self._pools.get(config.name)
+            if pool is None and config.key_max_running is not None:
+                pool = self._pools[config.name] = _Pool()
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._tend, name="pinlater-key-slots", daemon=True)
+                    self._thread.start()
+            if config.key_max_running is not None:
+                self._caps[config.name] = config.key_max_running
+            return pool
+
+    # -- a dequeue ----------------------------------------------------------------------------
+    def claim(
+        self, config: QueueConfig, want: dict[str, int], token: str | None, collect: Collect,
+    ) -> tuple[list[tuple[str, str]], PinLaterError | None]:
+        """``collect(allow, token)`` with allowances of at most the slots
+        taken for each key of ``want`` (one store step), under ``token``
+        (a capped queue's), or this process's own for the queue."""
+        pool = self._pool(config)
+        assert pool is not None and config.key_max_running is not None, "claim() is for key-capped queues"
+        if token is None:
+            token = pool.owner + secrets.token_hex((CLAIM_TOKEN_LEN - CLAIM_OWNER_LEN) // 2)
+        owner = token[:CLAIM_OWNER_LEN]
+        try:
+            granted = self._sync(config.name, config.key_max_running, pool, owner, want)
+        except ShardConnectionFailed as exc:
+            raise SlotsUnavailable(
+                f"queue {config.name!r} has a per-key cap, whose slots are in the control store, "
+                f"which cannot be reached: {exc}"
+            ) from None
+        allow = dict(granted)
+        got: list[tuple[str, str]] = []
+        try:
+            got, error = collect(allow, token)
+        finally:
+            with pool.lock:
+                for key in granted:
+                    unused = allow.get(key, 0)
+                    if unused > 0:
+                        pool.frees[(owner, key)] = pool.frees.get((owner, key), 0) + unused
+                for descriptor, key in got:
+                    if key:
+                        pool.running[descriptor] = (key, token)
+        return got, error
+
+    def free(self, config: QueueConfig, ended: Sequence[Ended]) -> None:
+        """After ACKs or moves to PENDING were applied: the slots of this
+        process's jobs among them are freed at its next store step."""
+        pool = self._pools.get(config.name) if ended else None
+        if pool is None:
+            return
+        with pool.lock:
+            for descriptor, token in ended:
+                mine = pool.running.get(descriptor)
+                if mine is not None and (token is None or token == mine[1]):
+                    self._end(pool, descriptor)
+
+    @staticmethod
+    def _end(pool: _Pool, descriptor: str) -> None:
+        key, token = pool.running.pop(descriptor)
+        at = (token[:CLAIM_OWNER_LEN], key)
+        pool.frees[at] = pool.frees.get(at, 0) + 1
+
+    # -- store steps --------------------------------------------------------------------------
+    def _sync(
+        self, queue: str, cap: int, pool: _Pool, owner: str, want: dict[str, int], leaving: bool = False,
+    ) -> dict[str, int]:
+        """One store step of ``owner``: its pending frees, then ``want``."""
+        with pool.lock:
+            frees = {at: n for at, n in pool.frees.items() if at[0] == owner}
+            for at in frees:
+                del pool.frees[at]
+        try:
+            granted = self._control.key_slots_sync(queue, cap, owner, want, frees, leaving)
+        except BaseException:
+            with pool.lock:
+                for at, n in frees.items():
+                    pool.frees[at] = pool.frees.get(at, 0) + n
+            raise
+        with pool.lock:
+            pool.synced_at[owner] = time.monotonic()
+        return granted
+
+    def _owners(self, pool: _Pool) -> set[str]:
+        """The owners this process holds per-key slots under."""
+        with pool.lock:
+            return ({token[:CLAIM_OWNER_LEN] for _, token in pool.running.values()}
+                    | {o for o, _ in pool.frees})
+
+    def _check(self, queue: str, pool: _Pool) -> None:
+        """Free the slots of this process's jobs no longer RUNNING under
+        its claim."""
+        pool.checked_at = time.monotonic()
+        with pool.lock:
+            mine = dict(pool.running)
+        found = self._claims_of(queue, list(mine))
+        with pool.lock:
+            for d, claim in found.items():
+                if pool.running.get(d) == mine[d] and (claim is None or not claim.startswith(mine[d][1])):
+                    self._end(pool, d)
+
+    def _tend(self) -> None:
+        while not self._stop.wait(FLUSH_S):
+            with self._lock:
+                pools = [(q, p, self._caps[q]) for q, p in self._pools.items()]
+            for queue, pool, cap in pools:
+                try:
+                    self._tend_pool(queue, pool, cap)
+                except PinLaterError as exc:
+                    log.warning("per-key slots of %s: %s", queue, exc)
+                except Exception:
+                    log.exception("per-key slots of %s", queue)
+
+    def _tend_pool(self, queue: str, pool: _Pool, cap: int) -> None:
+        now = time.monotonic()
+        if pool.running and now - pool.checked_at >= CHECK_S:
+            self._check(queue, pool)
+        for owner in self._owners(pool):
+            with pool.lock:
+                due = any(o == owner for o, _ in pool.frees) or now - pool.synced_at.get(owner, -1e9) >= REFRESH_S
+            if due:
+                self._sync(queue, cap, pool, owner, {})
+
+    def close(self) -> None:
+        """Free what can be freed and leave: the monitor settles the slots
+        of jobs still running at its next pass."""
+        self._stop.set()
+        with self._lock:
+            pools = [(q, p, self._caps[q]) for q, p in self._pools.items()]
+        for queue, pool, cap in pools:
+            for owner in self._owners(pool):
+                try:
+                    self._sync(queue, cap, pool, owner, {}, leaving=True)
+                except PinLaterError as exc:
+                    log.warning("per-key slots of %s not freed (the monitor settles them): %s", queue, exc)
+
+    # -- the monitor's step -------------------------------------------------------------------
+    def reconcile(self, config: QueueConfig) -> Reconciled:
+        """Settle the per-key slots of owners gone (not synced for
+        ``OWNER_STALE_MS``) or unknown to the store to the jobs they have
+        running, if every shard answers."""
+        queue = config.name
+        now, stamps, held = self._control.key_slots_owners(queue)
+        out = Reconciled(held=sum(held.values()))
+        counts: dict[tuple[str, str], int] = {}
+        for backend in self._shards.all():
+            if not self._shards.is_healthy(backend.shard_id):
+                out.shards_skipped.append(backend.shard_id)
+                continue
+            for p in range(1, config.priorities + 1):
+                try:
+                    found = self._shards.call(backend, "running_owners", queue,
+                                              lambda b, p=p: b.running_owners(queue, p))  # type: ignore[misc]
+                except PinLaterError as exc:
+                    out.shards_skipped.append(backend.shard_id)
+                    log.info("per-key slots of %s: shard %s not counted: %s", queue, backend.shard_id, exc)
+                    break
+                for at, n in found.items():
+                    if at[1]:
+                        counts[at] = counts.get(at, 0) + n
+        if out.shards_skipped:
+            return out
+        stale_before = now - OWNER_STALE_MS
+        settle = {at: counts.get(at, 0) for at in held if stamps.get(at[0], -1) < stale_before}
+        settle.update({at: n for at, n in counts.items() if at[0] not in stamps})
+        freed = self._control.key_slots_settle(queue, settle, stale_before)
+        out.freed, out.added = max(0, freed), max(0, -freed)
+        out.held -= freed
+        return out
