@@ -4,8 +4,9 @@ statement of the same rules, must claim the same jobs in the same order
 after every action; and at the end every job still PENDING is claimed by
 draining (no job is stranded outside the lanes). Actions: enqueues with
 and without keys, due now, long due or not due for an hour, on two
-priorities; dequeues; ACKs; failures; moves back to PENDING; claims
-expired; failed jobs retried; pending jobs deleted.
+priorities; dequeues, and dequeues with per-key allowances (a key with
+none left, without one, or with a few); ACKs; failures; moves back to
+PENDING; claims expired; failed jobs retried; pending jobs deleted.
 
 Times: each action waits 2 ms first, so that every action's clock reading
 is later than the one before on both clocks (orders by run_after then
@@ -21,7 +22,7 @@ import time
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
-from pinlater.descriptor import JobDescriptor
+from pinlater.descriptor import JobDescriptor, descriptor_prefix
 from pinlater.models import DequeuedJob
 from pinlater.stores.base import ExpiredClaims, ShardBackend
 from tests.support.stores import settings_for
@@ -61,6 +62,24 @@ class Pair:
         a, b = self.each(lambda s: s.dequeue(self.queue, n))
         assert [self.same[x.descriptor] for x in a] == [y.descriptor for y in b]  # type: ignore[attr-defined]
         for x, y in zip(a, b, strict=True):  # type: ignore[call-overload]
+            self.running[y.descriptor] = (x, y)
+
+    def dequeue_allowed(self, n: int, allow: dict[str, int]) -> None:
+        """A shard's dequeue with allowances, on both: the same jobs of the
+        same keys in the same order, and the allowances counted down alike."""
+        got, lefts = [], []
+        for s in self.both:
+            be = s.core.shards.all()[0]
+            left = dict(allow)
+            claims = be.dequeue(self.queue, [1, 2], n, "model", allow=left).jobs
+            prefix = descriptor_prefix(self.queue, be.shard_id)
+            got.append([(DequeuedJob(f"{prefix}{c.priority}:{c.local_id}", c.body, c.attempts_allowed,
+                                     c.attempts_remaining, c.claim), c.key) for c in claims])
+            lefts.append(left)
+        a, b = got
+        assert [(self.same[x.descriptor], k) for x, k in a] == [(y.descriptor, k) for y, k in b]
+        assert lefts[0] == lefts[1]
+        for (x, _), (y, _) in zip(a, b, strict=True):
             self.running[y.descriptor] = (x, y)
 
     def priority_of(self, memory_descriptor: str) -> int:
@@ -120,8 +139,15 @@ def test_a_store_serves_keys_in_the_same_turns_as_the_memory_shard(
             roll = rng.random()
             if roll < 0.30:
                 _enqueue(pair, rng)
-            elif roll < 0.60:
+            elif roll < 0.45:
                 pair.dequeue(rng.randint(1, 5))
+            elif roll < 0.60:
+                allow = {}
+                for key in KEYS[2:]:
+                    r = rng.random()
+                    if r > 0.25:
+                        allow[key] = 0 if r < 0.45 else rng.randint(1, 3)
+                pair.dequeue_allowed(rng.randint(1, 5), allow)
             elif roll < 0.70:
                 pair.settle(rng, "ack")
             elif roll < 0.78:

@@ -87,17 +87,19 @@ class Lanes:
         job (so it is no longer pending).
 
         ``allow`` (per-key limits): how many more jobs each key may start,
-        counted down as they are taken. A keyed lane whose key has 0 left
-        goes last without a job, as if served: it loses the turn it cannot
-        use. One whose key is not in ``allow`` ends the call, keeping its
-        turn, and is returned, so that the caller gets its key's allowance
-        and calls again. Lane "" is never limited. The call also ends once
-        every lane in turn has gone last without a job."""
+        counted down as they are taken. A keyed lane with a due job whose
+        key has 0 left goes last without a job, as if served: it loses the
+        turn it cannot use. One whose key is not in ``allow``, or that lost
+        its turn already since the last job taken (so every lane has), ends
+        the call keeping its turn and is returned. Lane "" is never limited.
+        An empty lane, or one whose first job is not due, leaves the turns
+        as without allowances."""
         due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
         for _, _, lane in due[: want + PROMOTE]:
             del self.waits[lane]
             self._give_turn(lane)
-        taken = passed = 0
+        taken = 0
+        passed: set[str] = set()
         while taken < want:
             ready = self._next_ready(now, plain_head)
             if ready is None:
@@ -119,19 +121,17 @@ class Lanes:
                     continue
                 if allow is not None:
                     left = allow.get(lane)
-                    if left is None:
+                    if left is None or lane in passed:
                         return lane
                     if left <= 0:
-                        passed += 1
-                        if passed > len(self.turns):
-                            return None
+                        passed.add(lane)
                         self._give_turn(lane)
                         continue
                     allow[lane] = left - 1
                 self.drop(lane, local_id)
                 claim(local_id)
             taken += 1
-            passed = 0
+            passed.clear()
             self._give_turn(lane)
         return None
 

@@ -293,20 +293,8 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
             continue
         if keyed is None:
             break
-        name = keyed[1]
-        if left is not None:
-            n = left.get(name)
-            if n is None or name in passed:
-                return taken, keys, True  # it keeps its turn
-            if n <= 0:
-                # It loses the turn it cannot use, as if served.
-                passed.add(name)
-                queue.pop(0)
-                lane = t.lanes[name]
-                lane.turn, lane.changed = t.next_turn(), True
-                queue.append((lane.turn, name))
-                continue
         queue.pop(0)
+        name = keyed[1]
         lane = t.lanes[name]
         if not lane.heads and not lane.complete:
             _read_heads(t, [name], want)
@@ -317,6 +305,16 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
         if run_after > t.now:
             lane.turn, lane.due, lane.changed = None, run_after, True
             continue
+        if left is not None:
+            n = left.get(name)
+            if n is None or name in passed:
+                return taken, keys, True  # it keeps its turn
+            if n <= 0:
+                # It loses the turn it cannot use, as if served.
+                passed.add(name)
+                lane.turn, lane.changed = t.next_turn(), True
+                queue.append((lane.turn, name))
+                continue
         lane.heads.pop(0)
         lane.taken.add(local_id)
         taken.append(local_id)

@@ -79,8 +79,9 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
     call_many('SADD', inturn, due)
   end
   local taken, lane_of = {}, base .. 'lane:'
-  -- With allowances: a keyed lane whose key has none left goes last
-  -- without a job (it loses the turn it cannot use); one whose key has no
+  -- With allowances (pinlater/stores/memory/lanes.py states the rules): a
+  -- keyed lane with a due job whose key has none left goes last without a
+  -- job (it loses the turn it cannot use); one whose key has no
   -- allowance, or that lost its turn already since the last job taken
   -- (every lane in turn has), ends the call keeping its turn.
   local passed, stop = {}, false
@@ -93,15 +94,18 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
       local left = allow and lane ~= '' and allow[lane]
       if #taken >= want or stop then
         unserved[#unserved + 1] = lane
-      elseif allow and lane ~= '' and (left == nil or passed[lane]) then
-        stop = true
-        unserved[#unserved + 1] = lane
-      elseif left and left <= 0 then
-        passed[lane] = true
-        again[#again + 1] = lane
       else
         local head = redis.call('ZPOPMIN', lane_of .. lane)
-        if #head > 0 and tonumber(head[2]) <= now then
+        local due = #head > 0 and tonumber(head[2]) <= now
+        if due and allow and lane ~= '' and (left == nil or passed[lane]) then
+          redis.call('ZADD', lane_of .. lane, head[2], head[1])
+          stop = true
+          unserved[#unserved + 1] = lane
+        elseif due and left and left <= 0 then
+          redis.call('ZADD', lane_of .. lane, head[2], head[1])
+          passed[lane] = true
+          again[#again + 1] = lane
+        elseif due then
           taken[#taken + 1] = head[1]
           again[#again + 1] = lane
           if left then allow[lane] = left - 1 end
