@@ -6,7 +6,10 @@ client processes; and dequeue+ACK of a queue with a concurrency cap above
 what the two hold at once, against the same run's without one
 (``vs_uncapped``); and dequeue+ACK of a queue whose jobs have 10,000
 fairness keys, served in turn, against the same without keys
-(``vs_unkeyed``). The ceiling is the same work done with no job service in
+(``vs_unkeyed``), and the same again under per-key limits that never bind
+(a per-key cap and rate above what a key has), against the keyed run
+(``vs_keyed``): what the limits' own steps cost. The ceiling is the same
+work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
 ``UPDATE ... LIMIT`` claim loop.
@@ -264,6 +267,30 @@ def keyed_row(
             "vs_unkeyed": round(rate / unkeyed, 2)}
 
 
+# The key-limited case's limits: above what any key has, so that the run
+# times their steps, not a wait.
+KEY_CAP = 1_000
+KEY_RATE = 1e6
+
+
+def key_limited_row(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, keyed: float, peak: float,
+    keys: int,
+) -> dict[str, object]:
+    """The keyed run again with a per-key cap and rate that never bind,
+    against the keyed run (``vs_keyed``)."""
+    queue = f"bench_{backend}_{batch}_keylim_{uuid.uuid4().hex[:6]}"
+    client.create_queue(queue)
+    client.update_queue(queue, key_max_running=KEY_CAP, key_rate=KEY_RATE)
+    run_parallel(pool, functools.partial(pl_enqueue_keyed, keys=keys), backend, queue, jobs, batch)
+    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
+    print(f"{backend:6} {'key-limited':12} batch {batch:4}: {rate:9,.0f} jobs/s   per-key cap and rate: "
+          f"{rate / keyed:5.2f} of the keyed run", flush=True)
+    return {"backend": backend, "op": "dequeue+ack key-limited", "batch": batch, "jobs": jobs, "keys": keys,
+            "key_max_running": KEY_CAP, "key_rate": KEY_RATE, "jobs_per_s": round(rate),
+            "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2), "vs_keyed": round(rate / keyed, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
@@ -308,7 +335,9 @@ def main() -> int:
                         if op == "dequeue+ack":
                             rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
                             keys = KEYS if not args.smoke else KEYS // 10
-                            rows.append(keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
+                            rows.append(keyed := keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
+                            keyed_rate = float(keyed["jobs_per_s"])  # type: ignore[arg-type]
+                            rows.append(key_limited_row(pool, client, backend, batch, jobs, keyed_rate, peak, keys))
     write_json(args.json, rows)
     return 0
 

@@ -50,6 +50,11 @@ from pinlater.validation import (
 
 log = logging.getLogger(__name__)
 
+# The rounds of a dequeue under per-key limits (``_collect_keyed``): each
+# reads want * a + b keys to serve; a round after the first comes only when
+# a shard met a key it had no allowance for.
+KEY_ROUNDS = ((1, 1), (2, 4), (4, 16))
+
 
 class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
     """The in-process client (``PinLaterClient``) over a ``Core``; its
@@ -182,17 +187,37 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
     def _collect_keyed(
         self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, source: str, token: str | None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
-        """A dequeue under per-key limits: the keys the shards would serve
-        first (one read per shard), their allowances (rate tokens, per-key
-        slots), then the claims with them; what a key did not use goes
-        back."""
+        """A dequeue under per-key limits, in rounds: the keys the shards
+        would serve first (one read per shard), their allowances (rate
+        tokens, per-key slots), then the claims with them; what a key did
+        not use goes back. A shard that met a key it had no allowance for
+        (another dequeue served the keys read) stops there, keeping that
+        key's turn: the next round starts with it and reads more keys, as
+        dequeues that read the same first keys at once serve them all but
+        one."""
+        jobs: list[DequeuedJob] = []
+        error: PinLaterError | None = None
+        stopped: list[str] = []
+        for spare in KEY_ROUNDS:
+            want = n - len(jobs)
+            got, error, stopped = self._key_round(queue, config, shards, want, want * spare[0] + spare[1],
+                                                  source, token, stopped)
+            jobs += got
+            if len(jobs) >= n or not stopped or error is not None:
+                break
+        return jobs, error
+
+    def _key_round(
+        self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, read: int, source: str,
+        token: str | None, first: list[str],
+    ) -> tuple[list[DequeuedJob], PinLaterError | None, list[str]]:
         call = self.core.shards.call
         priorities = range(1, config.priorities + 1)
-        found: dict[str, None] = {}
+        found = dict.fromkeys(first)
         for backend in shards:
             try:
                 found.update(dict.fromkeys(call(backend, "lane_keys", queue,
-                                                lambda b: b.lane_keys(queue, priorities, n))))
+                                                lambda b: b.lane_keys(queue, priorities, read))))
             except PinLaterError:
                 continue  # the claims below meet it again, and say so
         keys = list(found)
@@ -200,6 +225,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         tokens = limiter.take_keys(config, keys, n) if config.key_rate is not None else dict.fromkeys(keys, n)
         used: dict[str, int] = {}
         jobs: list[DequeuedJob] = []
+        stopped: list[str] = []
 
         def claim(allow: dict[str, int], claim_token: str | None) -> tuple[list[tuple[str, str]], PinLaterError | None]:
             nonlocal jobs
@@ -208,7 +234,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
             jobs, error = self._collect(
                 queue, config, shards, n, "dequeue",
                 lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=claim_token, allow=left),
-                keyed)
+                keyed, stopped)
             for key in keyed:
                 if key:
                     used[key] = used.get(key, 0) + 1
@@ -224,7 +250,8 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         finally:
             if config.key_rate is not None:
                 limiter.give_back_keys(config, {k: t - used.get(k, 0) for k, t in tokens.items()})
-        return jobs, error
+        # Only a key it had no allowance for is worth another round.
+        return jobs, error, [k for k in dict.fromkeys(stopped) if k not in tokens]
 
     def _collect(
         self,
@@ -235,10 +262,12 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         op: str,
         take: Callable[[ShardBackend, Sequence[int], int, Sequence[int]], Claims],
         keys: list[str] | None = None,
+        stopped: list[str] | None = None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """The jobs found on ``shards``, and the first error of a shard that
         failed otherwise than by being unavailable (None if none did);
-        ``keys`` gets each job's fairness key, in the same order."""
+        ``keys`` gets each job's fairness key, in the same order, and
+        ``stopped`` the keys that ended a shard's call (``Claims.stopped_at``)."""
         # Priority-major across shards (a priority-1 job on any shard goes
         # before a priority-2 job on another), about one call per shard.
         shard_set = self.core.shards
@@ -266,6 +295,8 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         ]
         if keys is not None:
             keys += [c.key for _, c in walk.picked]
+        if stopped is not None:
+            stopped += walk.stopped
         return jobs, error
 
     # -- ack and checkpoint ------------------------------------------------------------

@@ -42,6 +42,7 @@ class Walk(Generic[B]):
 
     picked: list[tuple[B, ClaimedJob]] = field(default_factory=list)
     failed: list[tuple[B, PinLaterError]] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # keys that ended a shard's call (Claims.stopped_at)
 
 
 def walk_priorities(shards: Sequence[B], priorities: int, limit: int, take: Take[B]) -> Walk[B]:
@@ -61,6 +62,8 @@ def walk_priorities(shards: Sequence[B], priorities: int, limit: int, take: Take
             walk.failed.append((shard, exc))
             continue
         out += [(shard, job) for job in claims.jobs]
+        if claims.stopped_at is not None:
+            walk.stopped.append(claims.stopped_at)
         # A floor only rises (the shard has no runnable job up to ``last``),
         # so the walk ends.
         if claims.next_priority is not None and claims.next_priority > last:

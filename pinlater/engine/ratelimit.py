@@ -75,15 +75,13 @@ class RateLimiter:
         rate = config.key_rate
         assert rate is not None, "take_keys() is for queues with a key rate"
         burst = self.burst(rate)
-        out: dict[str, int] = {}
-        for key in keys:
-            bucket = key_bucket(config.name, key)
-            try:
-                out[key] = self._control.acquire(bucket, wanted, rate, burst)
-            except ShardConnectionFailed as exc:
-                log.warning("control store unreachable, rate-limiting keys of %s locally: %s", config.name, exc)
-                out[key] = self._local.acquire(bucket, wanted, rate, burst)
-        return out
+        buckets = [key_bucket(config.name, key) for key in keys]
+        try:
+            granted = self._control.acquire_many(buckets, wanted, rate, burst)
+        except ShardConnectionFailed as exc:
+            log.warning("control store unreachable, rate-limiting keys of %s locally: %s", config.name, exc)
+            granted = [self._local.acquire(b, wanted, rate, burst) for b in buckets]
+        return dict(zip(keys, granted, strict=True))
 
     def give_back_keys(self, config: QueueConfig, unused: dict[str, int]) -> None:
         """Return the key tokens a dequeue took but did not use."""
@@ -91,10 +89,9 @@ class RateLimiter:
         if rate is None:
             return
         burst = self.burst(rate)
-        for key, n in unused.items():
-            if n > 0:
-                bucket = key_bucket(config.name, key)
-                try:
-                    self._control.release(bucket, n, burst)
-                except ShardConnectionFailed:
-                    self._local.release(bucket, n, burst)
+        counts = {key_bucket(config.name, key): n for key, n in unused.items() if n > 0}
+        try:
+            self._control.release_many(counts, burst)
+        except ShardConnectionFailed:
+            for bucket, n in counts.items():
+                self._local.release(bucket, n, burst)

@@ -136,10 +136,13 @@ class Claims:
     """What one dequeue (or peek) call got on its shard. ``next_priority``:
     when fewer than ``limit`` jobs were found, the first of the call's
     ``look_ahead`` priorities that has runnable jobs (None: none has, or the
-    limit was met), so the caller knows where to go next without asking."""
+    limit was met), so the caller knows where to go next without asking.
+    ``stopped_at``: the key that ended a dequeue with allowances (None: none
+    did)."""
 
     jobs: list[ClaimedJob]
     next_priority: int | None = None
+    stopped_at: str | None = None
 
 
 def claim_source(claim: str) -> str:
@@ -294,11 +297,12 @@ class ShardBackend(Protocol):
 
         ``allow`` (per-key limits): how many more jobs each fairness key may
         start, counted down here as they are taken. In a priority served by
-        lanes, a key with 0 left loses its turn without a job; one not in
-        ``allow`` ends the call, keeping its turn (the caller learns its key
-        from ``lane_keys`` and calls again); jobs without a key are not
-        limited. The call also ends once every keyed lane in turn has lost
-        its turn since the last job taken."""
+        lanes, a lane whose first job is due and whose key has 0 left loses
+        its turn without a job; one whose key is not in ``allow``, or that
+        lost its turn already since the last job taken, ends the call
+        keeping its turn (``Claims.stopped_at``: the caller gets its key's
+        allowance and calls again); jobs without a key are not limited
+        (``pinlater/stores/memory/lanes.py`` states the rules)."""
 
     def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
         """The keys of the lanes a dequeue of ``limit`` jobs serves first

@@ -118,6 +118,12 @@ class ControlStore(Records, Protocol):
     def release(self, bucket: str, count: int, burst: float) -> None:
         """Give back ``count`` unused tokens (never above ``burst``)."""
 
+    def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
+        """``acquire`` of each bucket, in one step: the tokens taken from each."""
+
+    def release_many(self, counts: Mapping[str, int], burst: float) -> None:
+        """``release`` of each bucket (bucket -> unused tokens), in one step."""
+
     # -- concurrency slots (pinlater.engine.slots) -----------------------------
     # A capped queue's slots are counted per owner (a process: its claims'
     # tokens start with its name), each owner stamped with the store's clock

@@ -47,3 +47,41 @@ def test_the_control_store_keeps_records(cluster: JobService) -> None:
     assert control.map_items(table) == {"b": {"v": 2}}
     control.map_remove(table, [])
     assert control.map_items(f"{table}_none") == {}
+
+
+def test_the_control_store_counts_per_key_slots_atomically(cluster: JobService, queue_name: str) -> None:
+    control = cluster.core.control
+    q = queue_name
+    assert control.key_slots_sync(q, 2, "aaaaaaaa", {"A": 3, "é": 1}) == {"A": 2, "é": 1}
+    assert control.key_slots_sync(q, 2, "bbbbbbbb", {"A": 1, "B": 5}) == {"A": 0, "B": 2}
+    now, stamps, held = control.key_slots_owners(q)
+    assert set(stamps) == {"aaaaaaaa", "bbbbbbbb"} and all(now - 60_000 < at <= now for at in stamps.values())
+    assert held == {("aaaaaaaa", "A"): 2, ("aaaaaaaa", "é"): 1, ("bbbbbbbb", "B"): 2}
+    # Frees come first, never below 0, and what is freed is taken at once.
+    granted = control.key_slots_sync(q, 2, "bbbbbbbb", {"A": 2}, frees={("aaaaaaaa", "A"): 5, ("bbbbbbbb", "B"): 1})
+    assert granted == {"A": 2}
+    assert control.key_slots_owners(q)[2] == {("aaaaaaaa", "é"): 1, ("bbbbbbbb", "A"): 2, ("bbbbbbbb", "B"): 1}
+    # A leaving owner is stale at once: the monitor's settle sets it to what
+    # it runs; an owner synced since is left alone; one left with nothing
+    # is forgotten.
+    control.key_slots_sync(q, 2, "aaaaaaaa", {}, leaving=True)
+    now = control.key_slots_owners(q)[0]
+    freed = control.key_slots_settle(q, {("aaaaaaaa", "é"): 0, ("bbbbbbbb", "A"): 0, ("cccccccc", "C"): 1},
+                                     now - 20_000)
+    assert freed == 1 - 1  # aaaaaaaa's é freed, unknown cccccccc's C added
+    _, stamps, held = control.key_slots_owners(q)
+    assert held == {("bbbbbbbb", "A"): 2, ("bbbbbbbb", "B"): 1, ("cccccccc", "C"): 1}
+    assert "aaaaaaaa" not in stamps and "cccccccc" in stamps
+    control.key_slots_drop(q)
+    assert control.key_slots_owners(q)[1:] == ({}, {})
+
+
+def test_the_control_store_takes_and_gives_back_many_buckets_in_one_step(cluster: JobService) -> None:
+    control = cluster.core.control
+    a, b = f"bucket_{uuid.uuid4().hex[:8]}/key/a", f"bucket_{uuid.uuid4().hex[:8]}/key/é"
+    # Slow enough that nothing refills during the test.
+    assert control.acquire_many([a, b], 3, 0.001, 2) == [2, 2]
+    assert control.acquire_many([a, b], 3, 0.001, 2) == [0, 0]
+    control.release_many({a: 1, b: 0}, 2)
+    assert control.acquire_many([b, a], 3, 0.001, 2) == [0, 1]
+    assert control.acquire_many([], 3, 0.001, 2) == []

@@ -75,6 +75,13 @@ class MemoryControlStore:
     def release(self, bucket: str, count: int, burst: float) -> None:
         self._buckets.release(bucket, count, burst)
 
+    def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
+        return [self._buckets.acquire(b, wanted, rate, burst) for b in buckets]
+
+    def release_many(self, counts: Mapping[str, int], burst: float) -> None:
+        for bucket, n in counts.items():
+            self._buckets.release(bucket, n, burst)
+
     # -- concurrency slots -------------------------------------------------------
     def slots_sync(
         self, queue: str, cap: int, owner: str, want: int, give_back: int = 0,
@@ -157,8 +164,12 @@ class MemoryControlStore:
                         held[at] = n
                     else:
                         held.pop(at, None)
-            for owner in settled - {o for o, _ in held}:
-                stamps.pop(owner, None)
+            holding = {o for o, _ in held}
+            for owner in settled:
+                if owner in holding:
+                    stamps[owner] = 0
+                else:
+                    stamps.pop(owner, None)
             return freed
 
     def key_slots_drop(self, queue: str) -> None:

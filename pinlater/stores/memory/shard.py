@@ -208,6 +208,7 @@ class MemoryBackend:
         with self._lock:
             now = self._clock()
             rows: list[_Row] = []
+            stopped: str | None = None
             for priority in priorities:
                 if len(rows) >= limit:
                     break
@@ -222,13 +223,13 @@ class MemoryBackend:
                 if stopped is not None:
                     break
             following = None
-            if len(rows) < limit:
+            if len(rows) < limit and stopped is None:
                 following = next((p for p in look_ahead if self._ready(queue, p, 1, now)), None)
             for row in rows:
                 row.state = JobState.RUNNING
                 row.claim = claim
                 row.updated_at = now
-            return Claims([row.claimed(claim) for row in rows], following)
+            return Claims([row.claimed(claim) for row in rows], following, stopped)
 
     @staticmethod
     def _take_by_lanes(

@@ -210,8 +210,8 @@ class ClaimsMixin(LanesMixin):
             by_lanes, stopped = self._claim_by_lanes(queue, got.by_lanes, limit - len(jobs), claim, allow)
             jobs += by_lanes
             rest = rest[rest.index(got.by_lanes) + 1 :]
-            if len(jobs) >= limit or stopped:
-                return Claims(jobs)
+            if len(jobs) >= limit or stopped is not None:
+                return Claims(jobs, None, stopped)
             if not rest:
                 return Claims(jobs, self._look(queue, look_ahead))
 

@@ -128,10 +128,13 @@ class MySQLControlStore:
 
     # -- rate buckets ----------------------------------------------------------
     def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
-        if wanted <= 0 or rate <= 0:
-            return 0  # nothing to take, or nothing ever refills: leave the bucket alone
+        return self.acquire_many([bucket], wanted, rate, burst)[0]
 
-        def work(s: Session) -> int:
+    def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
+        if wanted <= 0 or rate <= 0 or not buckets:
+            return [0] * len(buckets)  # nothing to take, or nothing ever refills: leave the buckets alone
+
+        def take(s: Session, bucket: str) -> int:
             # The bucket row stays locked (FOR UPDATE) from this read to COMMIT,
             # so refill-and-take is atomic across every process.
             s.execute(sql("ctl_lock_bucket"), {"bucket": bucket})
@@ -148,14 +151,28 @@ class MySQLControlStore:
             s.execute(sql("ctl_store_bucket"), args)
             return granted
 
+        def work(s: Session) -> list[int]:
+            # Locked in one order, so two steps over the same buckets never deadlock.
+            granted = {b: take(s, b) for b in sorted(set(buckets))}
+            return [granted[b] for b in buckets]
+
         return self._run(work, transaction=True)
 
     def release(self, bucket: str, count: int, burst: float) -> None:
-        if count <= 0:
+        self.release_many({bucket: count}, burst)
+
+    def release_many(self, counts: Mapping[str, int], burst: float) -> None:
+        given = sorted((b, n) for b, n in counts.items() if n > 0)
+        if not given:
             return
-        # One statement: atomic. A missing bucket counts as full: nothing to do.
-        args = {"bucket": bucket, "count": count, "burst": burst}
-        self._run(lambda s: s.execute(sql("ctl_release"), args))
+
+        def work(s: Session) -> None:
+            # One statement a bucket, each atomic. A missing bucket counts as
+            # full: nothing to do.
+            for bucket, n in given:
+                s.execute(sql("ctl_release"), {"bucket": bucket, "count": n, "burst": burst})
+
+        self._run(work, transaction=True)
 
     # -- concurrency slots ----------------------------------------------------
     @staticmethod

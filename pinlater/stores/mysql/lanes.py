@@ -123,12 +123,12 @@ class _Turns:
 class LanesMixin(ShardConnection):
     def _claim_by_lanes(
         self, queue: str, priority: int, want: int, claim: str, allow: dict[str, int] | None = None,
-    ) -> tuple[list[ClaimedJob], bool]:
-        """The jobs, and whether a key without an allowance ended the call
-        (``ShardBackend.dequeue``)."""
+    ) -> tuple[list[ClaimedJob], str | None]:
+        """The jobs, and the key that ended the call with allowances (None:
+        none did; ``ShardBackend.dequeue``)."""
         table = job_table(queue, priority)
         traced = self._traces
-        stopped = False
+        stopped: str | None = None
 
         def work(s: Session) -> list[ClaimedJob]:
             nonlocal stopped
@@ -242,10 +242,10 @@ def _promote(t: _Turns, want: int) -> None:
     t.flush()
 
 
-def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[list[int], list[str], bool]:
+def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[list[int], list[str], str | None]:
     """Up to ``want`` jobs, one at a time from the lane of the lowest turn
     that has a due job (memory/lanes.py's ``take``): the ids in that order,
-    their keys, and whether a key without an allowance ended the call.
+    their keys, and the key that ended the call with allowances (None).
     ``allow`` is only read: the caller counts the jobs it got."""
     s = t.s
     if t.plain_rows is None:
@@ -308,7 +308,7 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
         if left is not None:
             n = left.get(name)
             if n is None or name in passed:
-                return taken, keys, True  # it keeps its turn
+                return taken, keys, name.decode()  # it keeps its turn
             if n <= 0:
                 # It loses the turn it cannot use, as if served.
                 passed.add(name)
@@ -324,7 +324,7 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
             passed.clear()
         lane.turn, lane.changed = t.next_turn(), True
         queue.append((lane.turn, name))
-    return taken, keys, False
+    return taken, keys, None
 
 
 def _read_heads(t: _Turns, names: list[bytes], want: int) -> None:

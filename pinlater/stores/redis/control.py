@@ -117,18 +117,26 @@ class RedisControlStore:
     # -- rate buckets ----------------------------------------------------------
 
     def acquire(self, bucket: str, wanted: int, rate: float, burst: float) -> int:
-        if wanted <= 0 or rate <= 0:
-            return 0
+        return self.acquire_many([bucket], wanted, rate, burst)[0]
+
+    def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
+        if wanted <= 0 or rate <= 0 or not buckets:
+            return [0] * len(buckets)
         args = [wanted, repr(float(rate)), repr(float(burst)), BUCKET_TTL_MS]
         with self._guard():
-            taken = loader.call(self._r, self._acquire, [keys.rate_key(bucket)], args)
-        return int(taken)
+            taken = loader.call(self._r, self._acquire, [keys.rate_key(b) for b in buckets], args)
+        return [int(n) for n in taken]
 
     def release(self, bucket: str, count: int, burst: float) -> None:
-        if count <= 0:
+        self.release_many({bucket: count}, burst)
+
+    def release_many(self, counts: Mapping[str, int], burst: float) -> None:
+        given = {b: n for b, n in counts.items() if n > 0}
+        if not given:
             return
         with self._guard():
-            loader.call(self._r, self._release, [keys.rate_key(bucket)], [count, repr(float(burst))])
+            loader.call(self._r, self._release, [keys.rate_key(b) for b in given],
+                        [repr(float(burst)), *given.values()])
 
     # -- concurrency slots ----------------------------------------------------
     def _slots(self, name: str, queue: str, args: Sequence[object]) -> Any:

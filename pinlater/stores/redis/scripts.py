@@ -55,8 +55,9 @@ def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
 
 
 def claims(reply: Sequence[Any], claim: str) -> Claims:
-    """Decode dequeue's reply: next priority (0: none), then per job
-    priority, id, body, allowed, remaining, trace, run_after, key."""
+    """Decode dequeue's reply: next priority (0: none), the key that ended
+    the call ('' none), then per job priority, id, body, allowed,
+    remaining, trace, run_after, key."""
     # Positional: keywords cost ~0.2 µs more per job.
     jobs = [
         ClaimedJob(
@@ -64,6 +65,6 @@ def claims(reply: Sequence[Any], claim: str) -> Claims:
             reply[i + 5].decode("ascii") if reply[i + 5] else None, int(reply[i + 6]),
             reply[i + 7].decode() if reply[i + 7] else "",
         )
-        for i in range(1, len(reply), 8)
+        for i in range(2, len(reply), 8)
     ]
-    return Claims(jobs, int(reply[0]) or None)
+    return Claims(jobs, int(reply[0]) or None, reply[1].decode() if reply[1] else None)

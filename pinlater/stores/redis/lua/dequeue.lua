@@ -18,7 +18,8 @@
 --             ARGV[4+n..] the look-ahead priorities (one per look-ahead key)
 -- ARGV[...]   then, for per-key limits only: 'allow', and pairs: fairness
 --             key, how many more jobs it may start (see claim_by_lanes)
--- Returns: {next priority or 0, then per job: priority, id, body,
+-- Returns: {next priority or 0, the key that ended the call with
+--           allowances ('' if none), then per job: priority, id, body,
 --           attempts_allowed, attempts_remaining, trace ('' if none),
 --           run_after, key ('' if none)}
 local limit = tonumber(ARGV[1])
@@ -40,7 +41,7 @@ elseif #ARGV ~= fixed then
   return bad('dequeue: bad groups')
 end
 local now = now_ms()
-local out = {0}
+local out = {0, ''}
 local left = limit
 
 local function put(priority, m, j, body)
@@ -60,7 +61,7 @@ end
 local PROMOTE = 100
 
 -- Up to `want` jobs of a priority that keeps lanes; how many it took, and
--- whether a key without an allowance ended the call.
+-- the key that ended the call (nil if none did).
 -- The first lanes of the turns come off in one LPOP and are served in
 -- that order, each put last again in one RPUSH after them: the order
 -- one-job-at-a-time would give. A lane served goes last whatever it has
@@ -84,7 +85,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   -- job (it loses the turn it cannot use); one whose key has no
   -- allowance, or that lost its turn already since the last job taken
   -- (every lane in turn has), ends the call keeping its turn.
-  local passed, stop = {}, false
+  local passed, stop = {}, nil
   while #taken < want and not stop do
     -- One more than still wanted: lane '' may be among them without a due job.
     local lanes = redis.call('LPOP', turns, want - #taken + 1)
@@ -99,7 +100,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
         local due = #head > 0 and tonumber(head[2]) <= now
         if due and allow and lane ~= '' and (left == nil or passed[lane]) then
           redis.call('ZADD', lane_of .. lane, head[2], head[1])
-          stop = true
+          stop = lane
           unserved[#unserved + 1] = lane
         elseif due and left and left <= 0 then
           redis.call('ZADD', lane_of .. lane, head[2], head[1])
@@ -161,6 +162,7 @@ for g = 1, n do
   if claim ~= '' and lanes_on(pending) then
     local took, stopped = claim_by_lanes(pending, running, jobs, priority, left)
     left = left - took
+    if stopped then out[2] = stopped end
     if left <= 0 or stopped then return out end
   else
     local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
