@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 # The rounds of a dequeue under per-key limits (``_collect_keyed``): each
 # reads want * a + b keys to serve; a round after the first comes only when
 # a shard met a key it had no allowance for.
-KEY_ROUNDS = ((1, 1), (2, 4), (4, 16))
+KEY_ROUNDS = ((1, 1), (2, 4), (4, 16), (8, 64))
 
 
 class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):

@@ -84,6 +84,8 @@ def test_the_keys_a_dequeue_would_serve_first_and_running_jobs_per_key(
     token = "0123456789abcdef"
     got = shard.dequeue(6, None, token=token)
     assert len(got) == 6
+    # Lanes served empty stay in turn until met, but no allowance is asked for them.
+    assert shard.be.lane_keys(queue_name, [1, 2, 3], 10) == []
     assert shard.be.running_owners(queue_name, 1) == {("01234567", "A"): 2, ("01234567", "B"): 2,
                                                        ("01234567", ""): 2}
 

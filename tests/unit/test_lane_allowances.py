@@ -53,8 +53,9 @@ def test_a_key_without_an_allowance_ends_the_call_keeping_its_turn() -> None:
     assert lanes.in_turn(2, NOW) == ["a", "b"]
     claimed, short = take(lanes, plain, 3, {"a": 1, "b": 1})
     assert (claimed, short) == ([1, 2], "c")
-    # a and b were served and went last (empty, they leave when their turn comes).
-    assert lanes.in_turn(3, NOW) == ["c", "a", "b"]
+    # a and b were served and went last, empty (they leave when their turn
+    # comes): no allowance is asked for them.
+    assert lanes.in_turn(3, NOW) == ["c"]
     claimed, short = take(lanes, plain, 3, {"c": 1})
     assert (claimed, short) == ([3], None)
 

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 # As dequeue.lua: lanes that came due join the turns, at most this many
 # beyond the limit per call.
 PROMOTE = 100
+# How many lanes in turn ``in_turn`` reads at most for ``count`` (as the
+# Redis and MySQL shards' lane_keys).
+SCAN = 4
+SCAN_MORE = 16
 
 
 def _order(lane: str) -> bytes:
@@ -136,15 +140,20 @@ class Lanes:
         return None
 
     def in_turn(self, count: int, now: int) -> list[str]:
-        """The keys of the first ``count`` keyed lanes in turn, once each,
+        """The keys of the first ``count`` keyed lanes in turn with a due job
+        (among the first ``SCAN * count + SCAN_MORE``), once each,
         due waits promoted first as ``take`` promotes them: whose allowances
         a limited ``take`` of ``count`` jobs needs first."""
         due = sorted((s, _order(lane), lane) for lane, s in self.waits.items() if s <= now)
         for _, _, lane in due[: count + PROMOTE]:
             del self.waits[lane]
             self._give_turn(lane)
-        first = heapq.nsmallest(count, ((turn, lane) for lane, turn in self.turns.items() if lane != ""))
-        return [lane for _, lane in first]
+        # A lane served empty by another dequeue stays in turn until met:
+        # only lanes with a due job count, among a bounded number read.
+        first = heapq.nsmallest(SCAN * count + SCAN_MORE,
+                                ((turn, lane) for lane, turn in self.turns.items() if lane != ""))
+        due_now = [lane for _, lane in first if (head := self._head(lane)) is not None and head[0] <= now]
+        return due_now[:count]
 
     def _next_ready(self, now: int, plain_head: Callable[[], tuple[int, int] | None]) -> str | None:
         """The lane of the lowest turn that is a keyed lane, or lane "" with

@@ -506,10 +506,14 @@ SELECT %s AS id, CAST(%s AS BINARY) AS claim, %s AS body, %s AS attempts,
 SELECT LEFT(claim, %s) AS owner, {fkey} AS k, COUNT(*) FROM {table} WHERE state = 1 GROUP BY owner, k
 
 -- name: lanes_first_keys
--- The keys a dequeue serves first (lane_keys): lanes in turn, waiting
--- lanes that are due, and keyed jobs not in their lanes yet.
-(SELECT lane FROM pinlater_lanes FORCE INDEX (by_turn)
- WHERE jobs = %(jobs)s AND turn IS NOT NULL ORDER BY turn LIMIT %(limit)s)
+-- The keys a dequeue serves first (lane_keys): lanes in turn with a due
+-- job (a lane served empty stays in turn until a dequeue meets it),
+-- waiting lanes that are due, and keyed jobs not in their lanes yet.
+(SELECT l.lane FROM pinlater_lanes AS l FORCE INDEX (by_turn)
+ WHERE l.jobs = %(jobs)s AND l.turn IS NOT NULL
+   AND EXISTS (SELECT 1 FROM pinlater_lane_jobs AS lj
+               WHERE lj.jobs = l.jobs AND lj.lane = l.lane AND lj.run_after <= {now})
+ ORDER BY l.turn LIMIT %(limit)s)
 UNION
 (SELECT lane FROM pinlater_lanes FORCE INDEX (by_due)
  WHERE jobs = %(jobs)s AND turn IS NULL AND due <= {now} ORDER BY due LIMIT %(limit)s)
