@@ -344,7 +344,7 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         capped = counts_claims(config)
         tokens = self.core.slots.tokens_of(config, [
             str(JobDescriptor.parse(c.descriptor)) for c in checkpoints if c.move_to_pending and not c.claim
-        ]) if capped else {}
+        ]) if config.max_running is not None else {}
         ended = settle(
             self.core, "checkpoint", queue, [route(self.core, queue, config, checkpoints)], [share],
             lambda _, d, c: CheckpointItem(d.priority, d.local_id, source, c.new_body, c.move_to_pending,

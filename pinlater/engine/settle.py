@@ -167,10 +167,11 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
         _settle_acks(core, batch, queue, config, shares, None, [])
         return shares
     # A capped queue's slots: the tokens of jobs ACKed without their claims
-    # are read first, since the ACKs clear them.
+    # are read first, since the ACKs clear them (per-key slots free only
+    # their process's own jobs, which it knows).
     tokens = core.slots.tokens_of(config, [
         str(d) for p in batch for _, pairs in (*p.succeeded, *p.failed) for d, a in pairs if not a.claim
-    ])
+    ]) if config.max_running is not None else {}
     ended: list[Ended] = []
     try:
         _settle_acks(core, batch, queue, config, shares, lambda _: True, ended)
