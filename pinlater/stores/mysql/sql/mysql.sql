@@ -246,13 +246,16 @@ DECLARE pl_got_{priority} INT DEFAULT 0;
 DECLARE pl_lanes_{priority} INT DEFAULT 0
 
 -- name: dequeue_check
--- Whether the priority has keyed jobs (in a lane, or waiting for one): then
+-- Whether the priority has keyed jobs (waiting for a lane, or in one): then
 -- it is served by lanes (pinlater/stores/mysql/lanes.py). Read before the
 -- claim transaction, at the session's READ COMMITTED: inside it, at
 -- REPEATABLE READ, these reads locked gaps an ACK's index change needed,
--- and the two deadlocked.
-SET pl_lanes_{priority} = EXISTS (SELECT 1 FROM pinlater_lanes WHERE jobs = %s)
-    OR EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
+-- and the two deadlocked. Each read sees what was committed when it ran,
+-- so newcomers are looked for first: another dequeue's admission turns
+-- them into lanes, and read the other way round, the lanes before and the
+-- newcomers after it, neither was found and the dequeue got nothing.
+SET pl_lanes_{priority} = EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
+    OR EXISTS (SELECT 1 FROM pinlater_lanes WHERE jobs = %s)
 
 -- name: dequeue_start
 -- The claim transaction alone runs at REPEATABLE READ (the session's level
