@@ -23,7 +23,7 @@ from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
 
-ACTIONS = ("rate", "concurrency", "pause", "resume", "retry-failed", "delete-jobs")
+ACTIONS = ("rate", "concurrency", "key-limits", "pause", "resume", "retry-failed", "delete-jobs")
 OPERATOR = re.compile(r"[A-Za-z0-9_.@ -]{1,64}")
 MAX_RATE = MAX_DEQUEUE_RATE  # the job service's own limit: refused here before any work
 MAX_DELAY_S = 366 * 86_400
@@ -149,6 +149,22 @@ class Controls:
         cap = p.integer("max_running", None, 1, MAX_RUNNING_CAP)
         return Plan({"max_running": cap}, lambda: _config_result(self.service.set_concurrency(queue, cap)))
 
+    def _key_limits(self, queue: str, p: Params) -> Plan:
+        """Per fairness key: ``key_max_running`` and ``key_rate``, either or
+        both (null: no limit)."""
+        given = [name for name in ("key_max_running", "key_rate") if name in p.raw]
+        if not given:
+            raise InvalidRequest("key_max_running or key_rate is required (null for no limit)")
+        changes: dict[str, Any] = {}
+        if "key_max_running" in given:
+            changes["key_max_running"] = p.integer("key_max_running", None, 1, MAX_RUNNING_CAP)
+        if "key_rate" in given:
+            rate = p.number("key_rate", 0.0, MAX_RATE, " (jobs per second per key, or null for unlimited)")
+            if rate == 0:
+                raise InvalidRequest("key_rate must be above 0 (pause the queue to run none), or null for unlimited")
+            changes["key_rate"] = rate
+        return Plan(changes, lambda: _config_result(self.service.update_queue(queue, **changes)))
+
     def _pause(self, queue: str, p: Params) -> Plan:
         return Plan({}, lambda: _config_result(self.service.pause(queue)))
 
@@ -208,6 +224,7 @@ def _preview(found: int, limit: int) -> dict[str, Any]:
 _ALLOWED: dict[str, tuple[str, ...]] = {
     "rate": ("rate",),
     "concurrency": ("max_running",),
+    "key-limits": ("key_max_running", "key_rate"),
     "pause": (),
     "resume": (),
     "retry-failed": ("priority", "limit", "attempts", "run_after_ms", "delay_s", "dry_run"),
@@ -220,5 +237,7 @@ def _config_result(config: Any) -> dict[str, Any]:
         "queue": config.name,
         "max_dequeue_rate": config.max_dequeue_rate,
         "max_running": config.max_running,
+        "key_max_running": config.key_max_running,
+        "key_rate": config.key_rate,
         "paused": config.paused,
     }

@@ -242,7 +242,7 @@ class Collector:
         }
         if config is None:  # not even the priorities are known: nothing to count
             return {"name": entry.name, "priorities": None, "max_dequeue_rate": None, "max_running": None,
-                    "paused": None,
+                    "key_max_running": None, "key_rate": None, "paused": None,
                     "claim_timeout_ms": None, "retry": None, "counts": None, "by_priority": {}, "by_shard": {},
                     "oldest_pending": None, **common}
         counts = zero_counts()
@@ -270,6 +270,8 @@ class Collector:
             # A stored NaN or Infinity limits nothing; config_error says it is odd.
             "max_dequeue_rate": _finite(config.max_dequeue_rate) if stored else None,
             "max_running": config.max_running if stored else None,
+            "key_max_running": config.key_max_running if stored else None,
+            "key_rate": _finite(config.key_rate) if stored else None,
             "paused": config.paused if stored else None,
             "claim_timeout_ms": config.claim_timeout_ms if stored else None,
             "retry": config.retry.kind if stored else None,

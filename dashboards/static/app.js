@@ -189,7 +189,9 @@ function renderDetail(snap) {
   pill.className = "pill " + (q.paused || q.config_error ? "bad" : "ok");
   document.getElementById("detail-config").textContent =
     `${q.priorities ?? "?"} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry ?? "?"}` +
-    (known(q.max_running) ? ` · at most ${PL.fmtInt(q.max_running)} running at once` : " · no concurrency cap");
+    (known(q.max_running) ? ` · at most ${PL.fmtInt(q.max_running)} running at once` : " · no concurrency cap") +
+    (known(q.key_max_running) ? ` · at most ${PL.fmtInt(q.key_max_running)} of a key running at once` : "") +
+    (known(q.key_rate) ? ` · at most ${q.key_rate} jobs/s of a key` : "");
   const configError = document.getElementById("detail-config-error");
   configError.textContent = q.config_error || "";
   configError.hidden = !q.config_error;

@@ -128,6 +128,11 @@ def test_controls_need_the_token_and_valid_input(cluster: Cluster) -> None:
         ("concurrency", {"max_running": 2.5}, {}, "max_running must be a whole number"),
         ("concurrency", {"max_running": "9"}, {}, "max_running must be a whole number"),
         ("concurrency", {"max_running": 10**30}, {}, "max_running must be between"),
+        ("key-limits", {}, {}, "key_max_running or key_rate is required"),
+        ("key-limits", {"key_max_running": 0}, {}, "key_max_running must be between 1 and 1000000"),
+        ("key-limits", {"key_rate": 0}, {}, "key_rate must be above 0"),
+        ("key-limits", {"key_rate": "fast"}, {}, "key_rate must be a number"),
+        ("key-limits", {"key_rate": 1e300}, {}, "key_rate must be between"),
         ("retry-failed", {"limit": 0}, {}, "limit must be between"),
         ("retry-failed", {"limt": 5}, {}, "unknown field"),
         ("retry-failed", {"priority": 9}, {}, "priority must be between 1 and 3"),
@@ -174,6 +179,22 @@ def test_concurrency_control_is_applied_shown_and_audited(cluster: Cluster) -> N
     assert svc.queue_config(queue, fresh=True).max_running is None
     entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
     assert any(e["params"] == {"max_running": 7} and e["operator"] == "carol" for e in entries)
+
+
+def test_key_limits_control_is_applied_shown_and_audited(cluster: Cluster) -> None:
+    base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
+    status, body = control(base, queue, "key-limits", {"key_max_running": 3, "key_rate": 2.5}, operator="dave")
+    assert status == 200 and (body["key_max_running"], body["key_rate"]) == (3, 2.5) and body["audited"] is True
+    config = svc.queue_config(queue, fresh=True)
+    assert (config.key_max_running, config.key_rate) == (3, 2.5)
+    view = queue_view(fresh_overview(cluster), queue)
+    assert (view["key_max_running"], view["key_rate"]) == (3, 2.5)
+    # One left out stays as it is; null lifts it.
+    body = control(base, queue, "key-limits", {"key_rate": None})[1]
+    assert (body["key_max_running"], body["key_rate"]) == (3, None)
+    assert control(base, queue, "key-limits", {"key_max_running": None})[1]["key_max_running"] is None
+    entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
+    assert any(e["params"] == {"key_max_running": 3, "key_rate": 2.5} and e["operator"] == "dave" for e in entries)
 
 
 def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:
