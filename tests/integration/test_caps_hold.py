@@ -44,7 +44,13 @@ def test_eighteen_workers_in_three_processes_over_two_shards_never_run_more_than
     settings = settings_for(setup)
     with JobService.from_settings(settings, source="operator") as client:
         client.create_queue(queue_name, max_running=CAP)
-        enqueued = [d for _ in range(6) for d in client.enqueue(queue_name, [Job(b"x")] * 100)]
+        # Each batch lands on one shard at random: six could all land on one
+        # (1 run in 32), so more come until both have some.
+        enqueued: list[str] = []
+        for _ in range(30):
+            enqueued += client.enqueue(queue_name, [Job(b"x")] * 100)
+            if len(enqueued) >= 600 and len({JobDescriptor.parse(d).shard for d in enqueued}) == 2:
+                break
         assert {JobDescriptor.parse(d).shard for d in enqueued} == set(client.operators.shard_ids())
         samples: list[tuple[float, float, int]] = []
         stop = threading.Event()
