@@ -43,7 +43,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pinlater.engine.slots import CHECK_S, FLUSH_S, OWNER_STALE_MS, REFRESH_S, Ended, Reconciled, SlotsUnavailable
+from pinlater.engine.slots import (
+    CHECK_S,
+    FLUSH_S,
+    OWNER_STALE_MS,
+    REFRESH_S,
+    Ended,
+    Reconciled,
+    SlotsUnavailable,
+    count_running,
+)
 from pinlater.errors import PinLaterError, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN
@@ -233,22 +242,8 @@ class KeySlots:
         queue = config.name
         now, stamps, held = self._control.key_slots_owners(queue)
         out = Reconciled(held=sum(held.values()))
-        counts: dict[tuple[str, str], int] = {}
-        for backend in self._shards.all():
-            if not self._shards.is_healthy(backend.shard_id):
-                out.shards_skipped.append(backend.shard_id)
-                continue
-            for p in range(1, config.priorities + 1):
-                try:
-                    found = self._shards.call(backend, "running_owners", queue,
-                                              lambda b, p=p: b.running_owners(queue, p))  # type: ignore[misc]
-                except PinLaterError as exc:
-                    out.shards_skipped.append(backend.shard_id)
-                    log.info("per-key slots of %s: shard %s not counted: %s", queue, backend.shard_id, exc)
-                    break
-                for at, n in found.items():
-                    if at[1]:
-                        counts[at] = counts.get(at, 0) + n
+        counts = {at: n for at, n in count_running(self._shards, config, out.shards_skipped, "per-key slots").items()
+                  if at[1]}
         if out.shards_skipped:
             return out
         stale_before = now - OWNER_STALE_MS

@@ -399,20 +399,8 @@ class Slots:
         now, owners = self._control.slots_owners(queue)
         out = Reconciled(held=sum(h for h, _ in owners.values()))
         counts: dict[str, int] = {}
-        for backend in self._shards.all():
-            if not self._shards.is_healthy(backend.shard_id):
-                out.shards_skipped.append(backend.shard_id)
-                continue
-            for p in range(1, config.priorities + 1):
-                try:
-                    found = self._shards.call(backend, "running_owners", queue,
-                                              lambda b, p=p: b.running_owners(queue, p))  # type: ignore[misc]
-                except PinLaterError as exc:
-                    out.shards_skipped.append(backend.shard_id)
-                    log.info("slots of %s: shard %s not counted: %s", queue, backend.shard_id, exc)
-                    break
-                for (owner, _), n in found.items():
-                    counts[owner] = counts.get(owner, 0) + n
+        for (owner, _), n in count_running(self._shards, config, out.shards_skipped, "slots").items():
+            counts[owner] = counts.get(owner, 0) + n
         if out.shards_skipped:
             return out  # a missing shard's jobs may be running: settle nobody
         stale_before = now - OWNER_STALE_MS
@@ -422,6 +410,31 @@ class Slots:
         out.freed, out.added = max(0, freed), max(0, -freed)
         out.held -= freed
         return out
+
+
+def count_running(
+    shards: ShardSet, config: QueueConfig, skipped: list[str], what: str,
+) -> dict[tuple[str, str], int]:
+    """The queue's RUNNING jobs per claim owner and key over every shard
+    (``ShardBackend.running_owners``); a shard out of rotation or failing
+    is added to ``skipped``, and its jobs are not counted."""
+    queue = config.name
+    counts: dict[tuple[str, str], int] = {}
+    for backend in shards.all():
+        if not shards.is_healthy(backend.shard_id):
+            skipped.append(backend.shard_id)
+            continue
+        for p in range(1, config.priorities + 1):
+            try:
+                found = shards.call(backend, "running_owners", queue,
+                                    lambda b, p=p: b.running_owners(queue, p))  # type: ignore[misc]
+            except PinLaterError as exc:
+                skipped.append(backend.shard_id)
+                log.info("%s of %s: shard %s not counted: %s", what, queue, backend.shard_id, exc)
+                break
+            for at, n in found.items():
+                counts[at] = counts.get(at, 0) + n
+    return counts
 
 
 @dataclass(slots=True)
