@@ -15,7 +15,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 from pinlater.stores.base import EnqueueItem, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.mysql.control import MySQLControlStore
-from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.pool import INLINE, ConnectionPool, MySQLAddress, Session
 from pinlater.stores.mysql.shard import MySQLBackend
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
@@ -166,3 +166,76 @@ def test_lock_conflicts_are_retried_then_raised() -> None:
     in_txn = Flaky(1)  # the whole transaction is retried instead, by the pool
     with pytest.raises(pymysql.err.OperationalError):
         Session(in_txn, in_transaction=True).execute("UPDATE x")  # type: ignore[arg-type]
+
+
+def _inline_pool(database: str) -> ConnectionPool:
+    def prepare(s: Session) -> None:
+        s.execute("CREATE TABLE IF NOT EXISTS inline_t (id INT PRIMARY KEY) ENGINE=InnoDB")
+
+    return ConnectionPool(MySQLAddress.parse(mysql_url(database)), socket_timeout_s=5.0, prepare=prepare,
+                          unavailable=lambda cause: ShardUnavailable(str(cause)))
+
+
+def _ids(database: str) -> list[int]:
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM inline_t ORDER BY id")
+        rows = [int(r[0]) for r in cur.fetchall()]
+    conn.close()
+    return rows
+
+
+def test_inline_transactions_commit_roll_back_and_report_a_lost_commit(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An INLINE transaction's texts begin and commit it themselves: what
+    one leaves uncommitted is committed by the pool; an error rolls it back
+    and the connection is fit for the next caller; a connection lost while
+    the committing text ran may have committed (ShardOutcomeUnknown), one
+    lost while the first ran has not."""
+    pool = _inline_pool(database)
+    try:
+        def committed(s: Session) -> None:
+            s.begin_results("INSERT INTO inline_t VALUES (1)", [])
+            assert s.commit_results("SELECT 1", []) == [((1,),)]
+
+        pool.run(committed, transaction=INLINE)
+        pool.run(lambda s: s.begin_results("INSERT INTO inline_t VALUES (2)", []), transaction=INLINE)
+        assert _ids(database) == [1, 2]
+
+        def fails(s: Session) -> None:
+            s.begin_results("INSERT INTO inline_t VALUES (3)", [])
+            raise RuntimeError("work failed")
+
+        with pytest.raises(RuntimeError, match="work failed"):
+            pool.run(fails, transaction=INLINE)
+        pool.run(lambda s: s.execute("INSERT INTO inline_t VALUES (4)"))  # autocommit: no transaction left open
+        assert _ids(database) == [1, 2, 4]
+
+        lost = pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query (timed out)")
+        real_execute = pymysql.cursors.Cursor.execute
+
+        def lose_at(word: str):  # type: ignore[no-untyped-def]
+            def execute(cursor: pymysql.cursors.Cursor, query: str, args: object = None) -> int:
+                done = real_execute(cursor, query, args)
+                if word in query:
+                    raise lost
+                return done
+            return execute
+
+        def both(s: Session) -> None:
+            s.begin_results("INSERT INTO inline_t VALUES (5)", [])
+            s.commit_results("INSERT INTO inline_t VALUES (6)", [])
+
+        monkeypatch.setattr(pymysql.cursors.Cursor, "execute", lose_at("COMMIT"))
+        with pytest.raises(ShardOutcomeUnknown, match="it may have been applied"):
+            pool.run(both, transaction=INLINE)
+        monkeypatch.setattr(pymysql.cursors.Cursor, "execute", lose_at("VALUES (7)"))
+        with pytest.raises(ShardUnavailable) as first:
+            pool.run(lambda s: s.begin_results("INSERT INTO inline_t VALUES (7)", []), transaction=INLINE)
+        assert not isinstance(first.value, ShardOutcomeUnknown)
+        monkeypatch.undo()
+        # The lost commit did commit here (the server had it); the other did not.
+        assert _ids(database) == [1, 2, 4, 5, 6]
+    finally:
+        pool.close()

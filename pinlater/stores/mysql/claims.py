@@ -201,15 +201,19 @@ class ClaimsMixin(LanesMixin):
         jobs: list[ClaimedJob] = []
         rest = list(priorities)
         while True:
-            got = self._claim_plainly(queue, rest, limit - len(jobs), claim, look_ahead)
-            jobs += got.jobs
-            if isinstance(got, Claims):
-                return Claims(jobs, got.next_priority)
+            if (queue, rest[0]) in self._lanes_seen:
+                fair = rest[0]  # straight to its lanes: the plain dequeue would say so
+            else:
+                got = self._claim_plainly(queue, rest, limit - len(jobs), claim, look_ahead)
+                jobs += got.jobs
+                if isinstance(got, Claims):
+                    return Claims(jobs, got.next_priority)
+                fair = got.by_lanes
             # Priorities before it are done; it is served by its lanes, then
             # the ones after it as before.
-            by_lanes, stopped = self._claim_by_lanes(queue, got.by_lanes, limit - len(jobs), claim, allow)
+            by_lanes, stopped = self._claim_by_lanes(queue, fair, limit - len(jobs), claim, allow)
             jobs += by_lanes
-            rest = rest[rest.index(got.by_lanes) + 1 :]
+            rest = rest[rest.index(fair) + 1 :]
             if len(jobs) >= limit or stopped is not None:
                 return Claims(jobs, None, stopped)
             if not rest:

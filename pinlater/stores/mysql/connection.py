@@ -13,7 +13,13 @@ from pinlater.errors import QueueDeleted, StorageError
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import ShardUnavailable
 from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
-from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session, run_creating_missing_tables
+from pinlater.stores.mysql.pool import (
+    ConnectionPool,
+    MySQLAddress,
+    Session,
+    Transaction,
+    run_creating_missing_tables,
+)
 from pinlater.stores.mysql.statements import sql
 
 T = TypeVar("T")
@@ -52,6 +58,9 @@ class ShardConnection:
         self._autoinc_step = 1
         self._traces = False
         self._keys = False
+        # (queue, priority) whose last dequeue met keyed lanes: the next goes
+        # to them at once (``LanesMixin``), one round trip less.
+        self._lanes_seen: set[tuple[str, int]] = set()
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,
@@ -88,7 +97,7 @@ class ShardConnection:
         queue: str | None,
         priorities: Iterable[int],
         work: Callable[[Session], T],
-        transaction: bool = False,
+        transaction: Transaction = False,
     ) -> T:
         """Run ``work``. A missing table (the queue was created while this
         shard was down, or the database was recreated) is created and the

@@ -28,7 +28,7 @@ from typing import Any
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import ClaimedJob
 from pinlater.stores.mysql.connection import ShardConnection
-from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.pool import INLINE, Session
 from pinlater.stores.mysql.statements import sql
 
 # Lanes that came due joining the turns beyond the limit (as the Redis script).
@@ -52,6 +52,7 @@ class _Turns:
         self.s, self.table, self.turn, self.plain_turn, self.now = s, table, turn, plain_turn, now
         self.lanes: dict[bytes, _Lane] = {}
         self.dropped: set[bytes] = set()
+        self.keyed = False  # a keyed lane was met
         # Read in the dequeue's first round trip, while still what the
         # tables hold (None: read them when needed): lanes_due's rows,
         # plain_heads' and lanes_in_turn's first page.
@@ -132,9 +133,13 @@ class LanesMixin(ShardConnection):
 
         def work(s: Session) -> list[ClaimedJob]:
             nonlocal stopped
-            t = _locked_and_admitted(s, table, want)
+            t = _locked_and_admitted(s, table, want, begin=True)
             _promote(t, want)
             order, keys, stopped = _serve(t, want, allow)
+            if t.keyed:
+                self._lanes_seen.add((queue, priority))
+            else:
+                self._lanes_seen.discard((queue, priority))
             # The last round trip: the lanes and turns stored, the jobs
             # claimed and read back.
             stmts = [*t.changes(), t.stored()]
@@ -142,14 +147,14 @@ class LanesMixin(ShardConnection):
                 stmts += [(sql("lane_jobs_take", ids=len(order)), [table, *order]),
                           (sql("lanes_claim", table=table, ids=len(order)), [claim, *order]),
                           (sql("lanes_read", table=table, priority=priority, trace=traced), [claim])]
-            results = s.execute_results(";\n".join(stmt for stmt, _ in stmts), [a for _, args in stmts for a in args])
+            results = s.commit_results(";\n".join(stmt for stmt, _ in stmts), [a for _, args in stmts for a in args])
             if not order:
                 return []
             rows = {int(r[0]): r for r in results[-1]}
             return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]), key)
                     for i, key in zip(order, keys, strict=True) if (r := rows.get(i)) is not None]
 
-        jobs = self._run(queue, (priority,), work, transaction=True)
+        jobs = self._run(queue, (priority,), work, transaction=INLINE)
         if allow is not None:
             for job in jobs:
                 if job.key:
@@ -189,7 +194,7 @@ _BEGIN = ("fair_make", "fair_lock", "lanes_now", "lanes_now_read", "lanes_newcom
 _READ_AHEAD = ("lanes_due", "plain_heads", "lanes_in_turn")
 
 
-def _locked_and_admitted(s: Session, table: str, want: int | None = None) -> _Turns:
+def _locked_and_admitted(s: Session, table: str, want: int | None = None, begin: bool = False) -> _Turns:
     """The table's turns, locked until the transaction ends, with the
     newcomers (state 5) admitted into their lanes, as if each had joined as
     it came (the Redis scripts touch a lane as its job enters pending): a
@@ -197,11 +202,13 @@ def _locked_and_admitted(s: Session, table: str, want: int | None = None) -> _Tu
     came, lanes in that order; one without such a newcomer waits for the
     earliest. One round trip without newcomers, a few more with them,
     however many there are. With ``want``, the same round trip reads what
-    a dequeue of that many reads next (``_Turns.due_rows`` ...)."""
+    a dequeue of that many reads next (``_Turns.due_rows`` ...). ``begin``:
+    the round trip begins the transaction (``ConnectionPool.run``'s INLINE)."""
     names = _BEGIN if want is None else _BEGIN + _READ_AHEAD
     ahead = want or 0
     args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1}
-    results = s.execute_results(";\n".join(sql(n, table=table) for n in names), args)
+    text = ";\n".join(sql(n, table=table) for n in names)
+    results = s.begin_results(text, args) if begin else s.execute_results(text, args)
     locked, now, touched_rows = results[:3]
     turn, plain_turn = (int(x) for x in locked[0])
     t = _Turns(s, table, turn, plain_turn, int(now[0][0]))
@@ -209,6 +216,7 @@ def _locked_and_admitted(s: Session, table: str, want: int | None = None) -> _Tu
     if want is not None:
         t.due_rows, t.plain_rows, t.first_page = (list(r) for r in results[3:])
     if touched:
+        t.keyed = True
         _admit(t, touched)
         # Lanes took turns and waits: what lanes_due and lanes_in_turn
         # read before may be out of date (jobs without a key are not).
@@ -235,6 +243,7 @@ def _promote(t: _Turns, want: int) -> None:
         t.s.execute(sql("lanes_due"), {"jobs": t.table, "due_limit": want + PROMOTE})
         rows = list(t.s.fetchall())
     if rows:
+        t.keyed = True
         t.first_page = None  # the lanes promoted take turns it did not see
     for name, _ in rows:
         lane = t.lanes.setdefault(bytes(name), _Lane(None, None))
@@ -266,6 +275,7 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
             s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "page_limit": want + 1})
             rows = list(s.fetchall())
         page = [(int(turn), bytes(lane)) for lane, turn in rows]
+        t.keyed = t.keyed or bool(page)
         more = len(page) == want + 1
         if page:
             read_up_to = page[-1][0]

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import pymysql
 from pymysql.connections import Connection
@@ -39,6 +39,10 @@ from pinlater.stores.mysql.statements import sql
 from pinlater.stores.mysql.url import MySQLUrl, mysql_connect_options
 
 T = TypeVar("T")
+
+# ``ConnectionPool.run``'s transaction that the work's own texts begin and commit.
+INLINE: Final = "inline"
+Transaction = bool | Literal["inline"]
 _DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
@@ -85,6 +89,8 @@ class Session:
     def __init__(self, cursor: Cursor, in_transaction: bool) -> None:
         self._cursor = cursor
         self._in_transaction = in_transaction
+        # An inline transaction (``ConnectionPool.run``): its COMMIT sent, and answered.
+        self.committing = self.committed = False
 
     def execute(self, stmt: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> int:
         """Run one statement; the row count (matched rows for UPDATE)."""
@@ -134,6 +140,19 @@ class Session:
                 results.append(self._cursor.fetchall())
             if not self._cursor.nextset():
                 return results
+
+    def begin_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
+        """``execute_results`` of an inline transaction's first text, which
+        begins it: one round trip less than a BEGIN of its own."""
+        return self.execute_results(f"{sql('begin')};\n{text}", args)
+
+    def commit_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
+        """``execute_results`` of an inline transaction's last text, which
+        commits it."""
+        self.committing = True
+        results = self.execute_results(f"{text};\n{sql('commit')}", args)
+        self.committed = True
+        return results
 
     def _roll_back(self) -> None:
         # A dead connection has rolled back on the server already.
@@ -188,10 +207,13 @@ class ConnectionPool:
             self._open, ping=lambda conn: conn.ping(), open_failed=self._open_failed, max_idle=max_idle
         )
 
-    def run(self, work: Callable[[Session], T], *, transaction: bool = False) -> T:
+    def run(self, work: Callable[[Session], T], *, transaction: Transaction = False) -> T:
         """``work`` on one connection; with ``transaction``, between BEGIN and
-        COMMIT, retried whole after a deadlock or lock wait timeout. A
-        database dropped under us is created again (once per call)."""
+        COMMIT, retried whole after a deadlock or lock wait timeout. With
+        ``INLINE``, the work's own texts begin and commit it
+        (``Session.begin_results`` and ``commit_results``: two round trips
+        less); should it return without committing, it is committed here.
+        A database dropped under us is created again (once per call)."""
         attempt = 0
         recreated = False
         while True:
@@ -211,23 +233,26 @@ class ConnectionPool:
             except pymysql.MySQLError as exc:
                 raise storage_error(self._address, exc) from exc
 
-    def _run_once(self, work: Callable[[Session], T], transaction: bool) -> T:
+    def _run_once(self, work: Callable[[Session], T], transaction: Transaction) -> T:
         conn, generation = self._core.checkout()
         reusable = committing = False
+        session: Session | None = None
         try:
             with conn.cursor() as cursor:
                 if not self._prepared:  # DDL: before any BEGIN
                     self._prepare(Session(cursor, in_transaction=False))
                     self._prepared = True  # racing threads may both prepare: it is idempotent
-                if transaction:
+                if transaction is True:
                     conn.begin()
-                result = work(Session(cursor, transaction))
-                if transaction:
+                session = Session(cursor, bool(transaction))
+                result = work(session)
+                if transaction and not session.committed:
                     committing = True
                     conn.commit()
             reusable = True
             return result
         except Exception as exc:
+            committing = committing or (session is not None and session.committing)
             if is_unreachable(exc):
                 self.flush()
                 error = self._unavailable(_OneLine(describe(exc)))
@@ -344,7 +369,7 @@ def run_creating_missing_tables(
     pool: ConnectionPool,
     work: Callable[[Session], T],
     *,
-    transaction: bool = False,
+    transaction: Transaction = False,
     create: Callable[[], None] | None = None,
 ) -> T:
     """``work`` on ``pool``; should a table be missing (MySQL error 1146),

@@ -60,6 +60,13 @@ SET SESSION time_zone = '+00:00', SESSION innodb_lock_wait_timeout = %(lock_wait
 -- name: rollback
 ROLLBACK
 
+-- name: begin
+-- An inline transaction's (pool.py: INLINE) at the session's isolation level.
+START TRANSACTION
+
+-- name: commit
+COMMIT
+
 -- name: server_autoinc
 SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment
 
