@@ -197,3 +197,9 @@ def guarded(self: Any, body: Any) -> None:
 def victim(self: Any, note: str) -> None:
     """Another queue's task: a producer of w_guard must not make it run."""
     results().rpush(key("runs:w_victim"), note)
+
+
+# -- periodic jobs ----------------------------------------------------------------------------
+@task("w_beat", run_every_s=1.0)
+def beat_tick(self: Any) -> None:
+    results().hincrby(key("ticks:w_beat"), str(self.request.get("pinlater_beat_tick")), 1)
