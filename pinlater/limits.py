@@ -27,6 +27,8 @@ MAX_PRIORITIES = 100
 MAX_RUNNING_CAP = 1_000_000
 # A job's fairness key, in UTF-8 bytes (one length byte in a Redis record).
 MAX_KEY_BYTES = 64
+# An enqueue's idempotency key, in characters.
+MAX_IDEMPOTENCY_KEY_LEN = 200
 # Bodies of the largest size (PINLATER_MAX_BODY_BYTES) that one request
 # frame has room for (the Thrift server's default max frame), and so, by
 # default, that one lookup or scan may return: a client can read back in

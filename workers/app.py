@@ -17,6 +17,11 @@ default and meaning: docs/configuration.md):
 * ``PINLATER_BUS_URL`` (default ``redis://127.0.0.1:16379/0``) and
   ``PINLATER_BUS_PREFIX``: Redis pub/sub for events, remote control,
   replies and wake-ups;
+* ``PINLATER_RESULT_URL`` (default ``redis://127.0.0.1:16379/2``) and
+  ``PINLATER_RESULT_EXPIRES_S``: Celery's result backend. Tasks ignore
+  their results unless they say ``ignore_result=False``; those that keep
+  them work with ``AsyncResult.get()``, group results and chords (the Redis
+  backend joins a chord's header itself: no ``chord_unlock`` polling);
 * ``PINLATER_CELERY_IMPORTS``: comma-separated task modules the workers
   import in place of the installed apps' (``workers.builtin_tasks``
   always). Unset, they import every installed app's task modules, as its
@@ -50,7 +55,7 @@ from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import take_descriptor
 from workers.raw_serializer import register_raw_serializer
-from workers.settings import parse_imports
+from workers.settings import app_setting, parse_imports
 from workers.task import PinLaterTask
 
 TRANSPORT_ALIASES["pinlater"] = "workers.transport:Transport"
@@ -87,6 +92,10 @@ class PinLaterCelery(Celery):
 
     def send_task(self, name: str, *args: Any, **options: Any) -> Any:
         take_descriptor()
+        # A task named, not imported: its result is ignored unless the caller
+        # says so, as the app's tasks' are. Celery's default would subscribe
+        # this process to the result of every such publish, for good.
+        options.setdefault("ignore_result", self.conf.task_ignore_result)
         result = super().send_task(name, *args, **options)
         if result is not None:
             result.descriptor = take_descriptor()
@@ -119,7 +128,8 @@ def make_app(
         task_acks_late=True,
         task_serializer="json",
         accept_content=["json", RAW_CONTENT_TYPE],
-        result_backend=None,
+        result_backend=app_setting("PINLATER_RESULT_URL"),
+        result_expires=app_setting("PINLATER_RESULT_EXPIRES_S"),
         task_ignore_result=True,
         enable_utc=True,
         timezone="UTC",

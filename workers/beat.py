@@ -33,7 +33,7 @@ from celery import Celery
 from celery.beat import PersistentScheduler, ScheduleEntry
 from celery.schedules import crontab, schedstate, schedule
 
-from pinlater.engine.idempotency import MAX_KEY_LEN
+from pinlater.limits import MAX_IDEMPOTENCY_KEY_LEN
 
 TICK_HEADER = "pinlater_beat_tick"
 _KEY_HEADER = "pinlater_idempotency_key"
@@ -78,7 +78,7 @@ def tick_ms(entry_schedule: Any, now: datetime) -> int | None:
 def tick_key(entry_name: str, tick: int) -> str:
     """The idempotency key of an entry's tick (a long name is hashed to fit)."""
     key = f"beat:{entry_name}:{tick}"
-    if len(key) > MAX_KEY_LEN:
+    if len(key) > MAX_IDEMPOTENCY_KEY_LEN:
         key = f"beat:{hashlib.sha256(entry_name.encode()).hexdigest()}:{tick}"
     return key
 

@@ -29,6 +29,9 @@ from pinlater.kit.envsettings import (
 from pinlater.settings import Settings
 
 DEFAULT_BUS_URL = "redis://127.0.0.1:16379/0"
+# Celery's result backend: results of the tasks that keep them (``ignore_result=False``).
+DEFAULT_RESULT_URL = "redis://127.0.0.1:16379/2"
+DEFAULT_RESULT_EXPIRES_S = 86_400
 DEFAULT_BUS_PREFIX = "plk:"
 
 
@@ -81,6 +84,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PINLATER_CELERY_IMPORTS", "", parse_imports, "",
             "comma-separated task modules the workers import in place of the installed apps' (unset: every "
             "app's, from its manifest; workers.builtin_tasks always)"),
+    Setting("PINLATER_RESULT_URL", "", url(("redis", "rediss")), DEFAULT_RESULT_URL,
+            "Celery's result backend, for the tasks that keep results (ignore_result=False): AsyncResult.get(), "
+            "group results, chords"),
+    Setting("PINLATER_RESULT_EXPIRES_S", "", whole_number(1, 10 * 365 * 86_400), str(DEFAULT_RESULT_EXPIRES_S),
+            "how long a kept task result stays in the result backend, in seconds"),
     Setting("PINLATER_FLOWER_AUTH_FILE", "", plain_text, "",
             "file of user:password lines, Flower's basic auth (python -m workers.flower); unset, and no "
             "FLOWER_BASIC_AUTH, Flower does not start"),
@@ -88,3 +96,10 @@ SETTINGS: tuple[Setting, ...] = (
 _OPTIONS = {option: next(s for s in SETTINGS if s.field == field)
             for option, field in (("bus_url", "bus_url"), ("bus_prefix", "bus_prefix"),
                                   ("poll_interval", "poll_interval_s"), ("max_batch", "max_batch"))}
+
+
+def app_setting(variable: str, env: Mapping[str, str] | None = None) -> Any:
+    """One of ``SETTINGS`` that the Celery app reads itself (no field), from
+    ``env`` (the process's by default), or its default."""
+    setting = next(s for s in SETTINGS if s.variable == variable)
+    return read(os.environ if env is None else env, variable, setting.parse, setting.parse(setting.default))

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from pinlater.errors import EnqueueOutcomeUnknown, EnqueueRejected, InvalidRequest
+from pinlater.limits import MAX_IDEMPOTENCY_KEY_LEN
 from pinlater.stores.control import ControlStore
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,11 @@ log = logging.getLogger(__name__)
 DEFAULT_WINDOW_MS = 10 * 60 * 1000
 RESERVATION_MS = 60_000
 WAIT_S = 5.0
-MAX_KEY_LEN = 200
 
 
 def store_key(queue: str, key: str) -> str:
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
-        raise InvalidRequest(f"idempotency key must be 1 to {MAX_KEY_LEN} characters")
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LEN:
+        raise InvalidRequest(f"idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters")
     return f"{queue}/{key}"
 
 

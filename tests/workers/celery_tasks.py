@@ -203,3 +203,14 @@ def victim(self: Any, note: str) -> None:
 @task("w_beat", run_every_s=1.0)
 def beat_tick(self: Any) -> None:
     results().hincrby(key("ticks:w_beat"), str(self.request.get("pinlater_beat_tick")), 1)
+
+
+# -- canvas (results kept) ------------------------------------------------------------------
+@task("w_add", ignore_result=False, accepts_canvas=True)
+def add(self: Any, x: int, y: int) -> int:
+    return x + y
+
+
+@task("w_tsum", ignore_result=False, accepts_canvas=True)
+def tsum(self: Any, numbers: list[int]) -> int:
+    return sum(numbers)

@@ -1,0 +1,51 @@
+"""Celery's canvas over ``pinlater://``: results kept in the result backend
+``workers.app`` configures by default (``PINLATER_RESULT_URL``, the
+project's Redis) for the tasks that keep them, so ``AsyncResult.get()``,
+groups, chains and chords work, and results expire
+(``PINLATER_RESULT_EXPIRES_S``). In-process and through the Thrift server."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from celery import Celery, chain, chord, group
+
+from tests.workers.celery_tasks import key, qname
+from tests.workers.harness import Processes, wait_for_workers, wait_until, worker_args
+from workers.settings import app_setting
+
+pytestmark = pytest.mark.spread_cases
+
+EXPIRES_S = 3
+
+
+@pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.timeout(150)
+def test_chord_chain_group_and_results_that_expire(
+    app: Celery, procs: Processes, results: redis.Redis[bytes]
+) -> None:
+    procs.start("canvas", worker_args("canvas", [qname("w_add"), qname("w_tsum"), qname("w_pub")], 4),
+                extra_env={"PINLATER_RESULT_EXPIRES_S": str(EXPIRES_S)})
+    wait_for_workers(app, ["canvas"])
+    add, tsum = app.tasks["tests.w_add"], app.tasks["tests.w_tsum"]
+
+    assert add.delay(2, 3).get(timeout=30) == 5
+    # By name, without the task: its result is kept when the caller asks.
+    assert app.send_task("tests.w_add", args=[5, 6], ignore_result=False).get(timeout=30) == 11
+    assert chain(add.s(1, 1), add.s(2), add.s(3))().get(timeout=30) == 7
+    assert group(add.s(i, 1) for i in range(10))().get(timeout=30) == list(range(1, 11))
+    joined = chord(group(add.s(i, i) for i in range(100)), tsum.s())()
+    assert joined.get(timeout=90) == 9900
+
+    # Kept for PINLATER_RESULT_EXPIRES_S (the workers' setting), then gone.
+    backend = redis.Redis.from_url(app_setting("PINLATER_RESULT_URL"))
+    meta = f"celery-task-meta-{joined.id}"
+    assert 0 < backend.ttl(meta) <= EXPIRES_S
+    wait_until(lambda: not backend.exists(meta), EXPIRES_S + 5, what="the chord's result to expire")
+
+    # A task that ignores its result (the default) stores none.
+    ignored = app.tasks["tests.w_pub"].delay()
+    wait_until(lambda: results.hlen(key("runs:w_pub")) == 1, 30, what="the task that ignores its result")
+    assert app.tasks["tests.w_pub"].ignore_result and not add.ignore_result
+    assert not backend.exists(f"celery-task-meta-{ignored.id}")
+    backend.close()
