@@ -145,11 +145,13 @@ def test_a_body_no_retry_can_fix_fails_at_once_with_its_reason(world: FeedWorld)
 def test_beat_schedules_the_sweep_from_the_task() -> None:
     from tasks.feeds import tasks as feed_tasks  # noqa: F401  (binds the shared tasks)
     from workers.app import make_app
-    from workers.beat import periodic_schedule
+    from workers.beat import EpochTicks, periodic_schedule
 
     app = make_app("beat_check", imports=())
     entry = periodic_schedule(app)["pinlater:feeds.trim_sweep"]
     assert entry["task"] == "feeds.trim_sweep"
-    assert entry["schedule"] == FeedSettings.from_env({}).sweep_interval_s
+    # Every beat ticks at the same instants: multiples of the interval since the epoch.
+    assert isinstance(entry["schedule"], EpochTicks)
+    assert entry["schedule"].seconds == FeedSettings.from_env({}).sweep_interval_s
     assert entry["args"] == ("{}",)
     assert SweepJob.from_json(entry["args"][0]) == SweepJob()
