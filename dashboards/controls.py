@@ -23,11 +23,12 @@ from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
 
-ACTIONS = ("rate", "concurrency", "key-limits", "pause", "resume", "retry-failed", "delete-jobs")
+ACTIONS = ("rate", "concurrency", "key-limits", "pause", "resume", "retry-failed", "delete-jobs", "cancel")
 OPERATOR = re.compile(r"[A-Za-z0-9_.@ -]{1,64}")
 MAX_RATE = MAX_DEQUEUE_RATE  # the job service's own limit: refused here before any work
 MAX_DELAY_S = 366 * 86_400
 MAX_REGEX = 500
+MAX_DESCRIPTOR = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +210,23 @@ class Controls:
         return Plan(audited, lambda: {"deleted": self.service.delete_jobs(
             queue, state, priority=priority, body_regex=regex, limit=limit)})
 
+    def _cancel(self, queue: str, p: Params) -> Plan:
+        """``descriptors``: the jobs to end now (pending ones never run,
+        running ones end FAILED at once)."""
+        raw = p.raw.get("descriptors")
+        limit = self.service.settings.max_jobs_per_call
+        if (not isinstance(raw, list) or not raw or len(raw) > limit
+                or not all(isinstance(d, str) and 0 < len(d) <= MAX_DESCRIPTOR for d in raw)):
+            raise InvalidRequest(f"descriptors must be a list of 1 to {limit} job descriptors")
+        descriptors = list(raw)
+
+        def run() -> dict[str, Any]:
+            result = self.service.cancel(queue, descriptors)
+            return {"cancelled": result.cancelled, "interrupted": result.interrupted, "finished": result.finished,
+                    "unknown": result.unknown, "unapplied": result.unapplied}
+
+        return Plan({"descriptors": descriptors}, run)
+
     def _count_deletable(self, queue: str, state: JobState, priority: int | None, regex: str | None) -> int:
         count = self.service.count
         if state is JobState.PENDING:
@@ -229,6 +247,7 @@ _ALLOWED: dict[str, tuple[str, ...]] = {
     "resume": (),
     "retry-failed": ("priority", "limit", "attempts", "run_after_ms", "delay_s", "dry_run"),
     "delete-jobs": ("state", "priority", "limit", "body_regex", "dry_run"),
+    "cancel": ("descriptors",),
 }
 
 

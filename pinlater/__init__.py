@@ -10,10 +10,12 @@
 
 from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.models import (
+    CANCELLED_STATUS,
     CONTINUATION_END,
     CONTINUATION_START,
     Ack,
     AckResult,
+    CancelResult,
     Checkpoint,
     DequeuedJob,
     Job,
@@ -27,10 +29,12 @@ from pinlater.settings import Settings, ShardSpec
 from pinlater.states import JobState
 
 __all__ = [
+    "CANCELLED_STATUS",
     "CONTINUATION_END",
     "CONTINUATION_START",
     "Ack",
     "AckResult",
+    "CancelResult",
     "Checkpoint",
     "DequeuedJob",
     "ErrorCode",

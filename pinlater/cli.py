@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinlater.cli_commands import register_commands
-from pinlater.errors import InvalidRequest
+from pinlater.errors import InvalidRequest, ShardConnectionFailed
 from pinlater.kit.apps import add_app_command
 from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, key_rate, run
@@ -154,6 +154,18 @@ def cmd_retry_failed(c: JobService, a: argparse.Namespace) -> Any:
 def cmd_delete(c: JobService, a: argparse.Namespace) -> Any:
     n = c.delete_jobs(a.queue, a.state, priority=a.priority, body_regex=a.regex, limit=a.limit)
     return {"queue": a.queue, "deleted": n}
+
+
+def cmd_cancel(c: JobService, a: argparse.Namespace) -> Any:
+    result = c.cancel(a.queue, a.descriptors)
+    out = {"queue": a.queue, "cancelled": result.cancelled, "interrupted": result.interrupted,
+           "finished": result.finished, "unknown": result.unknown, "unapplied": result.unapplied}
+    if result.unapplied:
+        print_result(a, out)  # what was done, before the error says what was not
+        raise ShardConnectionFailed(
+            f"{len(result.unapplied)} of {len(a.descriptors)} jobs not cancelled, their shard not reached "
+            f"({next(iter(result.unapplied.values()))}): run the command again for them")
+    return out
 
 
 def cmd_set_rate(c: JobService, a: argparse.Namespace) -> Any:
@@ -291,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int)
     p.add_argument("--regex")
     p.add_argument("--limit", type=int, default=1000)
+    p = add("cancel", cmd_cancel, "end jobs now: pending ones never run, running ones end FAILED (never retried)")
+    p.add_argument("queue")
+    p.add_argument("descriptors", nargs="+")
     p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
     p.add_argument("queue")
     p.add_argument("rate", type=dequeue_rate)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.models import Ack, AckResult, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
 from pinlater.states import JobState
 
 if TYPE_CHECKING:
@@ -149,6 +149,13 @@ class PinLaterClient(Protocol):
         limit: int = 1000,
     ) -> int: ...
 
+    def cancel(self, queue: str, descriptors: Sequence[str]) -> CancelResult:
+        """Ends these jobs of ``queue`` now: a PENDING one never runs, a
+        RUNNING one ends FAILED at once and its worker learns it at its next
+        heartbeat or checkpoint; neither is retried. A finished job is left
+        as it is (reported ``finished``)."""
+        ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> PinLaterClient: ...
@@ -159,7 +166,7 @@ class PinLaterClient(Protocol):
 CLIENT_METHODS = (
     "create_queue", "delete_queue", "queue_config", "update_queue", "set_rate", "pause", "resume",
     "queue_names", "enqueue", "dequeue", "ack", "checkpoint",
-    "lookup", "count", "scan", "retry_failed", "delete_jobs",
+    "lookup", "count", "scan", "retry_failed", "delete_jobs", "cancel",
 )
 
 

@@ -66,10 +66,34 @@ class AckResult:
     """Per descriptor, what an ACK or checkpoint call did: ``acked`` were
     applied; ``stale`` changed nothing (the caller no longer holds the
     claim); ``unapplied`` (descriptor -> cause) were not tried because their
-    shard could not be reached: retry only those."""
+    shard could not be reached: retry only those. ``cancelled`` (checkpoints
+    only): those of ``stale`` whose job was cancelled (``cancel``): the run
+    should stop."""
 
     acked: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    unapplied: dict[str, str] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
+
+
+# The custom status a cancel appends to the jobs it ends.
+CANCELLED_STATUS = "[cancelled]"
+
+
+@dataclass
+class CancelResult:
+    """Per descriptor, what a cancel did: ``cancelled`` were PENDING and
+    will never run; ``interrupted`` were RUNNING and ended then (the worker
+    is told at its next heartbeat or checkpoint, and its ACK is stale);
+    ``finished`` had ended already, and nothing changed; ``unknown`` name no
+    job; ``unapplied`` (descriptor -> cause) were not tried because their
+    shard could not be reached: retry only those. Every cancelled or
+    interrupted job is FAILED, its custom status ending ``[cancelled]``."""
+
+    cancelled: list[str] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
     unapplied: dict[str, str] = field(default_factory=dict)
 
 

@@ -33,11 +33,12 @@ from pinlater.engine.settle import Share, free_ended, prepare_acks, route, settl
 from pinlater.engine.slots import Ended, counts_claims
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job
+from pinlater.models import CANCELLED_STATUS, Ack, AckResult, Checkpoint, DequeuedJob, Job
 from pinlater.observe import tracing
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, default_source
+from pinlater.states import JobState
 from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
 from pinlater.validation import (
     check_attempts,
@@ -355,10 +356,21 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
         )
         if ended:
             free_ended(self.core, config, [(d, token or tokens.get(d)) for d, token in ended])
-        result = share.checked("checkpoints")
-        if result.stale:
-            log.info("ignored %d stale checkpoints on %s from %s", len(result.stale), queue, source)
-        return result
+        if share.result.stale:
+            log.info("ignored %d stale checkpoints on %s from %s", len(share.result.stale), queue, source)
+            share.result.cancelled.extend(self._cancelled(share.result.stale))
+        return share.checked("checkpoints")
+
+    def _cancelled(self, stale: Sequence[str]) -> list[str]:
+        """Which of these stale descriptors name a job a cancel ended (read
+        only for stale checkpoints, which are rare)."""
+        try:
+            found = self.lookup(stale)
+        except PinLaterError as exc:
+            log.warning("could not tell whether %d stale checkpoints were cancelled: %s", len(stale), exc)
+            return []
+        return [d for d in stale if (info := found.get(d)) is not None and info.state is JobState.FAILED
+                and info.custom_status.endswith(CANCELLED_STATUS)]
 
 
 def connect(settings: Settings | None = None, source: str | None = None) -> PinLaterClient:

@@ -6,7 +6,8 @@ has not started; a started job is the task's: with ``auto_heartbeat`` (the
 default) one thread per pool process checkpoints every job that has run
 for more than a third of its claim timeout, and a task can also call
 ``self.heartbeat()`` itself. Short tasks cost nothing: the thread only
-sends for jobs that have run long.
+sends for jobs that have run long. A heartbeat that finds the job
+cancelled (``cancel``) marks it, for ``PinLaterTask.raise_if_cancelled``.
 """
 
 from __future__ import annotations
@@ -34,14 +35,22 @@ class Running:
     client: Any
     next_beat: float
     claim: str | None = None  # the run's claim (None: the source's, whichever)
+    cancelled: bool = False  # a heartbeat found the job cancelled
 
 
-def beat(client: Any, queue: str, descriptor: str, source: str, claim: str | None = None) -> bool:
-    """One checkpoint of the run's claim (else of ``source``'s); False when
-    the claim is gone (timed out: the job may be running again already,
-    elsewhere or in this very worker)."""
+# What a heartbeat found.
+HELD, LOST, CANCELLED = "held", "lost", "cancelled"
+
+
+def beat(client: Any, queue: str, descriptor: str, source: str, claim: str | None = None) -> str:
+    """One checkpoint of the run's claim (else of ``source``'s): HELD;
+    LOST when the claim is gone (timed out: the job may be running again
+    already, elsewhere or in this very worker); CANCELLED when a cancel
+    ended the job (it is FAILED already)."""
     result = client.checkpoint(queue, [Checkpoint(descriptor, claim=claim)], source=source)
-    return descriptor in result.acked
+    if descriptor in result.acked:
+        return HELD
+    return CANCELLED if descriptor in result.cancelled else LOST
 
 
 class Heartbeats:
@@ -73,6 +82,12 @@ class Heartbeats:
         with self._lock:
             self._running.pop(key, None)
 
+    def cancelled(self, key: int) -> bool:
+        """Whether a heartbeat found the job run by ``key`` cancelled."""
+        with self._lock:
+            job = self._running.get(key)
+            return job is not None and job.cancelled
+
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -86,11 +101,19 @@ class Heartbeats:
                     self._wake.wait(timeout=(self._wakes_at - now) if upcoming else None)
                     continue
             for job in due:
+                if job.cancelled:
+                    continue
                 try:
-                    if not beat(job.client, job.queue, job.descriptor, job.source, job.claim):
-                        log.warning("job %s lost its claim (timed out); it may run again elsewhere", job.descriptor)
+                    found = beat(job.client, job.queue, job.descriptor, job.source, job.claim)
                 except (PinLaterError, OSError) as exc:
                     log.warning("heartbeat of %s failed: %s", job.descriptor, exc)
+                    continue
+                if found == CANCELLED:
+                    log.info("job %s was cancelled while it ran", job.descriptor)
+                    with self._lock:
+                        job.cancelled = True
+                elif found == LOST:
+                    log.warning("job %s lost its claim (timed out); it may run again elsewhere", job.descriptor)
 
 
 HEARTBEATS = Heartbeats()

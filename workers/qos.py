@@ -48,7 +48,8 @@ from typing import Any
 
 from kombu.transport import virtual
 
-from pinlater.models import Ack
+from pinlater.models import CANCELLED_STATUS, Ack
+from workers import task_guard
 from workers.message_format import tagged
 
 # Custom statuses stay short: they are appended on every attempt.
@@ -129,6 +130,19 @@ class PinLaterQoS(virtual.QoS):
 
     def ack(self, delivery_tag: Any) -> None:
         queue = queue_of(delivery_tag)
+        if queue is not None and self._revoked(delivery_tag):
+            # Celery ACKs the message of a task revoked in this worker
+            # (``revoke``, and with ``terminate=True`` once it killed the
+            # run): the job is cancelled, not done.
+            with self._lock:
+                self._started.discard(delivery_tag)
+                self._delays.pop(delivery_tag, None)
+                self._statuses.pop(delivery_tag, None)
+            self.expire(delivery_tag, CANCELLED_STATUS)
+            self._quick_ack(delivery_tag)
+            self.channel.on_settled()
+            self.channel.flush_acks()
+            return
         if queue is not None:
             with self._lock:
                 status = self._statuses.pop(delivery_tag, "")
@@ -140,6 +154,22 @@ class PinLaterQoS(virtual.QoS):
         self.channel.on_settled()
         if queue is not None and self.channel.settles_at_once():
             self.channel.flush_acks()
+
+    def _revoked(self, delivery_tag: str) -> bool:
+        """Whether this Celery worker has revoked the delivery's task (the
+        ids Celery keeps in ``celery.worker.state.revoked``; guarded by
+        tests/unit/test_third_party_guards.py). A plain Kombu consumer
+        revokes nothing."""
+        if not task_guard.enforced():
+            return False
+        try:
+            message = self.get(delivery_tag)
+        except KeyError:
+            return False
+        task_id = (message.headers or {}).get("id")
+        from celery.worker import state as worker_state
+
+        return task_id is not None and task_id in worker_state.revoked
 
     def auto_ack(self, delivery_tag: str) -> None:
         """A message delivered to a no_ack consumer or get: acked on delivery."""

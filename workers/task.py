@@ -16,6 +16,12 @@
   job runs again (it spends an attempt), no new message is published.
 * ``self.heartbeat()`` keeps a long task's claim; ``auto_heartbeat`` (on by
   default) does it from a thread every third of the claim timeout.
+* Cancel (``cancel``, ``pinlater cancel``): a cancelled running job has
+  ended FAILED at once; its task learns it from ``self.heartbeat()`` or,
+  with ``auto_heartbeat``, ``self.raise_if_cancelled()`` (no call), both of
+  which raise ``JobCancelled``. ``revoke(task_id)`` through Celery's remote
+  control (``terminate=True`` stops a running one by force) ends the job
+  FAILED ``[cancelled]`` too, never retried.
 * ``priorities``, ``max_dequeue_rate``, ``max_running`` (at most this many
   of its jobs running at once over every worker), ``claim_timeout_ms`` and
   ``retry_policy`` configure the queue when it is first created; after that
@@ -57,7 +63,7 @@ from pinlater.retry import RetryPolicy
 from workers import direct_publish, registry, task_guard
 from workers import tracing as task_tracing
 from workers.client import queue_config, shared_client
-from workers.heartbeat import HEARTBEATS, Running, beat
+from workers.heartbeat import CANCELLED, HEARTBEATS, HELD, Running, beat
 from workers.pid import current_pid
 from workers.publish_info import take_descriptor
 from workers.settings import TransportSettings
@@ -67,6 +73,13 @@ log = logging.getLogger(__name__)
 
 class JobRefused(Exception):
     """A job its task can never run (``PinLaterTask.refuse``)."""
+
+
+class JobCancelled(Exception):
+    """The running job was cancelled (``cancel``, ``pinlater cancel``): raised
+    by ``self.heartbeat()`` and ``self.raise_if_cancelled()``. The job has
+    ended FAILED already, its status ``[cancelled]``: a task may catch this
+    to clean up, then should end (its ACK is stale, and nothing is retried)."""
 
 
 class PinLaterTask(Task):
@@ -248,12 +261,25 @@ class PinLaterTask(Task):
         raise JobRefused(reason)
 
     def heartbeat(self) -> bool:
-        """Keeps this job's claim; False if it was already lost (timed out)."""
+        """Keeps this job's claim; False if it was already lost (timed out).
+        Raises JobCancelled if the job was cancelled."""
         info = getattr(self.request, "pinlater", None)
         if not info:
             return True
         queue = info["descriptor"].split(":", 1)[0]
-        return beat(self.pinlater_client, queue, info["descriptor"], info["source"], info.get("claim"))
+        found = beat(self.pinlater_client, queue, info["descriptor"], info["source"], info.get("claim"))
+        if found == CANCELLED:
+            raise JobCancelled(f"job {info['descriptor']} was cancelled")
+        return found == HELD
+
+    def raise_if_cancelled(self) -> None:
+        """Raises JobCancelled if an automatic heartbeat (``auto_heartbeat``)
+        found this job cancelled: costs no call, so a long task may check
+        it often; the news is at most one heartbeat interval (a third of the
+        claim timeout) old."""
+        info = getattr(self.request, "pinlater", None)
+        if info and self.auto_heartbeat and HEARTBEATS.cancelled(threading.get_ident()):
+            raise JobCancelled(f"job {info['descriptor']} was cancelled")
 
 
 @task_prerun.connect

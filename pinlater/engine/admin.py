@@ -10,14 +10,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pinlater.client_api import Call, PinLaterClient, declared
+from pinlater.descriptor import JobDescriptor
 from pinlater.engine.caller import current as current_caller
 from pinlater.engine.reads import BodySearch, body_search, matching_records, priorities_of
-from pinlater.errors import InvalidRequest, PasswordInvalid, ShardConnectionFailed
+from pinlater.engine.settle import free_ended
+from pinlater.engine.slots import counts_claims
+from pinlater.errors import (
+    InvalidRequest,
+    PasswordInvalid,
+    PinLaterError,
+    QueueDeleted,
+    ShardConnectionFailed,
+)
+from pinlater.models import CANCELLED_STATUS, CancelResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
-from pinlater.stores.base import ShardBackend
-from pinlater.validation import check_attempts, check_limit, check_timestamp
+from pinlater.stores.base import CLAIM_TOKEN_LEN, Cancelled, ShardBackend
+from pinlater.validation import check_attempts, check_batch, check_limit, check_priority, check_timestamp
 
 if TYPE_CHECKING:
     from pinlater.engine.core import Core
@@ -197,7 +207,57 @@ class QueueAdminMixin:
             done += self._delete_on(backend, queue, p, state, ids, len(ids))
         return done
 
+    @declared(PinLaterClient.cancel)
+    def cancel(self, a: Call) -> CancelResult:
+        """PENDING and RUNNING jobs end FAILED now, one store call per shard
+        and priority; the slots of the running ones are freed at once."""
+        queue, descriptors = a.queue, list(a.descriptors)
+        config = self.core.configs.get(queue)
+        check_batch(len(descriptors), self.core.settings.max_jobs_per_call, "descriptors")
+        groups: dict[tuple[str, int], list[JobDescriptor]] = {}
+        for text in descriptors:
+            d = JobDescriptor.parse(text)
+            if d.queue != queue:
+                raise InvalidRequest(f"descriptor {text!r} is not in queue {queue!r}")
+            check_priority(config, d.priority)
+            self.core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
+            groups.setdefault((d.shard, d.priority), []).append(d)
+        result = CancelResult()
+        ended: list[tuple[str, str | None]] = []
+        for (shard_id, priority), group in groups.items():
+            ids = [d.local_id for d in group]
+            try:
+                found = self._cancel_on(self.core.shards.get(shard_id), queue, priority, ids)
+            except QueueDeleted:
+                result.unknown += [str(d) for d in group]
+                continue
+            except PinLaterError as exc:
+                result.unapplied.update((str(d), f"shard {shard_id}: {exc}") for d in group)
+                continue
+            for d, c in zip(group, found, strict=True):
+                text = str(d)
+                if c.state is None:
+                    result.unknown.append(text)
+                elif c.state is JobState.PENDING:
+                    result.cancelled.append(text)
+                elif c.state is JobState.RUNNING:
+                    result.interrupted.append(text)
+                    ended.append((text, c.claim[:CLAIM_TOKEN_LEN] if c.claim else None))
+                else:
+                    result.finished.append(text)
+        if ended and counts_claims(config):
+            free_ended(self.core, config, ended)
+        if result.cancelled or result.interrupted:
+            log.info("cancelled %d pending and %d running jobs of %s", len(result.cancelled),
+                     len(result.interrupted), queue)
+        return result
+
     # -- shard calls, one typed helper each ----------------------------------------
+    def _cancel_on(self, backend: ShardBackend, queue: str, priority: int, ids: list[int]) -> list[Cancelled]:
+        return self.core.shards.call(
+            backend, "cancel", queue, lambda b: b.cancel(queue, priority, ids, CANCELLED_STATUS)
+        )
+
     def _retry_failed_on(
         self, backend: ShardBackend, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:

@@ -240,6 +240,17 @@ class ExpiredClaims:
     failed: int
 
 
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What ``ShardBackend.cancel`` found of one job: its state before (None:
+    no such job) and, for one it ended while RUNNING, the claim it ended
+    (the slots it held are freed by it); its fairness key."""
+
+    state: JobState | None
+    claim: str | None = None
+    key: str = ""
+
+
 @runtime_checkable
 class ShardBackend(Protocol):
     """Storage for one shard. Method names follow the transitions they make."""
@@ -354,6 +365,13 @@ class ShardBackend(Protocol):
         """FAILED -> PENDING for up to ``limit`` jobs (most recently failed
         first): attempts_allowed = attempts_remaining = attempts, run_after =
         given or now, updated_at = now. Returns how many."""
+
+    def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
+        """The jobs of ``local_ids`` that are PENDING or RUNNING end FAILED at
+        once: attempts_remaining 0, claim cleared, ``status`` appended to the
+        custom status, updated_at = now; a pending one never runs, a running
+        one's ACKs and checkpoints are stale from here on. Others are left
+        as they are. Per id, in order, what it was."""
 
     def delete(
         self,

@@ -45,7 +45,7 @@ ROLES: dict[str, frozenset[str]] = {
     "worker": _PRODUCER | {"dequeueJobs", "ackDequeuedJobs", "ackDequeuedJobsWithResult", "checkpointJobs",
                            "checkpointJobsWithResult", "getJobCount"},
     "operator": _READ_CONFIG | CREATES | {"getJobCount", "scanJobs", "lookupJobs", "retryFailedJobs", "deleteJobs",
-                                          "updateQueueConfig"},
+                                          "updateQueueConfig", "cancelJobs"},
     "admin": frozenset(STRUCTS),
 }
 _IDENTITY = re.compile(r"[^\s#]+")

@@ -96,6 +96,7 @@ def call_lists(settings: Settings) -> dict[str, list[tuple[tuple[str, ...], Limi
         "checkpointJobs": [(("request", "requests"), checkpoints)],
         "checkpointJobsWithResult": [(("request", "requests"), checkpoints)],
         "lookupJobs": [(("request", "jobDescriptors"), _batch("descriptors", MAX_LIMIT, setting=None))],
+        "cancelJobs": [(("request", "jobDescriptors"), _batch("descriptors", per_call))],
         "createQueueWithConfig": [(("config", "retryPolicy", "delaysMillis"), delays)],
         "updateQueueConfig": [(("update", "retryPolicy", "delaysMillis"), delays)],
     }

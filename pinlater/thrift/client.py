@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
 from pinlater.kit.tls import ClientTls
-from pinlater.models import AckResult, DequeuedJob, JobInfo, ScanResult
+from pinlater.models import AckResult, CancelResult, DequeuedJob, JobInfo, ScanResult
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig, check_key_rate, check_max_running
 from pinlater.settings import Settings
@@ -346,6 +346,18 @@ class ThriftClient(WireCalls, PinLaterClient):
             return int(self._call("retryFailedJobs", idempotent=False, context=self._context(), request=request))
 
         return self._each_priority(a.priority, a.limit, run)
+
+    @declared(PinLaterClient.cancel)
+    def cancel(self, a: Call) -> CancelResult:
+        request = idl.PinLaterCancelJobsRequest(queueName=a.queue, jobDescriptors=list(a.descriptors))
+
+        def published() -> Any:
+            raise InvalidRequest("jobs cannot be cancelled: the server has no cancelJobs (not this project's "
+                                 "server); cancel them with the pinlater CLI")
+
+        # Safe to repeat: a job cancelled by a lost first try is reported finished.
+        wire = self._extension("cancelJobs", published, context=self._context(), request=request)
+        return convert.cancel_result_from_wire(wire)
 
     @declared(PinLaterClient.delete_jobs)
     def delete_jobs(self, a: Call) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
 from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS, MAX_RUNNING_CAP
-from pinlater.models import Ack, AckResult, Checkpoint, DequeuedJob, Job, JobInfo
+from pinlater.models import Ack, AckResult, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo
 from pinlater.queue_config import QueueConfig, check_key_rate, check_rate
 from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
 from pinlater.states import JobState
@@ -362,10 +362,26 @@ def duration_fields_from_wire(wire: Any) -> dict[str, Any]:
 
 
 def ack_result_to_wire(result: AckResult) -> Any:
-    return idl.PinLaterAckResult(acked=list(result.acked), stale=list(result.stale), notApplied=dict(result.unapplied))
+    return idl.PinLaterAckResult(acked=list(result.acked), stale=list(result.stale), notApplied=dict(result.unapplied),
+                                 cancelled=list(result.cancelled))
+
+
+def cancel_result_to_wire(result: CancelResult) -> Any:
+    return idl.PinLaterCancelResult(
+        cancelled=list(result.cancelled), interrupted=list(result.interrupted), finished=list(result.finished),
+        unknown=list(result.unknown), notApplied=dict(result.unapplied),
+    )
+
+
+def cancel_result_from_wire(wire: Any) -> CancelResult:
+    return CancelResult(
+        cancelled=list(wire.cancelled or ()), interrupted=list(wire.interrupted or ()),
+        finished=list(wire.finished or ()), unknown=list(wire.unknown or ()), unapplied=dict(wire.notApplied or {}),
+    )
 
 
 def ack_result_from_wire(wire: Any) -> AckResult:
     return AckResult(
-        acked=list(wire.acked or ()), stale=list(wire.stale or ()), unapplied=dict(wire.notApplied or {})
+        acked=list(wire.acked or ()), stale=list(wire.stale or ()), unapplied=dict(wire.notApplied or {}),
+        cancelled=list(wire.cancelled or ()),
     )

@@ -288,6 +288,12 @@ class Handler:
             result = exc.result
         return convert.ack_result_to_wire(result)
 
+    def cancelJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
+        request = _request(request, "PinLaterCancelJobsRequest")
+        descriptors = [convert.text(d) for d in _list(request.jobDescriptors, "jobDescriptors")]
+        result = self.service.cancel(convert.text(request.queueName), descriptors)  # type: ignore[arg-type]
+        return convert.cancel_result_to_wire(result)
+
     def checkpointJobsWithResult(self, context: Any, request: Any) -> Any:  # noqa: N802
         """checkpointJobs, answered per descriptor as ackDequeuedJobsWithResult."""
         source = self._source(context)

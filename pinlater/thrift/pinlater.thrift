@@ -326,6 +326,8 @@ struct PinLaterAckResult {
   1: list<string> acked,
   2: list<string> stale,
   3: map<string, string> notApplied,
+  // Checkpoints: those of stale whose job was cancelled (cancelJobs).
+  4: list<string> cancelled,
 }
 
 // Trace context (W3C Trace Context) on the published calls. A peer that
@@ -411,6 +413,25 @@ struct PinLaterClaimedCheckpointJobRequest {
   100: optional string claim,
 }
 
+// Cancel: jobs of one queue end now. PENDING ones never run; RUNNING ones
+// end FAILED at once (their worker's next checkpoint is stale, and
+// checkpointJobsWithResult says cancelled); both with the custom status
+// "[cancelled]", never retried. finished: already SUCCEEDED or FAILED,
+// left as they were; unknown: no such job; notApplied: descriptor -> why
+// its shard was not reached (retry those).
+struct PinLaterCancelJobsRequest {
+  1: required string queueName,
+  2: required list<string> jobDescriptors,
+}
+
+struct PinLaterCancelResult {
+  1: list<string> cancelled,
+  2: list<string> interrupted,
+  3: list<string> finished,
+  4: list<string> unknown,
+  5: map<string, string> notApplied,
+}
+
 service PinLaterExtended extends PinLater {
   PinLaterQueueConfig createQueueWithConfig(1: RequestContext context, 2: PinLaterQueueConfig config)
       throws (1: PinLaterException e),
@@ -425,6 +446,9 @@ service PinLaterExtended extends PinLater {
       throws (1: PinLaterException e),
 
   PinLaterAckResult checkpointJobsWithResult(1: RequestContext context, 2: PinLaterCheckpointJobsRequest request)
+      throws (1: PinLaterException e),
+
+  PinLaterCancelResult cancelJobs(1: RequestContext context, 2: PinLaterCancelJobsRequest request)
       throws (1: PinLaterException e),
 }
 

@@ -140,6 +140,10 @@ def test_controls_need_the_token_and_valid_input(cluster: Cluster) -> None:
         ("delete-jobs", {"state": "gone"}, {}, "unknown job state"),
         ("delete-jobs", {"state": "failed", "body_regex": "(unclosed"}, {}, "invalid body regex"),
         ("delete-jobs", {}, {}, "state is required"),
+        ("cancel", {}, {}, "descriptors must be a list"),
+        ("cancel", {"descriptors": "x"}, {}, "descriptors must be a list"),
+        ("cancel", {"descriptors": [1]}, {}, "descriptors must be a list"),
+        ("cancel", {"descriptors": ["nope"]}, {}, "malformed"),
         ("explode", {}, {}, "unknown control"),
     ]
     for action, body, kw, message in cases:
@@ -195,6 +199,21 @@ def test_key_limits_control_is_applied_shown_and_audited(cluster: Cluster) -> No
     assert control(base, queue, "key-limits", {"key_max_running": None})[1]["key_max_running"] is None
     entries = call(f"{base}/api/audit?limit=5")[1]["entries"]
     assert any(e["params"] == {"key_max_running": 3, "key_rate": 2.5} and e["operator"] == "dave" for e in entries)
+
+
+def test_cancel_control_ends_jobs_and_is_audited(cluster: Cluster) -> None:
+    svc = cluster.svc
+    queue = f"dash_cancel_{uuid.uuid4().hex[:8]}"  # its own queue: the workload's counts stay as they are
+    svc.create_queue(queue)
+    [d] = svc.enqueue(queue, [Job(b"x")])
+    status, body = control(cluster.url, queue, "cancel", {"descriptors": [d]}, operator="erin")
+    assert status == 200 and body["cancelled"] == [d] and body["audited"] is True, body
+    assert svc.lookup([d])[d].state is JobState.FAILED
+    status, body = control(cluster.url, queue, "cancel", {"descriptors": [d]}, operator="erin")
+    assert body["finished"] == [d]
+    entries = call(f"{cluster.url}/api/audit?limit=5")[1]["entries"]
+    assert any(e["action"] == "cancel" and e["params"] == {"descriptors": [d]} and e["operator"] == "erin"
+               for e in entries)
 
 
 def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:

@@ -87,6 +87,11 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert stats["errors"] == []
     assert {s["shard"]: s["healthy"] for s in pinlater("shards")} == {"r1": True, "r2": True}
     assert pinlater("retry-failed", queue_name)["retried"] == 0
+    cancelled = pinlater("cancel", queue_name, descriptors[1], f"{descriptors[1][:-1]}99999")
+    assert cancelled["cancelled"] == [descriptors[1]] and cancelled["unknown"] == [f"{descriptors[1][:-1]}99999"]
+    assert pinlater("lookup", descriptors[1])[0]["state"] == "FAILED"
+    assert pinlater("cancel", queue_name, descriptors[1])["finished"] == [descriptors[1]]
+    assert "malformed" in pinlater("cancel", queue_name, "nope", ok=False)
 
     assert "PASSWORD_INVALID" in pinlater("delete-queue", queue_name, "--secret", "nope", ok=False)
     assert "QUEUE_NAME_INVALID" in pinlater("count", "bad-name!", "pending", ok=False)

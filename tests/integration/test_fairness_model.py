@@ -126,6 +126,18 @@ def _delete(be: ShardBackend, queue: str, priority: int, doomed: list[int]) -> i
     return be.delete(queue, priority, JobState.PENDING, doomed, 1000)
 
 
+def _cancel(pair: Pair, rng: random.Random) -> None:
+    """A cancel of a few jobs, pending, running or ended, on both: the same
+    outcome for each; the running ones it ends leave the model's runs."""
+    chosen = rng.sample(sorted(pair.same.values()), min(len(pair.same), rng.randint(1, 4)))
+    back = {m: t for t, m in pair.same.items()}
+    tested, memory = pair.tested.cancel(pair.queue, [back[m] for m in chosen]), pair.memory.cancel(pair.queue, chosen)
+    for field in ("cancelled", "interrupted", "finished", "unknown"):
+        assert sorted(pair.same[d] for d in getattr(tested, field)) == sorted(getattr(memory, field)), field
+    for m in memory.interrupted:
+        pair.running.pop(m, None)
+
+
 @pytest.mark.parametrize("setup", ["redis", "mysql"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_store_serves_keys_in_the_same_turns_as_the_memory_shard(
@@ -164,6 +176,8 @@ def test_a_store_serves_keys_in_the_same_turns_as_the_memory_shard(
                                           priority=rng.choice([1, 2]), attempts=2)
                 a, b = pair.each(retry)
                 assert a == b
+            elif roll < 0.97:
+                _cancel(pair, rng)
             else:
                 priority = rng.choice([1, 2])
                 pending = sorted(j.descriptor for j in pair.memory.scan(pair.queue, JobState.PENDING,

@@ -20,7 +20,7 @@ from pinlater.service import JobService
 from pinlater.thrift import EXTENSION_METHODS, calls, idl, published
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
-from workers.heartbeat import beat
+from workers.heartbeat import HELD, LOST, beat
 
 OPTIONS: dict[str, object] = {
     "priorities": 5,
@@ -167,19 +167,19 @@ def test_a_worker_heartbeat_over_thrift_sees_a_lost_claim(
     client.create_queue(queue_name, claim_timeout_ms=200)
     [d] = client.enqueue(queue_name, [Job(b"long")])
     [_job] = client.dequeue(queue_name, 1)
-    assert beat(client, queue_name, d, client.source) is True
+    assert beat(client, queue_name, d, client.source) == HELD
     time.sleep(0.3)
     Monitor(service.operators, queues=[queue_name]).run_once()  # the claim times out
     [again] = other_client.dequeue(queue_name, 1)
     assert again.descriptor == d
-    assert beat(client, queue_name, d, client.source) is False
-    assert beat(other_client, queue_name, d, other_client.source) is True
+    assert beat(client, queue_name, d, client.source) == LOST
+    assert beat(other_client, queue_name, d, other_client.source) == HELD
 
 
 def test_extension_methods_are_served(server: ThriftServer) -> None:
     assert {
         "createQueueWithConfig", "getQueueConfig", "updateQueueConfig",
-        "ackDequeuedJobsWithResult", "checkpointJobsWithResult",
+        "ackDequeuedJobsWithResult", "checkpointJobsWithResult", "cancelJobs",
     } == EXTENSION_METHODS
     assert EXTENSION_METHODS <= calls.METHODS
     assert not EXTENSION_METHODS & set(published.thrift_services)
@@ -213,5 +213,7 @@ def test_client_falls_back_to_the_published_methods_with_a_warning(
         assert c.checkpoint(queue_name, [Checkpoint(d)]).acked == [d]
         assert c.ack(queue_name, succeeded=[Ack(d)]).acked == [d]
         assert service.lookup([d])[d].state is JobState.SUCCEEDED
+        with pytest.raises(InvalidRequest, match="no cancelJobs"):
+            c.cancel(queue_name, [d])
     warned = [r.getMessage().split(" has no ")[1].split(" ")[0] for r in caplog.records if " has no " in r.getMessage()]
     assert sorted(warned) == sorted(EXTENSION_METHODS)  # once per method, not per call

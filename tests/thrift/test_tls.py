@@ -114,6 +114,7 @@ def _args(method: str, queue: str, new_queue: str, pending: str, running: str) -
         "scanJobs": {"request": idl.PinLaterScanJobsRequest(queueName=queue, jobState=0)},
         "retryFailedJobs": {"request": idl.PinLaterRetryFailedJobsRequest(queueName=queue, limit=10)},
         "deleteJobs": {"request": idl.PinLaterDeleteJobsRequest(queueName=queue, jobState=0, limit=10)},
+        "cancelJobs": {"request": idl.PinLaterCancelJobsRequest(queueName=queue, jobDescriptors=[pending, running])},
         "createQueueWithConfig": {"config": idl.PinLaterQueueConfig(name=new_queue)},
         "getQueueConfig": {"name": queue},
         "updateQueueConfig": {"update": idl.PinLaterQueueConfigUpdate(name=queue, paused=True)},

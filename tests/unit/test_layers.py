@@ -27,7 +27,7 @@ FORBIDDEN = {
     "dashboards": {"workers", "tasks", "bench", "tests"},
 }
 COMMANDS = {
-    "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete",
+    "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete", "cancel",
     "set-rate", "set-concurrency", "set-key-limits", "pause", "resume", "config", "shards", "monitor", "server",
     "server-stats", "dashboard", "migrate", "dev-certs", "trace", "app",
 }

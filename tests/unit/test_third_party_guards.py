@@ -187,6 +187,20 @@ def test_celery_task_exec_options_and_queue_selection() -> None:
           "Queues._consume_from", "select() no longer keeps the chosen queues there")
 
 
+def test_celery_worker_keeps_revoked_task_ids_in_its_state_module() -> None:
+    """workers/qos.py tells a revoked task's ACK by the ids Celery keeps in
+    ``celery.worker.state.revoked``; and Celery ACKs a revoked request's
+    message (``Request._announce_revoked`` calls ``acknowledge``)."""
+    state = pytest.importorskip("celery.worker.state")
+    request = pytest.importorskip("celery.worker.request")
+    revoked = getattr(state, "revoked", None)
+    guard(revoked is not None and hasattr(revoked, "add") and hasattr(revoked, "__contains__"), "celery",
+          "celery.worker.state.revoked", "the worker's set of revoked task ids is gone")
+    announce = inspect.getsource(request.Request._announce_revoked)
+    guard("self.acknowledge()" in announce, "celery", "Request._announce_revoked",
+          "a revoked task's message is no longer ACKed there")
+
+
 # -- happybase: tasks.hbase.pool closes idle connections; tasks.hbase.idl reuses its IDL --------
 
 def test_happybase_pool_keeps_idle_connections_in_a_queue(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -214,3 +214,21 @@ def add(self: Any, x: int, y: int) -> int:
 @task("w_tsum", ignore_result=False, accepts_canvas=True)
 def tsum(self: Any, numbers: list[int]) -> int:
     return sum(numbers)
+
+
+# -- cancel ---------------------------------------------------------------------------------
+@task("w_cancel", claim_timeout_ms=3000)
+def cancellable(self: Any, seconds: float) -> None:
+    """Runs until cancelled (or ``seconds``), checking as a long task would."""
+    from workers.task import JobCancelled
+
+    r = results()
+    r.rpush(key("started:w_cancel"), _descriptor(self))
+    deadline = time.time() + seconds
+    try:
+        while time.time() < deadline:
+            time.sleep(0.05)
+            self.raise_if_cancelled()
+    except JobCancelled:
+        r.rpush(key("observed:w_cancel"), f"{_descriptor(self)} {time.time()}")
+        raise

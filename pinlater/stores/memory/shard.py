@@ -18,6 +18,7 @@ from pinlater.stores.base import (
     CLAIM_OWNER_LEN,
     CUSTOM_STATUS_MAX,
     AckItem,
+    Cancelled,
     CheckpointItem,
     ClaimedJob,
     Claims,
@@ -399,6 +400,26 @@ class MemoryBackend:
                 row.updated_at = now
                 self._pend(queue, row, now)
             return len(failed)
+
+    def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
+        with self._lock:
+            now = self._clock()
+            table = self._table(queue, priority)
+            lanes = self._lanes.get((queue, priority))
+            out: list[Cancelled] = []
+            for local_id in local_ids:
+                row = table.get(local_id)
+                if row is None:
+                    out.append(Cancelled(None))
+                    continue
+                before, claim = row.state, row.claim
+                if before in (JobState.PENDING, JobState.RUNNING):
+                    if before is JobState.PENDING and lanes is not None and row.key:
+                        lanes.drop(row.key, local_id)
+                    row.state, row.attempts_remaining, row.claim, row.updated_at = JobState.FAILED, 0, None, now
+                    row.custom_status = _append(row.custom_status, status)
+                out.append(Cancelled(before, claim if before is JobState.RUNNING else None, row.key))
+            return out
 
     def delete(
         self, queue: str, priority: int, state: JobState, local_ids: Sequence[int] | None, limit: int

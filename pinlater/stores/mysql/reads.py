@@ -18,12 +18,12 @@ _CURSOR_TOP = (2**63 - 1, 2**64 - 1)  # "before" everything: (sort time, id)
 
 
 # Pending with a fairness key: in its lane (4) or waiting to be (5).
-_STATES = {0: JobState.PENDING, 1: JobState.RUNNING, 2: JobState.SUCCEEDED, 3: JobState.FAILED,
+STATES = {0: JobState.PENDING, 1: JobState.RUNNING, 2: JobState.SUCCEEDED, 3: JobState.FAILED,
            4: JobState.PENDING, 5: JobState.PENDING}
 
 
 def _record(row: tuple[Any, ...], priority: int) -> JobRecord:
-    state = _STATES[int(row[1])]
+    state = STATES[int(row[1])]
     return JobRecord(
         local_id=int(row[0]),
         priority=priority,

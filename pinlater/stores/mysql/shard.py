@@ -24,11 +24,11 @@ from typing import Any
 
 from pinlater.kit.sqlblocks import MAX_PRIORITY, job_table
 from pinlater.states import JobState
-from pinlater.stores.base import EnqueueItem
+from pinlater.stores.base import CUSTOM_STATUS_MAX, Cancelled, EnqueueItem
 from pinlater.stores.mysql.claims import ClaimsMixin
 from pinlater.stores.mysql.connection import queue_lock
 from pinlater.stores.mysql.pool import Session
-from pinlater.stores.mysql.reads import ReadsMixin
+from pinlater.stores.mysql.reads import STATES, ReadsMixin
 from pinlater.stores.mysql.statements import sql
 
 INSERT_CHUNK_BYTES = 4 << 20  # well under MariaDB's default 16 MB max_allowed_packet
@@ -158,6 +158,29 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         self._learn_layout()
         stmt = sql("retry_failed", table=table, fkey=self._keys)
         return self._run(queue, (priority,), lambda s: s.execute(stmt, args))
+
+    def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
+        table = job_table(queue, priority)
+        ids = sorted({int(i) for i in local_ids})
+        if not ids:
+            return []
+        self._learn_layout()
+
+        def work(s: Session) -> dict[int, Cancelled]:
+            # As a delete of pending jobs: newcomers join their lanes first.
+            self._admit_newcomers(s, table)
+            s.execute(sql("cancel_lock", table=table, ids=len(ids), fkey=self._keys), ids)
+            found = {int(i): Cancelled(STATES[int(state)], claim if int(state) == 1 else None,
+                                       bytes(fkey).decode() if fkey else "")
+                     for i, state, claim, fkey in s.fetchall()}
+            ending = [i for i, c in found.items() if c.state in (JobState.PENDING, JobState.RUNNING)]
+            if ending:
+                s.execute(sql("cancel_end", table=table, ids=len(ending)), [status[-CUSTOM_STATUS_MAX:], *ending])
+                s.execute(sql("lane_jobs_take", ids=len(ending)), [table, *ending])
+            return found
+
+        found = self._run(queue, (priority,), work, transaction=True)
+        return [found.get(int(i), Cancelled(None)) for i in local_ids]
 
     def delete(
         self,

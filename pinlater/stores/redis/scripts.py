@@ -33,6 +33,7 @@ JOB_SCRIPTS = (
     "gc",
     "retry_failed",
     "delete",
+    "cancel",
     "count",
     "scan",
     "lookup",

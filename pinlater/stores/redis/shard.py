@@ -29,6 +29,7 @@ from pinlater.stores.base import (
     CLAIM_OWNER_LEN,
     CUSTOM_STATUS_MAX,
     AckItem,
+    Cancelled,
     CheckpointItem,
     Claims,
     EnqueueItem,
@@ -407,6 +408,21 @@ class RedisBackend:
         if not members:
             return 0
         return int(self._run("delete", ks, ["ids", 0, *members]))
+
+    def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
+        out: list[Cancelled | None] = [None if i >= 1 else Cancelled(None) for i in local_ids]
+        asked = [i for i in local_ids if i >= 1]  # ids below 1 never exist
+        if asked:
+            ks = [keys.pending_key(queue, priority), keys.running_key(queue, priority),
+                  keys.failed_key(queue, priority), keys.jobs_key(queue, priority)]
+            args: list[ArgT] = [CUSTOM_STATUS_MAX, status[-CUSTOM_STATUS_MAX:], *(keys.member(i) for i in asked)]
+            found = iter(self._run("cancel", ks, args))
+            for n, slot in enumerate(out):
+                if slot is None:
+                    state, claim, key = next(found)
+                    out[n] = Cancelled(None if int(state) < 0 else JobState(int(state)),
+                                       claim.decode() if claim else None, key.decode() if key else "")
+        return [c for c in out if c is not None]
 
     # -- reads -------------------------------------------------------------------
 

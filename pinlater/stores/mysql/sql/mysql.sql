@@ -571,6 +571,18 @@ DELETE FROM {table} WHERE state = %s AND id IN ({ids})
 -- Pending jobs, keyed or not; then lane_jobs_take for those in a lane.
 DELETE FROM {table} WHERE state IN (0, 4, 5) AND id IN ({ids})
 
+-- name: cancel_lock
+-- The jobs a cancel may end, as they are, locked until it commits.
+SELECT id, state, claim, {fkey} FROM {table} FORCE INDEX (PRIMARY) WHERE id IN ({ids}) FOR UPDATE
+
+-- name: cancel_end
+-- Pending (keyed or not) and running jobs end FAILED; then lane_jobs_take
+-- for those that were in a lane.
+UPDATE {table} FORCE INDEX (PRIMARY)
+SET state = 3, attempts_remaining = 0, claim = NULL, updated_at = {now},
+    custom_status = RIGHT(CONCAT(custom_status, %s), 4000)
+WHERE id IN ({ids}) AND state IN (0, 1, 4, 5)
+
 -- name: delete_pick
 -- Then delete_ids, for the same reason as gc_pick.
 SELECT id FROM {table} FORCE INDEX (by_updated_at)

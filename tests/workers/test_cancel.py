@@ -1,0 +1,71 @@
+"""Cancel under Celery workers: a cancelled pending job never runs; a
+running task observes its cancel within one heartbeat interval
+(``raise_if_cancelled``) and the job ends FAILED ``[cancelled]``, never
+retried; ``revoke(terminate=True)`` stops a running task by force, with the
+same end. In-process and through the Thrift server."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import redis
+from celery import Celery
+
+from pinlater import CANCELLED_STATUS, JobState
+from pinlater.service import JobService
+from tests.workers.celery_tasks import key, qname
+from tests.workers.harness import Processes, wait_for_workers, wait_until
+
+pytestmark = pytest.mark.spread_cases
+
+# The queue's claim timeout is 3 s: a running task is heartbeated each second.
+HEARTBEAT_S = 1.0
+
+
+def _ended_cancelled(service: JobService, descriptor: str) -> bool:
+    info = service.lookup([descriptor]).get(descriptor)
+    return info is not None and info.state is JobState.FAILED and info.custom_status.endswith(CANCELLED_STATUS)
+
+
+@pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.timeout(120)
+def test_cancel_pending_and_running_and_revoke_with_terminate(
+    app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]
+) -> None:
+    task = app.tasks["tests.w_cancel"]
+    queue = qname("w_cancel")
+    # Pending, no worker yet: cancelled, it never runs.
+    never = task.delay(60).descriptor
+    assert service.cancel(queue, [never]).cancelled == [never]
+
+    procs.worker("cancelw", [queue], 2)
+    wait_for_workers(app, ["cancelw"])
+    started = key("started:w_cancel")
+
+    # Running: cancelled, the task observes it within a heartbeat interval.
+    running = task.delay(60).descriptor
+    wait_until(lambda: results.lrange(started, 0, -1) == [running.encode()], 30, what="the task to start")
+    time.sleep(HEARTBEAT_S * 1.5)  # past its first heartbeat: the thread beats it from now on
+    cancelled_at = time.time()
+    assert service.cancel(queue, [running]).interrupted == [running]
+    observed = wait_until(lambda: results.lrange(key("observed:w_cancel"), 0, -1), 30, what="the task to observe it")
+    descriptor, at = observed[0].decode().split()
+    assert descriptor == running
+    assert float(at) - cancelled_at <= HEARTBEAT_S + 1.0, float(at) - cancelled_at
+    assert _ended_cancelled(service, running)
+
+    # revoke(terminate=True): killed, the job ends cancelled too.
+    result = task.delay(60)
+    wait_until(lambda: len(results.lrange(started, 0, -1)) == 2, 30, what="the third task to start")
+    app.control.revoke(result.id, terminate=True, destination=[f"cancelw@{socket.gethostname()}"])
+    wait_until(lambda: _ended_cancelled(service, result.descriptor), 30,
+               what=lambda: f"the revoked job to end cancelled: {service.lookup([result.descriptor])}")
+
+    # None ran again or was retried.
+    time.sleep(HEARTBEAT_S * 2)
+    assert service.count(queue, "pending") == 0 and service.count(queue, "running") == 0
+    assert results.lrange(started, 0, -1) == [running.encode(), result.descriptor.encode()]
+    assert _ended_cancelled(service, never)
+
