@@ -103,6 +103,8 @@ class PinLaterQoS(virtual.QoS):
         self._delays: dict[str, int] = {}
         self._statuses: dict[str, str] = {}
         self._started: set[str] = set()
+        # Descriptors of held jobs a heartbeat found cancelled (until ACKed).
+        self._cancelled: set[str] = set()
         # How many ACKs and releases wait in _pending, and since when
         # (monotonic) the oldest of them: the channel sends them in batches.
         self._pending_count = 0
@@ -121,6 +123,16 @@ class PinLaterQoS(virtual.QoS):
         it ran, or why it failed): operators see it in lookups and scans."""
         with self._lock:
             self._statuses[delivery_tag] = status[:STATUS_MAX]
+
+    def note_cancelled(self, descriptors: list[str]) -> None:
+        """Held jobs that were cancelled: Celery skips them
+        (``PinLaterRequest.revoked``)."""
+        with self._lock:
+            self._cancelled.update(descriptors)
+
+    def cancelled(self, delivery_tag: str) -> bool:
+        with self._lock:
+            return bool(self._cancelled) and tagged(delivery_tag)[0] in self._cancelled
 
     def mark_started(self, delivery_tag: str) -> None:
         """A pool process took the job: from now on the task heartbeats it,
@@ -145,6 +157,7 @@ class PinLaterQoS(virtual.QoS):
             return
         if queue is not None:
             with self._lock:
+                self._cancelled.discard(tagged(delivery_tag)[0])
                 status = self._statuses.pop(delivery_tag, "")
                 self._pending[queue].succeeded.append(ack_of(delivery_tag, status))
                 self._started.discard(delivery_tag)
@@ -192,6 +205,7 @@ class PinLaterQoS(virtual.QoS):
         queue = queue_of(delivery_tag)
         if queue is not None:
             with self._lock:
+                self._cancelled.discard(tagged(delivery_tag)[0])
                 delay = self._delays.pop(delivery_tag, 0)
                 status = self._statuses.pop(delivery_tag, "")
                 self._started.discard(delivery_tag)

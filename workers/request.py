@@ -70,6 +70,21 @@ class PinLaterRequest(Request):
         if qos is not None and hasattr(qos, "set_status"):
             qos.set_status(self.message.delivery_tag, status)
 
+    def revoked(self) -> bool:
+        """Celery's revoke, or a cancel the worker heard of while it held the
+        job unstarted (``PinLaterQoS.note_cancelled``): the job has ended
+        FAILED already, so the task is skipped as a revoked one is (its ACK
+        is stale). ``_announce_revoked`` is Celery's own bookkeeping of a
+        skipped request (tests/unit/test_third_party_guards.py)."""
+        if super().revoked():
+            return True
+        qos = self._qos()
+        if qos is None or not hasattr(qos, "cancelled") or not qos.cancelled(self.message.delivery_tag):
+            return False
+        log.info("Discarding cancelled task: %s[%s]", self.name, self.id)
+        self._announce_revoked("cancelled", False, None, False)
+        return True
+
     def acknowledge(self) -> None:
         # The success ACK (Celery's worker calls its own on_success, then
         # this): how long the job ran, from its start in a pool process.

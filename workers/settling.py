@@ -135,8 +135,12 @@ class Settling:
             except (PinLaterError, OSError) as exc:
                 log.warning("heartbeat of %d held jobs on %s failed: %s", len(tags), queue, exc)
                 continue
-            if result.stale:
-                log.warning("%d held jobs on %s had timed out before their heartbeat", len(result.stale), queue)
+            if result.cancelled:
+                log.info("%d held jobs on %s were cancelled: they will not run", len(result.cancelled), queue)
+                self.qos.note_cancelled(result.cancelled)
+            if len(result.stale) > len(result.cancelled):
+                log.warning("%d held jobs on %s had timed out before their heartbeat",
+                            len(result.stale) - len(result.cancelled), queue)
 
     def release_buffer(self) -> None:
         """Jobs claimed but never handed to Celery go back to PENDING."""

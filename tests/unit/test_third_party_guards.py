@@ -199,6 +199,12 @@ def test_celery_worker_keeps_revoked_task_ids_in_its_state_module() -> None:
     announce = inspect.getsource(request.Request._announce_revoked)
     guard("self.acknowledge()" in announce, "celery", "Request._announce_revoked",
           "a revoked task's message is no longer ACKed there")
+    # workers/request.py skips a cancelled held job as Celery skips a revoked one.
+    guard(list(inspect.signature(request.Request._announce_revoked).parameters)
+          == ["self", "reason", "terminated", "signum", "expired"], "celery", "Request._announce_revoked",
+          "its parameters changed")
+    guard("if self.revoked():" in inspect.getsource(request.Request.execute_using_pool), "celery",
+          "Request.execute_using_pool", "it no longer asks revoked() before running a request")
 
 
 # -- happybase: tasks.hbase.pool closes idle connections; tasks.hbase.idl reuses its IDL --------

@@ -1,8 +1,9 @@
 """Cancel under Celery workers: a cancelled pending job never runs; a
 running task observes its cancel within one heartbeat interval
 (``raise_if_cancelled``) and the job ends FAILED ``[cancelled]``, never
-retried; ``revoke(terminate=True)`` stops a running task by force, with the
-same end. In-process and through the Thrift server."""
+retried; a job the worker holds unstarted when it is cancelled is skipped;
+``revoke(terminate=True)`` stops a running task by force, with the same
+end. In-process and through the Thrift server."""
 
 from __future__ import annotations
 
@@ -68,4 +69,27 @@ def test_cancel_pending_and_running_and_revoke_with_terminate(
     assert service.count(queue, "pending") == 0 and service.count(queue, "running") == 0
     assert results.lrange(started, 0, -1) == [running.encode(), result.descriptor.encode()]
     assert _ended_cancelled(service, never)
+
+
+@pytest.mark.timeout(120)
+def test_a_held_job_cancelled_before_it_starts_is_skipped(
+    app: Celery, service: JobService, procs: Processes, results: redis.Redis[bytes]
+) -> None:
+    task = app.tasks["tests.w_cancel"]
+    queue = qname("w_cancel")
+    procs.worker("heldw", [queue], 1)  # one pool process: the second job waits, held by the worker
+    wait_for_workers(app, ["heldw"])
+    started = key("started:w_cancel")
+    first = task.delay(60).descriptor
+    wait_until(lambda: results.lrange(started, 0, -1) == [first.encode()], 30, what="the first task to start")
+    held = task.delay(60).descriptor
+    wait_until(lambda: service.count(queue, "running") == 2, 30, what="the worker to hold the second job")
+    assert service.cancel(queue, [held]).interrupted == [held]  # RUNNING to the job service: claimed
+    time.sleep(HEARTBEAT_S * 2.5)  # the worker's heartbeat of its held jobs hears of it
+    assert service.cancel(queue, [first]).interrupted == [first]
+    wait_until(lambda: results.llen(key("observed:w_cancel")) == 1, 30, what="the first task to observe it")
+    time.sleep(HEARTBEAT_S * 2)  # the pool is free: the held job would start now
+    assert results.lrange(started, 0, -1) == [first.encode()]
+    assert _ended_cancelled(service, held) and _ended_cancelled(service, first)
+    assert "Discarding cancelled task" in procs.log("heldw")
 
