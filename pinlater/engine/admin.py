@@ -211,7 +211,8 @@ class QueueAdminMixin:
     def cancel(self, a: Call) -> CancelResult:
         """PENDING and RUNNING jobs end FAILED now, one store call per shard
         and priority; the slots of the running ones are freed at once."""
-        queue, descriptors = a.queue, list(a.descriptors)
+        queue = a.queue
+        descriptors = list(dict.fromkeys(a.descriptors))  # each job once, however often it is named
         config = self.core.configs.get(queue)
         check_batch(len(descriptors), self.core.settings.max_jobs_per_call, "descriptors")
         groups: dict[tuple[str, int], list[JobDescriptor]] = {}
