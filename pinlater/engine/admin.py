@@ -212,9 +212,10 @@ class QueueAdminMixin:
         """PENDING and RUNNING jobs end FAILED now, one store call per shard
         and priority; the slots of the running ones are freed at once."""
         queue = a.queue
-        descriptors = list(dict.fromkeys(a.descriptors))  # each job once, however often it is named
         config = self.core.configs.get(queue)
-        check_batch(len(descriptors), self.core.settings.max_jobs_per_call, "descriptors")
+        # The call's size as sent; then each job once, however often it is named.
+        check_batch(len(a.descriptors), self.core.settings.max_jobs_per_call, "descriptors")
+        descriptors = list(dict.fromkeys(a.descriptors))
         groups: dict[tuple[str, int], list[JobDescriptor]] = {}
         for text in descriptors:
             d = JobDescriptor.parse(text)
