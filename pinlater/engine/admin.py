@@ -13,7 +13,7 @@ from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.caller import current as current_caller
 from pinlater.engine.reads import BodySearch, body_search, matching_records, priorities_of
-from pinlater.engine.settle import free_ended
+from pinlater.engine.settle import checked_descriptor, free_ended
 from pinlater.engine.slots import counts_claims
 from pinlater.errors import (
     InvalidRequest,
@@ -27,7 +27,7 @@ from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
 from pinlater.stores.base import CLAIM_TOKEN_LEN, Cancelled, ShardBackend
-from pinlater.validation import check_attempts, check_batch, check_limit, check_priority, check_timestamp
+from pinlater.validation import check_attempts, check_batch, check_limit, check_timestamp
 
 if TYPE_CHECKING:
     from pinlater.engine.core import Core
@@ -218,11 +218,7 @@ class QueueAdminMixin:
         descriptors = list(dict.fromkeys(a.descriptors))
         groups: dict[tuple[str, int], list[JobDescriptor]] = {}
         for text in descriptors:
-            d = JobDescriptor.parse(text)
-            if d.queue != queue:
-                raise InvalidRequest(f"descriptor {text!r} is not in queue {queue!r}")
-            check_priority(config, d.priority)
-            self.core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
+            d = checked_descriptor(self.core, queue, config, text)
             groups.setdefault((d.shard, d.priority), []).append(d)
         result = CancelResult()
         ended: list[tuple[str, str | None]] = []

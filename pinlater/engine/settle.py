@@ -55,20 +55,23 @@ class Share:
         return self.checked("ACKs", " (retry them, or they time out and re-run)")
 
 
+def checked_descriptor(core: Core, queue: str, config: QueueConfig, text: str) -> JobDescriptor:
+    """``text`` parsed; raises for a descriptor of another queue, an unknown
+    shard or a priority the queue lacks."""
+    d = JobDescriptor.parse(text)
+    if d.queue != queue:
+        raise InvalidRequest(f"descriptor {text!r} is not in queue {queue!r}")
+    check_priority(config, d.priority)
+    core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
+    return d
+
+
 def route(core: Core, queue: str, config: QueueConfig, entries: Iterable[E]) -> Routed:
-    """The entries parsed and grouped by shard; raises for a descriptor of
-    another queue, an unknown shard or a priority the queue lacks."""
+    """The entries parsed (``checked_descriptor``) and grouped by shard."""
     groups: dict[str, list[tuple[JobDescriptor, Any]]] = {}
     for entry in entries:
-        d = JobDescriptor.parse(entry.descriptor)
-        if d.queue != queue:
-            raise InvalidRequest(f"descriptor {entry.descriptor!r} is not in queue {queue!r}")
-        check_priority(config, d.priority)
-        group = groups.get(d.shard)
-        if group is None:
-            core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
-            group = groups[d.shard] = []
-        group.append((d, entry))
+        d = checked_descriptor(core, queue, config, entry.descriptor)
+        groups.setdefault(d.shard, []).append((d, entry))
     return [(core.shards.get(s), pairs) for s, pairs in groups.items()]
 
 

@@ -13,8 +13,9 @@ import pytest
 from pinlater.settings import Settings
 from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.bounds import OTHER_ITEMS, call_bounds, call_lists
+from pinlater.thrift.framing import FrameError
 from pinlater.thrift.walk import OverLimit, check_body, read_header
-from tests.thrift.hostile_frames import T_I32, T_LIST, T_STRUCT, context, field, header, list_head
+from tests.thrift.hostile_frames import T_I32, T_LIST, T_STRING, T_STRUCT, context, field, header, list_head
 from tests.thrift.rawwire import call_frame, ctx
 
 CONTAINERS = (13, 14, 15)  # map, set, list
@@ -96,3 +97,22 @@ def test_the_limits_follow_the_settings() -> None:
     assert refusal.code.name == "ENQUEUE_REJECTED"
     assert refusal.message == "6 jobs in one call; the limit is 5 (PINLATER_MAX_JOBS_PER_CALL): split the batch"
     assert bounds.bounds.elements < call_bounds(Settings())["enqueueJobs"].bounds.elements
+
+
+def test_a_cancels_descriptors_are_bounded_before_decoding() -> None:
+    """cancelJobs, a stranger's cheapest large request: a descriptor named
+    again counts again, and a list header claiming 2**31 - 1 descriptors in
+    a few bytes is refused at the header, before any is read (it cannot
+    fit the frame)."""
+    cap = Settings().max_jobs_per_call
+    frame = call_frame("cancelJobs", context=ctx(), request=idl.PinLaterCancelJobsRequest(
+        queueName="q", jobDescriptors=["q:sr1:p1:1"] * cap))[4:]
+    _check("cancelJobs", frame)
+    again = call_frame("cancelJobs", context=ctx(), request=idl.PinLaterCancelJobsRequest(
+        queueName="q", jobDescriptors=["q:sr1:p1:1"] * (cap + 1)))[4:]
+    with pytest.raises(OverLimit) as info:
+        _check("cancelJobs", again)
+    assert (info.value.what, info.value.count, info.value.limit) == ("descriptors", cap + 1, cap)
+    claimed = header("cancelJobs") + context() + field(T_STRUCT, 2) + field(T_LIST, 2) + list_head(T_STRING, 2**31 - 1)
+    with pytest.raises(FrameError, match="container of 2147483647 items does not fit the frame"):
+        _check("cancelJobs", claimed)

@@ -16,7 +16,7 @@ connection surfaces as ``ShardUnavailable`` and the caller decides.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -410,19 +410,14 @@ class RedisBackend:
         return int(self._run("delete", ks, ["ids", 0, *members]))
 
     def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
-        out: list[Cancelled | None] = [None if i >= 1 else Cancelled(None) for i in local_ids]
         asked = [i for i in local_ids if i >= 1]  # ids below 1 never exist
+        replies: Iterator[Any] = iter(())
         if asked:
             ks = [keys.pending_key(queue, priority), keys.running_key(queue, priority),
                   keys.failed_key(queue, priority), keys.jobs_key(queue, priority)]
             args: list[ArgT] = [CUSTOM_STATUS_MAX, status[-CUSTOM_STATUS_MAX:], *(keys.member(i) for i in asked)]
-            found = iter(self._run("cancel", ks, args))
-            for n, slot in enumerate(out):
-                if slot is None:
-                    state, claim, key = next(found)
-                    out[n] = Cancelled(None if int(state) < 0 else JobState(int(state)),
-                                       claim.decode() if claim else None, key.decode() if key else "")
-        return [c for c in out if c is not None]
+            replies = iter(self._run("cancel", ks, args))
+        return [_cancelled(next(replies)) if i >= 1 else Cancelled(None) for i in local_ids]
 
     # -- reads -------------------------------------------------------------------
 
@@ -474,3 +469,10 @@ class RedisBackend:
             keep = include_body and not withheld
         found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
         return [found.get(i) for i in local_ids]
+
+
+def _cancelled(reply: Sequence[Any]) -> Cancelled:
+    """One job of cancel.lua's reply: {state before (-1: none), claim, key}."""
+    state, claim, key = reply
+    return Cancelled(None if int(state) < 0 else JobState(int(state)),
+                     claim.decode() if claim else None, key.decode() if key else "")
