@@ -120,7 +120,7 @@ def read_secret(path: str) -> str:
 def cmd_enqueue(c: JobService, a: argparse.Namespace) -> Any:
     bodies = a.body or [line.rstrip("\n") for line in sys.stdin]
     jobs = [Job(body.encode(), priority=a.priority, run_after_ms=a.run_after_ms,
-                attempts_allowed=a.attempts, key=a.key) for body in bodies]
+                attempts_allowed=a.attempts, key=a.key, unique=a.unique) for body in bodies]
     return c.enqueue(a.queue, jobs)
 
 
@@ -178,6 +178,10 @@ def cmd_set_concurrency(c: JobService, a: argparse.Namespace) -> Any:
 
 # An option left out: the setting stays as it is.
 _UNCHANGED: Any = object()
+
+
+def cmd_set_unique_period(c: JobService, a: argparse.Namespace) -> Any:
+    return json.loads(c.update_queue(a.queue, unique_succeeded_ms=a.ms).to_json())
 
 
 def cmd_set_key_limits(c: JobService, a: argparse.Namespace) -> Any:
@@ -276,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attempts", type=int)
     p.add_argument("--key", default="", help="the jobs' fairness key (a tenant, an account...): a dequeue "
                                              "serves the keys of a priority in turn")
+    p.add_argument("--unique", default="", help="the jobs' unique key: while a job of the queue with it is pending "
+                                                "or running, no other is stored and its descriptor is printed")
     p = add("lookup", cmd_lookup, "show jobs by descriptor")
     p.add_argument("descriptors", nargs="+")
     p.add_argument("--body", action="store_true", help="include bodies")
@@ -321,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="jobs per second per key, or 'unlimited'")
     p.add_argument("--max-running", type=concurrency_cap, metavar="N|unlimited", default=_UNCHANGED,
                    help="jobs of one key running at once, or 'unlimited'")
+    p = add("set-unique-period", cmd_set_unique_period,
+            "set how long a job's unique key stays held after the job succeeded (0: free once it ends)")
+    p.add_argument("queue")
+    p.add_argument("ms", type=int, help="milliseconds")
     p = add("pause", cmd_pause, "stop all dequeues of a queue")
     p.add_argument("queue")
     p = add("resume", cmd_resume, "resume dequeues of a paused queue at its rate")

@@ -11,7 +11,17 @@ from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from pinlater.models import Ack, AckResult, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo, ScanResult
+from pinlater.models import (
+    Ack,
+    AckResult,
+    CancelResult,
+    Checkpoint,
+    DequeuedJob,
+    Enqueued,
+    Job,
+    JobInfo,
+    ScanResult,
+)
 from pinlater.states import JobState
 
 if TYPE_CHECKING:
@@ -73,7 +83,7 @@ class PinLaterClient(Protocol):
 
     def queue_names(self) -> set[str]: ...
 
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]: ...
+    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> Enqueued: ...
 
     def dequeue(
         self,

@@ -27,6 +27,9 @@ MAX_PRIORITIES = 100
 MAX_RUNNING_CAP = 1_000_000
 # A job's fairness key, in UTF-8 bytes (one length byte in a Redis record).
 MAX_KEY_BYTES = 64
+# A job's unique key (Job.unique), in UTF-8 bytes: a MySQL primary key
+# column with the queue's name, well inside InnoDB's 3072-byte key limit.
+MAX_UNIQUE_KEY_BYTES = 200
 # An enqueue's idempotency key, in characters.
 MAX_IDEMPOTENCY_KEY_LEN = 200
 # Bodies of the largest size (PINLATER_MAX_BODY_BYTES) that one request

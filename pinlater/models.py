@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pinlater.states import JobState
@@ -26,6 +27,25 @@ class Job:
     # priority, a dequeue serves keys in turn; jobs without a key share one
     # turn as if they had one key.
     key: str = ""
+    # The unique key (text of at most MAX_UNIQUE_KEY_BYTES bytes in UTF-8;
+    # "" none): while a job of the queue with this key is PENDING or RUNNING
+    # (or SUCCEEDED less than the queue's ``unique_succeeded_ms`` ago), an
+    # enqueue of another one stores nothing and answers that job's
+    # descriptor (``Enqueued.duplicates``).
+    unique: str = ""
+
+
+class Enqueued(list[str]):
+    """What an enqueue answers: the jobs' descriptors in order (a list of
+    str); ``duplicates``: the indexes of the jobs that were not stored
+    because a job of the same unique key holds it, whose descriptor is that
+    job's (a job named twice in one call is a duplicate of the first)."""
+
+    __slots__ = ("duplicates",)
+
+    def __init__(self, descriptors: Iterable[str] = (), duplicates: Iterable[int] = ()) -> None:
+        super().__init__(descriptors)
+        self.duplicates: tuple[int, ...] = tuple(duplicates)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,9 @@ class QueueConfig:
     # process; None is no limit.
     key_max_running: int | None = None
     key_rate: float | None = None
+    # A unique key (Job.unique) stays taken this long after its job
+    # SUCCEEDED; 0: it is free once the job ends.
+    unique_succeeded_ms: int = 0
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
@@ -67,7 +70,7 @@ class QueueConfig:
             raise ValueError("paused must be true or false")
         if not _is_int(self.claim_timeout_ms) or not 100 <= self.claim_timeout_ms <= MAX_DURATION_MS:
             raise ValueError(f"claim_timeout_ms must be from 100 to {MAX_DURATION_MS}, got {self.claim_timeout_ms!r}")
-        for name in ("succeeded_retention_ms", "failed_retention_ms"):
+        for name in ("succeeded_retention_ms", "failed_retention_ms", "unique_succeeded_ms"):
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value <= MAX_DURATION_MS:
                 raise ValueError(f"{name} must be from 0 to {MAX_DURATION_MS}, got {value!r}")
@@ -101,6 +104,8 @@ class QueueConfig:
         for name in ("max_running", "key_max_running", "key_rate"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
+        if self.unique_succeeded_ms:
+            data["unique_succeeded_ms"] = self.unique_succeeded_ms
         return json.dumps(data, sort_keys=True)
 
     @classmethod

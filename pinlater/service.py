@@ -33,7 +33,7 @@ from pinlater.engine.settle import Share, free_ended, prepare_acks, route, settl
 from pinlater.engine.slots import Ended, counts_claims
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.models import CANCELLED_STATUS, Ack, AckResult, Checkpoint, DequeuedJob, Job
+from pinlater.models import CANCELLED_STATUS, Ack, AckResult, Checkpoint, DequeuedJob, Enqueued, Job
 from pinlater.observe import tracing
 from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
@@ -92,25 +92,30 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
     # -- enqueue -------------------------------------------------------------------
     # Each public call is a span when tracing is on; the test of ``ON`` is
     # written out in each, where a decorator's generic wrapper cost 0.6 µs a call.
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> list[str]:
+    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> Enqueued:
         """Stores the jobs on one healthy shard chosen at random (free
         sharding) and returns their descriptors in order. All or nothing.
         With ``idempotency_key``, a repeat within the idempotency window
-        returns the first call's descriptors and creates nothing."""
+        returns the first call's descriptors and creates nothing. Jobs with
+        unique keys (``Job.unique``) go to their keys' shards; one whose key
+        is held stores nothing and answers the holder's descriptor (its
+        index in ``Enqueued.duplicates``)."""
         if tracing.ON:
             with tracing.span("pinlater enqueue", {"pinlater.queue": queue}):
                 return self._enqueue(queue, jobs, idempotency_key)
         return self._enqueue(queue, jobs, idempotency_key)
 
-    def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None) -> list[str]:
+    def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None) -> Enqueued:
         config = self.queue_config(queue)
         if not jobs:
-            return []
+            return Enqueued()
         if idempotency_key is not None:
-            return enqueue_once(
+            stored = enqueue_once(
                 self.core.control, queue, idempotency_key, self.settings.idempotency_window_ms,
                 lambda: store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config)),
             )
+            # A repeat answers the first call's descriptors, not its duplicates.
+            return stored if isinstance(stored, Enqueued) else Enqueued(stored)
         return store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config))
 
     # -- dequeue -------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Protocol
 import re2
 
 from pinlater.errors import EnqueueRejected, InvalidRequest, PinLaterError, PriorityNotSupported
-from pinlater.limits import MAX_DELAY_MS, MAX_KEY_BYTES, MAX_TIMESTAMP_MS
+from pinlater.limits import MAX_DELAY_MS, MAX_KEY_BYTES, MAX_TIMESTAMP_MS, MAX_UNIQUE_KEY_BYTES
 from pinlater.models import Job
 from pinlater.queue_config import QueueConfig
 
@@ -137,19 +137,30 @@ def check_job(config: QueueConfig, job: Job, max_body_bytes: int) -> None:
         check_trace(job.trace, EnqueueRejected)
     if job.key != "":
         check_key(job.key, EnqueueRejected)
+    if job.unique != "":
+        check_unique(job.unique, EnqueueRejected)
 
 
 def check_key(key: object, error: type[PinLaterError] = InvalidRequest) -> str:
     """A fairness key: text of at most MAX_KEY_BYTES bytes in UTF-8 ("" is no key)."""
-    if not isinstance(key, str):
-        raise error(f"job key must be text, got a {type(key).__name__}")
+    return _check_text(key, "job key", MAX_KEY_BYTES, error)
+
+
+def check_unique(unique: object, error: type[PinLaterError] = InvalidRequest) -> str:
+    """A unique key: text of at most MAX_UNIQUE_KEY_BYTES bytes in UTF-8 ("" is none)."""
+    return _check_text(unique, "job unique key", MAX_UNIQUE_KEY_BYTES, error)
+
+
+def _check_text(value: object, what: str, most: int, error: type[PinLaterError]) -> str:
+    if not isinstance(value, str):
+        raise error(f"{what} must be text, got a {type(value).__name__}")
     try:
-        size = len(key.encode("utf-8"))
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise error("job key must be valid Unicode text (it holds a lone surrogate)") from None
-    if size > MAX_KEY_BYTES:
-        raise error(f"job key is {size} bytes in UTF-8; the most is {MAX_KEY_BYTES}")
-    return key
+        raise error(f"{what} must be valid Unicode text (it holds a lone surrogate)") from None
+    if size > most:
+        raise error(f"{what} is {size} bytes in UTF-8; the most is {most}")
+    return value
 
 
 # W3C Trace Context's traceparent, version 00: version, trace id, parent

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine.core import Core
+from pinlater.engine.unique import store_unique
 from pinlater.errors import EnqueueOutcomeUnknown, EnqueueRejected, InvalidRequest, NoHealthyShards
-from pinlater.models import Job
+from pinlater.models import Enqueued, Job
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.base import EnqueueItem, ShardBusy, ShardOutcomeUnknown, ShardUnavailable, ShardWriteRefused
@@ -36,15 +37,25 @@ def enqueue_items(core: Core, queue: str, jobs: Sequence[Job], config: QueueConf
             custom_status=job.custom_status,
             trace=job.trace or trace,
             key=job.key,
+            unique=job.unique,
         )
         for job in jobs
     ]
 
 
-def store_items(core: Core, queue: str, items: Sequence[EnqueueItem]) -> list[str]:
+def store_items(core: Core, queue: str, items: Sequence[EnqueueItem]) -> Enqueued:
     """Stores the items on one healthy shard in one call, all or nothing;
     their descriptors in order. A shard that is unavailable, refuses to
-    write or has no free connection passes the items to the next one."""
+    write or has no free connection passes the items to the next one.
+    Items with unique keys go to their keys' shards instead
+    (``pinlater.engine.unique``)."""
+    for item in items:
+        if item.unique:
+            return store_unique(core, queue, items, _store_plain)
+    return Enqueued(_store_plain(core, queue, items))
+
+
+def _store_plain(core: Core, queue: str, items: Sequence[EnqueueItem]) -> list[str]:
     last_error: Exception | None = None
     for backend in core.shards.require_healthy():
         try:

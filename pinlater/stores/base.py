@@ -91,6 +91,16 @@ class EnqueueItem:
     custom_status: str
     trace: str | None = None  # W3C traceparent the job continues (pinlater.observe.tracing)
     key: str = ""  # fairness key ("" none)
+    unique: str = ""  # unique key ("" none): ShardBackend.enqueue_unique
+
+
+@dataclass(frozen=True, slots=True)
+class Existing:
+    """``enqueue_unique``'s answer for an item whose unique key a job
+    holds: that job, which may be of another priority."""
+
+    priority: int
+    local_id: int
 
 
 @dataclass(slots=True)
@@ -287,6 +297,21 @@ class ShardBackend(Protocol):
         """-> PENDING with attempts_remaining = attempts_allowed, created_at =
         updated_at = now, run_after = given or now. Returns local ids in
         order. All items are stored, or none (one script / transaction)."""
+
+    def enqueue_unique(
+        self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int, priorities: int
+    ) -> list[int | Existing]:
+        """``enqueue``, where an item with a unique key is stored only if no
+        job of the queue on this shard holds that key: one PENDING or
+        RUNNING, or SUCCEEDED less than ``succeeded_ms`` ago (any priority).
+        Such an item's answer is that job (``Existing``); a later item of
+        the call with the key of an earlier one's is that one's. A key is
+        held by checking its job's state, so it is free exactly when the
+        job ends (whatever ends it: ACK, expiry, cancel, delete) and never
+        outlives it. In the same atomic step as the enqueue. ``priorities``:
+        the queue's (a holder is of one of them). Every shard
+        that stores unique jobs drops its record of a key with the job
+        (garbage collection, delete, queue delete)."""
 
     def dequeue(
         self,

@@ -38,7 +38,7 @@ from pinlater.validation import MAX_LIMIT, check_batch
 # requests have no other, so this only caps what the decoder skips.
 OTHER_ITEMS = 64
 # Fields of one item of a call's own list (with the extensions' fields a
-# job has 7, an ACK 4, a checkpoint 7), with room for fields added later.
+# job has 8, an ACK 4, a checkpoint 7), with room for fields added later.
 PER_ITEM = 16
 # Fields and items outside the call's own lists: the arguments, the
 # context, a queue config with its retry policy are a few dozen.

@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
 from pinlater.kit.tls import ClientTls
-from pinlater.models import AckResult, CancelResult, DequeuedJob, JobInfo, ScanResult
+from pinlater.models import AckResult, CancelResult, DequeuedJob, Enqueued, JobInfo, ScanResult
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig, check_key_rate, check_max_running
 from pinlater.settings import Settings
@@ -181,10 +181,10 @@ class ThriftClient(WireCalls, PinLaterClient):
         unlimited), ``paused``, ``max_running`` (None: no cap), ``key_rate``
         (None: unlimited), ``key_max_running`` (None: no cap),
         ``claim_timeout_ms``, ``retry``, ``succeeded_retention_ms``,
-        ``failed_retention_ms`` at run time."""
+        ``failed_retention_ms``, ``unique_succeeded_ms`` at run time."""
         known = {
             "max_dequeue_rate", "paused", "claim_timeout_ms", "retry", "succeeded_retention_ms", "failed_retention_ms",
-            "max_running", "key_rate", "key_max_running",
+            "max_running", "key_rate", "key_max_running", "unique_succeeded_ms",
         }
         unknown = set(changes) - known
         if unknown:
@@ -210,6 +210,7 @@ class ThriftClient(WireCalls, PinLaterClient):
             retryPolicy=None if retry is None else convert.retry_to_wire(retry),
             succeededRetentionMillis=changes.get("succeeded_retention_ms"),
             failedRetentionMillis=changes.get("failed_retention_ms"),
+            uniqueSucceededMillis=changes.get("unique_succeeded_ms"),
             maxRunning=changes.get("max_running"),
             unlimitedRunning=True if "max_running" in changes and changes["max_running"] is None else None,
             keyRate=changes.get("key_rate"),
@@ -238,7 +239,7 @@ class ThriftClient(WireCalls, PinLaterClient):
 
     # -- jobs ---------------------------------------------------------------------------
     @declared(PinLaterClient.enqueue)
-    def enqueue(self, a: Call) -> list[str]:
+    def enqueue(self, a: Call) -> Enqueued:
         request = idl.PinLaterEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs])
         response = self._call(
             "enqueueJobs",
@@ -246,7 +247,7 @@ class ThriftClient(WireCalls, PinLaterClient):
             context=self._context(request_id=a.idempotency_key or ""),
             request=request,
         )
-        return list(response.jobDescriptors or [])
+        return Enqueued(response.jobDescriptors or [], getattr(response, "duplicates", None) or ())
 
     @declared(PinLaterClient.dequeue)
     def dequeue(self, a: Call) -> list[DequeuedJob]:

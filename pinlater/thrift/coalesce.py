@@ -51,7 +51,7 @@ from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.engine.groupcommit import GroupCommit
 from pinlater.engine.settle import PreparedAcks, Share, prepare_acks, settle_acks
 from pinlater.engine.writes import check_dequeue, enqueue_items, store_items
-from pinlater.models import AckResult, DequeuedJob
+from pinlater.models import AckResult, DequeuedJob, Enqueued
 from pinlater.service import JobService
 from pinlater.stores.base import EnqueueItem
 from pinlater.validation import MAX_LIMIT, check_source
@@ -91,15 +91,17 @@ class Coalescer:
 
     # -- enqueue -----------------------------------------------------------------------
     @declared(PinLaterClient.enqueue)
-    def enqueue(self, a: Call) -> list[str]:
-        if a.idempotency_key is not None or not a.jobs:
+    def enqueue(self, a: Call) -> Enqueued:
+        # Unique jobs run alone too: a merged call's duplicates would have to
+        # be split back per caller, and they go to their keys' shards anyway.
+        if a.idempotency_key is not None or not a.jobs or any(job.unique for job in a.jobs):
             return self.service.enqueue(a.queue, a.jobs, idempotency_key=a.idempotency_key)
         items = enqueue_items(self.core, a.queue, a.jobs)
-        return self.enqueues.submit(a.queue, items, len(items))
+        return Enqueued(self.enqueues.submit(a.queue, items, len(items)))
 
     def _enqueue_batch(self, queue: str, batches: list[list[EnqueueItem]]) -> list[list[str]]:
         items = batches[0] if len(batches) == 1 else [item for items in batches for item in items]
-        descriptors = store_items(self.core, queue, items)
+        descriptors: list[str] = store_items(self.core, queue, items)
         return _split(descriptors, [len(b) for b in batches])
 
     # -- dequeue -----------------------------------------------------------------------

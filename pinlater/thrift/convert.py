@@ -94,6 +94,7 @@ def job_to_wire(job: Job) -> Any:
         customStatus=job.custom_status,
         traceparent=job.trace,
         key=job.key or None,
+        unique=job.unique or None,
     )
 
 
@@ -109,11 +110,12 @@ def job_from_wire(wire: Any) -> Job:
         # Checked with the rest of the job (pinlater.validation.check_job).
         getattr(wire, "traceparent", None),
         _wire_key(getattr(wire, "key", None)),
+        _wire_key(getattr(wire, "unique", None)),
     )
 
 
 def _wire_key(key: object) -> Any:
-    """A job's key from the wire: unset is "", text as sent, anything else
+    """A job's fairness or unique key from the wire: unset is "", text as sent, anything else
     (bytes that are not UTF-8) kept for check_job to refuse in one line."""
     if key is None:
         return ""
@@ -305,6 +307,7 @@ def queue_config_to_wire(config: QueueConfig) -> Any:
         maxRunning=config.max_running,
         keyRate=config.key_rate,
         keyMaxRunning=config.key_max_running,
+        uniqueSucceededMillis=config.unique_succeeded_ms,
     )
 
 
@@ -325,6 +328,7 @@ def queue_config_from_wire(wire: Any) -> QueueConfig:
         "max_running": wire.maxRunning,
         "key_rate": wire.keyRate,
         "key_max_running": wire.keyMaxRunning,
+        "unique_succeeded_ms": wire.uniqueSucceededMillis,
     }
     return QueueConfig(
         name=text(wire.name) or "",

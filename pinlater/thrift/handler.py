@@ -15,7 +15,7 @@ from typing import Any
 
 from pinlater.client_api import PinLaterClient
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported
-from pinlater.limits import MAX_PRIORITIES
+from pinlater.limits import MAX_DURATION_MS, MAX_PRIORITIES
 from pinlater.models import AckResult
 from pinlater.observe import tracing
 from pinlater.queue_config import validate_queue_name
@@ -108,7 +108,8 @@ class Handler:
                 jobs = [j if j.trace else replace(j, trace=carrier["traceparent"]) for j in jobs]
         key = convert.text(context.requestId) or None
         descriptors = self.jobs.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
-        return idl.PinLaterEnqueueResponse(jobDescriptors=descriptors)
+        return idl.PinLaterUniqueEnqueueResponse(
+            jobDescriptors=descriptors, duplicates=list(descriptors.duplicates) or None)
 
     def dequeueJobs(self, context: Any, request: Any) -> Any:  # noqa: N802
         source = self._source(context)
@@ -216,9 +217,9 @@ class Handler:
         name = validate_queue_name(convert.text(config.name))
         if config.paused:
             raise InvalidRequest("a queue cannot be created paused: create it, then pause it with updateQueueConfig")
-        if config.keyRate is not None or config.keyMaxRunning is not None:
-            raise InvalidRequest("a queue is created without per-key limits (keyRate, keyMaxRunning): "
-                                 "create it, then set them with updateQueueConfig")
+        if config.keyRate is not None or config.keyMaxRunning is not None or config.uniqueSucceededMillis:
+            raise InvalidRequest("a queue is created without per-key limits (keyRate, keyMaxRunning) or a unique "
+                                 "period (uniqueSucceededMillis): create it, then set them with updateQueueConfig")
         created = self.service.create_queue(
             name,
             priorities=convert.wire_int(config.priorities, "priorities", 1, MAX_PRIORITIES),
@@ -237,6 +238,9 @@ class Handler:
         update = _request(update, "PinLaterQueueConfigUpdate")
         name = validate_queue_name(convert.text(update.name))
         changes: dict[str, object] = convert.duration_fields_from_wire(update)
+        unique_ms = convert.wire_int(update.uniqueSucceededMillis, "uniqueSucceededMillis", 0, MAX_DURATION_MS)
+        if unique_ms is not None:
+            changes["unique_succeeded_ms"] = unique_ms
         rate = convert.wire_rate(update.maxDequeueRate)
         if update.unlimitedRate:
             if rate is not None:

@@ -296,6 +296,9 @@ struct PinLaterQueueConfig {
   // At most this many jobs RUNNING at once per fairness key; unset: no cap.
   // From 1 to 1000000.
   11: optional i32 keyMaxRunning,
+  // How long a job's unique key stays held after it SUCCEEDED (unset or
+  // 0: it is free once the job ends).
+  12: optional i64 uniqueSucceededMillis,
 }
 
 // Changes to a queue's config; unset fields stay as they are. The number
@@ -319,6 +322,8 @@ struct PinLaterQueueConfigUpdate {
   // Sets the per-key cap; unlimitedKeyRunning = true removes it (not both).
   13: optional i32 keyMaxRunning,
   14: optional bool unlimitedKeyRunning,
+  // Sets how long a unique key stays held after its job SUCCEEDED (0: not).
+  15: optional i64 uniqueSucceededMillis,
 }
 
 // Per descriptor, what an ACK or checkpoint request did.
@@ -348,9 +353,13 @@ struct PinLaterTracedRequestContext {
 }
 
 // For PinLaterJob: the trace the job's runs continue, when it has its own
-// (the server otherwise stores the span of the enqueue), and the job's
+// (the server otherwise stores the span of the enqueue), the job's
 // fairness key (unset or "": none; at most 64 bytes of UTF-8): among the
-// runnable jobs of a priority, a dequeue serves keys in turn.
+// runnable jobs of a priority, a dequeue serves keys in turn; and its
+// unique key (unset or "": none; at most 200 bytes of UTF-8): while a job
+// of the queue with that key is PENDING or RUNNING (or SUCCEEDED less than
+// the queue's uniqueSucceededMillis ago), this one is not stored, and the
+// reply names that job's descriptor in its place.
 struct PinLaterTracedJob {
   1: required binary body,
   2: byte priority = 1,
@@ -359,6 +368,15 @@ struct PinLaterTracedJob {
   5: string customStatus = "",
   100: optional string traceparent,
   101: optional string key,
+  102: optional string unique,
+}
+
+// For PinLaterEnqueueResponse: the indexes (into the request's jobs) of
+// the jobs not stored because a job held their unique key; their
+// descriptor in jobDescriptors is that job's. Unset: none.
+struct PinLaterUniqueEnqueueResponse {
+  1: required list<string> jobDescriptors,
+  100: optional list<i32> duplicates,
 }
 
 // For PinLaterJobInfo: the job's fairness key (unset: none).

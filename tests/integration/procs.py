@@ -125,3 +125,37 @@ def hold_jobs(settings: Settings, queue: str, n: int, ready: Any) -> None:
             got += len(client.dequeue(queue, n - got))
         ready.set()
         time.sleep(600)
+
+
+def enqueue_unique(
+    where: Settings | str, queue: str, unique: str, threads: int, each: int, ready: Any
+) -> list[tuple[str, bool]]:
+    """``threads`` threads each enqueue a job of key ``unique`` ``each``
+    times, from when every party of ``ready`` is there; per enqueue, the
+    descriptor answered and whether it was a duplicate. ``where``: the
+    stores' settings (in-process) or a server's HOST:PORT (Thrift)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pinlater import Job
+    from pinlater.thrift.client import ThriftClient
+
+    def client() -> Any:
+        if isinstance(where, str):
+            return ThriftClient([where], source=f"producer-{os.getpid()}", timeout_s=30)
+        return JobService.from_settings(where, source=f"producer-{os.getpid()}")
+
+    clients = [client() for _ in range(threads)]
+    try:
+        def run(c: Any) -> list[tuple[str, bool]]:
+            out = []
+            for i in range(each):
+                answer = c.enqueue(queue, [Job(b"sync %d" % i, unique=unique)])
+                out.append((answer[0], answer.duplicates == (0,)))
+            return out
+
+        ready.wait(timeout=120)
+        with ThreadPoolExecutor(threads) as pool:
+            return [a for part in pool.map(run, clients) for a in part]
+    finally:
+        for c in clients:
+            c.close()

@@ -3,7 +3,7 @@ one: the same ``SHOW CREATE TABLE`` for every table, and the same recorded
 layout.
 
 Each older layout is built from its frozen DDL (``sql/layout_v1.sql`` to
-``sql/layout_v4.sql``) with a queue of two priorities and a job in it, and
+``sql/layout_v5.sql``) with a queue of two priorities and a job in it, and
 upgraded by ``pinlater migrate``'s runner alone: no backend opens it
 before the comparison, since opening one makes missing tables and would
 hide a step that forgot them. The new store is made the way a first
@@ -38,13 +38,14 @@ V1_SQL = named_blocks("tests.integration", "sql/layout_v1.sql")
 V2_SQL = named_blocks("tests.integration", "sql/layout_v2.sql")
 V3_SQL = named_blocks("tests.integration", "sql/layout_v3.sql")
 V4_SQL = named_blocks("tests.integration", "sql/layout_v4.sql")
+V5_SQL = named_blocks("tests.integration", "sql/layout_v5.sql")
 # The next id of a table with rows: data, not layout.
 _AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 NEW_STORE_TABLES = {
     "queues", "deleted_queues", "pinlater_meta", *(job_table(Q, p) for p in range(1, PRIORITIES + 1)),
     "pinlater_queue_config", "pinlater_rate_bucket", "pinlater_event_counts", "pinlater_idempotency",
     "pinlater_slot_owners", "pinlater_key_slots", "pinlater_key_owners", "pinlater_lanes", "pinlater_lane_jobs",
-    "pinlater_fair",
+    "pinlater_fair", "pinlater_unique",
 }
 
 
@@ -84,9 +85,18 @@ def write_layout_4(cur: Any) -> None:
     cur.execute(V4_SQL("layout_v4_stamp"))
 
 
+def write_layout_5(cur: Any) -> None:
+    write_layout_4(cur)
+    for priority in range(1, PRIORITIES + 1):
+        cur.execute(V5_SQL("layout_v5_key_column", table=job_table(Q, priority)))
+    for block in ("layout_v5_lanes", "layout_v5_lane_jobs", "layout_v5_fair"):
+        cur.execute(V5_SQL(block))
+    cur.execute(V5_SQL("layout_v5_stamp"))
+
+
 # Layout -> what builds a store (shard and control store) at it.
 OLD_LAYOUTS: dict[int, Callable[[Any], None]] = {
-    1: write_layout_1, 2: write_layout_2, 3: write_layout_3, 4: write_layout_4,
+    1: write_layout_1, 2: write_layout_2, 3: write_layout_3, 4: write_layout_4, 5: write_layout_5,
 }
 
 

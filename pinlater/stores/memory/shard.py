@@ -23,6 +23,7 @@ from pinlater.stores.base import (
     ClaimedJob,
     Claims,
     EnqueueItem,
+    Existing,
     ExpiredClaims,
     FailItem,
     JobRecord,
@@ -77,6 +78,14 @@ class _Row:
         return self.run_after if self.state is JobState.PENDING else self.updated_at
 
 
+def _holds_unique(row: _Row, now: int, succeeded_ms: int) -> bool:
+    """Whether a job holds its unique key: PENDING or RUNNING, or SUCCEEDED
+    less than ``succeeded_ms`` ago."""
+    if row.state is JobState.PENDING or row.state is JobState.RUNNING:
+        return True
+    return row.state is JobState.SUCCEEDED and now - row.updated_at < succeeded_ms
+
+
 def _append(status: str, extra: str) -> str:
     return (status + extra)[-CUSTOM_STATUS_MAX:] if extra else status
 
@@ -94,6 +103,10 @@ class MemoryBackend:
         self._jobs: dict[str, dict[int, dict[int, _Row]]] = {}
         self._next_id: dict[str, int] = {}
         self._deleted: set[str] = set()  # as Redis's pl:deleted
+        # Per queue: unique key -> (priority, id) of the job that took it,
+        # and back, so that a job leaving storage drops its key.
+        self._unique: dict[str, dict[str, tuple[int, int]]] = {}
+        self._unique_of: dict[str, dict[tuple[int, int], str]] = {}
         # (queue, priority) -> its lanes, while it keeps them (fair service)
         self._lanes: dict[tuple[str, int], Lanes] = {}
 
@@ -125,6 +138,8 @@ class MemoryBackend:
             for at in [at for at in self._lanes if at[0] == queue]:
                 del self._lanes[at]
             self._next_id.pop(queue, None)
+            self._unique.pop(queue, None)
+            self._unique_of.pop(queue, None)
 
     def queue_names(self) -> set[str]:
         with self._lock:
@@ -141,28 +156,58 @@ class MemoryBackend:
             if queue in self._deleted:
                 raise QueueDeleted(queue, self.shard_id)
             now = self._clock()
-            ids: list[int] = []
+            return [self._store(queue, item, now) for item in items]
+
+    def _store(self, queue: str, item: EnqueueItem, now: int) -> int:
+        self._next_id[queue] = self._next_id.get(queue, 0) + 1
+        local_id = self._next_id[queue]
+        row = _Row(
+            local_id=local_id,
+            priority=item.priority,
+            state=JobState.PENDING,
+            body=item.body,
+            attempts_allowed=item.attempts_allowed,
+            attempts_remaining=item.attempts_allowed,
+            custom_status=item.custom_status[:CUSTOM_STATUS_MAX],
+            created_at=now,
+            run_after=now if item.run_after_ms is None else item.run_after_ms,
+            updated_at=now,
+            claim=None,
+            trace=item.trace,
+            key=item.key,
+        )
+        self._jobs.setdefault(queue, {}).setdefault(item.priority, {})[local_id] = row
+        self._pend(queue, row, now)
+        return local_id
+
+    def enqueue_unique(
+        self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int, priorities: int
+    ) -> list[int | Existing]:
+        with self._lock:
+            if queue in self._deleted:
+                raise QueueDeleted(queue, self.shard_id)
+            now = self._clock()
+            held = self._unique.setdefault(queue, {})
+            answers: list[int | Existing] = []
             for item in items:
-                self._next_id[queue] = self._next_id.get(queue, 0) + 1
-                local_id = self._next_id[queue]
-                self._jobs.setdefault(queue, {}).setdefault(item.priority, {})[local_id] = _Row(
-                    local_id=local_id,
-                    priority=item.priority,
-                    state=JobState.PENDING,
-                    body=item.body,
-                    attempts_allowed=item.attempts_allowed,
-                    attempts_remaining=item.attempts_allowed,
-                    custom_status=item.custom_status[:CUSTOM_STATUS_MAX],
-                    created_at=now,
-                    run_after=now if item.run_after_ms is None else item.run_after_ms,
-                    updated_at=now,
-                    claim=None,
-                    trace=item.trace,
-                    key=item.key,
-                )
-                self._pend(queue, self._jobs[queue][item.priority][local_id], now)
-                ids.append(local_id)
-            return ids
+                taken = held.get(item.unique) if item.unique else None
+                if taken is not None:
+                    row = self._table(queue, taken[0]).get(taken[1])
+                    if row is not None and _holds_unique(row, now, succeeded_ms):
+                        answers.append(Existing(*taken))
+                        continue
+                local_id = self._store(queue, item, now)
+                if item.unique:
+                    held[item.unique] = (item.priority, local_id)
+                    self._unique_of.setdefault(queue, {})[(item.priority, local_id)] = item.unique
+                answers.append(local_id)
+            return answers
+
+    def _drop_unique(self, queue: str, priority: int, local_id: int) -> None:
+        """Job ``local_id`` leaves storage: its unique key, if it still holds it, with it."""
+        unique = self._unique_of.get(queue, {}).pop((priority, local_id), None)
+        if unique is not None and self._unique[queue].get(unique) == (priority, local_id):
+            del self._unique[queue][unique]
 
     def _pend(self, queue: str, row: _Row, now: int) -> None:
         """``row`` has just become PENDING: a keyed job joins its lane (the
@@ -382,6 +427,7 @@ class MemoryBackend:
             )[:limit]
             for row in old:
                 del table[row.local_id]
+                self._drop_unique(queue, priority, row.local_id)
             return len(old)
 
     def retry_failed(
@@ -435,6 +481,7 @@ class MemoryBackend:
                 if lanes is not None and table[local_id].key:
                     lanes.drop(table[local_id].key, local_id)
                 del table[local_id]
+                self._drop_unique(queue, priority, local_id)
             return len(victims)
 
     # -- reads -----------------------------------------------------------------

@@ -86,7 +86,7 @@ class ShardConnection:
         self._keys = layout >= KEY_LAYOUT
         s.execute(sql("create_queues_table"))
         s.execute(sql("create_deleted_queues_table"))
-        for table in ("create_lanes_table", "create_lane_jobs_table", "create_fair_table"):
+        for table in ("create_lanes_table", "create_lane_jobs_table", "create_fair_table", "create_unique_table"):
             s.execute(sql(table))
         s.execute(sql("server_autoinc"))
         row = s.fetchone()

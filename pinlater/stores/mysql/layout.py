@@ -72,6 +72,10 @@ def _keys_and_lanes(s: Session) -> None:
         s.execute(LAYOUT_SQL(block))
 
 
+def _unique_table(s: Session) -> None:
+    s.execute(LAYOUT_SQL("shard_v5_unique"))
+
+
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
     """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
     ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
@@ -117,6 +121,8 @@ MYSQL_SHARD: Kind[Session] = Kind(
             "add the fkey column (fairness keys) to job tables, and the lanes tables of fair service",
             _keys_and_lanes, compatible=True,
         ),
+        # Compatible: the backend makes this table when it opens a shard.
+        5: Step("make the pinlater_unique table (unique keys)", _unique_table, compatible=True),
     },
 )
 MYSQL_CONTROL: Kind[Session] = Kind(

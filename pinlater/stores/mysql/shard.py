@@ -18,16 +18,18 @@ the claim, so it cannot carry a marker.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from pinlater.kit.sqlblocks import MAX_PRIORITY, job_table
 from pinlater.states import JobState
-from pinlater.stores.base import CUSTOM_STATUS_MAX, Cancelled, EnqueueItem
+from pinlater.stores.base import CUSTOM_STATUS_MAX, Cancelled, EnqueueItem, Existing
 from pinlater.stores.mysql.claims import ClaimsMixin
 from pinlater.stores.mysql.connection import queue_lock
-from pinlater.stores.mysql.pool import Session
+from pinlater.stores.mysql.errors import DUPLICATE_KEY, MySQLStorageError, error_code
+from pinlater.stores.mysql.pool import INLINE, Session
 from pinlater.stores.mysql.reads import STATES, ReadsMixin
 from pinlater.stores.mysql.statements import sql
 
@@ -48,6 +50,11 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
         chunks[-1].append(index)
         size += cost
     return chunks
+
+
+def _drop_unique(s: Session, queue: str, priority: int, table: str, ids: list[int]) -> None:
+    """Of jobs ``ids`` of ``table``, those that left storage drop the unique keys they held."""
+    s.execute(sql("unique_drop_gone", table=table, ids=len(ids)), [queue, priority, *ids])
 
 
 class MySQLBackend(ClaimsMixin, ReadsMixin):
@@ -73,6 +80,7 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                         s.execute(sql("drop_job_table", table=table))
                         for rows in ("drop_lanes", "drop_lane_jobs", "drop_fair"):
                             s.execute(sql(rows), {"jobs": table})
+                s.execute(sql("drop_unique"), {"name": queue})
                 s.execute(sql("unregister_queue"), {"name": queue})
 
         self._run(None, (), work)
@@ -88,47 +96,186 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         if not items:
             return []
+        by_priority, inserts = self._inserts(queue, items)
+
+        def work(s: Session) -> list[int]:
+            ids = [0] * len(items)
+            for group, stmt, values in inserts:
+                s.execute(stmt, values)
+                first = s.lastrowid
+                for k, i in enumerate(group):
+                    ids[i] = first + k * self._autoinc_step
+            return ids
+
+        return self._run(queue, by_priority, work, transaction=len(inserts) > 1)
+
+    def _inserts(
+        self, queue: str, items: Sequence[EnqueueItem]
+    ) -> tuple[dict[int, list[int]], list[tuple[list[int], str, list[Any]]]]:
+        """How ``items`` are stored: their indexes by priority, and the
+        INSERTs, each with the indexes of the items it stores (their ids
+        are consecutive from its LAST_INSERT_ID(), step
+        auto_increment_increment) and its values."""
         by_priority: dict[int, list[int]] = {}
         for index, item in enumerate(items):
             by_priority.setdefault(item.priority, []).append(index)
-        tables = {p: job_table(queue, p) for p in by_priority}
         chunks = [(p, c) for p in sorted(by_priority) for c in _chunks(items, by_priority[p])]
         self._learn_layout()
         # Lock mode 0 or 1 hands one multi-row INSERT consecutive ids (step
         # auto_increment_increment) from LAST_INSERT_ID(), the first of them.
         # Mode 2 (interleaved) does not: insert row by row, same transaction.
         per_row = self._autoinc_lock_mode == 2
-        statements = len(items) if per_row else len(chunks)
         traced = self._traces
         # A batch with fairness keys (layout 5 on): keyed jobs wait in state 5
         # for the next dequeue to put them in their lanes (lanes.py).
         keyed = self._keys and any(it.key for it in items)
         insert = "enqueue_keyed" if keyed else "enqueue_traced" if traced else "enqueue"
+        inserts: list[tuple[list[int], str, list[Any]]] = []
+        for priority, chunk in chunks:
+            for group in [[i] for i in chunk] if per_row else [chunk]:
+                values: list[Any] = []
+                for i in group:
+                    it = items[i]
+                    key = it.key.encode("utf-8") if it.key else None
+                    if keyed:
+                        values.append(key)
+                    values += [it.body, it.attempts_allowed, it.attempts_allowed, it.custom_status, it.run_after_ms]
+                    if keyed:
+                        values += [it.trace, key]
+                    elif traced:
+                        values.append(it.trace)
+                inserts.append((group, sql(insert, table=job_table(queue, priority), rows=len(group)), values))
+        return by_priority, inserts
 
-        def work(s: Session) -> list[int]:
-            ids = [0] * len(items)
-            for priority, chunk in chunks:
-                groups = [[i] for i in chunk] if per_row else [chunk]
-                for group in groups:
-                    values: list[Any] = []
-                    for i in group:
-                        it = items[i]
-                        key = it.key.encode("utf-8") if it.key else None
-                        if keyed:
-                            values.append(key)
-                        values += [it.body, it.attempts_allowed, it.attempts_allowed,
-                                   it.custom_status, it.run_after_ms]
-                        if keyed:
-                            values += [it.trace, key]
-                        elif traced:
-                            values.append(it.trace)
-                    s.execute(sql(insert, table=tables[priority], rows=len(group)), values)
-                    first = s.lastrowid
+    def enqueue_unique(
+        self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int, priorities: int
+    ) -> list[int | Existing]:
+        """One round trip when no key has a row yet (``unique_new``), or
+        when none is held (``unique_begin``); else an inline transaction of
+        two: the first locks the keys' rows (``unique_lock``) and reads
+        which of them a job holds, at each of the queue's ``priorities``;
+        the second stores the items whose keys are free, takes their keys
+        and commits."""
+        if not items:
+            return []
+        keys = sorted({it.unique.encode("utf-8") for it in items if it.unique})
+        if not keys:
+            return list(self.enqueue(queue, items))
+        levels = range(1, max(priorities, *(it.priority for it in items)) + 1)
+        stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, "unique_new")
+        if stored is None:
+            stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, "unique_take")
+        if stored is not None:
+            return stored
+        first_text: list[tuple[str, list[Any]]] = [
+            (sql("unique_lock", rows=len(keys)), [v for k in keys for v in (queue, k)])]
+        first_text += [
+            (sql("unique_holders", table=job_table(queue, p), ids=len(keys)), [queue, p, *keys, succeeded_ms])
+            for p in levels
+        ]
+        self._learn_layout()
+        step = self._autoinc_step
+
+        def work(s: Session) -> list[int | Existing]:
+            found = s.begin_results(";\n".join(t for t, _ in first_text), [a for _, args in first_text for a in args])
+            holders = {bytes(row[0]): Existing(p, int(row[1])) for p, rows in zip(levels, found, strict=True)
+                       for row in rows}
+            answers: list[int | Existing | None] = [None] * len(items)
+            first_of: dict[bytes, int] = {}
+            fresh: list[int] = []
+            for index, item in enumerate(items):
+                key = item.unique.encode("utf-8") if item.unique else None
+                if key is not None and key in holders:
+                    answers[index] = holders[key]
+                elif key is None or key not in first_of:
+                    fresh.append(index)
+                    if key is not None:
+                        first_of[key] = index
+            if fresh:
+                # Each INSERT, its first id, and the keys of its jobs taken.
+                _, inserts = self._inserts(queue, [items[i] for i in fresh])
+                text: list[tuple[str, list[Any]]] = []
+                for group, stmt, values in inserts:
+                    text += [(stmt, values), (sql("last_insert_id"), [])]
+                    took = [(fresh[i], k) for k, i in enumerate(group) if items[fresh[i]].unique]
+                    if took:
+                        rows = [v for index, k in took
+                                for v in (queue, items[index].unique.encode("utf-8"), items[index].priority, k * step)]
+                        text.append((sql("unique_take", rows=len(took)), rows))
+                firsts = s.commit_results(";\n".join(t for t, _ in text), [a for _, args in text for a in args])
+                for (group, _, _), (row,) in zip(inserts, firsts, strict=True):
                     for k, i in enumerate(group):
-                        ids[i] = first + k * self._autoinc_step
-            return ids
+                        answers[fresh[i]] = int(row[0]) + k * step
+            for index, item in enumerate(items):
+                if answers[index] is None:  # a later item of a key taken in this call
+                    first = first_of[item.unique.encode("utf-8")]
+                    answers[index] = Existing(items[first].priority, cast(int, answers[first]))
+            return cast("list[int | Existing]", answers)
 
-        return self._run(queue, by_priority, work, transaction=statements > 1)
+        return self._run(queue, levels, work, transaction=INLINE)
+
+    def _enqueue_if_free(
+        self, queue: str, items: Sequence[EnqueueItem], keys: list[bytes], levels: range, succeeded_ms: int,
+        take: str,
+    ) -> list[int | Existing] | None:
+        """The items stored and their keys taken in one round trip: with
+        ``take`` "unique_new", if none of the keys has a row; with
+        "unique_take", in a compound statement, if no job holds any of them.
+        None (nothing stored) if that is not so."""
+        fresh: list[int] = []  # the items to store: no key, or the first of theirs in the call
+        first_of: dict[str, int] = {}
+        later: dict[int, int] = {}  # an item -> the earlier one of its key
+        for index, item in enumerate(items):
+            if not item.unique:
+                fresh.append(index)
+            elif item.unique in first_of:
+                later[index] = first_of[item.unique]
+            else:
+                first_of[item.unique] = index
+                fresh.append(index)
+        step = self._autoinc_step
+        _, inserts = self._inserts(queue, [items[i] for i in fresh])
+        body: list[tuple[str, list[Any]]] = []
+        for group, stmt, values in inserts:
+            body += [(stmt, values), (sql("last_insert_id"), [])]
+            took = [(fresh[i], k) for k, i in enumerate(group) if items[fresh[i]].unique]
+            if took and take == "unique_new":
+                pairs = sorted([items[index].unique, k * step] for index, k in took)
+                body.append((sql(take), [queue, items[took[0][0]].priority, json.dumps(pairs)]))
+            elif took:
+                rows = [v for index, k in took
+                        for v in (queue, items[index].unique.encode("utf-8"), items[index].priority, k * step)]
+                body.append((sql(take, rows=len(took)), rows))
+        if take == "unique_new":
+            script = "".join(f"{stmt};\n" for stmt in (sql("begin"), *(t for t, _ in body))) + sql("commit")
+            args = [a for _, values in body for a in values]
+            try:
+                results = self._run(queue, levels, lambda s: s.execute_script(script, args))
+            except MySQLStorageError as exc:
+                if error_code(exc) != DUPLICATE_KEY:
+                    raise
+                return None
+        else:
+            held_at = "\n  OR ".join(sql("unique_held_at", table=job_table(queue, p), priority=p) for p in levels)
+            text: list[tuple[str, list[Any]]] = [
+                (sql("unique_begin"), [succeeded_ms]),
+                (sql("unique_lock", rows=len(keys)), [v for k in keys for v in (queue, k)]),
+                (sql("unique_held", ids=len(keys), page=held_at), [queue, *keys]),
+            ]
+            script = ("".join(f"{stmt};\n" for stmt, _ in text)
+                      + sql("unique_if_free") + "\n" + "".join(f"{t};\n" for t, _ in body) + sql("unique_end"))
+            args = [a for _, values in (*text, *body) for a in values]
+            results = self._run(queue, levels, lambda s: s.execute_script(script, args))
+            held = int(results.pop()[0][0])
+            if held:
+                return None
+        answers: list[int | Existing] = [0] * len(items)
+        for (group, _, _), (row,) in zip(inserts, results, strict=True):
+            for k, i in enumerate(group):
+                answers[fresh[i]] = int(row[0]) + k * step
+        for index, first in later.items():
+            answers[index] = Existing(items[first].priority, cast(int, answers[first]))
+        return answers
 
     def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
         table = job_table(queue, priority)
@@ -144,7 +291,9 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
             if not ids:
                 return 0
             stmt = sql("gc_delete", table=table, ids=len(ids))
-            return s.execute(stmt, [int(state), older_than_ms, *ids])
+            deleted = s.execute(stmt, [int(state), older_than_ms, *ids])
+            _drop_unique(s, queue, priority, table, ids)
+            return deleted
 
         return self._run(queue, (priority,), work)
 
@@ -213,7 +362,9 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
             if pending:
                 deleted = s.execute(sql("delete_pending_ids", table=table, ids=len(ids)), ids)
                 s.execute(sql("lane_jobs_take", ids=len(ids)), [table, *ids])
-                return deleted
-            return s.execute(sql("delete_ids", table=table, ids=len(ids)), [int(state), *ids])
+            else:
+                deleted = s.execute(sql("delete_ids", table=table, ids=len(ids)), [int(state), *ids])
+            _drop_unique(s, queue, priority, table, ids)
+            return deleted
 
         return self._run(queue, (priority,), work, transaction=pending)

@@ -22,6 +22,10 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:waits``          zset, lane -> its first job's run_after
 ``pl:{queue}:p{N}:lane:{key}``     zset, the key's pending jobs (score
                                    run_after); ``lane:`` is jobs without a key
+``pl:{queue}:unique``              hash of the queue's unique keys (Job.unique):
+                                   ``k{key}`` -> ``P:ID`` of the job that took
+                                   it, ``#P:ID`` -> its key; a key is held
+                                   while that job is (``lua/_prelude.lua``)
 ``pl:deleted``                     set of queue names deleted here and not
                                    created again since: an enqueue of a
                                    process whose cached config is stale is

@@ -33,6 +33,7 @@ from pinlater.stores.base import (
     CheckpointItem,
     Claims,
     EnqueueItem,
+    Existing,
     ExpiredClaims,
     FailItem,
     JobRecord,
@@ -198,6 +199,18 @@ class RedisBackend:
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         if not items:
             return []
+        return [int(i) for i in self._enqueue(queue, items, None)]
+
+    def enqueue_unique(
+        self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int, priorities: int
+    ) -> list[int | Existing]:
+        if not items:
+            return []
+        return [int(a) if not isinstance(a, list) else Existing(int(a[0]), int(a[1]))
+                for a in self._enqueue(queue, items, succeeded_ms)]
+
+    def _enqueue(self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int | None) -> list[Any]:
+        """enqueue.lua's answer; with ``succeeded_ms``, items carry their unique keys."""
         groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
         meta = [
             [
@@ -212,7 +225,12 @@ class RedisBackend:
         ]
         if not self._layout_checked:
             self._call(lambda: None)  # the layout check decides self._traces
-        if self._traces:
+        if succeeded_ms is not None:
+            for row, it in zip(meta, items, strict=True):
+                row += [it.trace if self._traces else None, it.key if it.key and self._keys else None]
+                if it.unique:
+                    row += [it.unique, succeeded_ms]
+        elif self._traces:
             for row, it in zip(meta, items, strict=True):
                 if it.key and self._keys:
                     row += [it.trace, it.key]
@@ -220,10 +238,10 @@ class RedisBackend:
                     row.append(it.trace)
         args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
         ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]
-        ids = self._run("enqueue", ks, args)
-        if ids is None:
+        answer = self._run("enqueue", ks, args)
+        if answer is None:
             raise QueueDeleted(queue, self.shard_id)
-        return [int(i) for i in ids]
+        return list(answer)
 
     def dequeue(
         self,

@@ -75,3 +75,15 @@ CREATE TABLE IF NOT EXISTS pinlater_fair (
   plain_turn BIGINT NOT NULL,
   PRIMARY KEY (jobs)
 ) ENGINE=InnoDB
+
+-- name: shard_v5_unique
+-- Shard layout 5 -> 6: the unique keys' table. Frozen; new stores get the
+-- same from create_unique_table.
+CREATE TABLE IF NOT EXISTS pinlater_unique (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  ukey VARBINARY(200) NOT NULL,
+  priority INT NOT NULL,
+  id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (queue, ukey),
+  KEY by_job (queue, priority, id)
+) ENGINE=InnoDB

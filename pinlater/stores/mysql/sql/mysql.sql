@@ -157,6 +157,20 @@ CREATE TABLE IF NOT EXISTS pinlater_fair (
   PRIMARY KEY (jobs)
 ) ENGINE=InnoDB
 
+-- Unique keys (Job.unique): per queue, the job that took each key. A key
+-- is held while that job is PENDING or RUNNING (or SUCCEEDED within the
+-- queue's unique period): unique_states reads it, so a row whose job has
+-- ended is not honoured, and goes when the job leaves storage.
+-- name: create_unique_table
+CREATE TABLE IF NOT EXISTS pinlater_unique (
+  queue VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  ukey VARBINARY(200) NOT NULL,
+  priority INT NOT NULL,
+  id BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (queue, ukey),
+  KEY by_job (queue, priority, id)
+) ENGINE=InnoDB
+
 -- name: drop_lanes
 DELETE FROM pinlater_lanes WHERE jobs = %(jobs)s
 
@@ -165,6 +179,9 @@ DELETE FROM pinlater_lane_jobs WHERE jobs = %(jobs)s
 
 -- name: drop_fair
 DELETE FROM pinlater_fair WHERE jobs = %(jobs)s
+
+-- name: drop_unique
+DELETE FROM pinlater_unique WHERE queue = %(name)s
 
 -- name: register_queue
 INSERT INTO queues (name, priorities) VALUES (%(name)s, %(priorities)s)
@@ -230,6 +247,89 @@ VALUES {rows}
 
 -- name: enqueue_keyed.row
 (IF(%s IS NULL, 0, 5), %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s, %s)
+
+-- name: unique_lock
+-- An enqueue with unique keys, first: each key's row made (id 0: no job)
+-- or kept, and locked until the enqueue commits, so that two enqueues of
+-- a key take turns. Keys in byte order, so that two calls lock in the
+-- same order.
+INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES {rows}
+ON DUPLICATE KEY UPDATE id = id
+
+-- name: unique_lock.row
+(%s, %s, 0, 0)
+
+-- name: unique_holders
+-- Of the keys, those a job of this table holds: pending (0, 4, 5) or
+-- running, or SUCCEEDED less than the queue's period ago.
+SELECT u.ukey, u.id FROM pinlater_unique u JOIN {table} j FORCE INDEX (PRIMARY) ON j.id = u.id
+WHERE u.queue = %s AND u.priority = %s AND u.ukey IN ({ids})
+  AND (j.state IN (0, 1, 4, 5) OR (j.state = 2 AND j.updated_at > {now} - %s))
+
+-- name: last_insert_id
+SELECT LAST_INSERT_ID()
+
+-- name: unique_begin
+-- An enqueue with unique keys in one round trip when none is held: one
+-- compound statement that locks the keys (unique_lock), counts the held
+-- ones (unique_held) and, if none is, stores the jobs and takes their keys
+-- (the INSERTs, each followed by last_insert_id, and unique_take) and
+-- commits; else it rolls back, having stored nothing, and the caller goes
+-- the two-round-trip way. Its last result: pl_held.
+BEGIN NOT ATOMIC
+  DECLARE pl_held INT DEFAULT 0;
+  DECLARE pl_period BIGINT DEFAULT %s;
+  START TRANSACTION
+
+-- name: unique_held
+-- {page}: unique_held_at of each of the queue's priorities, joined by OR.
+SELECT COUNT(*) INTO pl_held FROM pinlater_unique u
+WHERE u.queue = %s AND u.ukey IN ({ids}) AND ({page})
+
+-- name: unique_held_at
+-- A key's job at this priority holds it: pending (0, 4, 5) or running, or
+-- SUCCEEDED less than pl_period ms ago.
+EXISTS (SELECT 1 FROM {table} j FORCE INDEX (PRIMARY)
+        WHERE u.priority = {priority} AND j.id = u.id
+          AND (j.state IN (0, 1, 4, 5) OR (j.state = 2 AND j.updated_at > {now} - pl_period)))
+
+-- name: unique_if_free
+IF pl_held = 0 THEN
+
+-- name: unique_end
+  COMMIT;
+ELSE
+  ROLLBACK;
+END IF;
+SELECT pl_held;
+END
+
+-- name: unique_new
+-- An enqueue with unique keys none of which has a row yet (the usual case
+-- for a new key): the jobs' INSERTs, each followed by last_insert_id and
+-- this, in a transaction. A key that has a row fails it (1062: nothing is
+-- stored, the transaction is rolled back), and the caller checks the
+-- holders (unique_begin). Two enqueues of a new key: the second waits for
+-- the first's row, then fails so. The keys of one INSERT's jobs (one
+-- priority) come as one JSON array of [key, step from the first id], in
+-- key order: an argument a row costs the client more than the row.
+INSERT INTO pinlater_unique (queue, ukey, priority, id)
+SELECT %s, jt.ukey, %s, LAST_INSERT_ID() + jt.step
+FROM JSON_TABLE(%s, '$[*]' COLUMNS (ukey VARCHAR(200) CHARACTER SET utf8mb4 PATH '$[0]',
+                                    step BIGINT PATH '$[1]')) AS jt
+
+-- name: unique_take
+INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES {rows}
+ON DUPLICATE KEY UPDATE priority = VALUES(priority), id = VALUES(id)
+
+-- name: unique_take.row
+-- The job's id: the first of the INSERT just before, plus the given step.
+(%s, %s, %s, LAST_INSERT_ID() + %s)
+
+-- name: unique_drop_gone
+-- Jobs left storage (gc, delete): the keys they held go with them.
+DELETE u FROM pinlater_unique u LEFT JOIN {table} j ON j.id = u.id
+WHERE u.queue = %s AND u.priority = %s AND u.id IN ({ids}) AND j.id IS NULL
 
 -- name: dequeue_begin
 -- A dequeue is one round trip per shard whatever the number of priorities:

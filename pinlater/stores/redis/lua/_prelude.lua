@@ -383,3 +383,38 @@ end
 local function valid_key(k)
   return k == nil or (type(k) == 'string' and #k >= 1 and #k <= 64)
 end
+
+-- Unique keys (ShardBackend.enqueue_unique), per queue in one hash,
+-- pl:{queue}:unique (pinlater/stores/redis/keys.py):
+--   'k'..key      -> 'P:ID', the job that took the key (priority P, id ID)
+--   '#'..'P:ID'   -> key, so that the job drops its key when it leaves
+-- A key is held while its job is PENDING or RUNNING, or SUCCEEDED less
+-- than `period` ms before `now`; an entry whose job ended is simply not
+-- honoured, and goes when the job leaves storage (drop_unique).
+local function holds_unique(qbase, at, period, now)
+  local p, id = string.match(at, '^(%d+):(%d+)$')
+  if not p then return false end
+  local v = redis.call('HGET', qbase .. 'p' .. p .. ':jobs', member_of(tonumber(id)))
+  if not v then return false end
+  local state = string.byte(v, 1) % 4
+  if state <= 1 then return true end
+  if state ~= 2 or period <= 0 then return false end
+  local _, _, _, _, updated = unpack_header(v)
+  return now - updated < period
+end
+
+-- Jobs `members` of the priority whose jobs hash is `jobs` leave storage:
+-- the unique keys they hold go with them.
+local function drop_unique(jobs, members)
+  local qbase, p = string.match(jobs, '^(.*:)p(%d+):jobs$')
+  local uniq = qbase .. 'unique'
+  if #members == 0 or redis.call('EXISTS', uniq) == 0 then return end
+  for _, m in ipairs(members) do
+    local at = p .. ':' .. int(id_of(m))
+    local key = redis.call('HGET', uniq, '#' .. at)
+    if key then
+      redis.call('HDEL', uniq, '#' .. at)
+      if redis.call('HGET', uniq, 'k' .. key) == at then redis.call('HDEL', uniq, 'k' .. key) end
+    end
+  end
+end

@@ -9,6 +9,7 @@
 -- ARGV[3..] members (see member_of), in 'ids' mode
 -- Returns: how many were deleted.
 --
+-- A deleted job's unique key goes with it (drop_unique).
 -- Pending jobs of a priority that keeps lanes leave their lane too (the
 -- dequeue would drop them when met; this keeps a lane from holding them
 -- until then).
@@ -28,6 +29,7 @@ if ARGV[1] == 'ids' then
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
       if lanes then leave_lane(ARGV[i], redis.call('HGET', KEYS[2], ARGV[i])) end
       redis.call('HDEL', KEYS[2], ARGV[i])
+      drop_unique(KEYS[2], {ARGV[i]})
       deleted = deleted + 1
     end
   end
@@ -44,4 +46,5 @@ if lanes then
   for i, m in ipairs(members) do leave_lane(m, values[i]) end
 end
 hdel_many(KEYS[2], members)
+drop_unique(KEYS[2], members)
 return #members

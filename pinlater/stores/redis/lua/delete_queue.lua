@@ -65,5 +65,7 @@ for _, p in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if not passed[p] then return 1 end
 end
 redis.call('DEL', KEYS[2], KEYS[3])
+-- The unique keys' hash (the prelude's holds_unique), beside the id counter.
+redis.call('UNLINK', string.sub(KEYS[3], 1, #KEYS[3] - 3) .. 'unique')
 redis.call('SREM', KEYS[1], ARGV[1])
 return 0

@@ -17,10 +17,18 @@
 -- ARGV[2]        JSON array, per item: [g, priority N, run_after ms or null
 --                (= now), attempts_allowed (1..65535), custom_status,
 --                trace context (up to 255 bytes; absent or null: none),
---                fairness key (1..64 bytes; absent or null: none)]
+--                fairness key (1..64 bytes; absent or null: none),
+--                unique key (1..200 bytes; absent or null: none), and
+--                with one: how long (ms) its key stays held after its job
+--                SUCCEEDED]
 -- ARGV[2+i]      body of item i (binary, so not inside the JSON)
--- Returns: the new local ids, in item order (consecutive, increasing);
---          nil (nothing stored) when the queue was deleted here.
+-- Returns: per item in order, its new local id (increasing), or for an
+--          item whose unique key a job holds, {priority, id} of that job
+--          (an earlier item of the call with the same key counts); nil
+--          (nothing stored) when the queue was deleted here.
+--
+-- Unique keys live in pl:{queue}:unique (the prelude's holds_unique),
+-- named from KEYS[2]: the same hash slot.
 local items = cjson.decode(ARGV[2])
 local n = #items
 if n < 1 or #ARGV ~= 2 + n then return bad('enqueue: item count does not match bodies') end
@@ -39,14 +47,57 @@ for i = 1, n do
   local trace = opt(it[6])
   if trace ~= nil and (type(trace) ~= 'string' or #trace > 255) then return bad('enqueue: bad trace') end
   if not valid_key(opt(it[7])) then return bad('enqueue: bad key') end
+  local u = opt(it[8])
+  if u ~= nil and (type(u) ~= 'string' or #u < 1 or #u > 200 or not is_int(it[9]) or it[9] < 0) then
+    return bad('enqueue: bad unique key')
+  end
 end
 
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then return false end
 
 local now = now_ms()
-local first = redis.call('INCRBY', KEYS[2], n) - n + 1
+-- Items whose unique key is held store nothing: dup[i] is the holder,
+-- 'P:ID' or the index of an earlier item of this call.
+local qbase = string.sub(KEYS[2], 1, #KEYS[2] - 3)
+local uniq = qbase .. 'unique'
+local dup, seen, fresh = {}, {}, n
+local asked, fields = {}, {}
+for i = 1, n do
+  local u = opt(items[i][8])
+  if u ~= nil and not asked[u] then
+    asked[u] = true
+    fields[#fields + 1] = 'k' .. u
+  end
+end
+local at_of = {}
+if #fields > 0 then
+  local got = hmget_many(uniq, fields)
+  for j, f in ipairs(fields) do at_of[string.sub(f, 2)] = got[j] end
+end
+for i = 1, n do
+  local u = opt(items[i][8])
+  if u ~= nil then
+    local at = seen[u] or at_of[u]
+    if type(at) == 'number' or (at and holds_unique(qbase, at, items[i][9], now)) then
+      dup[i] = at
+      fresh = fresh - 1
+    else
+      seen[u] = i
+    end
+  end
+end
+if fresh == 0 then
+  local out = {}
+  for i = 1, n do
+    local p, id = string.match(dup[i], '^(%d+):(%d+)$')
+    out[i] = {tonumber(p), tonumber(id)}
+  end
+  return out
+end
+
+local first = redis.call('INCRBY', KEYS[2], fresh) - fresh + 1
 local ids = {}
-local pends, rows = {}, {}
+local pends, rows, taken = {}, {}, {}
 -- A group goes to its pending zset in one ZADD unless it keeps lanes or
 -- one of its jobs has a key: then job by job, in item order (pend).
 local one_by_one = {}
@@ -56,34 +107,54 @@ for i = 1, n do
   if one_by_one[g] == nil then one_by_one[g] = lanes_on(KEYS[3 + 2 * g]) end
   if opt(it[7]) then one_by_one[g] = true end
 end
+local made = 0
 for i = 1, n do
   local it = items[i]
   local g = it[1]
-  local run_after = opt(it[3]) or now
-  local id = first + i - 1
-  local m = member_of(id)
-  local key = opt(it[7]) or ''
-  local job = {state = 0, allowed = it[4], left = it[4], created = now, updated = now,
-    run_after = run_after, status = it[5], trace = opt(it[6]), key = key}
-  if not rows[g] then
-    pends[g], rows[g] = {}, {}
-    redis.call('SADD', KEYS[3], int(it[2]))
+  if dup[i] == nil then
+    local run_after = opt(it[3]) or now
+    made = made + 1
+    local id = first + made - 1
+    local m = member_of(id)
+    local key = opt(it[7]) or ''
+    local job = {state = 0, allowed = it[4], left = it[4], created = now, updated = now,
+      run_after = run_after, status = it[5], trace = opt(it[6]), key = key}
+    if not rows[g] then
+      pends[g], rows[g] = {}, {}
+      redis.call('SADD', KEYS[3], int(it[2]))
+    end
+    local r = rows[g]
+    if one_by_one[g] then
+      pend(KEYS[3 + 2 * g], m, run_after, key, now)
+    else
+      local p = pends[g]
+      p[#p + 1] = int(run_after)
+      p[#p + 1] = m
+    end
+    r[#r + 1] = m
+    r[#r + 1] = job_value(job, ARGV[2 + i])
+    ids[i] = id
+    if opt(it[8]) ~= nil then
+      local at = int(it[2]) .. ':' .. int(id)
+      taken[#taken + 1] = 'k' .. it[8]
+      taken[#taken + 1] = at
+      taken[#taken + 1] = '#' .. at
+      taken[#taken + 1] = it[8]
+    end
   end
-  local r = rows[g]
-  if one_by_one[g] then
-    pend(KEYS[3 + 2 * g], m, run_after, key, now)
-  else
-    local p = pends[g]
-    p[#p + 1] = int(run_after)
-    p[#p + 1] = m
-  end
-  r[#r + 1] = m
-  r[#r + 1] = job_value(job, ARGV[2 + i])
-  ids[i] = id
 end
 for g, flat in pairs(rows) do
   hset_many(KEYS[4 + 2 * g], flat)
   if #pends[g] > 0 then zadd_many(KEYS[3 + 2 * g], pends[g]) end
 end
+if #taken > 0 then hset_many(uniq, taken) end
 redis.call('SADD', KEYS[1], ARGV[1])
+for i, at in pairs(dup) do
+  if type(at) == 'number' then
+    ids[i] = {items[at][2], ids[at]}
+  else
+    local p, id = string.match(at, '^(%d+):(%d+)$')
+    ids[i] = {tonumber(p), tonumber(id)}
+  end
+end
 return ids

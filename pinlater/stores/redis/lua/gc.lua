@@ -1,5 +1,5 @@
 -- gc: delete jobs of a terminal state finished at least older_than ago,
--- oldest first.
+-- oldest first; the unique keys they took go with them (drop_unique).
 --
 -- KEYS[1]  pl:{queue}:p{N}:succeeded or pl:{queue}:p{N}:failed
 -- KEYS[2]  pl:{queue}:p{N}:jobs      jobs hash
@@ -14,4 +14,5 @@ local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff, 'LIMIT', 0,
 if #members == 0 then return 0 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
 hdel_many(KEYS[2], members)
+drop_unique(KEYS[2], members)
 return #members
