@@ -53,7 +53,7 @@ from pinlater.observe import tracing
 from workers import registry, task_guard
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
-from workers.publish_info import take_descriptor
+from workers.publish_info import stamp, take_descriptor
 from workers.raw_serializer import register_raw_serializer
 from workers.settings import app_setting, parse_imports
 from workers.task import PinLaterTask
@@ -98,7 +98,7 @@ class PinLaterCelery(Celery):
         options.setdefault("ignore_result", self.conf.task_ignore_result)
         result = super().send_task(name, *args, **options)
         if result is not None:
-            result.descriptor = take_descriptor()
+            stamp(result)
         return result
 
 

@@ -23,8 +23,8 @@ from workers.waker import WAKER
 if TYPE_CHECKING:
     from workers.transport import Transport
 
-# Headers that set the job's attempts, idempotency key and fairness key, not stored.
-_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key", "pinlater_key"})
+# Headers that set the job's attempts, idempotency, fairness and unique keys, not stored.
+_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key", "pinlater_key", "pinlater_unique"})
 _DUE_SLACK_MS = 50
 
 
@@ -61,32 +61,38 @@ class TaskPublishing:
         attempts = headers.get("pinlater_attempts")
         idempotency_key = headers.get("pinlater_idempotency_key")
         key = headers.get("pinlater_key")
-        if attempts is not None or idempotency_key is not None or key is not None:
+        unique = headers.get("pinlater_unique")
+        if attempts is not None or idempotency_key is not None or key is not None or unique is not None:
             # Not stored, and left in the caller's headers: a publish retried
             # after a connection error sends them again.
             message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
         stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
+        job_keys = (idempotency_key, key, unique)
         try:
-            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key, key)
+            descriptor, duplicate = self._enqueue_job(queue, message, stored, run_after_ms, attempts, *job_keys)
         except QueueNotFound:
             # Not there yet (publishes declare nothing: see PinLaterTask), or
             # deleted since (an operator, a test reset): declare it, as a
             # worker would, with its task's config.
             self.connection.ensure_queue(queue, again=True)
-            descriptor = self._enqueue_job(queue, message, stored, run_after_ms, attempts, idempotency_key, key)
-        remember_descriptor(descriptor)
+            descriptor, duplicate = self._enqueue_job(queue, message, stored, run_after_ms, attempts, *job_keys)
+        remember_descriptor(descriptor, duplicate)
+        if duplicate:
+            return  # nothing new to run
         if run_after_ms is None or run_after_ms <= time.time() * 1000 + _DUE_SLACK_MS:
             connection = self.connection
             WAKER.wake(connection.bus, connection.names.wake(queue))
 
     def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
-                     attempts: Any, idempotency_key: str | None, key: Any = None) -> str:
+                     attempts: Any, idempotency_key: str | None, key: Any = None,
+                     unique: Any = None) -> tuple[str, bool]:
+        """The job's descriptor, and whether it is one that held ``unique``."""
         priority = self._priority(queue, message["properties"].get("priority"))
         job = Job(stored, priority=priority, run_after_ms=run_after_ms,
                   attempts_allowed=int(attempts) if attempts else None,
-                  key="" if key is None else key)
-        [descriptor] = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
-        return str(descriptor)
+                  key="" if key is None else key, unique="" if unique is None else unique)
+        answer = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+        return str(answer[0]), bool(getattr(answer, "duplicates", ()))
 
     def _priority(self, queue: str, kombu_priority: Any) -> int:
         """PinLater priority 1 is the highest, as 0 is with Kombu's Redis

@@ -41,10 +41,18 @@
   returning the key as text, or None for none) gives every publish of the
   task one. Among the runnable jobs of a priority, workers are served keys
   in turn, so one key's backlog does not hold back another's jobs.
+* Unique jobs: ``unique = True`` makes each publish's unique key its
+  arguments (equal arguments, one key); ``unique_of`` (a function of the
+  arguments returning the key as text, or None for none) chooses it;
+  ``apply_async(..., unique_key=K)`` sets one publish's. While a job of the
+  queue with that key is pending or running, a publish makes no job: its
+  result's ``descriptor`` is that job's and ``duplicate`` is True.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -65,7 +73,7 @@ from workers import tracing as task_tracing
 from workers.client import queue_config, shared_client
 from workers.heartbeat import CANCELLED, HEARTBEATS, HELD, Running, beat
 from workers.pid import current_pid
-from workers.publish_info import take_descriptor
+from workers.publish_info import stamp, take_descriptor
 from workers.settings import TransportSettings
 
 log = logging.getLogger(__name__)
@@ -104,6 +112,10 @@ class PinLaterTask(Task):
     auto_heartbeat: bool = True
     # The fairness key of a publish, from the task's arguments (None: none).
     fairness_key_of: Callable[..., str | int | None] | None = None
+    # Unique jobs: ``unique = True`` keys each publish by its arguments;
+    # ``unique_of`` by a function of them (None: not unique).
+    unique: bool = False
+    unique_of: Callable[..., str | int | None] | None = None
     # Published by ``celery beat`` every this many seconds, with these args.
     run_every_s: float | None = None
     run_every_args: tuple[Any, ...] = ()
@@ -159,25 +171,47 @@ class PinLaterTask(Task):
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: Any = None, producer: Any = None,
                     link: Any = None, link_error: Any = None, shadow: Any = None, *,
-                    idempotency_key: str | None = None, fairness_key: str | None = None, **options: Any) -> Any:
+                    idempotency_key: str | None = None, fairness_key: str | None = None,
+                    unique_key: str | None = None, **options: Any) -> Any:
         """As Celery's; the result also has ``descriptor``, the PinLater job.
         ``idempotency_key``: a publish with a key already used on this queue
         within the job service's window (``PINLATER_IDEMPOTENCY_WINDOW_MS``)
         makes no new job, and its descriptor is the first one's; a task that
         is run again after a crash then does not publish its successors twice.
         ``fairness_key``: the job's fairness key (default: ``fairness_key_of``
-        of the arguments, if the task has one)."""
+        of the arguments, if the task has one). ``unique_key``: the job's
+        unique key (default: as the task's ``unique``/``unique_of`` say);
+        while a job of the queue with that key is pending or running, the
+        publish makes none, and the result's ``descriptor`` is that job's,
+        with ``duplicate`` True."""
         key_of = type(self).fairness_key_of
         fkey = fairness_key if fairness_key is not None or key_of is None else key_of(*(args or ()), **(kwargs or {}))
-        if fkey is not None:
+        ukey = unique_key if unique_key is not None else self._unique_key(args, kwargs)
+        if fkey is not None or ukey is not None:
             headers = dict(options.pop("headers", None) or {})
-            headers["pinlater_key"] = str(fkey) if isinstance(fkey, int) else fkey
+            if fkey is not None:
+                headers["pinlater_key"] = str(fkey) if isinstance(fkey, int) else fkey
+            if ukey is not None:
+                headers["pinlater_unique"] = ukey
             options["headers"] = headers
         if tracing.ON or tracing.configure():
             with task_tracing.publishing(self.name, options):
                 return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key,
                                      options)
         return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key, options)
+
+    def _unique_key(self, args: Any, kwargs: Any) -> str | None:
+        """A publish's unique key as the task says: by ``unique_of`` of the
+        arguments, or with ``unique`` by the arguments themselves (a hash
+        of their JSON, keys sorted, so equal arguments make one key)."""
+        cls = type(self)
+        if cls.unique_of is not None:
+            key = cls.unique_of(*(args or ()), **(kwargs or {}))
+            return str(key) if isinstance(key, int) else key
+        if not cls.unique:
+            return None
+        text = json.dumps([self.name, list(args or ()), kwargs or {}], sort_keys=True, default=repr)
+        return "args:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def _publish(self, args: Any, kwargs: Any, task_id: Any, producer: Any, link: Any, link_error: Any,
                  shadow: Any, idempotency_key: str | None, options: dict[str, Any]) -> Any:
@@ -193,7 +227,7 @@ class PinLaterTask(Task):
             take_descriptor()
             result = direct_publish.publish(self, args, kwargs, task_id, producer, shadow, options)
             if result is not None:
-                result.descriptor = take_descriptor()
+                stamp(result)
                 return result
         if "declare" not in options and "exchange" not in options and on_pinlater:
             # Nothing to declare before a publish: a task queue that does not
@@ -208,7 +242,7 @@ class PinLaterTask(Task):
         if result is not None:
             # An app made by workers.app.make_app has already set it (its
             # send_task takes the descriptor); any other app has not.
-            result.descriptor = take_descriptor() or getattr(result, "descriptor", None)
+            stamp(result)
         return result
 
     def _on_pinlater_broker(self) -> bool:

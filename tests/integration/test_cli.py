@@ -81,6 +81,11 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert {q["queue"]: q["key_max_running"] for q in pinlater("queues")}[queue_name] == 2
     assert pinlater("set-key-limits", queue_name, "--max-running", "unlimited")["key_max_running"] is None
     assert "give --rate, --max-running or both" in pinlater("set-key-limits", queue_name, ok=False)
+    [held] = pinlater("enqueue", queue_name, "sync 42", "--unique", "account:42")
+    assert pinlater("enqueue", queue_name, "sync 42 again", "--unique", "account:42") == [held]
+    assert pinlater("set-unique-period", queue_name, "60000")["unique_succeeded_ms"] == 60000
+    assert "unique_succeeded_ms must be from 0" in pinlater("set-unique-period", queue_name, "-1", ok=False)
+    assert pinlater("delete", queue_name, "pending", "--regex", "^sync 42$")["deleted"] == 1
     assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
 
     stats = pinlater("monitor", "--once")

@@ -28,8 +28,8 @@ FORBIDDEN = {
 }
 COMMANDS = {
     "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete", "cancel",
-    "set-rate", "set-concurrency", "set-key-limits", "pause", "resume", "config", "shards", "monitor", "server",
-    "server-stats", "dashboard", "migrate", "dev-certs", "trace", "app",
+    "set-rate", "set-concurrency", "set-key-limits", "set-unique-period", "pause", "resume", "config", "shards",
+    "monitor", "server", "server-stats", "dashboard", "migrate", "dev-certs", "trace", "app",
 }
 
 

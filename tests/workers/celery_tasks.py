@@ -232,3 +232,18 @@ def cancellable(self: Any, seconds: float) -> None:
     except JobCancelled:
         r.rpush(key("observed:w_cancel"), f"{_descriptor(self)} {time.time()}")
         raise
+
+
+# -- unique jobs ---------------------------------------------------------------------------
+@task("w_unique", unique=True)
+def unique_sync(self: Any, account: int) -> None:
+    results().rpush(key("runs:w_unique"), account)
+
+
+def _account_of(account: int, note: str) -> str:
+    return f"account:{account}"
+
+
+@task("w_unique_of", unique_of=_account_of)
+def unique_of_sync(self: Any, account: int, note: str) -> None:
+    results().rpush(key("runs:w_unique_of"), f"{account}:{note}")
