@@ -8,7 +8,9 @@ what the two hold at once, against the same run's without one
 fairness keys, served in turn, against the same without keys
 (``vs_unkeyed``), and the same again under per-key limits that never bind
 (a per-key cap and rate above what a key has), against the keyed run
-(``vs_keyed``): what the limits' own steps cost. The ceiling is the same
+(``vs_keyed``): what the limits' own steps cost; and enqueue with a
+unique key per job, against the same run's plain enqueue (``vs_plain``).
+The ceiling is the same
 work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
@@ -38,7 +40,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.results import write_json
-from bench.workloads import BODY, drain_all, enqueue_all, enqueue_keyed
+from bench.workloads import BODY, drain_all, enqueue_all, enqueue_keyed, enqueue_unique
 from pinlater import JobService
 from pinlater.settings import Settings, parse_shards
 
@@ -91,6 +93,15 @@ def pl_enqueue_keyed(backend: str, queue: str, jobs: int, batch: int, keys: int 
         started = time.time()
         # The two processes' jobs take turns over the same keys.
         done = enqueue_keyed(client, queue, jobs, batch, keys, first=os.getpid())
+        ended = time.time()
+    return done, started, ended
+
+
+def pl_enqueue_unique(backend: str, queue: str, jobs: int, batch: int) -> Timed:
+    with JobService.from_settings(settings_for(backend), source=f"bench-{os.getpid()}") as client:
+        client.queue_config(queue)
+        started = time.time()
+        done = enqueue_unique(client, queue, jobs, batch, first=os.getpid())
         ended = time.time()
     return done, started, ended
 
@@ -291,6 +302,21 @@ def key_limited_row(
             "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2), "vs_keyed": round(rate / keyed, 2)}
 
 
+def unique_row(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, plain: float, peak: float,
+) -> dict[str, object]:
+    """Enqueue with a unique key per job (each checked, none held), against
+    the same run's plain enqueue (``vs_plain``)."""
+    queue = f"bench_{backend}_{batch}_unique_{uuid.uuid4().hex[:6]}"
+    client.create_queue(queue)
+    rate = run_parallel(pool, pl_enqueue_unique, backend, queue, jobs, batch)
+    print(f"{backend:6} {'unique':12} batch {batch:4}: {rate:9,.0f} jobs/s   a unique key each: "
+          f"{rate / plain:5.2f} of plain enqueue", flush=True)
+    return {"backend": backend, "op": "enqueue unique", "batch": batch, "jobs": jobs,
+            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
+            "vs_plain": round(rate / plain, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
@@ -332,6 +358,8 @@ def main() -> int:
                                      "ratio": round(rate / peak, 2)})
                         print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
+                        if op == "enqueue":
+                            rows.append(unique_row(pool, client, backend, batch, jobs, rate, peak))
                         if op == "dequeue+ack":
                             rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
                             keys = KEYS if not args.smoke else KEYS // 10

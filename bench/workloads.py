@@ -29,6 +29,16 @@ def enqueue_keyed(client: PinLaterClient, queue: str, jobs: int, batch: int, key
     return done
 
 
+def enqueue_unique(client: PinLaterClient, queue: str, jobs: int, batch: int, first: int = 0) -> int:
+    """As ``enqueue_all``, each job with a unique key of its own (from ``first``)."""
+    done = 0
+    while done < jobs:
+        n = min(batch, jobs - done)
+        client.enqueue(queue, [Job(BODY, unique=f"u{first}-{done + i}") for i in range(n)])
+        done += n
+    return done
+
+
 def drain_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> int:
     """Dequeues and acknowledges up to ``jobs`` jobs, ``batch`` a call, each
     call's ACKs riding on the next dequeue; returns how many it got."""
