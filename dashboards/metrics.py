@@ -67,7 +67,8 @@ def families(snap: Mapping[str, Any], collector_stats: Mapping[str, float]) -> l
 
     rates = _family(families, "pinlater_queue_events_per_second", "gauge",
                     "Events per second over the rate window: enqueued, dequeued, succeeded, failed (failure ACKs), "
-                    "claims_expired (claim timeouts), retried_by_operator.")
+                    "claims_expired (claim timeouts), retried_by_operator, cancelled (jobs a cancel "
+                    "ended), duplicates (enqueues answered with the job holding their unique key).")
     events = _family(families, "pinlater_queue_events", "gauge", "Events counted in the rate window.")
     for q in snap["queues"]:
         for event, value in q["rates"].items():

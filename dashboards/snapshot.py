@@ -242,7 +242,7 @@ class Collector:
         }
         if config is None:  # not even the priorities are known: nothing to count
             return {"name": entry.name, "priorities": None, "max_dequeue_rate": None, "max_running": None,
-                    "key_max_running": None, "key_rate": None, "paused": None,
+                    "key_max_running": None, "key_rate": None, "unique_succeeded_ms": None, "paused": None,
                     "claim_timeout_ms": None, "retry": None, "counts": None, "by_priority": {}, "by_shard": {},
                     "oldest_pending": None, **common}
         counts = zero_counts()
@@ -272,6 +272,7 @@ class Collector:
             "max_running": config.max_running if stored else None,
             "key_max_running": config.key_max_running if stored else None,
             "key_rate": _finite(config.key_rate) if stored else None,
+            "unique_succeeded_ms": config.unique_succeeded_ms if stored else None,
             "paused": config.paused if stored else None,
             "claim_timeout_ms": config.claim_timeout_ms if stored else None,
             "retry": config.retry.kind if stored else None,

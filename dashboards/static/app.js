@@ -108,6 +108,7 @@ const STATES = [
 const EVENTS = [
   ["enqueued", "enqueued"], ["dequeued", "dequeued"], ["succeeded", "succeeded"], ["failed", "failed"],
   ["claims_expired", "claim timeouts"], ["retried_by_operator", "retried by operators"],
+  ["cancelled", "cancelled"], ["duplicates", "duplicates (unique keys held)"],
 ];
 // What an absent parameter of a control meant, for the audit log.
 const DEFAULTS = { rate: "unlimited", priority: "all", run_after_ms: "now", body_regex: "any" };
@@ -191,7 +192,8 @@ function renderDetail(snap) {
     `${q.priorities ?? "?"} priorities · claim timeout ${PL.fmtAge(q.claim_timeout_ms)} · retry policy ${q.retry ?? "?"}` +
     (known(q.max_running) ? ` · at most ${PL.fmtInt(q.max_running)} running at once` : " · no concurrency cap") +
     (known(q.key_max_running) ? ` · at most ${PL.fmtInt(q.key_max_running)} of a key running at once` : "") +
-    (known(q.key_rate) ? ` · at most ${q.key_rate} jobs/s of a key` : "");
+    (known(q.key_rate) ? ` · at most ${q.key_rate} jobs/s of a key` : "") +
+    (q.unique_succeeded_ms ? ` · a unique key held ${PL.fmtInt(q.unique_succeeded_ms / 1000)} s after success` : "");
   const configError = document.getElementById("detail-config-error");
   configError.textContent = q.config_error || "";
   configError.hidden = !q.config_error;

@@ -77,6 +77,26 @@
       control("concurrency", { max_running: cap }, "Change concurrency cap",
         `Let ${cap === null ? "any number of" : "at most " + cap} jobs of ${PL.selected} run at once, over every worker?`);
     });
+    $("key-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const cap = num("key-cap-input");
+      const rate = num("key-rate-input");
+      if (cap !== null && (!Number.isInteger(cap) || cap < 1 || cap > PL.MAX_RUNNING))
+        return PL.toast(`A key's cap must be a whole number of jobs from 1 to ${PL.MAX_RUNNING.toLocaleString("en-US")}, or empty for no cap.`, true);
+      if (rate !== null && (!Number.isFinite(rate) || !(rate > 0) || rate > PL.MAX_RATE))
+        return PL.toast(`A key's rate must be above 0 and at most ${PL.MAX_RATE.toLocaleString("en-US")} jobs/s, or empty for unlimited.`, true);
+      control("key-limits", { key_max_running: cap, key_rate: rate }, "Change per-key limits",
+        `Let each fairness key of ${PL.selected} run ${cap === null ? "any number of" : "at most " + cap} jobs at once` +
+        ` and start ${rate === null ? "any number of jobs" : "at most " + rate + " jobs/s"}, over every worker?`);
+    });
+    $("cancel-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const descriptors = $("cancel-descriptors").value.split(/\s+/).filter((d) => d !== "");
+      if (!descriptors.length) return PL.toast("Give the descriptors of the jobs to cancel, one per line.", true);
+      control("cancel", { descriptors }, "Cancel jobs",
+        `End ${PL.fmtInt(descriptors.length)} job(s) of ${PL.selected} now? Pending ones never run; running ones end ` +
+        "FAILED at once and their workers are told at their next heartbeat. Neither is retried.");
+    });
     $("btn-pause").addEventListener("click", () =>
       control("pause", {}, "Pause queue", `Pause ${PL.selected}? Workers stop dequeuing its jobs within a second; running jobs finish.`));
     $("btn-resume").addEventListener("click", () =>

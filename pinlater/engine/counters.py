@@ -25,7 +25,9 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"  # failure ACKs, whether retried or final
 CLAIMS_EXPIRED = "claims_expired"
 RETRIED_BY_OPERATOR = "retried_by_operator"
-EVENTS = (ENQUEUED, DEQUEUED, SUCCEEDED, FAILED, CLAIMS_EXPIRED, RETRIED_BY_OPERATOR)
+CANCELLED = "cancelled"  # pending or running jobs a cancel ended
+DUPLICATES = "duplicates"  # enqueues answered with the job that held their unique key
+EVENTS = (ENQUEUED, DEQUEUED, SUCCEEDED, FAILED, CLAIMS_EXPIRED, RETRIED_BY_OPERATOR, CANCELLED, DUPLICATES)
 
 
 def current_minute(now: float | None = None) -> int:

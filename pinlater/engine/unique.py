@@ -84,7 +84,7 @@ def _store_at_home(
             "of rotation; sending the whole call again once it is back is safe (what was stored is a duplicate)")
     try:
         return core.shards.call(
-            backend, "enqueue", queue, lambda b: b.enqueue_unique(queue, batch, succeeded_ms, priorities))
+            backend, "enqueue_unique", queue, lambda b: b.enqueue_unique(queue, batch, succeeded_ms, priorities))
     except ShardOutcomeUnknown as exc:
         raise EnqueueOutcomeUnknown(
             f"enqueue to {queue}: shard {shard_id} went silent after it was sent, so {len(batch)} job(s) with "

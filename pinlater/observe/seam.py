@@ -29,6 +29,7 @@ from pinlater.engine import counters as events
 from pinlater.engine.counters import EventCounters
 from pinlater.observe import tracing
 from pinlater.observe.metrics import Family, prometheus_text
+from pinlater.states import JobState
 
 T = TypeVar("T")
 
@@ -43,14 +44,24 @@ def _applied(result: list[bool]) -> int:
     return sum(result)
 
 
+def _stored(answers: list[Any]) -> int:
+    return sum(1 for a in answers if isinstance(a, int))
+
+
+def _ended(cancelled: list[Any]) -> int:
+    return sum(1 for c in cancelled if c.state is JobState.PENDING or c.state is JobState.RUNNING)
+
+
 # The store operations that are events, and how many each call's result counts.
-EVENT_OF_OP: dict[str, tuple[str, Callable[[Any], int]]] = {
-    "enqueue": (events.ENQUEUED, len),
-    "dequeue": (events.DEQUEUED, lambda claims: len(claims.jobs)),
-    "ack_succeeded": (events.SUCCEEDED, _applied),
-    "ack_failed": (events.FAILED, _applied),
-    "expire_claims": (events.CLAIMS_EXPIRED, lambda expired: expired.repended + expired.failed),
-    "retry_failed": (events.RETRIED_BY_OPERATOR, int),
+EVENT_OF_OP: dict[str, tuple[tuple[str, Callable[[Any], int]], ...]] = {
+    "enqueue": ((events.ENQUEUED, len),),
+    "enqueue_unique": ((events.ENQUEUED, _stored), (events.DUPLICATES, lambda answers: len(answers) - _stored(answers))),
+    "dequeue": ((events.DEQUEUED, lambda claims: len(claims.jobs)),),
+    "ack_succeeded": ((events.SUCCEEDED, _applied),),
+    "ack_failed": ((events.FAILED, _applied),),
+    "expire_claims": ((events.CLAIMS_EXPIRED, lambda expired: expired.repended + expired.failed),),
+    "retry_failed": ((events.RETRIED_BY_OPERATOR, int),),
+    "cancel": ((events.CANCELLED, _ended),),
 }
 
 
@@ -242,8 +253,8 @@ class Seam:
         self.metrics.record(shard, op, seconds, None)
         counted = EVENT_OF_OP.get(op)
         if counted is not None and queue is not None and self._counters is not None:
-            event, count = counted
-            self._counters.add(queue, event, count(result))
+            for event, count in counted:
+                self._counters.add(queue, event, count(result))
         if span is not None:
             tracing.end_span(span, None)
 

@@ -293,4 +293,12 @@ def test_event_counters_record_every_transition(cluster: JobService, queue_name:
     cluster.operators.flush_counters()
     totals = recent_totals(cluster.core.control, minutes=2)[queue_name]
     assert totals == {"enqueued": 5, "dequeued": 5, "succeeded": 3, "failed": 2, "retried_by_operator": 2}
+    # A cancel counts the jobs it ended; a unique key held counts a duplicate, not an enqueue.
+    cluster.enqueue(queue_name, [Job(b"c", unique="k"), Job(b"d"), Job(b"e")])
+    assert cluster.enqueue(queue_name, [Job(b"f", unique="k")]).duplicates == (0,)
+    claimed = [j.descriptor for j in cluster.dequeue(queue_name, 10)]
+    assert len(claimed) == 5 and len(cluster.cancel(queue_name, claimed[:3]).interrupted) == 3
+    cluster.operators.flush_counters()
+    totals = recent_totals(cluster.core.control, minutes=2)[queue_name]
+    assert (totals["enqueued"], totals["duplicates"], totals["cancelled"]) == (8, 1, 3)
     assert recent_rates(cluster.core.control, minutes=1)[queue_name]["enqueued"] > 0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from pinlater import Checkpoint
+from pinlater import Checkpoint, Job, JobState
 from pinlater.errors import DequeueRateLimited
 from pinlater.stores.redis.keys import CONTROL_QUEUES
 from tests.dashboards.support import (
@@ -321,3 +321,42 @@ def test_rate_charts_draw_what_the_api_says(page: Any, cluster: Cluster) -> None
     assert "latest minute enqueued 0/s, dequeued 0/s, succeeded 0/s, failed 0/s" in quiet_label
     page.locator("#rates").scroll_into_view_if_needed()  # the section stays; its charts are redrawn
     page.locator("#rates").screenshot(path=str(ARTIFACTS / "dashboard-rates.png"))
+
+
+def test_key_limits_and_a_cancel_from_the_page(page: Any, cluster: Cluster) -> None:
+    svc = cluster.svc
+    queue = f"dash_keys_{uuid.uuid4().hex[:8]}"  # its own queue: the workload's counts stay as they are
+    svc.create_queue(queue)
+    svc.update_queue(queue, unique_succeeded_ms=60_000)
+    [pending, running] = svc.enqueue(queue, [Job(b"cancel-me", priority=2), Job(b"cancel-me-too")])
+    [job] = svc.dequeue(queue, 1)
+    assert job.descriptor == running
+    try:
+        sign_in(page)
+        wait_for(lambda: page.locator(f'#queues tr[data-queue="{queue}"]').count() == 1, what="the new queue's row")
+        open_queue(page, queue)
+        page.fill("#key-cap-input", "0")
+        page.click("#btn-key-limits")
+        wait_for(lambda: "A key's cap must be a whole number" in page.inner_text("#toast"), what="a bad cap refused")
+        page.fill("#key-cap-input", "2")
+        page.fill("#key-rate-input", "2.5")
+        page.click("#btn-key-limits")
+        confirm(page, f"Let each fairness key of {queue} run at most 2 jobs at once and start at most 2.5 jobs/s")
+        wait_for(lambda: "at most 2 of a key running at once" in page.inner_text("#detail-config"),
+                 what="the detail shows the key cap")
+        assert "a unique key held 60 s after success" in page.inner_text("#detail-config")
+        config = svc.queue_config(queue, fresh=True)
+        assert (config.key_max_running, config.key_rate) == (2, 2.5)
+
+        page.fill("#cancel-descriptors", f"{pending}\n{running}\n")
+        page.click("#btn-cancel")
+        confirm(page, f"End 2 job(s) of {queue} now?")
+        wait_for(lambda: "cancel on" in page.inner_text("#toast"), what="the cancel's result")
+        toast = page.inner_text("#toast")
+        assert f"cancelled: {pending}" in toast and f"interrupted: {running}" in toast, toast
+        assert {i.state for i in svc.lookup([pending, running]).values()} == {JobState.FAILED}
+    finally:
+        # The shard cards count every queue's failed jobs: leave none for the page's other tests.
+        svc.delete_jobs(queue, "failed")
+        svc.delete_jobs(queue, "pending")
+        svc.delete_jobs(queue, "running")
