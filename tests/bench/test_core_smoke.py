@@ -24,7 +24,8 @@ def test_core_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert {(r["backend"], r["op"], r["batch"]) for r in rows} == {
         (backend, op, batch)
         for backend in ("redis", "mysql")
-        for op in ("enqueue", "dequeue+ack", "dequeue+ack capped", "dequeue+ack keyed", "dequeue+ack key-limited")
+        for op in ("enqueue", "enqueue unique", "dequeue+ack", "dequeue+ack capped", "dequeue+ack keyed",
+                   "dequeue+ack key-limited")
         for batch in (1, 100)
     }
     assert all(r["jobs_per_s"] > 0 and r["ceiling_per_s"] > 0 for r in rows)
@@ -34,3 +35,5 @@ def test_core_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert all(r["vs_unkeyed"] > 0 and r["keys"] == 1000 for r in keyed)
     limited = [r for r in rows if r["op"] == "dequeue+ack key-limited"]
     assert all(r["vs_keyed"] > 0 and r["key_max_running"] == 1000 for r in limited)
+    unique = [r for r in rows if r["op"] == "enqueue unique"]
+    assert all(r["vs_plain"] > 0 for r in unique)
