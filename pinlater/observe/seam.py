@@ -48,6 +48,10 @@ def _stored(answers: list[Any]) -> int:
     return sum(1 for a in answers if isinstance(a, int))
 
 
+def _duplicates(answers: list[Any]) -> int:
+    return len(answers) - _stored(answers)
+
+
 def _ended(cancelled: list[Any]) -> int:
     return sum(1 for c in cancelled if c.state is JobState.PENDING or c.state is JobState.RUNNING)
 
@@ -55,7 +59,7 @@ def _ended(cancelled: list[Any]) -> int:
 # The store operations that are events, and how many each call's result counts.
 EVENT_OF_OP: dict[str, tuple[tuple[str, Callable[[Any], int]], ...]] = {
     "enqueue": ((events.ENQUEUED, len),),
-    "enqueue_unique": ((events.ENQUEUED, _stored), (events.DUPLICATES, lambda answers: len(answers) - _stored(answers))),
+    "enqueue_unique": ((events.ENQUEUED, _stored), (events.DUPLICATES, _duplicates)),
     "dequeue": ((events.DEQUEUED, lambda claims: len(claims.jobs)),),
     "ack_succeeded": ((events.SUCCEEDED, _applied),),
     "ack_failed": ((events.FAILED, _applied),),
