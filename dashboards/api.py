@@ -10,7 +10,8 @@ Reads (GET):
                                    one page of a scan, newest first, no bodies
   /api/job?descriptor=&body=1      one job; its body only when asked, capped
   /api/audit?limit=                operator actions, newest first
-  /api/progress                    long operations (see dashboards.progress)
+  /api/progress                    long operations (see dashboards.progress), and
+                                   the batches that changed last
   /api/rates?minutes=&limit=       per-minute rates of the busiest queues (see dashboards.rates)
   /metrics                         Prometheus text
   and each installed panel's routes (see dashboards.panels)
@@ -57,7 +58,7 @@ from pinlater.errors import (
 )
 from pinlater.kit.secret_throttle import SecretThrottle
 from pinlater.kit.urls import redact
-from pinlater.models import CONTINUATION_START, JobInfo
+from pinlater.models import CONTINUATION_START, BatchStatus, JobInfo
 from pinlater.observe.metrics import Family, Registry
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
@@ -163,7 +164,7 @@ class Api:
             "/api/jobs": self._jobs,
             "/api/job": self._job,
             "/api/audit": self._audit,
-            "/api/progress": lambda r: json_response(200, {"operations": self.progress.list()}),
+            "/api/progress": lambda r: json_response(200, {"operations": self._operations()}),
             "/api/rates": self._rates,
             "/metrics": self._metrics,
         }
@@ -322,6 +323,12 @@ class Api:
     def _audit(self, req: Request) -> Response:
         return json_response(200, {"entries": self.audit.recent(_int(req, "limit", 50, 1, 1000) or 50)})
 
+    def _operations(self) -> list[dict[str, Any]]:
+        """The progress board's operations, then the batches that changed
+        last (a batch reads as one: its jobs ended of its jobs)."""
+        ops = self.progress.list()
+        return ops + [batch_operation(b) for b in self.service.operators.recent_batches(BATCHES_SHOWN)]
+
     def _rates(self, req: Request) -> Response:
         minutes = _int(req, "minutes", MAX_MINUTES, 1, MAX_MINUTES) or MAX_MINUTES
         limit = _int(req, "limit", DEFAULT_QUEUES, 1, MAX_QUEUES) or DEFAULT_QUEUES
@@ -377,3 +384,24 @@ def _state(text: str) -> JobState:
         return JobState.parse(text)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
+
+
+# Batches shown among the long operations.
+BATCHES_SHOWN = 20
+_BATCH_STATUS = {"open": "running", "sealed": "running", "complete": "done", "released": "done",
+                 "cancelled": "failed"}
+
+
+def batch_operation(b: BatchStatus) -> dict[str, Any]:
+    """A batch as the progress panel shows an operation."""
+    ended = b.succeeded + b.failed
+    callback = {"released": "its callback released", "complete": "its callback being released",
+                "cancelled": "cancelled"}.get(b.state, "waiting for its jobs" if b.state == "sealed" else
+                                              "open: its maker may add jobs")
+    return {
+        "id": b.batch, "title": f"Batch {b.description or b.batch}", "done": ended, "total": b.total,
+        "status": _BATCH_STATUS.get(b.state, "running"), "updated_at_ms": b.updated_at_ms,
+        "fraction": None if not b.total else min(1.0, ended / b.total), "stale": False,
+        "detail": f"{b.batch}: {b.succeeded:,} succeeded, {b.failed:,} failed, {b.pending:,} to go; {callback}",
+        "batch": b.batch, "state": b.state,
+    }

@@ -26,7 +26,7 @@ from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, k
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
 from pinlater.migrate import add_migrate_command
-from pinlater.models import Job, JobInfo
+from pinlater.models import BatchStatus, Job, JobInfo
 from pinlater.observe.trace_tree import add_trace_command
 from pinlater.operators import Monitor
 from pinlater.queue_config import QueueConfig
@@ -121,7 +121,7 @@ def cmd_enqueue(c: JobService, a: argparse.Namespace) -> Any:
     bodies = a.body or [line.rstrip("\n") for line in sys.stdin]
     jobs = [Job(body.encode(), priority=a.priority, run_after_ms=a.run_after_ms,
                 attempts_allowed=a.attempts, key=a.key, unique=a.unique) for body in bodies]
-    return c.enqueue(a.queue, jobs)
+    return c.enqueue(a.queue, jobs, batch=a.batch)
 
 
 def cmd_lookup(c: JobService, a: argparse.Namespace) -> Any:
@@ -165,6 +165,38 @@ def cmd_cancel(c: JobService, a: argparse.Namespace) -> Any:
         raise ShardConnectionFailed(
             f"{len(result.unapplied)} of {len(a.descriptors)} jobs not cancelled, their shard not reached "
             f"({next(iter(result.unapplied.values()))}): run the command again for them")
+    return out
+
+
+def cmd_create_batch(c: JobService, a: argparse.Namespace) -> Any:
+    batch = c.create_batch(a.queue, Job(a.body.encode(), priority=a.priority), description=a.description)
+    return _batch_dict(c.batch_status(batch))
+
+
+def cmd_seal_batch(c: JobService, a: argparse.Namespace) -> Any:
+    return _batch_dict(c.seal_batch(a.batch))
+
+
+def cmd_batch(c: JobService, a: argparse.Namespace) -> Any:
+    return _batch_dict(c.batch_status(a.batch))
+
+
+def _batch_dict(status: BatchStatus) -> dict[str, Any]:
+    return {"batch": status.batch, "state": status.state, "total": status.total, "succeeded": status.succeeded,
+            "failed": status.failed, "pending": status.pending, "callback": status.callback,
+            "description": status.description, "created_at_ms": status.created_at_ms,
+            "updated_at_ms": status.updated_at_ms}
+
+
+def cmd_cancel_batch(c: JobService, a: argparse.Namespace) -> Any:
+    result = c.cancel_batch(a.batch)
+    out = {"batch": a.batch, "cancelled": result.cancelled, "interrupted": result.interrupted,
+           "finished": result.finished, "unknown": result.unknown, "unapplied": result.unapplied}
+    if result.unapplied:
+        print_result(a, out)
+        raise ShardConnectionFailed(
+            f"{len(result.unapplied)} jobs of batch {a.batch} not cancelled, their shard not reached "
+            f"({next(iter(result.unapplied.values()))}): run the command again")
     return out
 
 
@@ -282,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "serves the keys of a priority in turn")
     p.add_argument("--unique", default="", help="the jobs' unique key: while a job of the queue with it is pending "
                                                 "or running, no other is stored and its descriptor is printed")
+    p.add_argument("--batch", help="the batch the jobs join (create-batch)")
     p = add("lookup", cmd_lookup, "show jobs by descriptor")
     p.add_argument("descriptors", nargs="+")
     p.add_argument("--body", action="store_true", help="include bodies")
@@ -312,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cancel", cmd_cancel, "end jobs now: pending ones never run, running ones end FAILED (never retried)")
     p.add_argument("queue")
     p.add_argument("descriptors", nargs="+")
+    p = add("create-batch", cmd_create_batch, "make a batch whose callback job (BODY, on QUEUE) runs once every job "
+                                              "enqueued into it (enqueue --batch) has ended and it is sealed")
+    p.add_argument("queue")
+    p.add_argument("body")
+    p.add_argument("--priority", type=int, default=1)
+    p.add_argument("--description", default="")
+    p = add("seal-batch", cmd_seal_batch, "say a batch gets no more jobs: its callback runs once they have all ended")
+    p.add_argument("batch")
+    p = add("batch", cmd_batch, "show a batch's progress: its jobs by how they ended, and its callback")
+    p.add_argument("batch")
+    p = add("cancel-batch", cmd_cancel_batch, "cancel every job of a batch that has not ended, and its callback")
+    p.add_argument("batch")
     p = add("set-rate", cmd_set_rate, "set a queue's max dequeue rate (jobs/s, or 'unlimited')")
     p.add_argument("queue")
     p.add_argument("rate", type=dequeue_rate)

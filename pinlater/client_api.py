@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from pinlater.models import (
     Ack,
     AckResult,
+    BatchStatus,
     CancelResult,
     Checkpoint,
     DequeuedJob,
@@ -83,7 +84,9 @@ class PinLaterClient(Protocol):
 
     def queue_names(self) -> set[str]: ...
 
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> Enqueued: ...
+    def enqueue(
+        self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None, batch: str | None = None
+    ) -> Enqueued: ...
 
     def dequeue(
         self,
@@ -158,6 +161,32 @@ class PinLaterClient(Protocol):
         body_regex: str | None = None,
         limit: int = 1000,
     ) -> int: ...
+
+    def create_batch(
+        self, callback_queue: str, callback: Job, *, description: str = "", batch: str | None = None
+    ) -> str:
+        """A new batch; its id (``batch`` if given, from
+        ``pinlater.models.new_batch_id(callback_queue)``: a caller that must
+        name the batch in the callback's body chooses it first).
+        ``callback`` is stored now and runs once every job of the batch has
+        ended, after ``seal_batch``: enqueue jobs with ``batch=`` before
+        sealing, or from a running job of the batch at any time before that
+        job's ACK."""
+        ...
+
+    def seal_batch(self, batch: str) -> BatchStatus:
+        """No more jobs from the batch's maker: its callback runs once every
+        job it holds has ended (at once, if they all have)."""
+        ...
+
+    def batch_status(self, batch: str) -> BatchStatus:
+        """The batch's progress."""
+        ...
+
+    def cancel_batch(self, batch: str) -> CancelResult:
+        """Cancels every job of the batch that has not ended, and its
+        callback; the batch joins no more jobs."""
+        ...
 
     def cancel(self, queue: str, descriptors: Sequence[str]) -> CancelResult:
         """Ends these jobs of ``queue`` now: a PENDING one never runs, a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -115,6 +116,39 @@ class CancelResult:
     finished: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     unapplied: dict[str, str] = field(default_factory=dict)
+
+
+def new_batch_id(callback_queue: str) -> str:
+    """A new batch's id: its callback's queue, ".b" and 24 lowercase hex
+    digits (96 random bits), for ``create_batch(..., batch=)`` by a caller
+    that must know it first. A batch belongs to its callback's queue: who
+    may touch that queue may touch the batch."""
+    return f"{callback_queue}.b{secrets.token_hex(12)}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatus:
+    """A batch (``create_batch``): ``state`` is "open" (its maker may add
+    jobs; not sealed), "sealed" (jobs still to end), "complete" (every job
+    ended; its callback about to be released), "released" (the callback is
+    due to run) or "cancelled"; ``total`` jobs, of which ``succeeded`` and
+    ``failed`` have ended (a job deleted before it ended counts as failed);
+    ``callback``: the callback job's descriptor."""
+
+    batch: str
+    state: str
+    total: int
+    succeeded: int
+    failed: int
+    callback: str
+    description: str
+    created_at_ms: int
+    updated_at_ms: int
+
+    @property
+    def pending(self) -> int:
+        """Jobs not ended yet."""
+        return self.total - self.succeeded - self.failed
 
 
 @dataclass(frozen=True, slots=True)

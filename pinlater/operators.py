@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from pinlater.engine import counters
+from pinlater.engine.batches import drop_old_batches, settle_batches, status_of
 from pinlater.engine.core import Core
 from pinlater.engine.counters import DEQUEUED, ENQUEUED, EVENTS, FAILED, SUCCEEDED, current_minute
 from pinlater.engine.reads import count_on, to_info
@@ -27,12 +28,13 @@ from pinlater.engine.shards import ShardHealth
 from pinlater.engine.slots import Reconciled
 from pinlater.errors import ConfigUnreadable, InvalidRequest, PinLaterError, QueueNotFound
 from pinlater.limits import MAX_PRIORITIES
-from pinlater.models import JobInfo
+from pinlater.models import BatchStatus, JobInfo
 from pinlater.observe.metrics import prometheus_text
 from pinlater.observe.seam import Snapshot, job_store_families
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.states import JobState
 from pinlater.stores.base import ExpiredClaims, ShardBackend, ShardUnavailable
+from pinlater.stores.control import CANCELLED, COMPLETE, OPEN, RELEASED, SEALED
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,12 @@ __all__ = [
     "DEQUEUED", "ENQUEUED", "EVENTS", "FAILED", "SUCCEEDED", "Monitor", "MonitorStats", "Operators", "ShardHealth",
     "current_minute",
 ]
+
+
+# A live batch is settled by the monitor once unchanged this long (the ACKs
+# tell it sooner); a released or cancelled one is forgotten after this long.
+BATCH_IDLE_MS = 1_000
+BATCH_RETENTION_MS = 7 * 86_400_000
 
 
 class Operators:
@@ -53,6 +61,7 @@ class Operators:
         """This process's store calls as data (``pinlater.observe.seam.merge_snapshots`` sums several)."""
         self.flush_counters: Callable[[], None] = core.counters.flush
         """This process's counted events, written to the control store now."""
+        self._batch_cursors: dict[str, str] = {}  # where settle_batches goes on in each batch
 
     # -- shards -------------------------------------------------------------------------
     def shard_ids(self) -> list[str]:
@@ -187,6 +196,23 @@ class Operators:
             return None
         return self.core.key_slots.reconcile(config)
 
+    def settle_batches(self, idle_ms: int = BATCH_IDLE_MS) -> int:
+        """Batches unchanged for ``idle_ms``: their jobs' ends looked up and
+        told, complete ones' callbacks released (``pinlater.engine.batches``);
+        how many completed or were released."""
+        return settle_batches(self.core, idle_ms, self._batch_cursors)
+
+    def recent_batches(self, limit: int = 20) -> list[BatchStatus]:
+        """The batches that changed last, newest first, whatever their state."""
+        self.core.batch_ends.flush()  # this process's ACKs first
+        records = self.core.control.batch_list((OPEN, SEALED, COMPLETE, RELEASED, CANCELLED), limit,
+                                               newest_first=True)
+        return [status_of(r) for r in records]
+
+    def drop_old_batches(self, older_than_ms: int = BATCH_RETENTION_MS) -> int:
+        """Forgets released and cancelled batches unchanged for ``older_than_ms``."""
+        return drop_old_batches(self.core, older_than_ms)
+
     def collect_finished(self, shard_id: str, config: QueueConfig, priority: int, state: JobState, limit: int) -> int:
         """Deletes up to ``limit`` jobs in terminal ``state`` older than the
         queue's retention for that state on one shard; returns how many."""
@@ -214,6 +240,7 @@ class MonitorStats:
     failed_collected: int = 0
     slots_freed: int = 0
     slots_added: int = 0
+    batches_settled: int = 0
     shards_skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -225,6 +252,7 @@ class MonitorStats:
             "failed_collected": self.failed_collected,
             "slots_freed": self.slots_freed,
             "slots_added": self.slots_added,
+            "batches_settled": self.batches_settled,
             "shards_skipped": list(self.shards_skipped),
             "errors": list(self.errors),
         }
@@ -261,6 +289,11 @@ class Monitor:
                 stats.errors.append(f"shard {shard_id}: {exc}")
         for config in configs.values():
             self._reconcile(config, stats)
+        try:
+            stats.batches_settled = self.operators.settle_batches()
+            self.operators.drop_old_batches()
+        except PinLaterError as exc:
+            stats.errors.append(f"batches: {exc}")
         log.info("monitor pass: %s", stats.as_dict())
         return stats
 

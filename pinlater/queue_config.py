@@ -60,6 +60,9 @@ class QueueConfig:
     # A unique key (Job.unique) stays taken this long after its job
     # SUCCEEDED; 0: it is free once the job ends.
     unique_succeeded_ms: int = 0
+    # Jobs of the queue may be in batches: its ACKs tell their batches at
+    # once (pinlater.engine.batches). Set when its first job joins one.
+    batches: bool = False
 
     def __post_init__(self) -> None:
         validate_queue_name(self.name)
@@ -79,6 +82,8 @@ class QueueConfig:
         check_max_running(self.max_running)
         check_max_running(self.key_max_running, "key_max_running")
         check_key_rate(self.key_rate)
+        if not isinstance(self.batches, bool):
+            raise ValueError("batches must be true or false")
 
     @property
     def effective_rate(self) -> float | None:
@@ -106,6 +111,8 @@ class QueueConfig:
                 data[name] = getattr(self, name)
         if self.unique_succeeded_ms:
             data["unique_succeeded_ms"] = self.unique_succeeded_ms
+        if self.batches:
+            data["batches"] = True
         return json.dumps(data, sort_keys=True)
 
     @classmethod

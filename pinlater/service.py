@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 
 from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.descriptor import JobDescriptor, descriptor_prefix
+from pinlater.engine import batches
 from pinlater.engine.admin import QueueAdminMixin
+from pinlater.engine.batch_admin import BatchesMixin
 from pinlater.engine.core import Core
 from pinlater.engine.idempotency import enqueue_once
 from pinlater.engine.priority_walk import walk_priorities
@@ -57,7 +59,7 @@ log = logging.getLogger(__name__)
 KEY_ROUNDS = ((1, 1), (2, 4), (4, 16), (8, 64))
 
 
-class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
+class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
     """The in-process client (``PinLaterClient``) over a ``Core``; its
     ``operators`` are the operators' API over the same core."""
 
@@ -92,18 +94,28 @@ class JobService(QueueAdminMixin, ReadsMixin, PinLaterClient):
     # -- enqueue -------------------------------------------------------------------
     # Each public call is a span when tracing is on; the test of ``ON`` is
     # written out in each, where a decorator's generic wrapper cost 0.6 µs a call.
-    def enqueue(self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None) -> Enqueued:
+    def enqueue(
+        self, queue: str, jobs: Sequence[Job], *, idempotency_key: str | None = None, batch: str | None = None
+    ) -> Enqueued:
         """Stores the jobs on one healthy shard chosen at random (free
         sharding) and returns their descriptors in order. All or nothing.
         With ``idempotency_key``, a repeat within the idempotency window
         returns the first call's descriptors and creates nothing. Jobs with
         unique keys (``Job.unique``) go to their keys' shards; one whose key
         is held stores nothing and answers the holder's descriptor (its
-        index in ``Enqueued.duplicates``)."""
+        index in ``Enqueued.duplicates``). With ``batch``, the jobs stored
+        join that batch (``create_batch``)."""
+        if batch is not None:
+            batches.check_batch_id(batch)
+            self._batch_before_enqueue(queue, batch)
         if tracing.ON:
             with tracing.span("pinlater enqueue", {"pinlater.queue": queue}):
-                return self._enqueue(queue, jobs, idempotency_key)
-        return self._enqueue(queue, jobs, idempotency_key)
+                stored = self._enqueue(queue, jobs, idempotency_key)
+        else:
+            stored = self._enqueue(queue, jobs, idempotency_key)
+        if batch is not None:
+            self._join(queue, batch, stored)
+        return stored
 
     def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None) -> Enqueued:
         config = self.queue_config(queue)

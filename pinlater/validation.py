@@ -223,3 +223,21 @@ def compile_body_regex(pattern: str | None) -> BodyRegex | None:
             reason = reason.decode("utf-8", "replace")
         raise InvalidRequest(f"invalid body regex {pattern!r} (RE2 syntax): {reason}") from None
     return regex
+
+
+_BATCH_ID = re.compile(r"([A-Za-z0-9_]{1,50})\.b[0-9a-f]{24}")
+
+
+def check_batch_id(batch: object) -> str:
+    """A batch's id (``pinlater.models.new_batch_id``): QUEUE.b and 24
+    lowercase hex digits."""
+    if not isinstance(batch, str) or not _BATCH_ID.fullmatch(batch):
+        shown = f"{len(batch)} characters" if isinstance(batch, str) else f"a {type(batch).__name__}"
+        raise InvalidRequest(f"batch must be a batch id (its callback's queue, '.b' and 24 lowercase hex digits), "
+                             f"got {shown}")
+    return batch
+
+
+def batch_queue(batch: str) -> str:
+    """The queue of a batch's callback, which its id names."""
+    return batch.split(".", 1)[0]

@@ -23,8 +23,10 @@ from workers.waker import WAKER
 if TYPE_CHECKING:
     from workers.transport import Transport
 
-# Headers that set the job's attempts, idempotency, fairness and unique keys, not stored.
-_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key", "pinlater_key", "pinlater_unique"})
+# Headers that set the job's attempts, idempotency, fairness and unique keys
+# and its batch (workers.batches), not stored.
+_JOB_HEADERS = frozenset({"pinlater_attempts", "pinlater_idempotency_key", "pinlater_key", "pinlater_unique",
+                          "pinlater_batch", "pinlater_batch_callback", "pinlater_batch_description"})
 _DUE_SLACK_MS = 50
 
 
@@ -62,12 +64,14 @@ class TaskPublishing:
         idempotency_key = headers.get("pinlater_idempotency_key")
         key = headers.get("pinlater_key")
         unique = headers.get("pinlater_unique")
-        if attempts is not None or idempotency_key is not None or key is not None or unique is not None:
+        batch = {name: headers[name] for name in ("pinlater_batch", "pinlater_batch_callback",
+                                                  "pinlater_batch_description") if name in headers}
+        if attempts is not None or idempotency_key is not None or key is not None or unique is not None or batch:
             # Not stored, and left in the caller's headers: a publish retried
             # after a connection error sends them again.
             message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
         stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
-        job_keys = (idempotency_key, key, unique)
+        job_keys = (idempotency_key, key, unique, batch)
         try:
             descriptor, duplicate = self._enqueue_job(queue, message, stored, run_after_ms, attempts, *job_keys)
         except QueueNotFound:
@@ -85,13 +89,21 @@ class TaskPublishing:
 
     def _enqueue_job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None,
                      attempts: Any, idempotency_key: str | None, key: Any = None,
-                     unique: Any = None) -> tuple[str, bool]:
-        """The job's descriptor, and whether it is one that held ``unique``."""
+                     unique: Any = None, batch: dict[str, Any] | None = None) -> tuple[str, bool]:
+        """The job's descriptor, and whether it is one that held ``unique``.
+        With ``batch``'s ``pinlater_batch_callback``, the job is that batch's
+        callback, and the batch is made with it (``workers.batches``)."""
         priority = self._priority(queue, message["properties"].get("priority"))
         job = Job(stored, priority=priority, run_after_ms=run_after_ms,
                   attempts_allowed=int(attempts) if attempts else None,
                   key="" if key is None else key, unique="" if unique is None else unique)
-        answer = self.client.enqueue(queue, [job], idempotency_key=idempotency_key)
+        batch = batch or {}
+        if "pinlater_batch_callback" in batch:
+            made = self.client.create_batch(queue, job, description=batch.get("pinlater_batch_description") or "",
+                                            batch=batch["pinlater_batch_callback"])
+            return self.client.batch_status(made).callback, False
+        answer = self.client.enqueue(queue, [job], idempotency_key=idempotency_key,
+                                     batch=batch.get("pinlater_batch"))
         return str(answer[0]), bool(getattr(answer, "duplicates", ()))
 
     def _priority(self, queue: str, kombu_priority: Any) -> int:

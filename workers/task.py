@@ -70,6 +70,7 @@ from pinlater.observe import tracing
 from pinlater.retry import RetryPolicy
 from workers import direct_publish, registry, task_guard
 from workers import tracing as task_tracing
+from workers.batches import BATCH_KWARG, batch_counts
 from workers.client import queue_config, shared_client
 from workers.heartbeat import CANCELLED, HEARTBEATS, HELD, Running, beat
 from workers.pid import current_pid
@@ -136,6 +137,10 @@ class PinLaterTask(Task):
             request.callbacks = request.errbacks = request.chain = request.chord = None
             self.refuse(f"refused: its message carries callbacks, errbacks, a chain or a chord, which {self.name} "
                         "does not accept (accepts_canvas)")
+        batch = kwargs.get(BATCH_KWARG)
+        if isinstance(batch, str) and getattr(request, "pinlater", None):
+            # A batch's callback (workers.batches): its batch's counts, read now that it has ended.
+            kwargs[BATCH_KWARG] = batch_counts(self.pinlater_client.batch_status(batch))
         return super().__call__(*args, **kwargs)
 
     @classmethod

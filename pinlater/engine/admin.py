@@ -27,6 +27,7 @@ from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
 from pinlater.stores.base import CLAIM_TOKEN_LEN, Cancelled, ShardBackend
+from pinlater.stores.control import ENDED_FAILED
 from pinlater.validation import check_attempts, check_batch, check_limit, check_timestamp
 
 if TYPE_CHECKING:
@@ -245,6 +246,8 @@ class QueueAdminMixin:
                     result.finished.append(text)
         if ended and counts_claims(config):
             free_ended(self.core, config, ended)
+        if config.batches and (result.cancelled or result.interrupted):
+            self.core.batch_ends.add(dict.fromkeys([*result.cancelled, *result.interrupted], ENDED_FAILED))
         if result.cancelled or result.interrupted:
             log.info("cancelled %d pending and %d running jobs of %s", len(result.cancelled),
                      len(result.interrupted), queue)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pinlater.engine.batches import EndsTeller
 from pinlater.engine.config_cache import QueueConfigCache
 from pinlater.engine.counters import EventCounters
 from pinlater.engine.key_slots import KeySlots
@@ -40,6 +41,7 @@ class Core:
     admin_throttle: SecretThrottle
     slots: Slots
     key_slots: KeySlots
+    batch_ends: EndsTeller
 
     @classmethod
     def build(cls, shards: ShardSet, control: ControlStore, settings: Settings | None = None) -> Core:
@@ -53,8 +55,10 @@ class Core:
         shards.on_queue_deleted(lambda backend, queue: revive_on(shards, control, backend, queue))
         shards.start_probing()
         slots = Slots(control, shards)
-        return cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
-                   _throttle(settings), slots, KeySlots(control, shards, slots.claims_of))
+        core = cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
+                   _throttle(settings), slots, KeySlots(control, shards, slots.claims_of), EndsTeller())
+        core.batch_ends.bind(core)
+        return core
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Core:
@@ -75,6 +79,7 @@ class Core:
                        admin_throttle=_throttle(settings))
 
     def close(self) -> None:
+        self.batch_ends.close()  # tells its batches what ACKs ended: needs the stores
         self.slots.close()  # gives back its spare slots: needs the control store
         self.key_slots.close()
         self.counters.close()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pinlater.descriptor import JobDescriptor
+from pinlater.engine.batches import ended_by_acks
 from pinlater.engine.core import Core
 from pinlater.engine.slots import Ended, counts_claims
 from pinlater.errors import AckNotApplied, InvalidRequest, PinLaterError, QueueDeleted
@@ -168,6 +169,8 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
     shares = [Share() for _ in batch]
     if not counts_claims(config):
         _settle_acks(core, batch, queue, config, shares, None, [])
+        if config.batches:
+            _tell_batches(core, queue, batch, shares)
         return shares
     # A capped queue's slots: the tokens of jobs ACKed without their claims
     # are read first, since the ACKs clear them (per-key slots free only
@@ -184,7 +187,17 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
             free_ended(core, config, ended)
         else:
             held += ended
+    if config.batches:
+        _tell_batches(core, queue, batch, shares)
     return shares
+
+
+def _tell_batches(core: Core, queue: str, batch: Sequence[PreparedAcks], shares: Sequence[Share]) -> None:
+    """The applied ACKs' jobs' ends, told to their batches (``pinlater.engine.batches``)."""
+    acked = {d for share in shares for d in share.result.acked}
+    succeeded = [t for p in batch for _, pairs in p.succeeded for d, _ in pairs if (t := str(d)) in acked]
+    failed = [t for p in batch for _, pairs in p.failed for d, _ in pairs if (t := str(d)) in acked]
+    ended_by_acks(core, queue, succeeded, failed)
 
 
 def free_ended(core: Core, config: QueueConfig, ended: Sequence[Ended]) -> None:

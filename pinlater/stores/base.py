@@ -384,6 +384,13 @@ class ShardBackend(Protocol):
         """Delete up to ``limit`` jobs in terminal ``state`` whose
         updated_at <= now - older_than_ms. Returns how many."""
 
+    def release(self, queue: str, priority: int, local_ids: Sequence[int]) -> list[JobState | None]:
+        """PENDING jobs without a fairness key that are due later become
+        due now (run_after = now); every other job is left as it is. Per
+        id, the job's state after (None: no such job). Idempotent: a batch's
+        callback, stored when the batch is made and due never, is released
+        so once the batch has ended, however many times that is said."""
+
     def retry_failed(
         self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:

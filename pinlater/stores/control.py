@@ -1,6 +1,6 @@
 """What every control store provides, whatever its kind: queue configs,
 shared rate buckets, idempotency keys of enqueues, per-minute event
-counters, and records for tools (a log and a map of JSON documents, where
+counters, batches (``Batches``), and records for tools (a log and a map of JSON documents, where
 the dashboard keeps its audit log and progress: every PinLater process
 already depends on the control store, it is durable and shared, and it
 outlives the machine a dashboard runs on)."""
@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from pinlater.queue_config import QueueConfig
@@ -88,8 +89,82 @@ class Records(Protocol):
         """Release connections."""
 
 
+# A batch's states (pinlater.engine.batches): jobs may join while OPEN (its
+# maker has not sealed it) or SEALED with jobs still to end; COMPLETE once
+# sealed and every job ended (its callback is due to be released);
+# RELEASED once it is; CANCELLED by a cancel of the batch.
+OPEN, SEALED, COMPLETE, RELEASED, CANCELLED = "open", "sealed", "complete", "released", "cancelled"
+LIVE_BATCH_STATES = (OPEN, SEALED, COMPLETE)
+# A job's end, as a batch counts it.
+ENDED_OK, ENDED_FAILED = "S", "F"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    """A batch as its control store holds it: ``doc`` is its maker's (the
+    callback's descriptor, a description); ``ended`` = succeeded + failed."""
+
+    batch: str
+    doc: Doc
+    state: str
+    total: int
+    succeeded: int
+    failed: int
+    created_ms: int
+    updated_ms: int
+
+    @property
+    def ended(self) -> int:
+        return self.succeeded + self.failed
+
+
 @runtime_checkable
-class ControlStore(Records, Protocol):
+class Batches(Protocol):
+    """Batches of jobs: which jobs (by descriptor) each holds and how each
+    ended, kept so that every step is atomic in the store and counts a job
+    once however often its end is told. A job is in one batch: joining
+    another moves it."""
+
+    def batch_create(self, batch: str, doc: Doc) -> bool:
+        """A new batch ``batch`` (OPEN, no jobs) with its maker's ``doc``;
+        False (nothing changed) if there is a batch of that id."""
+
+    def batch_join(self, batch: str, descriptors: Sequence[str]) -> bool:
+        """Add jobs to the batch, unless it is no longer OPEN or SEALED
+        (False: nothing added). A job already in it is not counted twice."""
+
+    def batch_seal(self, batch: str) -> bool:
+        """OPEN -> SEALED (no more jobs from its maker). True if that made
+        it COMPLETE (every job had ended): the caller releases its callback."""
+
+    def batch_end(self, ended: Mapping[str, str]) -> list[str]:
+        """Record how jobs ended (descriptor -> ENDED_OK or ENDED_FAILED):
+        a job in no live batch, or whose end is known, is skipped. The
+        batches this made COMPLETE (each returned to one caller only)."""
+
+    def batch_state(self, batch: str, from_states: Sequence[str], to: str) -> bool:
+        """Move the batch to ``to`` if it is in one of ``from_states``."""
+
+    def batch_get(self, batch: str) -> BatchRecord | None:
+        """The batch, or None if there is no such batch."""
+
+    def batch_unended(self, batch: str, limit: int, cursor: str = "") -> tuple[list[str], str]:
+        """About ``limit`` of the batch's jobs whose end is not known, from
+        ``cursor`` ("" the start), and the cursor to go on from ("" at the end)."""
+
+    def batch_list(
+        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False
+    ) -> list[BatchRecord]:
+        """Up to ``limit`` batches in ``states``, last changed at least
+        ``idle_ms`` ago: the least recently changed first (the most
+        recently, with ``newest_first``)."""
+
+    def batch_drop(self, batch: str) -> None:
+        """Forget the batch and its jobs' membership."""
+
+
+@runtime_checkable
+class ControlStore(Records, Batches, Protocol):
     def get_queue(self, name: str) -> QueueConfig | None:
         """The queue's config, or None if no such queue."""
 

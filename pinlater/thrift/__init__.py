@@ -25,7 +25,7 @@ DEFAULT_METRICS_PORT = 9011
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
 
 # Published struct -> its superset with extension fields from 100 on: trace
-# context, claims, fairness and unique keys (the IDL's extensions say why).
+# context, claims, fairness and unique keys, batches (the IDL's extensions say why).
 SUPERSETS = {
     idl.RequestContext: idl.PinLaterTracedRequestContext,
     idl.PinLaterJob: idl.PinLaterTracedJob,
@@ -34,6 +34,7 @@ SUPERSETS = {
     idl.PinLaterCheckpointJobRequest: idl.PinLaterClaimedCheckpointJobRequest,
     idl.PinLaterJobInfo: idl.PinLaterKeyedJobInfo,
     idl.PinLaterEnqueueResponse: idl.PinLaterUniqueEnqueueResponse,
+    idl.PinLaterEnqueueRequest: idl.PinLaterBatchEnqueueRequest,
 }
 
 
@@ -60,7 +61,7 @@ def _read_and_write_supersets() -> None:
                        for part in ("args", "result")]
         for cls in holders:
             spec = getattr(cls, "thrift_spec", None)
-            if isinstance(spec, dict) and cls not in SUPERSETS.values():
+            if isinstance(spec, dict):
                 cls.thrift_spec = {field_id: _swap(entry, swapped) for field_id, entry in spec.items()}
     if swapped != set(SUPERSETS):
         missing = sorted(t.__name__ for t in set(SUPERSETS) - swapped)

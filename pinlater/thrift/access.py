@@ -39,13 +39,16 @@ from pinlater.thrift.convert import text
 
 _READ_CONFIG = frozenset({"getQueueConfig", "getQueueNames"})
 CREATES = frozenset({"createQueue", "createQueueWithConfig"})
-_PRODUCER = frozenset({"enqueueJobs", "lookupJobs"}) | _READ_CONFIG | CREATES
+# A batch belongs to its callback's queue, which its id names: who may
+# enqueue may make, seal and read batches; cancelling one is an operator's.
+_BATCHES = frozenset({"createBatch", "sealBatch", "getBatch"})
+_PRODUCER = frozenset({"enqueueJobs", "lookupJobs"}) | _READ_CONFIG | CREATES | _BATCHES
 ROLES: dict[str, frozenset[str]] = {
     "producer": _PRODUCER,
     "worker": _PRODUCER | {"dequeueJobs", "ackDequeuedJobs", "ackDequeuedJobsWithResult", "checkpointJobs",
                            "checkpointJobsWithResult", "getJobCount"},
     "operator": _READ_CONFIG | CREATES | {"getJobCount", "scanJobs", "lookupJobs", "retryFailedJobs", "deleteJobs",
-                                          "updateQueueConfig", "cancelJobs"},
+                                          "updateQueueConfig", "cancelJobs", "cancelBatch", "getBatch"},
     "admin": frozenset(STRUCTS),
 }
 _IDENTITY = re.compile(r"[^\s#]+")
@@ -138,12 +141,17 @@ def queues_named(method: str, args: Any) -> list[str]:
     holder = given.get("config") or given.get("update")
     if holder is not None:
         return [text(holder.name) or ""]
+    if "batch" in given:  # a batch belongs to its callback's queue, which its id names
+        return [(text(given["batch"]) or "").split(".", 1)[0]]
     request = given.get("request")
     if request is None:
         return []
     if method == "lookupJobs":
         return [(text(d) or "").split(":", 1)[0] for d in request.jobDescriptors or ()]
     names = [text(request.queueName) or ""]
+    batch = getattr(request, "batch", None)
+    if batch and method == "enqueueJobs":
+        names.append((text(batch) or "").split(".", 1)[0])
     ack = getattr(request, "jobAckRequest", None)
     if ack is not None and (ack.jobsSucceeded or ack.jobsFailed):
         names.append(text(ack.queueName) or "")

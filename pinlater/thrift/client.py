@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
 from pinlater.kit.tls import ClientTls
-from pinlater.models import AckResult, CancelResult, DequeuedJob, Enqueued, JobInfo, ScanResult
+from pinlater.models import AckResult, BatchStatus, CancelResult, DequeuedJob, Enqueued, Job, JobInfo, ScanResult
 from pinlater.observe import tracing
 from pinlater.queue_config import QueueConfig, check_key_rate, check_max_running
 from pinlater.settings import Settings
@@ -240,7 +240,8 @@ class ThriftClient(WireCalls, PinLaterClient):
     # -- jobs ---------------------------------------------------------------------------
     @declared(PinLaterClient.enqueue)
     def enqueue(self, a: Call) -> Enqueued:
-        request = idl.PinLaterEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs])
+        request = idl.PinLaterBatchEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs],
+                                                  batch=a.batch)
         response = self._call(
             "enqueueJobs",
             idempotent=bool(a.idempotency_key),
@@ -359,6 +360,30 @@ class ThriftClient(WireCalls, PinLaterClient):
         # Safe to repeat: a job cancelled by a lost first try is reported finished.
         wire = self._extension("cancelJobs", published, context=self._context(), request=request)
         return convert.cancel_result_from_wire(wire)
+
+    def _batches(self, method: str, *, idempotent: bool = True, **kwargs: Any) -> Any:
+        try:
+            return self._call(method, idempotent=idempotent, context=self._context(), **kwargs)
+        except UnknownMethod:
+            raise InvalidRequest(f"the server has no {method} (not this project's server): batches need it") from None
+
+    def create_batch(
+        self, callback_queue: str, callback: Job, *, description: str = "", batch: str | None = None
+    ) -> str:
+        request = idl.PinLaterCreateBatchRequest(queueName=callback_queue, callback=convert.job_to_wire(callback),
+                                                 description=description or None, batch=batch)
+        # Not sent twice: a lost first try would leave a batch nobody knows of.
+        return str(self._batches("createBatch", idempotent=False, request=request))
+
+    def seal_batch(self, batch: str) -> BatchStatus:
+        # Safe to repeat: sealing a sealed batch changes nothing.
+        return convert.batch_status_from_wire(self._batches("sealBatch", batch=batch))
+
+    def batch_status(self, batch: str) -> BatchStatus:
+        return convert.batch_status_from_wire(self._batches("getBatch", batch=batch))
+
+    def cancel_batch(self, batch: str) -> CancelResult:
+        return convert.cancel_result_from_wire(self._batches("cancelBatch", batch=batch))
 
     @declared(PinLaterClient.delete_jobs)
     def delete_jobs(self, a: Call) -> int:

@@ -92,10 +92,10 @@ class Coalescer:
     # -- enqueue -----------------------------------------------------------------------
     @declared(PinLaterClient.enqueue)
     def enqueue(self, a: Call) -> Enqueued:
-        # Unique jobs run alone too: a merged call's duplicates would have to
+        # Unique jobs and batches' run alone too: a merged call's duplicates would have to
         # be split back per caller, and they go to their keys' shards anyway.
-        if a.idempotency_key is not None or not a.jobs or any(job.unique for job in a.jobs):
-            return self.service.enqueue(a.queue, a.jobs, idempotency_key=a.idempotency_key)
+        if a.idempotency_key is not None or a.batch is not None or not a.jobs or any(job.unique for job in a.jobs):
+            return self.service.enqueue(a.queue, a.jobs, idempotency_key=a.idempotency_key, batch=a.batch)
         items = enqueue_items(self.core, a.queue, a.jobs)
         return Enqueued(self.enqueues.submit(a.queue, items, len(items)))
 

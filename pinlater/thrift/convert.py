@@ -11,7 +11,7 @@ from typing import Any
 
 from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
 from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS, MAX_RUNNING_CAP
-from pinlater.models import Ack, AckResult, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo
+from pinlater.models import Ack, AckResult, BatchStatus, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo
 from pinlater.queue_config import QueueConfig, check_key_rate, check_rate
 from pinlater.retry import DEFAULT_RETRY_POLICY, MAX_RETRIES, RetryPolicy
 from pinlater.states import JobState
@@ -368,6 +368,21 @@ def duration_fields_from_wire(wire: Any) -> dict[str, Any]:
 def ack_result_to_wire(result: AckResult) -> Any:
     return idl.PinLaterAckResult(acked=list(result.acked), stale=list(result.stale), notApplied=dict(result.unapplied),
                                  cancelled=list(result.cancelled))
+
+
+def batch_status_to_wire(status: BatchStatus) -> Any:
+    return idl.PinLaterBatchStatus(
+        batch=status.batch, state=status.state, total=status.total, succeeded=status.succeeded,
+        failed=status.failed, callback=status.callback, description=status.description,
+        createdAtTimestampMillis=status.created_at_ms, updatedAtTimestampMillis=status.updated_at_ms,
+    )
+
+
+def batch_status_from_wire(wire: Any) -> BatchStatus:
+    return BatchStatus(text(wire.batch) or "", text(wire.state) or "", int(wire.total or 0),
+                       int(wire.succeeded or 0), int(wire.failed or 0), text(wire.callback) or "",
+                       text(wire.description) or "", int(wire.createdAtTimestampMillis or 0),
+                       int(wire.updatedAtTimestampMillis or 0))
 
 
 def cancel_result_to_wire(result: CancelResult) -> Any:

@@ -107,7 +107,9 @@ class Handler:
             if carrier is not None:
                 jobs = [j if j.trace else replace(j, trace=carrier["traceparent"]) for j in jobs]
         key = convert.text(context.requestId) or None
-        descriptors = self.jobs.enqueue(convert.text(request.queueName), jobs, idempotency_key=key)  # type: ignore[arg-type]
+        batch = convert.text(getattr(request, "batch", None)) or None
+        descriptors = self.jobs.enqueue(convert.text(request.queueName), jobs, idempotency_key=key,  # type: ignore[arg-type]
+                                        batch=batch)
         return idl.PinLaterUniqueEnqueueResponse(
             jobDescriptors=descriptors, duplicates=list(descriptors.duplicates) or None)
 
@@ -297,6 +299,23 @@ class Handler:
         descriptors = [convert.text(d) for d in _list(request.jobDescriptors, "jobDescriptors")]
         result = self.service.cancel(convert.text(request.queueName), descriptors)  # type: ignore[arg-type]
         return convert.cancel_result_to_wire(result)
+
+    def createBatch(self, context: Any, request: Any) -> Any:  # noqa: N802
+        request = _request(request, "PinLaterCreateBatchRequest")
+        if request.callback is None or request.callback.body is None:
+            raise InvalidRequest("a batch needs a callback job with a body")
+        return self.service.create_batch(
+            convert.text(request.queueName), convert.job_from_wire(request.callback),  # type: ignore[arg-type]
+            description=convert.text(request.description) or "", batch=convert.text(request.batch) or None)
+
+    def sealBatch(self, context: Any, batch: Any) -> Any:  # noqa: N802
+        return convert.batch_status_to_wire(self.service.seal_batch(convert.text(batch)))  # type: ignore[arg-type]
+
+    def getBatch(self, context: Any, batch: Any) -> Any:  # noqa: N802
+        return convert.batch_status_to_wire(self.service.batch_status(convert.text(batch)))  # type: ignore[arg-type]
+
+    def cancelBatch(self, context: Any, batch: Any) -> Any:  # noqa: N802
+        return convert.cancel_result_to_wire(self.service.cancel_batch(convert.text(batch)))  # type: ignore[arg-type]
 
     def checkpointJobsWithResult(self, context: Any, request: Any) -> Any:  # noqa: N802
         """checkpointJobs, answered per descriptor as ackDequeuedJobsWithResult."""

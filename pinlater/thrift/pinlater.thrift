@@ -450,6 +450,42 @@ struct PinLaterCancelResult {
   5: map<string, string> notApplied,
 }
 
+// Batches: jobs enqueued under a batch, and a callback job that runs once
+// every one of them has ended (SUCCEEDED or FAILED). createBatch stores
+// the callback (a job without runAfterTimestampMillis) and answers the
+// batch's id ("b" and 24 lowercase hex digits); enqueueJobs with the
+// batch's id in PinLaterBatchEnqueueRequest.batch adds jobs to it, before
+// sealBatch or from a running job of the batch; sealBatch says its maker
+// adds no more. state: "open", "sealed", "complete", "released" (the
+// callback is due) or "cancelled". A job deleted before it ended counts as
+// failed.
+struct PinLaterCreateBatchRequest {
+  1: required string queueName,
+  2: required PinLaterJob callback,
+  3: optional string description,
+  // The batch's id, if the caller chose it (to name it in the callback).
+  4: optional string batch,
+}
+
+struct PinLaterBatchStatus {
+  1: required string batch,
+  2: required string state,
+  3: required i64 total,
+  4: required i64 succeeded,
+  5: required i64 failed,
+  6: required string callback,
+  7: optional string description,
+  8: optional i64 createdAtTimestampMillis,
+  9: optional i64 updatedAtTimestampMillis,
+}
+
+// For PinLaterEnqueueRequest: the batch its jobs join (unset: none).
+struct PinLaterBatchEnqueueRequest {
+  1: required string queueName,
+  2: required list<PinLaterJob> jobs,
+  100: optional string batch,
+}
+
 service PinLaterExtended extends PinLater {
   PinLaterQueueConfig createQueueWithConfig(1: RequestContext context, 2: PinLaterQueueConfig config)
       throws (1: PinLaterException e),
@@ -467,6 +503,19 @@ service PinLaterExtended extends PinLater {
       throws (1: PinLaterException e),
 
   PinLaterCancelResult cancelJobs(1: RequestContext context, 2: PinLaterCancelJobsRequest request)
+      throws (1: PinLaterException e),
+
+  string createBatch(1: RequestContext context, 2: PinLaterCreateBatchRequest request)
+      throws (1: PinLaterException e),
+
+  PinLaterBatchStatus sealBatch(1: RequestContext context, 2: string batch)
+      throws (1: PinLaterException e),
+
+  PinLaterBatchStatus getBatch(1: RequestContext context, 2: string batch)
+      throws (1: PinLaterException e),
+
+  // Cancels every job of the batch that has not ended, and its callback.
+  PinLaterCancelResult cancelBatch(1: RequestContext context, 2: string batch)
       throws (1: PinLaterException e),
 }
 

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards.progress import ProgressBoard
 from dashboards.server import Dashboard
-from pinlater import Job, JobService, JobState
+from pinlater import Ack, Job, JobService, JobState
 from pinlater.engine.counters import EVENTS, recent_rates, recent_totals
 from pinlater.observe import tracing
 from pinlater.settings import Settings, hash_secret, parse_shards
@@ -472,3 +472,32 @@ def test_metrics_reach_opentelemetry_too_with_their_names_and_values(cluster: Cl
         points: list[Any] = list(found[name].data.data_points)
         got = {tuple(sorted(dict(p.attributes).items())): p.value for p in points}
         assert got == want, family.name
+
+
+def test_batches_show_among_the_long_operations(cluster: Cluster) -> None:
+    svc = cluster.svc
+    queue = f"dash_batch_{uuid.uuid4().hex[:8]}"  # its own queue: the workload's counts stay as they are
+    svc.create_queue(queue)
+    batch = svc.create_batch(queue, Job(b"callback"), description="dashboard batch")
+    try:
+        stored = svc.enqueue(queue, [Job(b"a"), Job(b"b")], batch=batch)
+        svc.seal_batch(batch)
+        [job] = svc.dequeue(queue, 1)
+        svc.ack(queue, succeeded=[Ack(job.descriptor, claim=job.claim)])
+        assert svc.batch_status(batch).succeeded == 1  # told now by this process, not in its next 20 ms
+        ops = {op["id"]: op for op in call(f"{cluster.url}/api/progress")[1]["operations"]}
+        op = ops[batch]
+        assert (op["title"], op["done"], op["total"], op["status"], op["state"]) == (
+            "Batch dashboard batch", 1, 2, "running", "sealed")
+        assert op["fraction"] == 0.5 and "1 succeeded, 0 failed, 1 to go; waiting for its jobs" in op["detail"]
+        [other] = [d for d in stored if d != job.descriptor]
+        [job] = svc.dequeue(queue, 1)
+        assert job.descriptor == other
+        svc.ack(queue, succeeded=[Ack(other, claim=job.claim)])
+        assert svc.batch_status(batch).state == "released"
+        op = {op["id"]: op for op in call(f"{cluster.url}/api/progress")[1]["operations"]}[batch]
+        assert (op["done"], op["status"], op["state"]) == (2, "done", "released")
+    finally:
+        # The shard cards count every queue's jobs: leave none for the page's tests.
+        for state in ("pending", "running", "succeeded", "failed"):
+            svc.delete_jobs(queue, state)

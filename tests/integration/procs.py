@@ -159,3 +159,27 @@ def enqueue_unique(
     finally:
         for c in clients:
             c.close()
+
+
+def batch_worker(settings: Settings, queue: str, seed: int, hang_p: float, fail_p: float) -> None:
+    """Runs ``queue``'s jobs until killed: each dequeued job, at random
+    (``seed``), is left to its claim's expiry (``hang_p``), failed
+    (``fail_p``; a retry left sends it back), or succeeded."""
+    import random
+
+    rng = random.Random(seed)
+    with JobService.from_settings(settings, source=f"batch-worker-{os.getpid()}") as client:
+        while True:
+            jobs = client.dequeue(queue, 20)
+            if not jobs:
+                time.sleep(0.01)
+                continue
+            succeeded: list[Ack] = []
+            failed: list[Ack] = []
+            for job in jobs:
+                roll = rng.random()
+                if roll < hang_p:
+                    continue
+                (failed if roll < hang_p + fail_p else succeeded).append(Ack(job.descriptor, claim=job.claim,
+                                                                             retry_delay_ms=1))
+            client.ack(queue, succeeded=succeeded, failed=failed)

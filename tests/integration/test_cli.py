@@ -86,6 +86,16 @@ def test_cli_covers_the_operator_workflow(servers: None, queue_name: str) -> Non
     assert pinlater("set-unique-period", queue_name, "60000")["unique_succeeded_ms"] == 60000
     assert "unique_succeeded_ms must be from 0" in pinlater("set-unique-period", queue_name, "-1", ok=False)
     assert pinlater("delete", queue_name, "pending", "--regex", "^sync 42$")["deleted"] == 1
+    made = pinlater("create-batch", queue_name, "all synced", "--description", "cli batch")
+    assert (made["state"], made["total"], made["description"]) == ("open", 0, "cli batch")
+    [member] = pinlater("enqueue", queue_name, "batch member", "--batch", made["batch"])
+    assert pinlater("seal-batch", made["batch"])["state"] == "sealed"
+    assert pinlater("batch", made["batch"])["pending"] == 1
+    cancelled = pinlater("cancel-batch", made["batch"])
+    assert sorted(cancelled["cancelled"]) == sorted([member, made["callback"]])
+    assert pinlater("batch", made["batch"])["state"] == "cancelled"
+    assert "batch must be a batch id" in pinlater("batch", "nope", ok=False)
+    assert pinlater("delete", queue_name, "failed", "--regex", "^(batch member|all synced)$")["deleted"] == 2
     assert pinlater("delete", queue_name, "pending", "--regex", "spam")["deleted"] == 1
 
     stats = pinlater("monitor", "--once")

@@ -45,7 +45,7 @@ NEW_STORE_TABLES = {
     "queues", "deleted_queues", "pinlater_meta", *(job_table(Q, p) for p in range(1, PRIORITIES + 1)),
     "pinlater_queue_config", "pinlater_rate_bucket", "pinlater_event_counts", "pinlater_idempotency",
     "pinlater_slot_owners", "pinlater_key_slots", "pinlater_key_owners", "pinlater_lanes", "pinlater_lane_jobs",
-    "pinlater_fair", "pinlater_unique",
+    "pinlater_fair", "pinlater_unique", "pinlater_batches", "pinlater_batch_jobs",
 }
 
 

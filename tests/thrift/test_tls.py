@@ -118,6 +118,11 @@ def _args(method: str, queue: str, new_queue: str, pending: str, running: str) -
         "createQueueWithConfig": {"config": idl.PinLaterQueueConfig(name=new_queue)},
         "getQueueConfig": {"name": queue},
         "updateQueueConfig": {"update": idl.PinLaterQueueConfigUpdate(name=queue, paused=True)},
+        "createBatch": {
+            "request": idl.PinLaterCreateBatchRequest(queueName=queue, callback=idl.PinLaterJob(body=b"c"))},
+        "sealBatch": {"batch": f"{queue}.b" + "0" * 24},
+        "getBatch": {"batch": f"{queue}.b" + "0" * 24},
+        "cancelBatch": {"batch": f"{queue}.b" + "0" * 24},
     }[method]
 
 

@@ -247,3 +247,18 @@ def _account_of(account: int, note: str) -> str:
 @task("w_unique_of", unique_of=_account_of)
 def unique_of_sync(self: Any, account: int, note: str) -> None:
     results().rpush(key("runs:w_unique_of"), f"{account}:{note}")
+
+
+# -- batches ---------------------------------------------------------------------------------
+@task("w_batch_member", retry_policy=RetryPolicy.constant(50, retries=0))
+def batch_member(self: Any, n: int, fail: bool) -> int:
+    results().rpush(key("runs:w_batch_member"), n)
+    if fail:
+        raise RuntimeError(f"member {n} fails, as asked")
+    return n
+
+
+@task("w_batch_done")
+def batch_done(self: Any, label: str, pinlater_batch: dict[str, Any]) -> None:
+    results().rpush(key("done:w_batch_done"),
+                    f"{label}:{pinlater_batch['total']}:{pinlater_batch['succeeded']}:{pinlater_batch['failed']}")

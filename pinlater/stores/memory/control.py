@@ -11,17 +11,19 @@ from typing import ClassVar
 
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import Doc, TokenBuckets
+from pinlater.stores.memory.batches import MemoryBatches
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class MemoryControlStore:
+class MemoryControlStore(MemoryBatches):
     _shared: ClassVar[dict[str, MemoryControlStore]] = {}
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.Lock()
         self._queues: dict[str, QueueConfig] = {}
         self._buckets = TokenBuckets()

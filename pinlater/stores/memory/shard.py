@@ -430,6 +430,18 @@ class MemoryBackend:
                 self._drop_unique(queue, priority, row.local_id)
             return len(old)
 
+    def release(self, queue: str, priority: int, local_ids: Sequence[int]) -> list[JobState | None]:
+        with self._lock:
+            now = self._clock()
+            table = self._table(queue, priority)
+            out: list[JobState | None] = []
+            for local_id in local_ids:
+                row = table.get(local_id)
+                if row is not None and row.state is JobState.PENDING and not row.key and row.run_after > now:
+                    row.run_after = now
+                out.append(None if row is None else row.state)
+            return out
+
     def retry_failed(
         self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:

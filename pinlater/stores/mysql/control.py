@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
+from pinlater.stores.mysql.batches import MySQLBatches
 from pinlater.stores.mysql.errors import MySQLStorageError, error_code
 from pinlater.stores.mysql.layout import MYSQL_CONTROL, check_mysql_layout
 from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session, run_creating_missing_tables
@@ -46,7 +47,7 @@ COUNTS_PURGE_EVERY = 50  # on average one flush in this many purges old minutes
 IDEMPOTENCY_PURGE_EVERY = 100  # on average, one remember in this many purges expired keys
 
 
-class MySQLControlStore:
+class MySQLControlStore(MySQLBatches):
     """ControlStore over one MySQL database; every table is created on first use."""
 
     def __init__(self, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
@@ -77,6 +78,8 @@ class MySQLControlStore:
         s.execute(sql("ctl_create_slots_table"))
         s.execute(sql("ctl_create_key_slots_table"))
         s.execute(sql("ctl_create_key_owners_table"))
+        s.execute(sql("ctl_create_batches_table"))
+        s.execute(sql("ctl_create_batch_jobs_table"))
 
     def _run(self, work: Callable[[Session], T], transaction: bool = False) -> T:
         """``work``, retried once after creating our tables again should one

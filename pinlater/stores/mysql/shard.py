@@ -297,6 +297,20 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
 
         return self._run(queue, (priority,), work)
 
+    def release(self, queue: str, priority: int, local_ids: Sequence[int]) -> list[JobState | None]:
+        if not local_ids:
+            return []
+        table = job_table(queue, priority)
+        ids = sorted({int(i) for i in local_ids})
+
+        def work(s: Session) -> dict[int, JobState]:
+            s.execute(sql("release", table=table, ids=len(ids)), ids)
+            s.execute(sql("release_states", table=table, ids=len(ids)), ids)
+            return {int(row[0]): STATES[int(row[1])] for row in s.fetchall()}
+
+        states = self._run(queue, (priority,), work, transaction=True)
+        return [states.get(int(i)) for i in local_ids]
+
     def retry_failed(
         self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int
     ) -> int:

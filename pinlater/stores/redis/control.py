@@ -21,6 +21,8 @@ Event counters (enqueued, dequeued, succeeded, ...; the dashboard's rates
 and /metrics): one hash per minute, ``plc:counts:{minute}``, fields
 ``queue:event``, expiring after ``RETENTION_MINUTES``.
 
+Batches: ``pinlater.stores.redis.batches``.
+
 Records (``pld:``, apart from the job service's keys): ``pld:log:{name}`` a
 list, newest at the head, capped; ``pld:map:{name}`` a hash key -> JSON.
 
@@ -41,6 +43,7 @@ from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
 from pinlater.stores.redis import keys, loader
+from pinlater.stores.redis.batches import BATCH_SCRIPTS, RedisBatches
 from pinlater.stores.redis.errors import redis_guard
 from pinlater.stores.redis.layout import REDIS_CONTROL, check_redis_layout
 from pinlater.stores.redis.pool import open_redis
@@ -55,13 +58,14 @@ _T = TypeVar("_T")
 BUCKET_TTL_MS = 60_000
 
 
-class RedisControlStore:
+class RedisControlStore(RedisBatches):
     """ControlStore over one Redis server/db."""
 
     def __init__(self, client: redis.Redis[bytes]) -> None:
         self._r = client
         registered = loader.register(client, "pinlater.stores.redis", (
-            "rate_acquire", "rate_release", "slots_sync", "slots_settle", "key_slots_sync", "key_slots_settle"))
+            "rate_acquire", "rate_release", "slots_sync", "slots_settle", "key_slots_sync", "key_slots_settle",
+            *BATCH_SCRIPTS))
         self._acquire: Script = registered["rate_acquire"]
         self._release: Script = registered["rate_release"]
         self._scripts = registered

@@ -61,6 +61,12 @@ Control store (``plc:``):
 ``plc:ksynced:{queue}``            zset owner -> ms it last synced (per-key slots)
 ``plc:counts:{minute}``            hash ``queue:event`` -> n (event counters)
 ``plc:idem:{key}``                 string, idempotency key of an enqueue
+``plc:batch:{id}``                 hash, a batch: doc, state, total, ok, failed,
+                                   created, updated (``stores.redis.batches``)
+``plc:batch:{id}:jobs``            hash, its jobs: descriptor -> '', 'S' or 'F'
+``plc:batchof``                    hash, descriptor -> the batch it is in
+``plc:batches``                    zset, every batch by the ms it last changed
+``plc:batches:live``               zset, the same for open, sealed, complete
 ``plc:layout``                     the control store's layout version
 
 Dashboard records (``pld:``, beside the control store):
@@ -176,3 +182,16 @@ def records_log_key(log: str) -> str:
 
 def records_map_key(table: str) -> str:
     return f"pld:map:{table}"
+
+
+BATCH_OF = "plc:batchof"
+BATCHES = "plc:batches"
+LIVE_BATCHES = "plc:batches:live"
+
+
+def batch_key(batch: str) -> str:
+    return f"plc:batch:{batch}"
+
+
+def batch_jobs_key(batch: str) -> str:
+    return f"plc:batch:{batch}:jobs"

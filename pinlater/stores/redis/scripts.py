@@ -32,6 +32,7 @@ JOB_SCRIPTS = (
     "lane_keys",
     "gc",
     "retry_failed",
+    "release",
     "delete",
     "cancel",
     "count",

@@ -398,6 +398,13 @@ class RedisBackend:
         ks = [keys.state_key(queue, priority, state), keys.jobs_key(queue, priority)]
         return int(self._run("gc", ks, [int(older_than_ms), limit]))
 
+    def release(self, queue: str, priority: int, local_ids: Sequence[int]) -> list[JobState | None]:
+        if not local_ids:
+            return []
+        ks = [keys.pending_key(queue, priority), keys.jobs_key(queue, priority)]
+        states = self._run("release", ks, [keys.member(i) for i in local_ids])
+        return [None if int(s) < 0 else JobState(int(s)) for s in states]
+
     def retry_failed(self, queue: str, priority: int, attempts: int, run_after_ms: int | None, limit: int) -> int:
         if limit < 1:
             return 0

@@ -656,6 +656,14 @@ LIMIT %(limit)s
 -- name: gc_delete
 DELETE FROM {table} WHERE state = %s AND updated_at <= {now} - %s AND id IN ({ids})
 
+-- name: release
+-- Pending jobs without a fairness key (state 0) due later become due now.
+UPDATE {table} FORCE INDEX (PRIMARY) SET run_after = {now}
+WHERE id IN ({ids}) AND state = 0 AND run_after > {now}
+
+-- name: release_states
+SELECT id, state FROM {table} FORCE INDEX (PRIMARY) WHERE id IN ({ids})
+
 -- name: retry_failed
 UPDATE {table} FORCE INDEX (by_updated_at)
 SET state = IF({fkey} IS NULL, 0, 5), attempts_allowed = %(attempts)s, attempts_remaining = %(attempts)s,
@@ -1031,3 +1039,85 @@ DELETE FROM pinlater_idempotency WHERE k = %(k)s
 
 -- name: idem_purge
 DELETE FROM pinlater_idempotency WHERE expires_at <= {now} LIMIT 1000
+
+-- ---------------------------------------------------------------- batches
+-- A batch (pinlater.stores.control.Batches) is a row of pinlater_batches;
+-- its jobs are rows of pinlater_batch_jobs (outcome NULL while not ended,
+-- then 'S' or 'F'), one per job, keyed by descriptor: a job is in one batch.
+-- Every change locks the jobs' rows first, then the batches' rows (in id
+-- order), so that two changes wait for each other rather than deadlock.
+
+-- name: ctl_create_batches_table
+CREATE TABLE IF NOT EXISTS pinlater_batches (
+  id VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  doc TEXT NOT NULL,
+  state VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  total BIGINT NOT NULL,
+  ok BIGINT NOT NULL,
+  failed BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  PRIMARY KEY (id),
+  KEY by_state (state, updated_ms)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: ctl_create_batch_jobs_table
+CREATE TABLE IF NOT EXISTS pinlater_batch_jobs (
+  descriptor VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  batch VARCHAR(80) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  outcome CHAR(1) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  PRIMARY KEY (descriptor),
+  KEY by_batch (batch, descriptor)
+) ENGINE=InnoDB
+
+-- name: batch_create
+-- A batch of an id already made is left as it is (0 rows).
+INSERT IGNORE INTO pinlater_batches (id, doc, state, total, ok, failed, created_ms, updated_ms)
+VALUES (%(id)s, %(doc)s, 'open', 0, 0, 0, {now}, {now})
+
+-- name: batch_jobs_lock
+SELECT descriptor, batch, outcome FROM pinlater_batch_jobs WHERE descriptor IN ({ids}) FOR UPDATE
+
+-- name: batch_lock
+SELECT id, state, total, ok, failed FROM pinlater_batches WHERE id IN ({ids}) ORDER BY id FOR UPDATE
+
+-- name: batch_jobs_put
+-- A job of another batch moves here, its end not known again.
+INSERT INTO pinlater_batch_jobs (descriptor, batch, outcome) VALUES {rows}
+ON DUPLICATE KEY UPDATE outcome = IF(batch = VALUES(batch), outcome, NULL), batch = VALUES(batch)
+
+-- name: batch_jobs_put.row
+(%s, %s, NULL)
+
+-- name: batch_counts
+-- A batch's counts moved by (total, ok, failed) and its state set.
+UPDATE pinlater_batches
+SET total = total + %s, ok = ok + %s, failed = failed + %s, state = %s, updated_ms = {now}
+WHERE id = %s
+
+-- name: batch_jobs_end
+UPDATE pinlater_batch_jobs SET outcome = %s WHERE descriptor IN ({ids}) AND outcome IS NULL
+
+-- name: batch_set_state
+UPDATE pinlater_batches SET state = %s, updated_ms = {now} WHERE id = %s AND state IN ({ids})
+
+-- name: batch_get
+SELECT id, doc, state, total, ok, failed, created_ms, updated_ms FROM pinlater_batches WHERE id = %s
+
+-- name: batch_jobs_page
+SELECT descriptor, outcome FROM pinlater_batch_jobs FORCE INDEX (by_batch)
+WHERE batch = %s AND descriptor > %s ORDER BY descriptor LIMIT %s
+
+-- name: batch_list
+SELECT id, doc, state, total, ok, failed, created_ms, updated_ms FROM pinlater_batches FORCE INDEX (by_state)
+WHERE state IN ({ids}) AND updated_ms <= {now} - %s ORDER BY updated_ms, id LIMIT %s
+
+-- name: batch_list_newest
+SELECT id, doc, state, total, ok, failed, created_ms, updated_ms FROM pinlater_batches FORCE INDEX (by_state)
+WHERE state IN ({ids}) AND updated_ms <= {now} - %s ORDER BY updated_ms DESC, id DESC LIMIT %s
+
+-- name: batch_drop_jobs
+DELETE FROM pinlater_batch_jobs WHERE batch = %s LIMIT 10000
+
+-- name: batch_drop
+DELETE FROM pinlater_batches WHERE id = %s

@@ -1,0 +1,117 @@
+"""Batches in the job service's API (``BatchesMixin``, which ``JobService``
+is made of): make, seal, read and cancel a batch, and join the jobs of an
+enqueue to one. How a batch ends and releases its callback:
+``pinlater.engine.batches``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from pinlater.descriptor import JobDescriptor
+from pinlater.engine import batches
+from pinlater.errors import InvalidRequest, PinLaterError
+from pinlater.models import BatchStatus, CancelResult, Enqueued, Job
+from pinlater.stores.control import CANCELLED, LIVE_BATCH_STATES, OPEN
+from pinlater.validation import batch_queue
+
+if TYPE_CHECKING:
+    from pinlater.engine.core import Core
+
+# A batch's jobs are cancelled this many a call.
+CANCEL_PAGE = 1000
+
+
+class BatchesMixin:
+    core: Core
+
+    # The service's own, which this is mixed into.
+    enqueue: Callable[..., Enqueued]
+    cancel: Callable[..., CancelResult]
+    update_queue: Callable[..., object]
+
+    def create_batch(
+        self, callback_queue: str, callback: Job, *, description: str = "", batch: str | None = None
+    ) -> str:
+        batches.check_callback(callback)
+        if not isinstance(description, str) or len(description) > batches.MAX_DESCRIPTION:
+            raise InvalidRequest(f"a batch's description is text of at most {batches.MAX_DESCRIPTION} characters")
+        batch = batches.new_batch_id(callback_queue) if batch is None else batches.check_batch_id(batch)
+        if batch_queue(batch) != callback_queue:
+            raise InvalidRequest(f"batch {batch} names the queue {batch_queue(batch)}, not its callback's "
+                                 f"{callback_queue}: a batch's id begins with its callback's queue")
+        if self.core.control.batch_get(batch) is not None:
+            raise InvalidRequest(f"there is a batch {batch} already: choose another id")
+        [descriptor] = self.enqueue(callback_queue, [batches.never_due(callback)])
+        if not self.core.control.batch_create(batch, batches.batch_doc(descriptor, description)):
+            self.cancel(callback_queue, [descriptor])
+            raise InvalidRequest(f"there is a batch {batch} already: choose another id")
+        return batch
+
+    def seal_batch(self, batch: str) -> BatchStatus:
+        self.core.batch_ends.flush()  # this process's ACKs first
+        record = batches.get_record(self.core, batch)
+        if record.state == OPEN and self.core.control.batch_seal(batch):
+            batches.release(self.core, batch)
+        return batches.status_of(batches.get_record(self.core, batch))
+
+    def batch_status(self, batch: str) -> BatchStatus:
+        self.core.batch_ends.flush()  # this process's ACKs first
+        return batches.status_of(batches.get_record(self.core, batch))
+
+    def cancel_batch(self, batch: str) -> CancelResult:
+        record = batches.get_record(self.core, batch)
+        self.core.control.batch_state(batch, LIVE_BATCH_STATES, CANCELLED)
+        result = CancelResult()
+        cursor = ""
+        while True:
+            unended, cursor = self.core.control.batch_unended(batch, CANCEL_PAGE, cursor)
+            _merge(result, self._cancel_each_queue([*unended]))
+            if not cursor:
+                break
+        callback = str(record.doc.get("callback", ""))
+        if callback and record.state in LIVE_BATCH_STATES:
+            _merge(result, self._cancel_each_queue([callback]))
+        return result
+
+    def _cancel_each_queue(self, descriptors: Sequence[str]) -> CancelResult:
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for text in descriptors:
+            by_queue[JobDescriptor.parse(text).queue].append(text)
+        result = CancelResult()
+        limit = self.core.settings.max_jobs_per_call
+        for queue, texts in by_queue.items():
+            for start in range(0, len(texts), limit):
+                part = texts[start:start + limit]
+                try:
+                    _merge(result, self.cancel(queue, part))
+                except PinLaterError as exc:
+                    result.unapplied.update(dict.fromkeys(part, str(exc)))
+        return result
+
+    def _join(self, queue: str, batch: str, stored: Enqueued) -> None:
+        """The jobs an enqueue stored join ``batch`` (a duplicate's holder
+        does not: it is another job, maybe of another batch)."""
+        fresh = [d for i, d in enumerate(stored) if i not in set(stored.duplicates)]
+        if fresh and not self.core.control.batch_join(batch, fresh):
+            record = self.core.control.batch_get(batch)
+            state = record.state if record is not None else "gone"
+            raise InvalidRequest(
+                f"batch {batch} became {state} while {len(fresh)} job(s) were enqueued into it: they are stored "
+                f"but not in the batch ({', '.join(fresh[:3])}{'...' if len(fresh) > 3 else ''})")
+
+    def _batch_before_enqueue(self, queue: str, batch: str) -> None:
+        """The batch can take jobs, and the queue tells batches its ends."""
+        batches.joinable(batches.get_record(self.core, batch))
+        if not self.core.configs.get(queue).batches:
+            self.update_queue(queue, batches=True)
+
+
+def _merge(into: CancelResult, part: CancelResult) -> None:
+    into.cancelled += part.cancelled
+    into.interrupted += part.interrupted
+    into.finished += part.finished
+    into.unknown += part.unknown
+    into.unapplied.update(part.unapplied)
+
