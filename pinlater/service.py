@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 
 from pinlater.client_api import Call, PinLaterClient, declared
 from pinlater.descriptor import JobDescriptor, descriptor_prefix
-from pinlater.engine import batches
 from pinlater.engine.admin import QueueAdminMixin
 from pinlater.engine.batch_admin import BatchesMixin
 from pinlater.engine.core import Core
@@ -45,6 +44,7 @@ from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardUnav
 from pinlater.validation import (
     check_attempts,
     check_batch,
+    check_batch_id,
     check_claims,
     check_source,
     check_status,
@@ -106,7 +106,7 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         index in ``Enqueued.duplicates``). With ``batch``, the jobs stored
         join that batch (``create_batch``)."""
         if batch is not None:
-            batches.check_batch_id(batch)
+            check_batch_id(batch)
             self._batch_before_enqueue(queue, batch)
         if tracing.ON:
             with tracing.span("pinlater enqueue", {"pinlater.queue": queue}):

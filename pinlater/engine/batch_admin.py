@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import batches
 from pinlater.errors import InvalidRequest, PinLaterError
-from pinlater.models import BatchStatus, CancelResult, Enqueued, Job
+from pinlater.models import BatchStatus, CancelResult, Enqueued, Job, new_batch_id
 from pinlater.stores.control import CANCELLED, LIVE_BATCH_STATES, OPEN
-from pinlater.validation import batch_queue
+from pinlater.validation import batch_queue, check_batch_id
 
 if TYPE_CHECKING:
     from pinlater.engine.core import Core
@@ -37,7 +37,7 @@ class BatchesMixin:
         batches.check_callback(callback)
         if not isinstance(description, str) or len(description) > batches.MAX_DESCRIPTION:
             raise InvalidRequest(f"a batch's description is text of at most {batches.MAX_DESCRIPTION} characters")
-        batch = batches.new_batch_id(callback_queue) if batch is None else batches.check_batch_id(batch)
+        batch = new_batch_id(callback_queue) if batch is None else check_batch_id(batch)
         if batch_queue(batch) != callback_queue:
             raise InvalidRequest(f"batch {batch} names the queue {batch_queue(batch)}, not its callback's "
                                  f"{callback_queue}: a batch's id begins with its callback's queue")
@@ -93,7 +93,8 @@ class BatchesMixin:
     def _join(self, queue: str, batch: str, stored: Enqueued) -> None:
         """The jobs an enqueue stored join ``batch`` (a duplicate's holder
         does not: it is another job, maybe of another batch)."""
-        fresh = [d for i, d in enumerate(stored) if i not in set(stored.duplicates)]
+        duplicates = set(stored.duplicates)
+        fresh = [d for i, d in enumerate(stored) if i not in duplicates]
         if fresh and not self.core.control.batch_join(batch, fresh):
             record = self.core.control.batch_get(batch)
             state = record.state if record is not None else "gone"

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.limits import MAX_TIMESTAMP_MS
-from pinlater.models import BatchStatus, Job, new_batch_id
+from pinlater.models import BatchStatus, Job
 from pinlater.states import JobState
 from pinlater.stores.control import (
     CANCELLED,
@@ -280,5 +280,3 @@ def never_due(job: Job) -> Job:
 def batch_doc(callback: str, description: str) -> dict[str, Any]:
     return {"callback": callback, "description": description}
 
-
-__all__ = ["check_batch_id", "new_batch_id"]

@@ -36,6 +36,7 @@ from typing import Any
 from pinlater.errors import PasswordInvalid, QueueNotFound
 from pinlater.thrift import STRUCTS
 from pinlater.thrift.convert import text
+from pinlater.validation import batch_queue
 
 _READ_CONFIG = frozenset({"getQueueConfig", "getQueueNames"})
 CREATES = frozenset({"createQueue", "createQueueWithConfig"})
@@ -142,7 +143,7 @@ def queues_named(method: str, args: Any) -> list[str]:
     if holder is not None:
         return [text(holder.name) or ""]
     if "batch" in given:  # a batch belongs to its callback's queue, which its id names
-        return [(text(given["batch"]) or "").split(".", 1)[0]]
+        return [batch_queue(text(given["batch"]) or "")]
     request = given.get("request")
     if request is None:
         return []
@@ -151,7 +152,7 @@ def queues_named(method: str, args: Any) -> list[str]:
     names = [text(request.queueName) or ""]
     batch = getattr(request, "batch", None)
     if batch and method == "enqueueJobs":
-        names.append((text(batch) or "").split(".", 1)[0])
+        names.append(batch_queue(text(batch) or ""))
     ack = getattr(request, "jobAckRequest", None)
     if ack is not None and (ack.jobsSucceeded or ack.jobsFailed):
         names.append(text(ack.queueName) or "")

@@ -74,6 +74,25 @@ def test_queues_named_by_each_kind_of_call() -> None:
     update = idl.PinLaterQueueConfigUpdate(name="u", paused=True)
     assert queues_named("updateQueueConfig", _args("updateQueueConfig", update=update)) == ["u"]
     assert queues_named("getQueueNames", _args("getQueueNames")) == []
+    # A batch is its callback's queue's, as its id says: reading, sealing or
+    # cancelling it touches that queue, and so does enqueueing into it.
+    batch = "reports.b" + "0" * 24
+    for method in ("getBatch", "sealBatch", "cancelBatch"):
+        assert queues_named(method, _args(method, batch=batch)) == ["reports"]
+    into = idl.PinLaterBatchEnqueueRequest(queueName="sync", jobs=[], batch=batch)
+    assert queues_named("enqueueJobs", _args("enqueueJobs", request=into)) == ["sync", "reports"]
+    made = idl.PinLaterCreateBatchRequest(queueName="reports", callback=idl.PinLaterJob(body=b"cb"))
+    assert queues_named("createBatch", _args("createBatch", request=made)) == ["reports"]
+
+
+def test_a_queue_grant_reaches_no_other_queue_s_batch() -> None:
+    team = Grant("web", frozenset({"producer"}), ("feed_*",))
+    theirs = "billing.b" + "1" * 24
+    for method, kwargs in (("getBatch", {"batch": theirs}), ("sealBatch", {"batch": theirs}), (
+            "enqueueJobs", {"request": idl.PinLaterBatchEnqueueRequest(queueName="feed_a", jobs=[], batch=theirs)})):
+        with pytest.raises(AccessDenied, match=f"may not call {method} on queue 'billing'"):
+            check(team, ("web",), method, _args(method, **kwargs), lambda q: True)
+    check(team, ("web",), "getBatch", _args("getBatch", batch="feed_a.b" + "2" * 24), lambda q: True)
 
 
 def test_check_refuses_methods_queues_and_new_queues() -> None:
