@@ -34,6 +34,9 @@ from pinlater.stores.base import (
 
 def home_shard(shards: Sequence[ShardBackend], queue: str, unique: str) -> ShardBackend:
     """The shard where the job holding ``unique`` in ``queue`` lives."""
+    if len(shards) == 1:
+        return shards[0]
+
     def weight(backend: ShardBackend) -> bytes:
         text = f"{backend.shard_id}\0{queue}\0{unique}".encode("utf-8", "surrogatepass")
         return hashlib.blake2b(text, digest_size=8).digest()

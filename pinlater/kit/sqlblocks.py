@@ -80,12 +80,15 @@ def render(
     exact_claim: bool = False,
     priority: int | None = None,
     page: str | None = None,
+    step: int = 1,
 ) -> str:
     """The statement ``name`` of ``<package>/<resource>`` with its
     placeholders filled.
 
     ``rows``: how many copies of the block ``<name>.row`` replace ``{rows}``
-    (joined by UNION ALL for SELECT rows, by commas for VALUES tuples).
+    (joined by UNION ALL for SELECT rows, by commas for VALUES tuples);
+    a row's ``{offset}`` is its index times ``step`` (the ids a multi-row
+    INSERT gave are its first plus each row's offset).
     ``ids``: how many ``%s`` markers replace ``{ids}`` (an IN list).
     ``body``: whether ``{body}`` selects the body column or NULL.
     ``trace``: whether ``{trace}`` selects the trace column or NULL.
@@ -115,7 +118,13 @@ def render(
             raise ValueError(f"{name}: needs at least one row")
         row = blocks[f"{name}.row"]
         joiner = "\nUNION ALL " if row.lstrip().upper().startswith("SELECT") else ",\n"
-        stmt = stmt.replace("{rows}", joiner.join([row] * rows))
+        if "{offset}" in row:
+            if type(step) is not int or step < 1:
+                raise ValueError(f"{name}: step must be a positive int, got {step!r}")
+            copies = [row.replace("{offset}", str(k * step)) for k in range(rows)]
+        else:
+            copies = [row] * rows
+        stmt = stmt.replace("{rows}", joiner.join(copies))
     if "{ids}" in stmt:
         if ids < 1:
             raise ValueError(f"{name}: needs at least one id")

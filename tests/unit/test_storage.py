@@ -45,6 +45,16 @@ def test_the_priority_placeholder_takes_only_a_priority() -> None:
             sql("dequeue_read", table="q_q_p7", priority=bad)
 
 
+def test_a_rows_offset_is_its_index_times_the_step() -> None:
+    text = sql("unique_new", rows=3, priority=2, step=5)
+    assert text.count("(%s, %s, 2, LAST_INSERT_ID() + ") == 3
+    assert [text.index(f"LAST_INSERT_ID() + {k})") for k in (0, 5, 10)] == sorted(
+        text.index(f"LAST_INSERT_ID() + {k})") for k in (0, 5, 10))
+    for bad in (0, -1, 1.0, "2"):
+        with pytest.raises(ValueError, match="step must be a positive int"):
+            sql("unique_new", rows=2, priority=2, step=bad)
+
+
 def test_the_dequeue_is_one_compound_statement_with_its_arguments_in_order() -> None:
     text = _dequeue_text("q", (1, 2), (3,), True)
     assert text.startswith("BEGIN NOT ATOMIC") and text.endswith("END")

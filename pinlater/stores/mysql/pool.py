@@ -114,10 +114,20 @@ class Session:
         set, in order. The text brackets its own transaction; on any error it is
         rolled back here (the pooled connection must not keep it open),
         and after a deadlock or lock wait timeout run again."""
+        return self._script(lambda: self.execute_results(text, args))
+
+    def execute_script_ids(self, text: str, args: Sequence[Any]) -> list[int]:
+        """``execute_script`` of statements that return no rows, answering
+        each one's insert id instead: the first id an INSERT into a table
+        with an AUTO_INCREMENT column gave, else 0. A SELECT
+        LAST_INSERT_ID() less a statement."""
+        return self._script(lambda: self._insert_ids(text, args))
+
+    def _script(self, run: Callable[[], T]) -> T:
         attempt = 0
         while True:
             try:
-                return self.execute_results(text, args)
+                return run()
             except pymysql.err.OperationalError as exc:
                 self._roll_back()
                 attempt += 1
@@ -127,6 +137,13 @@ class Session:
             except BaseException:
                 self._roll_back()
                 raise
+
+    def _insert_ids(self, text: str, args: Sequence[Any]) -> list[int]:
+        self._cursor.execute(text, args)
+        ids = [int(self._cursor.lastrowid or 0)]
+        while self._cursor.nextset():
+            ids.append(int(self._cursor.lastrowid or 0))
+        return ids
 
     def execute_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
         """Several statements in one round trip, inside the transaction under

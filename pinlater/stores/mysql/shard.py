@@ -18,7 +18,6 @@ the claim, so it cannot carry a marker.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -235,27 +234,36 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                 fresh.append(index)
         step = self._autoinc_step
         _, inserts = self._inserts(queue, [items[i] for i in fresh])
-        body: list[tuple[str, list[Any]]] = []
-        for group, stmt, values in inserts:
-            body += [(stmt, values), (sql("last_insert_id"), [])]
-            took = [(fresh[i], k) for k, i in enumerate(group) if items[fresh[i]].unique]
-            if took and take == "unique_new":
-                pairs = sorted([items[index].unique, k * step] for index, k in took)
-                body.append((sql(take), [queue, items[took[0][0]].priority, json.dumps(pairs)]))
-            elif took:
-                rows = [v for index, k in took
-                        for v in (queue, items[index].unique.encode("utf-8"), items[index].priority, k * step)]
-                body.append((sql(take, rows=len(took)), rows))
         if take == "unique_new":
-            script = "".join(f"{stmt};\n" for stmt in (sql("begin"), *(t for t, _ in body))) + sql("commit")
-            args = [a for _, values in body for a in values]
+            if len(first_of) < len(fresh):
+                return None  # a job without a key: the compound statement's way
+            stmts = [sql("begin")]
+            args: list[Any] = []
+            at: list[int] = []  # where each INSERT of jobs is among the statements
+            for group, stmt, values in inserts:
+                at.append(len(stmts))
+                stmts.append(stmt)
+                stmts.append(sql(take, rows=len(group), priority=items[fresh[group[0]]].priority, step=step))
+                args += values
+                args += [v for i in group for v in (queue, items[fresh[i]].unique.encode("utf-8"))]
+            stmts.append(sql("commit"))
+            script = ";\n".join(stmts)
             try:
-                results = self._run(queue, levels, lambda s: s.execute_script(script, args))
+                ids = self._run(queue, levels, lambda s: s.execute_script_ids(script, args))
             except MySQLStorageError as exc:
                 if error_code(exc) != DUPLICATE_KEY:
                     raise
                 return None
+            firsts = [ids[i] for i in at]
         else:
+            body: list[tuple[str, list[Any]]] = []
+            for group, stmt, values in inserts:
+                body += [(stmt, values), (sql("last_insert_id"), [])]
+                took = [(items[fresh[i]], k) for k, i in enumerate(group) if items[fresh[i]].unique]
+                if took:
+                    rows = [v for item, k in took
+                            for v in (queue, item.unique.encode("utf-8"), item.priority, k * step)]
+                    body.append((sql(take, rows=len(took)), rows))
             held_at = "\n  OR ".join(sql("unique_held_at", table=job_table(queue, p), priority=p) for p in levels)
             text: list[tuple[str, list[Any]]] = [
                 (sql("unique_begin"), [succeeded_ms]),
@@ -266,15 +274,15 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                       + sql("unique_if_free") + "\n" + "".join(f"{t};\n" for t, _ in body) + sql("unique_end"))
             args = [a for _, values in (*text, *body) for a in values]
             results = self._run(queue, levels, lambda s: s.execute_script(script, args))
-            held = int(results.pop()[0][0])
-            if held:
-                return None
+            if int(results.pop()[0][0]):
+                return None  # a key is held
+            firsts = [int(row[0]) for (row,) in results]
         answers: list[int | Existing] = [0] * len(items)
-        for (group, _, _), (row,) in zip(inserts, results, strict=True):
+        for (group, _, _), first in zip(inserts, firsts, strict=True):
             for k, i in enumerate(group):
-                answers[fresh[i]] = int(row[0]) + k * step
-        for index, first in later.items():
-            answers[index] = Existing(items[first].priority, cast(int, answers[first]))
+                answers[fresh[i]] = first + k * step
+        for index, first_index in later.items():
+            answers[index] = Existing(items[first_index].priority, cast(int, answers[first_index]))
         return answers
 
     def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:

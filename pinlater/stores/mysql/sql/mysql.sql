@@ -306,17 +306,19 @@ END
 
 -- name: unique_new
 -- An enqueue with unique keys none of which has a row yet (the usual case
--- for a new key): the jobs' INSERTs, each followed by last_insert_id and
--- this, in a transaction. A key that has a row fails it (1062: nothing is
--- stored, the transaction is rolled back), and the caller checks the
--- holders (unique_begin). Two enqueues of a new key: the second waits for
--- the first's row, then fails so. The keys of one INSERT's jobs (one
--- priority) come as one JSON array of [key, step from the first id], in
--- key order: an argument a row costs the client more than the row.
-INSERT INTO pinlater_unique (queue, ukey, priority, id)
-SELECT %s, jt.ukey, %s, LAST_INSERT_ID() + jt.step
-FROM JSON_TABLE(%s, '$[*]' COLUMNS (ukey VARCHAR(200) CHARACTER SET utf8mb4 PATH '$[0]',
-                                    step BIGINT PATH '$[1]')) AS jt
+-- for a new key): each job INSERT followed by this, in a transaction, its
+-- ids read from the INSERTs' own answers (no SELECT LAST_INSERT_ID()). A
+-- key that has a row fails it (1062: nothing is stored, the transaction is
+-- rolled back), and the caller checks the holders (unique_begin). Two
+-- enqueues of a new key: the second waits for the first's row, then fails
+-- so. Every job of the INSERT before has a key here, its row in order; the
+-- priority and the ids' offsets are written in the text, so that a row
+-- costs the client two arguments (a JSON_TABLE costs the server a
+-- temporary table a statement, more than the rows at these sizes).
+INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES {rows}
+
+-- name: unique_new.row
+(%s, %s, {priority}, LAST_INSERT_ID() + {offset})
 
 -- name: unique_take
 INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES {rows}
