@@ -48,7 +48,7 @@ from tasks.appdata.settings import AppDataSettings
 from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_HAS_BOARDS
 from tasks.backfill import runs
-from tasks.backfill.records import FINISHED, Records
+from tasks.backfill.records import ENDED, FINISHED, Records
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.local import REPO, STATES, feed_counts, worker_processes
 from tasks.feeds.read import FeedReader
@@ -210,12 +210,15 @@ def backfill(console: Console, store: AppData, service: JobService, timeout_s: f
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("contacts backfill pages", total=sum(r.total_pages for r in started))
         while time.monotonic() < deadline:
-            # The state first: a run is finished after its last page's counts,
-            # so counts read after it are whole.
-            finished = all(records.get_run(r.id).state == FINISHED for r in started)
+            # The state first: a run ends after its last page's counts, so
+            # counts read after it are whole.
+            states = [records.get_run(r.id).state for r in started]
             counts = [records.counts(r.id) for r in started]
             progress.update(bar, completed=sum(c.pages_done for c in counts))
-            if finished:
+            if any(state in ENDED and state != FINISHED for state in states):
+                console.print(f"[red]the backfill runs ended {', '.join(states)}[/]")
+                return False
+            if all(state == FINISHED for state in states):
                 users = sum(c.users_done for c in counts) // len(started)
                 console.print(f"typeahead index loaded for {users:,} users on both clusters "
                               f"in {time.monotonic() - began:.1f} s")

@@ -1,9 +1,10 @@
-"""``pinlater-backfill``: start, watch, pause, resume and verify bulk backfills.
+"""``pinlater-backfill``: start, watch, cancel, pause, resume and verify bulk backfills.
 
     pinlater-backfill start feeds [--cluster primary|standby|both] [--page-size N] [--rate R]
                                   [--concurrency N|unlimited] [--wait]
     pinlater-backfill status [RUN]
     pinlater-backfill watch RUN
+    pinlater-backfill cancel RUN
     pinlater-backfill pause | resume
     pinlater-backfill verify feeds [--cluster ...] [--max-rounds N] [--page-size N]
 
@@ -33,7 +34,7 @@ from tasks.backfill.kinds import BackfillContext
 from tasks.backfill.plan import DEFAULT_PAGE_SIZE, check_page_size
 from tasks.backfill.progress import Progress as RunProgress
 from tasks.backfill.progress import format_duration, format_rate
-from tasks.backfill.records import Records, Run
+from tasks.backfill.records import ENDED, Records, Run
 from tasks.backfill.verify import DEFAULT_MAX_ROUNDS, Round, verify
 from tasks.hbase import ClusterPair
 
@@ -96,7 +97,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _watch(records: Records, client: PinLaterClient, run_id: int) -> None:
-    """A live bar until the run is finished: rich on a terminal, else a text
+    """A live bar until the run has ended: rich on a terminal, else a text
     line per change."""
     def poll() -> tuple[Run, RunProgress]:
         run = records.get_run(run_id)
@@ -112,7 +113,7 @@ def _watch(records: Records, client: PinLaterClient, run_id: int) -> None:
             while True:
                 bar.update(task, completed=p.pages_done, rate=f"{format_rate(p.pages_per_s, 'pages')} ({p.state})",
                            left=format_duration(p.eta_s))
-                if p.state == "finished":
+                if p.state in ENDED:
                     break
                 time.sleep(WATCH_INTERVAL_S)
                 run, p = poll()
@@ -123,10 +124,21 @@ def _watch(records: Records, client: PinLaterClient, run_id: int) -> None:
         if line != last:
             print(line, flush=True)
             last = line
-        if p.state == "finished":
+        if p.state in ENDED:
             return
         time.sleep(WATCH_INTERVAL_S)
         run, p = poll()
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with AppData.from_env() as store, _client() as client:
+        run, result = runs.cancel(store, client, args.run)
+    if result is None:
+        print(f"run {run.id} had ended already: {run.state}")
+    else:
+        print(f"run {run.id} cancelled: {len(result.cancelled)} page job(s) will not run, "
+              f"{len(result.interrupted)} running told to stop")
+    return 0
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -237,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_rounds, default=10, help="recent runs shown")
     p = sub.add_parser("watch", help="a live progress bar until the run finishes")
     p.set_defaults(fn=cmd_watch)
+    p.add_argument("run", type=_run_id)
+    p = sub.add_parser("cancel", help="cancel a run: its waiting pages never run, its running ones stop")
+    p.set_defaults(fn=cmd_cancel)
     p.add_argument("run", type=_run_id)
     p = sub.add_parser("pause", help="pause the backfill queue (every run)")
     p.set_defaults(fn=cmd_pause)

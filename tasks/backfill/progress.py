@@ -17,7 +17,7 @@ class Progress:
     pages_per_s: float | None  # None: too early to say
     users_per_s: float | None
     eta_s: float | None  # None: unknown (no rate yet, or paused)
-    state: str  # running | paused | finished
+    state: str  # running | paused, or how the run ended: finished | failed | cancelled
 
     @property
     def fraction(self) -> float:
@@ -34,22 +34,23 @@ def progress(
     recent_users: int,
     started_ms: int,
     now_ms: int,
-    finished: bool,
+    ended: str | None,
     paused: bool,
 ) -> Progress:
     """``recent_*``: pages (and their users) done within ``RATE_WINDOW_MS``
-    before ``now_ms``; a run younger than the window is measured over its age."""
+    before ``now_ms``; a run younger than the window is measured over its
+    age. ``ended``: how the run ended, or None while it runs."""
     window_s = min(RATE_WINDOW_MS, max(now_ms - started_ms, 0)) / 1000
     pages_rate = users_rate = None
-    if window_s >= 1 and not finished:
+    if window_s >= 1 and ended is None:
         pages_rate, users_rate = recent_pages / window_s, recent_users / window_s
     left = max(total_pages - pages_done, 0)
     eta: float | None = None
-    if finished or left == 0:
+    if ended is not None or left == 0:
         eta = 0.0
     elif pages_rate and not paused:
         eta = left / pages_rate
-    state = "finished" if finished else "paused" if paused else "running"
+    state = ended or ("paused" if paused else "running")
     return Progress(pages_done, total_pages, users_done, cells, pages_rate, users_rate, eta, state)
 
 

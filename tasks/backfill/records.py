@@ -22,7 +22,10 @@ from tasks.backfill.progress import RATE_WINDOW_MS
 
 sql = SqlFile("tasks.backfill", "sql/backfill.sql", ())
 T = TypeVar("T")
-RUNNING, FINISHED = "running", "finished"
+# A run is running until its end: finished (every page done), failed (its
+# pages' jobs ended without every page done) or cancelled (by an operator).
+RUNNING, FINISHED, FAILED, CANCELLED = "running", "finished", "failed", "cancelled"
+ENDED = (FINISHED, FAILED, CANCELLED)
 
 
 class UnknownRun(LookupError):
@@ -35,7 +38,7 @@ class Run:
     kind: str
     cluster: str
     plan: Plan
-    state: str  # running | finished
+    state: str  # running, or how it ended (ENDED)
     created_at_ms: int
     finished_at_ms: int | None
 
@@ -120,9 +123,14 @@ class Records:
 
         return [_run(row) for row in self._do(fetch)]
 
-    def finish_run(self, run_id: int) -> bool:
-        """Marks the run finished; True if this call did (it was running)."""
-        return self._do(lambda cursor: cursor.execute(self._stmt("finish_run"), (run_id,))) == 1
+    def end_run(self, run_id: int, state: str, *, was_failed: bool = False) -> bool:
+        """Marks the running run ended in ``state`` (one of ENDED); True if
+        this call did. ``was_failed``: a failed run may end so too (it is
+        finished once the pages an operator put back are done)."""
+        if state not in ENDED:
+            raise ValueError(f"a run ends {', '.join(ENDED)}, not {state!r}")
+        args = (state, run_id, RUNNING, FAILED if was_failed else RUNNING)
+        return self._do(lambda cursor: cursor.execute(self._stmt("end_run"), args)) == 1
 
     def counts(self, run_id: int) -> Counts:
         def fetch(cursor: Cursor) -> tuple[Any, ...]:

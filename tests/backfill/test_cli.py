@@ -49,6 +49,7 @@ def test_start_wait_status_pause_resume_and_verify(world: FeedWorld, cli) -> Non
     code, out, err = cli("status", run_id)
     assert code == 0 and err == ""
     assert out.startswith(f"run {run_id}  feeds -> primary  finished  {pages}/{pages} pages (100%)")
+    assert cli("cancel", run_id) == (0, f"run {run_id} had ended already: finished\n", "")
     assert cli("pause") == (0, "backfill queue paused: running pages finish, no new page starts\n", "")
     code, out, _ = cli("status")
     assert code == 0 and out.splitlines()[-1] == "the backfill queue is paused: pinlater-backfill resume"
@@ -64,6 +65,7 @@ def test_start_wait_status_pause_resume_and_verify(world: FeedWorld, cli) -> Non
 @pytest.mark.parametrize(("argv", "message"), [
     (["start", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds)"),
     (["status", "999999"], "error: no backfill run 999999"),
+    (["cancel", "999999"], "error: no backfill run 999999"),
     (["verify", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds)"),
     (["start", "feeds", "--page-size", "0"], "error: argument --page-size: page size must be a whole number in "
                                              "1..10000, got 0 (see pinlater-backfill start --help)"),

@@ -2,10 +2,13 @@
 run on the ``backfill`` queue; the rows on both clusters end equal to the
 truth in MySQL, with each cell at its follow's time; verify finds nothing;
 real-time follows, unfollows and pins running at the same time leave
-nothing verify cannot repair; a run survives its workers being killed."""
+nothing verify cannot repair; a run survives its workers being killed;
+a cancelled run runs no more pages, and a run whose page failed ends so,
+and finishes once an operator puts the page back."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -16,8 +19,9 @@ from pinlater.states import JobState
 from tasks.appdata import objects
 from tasks.backfill import kinds, runs
 from tasks.backfill.kinds import BackfillContext
+from tasks.backfill.pages import run_batch
 from tasks.backfill.queue import QUEUE
-from tasks.backfill.records import FINISHED, Records
+from tasks.backfill.records import CANCELLED, FAILED, FINISHED, RUNNING, Records
 from tasks.backfill.verify import verify
 from tasks.hbase import PRIMARY, STANDBY
 from tests.backfill.helpers import expected_columns, row, small_graph, wait_finished
@@ -54,9 +58,10 @@ def test_a_backfill_writes_every_feed_as_the_follows_would(world: FeedWorld) -> 
         assert counts.users_done >= summary.users
         assert all(page.runs == 1 and page.done_at_ms for page in records.pages(run.id))
     # Each run's pages took turns as that run's (fairness key), whichever shard they paged.
-    done = {job.key for job in world.service.scan(QUEUE, JobState.SUCCEEDED, limit=1000).jobs}
-    assert {f"backfill:{run.id}" for run in finished} <= done
-    assert all(key.startswith("backfill:") for key in done)
+    keys = [job.key for job in world.service.scan(QUEUE, JobState.SUCCEEDED, limit=1000).jobs]
+    assert {f"backfill:{run.id}" for run in finished} <= set(keys)
+    # Every page has its run's key; the runs' ends (their batches' callbacks) have none.
+    assert all(key.startswith("backfill:") for key in keys if key) and keys.count("") == len(finished)
     ctx = context(world)
     filled = 0
     for user in summary.user_ids:
@@ -175,4 +180,49 @@ def test_pause_stops_progress_and_resume_finishes(world: FeedWorld) -> None:
     runs.resume(world.client)
     assert not runs.queue_paused(world.client)
     wait_finished(world, [run, other])
+    assert verify_rounds(world, PRIMARY) == verify_rounds(world, STANDBY) == [0]
+
+
+def _page_jobs(world: FeedWorld, run_id: int) -> list[str]:
+    """The descriptors of ``run_id``'s page jobs waiting in the queue."""
+    found = world.client.scan(QUEUE, JobState.PENDING, limit=1000, include_body=True)
+    return [j.descriptor for j in found.jobs if j.body and json.loads(j.body).get("run") == run_id]
+
+
+def test_a_cancelled_run_runs_no_more_pages_and_one_whose_page_failed_ends_failed(world: FeedWorld) -> None:
+    small_graph(world.store, seed=25, users=60)
+    world.client.set_rate(QUEUE, 10)
+    runs.pause(world.client)  # every first page waits, so which of them run is this test's to say
+    cut, failing = runs.start(world.store, world.client, "feeds", BOTH, page_size=8)
+    first_pages = len(cut.plan.first_pages())
+    assert first_pages >= 2 and len(_page_jobs(world, cut.id)) == first_pages
+
+    cancelled, result = runs.cancel(world.store, world.client, cut.id)
+    assert cancelled.state == CANCELLED and cancelled.finished_at_ms is not None
+    # Its waiting pages, and its end (the batch's callback), which will not run either.
+    assert result is not None and len(result.cancelled) == first_pages + 1 and not result.unapplied
+    assert _page_jobs(world, cut.id) == []
+    assert runs.cancel(world.store, world.client, cut.id) == (cancelled, None)  # ended: left as it is
+    # One chain of the other run cut at its first page: the run's batch ends
+    # when its other chains have, and the run with it, failed.
+    world.client.cancel(QUEUE, _page_jobs(world, failing.id)[:1])
+
+    runs.resume(world.client)
+    world.start_workers(1, 2)
+    records = Records(world.store)
+    ended = wait_until(lambda: (r := records.get_run(failing.id)).state != RUNNING and r, 90,
+                       what="the run with a failed page to end")
+    assert ended.state == FAILED
+    assert 0 < records.counts(failing.id).pages_done < failing.total_pages
+    assert records.counts(cut.id).pages_done == 0 and records.get_run(cut.id).state == CANCELLED
+    status = world.client.batch_status(run_batch(world.store.shard_map.database_prefix, cut))
+    assert status.state == "cancelled" and status.succeeded == 0
+    # An operator puts the failed jobs back: the failed run's chain goes on
+    # outside its ended batch, and the run finishes; the cancelled run's
+    # pages (and its end) do nothing.
+    assert world.client.retry_failed(QUEUE) == first_pages + 2
+    wait_finished(world, [failing])
+    assert records.counts(cut.id).pages_done == 0 and records.get_run(cut.id).state == CANCELLED
+    # What the cancelled run left undone, a new run does.
+    wait_finished(world, runs.start(world.store, world.client, "feeds", (cut.cluster,), page_size=8))
     assert verify_rounds(world, PRIMARY) == verify_rounds(world, STANDBY) == [0]

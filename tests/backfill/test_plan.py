@@ -1,8 +1,9 @@
-"""The pure parts: pages of a plan, progress math, the one-line report,
-the kinds registry and differences."""
+"""The pure parts: pages of a plan, the jobs' bodies and a run's batch id,
+progress math, the one-line report, the kinds registry and differences."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tasks.backfill import kinds
 from tasks.backfill.cli import describe, text_bar
 from tasks.backfill.kinds import Difference
+from tasks.backfill.pages import InvalidPageJob, PageJob, RunEnd, parse_job, run_batch
 from tasks.backfill.plan import Plan, check_page_size, local_range, pages_for
 from tasks.backfill.progress import format_duration, progress
 from tasks.backfill.records import Run
@@ -36,8 +38,33 @@ def test_a_plan_chains_each_shard_and_skips_empty_ones() -> None:
     assert plan.has(3, 2) and not plan.has(3, 3) and not plan.has(1, 1) and not plan.has(9, 1)
 
 
+def test_a_job_body_is_a_page_or_its_runs_end() -> None:
+    run = Run(7, "feeds", "primary", Plan(500, {0: 4}), "running", 1_700_000_000_000, None)
+    batch = run_batch("appdata_", run)
+    assert batch.startswith("backfill.b") and len(batch) == len("backfill.b") + 24
+    # Known from the run alone; another database's (or a remade) run 7 has another batch.
+    assert batch == run_batch("appdata_", run)
+    assert batch != run_batch("other_", run)
+    assert batch != run_batch("appdata_", Run(7, "feeds", "primary", Plan(500, {0: 4}), "running", 1, None))
+    page = PageJob(7, 0, 2, batch)
+    assert parse_job(page.to_json()) == page and page.following(3) == PageJob(7, 0, 3, batch)
+    assert parse_job('{"run": 7, "shard": 0, "page": 2}') == PageJob(7, 0, 2)  # a run begun before batches
+    assert parse_job(RunEnd(7).to_json()) == RunEnd(7)
+    for bad, message in (
+        ('{"run": 7, "end": false}', "run end: expected"),
+        ('{"run": 7, "end": true, "page": 1}', "run end: expected"),
+        ('{"run": 7, "shard": 0}', "missing ['page']"),
+        ('{"run": 7, "shard": 0, "page": 1, "batch": "feeds_fanout.b' + "0" * 24 + '"}', "bad batch"),
+        ('{"run": 7, "shard": 0, "page": 1, "batch": "backfill.bXYZ"}', "bad batch"),
+        ('{"run": 0, "end": true}', "run must be an int >= 1"),
+        ('{"run": 7, "shard": 0, "page": 1, "more": 1}', "unknown ['more']"),
+    ):
+        with pytest.raises(InvalidPageJob, match=re.escape(message)):
+            parse_job(bad)
+
+
 def test_progress_rates_over_the_last_minute_and_time_left() -> None:
-    base: dict[str, Any] = {"total_pages": 100, "users_done": 0, "cells": 0, "finished": False, "paused": False}
+    base: dict[str, Any] = {"total_pages": 100, "users_done": 0, "cells": 0, "ended": None, "paused": False}
     # 40 pages in the last minute of a 10-minute-old run: 40/60 pages/s, 60 left -> 90 s.
     p = progress(pages_done=40, recent_pages=40, recent_users=4000, started_ms=0, now_ms=600_000, **base)
     assert p.pages_per_s == pytest.approx(40 / 60) and p.users_per_s == pytest.approx(4000 / 60)
@@ -52,15 +79,19 @@ def test_progress_rates_over_the_last_minute_and_time_left() -> None:
                       **{**base, "paused": True})
     assert paused.state == "paused" and paused.eta_s is None
     done = progress(pages_done=100, recent_pages=3, recent_users=1, started_ms=0, now_ms=600_000,
-                    **{**base, "finished": True})
+                    **{**base, "ended": "finished"})
     assert (done.state, done.eta_s, done.pages_per_s, done.fraction) == ("finished", 0.0, None, 1.0)
+    # A run that ended with pages not done (cancelled, failed) says so, with nothing left to wait for.
+    cut = progress(pages_done=40, recent_pages=3, recent_users=1, started_ms=0, now_ms=600_000,
+                   **{**base, "ended": "cancelled"})
+    assert (cut.state, cut.eta_s, cut.pages_per_s, cut.fraction) == ("cancelled", 0.0, None, 0.4)
     assert [format_duration(s) for s in (None, 4.4, 75, 7322)] == ["unknown", "4s", "1m 15s", "2h 02m"]
 
 
 def test_the_report_line_and_the_text_bar() -> None:
     run = Run(7, "feeds", "standby", Plan(500, {0: 4}), "running", 0, None)
     p = progress(pages_done=1, total_pages=4, users_done=500, cells=1200, recent_pages=1, recent_users=500,
-                 started_ms=0, now_ms=60_000, finished=False, paused=False)
+                 started_ms=0, now_ms=60_000, ended=None, paused=False)
     line = describe(run, p)
     assert line.startswith("run 7  feeds -> standby  running  1/4 pages (25%)  ")
     assert "users 500  cells 1,200" in line and "left 3m 00s" in line

@@ -20,7 +20,7 @@ from tasks.appdata.store import AppData
 from tasks.backfill.panel import BackfillBoard, BackfillPanel
 from tasks.backfill.plan import Plan
 from tasks.backfill.queue import QUEUE, create_options
-from tasks.backfill.records import Records
+from tasks.backfill.records import CANCELLED, FINISHED, Records
 from tests.dashboards.http import call
 from tests.dashboards.support import Cluster, dashboard_settings
 from tests.servers import ensure_services
@@ -63,7 +63,9 @@ def test_runs_with_progress_state_and_pause(
     done = records.create_run("feeds", "standby", Plan(500, {0: 1}))
     records.start_page(done.id, 0, 1)
     records.finish_page(done.id, 0, 1, users=10, cells=40)
-    assert records.finish_run(done.id) and not records.finish_run(done.id)
+    assert records.end_run(done.id, FINISHED) and not records.end_run(done.id, CANCELLED)
+    with pytest.raises(ValueError, match="a run ends finished, failed, cancelled, not 'running'"):
+        records.end_run(running.id, "running")
     board = BackfillBoard(AppDataSettings.from_env(ENV), interval_s=0.3)
     dash = Dashboard(cluster.svc, dashboard_settings(), port=0, refresh_s=0.3, panels=[BackfillPanel(board)]).start()
     try:

@@ -7,7 +7,8 @@
 -- for every worker, so rates over "the last minute" are not skewed by hosts.
 
 -- name: create_runs
--- state: running, then finished (a guarded UPDATE, once). Pausing is the
+-- state: running, then how it ended: finished, failed or cancelled (a
+-- guarded UPDATE, once; finished_at is when). Pausing is the
 -- backfill queue's (the job service's pause), not a state stored here.
 -- plan: JSON {"shard": pages, ...}, fixed when the run starts.
 CREATE TABLE IF NOT EXISTS {database}.backfill_runs (
@@ -53,10 +54,12 @@ FROM {database}.backfill_runs WHERE id = %s
 SELECT id, kind, cluster, page_size, total_pages, plan, state, created_at, finished_at
 FROM {database}.backfill_runs ORDER BY id DESC LIMIT %s
 
--- name: finish_run
--- Row count 1: this call finished the run; 0: it was finished already.
-UPDATE {database}.backfill_runs SET state = 'finished', finished_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-WHERE id = %s AND state = 'running'
+-- name: end_run
+-- Row count 1: this call ended the run; 0: it had ended already. Args:
+-- the state it ends in (finished, failed, cancelled), run_id, and the two
+-- states it may end from (running twice, or running and failed).
+UPDATE {database}.backfill_runs SET state = %s, finished_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE id = %s AND state IN (%s, %s)
 
 -- name: page_done_at
 -- No row: never started; done_at NULL: started, not done.

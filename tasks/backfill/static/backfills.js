@@ -8,10 +8,11 @@
   const PL = window.PL;
   const el = PL.el;
   const $ = (id) => document.getElementById(id);
-  const TONE = { running: "ok", paused: "warn", finished: "" };
+  const TONE = { running: "ok", paused: "warn", finished: "", failed: "bad", cancelled: "warn" };
 
   function left(run) {
     if (run.state === "finished") return "done";
+    if (run.state === "failed" || run.state === "cancelled") return "ended";
     if (run.state === "paused") return "paused";
     return run.eta_s === null ? "—" : PL.fmtAge(run.eta_s * 1000);
   }
