@@ -15,7 +15,10 @@ turn:
   x 8 threads, as Dramatiq), results off.
 
 Prints the publish and drain rates of each, the ratios of Celery on PinLater
-to stock Celery, and its drain rate against the faster of Dramatiq and Huey.
+to stock Celery, and its drain rate against the faster of Dramatiq and Huey;
+then Celery on PinLater's bulk publishes (``delay_many``, a ``group``) of N
+tasks against its single publishes of N in the same rounds
+(``bulk_vs_single``).
 
     python bench/celery.py            # 20,000 tasks
     python bench/celery.py --smoke    # 1,000 tasks
@@ -81,6 +84,8 @@ class System:
     publish: Callable[[int], None]
     remaining: Callable[[], int]
     worker_commands: list[list[str]]
+    # Bulk publishes (name -> publish ``count`` tasks at once), where the system has them.
+    bulk: dict[str, Callable[[int], None]] | None = None
 
 
 def bench_env(prefetch_multiplier: int = 16) -> dict[str, str]:
@@ -197,6 +202,8 @@ def celery_workers(app_path: str) -> list[list[str]]:
 def celery_pinlater(env: dict[str, str]) -> System:
     os.environ.update({k: env[k] for k in ("PINLATER_SHARDS", "PINLATER_CONTROL_URL", "PINLATER_BUS_PREFIX",
                                            "BENCH_PREFETCH_MULTIPLIER")})
+    from celery import group
+
     from bench.celery_apps import pinlater_app, pinlater_noop
     from pinlater.service import JobService
     from pinlater.settings import Settings
@@ -226,9 +233,16 @@ def celery_pinlater(env: dict[str, str]) -> System:
     def remaining() -> int:
         return int(client.count(QUEUE, "pending") + client.count(QUEUE, "running"))
 
+    def delay_many(count: int) -> None:
+        pinlater_noop.delay_many([()] * count)
+
+    def group_of(count: int) -> None:
+        group(pinlater_noop.s() for _ in range(count)).apply_async()
+
     workers = f"{PROCESSES} solo, prefetch {env['BENCH_PREFETCH_MULTIPLIER']}"
     return System("celery+pinlater", workers, reset, publish, remaining,
-                  celery_workers("bench.celery_apps:pinlater_app"))
+                  celery_workers("bench.celery_apps:pinlater_app"),
+                  bulk={"delay_many": delay_many, "group": group_of})
 
 
 def celery_stock(env: dict[str, str]) -> System:
@@ -282,6 +296,25 @@ def huey_redis(env: dict[str, str]) -> System:
 SYSTEMS = (celery_pinlater, celery_stock, dramatiq_redis, huey_redis)
 
 
+def bulk_publish(system: System, n: int) -> dict[str, float]:
+    """Each of the system's bulk publishes of ``n`` tasks at once, against
+    the same run's single publishes of ``n`` one call each (the same task,
+    nothing consuming): tasks/s of each. Rounds take turns as publish_all's."""
+    assert system.bulk is not None
+    spent = {"single": 0.0, **dict.fromkeys(system.bulk, 0.0)}
+    system.reset()
+    for round_ in range(PUBLISH_ROUNDS):
+        count = n // PUBLISH_ROUNDS + (1 if round_ < n % PUBLISH_ROUNDS else 0)
+        ways = [("single", system.publish), *system.bulk.items()]
+        for k in range(len(ways)):
+            name, way = ways[(k + round_) % len(ways)]
+            t0 = time.perf_counter()
+            way(count)
+            spent[name] += time.perf_counter() - t0
+    system.reset()
+    return {name: n / s for name, s in spent.items()}
+
+
 def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_name = {r["system"]: r for r in rows}
     ours, stock = by_name["celery+pinlater"], by_name["celery+redis"]
@@ -332,7 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = [drain(system, n, spent, env) for system, spent in zip(systems, publish_s, strict=True)]
     summary = report(rows)
     summary["prefetch_multiplier"] = args.prefetch_multiplier
+    bulk = bulk_publish(systems[0], n)
+    summary["bulk_publish_per_s"] = {name: round(rate) for name, rate in bulk.items() if name != "single"}
+    summary["bulk_vs_single"] = {name: round(rate / bulk["single"], 2) for name, rate in bulk.items()
+                                 if name != "single"}
     print_report(summary)
+    print(f"celery+pinlater bulk publish: {bulk['single']:.0f} tasks/s one call each; "
+          + "; ".join(f"{name} {summary['bulk_publish_per_s'][name]}/s ({summary['bulk_vs_single'][name]:.2f}x)"
+                      for name in summary["bulk_vs_single"]))
     write_json(args.json, summary)
     return 0
 

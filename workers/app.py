@@ -33,7 +33,9 @@ per PinLater queue.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -50,7 +52,7 @@ from kombu.transport import TRANSPORT_ALIASES
 from pinlater.kit import apps
 from pinlater.kit.envsettings import read
 from pinlater.observe import tracing
-from workers import registry, task_guard
+from workers import bulk, registry, task_guard
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import stamp, take_descriptor
@@ -89,6 +91,14 @@ class PinLaterCelery(Celery):
     # Whether the installed apps' task modules are still to be added to
     # ``imports`` (``_import_apps``).
     imports_apps = False
+
+    @contextlib.contextmanager
+    def producer_or_acquire(self, producer: Any = None) -> Iterator[Any]:
+        """Celery's, inside a bulk scope that takes a group's tasks: a
+        ``group`` publishes them all in one of these, so their jobs go out
+        with a few enqueue calls when it ends (``workers.bulk``)."""
+        with bulk.publishing(every=False), super().producer_or_acquire(producer) as bound:
+            yield bound
 
     def send_task(self, name: str, *args: Any, **options: Any) -> Any:
         take_descriptor()

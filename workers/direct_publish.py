@@ -35,6 +35,8 @@ from celery.utils.time import isoparse
 from kombu.entity import maybe_delivery_mode
 from kombu.serialization import dumps
 
+from workers import bulk
+
 log = logging.getLogger(__name__)
 
 # apply_async options this path handles; any other one takes Celery's path.
@@ -173,7 +175,7 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
             if not ignore_result:
                 app.backend.on_task_call(bound, task_id)
             retry = defaults.retry if routed.get("retry") is None else routed["retry"]
-            if retry:
+            if retry and not bulk.takes(headers):  # a bulk scope's publish only waits: nothing to retry yet
                 policy = dict(defaults.retry_policy, **(routed.get("retry_policy") or {}))
                 connection.ensure(bound, send, **policy)()
             else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from workers import bulk
+
 _local = threading.local()
 
 
@@ -18,8 +20,11 @@ def remember_descriptor(descriptor: str, duplicate: bool = False) -> None:
 
 
 def take_descriptor() -> str | None:
+    """The descriptor remembered last, once; a publish calls it first, so
+    that nothing an earlier publish left is taken for its own."""
     descriptor: str | None = getattr(_local, "descriptor", None)
     _local.descriptor = None
+    bulk.take_last()
     return descriptor
 
 
@@ -27,7 +32,13 @@ def stamp(result: Any) -> None:
     """The AsyncResult of a publish gets the job's ``descriptor`` and
     ``duplicate`` (True: the publish's unique key was held, by that job),
     unless no publish was remembered since the last ``take_descriptor``
-    (an outer ``apply_async`` after an app's ``send_task`` has stamped it)."""
+    (an outer ``apply_async`` after an app's ``send_task`` has stamped it).
+    A publish waiting in a bulk scope gets them when the scope ends."""
+    waiting = bulk.take_last()
+    if waiting is not None:
+        waiting.results.append(result)
+        result.descriptor, result.duplicate = None, False
+        return
     descriptor = take_descriptor()
     if descriptor is not None or not hasattr(result, "descriptor"):
         result.descriptor = descriptor

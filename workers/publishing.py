@@ -4,7 +4,8 @@
 is made of): one Kombu message on a task queue becomes one PinLater job
 (its body stored with the message's properties, its ETA the job's
 run_after, its Kombu priority a PinLater one), and the queue's consumers
-are woken."""
+are woken; in a bulk scope (``workers.bulk``) the job waits to go out with
+the scope's others."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinlater.errors import QueueNotFound
 from pinlater.models import Job
-from workers import registry
+from workers import bulk, registry
 from workers.client import queue_config
 from workers.message_format import encode, eta_to_ms
 from workers.publish_info import remember_descriptor
@@ -71,6 +72,14 @@ class TaskPublishing:
             # after a connection error sends them again.
             message = {**message, "headers": {k: v for k, v in headers.items() if k not in _JOB_HEADERS}}
         stored = encode(message, body, expires_at_ms=expires_at(message["properties"].get("expiration")))
+        if bulk.takes(headers) and "pinlater_batch_callback" not in batch:
+            try:
+                job = self._job(queue, message, stored, run_after_ms, attempts, key, unique)
+            except QueueNotFound:
+                self.connection.ensure_queue(queue, again=True)
+                job = self._job(queue, message, stored, run_after_ms, attempts, key, unique)
+            bulk.hold(bulk.Pending(self, queue, job, idempotency_key, batch.get("pinlater_batch")))
+            return  # stored, and consumers woken, when the scope ends
         job_keys = (idempotency_key, key, unique, batch)
         try:
             descriptor, duplicate = self._enqueue_job(queue, message, stored, run_after_ms, attempts, *job_keys)
@@ -93,10 +102,7 @@ class TaskPublishing:
         """The job's descriptor, and whether it is one that held ``unique``.
         With ``batch``'s ``pinlater_batch_callback``, the job is that batch's
         callback, and the batch is made with it (``workers.batches``)."""
-        priority = self._priority(queue, message["properties"].get("priority"))
-        job = Job(stored, priority=priority, run_after_ms=run_after_ms,
-                  attempts_allowed=int(attempts) if attempts else None,
-                  key="" if key is None else key, unique="" if unique is None else unique)
+        job = self._job(queue, message, stored, run_after_ms, attempts, key, unique)
         batch = batch or {}
         if "pinlater_batch_callback" in batch:
             made = self.client.create_batch(queue, job, description=batch.get("pinlater_batch_description") or "",
@@ -105,6 +111,13 @@ class TaskPublishing:
         answer = self.client.enqueue(queue, [job], idempotency_key=idempotency_key,
                                      batch=batch.get("pinlater_batch"))
         return str(answer[0]), bool(getattr(answer, "duplicates", ()))
+
+    def _job(self, queue: str, message: dict[str, Any], stored: bytes, run_after_ms: int | None, attempts: Any,
+             key: Any, unique: Any) -> Job:
+        priority = self._priority(queue, message["properties"].get("priority"))
+        return Job(stored, priority=priority, run_after_ms=run_after_ms,
+                   attempts_allowed=int(attempts) if attempts else None,
+                   key="" if key is None else key, unique="" if unique is None else unique)
 
     def _priority(self, queue: str, kombu_priority: Any) -> int:
         """PinLater priority 1 is the highest, as 0 is with Kombu's Redis

@@ -56,7 +56,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -68,7 +68,7 @@ from pinlater.errors import PinLaterError
 from pinlater.models import Checkpoint
 from pinlater.observe import tracing
 from pinlater.retry import RetryPolicy
-from workers import direct_publish, registry, task_guard
+from workers import bulk, direct_publish, registry, task_guard
 from workers import tracing as task_tracing
 from workers.batches import BATCH_KWARG, batch_counts
 from workers.client import queue_config, shared_client
@@ -204,6 +204,21 @@ class PinLaterTask(Task):
                 return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key,
                                      options)
         return self._publish(args, kwargs, task_id, producer, link, link_error, shadow, idempotency_key, options)
+
+    def delay_many(self, calls: Iterable[Any], **options: Any) -> list[Any]:
+        """Publishes one job per call, with a few enqueue calls of up to a
+        thousand jobs (``workers.bulk``): each call is the task's arguments,
+        a tuple (``(user,)``) or a dict of keyword arguments, and ``options``
+        are ``apply_async``'s for every one. Their results, in order, with
+        ``descriptor``, once every job is stored."""
+        results = []
+        with bulk.publishing(), self.app.producer_or_acquire() as producer:
+            for call in calls:
+                if isinstance(call, dict):
+                    results.append(self.apply_async((), call, producer=producer, **options))
+                else:
+                    results.append(self.apply_async(tuple(call), None, producer=producer, **options))
+        return results
 
     def _unique_key(self, args: Any, kwargs: Any) -> str | None:
         """A publish's unique key as the task says: by ``unique_of`` of the

@@ -33,6 +33,10 @@ def test_celery_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert report["fastest_peer"] in {"dramatiq+redis", "huey+redis"}
     assert report["publish_ratio"] > 0 and report["drain_ratio"] > 0 and report["peer_drain_ratio"] > 0
     assert "fastest peer" in stdout
+    # Bulk publishes, against single ones of the same run.
+    assert set(report["bulk_publish_per_s"]) == set(report["bulk_vs_single"]) == {"delay_many", "group"}
+    assert all(report["bulk_publish_per_s"][k] > 0 and report["bulk_vs_single"][k] > 0 for k in ("delay_many", "group"))
+    assert "bulk publish:" in stdout
     # Both Celery systems ran with the bench's prefetch window, and say so.
     assert report["prefetch_multiplier"] == 16
     assert rows["celery+pinlater"]["workers"] == rows["celery+redis"]["workers"] == "2 solo, prefetch 16"
