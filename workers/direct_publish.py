@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 DIRECT_OPTIONS = frozenset({
     "countdown", "eta", "expires", "priority", "headers", "ignore_result", "time_limit",
     "soft_time_limit", "queue", "serializer", "retry", "retry_policy", "delivery_mode",
+    # A group's tasks (a chord's carry "chord" too, and take Celery's path).
+    "group_id", "group_index", "reply_to", "add_to_parent",
 })
 # What Celery's router may hand back for a plain task queue route.
 _ROUTED = frozenset({"queue", "serializer", "priority", "headers", "retry", "retry_policy", "delivery_mode",
@@ -130,6 +132,11 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
     soft_time_limit = options.pop("soft_time_limit", None)
     expires = options.pop("expires", None)
     ignore_result = options.pop("ignore_result", None)
+    group_id = options.pop("group_id", None)
+    group_index = options.pop("group_index", None)
+    reply_to = options.pop("reply_to", None) or app.thread_oid
+    # Adds the result to the running task's trail: this path runs outside tasks.
+    options.pop("add_to_parent", None)
     routed = amqp.router.route(options, task.name, args, kwargs, task)
     target = _queue_name(amqp, routed)
     if target is None:
@@ -146,8 +153,8 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
     argsrepr = saferepr(args or (), amqp.argsrepr_maxsize, maxlevels=defaults.repr_maxlevels)
     kwargsrepr = saferepr(kwargs or {}, amqp.kwargsrepr_maxsize, maxlevels=defaults.repr_maxlevels)
     headers, properties, body, _ = amqp.create_task_message(
-        task_id, task.name, args, kwargs, countdown, eta, None, None, expires, 0, None, None, None,
-        app.thread_oid, time_limit, soft_time_limit, False, None, None, shadow, None,
+        task_id, task.name, args, kwargs, countdown, eta, group_id, group_index, expires, 0, None, None, None,
+        reply_to, time_limit, soft_time_limit, False, None, None, shadow, None,
         ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr, kwargsrepr=kwargsrepr,
     )
     # AMQP.send_task_message's and Producer.publish's, for a direct route.

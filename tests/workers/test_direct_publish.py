@@ -74,6 +74,8 @@ OPTIONS: list[dict[str, Any]] = [
     {"retry": False, "delivery_mode": 1},
     {"retry_policy": {"max_retries": 1}, "queue": qname("w_pub")},
     {"idempotency_key": "k-1"},
+    # As a group publishes its tasks.
+    {"group_id": "g-1", "group_index": 3, "reply_to": "r-1", "add_to_parent": False},
 ]
 
 
