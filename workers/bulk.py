@@ -70,6 +70,8 @@ class _Scope:
     depth: int = 0
     explicit: int = 0  # how many of the open scopes take every publish
     pending: list[Pending] = field(default_factory=list)
+    # What the publishes of the scope decide alike, decided once (memo()).
+    memo: dict[Any, Any] = field(default_factory=dict)
 
 
 def _scope() -> _Scope:
@@ -91,9 +93,19 @@ def publishing(*, every: bool = True) -> Iterator[None]:
     finally:
         scope.depth -= 1
         scope.explicit -= every
-        if scope.depth == 0 and scope.pending:
-            pending, scope.pending = scope.pending, []
-            flush(pending)
+        if scope.depth == 0:
+            scope.memo.clear()
+            if scope.pending:
+                pending, scope.pending = scope.pending, []
+                flush(pending)
+
+
+def memo() -> dict[Any, Any] | None:
+    """While a scope is open on this thread, a dict that lives as long as
+    it: what its publishes decide alike (``direct_publish.usable``) is
+    decided once; None outside scopes."""
+    scope: _Scope | None = getattr(_local, "scope", None)
+    return scope.memo if scope is not None and scope.depth else None
 
 
 def takes(headers: dict[str, Any]) -> bool:

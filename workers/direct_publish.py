@@ -86,7 +86,19 @@ def _defaults(app: Any) -> _AppDefaults:
 
 def usable(task: Any, link: Any, link_error: Any, options: dict[str, Any]) -> bool:
     """Whether this publish can skip Celery's and Kombu's publish layers
-    without a difference anyone could see."""
+    without a difference anyone could see. In a bulk scope, decided once per
+    task and set of option names (the app's settings read once a scope)."""
+    known = bulk.memo()
+    if known is None:
+        return _usable(task, link, link_error, options)
+    key = (task, link is None and link_error is None, frozenset(options))
+    decided = known.get(key)
+    if decided is None:
+        decided = known[key] = _usable(task, link, link_error, options)
+    return bool(decided)
+
+
+def _usable(task: Any, link: Any, link_error: Any, options: dict[str, Any]) -> bool:
     if link is not None or link_error is not None or not DIRECT_OPTIONS.issuperset(options):
         return False
     if any(signal.receivers for signal in _SIGNALS):
