@@ -22,7 +22,8 @@ before the ``with`` (or the group's ``apply_async``) returns, so what a
 caller got back is stored as without bulk, or the error says it may not
 be. Jobs go to each queue in publish order, one call per queue and batch
 for up to ``MAX_JOBS``; a job with an idempotency key, and a batch's
-callback, is a call of its own (the key and the batch are per call). The
+callback, is a call of its own (the key and the batch are per call); a
+call the job service refuses as too many for one goes again as halves. The
 results' ``descriptor`` and ``duplicate`` are filled in then. If the block
 raises, what it published before is stored all the same, as it would have
 been one by one. An enqueue that fails raises from the scope's end:
@@ -38,8 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pinlater.errors import QueueNotFound
-from pinlater.models import Job
+from pinlater.errors import EnqueueRejected, QueueNotFound
+from pinlater.models import Enqueued, Job
 from workers.waker import WAKER
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def flush(pending: list[Pending]) -> None:
         with translated:
             stored = _enqueue(publisher, queue, call)
         now_ms = time.time() * 1000
-        duplicates = set(getattr(stored, "duplicates", ()))
+        duplicates = set(stored.duplicates)
         due = False
         for index, (entry, descriptor) in enumerate(zip(call, stored, strict=True)):
             for result in entry.results:
@@ -169,11 +170,27 @@ def flush(pending: list[Pending]) -> None:
             WAKER.wake(publisher.connection.bus, publisher.connection.names.wake(queue))
 
 
-def _enqueue(publisher: TaskPublishing, queue: str, call: list[Pending]) -> Any:
+def _enqueue(publisher: TaskPublishing, queue: str, call: list[Pending]) -> Enqueued:
+    """The call's jobs stored; a call the job service refuses as too many
+    for one (``PINLATER_MAX_JOBS_PER_CALL`` set below ``MAX_JOBS``) goes
+    again as two halves. A refusal stores nothing, so nothing goes twice."""
     first = call[0]
-    jobs = [entry.job for entry in call]
     try:
-        return publisher.client.enqueue(queue, jobs, idempotency_key=first.idempotency_key, batch=first.batch)
+        return _enqueue_once(publisher, queue, [entry.job for entry in call], first.idempotency_key, first.batch)
+    except EnqueueRejected:
+        if len(call) == 1:
+            raise  # the job itself is refused
+        half = len(call) // 2
+        head, tail = _enqueue(publisher, queue, call[:half]), _enqueue(publisher, queue, call[half:])
+        return Enqueued([*head, *tail], [*head.duplicates, *(half + i for i in tail.duplicates)])
+
+
+def _enqueue_once(
+    publisher: TaskPublishing, queue: str, jobs: list[Job], idempotency_key: str | None, batch: str | None,
+) -> Enqueued:
+    try:
+        stored = publisher.client.enqueue(queue, jobs, idempotency_key=idempotency_key, batch=batch)
     except QueueNotFound:
         publisher.connection.ensure_queue(queue, again=True)
-        return publisher.client.enqueue(queue, jobs, idempotency_key=first.idempotency_key, batch=first.batch)
+        stored = publisher.client.enqueue(queue, jobs, idempotency_key=idempotency_key, batch=batch)
+    return stored if isinstance(stored, Enqueued) else Enqueued(stored)

@@ -15,6 +15,7 @@ from kombu.exceptions import OperationalError
 
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import JobDescriptor
+from pinlater.errors import EnqueueRejected
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_for_workers, wait_until, worker_args
 from workers import bulk
@@ -40,6 +41,14 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
     monkeypatch.setattr(bulk, "_enqueue", spy_bulk)
     monkeypatch.setattr(TaskPublishing, "_enqueue_job", spy_single)
     yield made
+
+
+@pytest.fixture
+def drop_pub(service: PinLaterClient) -> Iterator[None]:
+    """Deletes the w_pub queue after a test that leaves its jobs unrun: a
+    later test's worker on it must not run them."""
+    yield
+    service.delete_queue(qname("w_pub"), "secret")
 
 
 def _stored(service: PinLaterClient, results: list[Any]) -> set[str]:
@@ -89,6 +98,7 @@ def test_a_group_and_delay_many_are_a_few_enqueue_calls_and_each_job_runs_once(
     assert all(counts.get(d) == 1 for d in expected), "a job ran twice or not at all"
 
 
+@pytest.mark.usefixtures("drop_pub")
 def test_an_error_in_a_scope_still_stores_what_it_published_and_a_failed_call_raises(
     app: Celery, service: PinLaterClient, calls: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -105,3 +115,24 @@ def test_an_error_in_a_scope_still_stores_what_it_published_and_a_failed_call_ra
     monkeypatch.setattr(bulk, "_enqueue", refused)
     with pytest.raises(OperationalError, match="went away"), bulk.publishing():
         pub.delay(1)
+
+
+@pytest.mark.usefixtures("drop_pub")
+def test_a_call_refused_as_too_many_goes_again_in_halves(
+    app: Celery, service: PinLaterClient, calls: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job service whose PINLATER_MAX_JOBS_PER_CALL is below a bulk call's
+    size refuses the call whole (nothing stored): it goes again as halves."""
+    real = bulk._enqueue_once
+
+    def at_most_300(publisher: Any, queue: str, jobs: list[Any], *rest: Any) -> Any:
+        if len(jobs) > 300:
+            raise EnqueueRejected(f"{len(jobs)} jobs in one call: at most 300 (PINLATER_MAX_JOBS_PER_CALL)")
+        return real(publisher, queue, jobs, *rest)
+
+    monkeypatch.setattr(bulk, "_enqueue_once", at_most_300)
+    published = app.tasks["tests.w_pub"].delay_many([(i,) for i in range(1000)])
+    # 1,000 refused, then 500 and 500 refused, then four calls of 250.
+    assert calls == [("bulk", 1000), ("bulk", 500), ("bulk", 250), ("bulk", 250), ("bulk", 500), ("bulk", 250),
+                     ("bulk", 250)]
+    _stored(service, published)
