@@ -46,8 +46,8 @@ from workers.waker import WAKER
 if TYPE_CHECKING:
     from workers.publishing import TaskPublishing
 
-# Jobs a bulk enqueue call carries at most (the job service's default
-# per-call limit is larger; this keeps one call's request a few MB at most).
+# Jobs a bulk enqueue call carries at most: the job service's default
+# per-call limit (PINLATER_MAX_JOBS_PER_CALL); a lower one halves calls.
 MAX_JOBS = 1000
 _DUE_SLACK_MS = 50
 
