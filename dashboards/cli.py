@@ -16,6 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from pinlater.kit.signals import on_signals
+
 log = logging.getLogger(__name__)
 
 
@@ -33,8 +35,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         print(f"error: cannot start the dashboard: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    on_signals({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})
     dashboard.start()
     controls = "enabled" if settings.dashboard_token_sha256 else "DISABLED (set PINLATER_DASHBOARD_TOKEN)"
     if not dashboard.http.loopback and not settings.dashboard_protect_reads:

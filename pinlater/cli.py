@@ -25,6 +25,7 @@ from pinlater.kit.cli_output import INSTALL_HINT, one_line, print_result
 from pinlater.kit.cli_runner import ErrorStyle, concurrency_cap, dequeue_rate, key_rate, run
 from pinlater.kit.devcerts import add_dev_certs_command
 from pinlater.kit.envsettings import read
+from pinlater.kit.signals import on_signals
 from pinlater.migrate import add_migrate_command
 from pinlater.models import BatchStatus, Job, JobInfo
 from pinlater.observe.trace_tree import add_trace_command
@@ -254,8 +255,7 @@ def cmd_monitor(c: JobService, a: argparse.Namespace) -> Any:
     monitor = Monitor(c.operators, interval_s=a.interval)
     if a.once:
         return monitor.run_once().as_dict()
-    signal.signal(signal.SIGTERM, lambda *_: monitor.stop())
-    signal.signal(signal.SIGINT, lambda *_: monitor.stop())
+    on_signals({signal.SIGTERM: monitor.stop, signal.SIGINT: monitor.stop})
     monitor.run_forever()
     return None
 

@@ -23,6 +23,7 @@ from pinlater.errors import PinLaterError
 from pinlater.kit.cli_output import one_line
 from pinlater.kit.envsettings import whole_number
 from pinlater.kit.httpserver import HttpServer
+from pinlater.kit.signals import on_signals
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.queue_config import check_key_rate, check_max_running, check_rate
 
@@ -187,8 +188,7 @@ def serve_until_signal(prog: str, host: str, port: int, make_server: Callable[[s
     """Start ``make_server(host, port)``, print ``<prog> listening on
     host:port`` and serve until SIGTERM or SIGINT, then stop it."""
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    on_signals({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})
     try:
         server = make_server(host, port).start()
     except OSError as exc:  # the port is taken, the host is not ours...

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from pinlater.kit.signals import on_signals
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.thrift import shared_metrics
@@ -112,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             stats=ServerStats(table, args.slot),
             accept_gate=lambda: table.may_accept(args.slot),
         )
-        signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
-        signal.signal(signal.SIGINT, lambda *_: server.request_stop())
-        signal.signal(signal.SIGHUP, lambda *_: server.request_reload())
+        on_signals({signal.SIGTERM: server.request_stop, signal.SIGINT: server.request_stop,
+                    signal.SIGHUP: server.request_reload})
         server.start()
         table.mark_ready(args.slot)
         threading.Thread(target=_watch_parent, args=(args.parent, server), name="pinlater-parent-watch",

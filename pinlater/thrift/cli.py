@@ -19,6 +19,7 @@ import urllib.request
 from typing import Any
 
 from pinlater.kit.cli_output import print_result
+from pinlater.kit.signals import on_signals
 from pinlater.kit.urls import redact
 from pinlater.operators import Monitor
 from pinlater.service import JobService
@@ -69,9 +70,8 @@ def run_server(args: argparse.Namespace) -> int:
     if not args.no_monitor:
         monitor = Monitor(service.operators, interval_s=args.monitor_interval)
         monitor.start_thread()
-    signal.signal(signal.SIGTERM, lambda *_: server.request_stop())
-    signal.signal(signal.SIGINT, lambda *_: server.request_stop())
-    signal.signal(signal.SIGHUP, lambda *_: server.request_reload())
+    on_signals({signal.SIGTERM: server.request_stop, signal.SIGINT: server.request_stop,
+                signal.SIGHUP: server.request_reload})
     server.start()
     metrics = f", metrics on http://{host}:{server.metrics.port}/metrics" if server.metrics else ""
     print(f"pinlater server listening on {host}:{server.port}{metrics}", flush=True)

@@ -209,11 +209,11 @@ class ThriftServer(CallDispatch):
         return self.security.context
 
     def request_stop(self) -> None:
-        """Safe from a signal handler: only sets a flag."""
+        """Sets a flag; a signal handler must not call it (``pinlater.kit.signals``)."""
         self._stopping.set()
 
     def request_reload(self) -> None:
-        """Safe from a signal handler (SIGHUP): ``serve_forever`` reloads
+        """On SIGHUP (through ``pinlater.kit.signals``): ``serve_forever`` reloads
         the TLS files and the roles within half a second."""
         self._reload.set()
 

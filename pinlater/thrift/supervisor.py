@@ -50,6 +50,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pinlater.kit.signals import on_signals
 from pinlater.observe import tracing
 from pinlater.operators import Monitor
 from pinlater.service import JobService
@@ -150,11 +151,11 @@ class Supervisor:
         return self
 
     def request_stop(self) -> None:
-        """Safe from a signal handler: only sets a flag."""
+        """Sets a flag; a signal handler must not call it (``pinlater.kit.signals``)."""
         self._stopping.set()
 
     def request_reload(self) -> None:
-        """Safe from a signal handler (SIGHUP): the children are told to
+        """On SIGHUP (through ``pinlater.kit.signals``): the children are told to
         reload their TLS files and roles."""
         self._reload.set()
 
@@ -248,9 +249,8 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
     except OSError as exc:
         print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: supervisor.request_stop())
-    signal.signal(signal.SIGINT, lambda *_: supervisor.request_stop())
-    signal.signal(signal.SIGHUP, lambda *_: supervisor.request_reload())
+    on_signals({signal.SIGTERM: supervisor.request_stop, signal.SIGINT: supervisor.request_stop,
+                signal.SIGHUP: supervisor.request_reload})
     try:
         supervisor.start()
     except SupervisorError as exc:
