@@ -1,7 +1,7 @@
 """``pinlater-typeahead``: serve and query the contacts typeahead.
 
     pinlater-typeahead serve [--host H] [--port P]     the endpoint and search page (tasks.typeahead.http)
-    pinlater-typeahead lookup USER_ID QUERY [--limit N] [--json]
+    pinlater-typeahead lookup USER_ID QUERY [--limit N] [--sources A,B] [--json]
 
 Both look contacts up in ``tasks.typeahead.index.ContactsIndex.from_env()``
 (settings from the environment: PINLATER_TYPEAHEAD_*, ``tasks.typeahead.settings``,
@@ -26,6 +26,7 @@ from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
 from tasks.typeahead.rank import MAX_LIMIT, Match
+from tasks.typeahead.sources import parse_filter
 
 
 @contextlib.contextmanager
@@ -60,10 +61,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     query = parse_query(args.query)
     if not 1 <= args.limit <= MAX_LIMIT:
         raise ValueError(f"--limit must be in 1..{MAX_LIMIT}, got {args.limit}")
+    sources = None if args.sources is None else parse_filter(args.sources)
     with _index_lookup() as lookup:
-        result, took_ms = timed_lookup(lookup, user_id, query, args.limit)
+        result, took_ms = timed_lookup(lookup, user_id, query, args.limit, sources)
     if args.json:
-        print(json.dumps(lookup_json(user_id, query, result, took_ms), indent=2, ensure_ascii=False))
+        print(json.dumps(lookup_json(user_id, query, result, took_ms, sources), indent=2, ensure_ascii=False))
         return 0
     for match in result.matches:
         print(_describe_match(match))
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("user_id")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=10, help=f"results (1..{MAX_LIMIT})")
+    p.add_argument("--sources", metavar="A,B", help="only these contact sources (default: every source)")
     p.add_argument("--json", action="store_true", help="print the endpoint's JSON")
     return parser
 

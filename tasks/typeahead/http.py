@@ -1,14 +1,15 @@
 """The typeahead endpoint and its search page.
 
-    GET /v1/typeahead/<user_id>?q=<query>&limit=<n>   ranked contacts, JSON
+    GET /v1/typeahead/<user_id>?q=<query>&limit=<n>&sources=<a,b>   ranked contacts, JSON
     GET /                                             the search page (static/)
     GET /healthz
 
 A ``pinlater.kit.httpserver.HttpServer`` over an injected ``Lookup`` (the CLI wires
 ``tasks.typeahead.index``; tests a list of candidates), so this module never
-imports the index. Errors are one-line JSON: 400 for a bad user id, limit
-(1..100, default 10) or query (at most 256 characters, required, may be
-blank), 404, 405, 421 for a foreign Host header, 503 with the cause when
+imports the index. ``sources`` (optional) limits the lookup to those
+contact sources. Errors are one-line JSON: 400 for a bad user id, limit
+(1..100, default 10), query (at most 256 characters, required, may be
+blank) or sources (known names, at least one), 404, 405, 421 for a foreign Host header, 503 with the cause when
 the index raises ``TypeaheadUnavailable``. Queries are never logged.
 """
 
@@ -17,25 +18,33 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Unpack
+from typing import Any, ClassVar, Protocol, Unpack
 
 from pinlater.kit.cli_output import one_line
 from pinlater.kit.httpserver import Answer, HttpServer, ServerOptions, error_answer, json_answer
 from tasks.httpserve import JsonHandler, parse_count, parse_user_id, unique_params
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import MAX_LIMIT, LookupResult, Match
+from tasks.typeahead.sources import Source, parse_filter
 
 log = logging.getLogger(__name__)
 
-Lookup = Callable[[int, str, int], LookupResult]  # (user id, query, limit) -> ranked matches
+
+
+class Lookup(Protocol):
+    """(user id, query, limit, sources or None for all) -> ranked matches"""
+
+    def __call__(self, user_id: int, query: str, limit: int, *,
+                 sources: frozenset[Source] | None = None) -> LookupResult: ...
+
 
 DEFAULT_LIMIT = 10
 MAX_QUERY_CHARS = 256
 NOTHING_LOOKED_UP = "none"  # served_by of a blank query: no cluster was asked
 _PATH = re.compile(r"/v1/typeahead/([^/]+)")
-_PARAMS = frozenset({"q", "limit"})
+_PARAMS = frozenset({"q", "limit", "sources"})
 _STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/typeahead.js": ("typeahead.js", "text/javascript; charset=utf-8"),
@@ -49,13 +58,16 @@ _PAGE_HEADERS = {
 }
 
 
-def lookup_json(user_id: int, query: str, result: LookupResult, took_ms: float) -> dict[str, Any]:
+def lookup_json(user_id: int, query: str, result: LookupResult, took_ms: float,
+                sources: frozenset[Source] | None = None) -> dict[str, Any]:
     """The endpoint's answer (``pinlater-typeahead lookup --json`` prints it
-    too). Ids also as strings: JavaScript numbers are exact only below 2**53."""
+    too). Ids also as strings: JavaScript numbers are exact only below 2**53.
+    ``sources``: the sources asked for, by code order; null for all."""
     return {
         "user_id": user_id,
         "user_id_str": str(user_id),
         "query": query,
+        "sources": None if sources is None else [s.name for s in sorted(sources, key=lambda s: s.code)],
         "results": [_match_json(m) for m in result.matches],
         "took_ms": round(took_ms, 1),
         "served_by": result.served_by,
@@ -68,10 +80,11 @@ def parse_query(text: str) -> str:
     return text
 
 
-def timed_lookup(lookup: Lookup, user_id: int, query: str, limit: int) -> tuple[LookupResult, float]:
+def timed_lookup(lookup: Lookup, user_id: int, query: str, limit: int,
+                 sources: frozenset[Source] | None = None) -> tuple[LookupResult, float]:
     """The lookup's answer and how long it took (ms); a blank query asks nothing."""
     started = time.perf_counter()
-    result = lookup(user_id, query, limit) if query.strip() else LookupResult([], NOTHING_LOOKED_UP)
+    result = lookup(user_id, query, limit, sources=sources) if query.strip() else LookupResult([], NOTHING_LOOKED_UP)
     return result, (time.perf_counter() - started) * 1000
 
 
@@ -103,17 +116,18 @@ class _Handler(JsonHandler):
                 raise ValueError("q is required (the text typed so far)")
             query = parse_query(params["q"])
             limit = parse_count("limit", params["limit"], MAX_LIMIT) if "limit" in params else DEFAULT_LIMIT
+            sources = parse_filter(params["sources"]) if "sources" in params else None
         except ValueError as exc:
             return error_answer(400, str(exc))
         try:
-            result, took_ms = timed_lookup(self.server.lookup, user_id, query, limit)
+            result, took_ms = timed_lookup(self.server.lookup, user_id, query, limit, sources)
         except TypeaheadUnavailable as exc:
             log.warning("typeahead of %d: index unavailable: %s", user_id, one_line(str(exc)))
             return error_answer(503, f"contacts index unavailable: {one_line(str(exc))}")
         except Exception:
             log.exception("typeahead of %d failed", user_id)  # not the query: people's typing stays out of logs
             return error_answer(500, "internal error (see the server's log)")
-        return json_answer(200, lookup_json(user_id, query, result, took_ms))
+        return json_answer(200, lookup_json(user_id, query, result, took_ms, sources))
 
 
 def _match_json(match: Match) -> dict[str, Any]:

@@ -1,17 +1,19 @@
-"""Lookups: ``ContactsIndex.lookup(user, query, limit)``.
+"""Lookups: ``ContactsIndex.lookup(user, query, limit, sources=None)``.
 
 One scan of the user's wide rows (every wide source at once, the query's
 longest token as a ColumnPrefixFilter), then one prefix scan per tall
 source (at most ``tall_scan_limit`` rows each) unless the wide sources
 already give ``limit`` matches that rank above every tall source; then
 ranking and de-duplication in Python (``tasks.typeahead.rank``). A match's
-``sources`` lists the tall sources only when they were read. Reads the
+``sources`` lists the tall sources only when they were read. A lookup
+limited to some sources reads only theirs: the wide scan's range spans the
+codes asked for, a tall source not asked for is not scanned. Reads the
 primary; the standby when the primary fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from tasks.appdata.ids import ObjectType, expect_type
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseError
@@ -33,7 +35,7 @@ from tasks.typeahead.entries import (
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, rank
 from tasks.typeahead.settings import TypeaheadSettings
-from tasks.typeahead.sources import TALL
+from tasks.typeahead.sources import SOURCES, TALL, WIDE, Source
 from tasks.typeahead.tokens import tokenize
 
 # A user has one wide row per wide source; more than this many in one
@@ -47,14 +49,26 @@ def _next_key(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else b""
 
 
-def wide_candidates(pool: ClusterPool, owner: int, probe: str) -> list[Candidate]:
-    """Every contact in ``owner``'s wide sources with a name token starting with ``probe``."""
+def wide_candidates(
+    pool: ClusterPool, owner: int, probe: str, sources: Collection[Source] = WIDE
+) -> list[Candidate]:
+    """Every contact in ``owner``'s wide ``sources`` with a name token starting with ``probe``."""
+    wanted = [s for s in sources if s in WIDE]
+    if not wanted:
+        return []
     found: list[Candidate] = []
+    if len(wanted) == len(WIDE):
+        start, stop = owner_key(owner), owner_key(owner + 1)
+    else:  # the rows from the first code asked for to the last: no other owner's, few of other sources
+        start = owner_key(owner) + bytes([min(s.code for s in wanted)])
+        stop = owner_key(owner) + bytes([max(s.code for s in wanted) + 1])
     for row, columns in scan_rows(
-        pool, WIDE_TABLE, start=owner_key(owner), stop=owner_key(owner + 1), limit=WIDE_ROWS_MAX,
+        pool, WIDE_TABLE, start=start, stop=stop, limit=WIDE_ROWS_MAX,
         columns=[TOKEN_FAMILY.rstrip(b":")], scan_filter=prefix_filter(probe.encode()),
     ):
         _owner, source = split_wide_row(row)
+        if source not in wanted:
+            continue
         for column, value in columns.items():
             key = column[len(TOKEN_FAMILY):].partition(SEPARATOR)[2].decode()
             name, user_id = decode_contact(value)
@@ -76,17 +90,20 @@ def tokens_filter(tokens: Sequence[str]) -> bytes | None:
 
 
 def tall_candidates(
-    pool: ClusterPool, owner: int, probe: str, limit: int, others: Sequence[str] = ()
+    pool: ClusterPool, owner: int, probe: str, limit: int, others: Sequence[str] = (),
+    sources: Collection[Source] = TALL,
 ) -> list[Candidate]:
-    """Up to ``limit`` contacts per tall source of ``owner`` with a name
-    token starting with ``probe`` (and, checked by HBase, tokens starting
-    with each of ``others``)."""
+    """Up to ``limit`` contacts per tall source of ``owner`` (of those in
+    ``sources``) with a name token starting with ``probe`` (and, checked by
+    HBase, tokens starting with each of ``others``)."""
     found: list[Candidate] = []
     scan_filter = tokens_filter(others)
     # The filter reads the tokens cell; without one, only the contact is read
     # (fewer cells for the server to read and send, and for us to decode).
     columns = [TALL_VALUE, TALL_TOKENS] if scan_filter else [TALL_VALUE]
     for source in TALL:
+        if source not in sources:
+            continue
         start = row_prefix(owner, source) + probe.encode()
         for row, cells in scan_rows(
             pool, TALL_TABLE, start=start, stop=_next_key(start), columns=columns, scan_filter=scan_filter,
@@ -103,15 +120,18 @@ def candidates(pool: ClusterPool, owner: int, probe: str, tall_limit: int) -> li
     return wide_candidates(pool, owner, probe) + tall_candidates(pool, owner, probe, tall_limit)
 
 
-def _tall_cannot_enter(matches: list[Match], order: Sequence[str], limit: int) -> bool:
-    """True when ``limit`` matches already rank above every tall source, so
-    nothing a tall scan finds could enter the answer (the common case for a
-    short prefix: the followers source ranks last by default)."""
+def _tall_cannot_enter(matches: list[Match], order: Sequence[str], limit: int, tall: Collection[Source]) -> bool:
+    """True when ``limit`` matches already rank above every tall source
+    asked for, so nothing a tall scan finds could enter the answer (the
+    common case for a short prefix: the followers source ranks last by
+    default), or when no tall source is asked for."""
+    if not tall:
+        return True
     if len(matches) < limit:
         return False
     position = {name: i for i, name in enumerate(order)}
     last = position.get(matches[-1].source, len(order))
-    return all(position.get(s.name, len(order)) > last for s in TALL)
+    return all(position.get(s.name, len(order)) > last for s in tall)
 
 
 class ContactsIndex:
@@ -125,11 +145,15 @@ class ContactsIndex:
 
     def lookup(
         self, user_id: int, query: str, limit: int = 10, *, order: Sequence[str] | None = None,
+        sources: Collection[Source] | None = None,
     ) -> LookupResult:
         """The best ``limit`` contacts of ``user_id`` whose name tokens start
-        with the query's tokens. Raises TypeaheadUnavailable when neither
-        cluster answers."""
+        with the query's tokens, found in ``sources`` (None: every source).
+        Raises TypeaheadUnavailable when neither cluster answers."""
         expect_type(user_id, ObjectType.USER)
+        asked = frozenset(SOURCES if sources is None else sources)
+        if not asked or not asked <= frozenset(SOURCES):
+            raise ValueError(f"a lookup's sources are some of {', '.join(s.name for s in SOURCES)}")
         tokens = tokenize(query)
         if not tokens:
             return LookupResult([], PRIMARY)
@@ -137,21 +161,24 @@ class ContactsIndex:
         errors = []
         for cluster in (PRIMARY, STANDBY):
             try:
-                return LookupResult(self._lookup(self.pair[cluster], user_id, query, probe, limit, order), cluster)
+                matches = self._lookup(self.pair[cluster], user_id, query, probe, limit, order, asked)
+                return LookupResult(matches, cluster)
             except (HBaseError, CorruptCell) as exc:
                 errors.append(f"{cluster}: {exc}")
         raise TypeaheadUnavailable("; ".join(errors))
 
     def _lookup(
-        self, pool: ClusterPool, user_id: int, query: str, probe: str, limit: int, order: Sequence[str] | None
+        self, pool: ClusterPool, user_id: int, query: str, probe: str, limit: int, order: Sequence[str] | None,
+        sources: frozenset[Source],
     ) -> list[Match]:
         ranking = order or self.settings.source_order
-        found = wide_candidates(pool, user_id, probe)
+        found = wide_candidates(pool, user_id, probe, sources)
         matches = rank(query, found, ranking, limit)
-        if _tall_cannot_enter(matches, ranking, limit):
+        tall = [s for s in TALL if s in sources]
+        if _tall_cannot_enter(matches, ranking, limit, tall):
             return matches
         others = [t for t in tokenize(query) if t != probe]
-        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others)
+        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others, tall)
         return rank(query, found, ranking, limit)
 
     def close(self) -> None:

@@ -80,3 +80,17 @@ def parse_order(text: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise UnknownSource(f"a source is listed twice in the ranking order {text[:80]!r}")
     return names
+
+
+MAX_FILTER_CHARS = 256
+
+
+def parse_filter(text: str) -> frozenset[Source]:
+    """The sources a lookup is limited to, from ``"mutual,following"``:
+    known names, at least one (repeats are harmless)."""
+    if len(text) > MAX_FILTER_CHARS:
+        raise UnknownSource(f"sources must be at most {MAX_FILTER_CHARS} characters, got {len(text)}")
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UnknownSource(f"sources names at least one of {', '.join(BY_NAME)}")
+    return frozenset(source_named(n) for n in names)

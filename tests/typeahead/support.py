@@ -9,6 +9,7 @@ import time
 from tasks.appdata.ids import ObjectType, make_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import Candidate, Contact, LookupResult, rank
+from tasks.typeahead.sources import Source
 
 SOURCES = ["mutual", "following", "facebook", "gmail"]
 OWNER = make_id(0, ObjectType.USER, 1)
@@ -54,12 +55,17 @@ class FakeIndex:
     def __init__(self, delay_s: dict[str, float] | None = None) -> None:
         self.delay_s = delay_s or {}
         self.calls: list[tuple[int, str, int]] = []
+        self.filters: list[frozenset[Source] | None] = []
 
-    def lookup(self, user_id: int, query: str, limit: int) -> LookupResult:
+    def lookup(self, user_id: int, query: str, limit: int, *, sources: frozenset[Source] | None = None) -> LookupResult:
         self.calls.append((user_id, query, limit))
+        self.filters.append(sources)
         time.sleep(self.delay_s.get(query, 0.0))
         if user_id == DOWN_OWNER:
             raise TypeaheadUnavailable(DOWN_CAUSE)
         if user_id == BROKEN_OWNER:
             raise RuntimeError("a bug")
-        return LookupResult(rank(query, BOOK.get(user_id, []), SOURCES, limit), "primary")
+        book = BOOK.get(user_id, [])
+        if sources is not None:
+            book = [c for c in book if c.source in {s.name for s in sources}]
+        return LookupResult(rank(query, book, SOURCES, limit), "primary")

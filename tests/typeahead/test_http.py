@@ -23,6 +23,7 @@ from tasks.appdata.ids import ObjectType, make_id
 from tasks.typeahead import cli
 from tasks.typeahead.http import MAX_QUERY_CHARS, TypeaheadServer
 from tasks.typeahead.rank import LookupResult, rank
+from tasks.typeahead.sources import FOLLOWING, MUTUAL
 from tests.http_client import (
     BAD_HTTP,
     MALFORMED,
@@ -55,7 +56,8 @@ def search(server: TypeaheadServer, user: int | str, query: str, **params: str) 
 def test_answers_are_ranked_deduplicated_and_complete(server: TypeaheadServer) -> None:
     status, answer, _ = search(server, OWNER, "john sm")
     assert status == 200
-    assert set(answer) == {"user_id", "user_id_str", "query", "results", "took_ms", "served_by"}
+    assert set(answer) == {"user_id", "user_id_str", "query", "sources", "results", "took_ms", "served_by"}
+    assert answer["sources"] is None  # every source
     assert answer["user_id"] == OWNER and answer["user_id_str"] == str(OWNER) and answer["query"] == "john sm"
     assert answer["served_by"] == "primary" and answer["took_ms"] >= 0
     expected = rank("john sm", BOOK[OWNER], SOURCES, 10)
@@ -82,6 +84,20 @@ def test_limit_blank_queries_and_contacts_without_user_id(server: TypeaheadServe
     assert search(server, OWNER, "x" * MAX_QUERY_CHARS)[0] == 200
 
 
+def test_a_lookup_limited_to_some_sources_asks_the_index_for_those(
+    server: TypeaheadServer, fake_index: FakeIndex
+) -> None:
+    status, answer, _ = search(server, OWNER, "jo", sources="following,mutual,following")
+    assert status == 200
+    assert answer["sources"] == ["mutual", "following"]  # by code, each once
+    assert fake_index.filters[-1] == frozenset({MUTUAL, FOLLOWING})
+    found = {r["source"] for r in answer["results"]}
+    assert found == {"mutual", "following"}
+    assert all(set(r["sources"]) <= found for r in answer["results"])
+    status, answer, _ = search(server, OWNER, "jo", sources="%20followers%20")
+    assert status == 200 and answer["sources"] == ["followers"] and answer["results"] == []
+
+
 USER_1 = make_id(0, ObjectType.USER, 1)
 BAD_REQUESTS = [
     "/v1/typeahead/abc?q=jo",
@@ -99,6 +115,11 @@ BAD_REQUESTS = [
     f"/v1/typeahead/{USER_1}?q=jo&limit=ten",
     f"/v1/typeahead/{USER_1}?q=jo&limit=",
     f"/v1/typeahead/{USER_1}?q=jo&cursor=1",
+    f"/v1/typeahead/{USER_1}?q=jo&sources=",
+    f"/v1/typeahead/{USER_1}?q=jo&sources=,",
+    f"/v1/typeahead/{USER_1}?q=jo&sources=mutual,facebook",  # not a source of the index
+    f"/v1/typeahead/{USER_1}?q=jo&sources=mutual&sources=following",
+    f"/v1/typeahead/{USER_1}?q=jo&sources=" + "mutual," * 40,
 ]
 
 
@@ -215,6 +236,9 @@ def test_cli_lookup_prints_ranked_matches(cli_index: _ClosingIndex, capsys: pyte
     answer = json.loads(capsys.readouterr().out)
     expected: LookupResult = cli_index.lookup(OWNER, "jose", 10)
     assert [r["key"] for r in answer["results"]] == [m.contact.key for m in expected.matches] == ["e:josé@example.com"]
+    assert cli.main(["lookup", str(OWNER), "john", "--sources", "following", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["sources"] == ["following"] and {r["source"] for r in answer["results"]} == {"following"}
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -222,6 +246,8 @@ def test_cli_lookup_prints_ranked_matches(cli_index: _ClosingIndex, capsys: pyte
     (["lookup", str(make_id(0, ObjectType.BOARD, 1)), "jo"], "not a user id"),
     (["lookup", str(OWNER), "jo", "--limit", "0"], "--limit must be in 1..100"),
     (["lookup", str(OWNER), "x" * 300], "q must be at most 256"),
+    (["lookup", str(OWNER), "jo", "--sources", "gmail"], "unknown contact source 'gmail'"),
+    (["lookup", str(OWNER), "jo", "--sources", ","], "sources names at least one of"),
     (["lookup", str(DOWN_OWNER), "jo"], f"contacts index unavailable: {DOWN_CAUSE}"),
     (["lookup", str(BROKEN_OWNER), "jo"], "internal error: RuntimeError: a bug"),
 ])

@@ -25,7 +25,7 @@ from tasks.typeahead.entries import (
 )
 from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.jobs import RenameJob
-from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, WIDE, Schema
+from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, WIDE, Schema
 from tasks.typeahead.truth import owner_places, user_key
 from tests.typeahead.helpers import differences, found, users
 
@@ -142,6 +142,35 @@ def test_a_rename_reaches_every_index_and_the_old_name_stops_finding(
         assert [n for n, _ in found(index, fan, "name")] == ["Newer Name"]  # the kept token too
     assert found(index, fans[0], "new")[0] == ("Newer Name", "mutual")
     assert differences(appdata, pair, [star, *fans]) == {"primary": 0, "standby": 0}
+
+
+def test_a_lookup_limited_to_some_sources_finds_exactly_their_contacts(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    me, carol, bob, dan = users(appdata, "Me Myself", "Cara Lane", "Cal Brown", "Cass Dean")
+    contacts.link_account(appdata, "email:cara@example.com", carol)
+    follow(appdata, pair, me, carol)  # following
+    follow(appdata, pair, bob, me)  # followers (tall)
+    follow(appdata, pair, me, dan)
+    follow(appdata, pair, dan, me)  # mutual
+    book = [{"name": "Cara L", "email": "cara@example.com"}, {"name": "Carl Unknown", "email": "carl@example.com"}]
+    contacts.put_source(appdata, me, "address_book", book, at_ms=now_ms())
+    for cluster in pair:
+        sync.source_changed(appdata, cluster, me, ADDRESS_BOOK)
+    everything = index.lookup(me, "ca", 100).matches
+    assert len(everything) == 4
+    subsets = [{s} for s in SOURCES] + [{FOLLOWING, ADDRESS_BOOK}, {FOLLOWERS, MUTUAL}, set(SOURCES)]
+    for subset in subsets:
+        names = {s.name for s in subset}
+        matches = index.lookup(me, "ca", 100, sources=subset).matches
+        assert all(m.source in names and set(m.sources) <= names for m in matches), subset
+        # A person found in several sources is one match, keyed by the source ranked first.
+        expected = {m.contact.user_id or m.contact.key for m in everything if names & set(m.sources)}
+        assert {m.contact.user_id or m.contact.key for m in matches} == expected, subset
+    only_followers = index.lookup(me, "ca", 100, sources={FOLLOWERS}).matches
+    assert {(m.contact.user_id, m.sources) for m in only_followers} == {(bob, ("followers",)), (dan, ("followers",))}
+    with pytest.raises(ValueError, match="sources are some of"):
+        index.lookup(me, "ca", sources=set())
 
 
 def test_imports_dedup_with_pinterest_contacts_and_drop_removed_ones(
