@@ -28,8 +28,8 @@ and deleting one (with the admin secret too) take ``admin``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +70,12 @@ class Grant:
     roles: frozenset[str]
     # None: every queue.
     queues: tuple[str, ...] | None = None
+    # The server's roles and their methods: the job service's, or another
+    # service's on the same kit (an app's Thrift service).
+    table: Mapping[str, frozenset[str]] = field(default_factory=lambda: ROLES, compare=False, repr=False)
 
     def may_call(self, method: str) -> bool:
-        return any(method in ROLES[role] for role in self.roles)
+        return any(method in self.table[role] for role in self.roles)
 
     def may_touch(self, queue: str) -> bool:
         if self.queues is None:
@@ -95,7 +98,8 @@ class AccessList:
         self.grants = {g.identity: g for g in grants}
 
     @classmethod
-    def parse(cls, content: str, where: str = "roles") -> AccessList:
+    def parse(cls, content: str, where: str = "roles", table: Mapping[str, frozenset[str]] = ROLES) -> AccessList:
+        """``table``: the roles a line may name, and their methods."""
         grants: dict[str, Grant] = {}
         for number, raw in enumerate(content.splitlines(), 1):
             line = raw.split("#", 1)[0].split()
@@ -108,22 +112,22 @@ class AccessList:
             if identity in grants:
                 raise RolesFileError(f"{at}: {identity!r} is listed twice; give it one line")
             roles = frozenset(role_text.split(","))
-            unknown = sorted(roles - set(ROLES))
+            unknown = sorted(roles - set(table))
             if unknown or "" in roles:
-                raise RolesFileError(f"{at}: unknown role {(unknown or [''])[0]!r}; roles are {', '.join(ROLES)}")
+                raise RolesFileError(f"{at}: unknown role {(unknown or [''])[0]!r}; roles are {', '.join(table)}")
             for queue in queues:
                 if not _QUEUE_PATTERN.fullmatch(queue):
                     raise RolesFileError(f"{at}: {queue[:60]!r} is not a queue name or a prefix ending in *")
-            grants[identity] = Grant(identity, roles, None if not queues or "*" in queues else tuple(queues))
+            grants[identity] = Grant(identity, roles, None if not queues or "*" in queues else tuple(queues), table)
         return cls(grants.values())
 
     @classmethod
-    def load(cls, path: str) -> AccessList:
+    def load(cls, path: str, table: Mapping[str, frozenset[str]] = ROLES) -> AccessList:
         try:
             content = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise RolesFileError(f"cannot read the roles file {path}: {exc}") from None
-        return cls.parse(content, path)
+        return cls.parse(content, path, table)
 
     def grant_for(self, names: Iterable[str]) -> Grant | None:
         """The grant of the first of a certificate's names that is listed."""
@@ -174,7 +178,11 @@ def check(grant: Grant | None, names: tuple[str, ...], method: str, args: Any,
           exists: Callable[[str], bool]) -> None:
     """Raises AccessDenied unless ``grant`` allows this call; ``exists``
     says whether a queue exists (a non-admin "creates" only those)."""
-    grant = check_method(grant, names, method)
+    check_queues(check_method(grant, names, method), method, args, exists)
+
+
+def check_queues(grant: Grant, method: str, args: Any, exists: Callable[[str], bool]) -> None:
+    """The queues part of ``check``, for a grant that may call ``method``."""
     for queue in queues_named(method, args):
         if not grant.may_touch(queue):
             raise AccessDenied(f"{grant.describe()} may not call {method} on queue {queue[:60]!r}")

@@ -1,8 +1,14 @@
-"""One call on a connection of the Thrift server (``CallDispatch``, which
-``pinlater.thrift.server.ThriftServer`` is made of): its header read, its
-method checked against the caller's role, its frame walked within the
+"""One call on a connection of a framed Thrift server (``CallDispatch``,
+which ``pinlater.thrift.server.FramedServer`` is made of): its header read,
+its method checked against the caller's role, its frame walked within the
 method's bounds, then decoded, run on the handler as the caller, and
-answered. A request dropped unread is answered from its header alone."""
+answered. A request dropped unread is answered from its header alone.
+
+What differs between services is in the hooks at the end of
+``CallDispatch`` (how errors go on the wire, what a call's arguments must
+also pass): the job service's ``ThriftServer`` overrides them, and so does
+an app's service on the same kit. Every method's result struct names its
+exception field ``e``."""
 
 from __future__ import annotations
 
@@ -14,31 +20,30 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException
 
 from pinlater.engine.caller import Caller, calling_as
-from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.observe import tracing
-from pinlater.service import JobService
-from pinlater.thrift import STRUCTS, access, idl
+from pinlater.thrift import access
 from pinlater.thrift.bounds import CallBounds
-from pinlater.thrift.convert import to_wire_error, trace_carrier
 from pinlater.thrift.framing import CALL, EXCEPTION, ONEWAY, REPLY, Frame, FrameError, decode_message, encode_message
 from pinlater.thrift.security import Security
 from pinlater.thrift.stats import UNKNOWN_METHOD, ServerStats
 from pinlater.thrift.walk import Header, OverLimit, check_body, read_header
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pinlater.thrift.calls")
 
-METHODS = frozenset(STRUCTS)
-# Per method: its argument and result structs and the argument names in order.
-_SIGNATURES = {
-    name: (args, result, tuple(spec[1] for spec in args.thrift_spec.values()))
-    for name, (args, result) in STRUCTS.items()
-}
+Signature = tuple[Any, Any, tuple[str, ...]]
+
+
+def signatures(structs: dict[str, tuple[Any, Any]]) -> dict[str, Signature]:
+    """Per method: its argument and result structs and the argument names in order."""
+    return {name: (args, result, tuple(spec[1] for spec in args.thrift_spec.values()))
+            for name, (args, result) in structs.items()}
 
 
 class CallDispatch:
     """The server's calls, over the state the server holds."""
 
-    service: JobService
+    service_name: str  # in "no method 'x' in <service_name>"
+    methods: dict[str, Signature]
     handler: Any
     security: Security
     bounds: dict[str, CallBounds]
@@ -67,11 +72,13 @@ class CallDispatch:
             self.stats.count("bad_frames")
             return self._protocol_error(frame, f"message type {header.mtype} is not a call"), False
         name = header.name
-        if name not in METHODS:
+        signature = self.methods.get(name)
+        if signature is None:
             self.stats.record(UNKNOWN_METHOD, 0.0, "UNKNOWN_METHOD")
-            unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD, f"no method {name!r} in PinLater")
+            unknown = TApplicationException(TApplicationException.UNKNOWN_METHOD,
+                                            f"no method {name!r} in {self.service_name}")
             return encode_message(name, EXCEPTION, header.seqid, unknown), True
-        args_cls, result_cls, fields = _SIGNATURES[name]
+        args_cls, result_cls, fields = signature
         roles = self.security.access
         grant = None
         if roles is not None:
@@ -108,24 +115,22 @@ class CallDispatch:
                 method = getattr(self.handler, name)
                 if tracing.ON:
                     with tracing.span(f"server {name}", {"rpc.system": "thrift", "rpc.method": name},
-                                      kind="server", parent=trace_carrier(given.get("context"))):
+                                      kind="server", parent=self.trace_parent(given)):
                         value = method(*[given[field] for field in fields])
                 else:
                     value = method(*[given[field] for field in fields])
-            if grant is not None and grant.queues is not None and name == "getQueueNames":
-                value = {queue for queue in value if grant.may_touch(queue)}
+            if grant is not None:
+                value = self.filter_result(grant, name, value)
             if "success" in result.__dict__:
                 result.success = value
-        except PinLaterError as exc:
-            code = exc.code.name
-            log.debug("%s: %s: %s", name, code, exc.message)
-            result.e = to_wire_error(exc)
         except Exception as exc:  # must answer, never crash
-            code = ErrorCode.UNKNOWN.name
-            log.exception("%s failed unexpectedly", name)
-            result.e = idl.PinLaterException(
-                errorCode=int(ErrorCode.UNKNOWN), message=f"internal error in {name}: {type(exc).__name__}: {exc}"
-            )
+            wire = self.wire_error(exc)
+            if wire is None:
+                log.exception("%s failed unexpectedly", name)
+                wire = self.internal_error(f"internal error in {name}: {type(exc).__name__}: {exc}")
+            else:
+                log.debug("%s: %s: %s", name, wire[1], exc)
+            result.e, code = wire
         finally:
             self.stats.record(name, time.perf_counter() - started, code, finished_call=True)
         if header.mtype == ONEWAY:
@@ -141,10 +146,9 @@ class CallDispatch:
         """The method alone (``args`` None: from the header), or the whole
         decoded call (its queues too)."""
         try:
-            if args is None:
-                access.check_method(grant, names, method)
-            else:
-                access.check(grant, names, method, args, self._queue_exists)
+            checked = access.check_method(grant, names, method)
+            if args is not None:
+                self.check_arguments(checked, names, method, args)
         except access.AccessDenied as exc:
             self.stats.count("calls_denied")
             # The identity and the method, never the arguments; a client
@@ -167,7 +171,7 @@ class CallDispatch:
             header, _ = read_header(head)
         except FrameError:
             return True  # ``handle`` says what is wrong with it
-        if header.name not in METHODS:
+        if header.name not in self.methods:
             return False
         roles = self.security.access
         if roles is None:
@@ -175,19 +179,18 @@ class CallDispatch:
         grant = roles.grant_for(names)
         return grant is not None and grant.may_call(header.name)
 
-    def _refused(self, header: Header, result_cls: Any, error: PinLaterError) -> bytes | None:
+    def _refused(self, header: Header, result_cls: Any, error: Exception) -> bytes | None:
         """The reply to a call refused before its arguments were decoded."""
-        self.stats.record(header.name, 0.0, error.code.name)
-        log.debug("%s refused before decoding: %s: %s", header.name, error.code.name, error.message)
+        wire = self.wire_error(error)
+        if wire is None:  # a hook gave an error its service does not send
+            wire = self.internal_error(f"{header.name} refused: {error}")
+        self.stats.record(header.name, 0.0, wire[1])
+        log.debug("%s refused before decoding: %s: %s", header.name, wire[1], error)
         if header.mtype == ONEWAY:
             return None
         result = result_cls()
-        result.e = to_wire_error(error)
+        result.e = wire[0]
         return encode_message(header.name, REPLY, header.seqid, result)
-
-    def _queue_exists(self, name: str) -> bool:
-        self.service.queue_config(name)
-        return True
 
     @staticmethod
     def _protocol_error(frame: Frame, message: str) -> bytes | None:
@@ -207,10 +210,38 @@ class CallDispatch:
             header, _ = read_header(head)
         except FrameError:
             return None
-        if header.name not in METHODS:
+        signature = self.methods.get(header.name)
+        if signature is None:
             return None
-        code = ErrorCode.ENQUEUE_REJECTED if header.name == "enqueueJobs" else ErrorCode.UNKNOWN
-        self.stats.record(header.name, 0.0, code.name)
-        result = STRUCTS[header.name][1]()
-        result.e = idl.PinLaterException(errorCode=int(code), message=message)
+        result = signature[1]()
+        result.e, code = self.refusal_error(header.name, message)
+        self.stats.record(header.name, 0.0, code)
         return encode_message(header.name, REPLY, header.seqid, result)
+
+    # -- what each service says (the job service's in pinlater.thrift.server) ------------
+    def wire_error(self, exc: Exception) -> tuple[Any, str] | None:
+        """``exc`` as the service's exception struct and the error code the
+        stats count it under; None when it is not one of the service's
+        errors (the call then fails as an internal error)."""
+        raise NotImplementedError
+
+    def internal_error(self, message: str) -> tuple[Any, str]:
+        """The exception struct and code of an unexpected failure."""
+        raise NotImplementedError
+
+    def refusal_error(self, method: str, message: str) -> tuple[Any, str]:
+        """The exception struct and code answering a request dropped unread
+        (over the frame limit, or no room to buffer it)."""
+        raise NotImplementedError
+
+    def check_arguments(self, grant: access.Grant, names: tuple[str, ...], method: str, args: Any) -> None:
+        """What a decoded call must also pass, beyond the caller's role
+        allowing its method (raise access.AccessDenied)."""
+
+    def filter_result(self, grant: access.Grant, method: str, value: Any) -> Any:
+        """What a caller with roles sees of a call's result."""
+        return value
+
+    def trace_parent(self, given: dict[str, Any]) -> Any:
+        """The caller's trace context in a call's arguments, if any."""
+        return None

@@ -7,21 +7,26 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
+from collections.abc import Mapping
 
 from pinlater.kit.tls import ServerTls, TlsConfigError, is_loopback
 from pinlater.settings import Settings
-from pinlater.thrift.access import AccessList, RolesFileError
+from pinlater.thrift.access import ROLES, AccessList, RolesFileError
 
 log = logging.getLogger("pinlater.thrift.server")
 
 
 class Security:
-    def __init__(self, tls: ServerTls | None = None, roles_path: str | None = None) -> None:
-        """Raises TlsConfigError or RolesFileError when a file is unusable."""
+    def __init__(self, tls: ServerTls | None = None, roles_path: str | None = None,
+                 roles: Mapping[str, frozenset[str]] = ROLES) -> None:
+        """Raises TlsConfigError or RolesFileError when a file is unusable.
+        ``roles``: the roles the file may name and their methods (the job
+        service's by default)."""
         if roles_path and (tls is None or not tls.client_ca):
             raise TlsConfigError("roles need TLS with client certificates (a client CA)")
         self.tls = tls
         self.roles_path = roles_path
+        self.roles = roles
         self._lock = threading.Lock()
         self.context, self.access = self._load()
 
@@ -35,7 +40,7 @@ class Security:
 
     def _load(self) -> tuple[ssl.SSLContext | None, AccessList | None]:
         context = self.tls.context() if self.tls is not None else None
-        access = AccessList.load(self.roles_path) if self.roles_path else None
+        access = AccessList.load(self.roles_path, self.roles) if self.roles_path else None
         return context, access
 
     def reload(self) -> bool:

@@ -72,15 +72,19 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
+from pinlater.errors import ErrorCode, PinLaterError
 from pinlater.limits import FRAME_BODIES
 from pinlater.observe import tracing
+from pinlater.observe.metrics import Source
 from pinlater.observe.seam import job_store_families
 from pinlater.service import JobService
-from pinlater.thrift.bounds import call_bounds
-from pinlater.thrift.calls import CallDispatch
+from pinlater.thrift import STRUCTS, access, idl
+from pinlater.thrift.bounds import CallBounds, call_bounds
+from pinlater.thrift.calls import CallDispatch, Signature, signatures
 from pinlater.thrift.connection import Connection
+from pinlater.thrift.convert import to_wire_error, trace_carrier
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.resources import ByteBudget, raise_open_files_limit, return_large_buffers_to_the_os
 from pinlater.thrift.security import Security, check_exposure
@@ -96,66 +100,57 @@ def default_max_frame(max_body_bytes: int) -> int:
     return FRAME_BODIES * max_body_bytes + FRAME_SLACK
 
 
-class ThriftServer(CallDispatch):
+class FramedServer(CallDispatch):
+    """A framed, binary-protocol Thrift server for one service: the
+    connections, limits, TLS and roles described above, with the calls'
+    hooks (``pinlater.thrift.calls``) left to the service's own subclass."""
+
     def __init__(
         self,
-        job_service: JobService,
-        host: str = "127.0.0.1",
-        port: int = 9010,
+        handler: Any,
+        methods: dict[str, Signature],
+        bounds: dict[str, CallBounds],
+        host: str,
+        port: int,
         *,
-        metrics_port: int | None = 9011,
-        max_frame_bytes: int | None = None,
-        max_connections: int | None = None,
-        max_connections_per_client: int | None = None,
-        max_buffered_bytes: int | None = None,
-        max_concurrent_calls: int = 64,
-        idle_timeout_s: float | None = None,
-        frame_timeout_s: float | None = None,
-        handler: Any = None,
+        service_name: str,
+        label: str,
+        security: Security,
+        max_frame_bytes: int,
+        max_connections: int,
+        max_connections_per_client: int,
+        max_buffered_bytes: int,
+        max_concurrent_calls: int,
+        idle_timeout_s: float,
+        frame_timeout_s: float,
+        stats: ServerStats,
+        metrics_port: int | None = None,
+        metrics_more: Source | None = None,
         listener: socket.socket | None = None,
-        stats: ServerStats | None = None,
         accept_gate: Callable[[], bool] | None = None,
-        security: Security | None = None,
+        observe_stats: bool = True,
     ) -> None:
-        """Limits left as None come from the service's settings
-        (PINLATER_SERVER_MAX_CONNECTIONS and the others).
-
-        One process of several (``pinlater.thrift.supervisor``) is given the
-        ``listener`` they share (``host`` and ``port`` are then its own), its
-        ``stats`` slot, and an ``accept_gate``: it accepts only while the
-        gate says it is its turn.
-
-        ``security`` (default: from the service's settings,
-        PINLATER_SERVER_TLS_* and PINLATER_SERVER_ROLES): TLS and roles.
-        An address other than loopback is refused (a TlsConfigError)
-        unless clients must present certificates (a client CA), or
-        PINLATER_SERVER_INSECURE says otherwise."""
-        settings = job_service.settings
-        self.security = security if security is not None else Security.from_settings(settings)
-        if listener is None:
-            check_exposure(host, self.security, settings.server_insecure)
-        self.service = job_service
-        self.handler = handler or Handler(job_service)
-        self.max_frame = max_frame_bytes or default_max_frame(settings.max_body_bytes)
-        self.bounds = call_bounds(settings)
-        self.max_connections = max_connections or settings.server_max_connections
-        self.max_connections_per_client = max_connections_per_client or settings.server_max_connections_per_client
+        self.service_name = service_name
+        self.label = label  # in the log: "<label> on host:port", "<label> stopped"
+        self.methods = methods
+        self.security = security
+        self.handler = handler
+        self.max_frame = max_frame_bytes
+        self.bounds = bounds
+        self.max_connections = max_connections
+        self.max_connections_per_client = max_connections_per_client
         self._call_slots = threading.BoundedSemaphore(max_concurrent_calls)
-        self.idle_timeout_s = settings.server_idle_timeout_s if idle_timeout_s is None else idle_timeout_s
-        self.frame_timeout_s = settings.server_frame_timeout_s if frame_timeout_s is None else frame_timeout_s
-        self.stats = stats or ServerStats()
-        self.budget = ByteBudget(max_buffered_bytes or settings.server_max_buffered_bytes, self.stats)
+        self.idle_timeout_s = idle_timeout_s
+        self.frame_timeout_s = frame_timeout_s
+        self.stats = stats
+        self.budget = ByteBudget(max_buffered_bytes, self.stats)
         self._listener = listener or socket.create_server((host, port), backlog=1024)
         self._accept_gate = accept_gate
         bound = self._listener.getsockname()
         self.host: str = host if listener is None else bound[0]
         self.port: int = bound[1]
-        self.metrics = (
-            MetricsServer(self.stats, host, metrics_port,
-                          lambda: job_store_families(job_service.operators.store_metrics_snapshot()))
-            if metrics_port is not None else None
-        )
-        if stats is None:  # one of several: their parent sends the summed stats
+        self.metrics = MetricsServer(self.stats, host, metrics_port, metrics_more) if metrics_port is not None else None
+        if observe_stats:
             tracing.observe_metrics(self.stats.families)
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -174,7 +169,7 @@ class ThriftServer(CallDispatch):
         self._starter_thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self) -> ThriftServer:
+    def start(self) -> Self:
         # A connection is a file descriptor; keep some for shards and logs.
         raise_open_files_limit(self.max_connections + 256)
         return_large_buffers_to_the_os()
@@ -188,9 +183,9 @@ class ThriftServer(CallDispatch):
         self._starter_thread.start()
         self._accept_thread.start()
         log.info(
-            "pinlater thrift server on %s:%d%s (max frame %d bytes, max %d connections, %d per client address, "
+            "%s on %s:%d%s (max frame %d bytes, max %d connections, %d per client address, "
             "%d bytes buffered, frame timeout %gs, idle timeout %gs)%s",
-            self.host, self.port, self._security_text(), self.max_frame, self.max_connections,
+            self.label, self.host, self.port, self._security_text(), self.max_frame, self.max_connections,
             self.max_connections_per_client, self.budget.capacity, self.frame_timeout_s, self.idle_timeout_s,
             f", metrics on http://{self.host}:{self.metrics.port}/metrics" if self.metrics else "",
         )
@@ -253,7 +248,7 @@ class ThriftServer(CallDispatch):
         if self.metrics is not None:
             self.metrics.stop()
         self._stopped.set()
-        log.info("pinlater thrift server stopped")
+        log.info("%s stopped", self.label)
 
     @property
     def stopping(self) -> bool:
@@ -382,3 +377,98 @@ class ThriftServer(CallDispatch):
         or the starter's at shutdown)."""
         with self._lock:
             self._remove(conn)
+
+
+_PINLATER_METHODS = signatures(STRUCTS)
+
+
+class ThriftServer(FramedServer):
+    """The job service's server: ``pinlater.thrift.pinlater``'s methods on a
+    JobService (``pinlater.thrift.handler``)."""
+
+    def __init__(
+        self,
+        job_service: JobService,
+        host: str = "127.0.0.1",
+        port: int = 9010,
+        *,
+        metrics_port: int | None = 9011,
+        max_frame_bytes: int | None = None,
+        max_connections: int | None = None,
+        max_connections_per_client: int | None = None,
+        max_buffered_bytes: int | None = None,
+        max_concurrent_calls: int = 64,
+        idle_timeout_s: float | None = None,
+        frame_timeout_s: float | None = None,
+        handler: Any = None,
+        listener: socket.socket | None = None,
+        stats: ServerStats | None = None,
+        accept_gate: Callable[[], bool] | None = None,
+        security: Security | None = None,
+    ) -> None:
+        """Limits left as None come from the service's settings
+        (PINLATER_SERVER_MAX_CONNECTIONS and the others).
+
+        One process of several (``pinlater.thrift.supervisor``) is given the
+        ``listener`` they share (``host`` and ``port`` are then its own), its
+        ``stats`` slot, and an ``accept_gate``: it accepts only while the
+        gate says it is its turn.
+
+        ``security`` (default: from the service's settings,
+        PINLATER_SERVER_TLS_* and PINLATER_SERVER_ROLES): TLS and roles.
+        An address other than loopback is refused (a TlsConfigError)
+        unless clients must present certificates (a client CA), or
+        PINLATER_SERVER_INSECURE says otherwise."""
+        settings = job_service.settings
+        security = security if security is not None else Security.from_settings(settings)
+        if listener is None:
+            check_exposure(host, security, settings.server_insecure)
+        self.service = job_service
+        super().__init__(
+            handler or Handler(job_service), _PINLATER_METHODS, call_bounds(settings), host, port,
+            service_name="PinLater",
+            label="pinlater thrift server",
+            security=security,
+            max_frame_bytes=max_frame_bytes or default_max_frame(settings.max_body_bytes),
+            max_connections=max_connections or settings.server_max_connections,
+            max_connections_per_client=max_connections_per_client or settings.server_max_connections_per_client,
+            max_buffered_bytes=max_buffered_bytes or settings.server_max_buffered_bytes,
+            max_concurrent_calls=max_concurrent_calls,
+            idle_timeout_s=settings.server_idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
+            frame_timeout_s=settings.server_frame_timeout_s if frame_timeout_s is None else frame_timeout_s,
+            stats=stats or ServerStats(),
+            metrics_port=metrics_port,
+            metrics_more=lambda: job_store_families(job_service.operators.store_metrics_snapshot()),
+            listener=listener,
+            accept_gate=accept_gate,
+            # One of several: their parent sends the summed stats.
+            observe_stats=stats is None,
+        )
+
+    # -- the job service's side of each call (pinlater.thrift.calls) ----------------------
+    def wire_error(self, exc: Exception) -> tuple[Any, str] | None:
+        if isinstance(exc, PinLaterError):
+            return to_wire_error(exc), exc.code.name
+        return None
+
+    def internal_error(self, message: str) -> tuple[Any, str]:
+        return idl.PinLaterException(errorCode=int(ErrorCode.UNKNOWN), message=message), ErrorCode.UNKNOWN.name
+
+    def refusal_error(self, method: str, message: str) -> tuple[Any, str]:
+        code = ErrorCode.ENQUEUE_REJECTED if method == "enqueueJobs" else ErrorCode.UNKNOWN
+        return idl.PinLaterException(errorCode=int(code), message=message), code.name
+
+    def check_arguments(self, grant: access.Grant, names: tuple[str, ...], method: str, args: Any) -> None:
+        access.check_queues(grant, method, args, self._queue_exists)
+
+    def filter_result(self, grant: access.Grant, method: str, value: Any) -> Any:
+        if grant.queues is not None and method == "getQueueNames":
+            return {queue for queue in value if grant.may_touch(queue)}
+        return value
+
+    def trace_parent(self, given: dict[str, Any]) -> Any:
+        return trace_carrier(given.get("context"))
+
+    def _queue_exists(self, name: str) -> bool:
+        self.service.queue_config(name)
+        return True

@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from pinlater.errors import ErrorCode
@@ -47,8 +47,6 @@ COUNTERS = (
 # The state of a live process, meaningless once it exited.
 GAUGES = ("connections_open", "buffered_bytes", "in_flight")
 UNKNOWN_METHOD = "unknown_method"
-METHODS = (*sorted(service.thrift_services), UNKNOWN_METHOD)
-CODES = (*(code.name for code in ErrorCode), "UNKNOWN_METHOD")
 # A process whose accept loop has not beaten for this long is left out when
 # the others decide who accepts next (see StatsTable.may_accept).
 HEARTBEAT_STALE_S = 1.0
@@ -61,12 +59,25 @@ _METHOD0 = _COUNTER0 + len(COUNTERS)
 # A method's block: requests, latency sum, calls recorded in the ring,
 # errors per code, the ring of recent latencies.
 _M_REQUESTS, _M_LATENCY, _M_RECORDED, _M_ERRORS = 0, 1, 2, 3
-_M_RING = _M_ERRORS + len(CODES)
-_METHOD_WORDS = _M_RING + WINDOW
-_SLOT_WORDS = _METHOD0 + len(METHODS) * _METHOD_WORDS
 _COUNTER_INDEX = {name: _COUNTER0 + i for i, name in enumerate(COUNTERS)}
-_METHOD_INDEX = {name: _METHOD0 + i * _METHOD_WORDS for i, name in enumerate(METHODS)}
-_CODE_INDEX = {name: _M_ERRORS + i for i, name in enumerate(CODES)}
+
+
+class StatsLayout:
+    """The methods and error codes one kind of server counts (a slot's
+    layout follows from them), and the prefix of its metric names."""
+
+    def __init__(self, methods: Iterable[str], codes: Iterable[str], prefix: str) -> None:
+        self.methods = (*sorted(methods), UNKNOWN_METHOD)
+        self.codes = (*codes, "UNKNOWN_METHOD")
+        self.prefix = prefix
+        self.ring = _M_ERRORS + len(self.codes)
+        method_words = self.ring + WINDOW
+        self.slot_words = _METHOD0 + len(self.methods) * method_words
+        self.method_index = {name: _METHOD0 + i * method_words for i, name in enumerate(self.methods)}
+        self.code_index = {name: _M_ERRORS + i for i, name in enumerate(self.codes)}
+
+
+PINLATER = StatsLayout(service.thrift_services, (code.name for code in ErrorCode), "pinlater_server")
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -91,23 +102,25 @@ def _shared_file(size: int) -> int:
 class StatsTable:
     """The statistics of ``slots`` server processes (see the module doc)."""
 
-    def __init__(self, buffer: bytearray | mmap.mmap, slots: int) -> None:
-        if len(buffer) != self.size(slots):
-            raise ValueError(f"a stats table of {slots} slots is {self.size(slots)} bytes, not {len(buffer)}")
+    def __init__(self, buffer: bytearray | mmap.mmap, slots: int, layout: StatsLayout = PINLATER) -> None:
+        if len(buffer) != self.size(slots, layout):
+            raise ValueError(f"a stats table of {slots} slots is {self.size(slots, layout)} bytes, "
+                             f"not {len(buffer)}")
         self.slots = slots
+        self.layout = layout
         self._buffer = buffer
         view = memoryview(buffer)
         self._int = view.cast("q")
         self._float = view.cast("d")
 
     @staticmethod
-    def size(slots: int) -> int:
-        return 8 * (_HEADER_WORDS + slots * _SLOT_WORDS)
+    def size(slots: int, layout: StatsLayout = PINLATER) -> int:
+        return 8 * (_HEADER_WORDS + slots * layout.slot_words)
 
     @classmethod
-    def private(cls) -> StatsTable:
+    def private(cls, layout: StatsLayout = PINLATER) -> StatsTable:
         """One slot, for a server that is one process."""
-        table = cls(bytearray(cls.size(1)), 1)
+        table = cls(bytearray(cls.size(1, layout)), 1, layout)
         table._float[_STARTED_AT] = time.time()
         table.process_started(0, os.getpid())
         table.mark_ready(0)
@@ -131,7 +144,7 @@ class StatsTable:
     def _base(self, slot: int) -> int:
         if not 0 <= slot < self.slots:
             raise IndexError(f"slot {slot} of a table of {self.slots}")
-        return _HEADER_WORDS + slot * _SLOT_WORDS
+        return _HEADER_WORDS + slot * self.layout.slot_words
 
     # -- one process's slot (written by that process, or by the parent around its life) --
     def process_started(self, slot: int, pid: int) -> None:
@@ -184,35 +197,38 @@ class StatsTable:
         return self._int[self._base(slot) + _COUNTER_INDEX[name]]
 
     def record(self, slot: int, method: str, seconds: float, error_code: str | None) -> None:
-        block = self._base(slot) + _METHOD_INDEX[method]
+        layout = self.layout
+        block = self._base(slot) + layout.method_index[method]
         ints, floats = self._int, self._float
         ints[block + _M_REQUESTS] += 1
         floats[block + _M_LATENCY] += seconds
         recorded = ints[block + _M_RECORDED]
-        floats[block + _M_RING + recorded % WINDOW] = seconds
+        floats[block + layout.ring + recorded % WINDOW] = seconds
         ints[block + _M_RECORDED] = recorded + 1
         if error_code is not None:
-            ints[block + _CODE_INDEX[error_code]] += 1
+            ints[block + layout.code_index[error_code]] += 1
 
     # -- the whole server --------------------------------------------------------------------
     def _method_blocks(self, method: str) -> Iterator[int]:
         for slot in range(self.slots):
-            yield self._base(slot) + _METHOD_INDEX[method]
+            yield self._base(slot) + self.layout.method_index[method]
 
     def snapshot(self) -> dict[str, object]:
-        ints, floats = self._int, self._float
+        ints, floats, layout = self._int, self._float, self.layout
+        ring = layout.ring
         out: dict[str, object] = {"uptime_s": round(time.time() - floats[_STARTED_AT], 3)}
         for name in COUNTERS:
             out[name] = sum(self.value(slot, name) for slot in range(self.slots))
         methods: dict[str, object] = {}
-        for method in METHODS:
+        for method in layout.methods:
             blocks = list(self._method_blocks(method))
             requests = sum(ints[b + _M_REQUESTS] for b in blocks)
             if not requests:
                 continue
-            errors = {code: n for code in CODES if (n := sum(ints[b + _CODE_INDEX[code]] for b in blocks))}
+            errors = {code: n for code in layout.codes
+                      if (n := sum(ints[b + layout.code_index[code]] for b in blocks))}
             recent = sorted(v for b in blocks
-                            for v in floats[b + _M_RING : b + _M_RING + min(ints[b + _M_RECORDED], WINDOW)])
+                            for v in floats[b + ring : b + ring + min(ints[b + _M_RECORDED], WINDOW)])
             methods[method] = {
                 "requests": requests,
                 "errors": sum(errors.values()),
@@ -239,11 +255,11 @@ class StatsTable:
 
     def _slot_method_blocks(self, slot: int) -> Iterator[int]:
         base = self._base(slot)
-        for method in METHODS:
-            yield base + _METHOD_INDEX[method]
+        for method in self.layout.methods:
+            yield base + self.layout.method_index[method]
 
     def families(self) -> list[Family]:
-        return families(self.snapshot())
+        return families(self.snapshot(), self.layout.prefix)
 
 
 class ServerStats:
@@ -252,8 +268,8 @@ class ServerStats:
     the other COUNTERS read this process's own values; ``snapshot`` and
     ``prometheus`` are the whole table's."""
 
-    def __init__(self, table: StatsTable | None = None, slot: int = 0) -> None:
-        self.table = table or StatsTable.private()
+    def __init__(self, table: StatsTable | None = None, slot: int = 0, layout: StatsLayout = PINLATER) -> None:
+        self.table = table or StatsTable.private(layout)
         self.slot = slot
         self._lock = threading.Lock()
 
@@ -311,13 +327,13 @@ _PROCESS_METRICS = (
 )
 
 
-def families(snap: dict[str, object]) -> list[Family]:
+def families(snap: dict[str, object], prefix: str = PINLATER.prefix) -> list[Family]:
     """The server's ``snapshot`` as metric families (``pinlater.observe.metrics``)."""
     methods: dict[str, dict[str, object]] = snap["methods"]  # type: ignore[assignment]
-    requests = Family("pinlater_server_requests_total", "counter", "Thrift calls handled, by method.")
-    errors = Family("pinlater_server_errors_total", "counter",
+    requests = Family(f"{prefix}_requests_total", "counter", "Thrift calls handled, by method.")
+    errors = Family(f"{prefix}_errors_total", "counter",
                     "Thrift calls answered with an error, by method and code.")
-    seconds = Family("pinlater_server_request_seconds", "summary",
+    seconds = Family(f"{prefix}_request_seconds", "summary",
                      "Thrift call latency (quantiles over recent calls).")
     for name, m in methods.items():
         requests.add(m["requests"], method=name)  # type: ignore[arg-type]
@@ -329,13 +345,13 @@ def families(snap: dict[str, object]) -> list[Family]:
         seconds.add(m["latency_sum_s"], "_sum", method=name)  # type: ignore[arg-type]
         seconds.add(m["requests"], "_count", method=name)  # type: ignore[arg-type]
     out = [requests, errors, seconds]
-    out += [Family(f"pinlater_server_{key}", kind, text).add(snap[key])  # type: ignore[arg-type]
+    out += [Family(f"{prefix}_{key}", kind, text).add(snap[key])  # type: ignore[arg-type]
             for key, kind, text in _SERVER_METRICS]
     processes: list[dict[str, int]] = snap["processes"]  # type: ignore[assignment]
-    out.append(Family("pinlater_server_processes", "gauge", "Server processes running.")
+    out.append(Family(f"{prefix}_processes", "gauge", "Server processes running.")
                .add(sum(1 for p in processes if p["pid"])))
     for key, kind, text in _PROCESS_METRICS:
-        family = Family(f"pinlater_server_process_{key}" + ("_total" if kind == "counter" else ""), kind, text)
+        family = Family(f"{prefix}_process_{key}" + ("_total" if kind == "counter" else ""), kind, text)
         for p in processes:
             family.add(p[key], process=p["process"])
         out.append(family)
