@@ -31,7 +31,7 @@ from pinlater.kit.envsettings import SettingError as SettingError
 from pinlater.kit.envsettings import parse_address as parse_address
 from pinlater.kit.envsettings import parse_flag as parse_flag
 from pinlater.kit.httplimits import HttpLimits
-from pinlater.kit.tls import ClientTls, ServerTls
+from pinlater.kit.tls import ClientTls, ServerTls, server_tls_of
 from pinlater.kit.urls import USERINFO_PROBLEM, redact, unencoded_userinfo
 from pinlater.limits import FRAME_BODIES, MAX_READ_BYTES
 from pinlater.stores import kind_of, schemes
@@ -191,17 +191,8 @@ class Settings:
     @property
     def server_tls(self) -> ServerTls | None:
         """The server's TLS files, or None for plain TCP."""
-        if not self.server_tls_cert:
-            for variable, value in (("PINLATER_SERVER_TLS_KEY", self.server_tls_key),
-                                    ("PINLATER_SERVER_TLS_CLIENT_CA", self.server_tls_client_ca),
-                                    ("PINLATER_SERVER_ROLES", self.server_roles)):
-                if value:
-                    raise SettingError(variable, "needs PINLATER_SERVER_TLS_CERT (and its key) to be set")
-            return None
-        if self.server_roles and not self.server_tls_client_ca:
-            raise SettingError("PINLATER_SERVER_ROLES", "roles need client certificates: "
-                               "set PINLATER_SERVER_TLS_CLIENT_CA too")
-        return ServerTls(self.server_tls_cert, self.server_tls_key or self.server_tls_cert, self.server_tls_client_ca)
+        return server_tls_of("PINLATER_SERVER", "PINLATER_SERVER_ROLES", self.server_tls_cert or "",
+                             self.server_tls_key or "", self.server_tls_client_ca or "", self.server_roles or "")
 
     @property
     def http_tls(self) -> ServerTls | None:

@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.support.hbase",
     "tests.support.feeds",
     "tests.support.browser",
+    "tests.support.thrift_compiler",
 ]
 
 

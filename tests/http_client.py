@@ -70,12 +70,12 @@ def assert_malformed_answered(server: HttpServer, data: bytes, status: bytes) ->
 
 
 @contextlib.contextmanager
-def serving(module: str, *args: str, env: Mapping[str, str]) -> Iterator[str]:
-    """``python -m module serve *args``; yields its first line on stdout
+def serving(module: str, *args: str, env: Mapping[str, str], command: str = "serve") -> Iterator[str]:
+    """``python -m module serve *args`` (or ``command``); yields its first line on stdout
     (``... listening on HOST:PORT``, or "" when it exited first), then stops
     it with SIGTERM, which must end it with status 0 and no traceback."""
     process = subprocess.Popen(
-        [sys.executable, "-m", module, "serve", *args],
+        [sys.executable, "-m", module, command, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=dict(env),
     )
     try:
@@ -108,12 +108,14 @@ SERVE_ADDRESSES: list[ServeCase] = [
 BAD_HTTP = ["127.0.0.1:0", "127.0.0.1:65536", ":8090", "localhost:", "localhost:²"]
 
 
-def listening_line(module: str, variable: str, case: ServeCase, env: Mapping[str, str]) -> tuple[str, str]:
+def listening_line(module: str, variable: str, case: ServeCase, env: Mapping[str, str],
+                   command: str = "serve") -> tuple[str, str]:
     """``serve``'s first line with ``variable`` and the flags of a
     ``SERVE_ADDRESSES`` case, and the address that line should name."""
     ports = {"env": free_port(), "flag": free_port()}
     setting, flags, address = case
-    with serving(module, *(f.format(**ports) for f in flags), env={**env, variable: setting.format(**ports)}) as line:
+    with serving(module, *(f.format(**ports) for f in flags), env={**env, variable: setting.format(**ports)},
+                 command=command) as line:
         return line, address.format(**ports)
 
 

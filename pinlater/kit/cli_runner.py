@@ -122,15 +122,16 @@ def command_parser(
 
 
 def add_serve_command(
-    sub: argparse._SubParsersAction[OneLineParser], text: str, fn: Callable[[argparse.Namespace], object], variable: str
+    sub: argparse._SubParsersAction[OneLineParser], text: str, fn: Callable[[argparse.Namespace], object],
+    variable: str, name: str = "serve",
 ) -> OneLineParser:
-    """The ``serve`` subcommand: ``fn`` serves until stopped, listening where
-    ``--host`` and ``--port`` say, each overriding its half of ``variable``'s
-    HOST:PORT."""
-    parser = sub.add_parser("serve", help=text)
+    """The ``serve`` subcommand (or ``name``): ``fn`` serves until stopped,
+    listening where ``--host`` and ``--port`` say, each overriding its half
+    of ``variable``'s HOST:PORT."""
+    parser = sub.add_parser(name, help=text)
     parser.set_defaults(fn=fn, long_running=True)
     parser.add_argument("--host", help=f"address to bind (default: the host of {variable})")
-    parser.add_argument("--port", type=_port, help=f"port (default: the port of {variable}; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, help=f"port (default: the port of {variable}; 0 picks a free one)")
     return parser
 
 
@@ -177,10 +178,11 @@ def key_rate(text: str) -> float | None:
                          f"a per-key rate: give jobs per second above 0 and up to {MAX_DEQUEUE_RATE:g}")
 
 
-def _port(text: str) -> int:
+def port_number(text: str) -> int:
+    """An argparse type: a port, 0..65535 (0: the system picks one)."""
     try:
         return _PORT(text)
-    except ValueError as exc:  # argparse would print only "invalid _port value"
+    except ValueError as exc:  # argparse would print only "invalid port_number value"
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

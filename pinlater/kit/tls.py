@@ -20,6 +20,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
+from pinlater.kit.envsettings import SettingError
+
 # The first byte of a TLS record carrying a handshake (a ClientHello).
 HANDSHAKE_RECORD = 0x16
 
@@ -67,6 +69,22 @@ class ClientTls:
         if self.cert:
             _load_chain(ctx, self.cert, self.key or self.cert)
         return ctx
+
+
+def server_tls_of(prefix: str, roles_variable: str, cert: str, key: str, client_ca: str,
+                  roles: str) -> ServerTls | None:
+    """A Thrift server's TLS from its ``<prefix>_TLS_CERT``, ``_KEY`` and
+    ``_CLIENT_CA`` settings and its roles file's (``roles_variable``), or
+    None for plain TCP. Raises SettingError naming the variable at fault."""
+    if not cert:
+        for variable, value in ((f"{prefix}_TLS_KEY", key), (f"{prefix}_TLS_CLIENT_CA", client_ca),
+                                (roles_variable, roles)):
+            if value:
+                raise SettingError(variable, f"needs {prefix}_TLS_CERT (and its key) to be set")
+        return None
+    if roles and not client_ca:
+        raise SettingError(roles_variable, f"roles need client certificates: set {prefix}_TLS_CLIENT_CA too")
+    return ServerTls(cert, key or cert, client_ca or None)
 
 
 def _load_chain(ctx: ssl.SSLContext, cert: str, key: str) -> None:

@@ -54,7 +54,7 @@ class Limit:
 
     what: str
     limit: int
-    refuse: Callable[[int], PinLaterError]
+    refuse: Callable[[int], Exception]
 
 
 def _batch(what: str, limit: int, error: type[PinLaterError] = InvalidRequest,
@@ -110,9 +110,9 @@ class CallBounds:
     bounds: Bounds
     limits: dict[str, Limit]
     # Of a frame over the bounds that are not one of the call's own limits.
-    error: type[PinLaterError]
+    error: Callable[[str], Exception]
 
-    def refusal(self, exc: OverLimit) -> PinLaterError:
+    def refusal(self, exc: OverLimit) -> Exception:
         limit = self.limits.get(exc.what)
         if limit is not None:
             return limit.refuse(exc.count)
@@ -120,10 +120,19 @@ class CallBounds:
 
 
 def call_bounds(settings: Settings) -> dict[str, CallBounds]:
-    """Every method's bounds under ``settings``."""
-    lists = call_lists(settings)
+    """Every job service method's bounds under ``settings``."""
+    return bounds_of(STRUCTS, call_lists(settings),
+                     lambda method: EnqueueRejected if method == "enqueueJobs" else InvalidRequest)
+
+
+def bounds_of(structs: dict[str, tuple[Any, Any]], lists: dict[str, list[tuple[tuple[str, ...], Limit]]],
+              error: Callable[[str], Callable[[str], Exception]]) -> dict[str, CallBounds]:
+    """The bounds of every method of ``structs`` (method -> its argument
+    and result structs): ``lists``, per method, its own lists (the path of
+    field names from the argument struct) and their limits; ``error``, per
+    method, the error of a frame over the bounds that are not those."""
     out = {}
-    for method, (args_cls, _) in STRUCTS.items():
+    for method, (args_cls, _) in structs.items():
         shape: Shape = {}
         limits: dict[str, Limit] = {}
         item_elements: dict[str, int] = {}
@@ -133,8 +142,7 @@ def call_bounds(settings: Settings) -> dict[str, CallBounds]:
             per_item = 1 + (PER_ITEM if struct_items else 0)
             item_elements[limit.what] = max(item_elements.get(limit.what, 0), limit.limit * per_item)
         bounds = Bounds(shape, BASE + sum(item_elements.values()), OTHER_ITEMS)
-        error = EnqueueRejected if method == "enqueueJobs" else InvalidRequest
-        out[method] = CallBounds(method, bounds, limits, error)
+        out[method] = CallBounds(method, bounds, limits, error(method))
     return out
 
 

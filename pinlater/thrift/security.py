@@ -58,19 +58,21 @@ class Security:
         return True
 
 
-def check_exposure(host: str, security: Security, insecure: bool) -> None:
+def check_exposure(host: str, security: Security, insecure: bool, prefix: str = "PINLATER_SERVER",
+                   roles_variable: str = "PINLATER_SERVER_ROLES") -> None:
     """Refuses an address other than loopback unless every client must
     present a certificate (TLS with a client CA), or told to: with plain
     TCP, or TLS alone, anyone who reaches the port may call every method
-    but ``deleteQueue``, and guess the admin secret of that one."""
+    (of the job service's: all but ``deleteQueue``, and guess the admin
+    secret of that one). ``prefix``: of the server's TLS settings' names."""
     if insecure or is_loopback(host) or (security.tls is not None and security.tls.client_ca):
         return
     shown = host or "every address"
     if security.enabled:
         raise TlsConfigError(f"refusing to serve TLS without client certificates on {shown}, which is not a "
                              "loopback address (any client could call every method): set "
-                             "PINLATER_SERVER_TLS_CLIENT_CA (and PINLATER_SERVER_ROLES), or "
-                             "PINLATER_SERVER_INSECURE=yes on a network you trust")
+                             f"{prefix}_TLS_CLIENT_CA (and {roles_variable}), or "
+                             f"{prefix}_INSECURE=yes on a network you trust")
     raise TlsConfigError(f"refusing to serve plain TCP on {shown}, which is not a loopback address: set "
-                         "PINLATER_SERVER_TLS_CERT, PINLATER_SERVER_TLS_KEY and PINLATER_SERVER_TLS_CLIENT_CA, "
-                         "or PINLATER_SERVER_INSECURE=yes on a network you trust")
+                         f"{prefix}_TLS_CERT, {prefix}_TLS_KEY and {prefix}_TLS_CLIENT_CA, "
+                         f"or {prefix}_INSECURE=yes on a network you trust")

@@ -2,6 +2,7 @@
 
     pinlater-typeahead serve [--host H] [--port P]     the endpoint and search page (tasks.typeahead.http)
     pinlater-typeahead lookup USER_ID QUERY [--limit N] [--sources A,B] [--json]
+    pinlater-typeahead serve-thrift [--host H] [--port P] [--metrics-port M]
 
 Both look contacts up in ``tasks.typeahead.index.ContactsIndex.from_env()``
 (settings from the environment: PINLATER_TYPEAHEAD_*, ``tasks.typeahead.settings``,
@@ -15,13 +16,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 
 from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
-from pinlater.kit.cli_runner import ErrorStyle, add_serve_command, command_parser, run
+from pinlater.kit.cli_runner import ErrorStyle, add_serve_command, command_parser, port_number, run
 from pinlater.kit.httpserver import http_tls
+from pinlater.kit.signals import on_signals
 from tasks.httpserve import parse_user_id
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
@@ -56,6 +59,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_thrift(args: argparse.Namespace) -> int:
+    """The Contacts Service until SIGTERM or SIGINT, then its calls in flight finished."""
+    # Imported here: the server needs the index's settings, as the index does.
+    from tasks.typeahead.service import ContactsServer, security_of
+    from tasks.typeahead.settings import TypeaheadSettings
+
+    settings = TypeaheadSettings.from_env()
+    host, port = cli_runner.listen_address(args, settings.thrift.host, settings.thrift.port)
+    metrics_port = settings.thrift_metrics_port if args.metrics_port is None else args.metrics_port
+    security = security_of(settings.thrift_tls, settings.thrift_roles)
+    with _index_lookup() as lookup:
+        try:
+            server = ContactsServer(lookup, host, port, security=security, insecure=settings.thrift_insecure,
+                                    metrics_port=metrics_port or None)
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        on_signals({signal.SIGTERM: server.request_stop, signal.SIGINT: server.request_stop,
+                    signal.SIGHUP: server.request_reload})
+        server.start()
+        metrics = f", metrics on http://{host}:{server.metrics.port}/metrics" if server.metrics else ""
+        print(f"pinlater-typeahead thrift listening on {server.host}:{server.port}{metrics}", flush=True)
+        server.serve_forever(grace_s=args.grace)
+    return 0
+
+
 def cmd_lookup(args: argparse.Namespace) -> int:
     user_id = parse_user_id(args.user_id)
     query = parse_query(args.query)
@@ -87,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(
         sub, "serve the JSON endpoint and the search page until SIGTERM or SIGINT", cmd_serve, "PINLATER_TYPEAHEAD_HTTP"
     )
+    p = add_serve_command(sub, "serve the Contacts Service (Thrift) until SIGTERM or SIGINT", cmd_serve_thrift,
+                          "PINLATER_TYPEAHEAD_THRIFT", name="serve-thrift")
+    p.add_argument("--metrics-port", type=port_number,
+                   help="/metrics and /stats.json port (default: PINLATER_TYPEAHEAD_THRIFT_METRICS_PORT; 0: none)")
+    p.add_argument("--grace", type=float, default=30.0, help="seconds calls in flight get to finish on SIGTERM")
     p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
     p.set_defaults(fn=cmd_lookup)
     p.add_argument("user_id")

@@ -11,7 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlater.kit.envsettings import Setting, read_fields, whole_number
+from pinlater.kit.envsettings import Setting, parse_flag, plain_text, read_fields, whole_number
+from pinlater.kit.tls import ServerTls, server_tls_of
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.hbase.settings import Address
 from tasks.typeahead.sources import DEFAULT_ORDER, parse_order
@@ -23,6 +24,19 @@ class TypeaheadSettings:
     tall_scan_limit: int = 100
     rename_page: int = 1000
     http: Address = Address("127.0.0.1", 8091)
+    thrift: Address = Address("127.0.0.1", 9092)
+    thrift_metrics_port: int = 9093
+    thrift_tls_cert: str = ""
+    thrift_tls_key: str = ""
+    thrift_tls_client_ca: str = ""
+    thrift_roles: str = ""
+    thrift_insecure: bool = False
+
+    @property
+    def thrift_tls(self) -> ServerTls | None:
+        """The Contacts Service's TLS files, or None for plain TCP (SettingError if incomplete)."""
+        return server_tls_of("PINLATER_TYPEAHEAD_THRIFT", "PINLATER_TYPEAHEAD_THRIFT_ROLES", self.thrift_tls_cert,
+                             self.thrift_tls_key, self.thrift_tls_client_ca, self.thrift_roles)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TypeaheadSettings:
@@ -39,4 +53,19 @@ SETTINGS: tuple[Setting, ...] = (
             "followers (or followees) per rename job"),
     Setting("PINLATER_TYPEAHEAD_HTTP", "http", Address.parse, "127.0.0.1:8091",
             "where `pinlater-typeahead serve` listens (`--host`, `--port` override its halves)"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT", "thrift", Address.parse, "127.0.0.1:9092",
+            "where the Contacts Service (`pinlater-typeahead serve-thrift`) listens (`--host`, `--port` override "
+            "its halves)"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_METRICS_PORT", "thrift_metrics_port", whole_number(0, 65535), "9093",
+            "the Contacts Service's `/metrics` and `/stats.json` port, on its host (0: none)"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_TLS_CERT", "thrift_tls_cert", plain_text, "",
+            "the Contacts Service's certificate chain (PEM); unset: plain TCP"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_TLS_KEY", "thrift_tls_key", plain_text, "",
+            "its private key (PEM; default: in the certificate file)"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_TLS_CLIENT_CA", "thrift_tls_client_ca", plain_text, "",
+            "CA file whose client certificates the Contacts Service requires; unset: any client"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_ROLES", "thrift_roles", plain_text, "",
+            "roles file of the Contacts Service's callers (`reader`: lookups); needs the client CA"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_INSECURE", "thrift_insecure", parse_flag, "no",
+            "let the Contacts Service listen on an address other than loopback without client certificates"),
 )

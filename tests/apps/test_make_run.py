@@ -24,7 +24,8 @@ from tests.servers import REPO, ensure_services, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo_settings")]
 
-PROCESSES = ("server", "monitor", "dashboard", "worker", "beat", "flower", "feeds_http", "typeahead_http")
+PROCESSES = ("server", "monitor", "dashboard", "worker", "beat", "flower", "feeds_http", "typeahead_http",
+             "contacts_thrift")
 UP_FOR_S = 90.0
 
 
@@ -44,7 +45,8 @@ def eventually(check: Callable[[], Any], deadline: float, what: Callable[[], str
 def test_make_run_starts_every_procfile_process_on_the_demos_settings(tmp_path: Path) -> None:
     assert sorted(procfile_names()) == sorted(PROCESSES)
     ensure_services()
-    ports = {name: free_port() for name in ("server", "metrics", "dashboard", "feeds", "typeahead")}
+    ports = {name: free_port() for name in ("server", "metrics", "dashboard", "feeds", "typeahead", "contacts",
+                                            "contacts_metrics")}
     # A newcomer's environment: none of the project's settings, the venv not activated.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PINLATER_", "VIRTUAL_ENV", "PYTHON"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in p)
@@ -52,7 +54,9 @@ def test_make_run_starts_every_procfile_process_on_the_demos_settings(tmp_path: 
         env["PINLATER_VAR"] = os.environ["PINLATER_VAR"]
     env.update(PINLATER_SERVER_PORT=str(ports["server"]), PINLATER_METRICS_PORT=str(ports["metrics"]),
                PINLATER_DASHBOARD_PORT=str(ports["dashboard"]), PINLATER_FEED_HTTP=f"127.0.0.1:{ports['feeds']}",
-               PINLATER_TYPEAHEAD_HTTP=f"127.0.0.1:{ports['typeahead']}")
+               PINLATER_TYPEAHEAD_HTTP=f"127.0.0.1:{ports['typeahead']}",
+               PINLATER_TYPEAHEAD_THRIFT=f"127.0.0.1:{ports['contacts']}",
+               PINLATER_TYPEAHEAD_THRIFT_METRICS_PORT=str(ports["contacts_metrics"]))
     log = tmp_path / "run.log"
     dashboard = f"http://127.0.0.1:{ports['dashboard']}"
     with open(log, "wb") as out:

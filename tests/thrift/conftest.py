@@ -3,8 +3,6 @@ a ThriftServer on an ephemeral 127.0.0.1 port in a thread, and a client."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -77,19 +75,3 @@ def other_client(server: ThriftServer) -> Iterator[ThriftClient]:
     c = ThriftClient([f"127.0.0.1:{server.port}"], source="test-worker-b", timeout_s=10)
     yield c
     c.close()
-
-
-@pytest.fixture(scope="session")
-def thrift_compiler() -> str:
-    """Apache Thrift's compiler, installed with apt if missing."""
-    path = shutil.which("thrift")
-    if path is None:
-        subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True, timeout=600)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "thrift-compiler"],
-            check=True, capture_output=True, timeout=600,
-            env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
-        )
-        path = shutil.which("thrift")
-    assert path is not None, "thrift-compiler did not install a thrift binary"
-    return path

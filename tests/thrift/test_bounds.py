@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pinlater.errors import PinLaterError
 from pinlater.settings import Settings
 from pinlater.thrift import STRUCTS, idl
 from pinlater.thrift.bounds import OTHER_ITEMS, call_bounds, call_lists
@@ -94,6 +95,7 @@ def test_the_limits_follow_the_settings() -> None:
     with pytest.raises(OverLimit) as info:
         _check("enqueueJobs", _enqueue_with_lists((T_STRUCT, 6)), settings)
     refusal = bounds.refusal(info.value)
+    assert isinstance(refusal, PinLaterError)
     assert refusal.code.name == "ENQUEUE_REJECTED"
     assert refusal.message == "6 jobs in one call; the limit is 5 (PINLATER_MAX_JOBS_PER_CALL): split the batch"
     assert bounds.bounds.elements < call_bounds(Settings())["enqueueJobs"].bounds.elements

@@ -283,6 +283,12 @@ def test_cli_serve_refuses_a_taken_port(cli_index: _ClosingIndex, capsys: pytest
     (["serve", "--port", "70000"], {}, "--port: must be between 0 and 65535"),
     *((["serve"], {"PINLATER_TYPEAHEAD_HTTP": bad}, "PINLATER_TYPEAHEAD_HTTP: must look like HOST:PORT")
       for bad in BAD_HTTP),
+    *((["serve-thrift"], {"PINLATER_TYPEAHEAD_THRIFT": bad}, "PINLATER_TYPEAHEAD_THRIFT: must look like HOST:PORT")
+      for bad in BAD_HTTP),
+    (["serve-thrift"], {"PINLATER_TYPEAHEAD_THRIFT_ROLES": "roles"},
+     "PINLATER_TYPEAHEAD_THRIFT_ROLES: needs PINLATER_TYPEAHEAD_THRIFT_TLS_CERT"),
+    (["serve-thrift", "--host", "0.0.0.0", "--port", "0"], {}, "refusing to serve plain TCP on 0.0.0.0"),
+    (["serve-thrift", "--metrics-port", "-1"], {}, "--metrics-port"),
 ])
 def test_cli_usage_and_setting_errors_are_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
     done = subprocess.run([sys.executable, "-m", "tasks.typeahead.cli", *args], capture_output=True, text=True,
@@ -295,3 +301,10 @@ def test_cli_usage_and_setting_errors_are_one_line_and_exit_2(args: list[str], e
 def test_cli_serve_listens_on_pinlater_typeahead_http_unless_flags_say_otherwise(case: ServeCase) -> None:
     line, address = listening_line("tasks.typeahead.cli", "PINLATER_TYPEAHEAD_HTTP", case, os.environ)
     assert line == f"pinlater-typeahead listening on {address}"
+
+
+@pytest.mark.parametrize("case", SERVE_ADDRESSES)
+def test_cli_serve_thrift_listens_on_pinlater_typeahead_thrift_unless_flags_say_otherwise(case: ServeCase) -> None:
+    env = {**os.environ, "PINLATER_TYPEAHEAD_THRIFT_METRICS_PORT": "0"}
+    line, address = listening_line("tasks.typeahead.cli", "PINLATER_TYPEAHEAD_THRIFT", case, env, "serve-thrift")
+    assert line == f"pinlater-typeahead thrift listening on {address}"

@@ -8,6 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TFramedTransportFactory
 
 from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
@@ -25,9 +28,13 @@ from tasks.typeahead.entries import (
 )
 from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.jobs import RenameJob
-from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, WIDE, Schema
+from tasks.typeahead.service import ContactsServer
+from tasks.typeahead.service import idl as contacts_idl
+from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, WIDE, Schema, source_named
 from tasks.typeahead.truth import owner_places, user_key
 from tests.typeahead.helpers import differences, found, users
+
+BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture
@@ -171,6 +178,34 @@ def test_a_lookup_limited_to_some_sources_finds_exactly_their_contacts(
     assert {(m.contact.user_id, m.sources) for m in only_followers} == {(bob, ("followers",)), (dan, ("followers",))}
     with pytest.raises(ValueError, match="sources are some of"):
         index.lookup(me, "ca", sources=set())
+
+
+def test_the_contacts_service_answers_as_the_index_does(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    me, ann, andy, anita = users(appdata, "Me Myself", "Ann Archer", "Andy Anders", "Anita Ames")
+    follow(appdata, pair, me, ann)
+    follow(appdata, pair, ann, me)
+    follow(appdata, pair, andy, me)
+    follow(appdata, pair, me, anita)
+    server = ContactsServer(index.lookup, "127.0.0.1", 0).start()
+    client = make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
+                         trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=10_000)
+    try:
+        for query, limit, sources in [("an", 10, None), ("a a", 2, None), ("an", 10, ["followers"]),
+                                      ("an", 10, ["following", "mutual"]), ("zed", 10, None)]:
+            wire = client.lookup(contacts_idl.LookupRequest(owner=me, query=query, limit=limit, sources=sources))
+            asked = None if sources is None else {source_named(s) for s in sources}
+            direct = index.lookup(me, query, limit, sources=asked)
+            assert wire.servedBy == direct.served_by == "primary"
+            assert [(m.contact.key, m.contact.name, m.contact.userId, m.source, m.sources, m.score)
+                    for m in wire.matches] == [
+                (m.contact.key, m.contact.name, m.contact.user_id, m.source, list(m.sources), m.score)
+                for m in direct.matches], (query, sources)
+        assert len(client.lookup(contacts_idl.LookupRequest(owner=me, query="an")).matches) == 3
+    finally:
+        client.close()
+        server.stop(grace_s=2)
 
 
 def test_imports_dedup_with_pinterest_contacts_and_drop_removed_ones(

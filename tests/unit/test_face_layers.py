@@ -1,8 +1,9 @@
 """The packages built on the core see only its public faces: the client's
 face (the top-level modules), the kit the apps build on, observability
-(the seam and spans the apps report through), the Thrift client and the
-operators' API. The service's internals (``pinlater.engine``, the backends,
-the control stores, the server) are free to move without them."""
+(the seam and spans the apps report through), the Thrift client, the
+Thrift server's kit for an app's own service, and the operators' API. The
+service's internals (``pinlater.engine``, the backends, the control
+stores, the server) are free to move without them."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ FACE = {
         "client_api", "models", "errors", "retry", "queue_config", "descriptor", "states", "limits", "validation",
         "settings", "service", "operators", "demo", "cli", "cli_commands", "migrate", "records",
     )
-} | {"pinlater", "pinlater.thrift", "pinlater.thrift.client"}
+} | {"pinlater", "pinlater.thrift", "pinlater.thrift.client", "pinlater.thrift.serving"}
 PUBLIC_PACKAGES = ("pinlater.kit", "pinlater.observe")
 # The app data is a MySQL client of its own, beside the job service's
 # shards: it reads mysql:// URLs as the mysql store kind does, through the

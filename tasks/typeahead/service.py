@@ -1,0 +1,217 @@
+"""The Contacts Service: lookups of the typeahead's contacts index over
+Thrift (``contacts.thrift``), on the job server's kit
+(``pinlater.thrift.serving``): framed binary protocol, TLS, client
+certificate roles (``reader`` looks up), frame limits and the
+protections against hostile clients, ``/metrics``, and the caller's trace
+continued.
+
+``ContactsHandler`` turns the wire's requests into calls of a ``Lookup``
+(``tasks.typeahead.http``; the index's in ``pinlater-typeahead
+serve-thrift``, a fake in tests) and its answers and errors back, so the
+HTTP endpoint and this service answer alike. ``ContactsServer`` is the
+server.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any
+
+import thriftpy2
+
+from pinlater.kit.tls import ServerTls
+from pinlater.settings import Settings
+from pinlater.thrift.serving import (
+    AccessDenied,
+    FramedServer,
+    Limit,
+    Security,
+    ServerStats,
+    StatsLayout,
+    bounds_of,
+    check_exposure,
+    signatures,
+    trace_carrier,
+)
+from tasks.appdata.ids import InvalidId, ObjectType, expect_type
+from tasks.typeahead.errors import TypeaheadUnavailable
+from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
+from tasks.typeahead.rank import MAX_LIMIT, Match
+from tasks.typeahead.sources import BY_NAME, Source, source_named
+
+IDL_PATH = Path(__file__).with_name("contacts.thrift")
+# The module name must end in "_thrift" for its structs to pickle.
+idl: Any = thriftpy2.load(str(IDL_PATH), module_name="contacts_service_thrift")
+STRUCTS: dict[str, tuple[Any, Any]] = {
+    name: (getattr(idl.ContactsService, f"{name}_args"), getattr(idl.ContactsService, f"{name}_result"))
+    for name in idl.ContactsService.thrift_services
+}
+ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "admin": frozenset(STRUCTS)}
+# Names in one lookup's sources list; more is refused before decoding.
+MAX_SOURCES = len(BY_NAME) * 2
+# A lookup is a query of at most 256 characters and a few source names.
+MAX_FRAME_BYTES = 64 * 1024
+DEFAULT_PORT = 9092
+
+
+class ErrorCode(enum.IntEnum):
+    """The IDL's ContactsErrorCode."""
+
+    INVALID_REQUEST = 1
+    UNAVAILABLE = 2
+    PERMISSION_DENIED = 3
+    TOO_LARGE = 4
+    INTERNAL = 5
+
+
+LAYOUT = StatsLayout(STRUCTS, (code.name for code in ErrorCode), "pinlater_contacts_server")
+
+
+class ContactsError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _invalid(message: str) -> ContactsError:
+    return ContactsError(ErrorCode.INVALID_REQUEST, message)
+
+
+def _owner(value: object) -> int:
+    if value is None:
+        raise _invalid("owner is required (a user id)")
+    try:
+        expect_type(value, ObjectType.USER)  # type: ignore[arg-type]
+    except InvalidId as exc:
+        raise _invalid(f"owner is not a user id: {exc}") from None
+    return value  # type: ignore[return-value]
+
+
+def _text(value: object, name: str) -> str:
+    if isinstance(value, bytes):  # thriftpy2's answer to a string that is not UTF-8
+        raise _invalid(f"{name} is not UTF-8 text")
+    if not isinstance(value, str):
+        raise _invalid(f"{name} is required")
+    return value
+
+
+def _sources(value: object) -> frozenset[Source] | None:
+    if value is None:
+        return None
+    if not value:
+        raise _invalid(f"sources, when given, names at least one of {', '.join(BY_NAME)}")
+    try:
+        return frozenset(source_named(_text(name, "a source")) for name in value)  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise _invalid(str(exc)) from None
+
+
+def _match(match: Match) -> Any:
+    contact = match.contact
+    return idl.ContactMatch(
+        contact=idl.Contact(key=contact.key, name=contact.name, userId=contact.user_id),
+        source=match.source, sources=list(match.sources), score=float(match.score),
+    )
+
+
+class ContactsHandler:
+    """The service's methods over a ``Lookup``."""
+
+    def __init__(self, lookup: Lookup) -> None:
+        self._lookup = lookup
+
+    def lookup(self, request: Any) -> Any:
+        if request is None:
+            raise _invalid("lookup needs a request")
+        owner = _owner(request.owner)
+        try:
+            query = parse_query(_text(request.query, "query"))
+        except ValueError as exc:
+            raise _invalid(str(exc).replace("q must", "query must")) from None
+        limit = DEFAULT_LIMIT if request.limit is None else request.limit
+        if not 1 <= limit <= MAX_LIMIT:
+            raise _invalid(f"limit must be in 1..{MAX_LIMIT}, got {limit}")
+        sources = _sources(request.sources)
+        try:
+            result, _took_ms = timed_lookup(self._lookup, owner, query, limit, sources)
+        except TypeaheadUnavailable as exc:
+            raise ContactsError(ErrorCode.UNAVAILABLE, f"contacts index unavailable: {exc}") from None
+        return idl.LookupResponse(matches=[_match(m) for m in result.matches], servedBy=result.served_by)
+
+
+def _too_many(what: str) -> Limit:
+    def refuse(count: int) -> Exception:
+        return ContactsError(ErrorCode.TOO_LARGE, f"{count} {what} in one call; the limit is {MAX_SOURCES}")
+
+    return Limit(what, MAX_SOURCES, refuse)
+
+
+_LISTS: dict[str, list[tuple[tuple[str, ...], Limit]]] = {"lookup": [(("request", "sources"), _too_many("sources"))]}
+
+
+def _too_large(method: str) -> Any:
+    return lambda message: ContactsError(ErrorCode.TOO_LARGE, message)
+
+
+def security_of(tls: ServerTls | None, roles_path: str) -> Security:
+    """The Contacts Service's TLS and roles (``ROLES``); raises
+    TlsConfigError or RolesFileError when a file is unusable."""
+    return Security(tls, roles_path or None, ROLES)
+
+
+class ContactsServer(FramedServer):
+    """The Contacts Service on ``host:port``, answering with ``lookup``.
+    Limits on connections, buffered bytes and timeouts are the job
+    server's (``PINLATER_SERVER_*``, from ``settings``); an address other
+    than loopback needs client certificates, or ``insecure``."""
+
+    def __init__(
+        self,
+        lookup: Lookup,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        security: Security | None = None,
+        insecure: bool = False,
+        metrics_port: int | None = None,
+        settings: Settings | None = None,
+        max_concurrent_calls: int = 64,
+    ) -> None:
+        settings = settings or Settings.from_env()
+        security = security or Security(roles=ROLES)
+        check_exposure(host, security, insecure, "PINLATER_TYPEAHEAD_THRIFT", "PINLATER_TYPEAHEAD_THRIFT_ROLES")
+        super().__init__(
+            ContactsHandler(lookup), signatures(STRUCTS), bounds_of(STRUCTS, _LISTS, _too_large), host, port,
+            service_name="ContactsService",
+            label="contacts thrift server",
+            security=security,
+            max_frame_bytes=MAX_FRAME_BYTES,
+            max_connections=settings.server_max_connections,
+            max_connections_per_client=settings.server_max_connections_per_client,
+            max_buffered_bytes=settings.server_max_buffered_bytes,
+            max_concurrent_calls=max_concurrent_calls,
+            idle_timeout_s=settings.server_idle_timeout_s,
+            frame_timeout_s=settings.server_frame_timeout_s,
+            stats=ServerStats(layout=LAYOUT),
+            metrics_port=metrics_port,
+        )
+
+    def wire_error(self, exc: Exception) -> tuple[Any, str] | None:
+        if isinstance(exc, ContactsError):
+            code = exc.code
+        elif isinstance(exc, AccessDenied):
+            code = ErrorCode.PERMISSION_DENIED
+        else:
+            return None
+        return idl.ContactsException(errorCode=int(code), message=str(exc)), code.name
+
+    def internal_error(self, message: str) -> tuple[Any, str]:
+        return idl.ContactsException(errorCode=int(ErrorCode.INTERNAL), message=message), ErrorCode.INTERNAL.name
+
+    def refusal_error(self, method: str, message: str) -> tuple[Any, str]:
+        return idl.ContactsException(errorCode=int(ErrorCode.TOO_LARGE), message=message), ErrorCode.TOO_LARGE.name
+
+    def trace_parent(self, given: dict[str, Any]) -> Any:
+        return trace_carrier(given.get("request"))
