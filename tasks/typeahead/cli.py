@@ -62,6 +62,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_serve_thrift(args: argparse.Namespace) -> int:
     """The Contacts Service until SIGTERM or SIGINT, then its calls in flight finished."""
     # Imported here: the server needs the index's settings, as the index does.
+    from tasks import runtime as task_runtime
+    from tasks.typeahead.runtime import runtime
     from tasks.typeahead.service import ContactsServer, security_of
     from tasks.typeahead.settings import TypeaheadSettings
 
@@ -69,10 +71,11 @@ def cmd_serve_thrift(args: argparse.Namespace) -> int:
     host, port = cli_runner.listen_address(args, settings.thrift.host, settings.thrift.port)
     metrics_port = settings.thrift_metrics_port if args.metrics_port is None else args.metrics_port
     security = security_of(settings.thrift_tls, settings.thrift_roles)
-    with _index_lookup() as lookup:
+    with _index_lookup() as lookup, contextlib.ExitStack() as stack:
+        stack.callback(task_runtime.close)  # the updates' app data and HBase pair
         try:
-            server = ContactsServer(lookup, host, port, security=security, insecure=settings.thrift_insecure,
-                                    metrics_port=metrics_port or None)
+            server = ContactsServer(lookup, host, port, writer=runtime(), security=security,
+                                    insecure=settings.thrift_insecure, metrics_port=metrics_port or None)
         except OSError as exc:
             raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         on_signals({signal.SIGTERM: server.request_stop, signal.SIGINT: server.request_stop,

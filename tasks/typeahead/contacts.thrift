@@ -4,7 +4,8 @@
  * server, which we call Contacts Service, exposing interfaces to manage
  * this index"). Framed transport, binary protocol, on the same server kit
  * as the PinLater job service: TLS, client-certificate roles ("reader"
- * may look up), frame limits and the protections against hostile clients.
+ * may look up, "writer" may update), frame limits and the protections
+ * against hostile clients.
  *
  * Sources are named by string: mutual, following, followers, social,
  * address_book. Ids are 64-bit user ids (16-bit shard, 10-bit type,
@@ -75,7 +76,53 @@ struct LookupResponse {
   2: required string servedBy,
 }
 
+// One page of a rename: the renamed user's followers, then followees, are
+// read a page at a time; each page names its users to settle and the next page.
+struct RenamePage {
+  1: required i64 userId,
+  // The rename's time (the user's name_at in the app data).
+  2: required i64 nameAt,
+  // followers, then following.
+  3: required string phase,
+  // Where the page starts (from the step before); absent: at the first.
+  4: optional string cursor,
+  // A page's users, to settle; absent: read the page.
+  5: optional list<i64> users,
+}
+
+struct RenameStep {
+  // Index cells written.
+  1: required i32 entries,
+  // The users of the page just read, to settle next (absent: none).
+  2: optional RenamePage usersPage,
+  // The next page (absent: the rename is done).
+  3: optional RenamePage nextPage,
+}
+
+/*
+ * Updates ("writer"). Each names what changed and settles those places of
+ * one cluster's index (primary or standby) from the app data as it is when
+ * the call runs, never from the call itself: a call that comes late, twice,
+ * or beside others leaves the index as the app data says. UNAVAILABLE
+ * (HBase or the app data's MySQL down) means try again later. Each answers
+ * the index cells it wrote.
+ */
 service ContactsService {
   // The owner's best contacts whose names start with the query's tokens.
   LookupResponse lookup(1: LookupRequest request) throws (1: ContactsException e),
+
+  // A follow or unfollow at atMs: the follower's following, the followee's
+  // followers, both mutuals.
+  i32 followChanged(1: string cluster, 2: i64 follower, 3: i64 followee, 4: i64 atMs)
+      throws (1: ContactsException e),
+
+  // The owner's import of an imported source (social, address_book):
+  // connected, updated or disconnected.
+  i32 sourceChanged(1: string cluster, 2: i64 owner, 3: string source) throws (1: ContactsException e),
+
+  // One page of a rename.
+  RenameStep renamePage(1: string cluster, 2: RenamePage page) throws (1: ContactsException e),
+
+  // Every place of these owners (at most 1,000): a backfill page, a repair.
+  i32 rebuild(1: string cluster, 2: list<i64> owners) throws (1: ContactsException e),
 }

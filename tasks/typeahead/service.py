@@ -1,22 +1,24 @@
-"""The Contacts Service: lookups of the typeahead's contacts index over
-Thrift (``contacts.thrift``), on the job server's kit
-(``pinlater.thrift.serving``): framed binary protocol, TLS, client
-certificate roles (``reader`` looks up), frame limits and the
-protections against hostile clients, ``/metrics``, and the caller's trace
-continued.
+"""The Contacts Service: the typeahead's contacts index over Thrift
+(``contacts.thrift``), on the job server's kit (``pinlater.thrift.serving``):
+framed binary protocol, TLS, client certificate roles (``reader`` looks
+up, ``writer`` updates), frame limits and the protections against hostile
+clients, ``/metrics``, and the caller's trace continued.
 
 ``ContactsHandler`` turns the wire's requests into calls of a ``Lookup``
 (``tasks.typeahead.http``; the index's in ``pinlater-typeahead
-serve-thrift``, a fake in tests) and its answers and errors back, so the
-HTTP endpoint and this service answer alike. ``ContactsServer`` is the
-server.
+serve-thrift``, a fake in tests), so the HTTP endpoint and this service
+answer alike, and its updates into the functions the typeahead's jobs run
+(``tasks.typeahead.sync``) over a ``Writer`` (the process's app data and
+HBase pair); answers and errors go back as the IDL says. ``ContactsServer``
+is the server.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import thriftpy2
 
@@ -34,10 +36,16 @@ from pinlater.thrift.serving import (
     signatures,
     trace_carrier,
 )
+from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
+from tasks.appdata.store import AppData
+from tasks.hbase import PRIMARY, STANDBY, ClusterPool, HBaseError
+from tasks.typeahead import sync
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob
 from tasks.typeahead.rank import MAX_LIMIT, Match
+from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import BY_NAME, Source, source_named
 
 IDL_PATH = Path(__file__).with_name("contacts.thrift")
@@ -47,11 +55,15 @@ STRUCTS: dict[str, tuple[Any, Any]] = {
     name: (getattr(idl.ContactsService, f"{name}_args"), getattr(idl.ContactsService, f"{name}_result"))
     for name in idl.ContactsService.thrift_services
 }
-ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "admin": frozenset(STRUCTS)}
+UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "rebuild"})
+ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "writer": UPDATES, "admin": frozenset(STRUCTS)}
 # Names in one lookup's sources list; more is refused before decoding.
 MAX_SOURCES = len(BY_NAME) * 2
-# A lookup is a query of at most 256 characters and a few source names.
-MAX_FRAME_BYTES = 64 * 1024
+# Owners of one rebuild (a backfill page is 500), users of one rename page.
+MAX_OWNERS = 1000
+MAX_PAGE_USERS = 10_000
+# The largest call is a rename page of 10,000 users (80 KB of ids).
+MAX_FRAME_BYTES = 256 * 1024
 DEFAULT_PORT = 9092
 
 
@@ -79,14 +91,18 @@ def _invalid(message: str) -> ContactsError:
     return ContactsError(ErrorCode.INVALID_REQUEST, message)
 
 
-def _owner(value: object) -> int:
-    if value is None:
-        raise _invalid("owner is required (a user id)")
+def _user(value: object, name: str) -> int:
     try:
         expect_type(value, ObjectType.USER)  # type: ignore[arg-type]
     except InvalidId as exc:
-        raise _invalid(f"owner is not a user id: {exc}") from None
+        raise _invalid(f"{name} is not a user id: {exc}") from None
     return value  # type: ignore[return-value]
+
+
+def _owner(value: object) -> int:
+    if value is None:
+        raise _invalid("owner is required (a user id)")
+    return _user(value, "owner")
 
 
 def _text(value: object, name: str) -> str:
@@ -116,11 +132,83 @@ def _match(match: Match) -> Any:
     )
 
 
-class ContactsHandler:
-    """The service's methods over a ``Lookup``."""
+class Writer(Protocol):
+    """What updates need (``tasks.typeahead.runtime.TypeaheadRuntime`` is one)."""
 
-    def __init__(self, lookup: Lookup) -> None:
+    settings: TypeaheadSettings
+    store: AppData
+
+    def ready(self, cluster: str) -> ClusterPool: ...
+
+
+T = TypeVar("T")
+# Conditions that end by themselves: the caller tries again later.
+_OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError)
+
+
+def _page(job: RenameJob | None) -> Any:
+    if job is None:
+        return None
+    return idl.RenamePage(userId=job.user_id, nameAt=job.name_at, phase=job.phase, cursor=job.cursor,
+                          users=None if job.users is None else list(job.users))
+
+
+class ContactsHandler:
+    """The service's methods over a ``Lookup`` and, for updates, a ``Writer``
+    (None: a server of lookups alone, which refuses updates)."""
+
+    def __init__(self, lookup: Lookup, writer: Writer | None = None) -> None:
         self._lookup = lookup
+        self._writer = writer
+
+    def _update(self, cluster: object, work: Callable[[Writer, ClusterPool], T]) -> T:
+        if self._writer is None:
+            raise _invalid("this Contacts Service serves lookups only (started without the app data)")
+        if cluster not in (PRIMARY, STANDBY):
+            raise _invalid(f"cluster must be {PRIMARY} or {STANDBY}, got {str(cluster)[:40]!r}")
+        try:
+            return work(self._writer, self._writer.ready(cluster))
+        except _OUTAGES as exc:
+            raise ContactsError(ErrorCode.UNAVAILABLE, f"try again later: {type(exc).__name__}: {exc}") from None
+        except (InvalidTypeaheadJob, UnknownShard) as exc:
+            raise _invalid(str(exc)) from None
+
+    def followChanged(self, cluster: str, follower: int, followee: int, at_ms: int) -> int:  # noqa: N802 (the IDL's)
+        follower, followee = _user(follower, "follower"), _user(followee, "followee")
+        if type(at_ms) is not int or at_ms < 0:
+            raise _invalid(f"atMs must be a time in ms since the epoch, got {at_ms!r}")
+        return self._update(cluster, lambda w, pool: sync.follow_changed(w.store, pool, follower, followee, at_ms))
+
+    def sourceChanged(self, cluster: str, owner: int, source: str) -> int:  # noqa: N802 (the IDL's)
+        owner = _user(owner, "owner")
+        try:
+            named = source_named(_text(source, "source"))
+        except ValueError as exc:
+            raise _invalid(str(exc)) from None
+        if not named.imported:
+            raise _invalid(f"source {named.name} is not an imported source (its entries follow the follow graph)")
+        return self._update(cluster, lambda w, pool: sync.source_changed(w.store, pool, owner, named))
+
+    def renamePage(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
+        if page is None:
+            raise _invalid("renamePage needs a page")
+        try:
+            job = RenameJob(_text(cluster, "cluster"), page.userId, page.nameAt, page.phase, page.cursor,
+                            None if page.users is None else tuple(page.users))
+        except InvalidTypeaheadJob as exc:
+            raise _invalid(str(exc)) from None
+
+        def work(w: Writer, pool: ClusterPool) -> Any:
+            step = sync.rename_page(w.store, pool, job, w.settings.rename_page)
+            return idl.RenameStep(entries=step.entries, usersPage=_page(step.users_job), nextPage=_page(step.next_job))
+
+        return self._update(cluster, work)
+
+    def rebuild(self, cluster: str, owners: list[int]) -> int:
+        if not owners:
+            raise _invalid("rebuild needs at least one owner")
+        checked = [_user(owner, "an owner") for owner in owners]
+        return self._update(cluster, lambda w, pool: sync.rebuild(w.store, pool, checked))
 
     def lookup(self, request: Any) -> Any:
         if request is None:
@@ -141,14 +229,18 @@ class ContactsHandler:
         return idl.LookupResponse(matches=[_match(m) for m in result.matches], servedBy=result.served_by)
 
 
-def _too_many(what: str) -> Limit:
+def _too_many(what: str, limit: int) -> Limit:
     def refuse(count: int) -> Exception:
-        return ContactsError(ErrorCode.TOO_LARGE, f"{count} {what} in one call; the limit is {MAX_SOURCES}")
+        return ContactsError(ErrorCode.TOO_LARGE, f"{count} {what} in one call; the limit is {limit}")
 
-    return Limit(what, MAX_SOURCES, refuse)
+    return Limit(what, limit, refuse)
 
 
-_LISTS: dict[str, list[tuple[tuple[str, ...], Limit]]] = {"lookup": [(("request", "sources"), _too_many("sources"))]}
+_LISTS: dict[str, list[tuple[tuple[str, ...], Limit]]] = {
+    "lookup": [(("request", "sources"), _too_many("sources", MAX_SOURCES))],
+    "renamePage": [(("page", "users"), _too_many("users", MAX_PAGE_USERS))],
+    "rebuild": [(("owners",), _too_many("owners", MAX_OWNERS))],
+}
 
 
 def _too_large(method: str) -> Any:
@@ -162,10 +254,11 @@ def security_of(tls: ServerTls | None, roles_path: str) -> Security:
 
 
 class ContactsServer(FramedServer):
-    """The Contacts Service on ``host:port``, answering with ``lookup``.
-    Limits on connections, buffered bytes and timeouts are the job
-    server's (``PINLATER_SERVER_*``, from ``settings``); an address other
-    than loopback needs client certificates, or ``insecure``."""
+    """The Contacts Service on ``host:port``, answering with ``lookup`` and
+    updating through ``writer`` (None: lookups alone). Limits on
+    connections, buffered bytes and timeouts are the job server's
+    (``PINLATER_SERVER_*``, from ``settings``); an address other than
+    loopback needs client certificates, or ``insecure``."""
 
     def __init__(
         self,
@@ -173,6 +266,7 @@ class ContactsServer(FramedServer):
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         *,
+        writer: Writer | None = None,
         security: Security | None = None,
         insecure: bool = False,
         metrics_port: int | None = None,
@@ -183,7 +277,7 @@ class ContactsServer(FramedServer):
         security = security or Security(roles=ROLES)
         check_exposure(host, security, insecure, "PINLATER_TYPEAHEAD_THRIFT", "PINLATER_TYPEAHEAD_THRIFT_ROLES")
         super().__init__(
-            ContactsHandler(lookup), signatures(STRUCTS), bounds_of(STRUCTS, _LISTS, _too_large), host, port,
+            ContactsHandler(lookup, writer), signatures(STRUCTS), bounds_of(STRUCTS, _LISTS, _too_large), host, port,
             service_name="ContactsService",
             label="contacts thrift server",
             security=security,

@@ -28,8 +28,10 @@ from tasks.typeahead.entries import (
 )
 from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.jobs import RenameJob
+from tasks.typeahead.runtime import TypeaheadRuntime
 from tasks.typeahead.service import ContactsServer
 from tasks.typeahead.service import idl as contacts_idl
+from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, WIDE, Schema, source_named
 from tasks.typeahead.truth import owner_places, user_key
 from tests.typeahead.helpers import differences, found, users
@@ -203,6 +205,47 @@ def test_the_contacts_service_answers_as_the_index_does(
                 (m.contact.key, m.contact.name, m.contact.user_id, m.source, list(m.sources), m.score)
                 for m in direct.matches], (query, sources)
         assert len(client.lookup(contacts_idl.LookupRequest(owner=me, query="an")).matches) == 3
+    finally:
+        client.close()
+        server.stop(grace_s=2)
+
+
+def test_updates_through_the_contacts_service_keep_both_clusters_as_the_truth_says(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    """What the typeahead's jobs do, called over Thrift: follows, an import,
+    a rename page by page, a rebuild; then nothing differs from the truth."""
+    me, ann, bob, cat = users(appdata, "Me Myself", "Ann Archer", "Bob Baker", "Cat Cole")
+    writer = TypeaheadRuntime(TypeaheadSettings(rename_page=1), appdata, pair)
+    server = ContactsServer(index.lookup, "127.0.0.1", 0, writer=writer).start()
+    client = make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
+                         trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=30_000)
+    clusters = (PRIMARY, "standby")
+    try:
+        for follower, followee in ((me, ann), (ann, me), (me, bob), (cat, bob)):
+            at = now_ms()
+            graph.follow_user(appdata, follower, followee, at_ms=at)
+            assert all(client.followChanged(c, follower, followee, at) > 0 for c in clusters)
+        contacts.put_source(appdata, me, "address_book", [{"name": "Carl Unknown", "email": "carl@example.com"}],
+                            at_ms=now_ms())
+        assert all(client.sourceChanged(c, me, "address_book") > 0 for c in clusters)
+        assert found(index, me, "a") == [("Ann Archer", "mutual")]
+        assert [m.contact.name for m in index.lookup(me, "ca").matches] == ["Carl Unknown"]
+        _old, _new, name_at = graph.rename_user(appdata, bob, "Bobby Tables")
+        for cluster in clusters:
+            page: Any = contacts_idl.RenamePage(userId=bob, nameAt=name_at, phase="followers")
+            pages = 0
+            while page is not None:
+                step = client.renamePage(cluster, page)
+                if step.usersPage is not None:
+                    client.renamePage(cluster, step.usersPage)
+                page, pages = step.nextPage, pages + 1
+            assert pages >= 3  # pages of one: two followers, then the followees
+        assert found(index, me, "bobby") == [("Bobby Tables", "following")]
+        assert found(index, cat, "bob") == [("Bobby Tables", "following")]
+        for cluster in clusters:
+            client.rebuild(cluster, [me, ann, bob, cat])
+        assert differences(appdata, pair, [me, ann, bob, cat]) == {"primary": 0, "standby": 0}
     finally:
         client.close()
         server.stop(grace_s=2)
