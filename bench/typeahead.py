@@ -29,6 +29,11 @@ the ``backfill`` queue's own cap and rate, run by ``--backfill-workers``
 processes (``during_backfill``, shown as ``+bf``); then while one process
 rebuilds it as fast as it can (``during_unlimited_backfill``, ``+bf!``).
 The primary region server's GC pauses in each phase come from its GC log.
+The settled phases are measured again through the servers a client would
+call, each a process of its own started as the Procfile starts it: the
+Contacts Service over Thrift (``pinlater-typeahead serve-thrift``) and the
+HTTP endpoint (``pinlater-typeahead serve``), beside each other in the run
+(``served``).
 
     python bench/typeahead.py                 # 100,000 users, 2 rounds, lookups 200/s for 20 s
     python bench/typeahead.py --lookups-only  # the index built once, then the lookup phases alone
@@ -43,24 +48,34 @@ fresh each run and dropped at its end (``--keep`` keeps them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
+import http.client
+import json
 import multiprocessing
 import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from thriftpy2.protocol import TBinaryProtocolFactory  # noqa: E402
+from thriftpy2.rpc import make_client  # noqa: E402
+from thriftpy2.transport import TFramedTransportFactory  # noqa: E402
 
 import tasks.typeahead.index as index_module  # noqa: E402
 from bench.results import write_json  # noqa: E402
@@ -90,6 +105,7 @@ from tasks.appdata.store import AppData  # noqa: E402
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
 from tasks.typeahead import truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
+from tasks.typeahead.service import idl as contacts_idl  # noqa: E402
 from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
 from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
@@ -359,6 +375,8 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
                 "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
                 **_phases(index, args, users, famous, loaded.celebrities[0]),
             }
+            result["served"] = served_bench(args, users, famous)
+
             def phases() -> dict[str, Any]:
                 return _phases(index, args, users, famous, loaded.celebrities[0])
 
@@ -373,6 +391,92 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
             index.close()
             unlimited.terminate()
     return result
+
+
+# ------------------------------------------------------------------ served
+
+BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def serving(command: str) -> Iterator[int]:
+    """``pinlater-typeahead <command> --port 0`` as its own process, on this
+    run's settings; yields its port once it listens, stops it after."""
+    extra = ["--metrics-port", "0"] if command == "serve-thrift" else []
+    proc = subprocess.Popen([sys.executable, "-m", "tasks.typeahead.cli", command, "--port", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if " listening on " not in line:
+            raise SystemExit(f"bench/typeahead.py: pinlater-typeahead {command} did not start: {line!r}")
+        yield int(line.split()[-1].rsplit(":", 1)[1].rstrip(","))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def thrift_asker(port: int) -> Callable[[Query], int]:
+    """One Contacts Service client per thread; a lookup answers its matches' count."""
+    local = threading.local()
+
+    def ask(query: Query) -> int:
+        c = getattr(local, "client", None)
+        if c is None:
+            c = local.client = make_client(contacts_idl.ContactsService, "127.0.0.1", port,
+                                           trans_factory=TFramedTransportFactory(), proto_factory=BINARY,
+                                           timeout=10_000)
+        return len(c.lookup(contacts_idl.LookupRequest(owner=query[0], query=query[1], limit=10)).matches)
+
+    return ask
+
+
+def http_asker(port: int) -> Callable[[Query], int]:
+    """One kept-alive HTTP connection per thread."""
+    local = threading.local()
+
+    def ask(query: Query) -> int:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", f"/v1/typeahead/{query[0]}?q={quote(query[1])}&limit=10")
+        answer = conn.getresponse()
+        body = answer.read()
+        if answer.status != 200:
+            raise RuntimeError(f"HTTP {answer.status}: {body[:200]!r}")
+        return len(json.loads(body)["results"])
+
+    return ask
+
+
+def served_phase(ask: Callable[[Query], int], queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
+    """Lookups through a server, timed as ``lookup_phase``'s are (from each
+    request's scheduled time): what a client of the server sees."""
+    before = cpu_snapshot()
+    run = open_loop(ask, queries, rate, threads)
+    latencies = [latency for _q, latency, _n in run.answered]
+    return {"requests": run.requests, "answered": len(run.answered), "errors": run.errors, **_summary(latencies),
+            "over_target_share": sum(lat * 1000 > TARGET_P99_MS for lat in latencies) / max(1, len(latencies)),
+            "empty_answers": sum(n == 0 for _q, _l, n in run.answered),
+            "cpu_s": cpu_spent(before, cpu_snapshot()), "late_submit_ms": run.late_start_s * 1000}
+
+
+def served_bench(args: argparse.Namespace, users: list[Query], famous: list[Query]) -> dict[str, Any]:
+    """The settled phases through the Contacts Service and the HTTP endpoint."""
+    out: dict[str, Any] = {}
+    for name, command, asker in (("thrift", "serve-thrift", thrift_asker), ("http", "serve", http_asker)):
+        with serving(command) as port:
+            ask = asker(port)
+            served_phase(ask, users[: max(1, len(users) // 4)], args.rate, args.threads)  # warm
+            out[name] = {who: _with_gc(functools.partial(served_phase, ask, queries, args.rate, args.threads))
+                         for who, queries in (("users", users), ("celebrity", famous))}
+    return out
 
 
 # ------------------------------------------------------------------ main
@@ -440,6 +544,17 @@ def report_lookups(look: dict[str, Any]) -> None:
         for shape, s in p["by_shape"].items():
             print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "
                   f"mean candidates {s['mean_candidates']:7.1f}")
+    print("  through a server of its own (settled; ms from the scheduled time, as a client sees them):")
+    for kind, label in (("thrift", "Contacts Service (Thrift)"), ("http", "HTTP endpoint")):
+        for who, p in look["served"][kind].items():
+            print(f"    {label:26} {who:10} {p['answered']:6,}/{p['requests']:<6,} p50 {_ms(p['p50_ms'])} "
+                  f"p99 {_ms(p['p99_ms'])} max {_ms(p['max_ms'])} errors {p['errors']}")
+    thrift = look["served"]["thrift"]
+    verdict = ("met" if thrift["users"]["p99_ms"] <= TARGET_P99_MS
+               and thrift["celebrity"]["p99_ms"] <= TARGET_CELEBRITY_P99_MS else "MISSED")
+    print(f"target through the Contacts Service: p99 <= {TARGET_P99_MS:.0f} ms for users, "
+          f"{TARGET_CELEBRITY_P99_MS:.0f} ms for the celebrity: {verdict} ({thrift['users']['p99_ms']:.1f} ms, "
+          f"{thrift['celebrity']['p99_ms']:.1f} ms)")
     p99 = look["users"]["p99_ms"]
     verdict = "met" if p99 <= TARGET_P99_MS else "MISSED"
     print(f"target: p99 <= {TARGET_P99_MS:.0f} ms for users' lookups: {verdict} ({p99:.1f} ms); "

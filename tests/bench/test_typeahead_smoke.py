@@ -48,4 +48,12 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         gc = p["gc_pauses"]  # read from the primary's GC log: the region server logs every pause
         assert gc["count"] >= 0 and gc["max_ms"] <= gc["total_ms"] + 0.1
     assert lookups["celebrity"]["candidates"]["max"] > lookups["users"]["candidates"]["median"]
+    # The same lookups through the Contacts Service and the HTTP endpoint, each a process of its own.
+    for kind in ("thrift", "http"):
+        for who in ("users", "celebrity"):
+            p = lookups["served"][kind][who]
+            assert p["errors"] == 0 and p["answered"] == p["requests"] == lookups[who]["requests"], (kind, who)
+            assert p["empty_answers"] == lookups[who]["empty_answers"]  # the same queries, the same answers
+            assert 0 < p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
+    assert "target through the Contacts Service" in stdout
     assert "ratio (rebuild / raw happybase):" in stdout and "target: p99" in stdout
