@@ -1,6 +1,9 @@
 """The "contacts" backfill kind (``tasks.backfill``): the typeahead index of
 a page of users rebuilt from MySQL, compared, and repaired, through the
-plain functions of ``tasks.typeahead.sync`` and ``verify``. The app's
+plain functions of ``tasks.typeahead.sync`` and ``verify``. A rebuild goes
+through the Contacts Service when the jobs' updates do
+(``PINLATER_TYPEAHEAD_SERVICE``); a verify's diff and repair read and
+delete cells the service has no call for, so they run here. The app's
 manifest (``tasks.typeahead.app``) names it."""
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Sequence
 from tasks.backfill.kinds import BackfillContext, Difference
 from tasks.hbase import ClusterPool
 from tasks.typeahead import sync, verify
+from tasks.typeahead.runtime import runtime
 from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 
 
@@ -22,7 +26,12 @@ class ContactsKind:
     name = "contacts"
 
     def backfill(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> int:
-        return sync.rebuild(ctx.store, _pool(ctx, cluster), user_ids) if user_ids else 0
+        if not user_ids:
+            return 0
+        rt = runtime()
+        if rt.settings.service is not None:
+            return rt.updates.rebuild(cluster, user_ids)
+        return sync.rebuild(ctx.store, _pool(ctx, cluster), user_ids)
 
     def diff(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> list[Difference]:
         found = verify.diff(ctx.store, _pool(ctx, cluster), user_ids)

@@ -15,12 +15,8 @@ is the server.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
-
-import thriftpy2
 
 from pinlater.kit.tls import ServerTls
 from pinlater.settings import Settings
@@ -47,14 +43,10 @@ from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob
 from tasks.typeahead.rank import MAX_LIMIT, Match
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import BY_NAME, Source, source_named
+from tasks.typeahead.wire import IDL_PATH, STRUCTS, ErrorCode, idl
 
-IDL_PATH = Path(__file__).with_name("contacts.thrift")
-# The module name must end in "_thrift" for its structs to pickle.
-idl: Any = thriftpy2.load(str(IDL_PATH), module_name="contacts_service_thrift")
-STRUCTS: dict[str, tuple[Any, Any]] = {
-    name: (getattr(idl.ContactsService, f"{name}_args"), getattr(idl.ContactsService, f"{name}_result"))
-    for name in idl.ContactsService.thrift_services
-}
+__all__ = ["IDL_PATH", "ContactsError", "ContactsHandler", "ContactsServer", "ErrorCode", "Writer", "idl"]
+
 UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "rebuild"})
 ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "writer": UPDATES, "admin": frozenset(STRUCTS)}
 # Names in one lookup's sources list; more is refused before decoding.
@@ -65,16 +57,6 @@ MAX_PAGE_USERS = 10_000
 # The largest call is a rename page of 10,000 users (80 KB of ids).
 MAX_FRAME_BYTES = 256 * 1024
 DEFAULT_PORT = 9092
-
-
-class ErrorCode(enum.IntEnum):
-    """The IDL's ContactsErrorCode."""
-
-    INVALID_REQUEST = 1
-    UNAVAILABLE = 2
-    PERMISSION_DENIED = 3
-    TOO_LARGE = 4
-    INTERNAL = 5
 
 
 LAYOUT = StatsLayout(STRUCTS, (code.name for code in ErrorCode), "pinlater_contacts_server")

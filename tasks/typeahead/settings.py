@@ -31,6 +31,7 @@ class TypeaheadSettings:
     thrift_tls_client_ca: str = ""
     thrift_roles: str = ""
     thrift_insecure: bool = False
+    service: Address | None = None
 
     @property
     def thrift_tls(self) -> ServerTls | None:
@@ -68,4 +69,7 @@ SETTINGS: tuple[Setting, ...] = (
             "roles file of the Contacts Service's callers (`reader`: lookups); needs the client CA"),
     Setting("PINLATER_TYPEAHEAD_THRIFT_INSECURE", "thrift_insecure", parse_flag, "no",
             "let the Contacts Service listen on an address other than loopback without client certificates"),
+    Setting("PINLATER_TYPEAHEAD_SERVICE", "service", Address.parse, "",
+            "the Contacts Service the typeahead's jobs write the index through (HOST:PORT, with the "
+            "PINLATER_CLIENT_TLS_* certificate); unset: in the worker's own process"),
 )

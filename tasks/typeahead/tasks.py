@@ -1,7 +1,8 @@
 # mypy: disable-error-code="no-untyped-call,untyped-decorator,misc"
 # (Celery ships without complete type hints; its calls are untyped.)
 """The typeahead's tasks: thin Celery shells on PinLater queues
-(``tasks.typeahead.queues``) over ``tasks.typeahead.sync``. Each job names
+(``tasks.typeahead.queues``) over the index's updates, in the worker or
+through the Contacts Service (``tasks.typeahead.updates``). Each job names
 one cluster; the application enqueues one per cluster (``ContactActions``).
 
 * ``typeahead.update``: a follow/unfollow or an import, set from MySQL now;
@@ -24,7 +25,6 @@ from tasks.typeahead import queues
 from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob, owner_key
 from tasks.typeahead.runtime import runtime
 from tasks.typeahead.sources import source_named
-from tasks.typeahead.sync import follow_changed, rename_page, source_changed
 from workers.task import PinLaterTask
 
 T = TypeVar("T")
@@ -44,12 +44,11 @@ def update(self: PinLaterTask, body: str | bytes) -> int:
 
     def work() -> int:
         job = UpdateJob.from_json(body)
-        rt = runtime()
-        pool = rt.ready(job.cluster)
+        updates = runtime().updates
         f = job.fields
         if job.op == "follow":
-            return follow_changed(rt.store, pool, f["follower_id"], f["followee_id"], f["at_ms"])
-        return source_changed(rt.store, pool, f["user_id"], source_named(f["source"]))
+            return updates.follow_changed(job.cluster, f["follower_id"], f["followee_id"], f["at_ms"])
+        return updates.source_changed(job.cluster, f["user_id"], source_named(f["source"]))
 
     return _run(self, work)
 
@@ -67,7 +66,7 @@ def rename(self: PinLaterTask, body: str | bytes) -> int:
     def work() -> int:
         job = RenameJob.from_json(body)
         rt = runtime()
-        step = rename_page(rt.store, rt.ready(job.cluster), job, rt.settings.rename_page)
+        step = rt.updates.rename_page(job)
         prefix = rt.store.shard_map.database_prefix
         for then in (step.users_job, step.next_job):
             if then is not None:

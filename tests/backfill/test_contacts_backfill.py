@@ -1,5 +1,6 @@
-"""The contacts backfill beside real-time typeahead updates: Celery workers
-run the backfill's page jobs while the application renames users, follows,
+"""The contacts backfill beside real-time typeahead updates (written by the
+workers, or through a Contacts Service): Celery workers run the backfill's
+page jobs while the application renames users, follows,
 unfollows and imports address books through ``ContactActions``; after the
 verify pass reports 0 differences on each cluster, the index equals what
 MySQL says, checked again independently through lookups."""
@@ -30,6 +31,7 @@ BOTH = (PRIMARY, STANDBY)
 SURNAMES = ("Quill", "Rowe", "Stark", "Thorne", "Vance")
 
 
+@pytest.mark.parametrize("world", ["redis", "redis+contacts"], indirect=True)
 def test_a_backfill_beside_renames_and_follows_ends_equal_to_mysql_after_verify(world: FeedWorld) -> None:
     summary = small_graph(world.store, seed=31, users=150)
     users = summary.user_ids
@@ -71,6 +73,9 @@ def test_a_backfill_beside_renames_and_follows_ends_equal_to_mysql_after_verify(
     wait_finished(world, started, timeout=90)
     world.settle(90, "the typeahead and backfill jobs")
     assert world.failed_jobs() == {}
+    if world.contacts_calls is not None:  # the pages and the real-time updates went through the service
+        calls = world.contacts_calls()
+        assert calls.get("rebuild", 0) > 0 and calls.get("followChanged", 0) > 0, calls
 
     ctx = BackfillContext(world.store, world.pair, world.env)
     for cluster in BOTH:

@@ -46,6 +46,8 @@ from tasks.hbase.tables import apply_table, installed_tables
 from tasks.shell import OUTAGES
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
+from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.service import ContactsServer
 from tasks.typeahead.settings import TypeaheadSettings
 from tests.consistency import steps
 from tests.support.appdata import ENV as APPDATA_ENV
@@ -177,6 +179,7 @@ class Rig:
     broken: bool = False  # a run failed in a way the model does not expect: the example's report
     max_skew_ms: int = 0  # how far off the machine's clock the drain's runs may be, either way
     admins: dict[str, HBaseAdmin] = field(default_factory=dict)
+    contacts_service: ContactsServer | None = None  # the typeahead's jobs write through it ("+contacts")
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -376,7 +379,9 @@ class Rig:
 def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | None,
         feed_env: dict[str, str]) -> Iterator[Rig]:
     """The world of one backend ("redis", or "redis" through the Thrift
-    server at ``thrift_address``)."""
+    server at ``thrift_address``; "redis+contacts": the typeahead's jobs
+    write the index through a Contacts Service, in this process on the
+    jobs' own gated stores, each of its calls one step of a schedule)."""
     env = worker_env("redis", f"consistency{id(store) % 10**6}:")
     if thrift_address is not None:
         env["PINLATER_SERVERS"] = thrift_address
@@ -400,6 +405,14 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
     _gate_store(task_store)
     for pool in task_pair:
         _gate_pool(pool, faults)
+    contacts = None
+    if backend.endswith("+contacts"):
+        writer = typeahead_runtime.TypeaheadRuntime(typeahead_settings, task_store, task_pair)
+        for cluster in (PRIMARY, STANDBY):
+            writer.ready(cluster)
+        contacts = ContactsServer(ContactsIndex(task_pair, typeahead_settings).lookup, "127.0.0.1", 0,
+                                  writer=writer).start()
+        env["PINLATER_TYPEAHEAD_SERVICE"] = f"127.0.0.1:{contacts.port}"
     shared = task_runtime.TaskRuntime(task_store, task_pair, env)
     ctx = backfill_runtime.runtime(shared).ctx
     # Ensured here, outside any job thread: ``EnsuredTables`` holds a lock
@@ -421,7 +434,8 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
             stack.enter_context(_skewed_clocks())
             app.set_current()
             the_rig = Rig(backend, store, pair, service, client, app, feed_settings, typeahead_settings, faults,
-                          feeds, ContactActions(store, client, feeds=feeds), ctx, admins=admins)
+                          feeds, ContactActions(store, client, feeds=feeds), ctx, admins=admins,
+                          contacts_service=contacts)
             the_rig.reset_queues()
             yield the_rig
     finally:
@@ -430,6 +444,8 @@ def rig(backend: str, store: AppData, pair: ClusterPair, thrift_address: str | N
         for admin in admins.values():
             admin.close()
         previous_app.set_current()
+        if contacts is not None:
+            contacts.stop(grace_s=5)
         task_store.close()
         task_pair.close()
         if client is not service:

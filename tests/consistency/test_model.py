@@ -1,6 +1,7 @@
 """Every feed and typeahead index equals its truth, whatever order the jobs
-run in (``tests.consistency.model``), over Redis in the process and
-through a ``pinlater server``.
+run in (``tests.consistency.model``), over Redis in the process, through a
+``pinlater server``, and with the typeahead's updates through a Contacts
+Service.
 
 ``PINLATER_CONSISTENCY_EXAMPLES`` (default 100 per backend) and
 ``PINLATER_CONSISTENCY_STEPS`` (50 rules per example) size it. A failure
@@ -41,7 +42,7 @@ FEED_ENV = {
 @pytest.mark.timeout(max(300, 8 * EXAMPLES))
 @pytest.mark.parametrize("backend", [
     pytest.param(backend, marks=pytest.mark.xdist_group(f"consistency-{backend}"))
-    for backend in ("redis", "redis+thrift")
+    for backend in ("redis", "redis+thrift", "redis+contacts")
 ])
 def test_every_feed_and_index_equals_its_truth_under_any_schedule(
     backend: str, servers: None, appdata: AppData, pair: ClusterPair, request: pytest.FixtureRequest
@@ -53,10 +54,16 @@ def test_every_feed_and_index_equals_its_truth_under_any_schedule(
     with rig(backend, appdata, pair, address, FEED_ENV) as world:
         Model.rig = world
         config = settings(
-            max_examples=EXAMPLES,
+            # Through the Contacts Service each of its calls is one step (its
+            # stores' calls run on the server's threads): fewer examples, as
+            # its schedules are coarser and the suite's time is bounded.
+            max_examples=max(10, EXAMPLES // 4) if backend.endswith("+contacts") else EXAMPLES,
             stateful_step_count=STEPS,
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
         )
         run_state_machine_as_test(Model, settings=config)
+        if world.contacts_service is not None:  # the typeahead's updates did go through it
+            methods = world.contacts_service.stats.snapshot()["methods"]
+            assert isinstance(methods, dict) and {"followChanged", "renamePage"} <= methods.keys(), methods

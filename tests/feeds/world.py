@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +81,8 @@ class FeedWorld:
     procs: Processes
     workers: list[str] = field(default_factory=list)
     worker_queues: tuple[str, ...] = QUEUES  # what start_workers' workers consume
+    # The calls of the Contacts Service the typeahead's jobs write through, by method (None: none).
+    contacts_calls: Callable[[], dict[str, int]] | None = None
 
     def start_workers(self, count: int = 1, concurrency: int = 2, *extra: str,
                       skews_ms: Sequence[int] = (), env: Mapping[str, str] | None = None) -> None:

@@ -2,11 +2,14 @@
 (and the typeahead's) on PinLater, over the app-data store and the HBase
 pair (``tests.feeds.world``), over the store setup of the ``backend``
 parameter ("redis", "mysql", "redis+thrift" through a ``pinlater
-server``, or "redis+tls" through one with TLS and roles); ``@pytest.mark.feed_settings(page_size=100, ...)`` sets its
-workers' ``PINLATER_FEED_*``. Used by the feed and typeahead tests."""
+server``, "redis+tls" through one with TLS and roles, or "redis+contacts"
+with the typeahead's updates through a Contacts Service);
+``@pytest.mark.feed_settings(page_size=100, ...)`` sets its workers'
+``PINLATER_FEED_*``. Used by the feed and typeahead tests."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from pinlater.kit.tls import ClientTls
     from tasks.appdata.store import AppData
     from tasks.hbase import ClusterPair
+    from tasks.typeahead.service import ContactsServer
     from tests.feeds.world import FeedWorld
     from tests.support.tls import Certs
 
@@ -24,6 +28,9 @@ THRIFT = "+thrift"
 # Through a ``pinlater server`` with TLS and roles: the workers hold the
 # worker role's certificate, the application's client the producer's.
 TLS = "+tls"
+# The typeahead's jobs write the index through a Contacts Service of the
+# test's own (in its process, on its app data and HBase pair).
+CONTACTS = "+contacts"
 
 
 @pytest.fixture
@@ -33,7 +40,7 @@ def world(
     from tests.feeds.world import feed_world
 
     backend = str(getattr(request, "param", "redis"))
-    stores = backend.removesuffix(THRIFT).removesuffix(TLS)
+    stores = backend.removesuffix(THRIFT).removesuffix(TLS).removesuffix(CONTACTS)
     address = None
     tls: dict[str, ClientTls] = {}
     if backend.endswith(THRIFT):
@@ -45,5 +52,33 @@ def world(
         tls = {"workers": certs.client("tls-worker"), "app": certs.client("tls-producer")}
     marker = request.node.get_closest_marker("feed_settings")
     overrides = dict(marker.kwargs) if marker else {}
-    with feed_world(stores, address, appdata, pair, tmp_path, tls=tls, **overrides) as w:
-        yield w
+    with contextlib.ExitStack() as stack:
+        extra_env = {}
+        calls = None
+        if backend.endswith(CONTACTS):
+            contacts = stack.enter_context(_contacts_service(appdata, pair))
+            extra_env["PINLATER_TYPEAHEAD_SERVICE"] = f"127.0.0.1:{contacts.port}"
+
+            def calls() -> dict[str, int]:
+                methods: dict[str, dict[str, int]] = contacts.stats.snapshot()["methods"]  # type: ignore[assignment]
+                return {name: m["requests"] for name, m in methods.items()}
+
+        with feed_world(stores, address, appdata, pair, tmp_path, tls=tls, extra_env=extra_env, **overrides) as w:
+            w.contacts_calls = calls
+            yield w
+
+
+@contextlib.contextmanager
+def _contacts_service(appdata: AppData, pair: ClusterPair) -> Iterator[ContactsServer]:
+    from tasks.typeahead.index import ContactsIndex
+    from tasks.typeahead.runtime import TypeaheadRuntime
+    from tasks.typeahead.service import ContactsServer
+    from tasks.typeahead.settings import TypeaheadSettings
+
+    settings = TypeaheadSettings()
+    server = ContactsServer(ContactsIndex(pair, settings).lookup, "127.0.0.1", 0,
+                            writer=TypeaheadRuntime(settings, appdata, pair)).start()
+    try:
+        yield server
+    finally:
+        server.stop(grace_s=5)

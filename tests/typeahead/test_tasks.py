@@ -1,7 +1,8 @@
 """The typeahead's tasks end to end: Celery workers on PinLater (in-process
-stores, or through a ``pinlater server``) keep the index on both clusters
-equal to MySQL through follows, unfollows, renames and imports that the
-application makes with ``ContactActions``."""
+stores, or through a ``pinlater server``; writing the index themselves, or
+through a Contacts Service) keep the index on both clusters equal to MySQL
+through follows, unfollows, renames and imports that the application makes
+with ``ContactActions``."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.typeahead.helpers import differences, found, users
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("world", ["redis", "mysql", "redis+thrift"], indirect=True)
+@pytest.mark.parametrize("world", ["redis", "mysql", "redis+thrift", "redis+contacts"], indirect=True)
 def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     store, act = world.store, world.contacts
     ann, bob, cat, dee = users(store, "Ann Able", "Bob Bright", "Cat Cole", "Dee Dunn")
@@ -49,6 +50,9 @@ def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     assert [(m.contact.user_id, m.source) for m in dee_match] == [(dee, "address_book")]
     assert found(index, ann, "eli") == [("Eli Eastwood", "address_book")]
     assert differences(store, world.pair, [ann, bob, cat, dee]) == {"primary": 0, "standby": 0}
+    if world.contacts_calls is not None:  # every kind of update went through the service
+        calls = world.contacts_calls()
+        assert all(calls.get(method, 0) > 0 for method in ("followChanged", "sourceChanged", "renamePage")), calls
 
 
 @pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)
