@@ -48,7 +48,6 @@ fresh each run and dropped at its end (``--keep`` keeps them).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import http.client
@@ -56,15 +55,13 @@ import json
 import multiprocessing
 import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +92,7 @@ from bench.typeahead_backfill import (  # noqa: E402
     build_index,
     init_worker,
     rebuild_page,
+    serving,
     through_jobs,
 )
 from tasks.appdata import contacts, generate, schema  # noqa: E402
@@ -398,30 +396,6 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
 BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
 
 
-@contextlib.contextmanager
-def serving(command: str) -> Iterator[int]:
-    """``pinlater-typeahead <command> --port 0`` as its own process, on this
-    run's settings; yields its port once it listens, stops it after."""
-    extra = ["--metrics-port", "0"] if command == "serve-thrift" else []
-    proc = subprocess.Popen([sys.executable, "-m", "tasks.typeahead.cli", command, "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if " listening on " not in line:
-            raise SystemExit(f"bench/typeahead.py: pinlater-typeahead {command} did not start: {line!r}")
-        yield int(line.split()[-1].rsplit(":", 1)[1].rstrip(","))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
 def thrift_asker(port: int) -> Callable[[Query], int]:
     """One Contacts Service client per thread; a lookup answers its matches' count."""
     local = threading.local()
@@ -514,6 +488,9 @@ def report_backfill(fill: dict[str, Any]) -> None:
     print(f"  raw put_versions:        {fill['raw_encoded_users_per_s']:7,.0f} users/s "
           f"{fill['raw_encoded_cells_per_s']:9,.0f} cells/s  (rounds {rounds3} s; the rebuild's own writes, "
           f"nothing read: ratio {fill['ratio_encoded']:.2f})")
+    rounds4 = ", ".join(f"{s:.1f}" for s in fill["rebuild_service_s"])
+    print(f"  rebuild via the Contacts Service: {fill['rebuild_service_users_per_s']:7,.0f} users/s  (rounds "
+          f"{rounds4} s; ratio to the rebuild in the backfill's processes {fill['ratio_service']:.2f}, target 0.8)")
     print(f"  ratio (rebuild / raw happybase): {fill['ratio']:.2f}; "
           f"(rebuild / raw Thrift2): {fill['ratio_thrift2']:.2f}")
     print("  CPU ms a user (the machine's, then by process kind; clients = the writer's own processes):")

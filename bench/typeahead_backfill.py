@@ -5,23 +5,30 @@ raw peers writing the same precomputed cells, a happybase loop (one
 (``putMultiple`` of thriftpy2 structs, a timestamp per cell) and the
 project's own put call with nothing read first, each overlapped on as many
 connections per process as the writer has (PINLATER_HBASE_POOL_SIZE).
+And the rebuild through the Contacts Service (``pinlater-typeahead
+serve-thrift``, a process of its own, as ``PINLATER_TYPEAHEAD_SERVICE``
+makes the backfill's pages call it), from the same number of processes.
 Also the rebuild as a backfill runs it beside the lookups (``through_jobs``:
 page jobs on a PinLater queue with the backfill queue's cap and rate), and
 the index built once for ``--lookups-only`` (``build_index``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
 import os
 import pickle
+import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,14 +47,50 @@ from tasks.appdata.store import AppData
 from tasks.backfill import queue as backfill_queue
 from tasks.hbase import ClusterPair, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
+from tasks.hbase.settings import Address
 from tasks.typeahead import sync, truth
 from tasks.typeahead.entries import Entry, group_by_version
+from tasks.typeahead.updates import ServiceUpdates
 from workers.gc_policy import tune_gc
 from workers.settings import TransportSettings
 
 PAGE = 500  # users per backfill page
+REPO = Path(__file__).resolve().parent.parent
 
 _worker: dict[str, Any] = {}
+# The Contacts Service's port, set before the pool forks (its processes read it).
+_service: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def serving(command: str) -> Iterator[int]:
+    """``pinlater-typeahead <command> --port 0`` as its own process, on this
+    run's settings; yields its port once it listens, stops it after."""
+    extra = ["--metrics-port", "0"] if command == "serve-thrift" else []
+    proc = subprocess.Popen([sys.executable, "-m", "tasks.typeahead.cli", command, "--port", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if " listening on " not in line:
+            raise SystemExit(f"bench/typeahead.py: pinlater-typeahead {command} did not start: {line!r}")
+        yield int(line.split()[-1].rsplit(":", 1)[1].rstrip(","))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _service_page(owners: list[int]) -> int:
+    updates = _worker.get("service")
+    if updates is None:
+        updates = _worker["service"] = ServiceUpdates(Address("127.0.0.1", _service["port"]))
+    return int(updates.rebuild("primary", owners))
 
 
 def init_worker() -> None:
@@ -280,7 +323,8 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
     cells = sum(p[2] for p in planned)
     calls = sum(p[3] for p in planned)
     users = sum(len(page) for page in pages)
-    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": [], "raw_encoded": []}
+    written: dict[str, list[int]] = {"rebuild": [], "raw": [], "raw_thrift2": [], "raw_encoded": [],
+                                     "rebuild_service": []}
     settle_s: list[float] = []
     cpu = CpuCost()
 
@@ -298,10 +342,14 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
 
         return settled_run
 
-    rebuild_s, raw_s, raw2_s, encoded_s = rotating(
-        rounds, measured("rebuild", rebuild_page, pages), measured("raw", _raw_page, paths),
-        measured("raw_thrift2", _raw2_page, paths), measured("raw_encoded", _raw_encoded_page, paths))
+    with serving("serve-thrift") as port:
+        _service["port"] = port
+        rebuild_s, raw_s, raw2_s, encoded_s, service_s = rotating(
+            rounds, measured("rebuild", rebuild_page, pages), measured("raw", _raw_page, paths),
+            measured("raw_thrift2", _raw2_page, paths), measured("raw_encoded", _raw_encoded_page, paths),
+            measured("rebuild_service", _service_page, pages))
     rebuild_median, raw_median = statistics.median(rebuild_s), statistics.median(raw_s)
+    service_median = statistics.median(service_s)
     raw2_median, encoded_median = statistics.median(raw2_s), statistics.median(encoded_s)
     return {
         "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
@@ -317,6 +365,10 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         "raw_encoded_s": encoded_s,
         "raw_encoded_users_per_s": users / encoded_median, "raw_encoded_cells_per_s": cells / encoded_median,
         "ratio_encoded": encoded_median / rebuild_median,
+        # The rebuild through the Contacts Service (one process of its own)
+        # against the rebuild in the backfill's processes.
+        "rebuild_service_s": service_s, "rebuild_service_users_per_s": users / service_median,
+        "ratio_service": rebuild_median / service_median,
         # CPU ms a user, per writer: the machine's, each server kind's, and the
         # writer's own processes ("clients"); both cores are busy for every writer.
         "cpu_ms_per_user": cpu.mean(per=users / 1000),
