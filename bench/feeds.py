@@ -279,6 +279,10 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         # CPU seconds a round, per writer: the machine's, each server kind's, and
         # the rest ("clients": Celery workers, or the raw writers' processes).
         "cpu_s_per_round": cpu.mean(),
+        # The same in µs a cell, and the tasks' machine CPU a cell against the
+        # raw Thrift2 writer's (the fan-out's target: at most 1.5).
+        "cpu_us_per_cell": cpu.mean(per=cells / 1e6),
+        "cpu_per_cell_vs_raw_thrift2": cpu.mean()["tasks"]["machine"] / cpu.mean()["raw_thrift2"]["machine"],
     }
 
 
@@ -459,6 +463,11 @@ def main() -> int:
     print("  CPU seconds a round (the machine's, then by process kind; clients = the rest):")
     for name, spent in fanout["cpu_s_per_round"].items():
         print(f"    {name:12} " + ", ".join(f"{kind} {value:.1f}" for kind, value in spent.items()))
+    print("  CPU µs a cell:")
+    for name, spent in fanout["cpu_us_per_cell"].items():
+        print(f"    {name:12} " + ", ".join(f"{kind} {value:.1f}" for kind, value in spent.items()))
+    print(f"  the tasks' machine CPU a cell: {fanout['cpu_per_cell_vs_raw_thrift2']:.2f}x the raw Thrift2 "
+          "writer's (target 1.5)")
     reads = read_bench(args, store, pair, hbase, FeedSettings.from_env(env))
     print(f"reads: {reads['rate_per_s']:.0f}/s for {reads['seconds']:.0f} s, 25 pins a page, "
           f"cut-off {reads['cutoff_ms']:.0f} ms, shadow share {reads['shadow_share']}")

@@ -32,6 +32,11 @@ def test_feeds_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         assert servers <= spent["machine"] + 0.05
         assert spent["clients"] == pytest.approx(spent["machine"] - servers, abs=0.02)
     assert fanout["cpu_s_per_round"]["tasks"]["mariadb"] > 0  # the fan-out reads the follows
+    cells = fanout["cells_per_round"]
+    for name, spent in fanout["cpu_us_per_cell"].items():  # the rounds' CPU, a cell at a time
+        assert spent["machine"] == pytest.approx(fanout["cpu_s_per_round"][name]["machine"] * 1e6 / cells, rel=0.01)
+    assert fanout["cpu_per_cell_vs_raw_thrift2"] == pytest.approx(
+        fanout["cpu_s_per_round"]["tasks"]["machine"] / fanout["cpu_s_per_round"]["raw_thrift2"]["machine"], rel=0.01)
     assert reads["up"]["served_by"] == {"primary": reads["up"]["requests"]}
     # The read phases' CPU by kind, and an idle span of the same length to set it against.
     assert reads["up"]["cpu_s"]["machine"] > 0 and reads["idle_cpu_s"]["machine"] >= 0
