@@ -28,7 +28,7 @@ from pinlater.thrift.security import Security
 from pinlater.thrift.stats import UNKNOWN_METHOD, ServerStats
 from pinlater.thrift.walk import Header, OverLimit, check_body, read_header
 
-log = logging.getLogger("pinlater.thrift.calls")
+log = logging.getLogger(__name__)
 
 Signature = tuple[Any, Any, tuple[str, ...]]
 

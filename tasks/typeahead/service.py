@@ -16,7 +16,7 @@ is the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pinlater.kit.tls import ServerTls
 from pinlater.settings import Settings
@@ -34,16 +34,14 @@ from pinlater.thrift.serving import (
 )
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
-from tasks.appdata.store import AppData
-from tasks.hbase import PRIMARY, STANDBY, ClusterPool, HBaseError
-from tasks.typeahead import sync
+from tasks.hbase import PRIMARY, STANDBY, HBaseError
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob
 from tasks.typeahead.rank import MAX_LIMIT, Match
-from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import BY_NAME, Source, source_named
-from tasks.typeahead.wire import IDL_PATH, STRUCTS, ErrorCode, idl
+from tasks.typeahead.updates import LocalUpdates, Writer
+from tasks.typeahead.wire import IDL_PATH, STRUCTS, ErrorCode, idl, rename_job_of, rename_page_of
 
 __all__ = ["IDL_PATH", "ContactsError", "ContactsHandler", "ContactsServer", "ErrorCode", "Writer", "idl"]
 
@@ -114,25 +112,9 @@ def _match(match: Match) -> Any:
     )
 
 
-class Writer(Protocol):
-    """What updates need (``tasks.typeahead.runtime.TypeaheadRuntime`` is one)."""
-
-    settings: TypeaheadSettings
-    store: AppData
-
-    def ready(self, cluster: str) -> ClusterPool: ...
-
-
 T = TypeVar("T")
 # Conditions that end by themselves: the caller tries again later.
 _OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError)
-
-
-def _page(job: RenameJob | None) -> Any:
-    if job is None:
-        return None
-    return idl.RenamePage(userId=job.user_id, nameAt=job.name_at, phase=job.phase, cursor=job.cursor,
-                          users=None if job.users is None else list(job.users))
 
 
 class ContactsHandler:
@@ -141,15 +123,15 @@ class ContactsHandler:
 
     def __init__(self, lookup: Lookup, writer: Writer | None = None) -> None:
         self._lookup = lookup
-        self._writer = writer
+        self._updates = None if writer is None else LocalUpdates(writer)
 
-    def _update(self, cluster: object, work: Callable[[Writer, ClusterPool], T]) -> T:
-        if self._writer is None:
+    def _update(self, cluster: object, work: Callable[[LocalUpdates], T]) -> T:
+        if self._updates is None:
             raise _invalid("this Contacts Service serves lookups only (started without the app data)")
         if cluster not in (PRIMARY, STANDBY):
             raise _invalid(f"cluster must be {PRIMARY} or {STANDBY}, got {str(cluster)[:40]!r}")
         try:
-            return work(self._writer, self._writer.ready(cluster))
+            return work(self._updates)
         except _OUTAGES as exc:
             raise ContactsError(ErrorCode.UNAVAILABLE, f"try again later: {type(exc).__name__}: {exc}") from None
         except (InvalidTypeaheadJob, UnknownShard) as exc:
@@ -159,7 +141,7 @@ class ContactsHandler:
         follower, followee = _user(follower, "follower"), _user(followee, "followee")
         if type(at_ms) is not int or at_ms < 0:
             raise _invalid(f"atMs must be a time in ms since the epoch, got {at_ms!r}")
-        return self._update(cluster, lambda w, pool: sync.follow_changed(w.store, pool, follower, followee, at_ms))
+        return self._update(cluster, lambda u: u.follow_changed(cluster, follower, followee, at_ms))
 
     def sourceChanged(self, cluster: str, owner: int, source: str) -> int:  # noqa: N802 (the IDL's)
         owner = _user(owner, "owner")
@@ -169,20 +151,21 @@ class ContactsHandler:
             raise _invalid(str(exc)) from None
         if not named.imported:
             raise _invalid(f"source {named.name} is not an imported source (its entries follow the follow graph)")
-        return self._update(cluster, lambda w, pool: sync.source_changed(w.store, pool, owner, named))
+        return self._update(cluster, lambda u: u.source_changed(cluster, owner, named))
 
     def renamePage(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
         if page is None:
             raise _invalid("renamePage needs a page")
         try:
-            job = RenameJob(_text(cluster, "cluster"), page.userId, page.nameAt, page.phase, page.cursor,
-                            None if page.users is None else tuple(page.users))
+            job = rename_job_of(_text(cluster, "cluster"), page)
         except InvalidTypeaheadJob as exc:
             raise _invalid(str(exc)) from None
+        assert job is not None
 
-        def work(w: Writer, pool: ClusterPool) -> Any:
-            step = sync.rename_page(w.store, pool, job, w.settings.rename_page)
-            return idl.RenameStep(entries=step.entries, usersPage=_page(step.users_job), nextPage=_page(step.next_job))
+        def work(u: LocalUpdates) -> Any:
+            step = u.rename_page(job)
+            return idl.RenameStep(entries=step.entries, usersPage=rename_page_of(step.users_job),
+                                  nextPage=rename_page_of(step.next_job))
 
         return self._update(cluster, work)
 
@@ -190,7 +173,7 @@ class ContactsHandler:
         if not owners:
             raise _invalid("rebuild needs at least one owner")
         checked = [_user(owner, "an owner") for owner in owners]
-        return self._update(cluster, lambda w, pool: sync.rebuild(w.store, pool, checked))
+        return self._update(cluster, lambda u: u.rebuild(cluster, checked))
 
     def lookup(self, request: Any) -> Any:
         if request is None:

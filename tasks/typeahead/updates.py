@@ -26,12 +26,15 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
 from pinlater.kit.tls import ClientTls
+from tasks.appdata.store import AppData
 from tasks.errors import TryLater
+from tasks.hbase import ClusterPool
 from tasks.hbase.settings import Address
 from tasks.typeahead import sync
 from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob
+from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import Source
-from tasks.typeahead.wire import ErrorCode, idl
+from tasks.typeahead.wire import ErrorCode, idl, rename_job_of, rename_page_of
 
 T = TypeVar("T")
 _BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
@@ -49,19 +52,19 @@ class IndexUpdates(Protocol):
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int: ...
 
 
-class Local(Protocol):
+class Writer(Protocol):
     """What updates in this process need (``TypeaheadRuntime`` is one)."""
 
-    store: Any
-    settings: Any
+    store: AppData
+    settings: TypeaheadSettings
 
-    def ready(self, cluster: str) -> Any: ...
+    def ready(self, cluster: str) -> ClusterPool: ...
 
 
 class LocalUpdates:
-    """The updates in this process."""
+    """The updates in this process (a worker's, or the Contacts Service's)."""
 
-    def __init__(self, rt: Local) -> None:
+    def __init__(self, rt: Writer) -> None:
         self.rt = rt
 
     def follow_changed(self, cluster: str, follower: int, followee: int, at_ms: int) -> int:
@@ -75,13 +78,6 @@ class LocalUpdates:
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
         return sync.rebuild(self.rt.store, self.rt.ready(cluster), owners)
-
-
-def _job(cluster: str, page: Any) -> RenameJob | None:
-    if page is None:
-        return None
-    return RenameJob(cluster, page.userId, page.nameAt, page.phase, page.cursor,
-                     None if page.users is None else tuple(page.users))
 
 
 class ServiceUpdates:
@@ -131,10 +127,10 @@ class ServiceUpdates:
         return self._call(lambda c: int(c.sourceChanged(cluster, owner, source.name)))
 
     def rename_page(self, job: RenameJob) -> sync.RenameStep:
-        page = idl.RenamePage(userId=job.user_id, nameAt=job.name_at, phase=job.phase, cursor=job.cursor,
-                              users=None if job.users is None else list(job.users))
+        page = rename_page_of(job)
         step = self._call(lambda c: c.renamePage(job.cluster, page))
-        return sync.RenameStep(step.entries, _job(job.cluster, step.usersPage), _job(job.cluster, step.nextPage))
+        return sync.RenameStep(step.entries, rename_job_of(job.cluster, step.usersPage),
+                               rename_job_of(job.cluster, step.nextPage))
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
         return self._call(lambda c: int(c.rebuild(cluster, list(owners))))

@@ -10,6 +10,8 @@ from typing import Any
 
 import thriftpy2
 
+from tasks.typeahead.jobs import RenameJob
+
 IDL_PATH = Path(__file__).with_name("contacts.thrift")
 # The module name must end in "_thrift" for its structs to pickle.
 idl: Any = thriftpy2.load(str(IDL_PATH), module_name="contacts_service_thrift")
@@ -27,3 +29,19 @@ class ErrorCode(enum.IntEnum):
     PERMISSION_DENIED = 3
     TOO_LARGE = 4
     INTERNAL = 5
+
+
+def rename_page_of(job: RenameJob | None) -> Any:
+    """A rename job as the wire's RenamePage (its cluster is the call's)."""
+    if job is None:
+        return None
+    return idl.RenamePage(userId=job.user_id, nameAt=job.name_at, phase=job.phase, cursor=job.cursor,
+                          users=None if job.users is None else list(job.users))
+
+
+def rename_job_of(cluster: str, page: Any) -> RenameJob | None:
+    """The wire's RenamePage on ``cluster`` as a rename job (InvalidTypeaheadJob when it is not one)."""
+    if page is None:
+        return None
+    return RenameJob(cluster, page.userId, page.nameAt, page.phase, page.cursor,
+                     None if page.users is None else tuple(page.users))

@@ -39,6 +39,11 @@ from tests.typeahead.helpers import differences, found, users
 BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
 
 
+def contacts_client(server: ContactsServer) -> Any:
+    return make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
+                       trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=30_000)
+
+
 @pytest.fixture
 def index(pair: ClusterPair) -> ContactsIndex:
     return ContactsIndex(pair)
@@ -191,8 +196,7 @@ def test_the_contacts_service_answers_as_the_index_does(
     follow(appdata, pair, andy, me)
     follow(appdata, pair, me, anita)
     server = ContactsServer(index.lookup, "127.0.0.1", 0).start()
-    client = make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
-                         trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=10_000)
+    client = contacts_client(server)
     try:
         for query, limit, sources in [("an", 10, None), ("a a", 2, None), ("an", 10, ["followers"]),
                                       ("an", 10, ["following", "mutual"]), ("zed", 10, None)]:
@@ -218,8 +222,7 @@ def test_updates_through_the_contacts_service_keep_both_clusters_as_the_truth_sa
     me, ann, bob, cat = users(appdata, "Me Myself", "Ann Archer", "Bob Baker", "Cat Cole")
     writer = TypeaheadRuntime(TypeaheadSettings(rename_page=1), appdata, pair)
     server = ContactsServer(index.lookup, "127.0.0.1", 0, writer=writer).start()
-    client = make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
-                         trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=30_000)
+    client = contacts_client(server)
     clusters = (PRIMARY, "standby")
     try:
         for follower, followee in ((me, ann), (ann, me), (me, bob), (cat, bob)):
