@@ -10,7 +10,9 @@ typeahead's external sources (``tasks.typeahead``).
 * An external account ("email:ann@example.com", "social:12345") maps to the
   Pinterest user who owns it, on the shard its name hashes to (crc32 over
   the shard map's shards: a new shard range needs the table rehashed, a
-  step this project has not needed yet).
+  step this project has not needed yet). Beside it, on the same shard,
+  the imports that name it (``importers``): written before each import is
+  stored, so a link or unlink finds every import whose entries it changes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import re
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from tasks.appdata.ids import ObjectType, expect_type
 from tasks.appdata.mappings import fetcher
 from tasks.appdata.sql import sql
 from tasks.appdata.store import AppData, now_ms
-from tasks.appdata.tables import CONTACT_SOURCES, EXTERNAL_ACCOUNTS
+from tasks.appdata.tables import ACCOUNT_IMPORTERS, CONTACT_SOURCES, EXTERNAL_ACCOUNTS
 
 IN_LIST_MAX = 1000
 MAX_CONTACTS = 5000
@@ -138,6 +140,8 @@ def put_source(
     check_source(source)
     records = parse_contacts(contacts)
     asked = now_ms() if at_ms is None else at_ms
+    # Before the import: a link that commits after it finds this importer.
+    note_importers(store, user_id, source, (a for c in records for a in c.accounts(source)))
     blob = json.dumps([c.to_json() for c in records], separators=(",", ":"), ensure_ascii=False)
     stmt = sql("put_contact_source", database=store.locate(shard).database, table=CONTACT_SOURCES)
 
@@ -170,8 +174,12 @@ def _account_shard(store: AppData, account: str) -> int:
     return shards[zlib.crc32(account.encode()) % len(shards)]
 
 
-def _check_account(account: object) -> str:
-    if not isinstance(account, str) or not 3 <= len(account.encode()) <= 255 or ":" not in account:
+def check_account(account: object) -> str:
+    try:
+        size = len(account.encode()) if isinstance(account, str) else 0
+    except UnicodeEncodeError:  # a lone surrogate, which JSON can carry
+        size = 0
+    if not isinstance(account, str) or not 3 <= size <= 255 or ":" not in account:
         raise InvalidContacts(f"an account is 'kind:name', at most 255 bytes, got {str(account)[:40]!r}")
     return account
 
@@ -179,16 +187,54 @@ def _check_account(account: object) -> str:
 def link_account(store: AppData, account: str, user_id: int) -> None:
     """Records that ``account`` belongs to ``user_id`` (a later link moves it)."""
     expect_type(user_id, ObjectType.USER)
-    shard = _account_shard(store, _check_account(account))
+    shard = _account_shard(store, check_account(account))
     stmt = sql("link_account", database=store.locate(shard).database, table=EXTERNAL_ACCOUNTS)
     store.run(shard, lambda c, _db: c.execute(stmt, (account.encode(), user_id)))
+
+
+def unlink_account(store: AppData, account: str) -> bool:
+    """``account`` belongs to no user any more; False if it was not linked."""
+    shard = _account_shard(store, check_account(account))
+    stmt = sql("unlink_account", database=store.locate(shard).database, table=EXTERNAL_ACCOUNTS)
+    return bool(store.run(shard, lambda c, _db: c.execute(stmt, (account.encode(),))))
+
+
+def note_importers(store: AppData, user_id: int, source: str, accounts: Iterable[str]) -> None:
+    """Records that ``user_id``'s import of ``source`` names ``accounts``."""
+    by_shard: dict[int, list[str]] = defaultdict(list)
+    for account in dict.fromkeys(accounts):
+        by_shard[_account_shard(store, check_account(account))].append(account)
+    for shard, names in sorted(by_shard.items()):
+        database = store.locate(shard).database
+        for start in range(0, len(names), IN_LIST_MAX):
+            part = names[start : start + IN_LIST_MAX]
+            stmt = sql("note_importers", database=database, table=ACCOUNT_IMPORTERS, rows=len(part))
+            store.run(shard, _executor(stmt, [v for name in part for v in (name.encode(), user_id, source)]))
+
+
+def _executor(stmt: str, args: list[object]) -> Callable[[Any, str], int]:
+    return lambda cursor, _database: int(cursor.execute(stmt, args))
+
+
+Importer = tuple[int, str]  # an importing user, and the source of its import
+
+
+def importers(store: AppData, account: str, *, after: Importer | None = None, limit: int = 500
+              ) -> list[Importer]:
+    """The imports that named ``account`` (some may not any more), in
+    order, the first ``limit`` after ``after``."""
+    shard = _account_shard(store, check_account(account))
+    stmt = sql("importers_page", database=store.locate(shard).database, table=ACCOUNT_IMPORTERS)
+    user, source = after if after is not None else (0, "")
+    rows = store.run(shard, fetcher(stmt, [account.encode(), user, user, source, limit]))
+    return [(int(u), str(s)) for u, s in rows]
 
 
 def resolve_accounts(store: AppData, accounts: Iterable[str]) -> dict[str, int]:
     """The Pinterest user of each account that has one."""
     by_shard: dict[int, list[str]] = defaultdict(list)
     for account in dict.fromkeys(accounts):
-        by_shard[_account_shard(store, _check_account(account))].append(account)
+        by_shard[_account_shard(store, check_account(account))].append(account)
     found: dict[str, int] = {}
     for shard, names in by_shard.items():
         database = store.locate(shard).database

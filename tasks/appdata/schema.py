@@ -10,7 +10,14 @@ from pymysql.cursors import Cursor
 
 from tasks.appdata.sql import sql
 from tasks.appdata.store import AppData
-from tasks.appdata.tables import CONTACT_SOURCES, EXTERNAL_ACCOUNTS, FOLLOW_CLOCKS, MAPPING_TABLES, OBJECT_TABLES
+from tasks.appdata.tables import (
+    ACCOUNT_IMPORTERS,
+    CONTACT_SOURCES,
+    EXTERNAL_ACCOUNTS,
+    FOLLOW_CLOCKS,
+    MAPPING_TABLES,
+    OBJECT_TABLES,
+)
 
 
 def create_shards(store: AppData, shards: Iterable[int] | None = None) -> int:
@@ -27,6 +34,7 @@ def create_shards(store: AppData, shards: Iterable[int] | None = None) -> int:
                 cursor.execute(sql("create_mapping_table", database=database, table=mapping.name))
             cursor.execute(sql("create_contact_sources_table", database=database, table=CONTACT_SOURCES))
             cursor.execute(sql("create_external_accounts_table", database=database, table=EXTERNAL_ACCOUNTS))
+            cursor.execute(sql("create_account_importers_table", database=database, table=ACCOUNT_IMPORTERS))
             cursor.execute(sql("create_follow_clocks_table", database=database, table=FOLLOW_CLOCKS))
 
         store.run(shard, create)

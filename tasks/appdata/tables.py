@@ -60,12 +60,13 @@ REVERSE: dict[MappingTable, MappingTable] = {
     USER_FOLLOWS_BOARD: BOARD_FOLLOWED_BY_USER,
 }
 
-# Imported contacts per (user, source), on the user's shard, and external
-# accounts -> user ids, on the shard an account's name hashes to
-# (tasks.appdata.contacts).
+# Imported contacts per (user, source), on the user's shard; external
+# accounts -> user ids, and accounts -> the imports naming them, on the
+# shard an account's name hashes to (tasks.appdata.contacts).
 CONTACT_SOURCES = "contact_sources"
 EXTERNAL_ACCOUNTS = "external_accounts"
-CONTACT_TABLES = (CONTACT_SOURCES, EXTERNAL_ACCOUNTS)
+ACCOUNT_IMPORTERS = "account_importers"
+CONTACT_TABLES = (CONTACT_SOURCES, EXTERNAL_ACCOUNTS, ACCOUNT_IMPORTERS)
 
 # Each user's clock: the time of their last follow, unfollow or rename, on
 # the user's shard (tasks.appdata.graph).

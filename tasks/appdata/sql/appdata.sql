@@ -244,6 +244,33 @@ ON DUPLICATE KEY UPDATE user_id = VALUES(user_id)
 -- name: resolve_accounts
 SELECT account, user_id FROM {database}.{table} WHERE account IN ({ids})
 
+-- name: unlink_account
+DELETE FROM {database}.{table} WHERE account = %s
+
+-- name: create_account_importers_table
+-- Who imported a contact naming an account: (account, importer, source),
+-- on the account's shard, so a link or unlink of the account finds the
+-- imports whose index entries it changes. Written before the import is
+-- stored, never removed by a later import (a row whose import no longer
+-- names the account costs the fix-up one read of that import).
+CREATE TABLE IF NOT EXISTS {database}.{table} (
+  account VARBINARY(255) NOT NULL,
+  user_id BIGINT UNSIGNED NOT NULL,
+  source VARCHAR(32) CHARACTER SET ascii NOT NULL,
+  PRIMARY KEY (account, user_id, source)
+) ENGINE=InnoDB
+
+-- name: note_importers
+-- Args: account, user_id, source for each row.
+INSERT IGNORE INTO {database}.{table} (account, user_id, source) VALUES {rows}
+
+-- name: importers_page
+-- The importers of one account after (user_id, source), in that order.
+-- Args: account, user_id, user_id, source, limit.
+SELECT user_id, source FROM {database}.{table}
+WHERE account = %s AND (user_id > %s OR (user_id = %s AND source > %s))
+ORDER BY user_id, source LIMIT %s
+
 -- name: map_rows_from_many
 -- Every row of several from_ids of one shard (a backfill or verify page).
 SELECT from_id, to_id, sequence FROM {database}.{table} WHERE from_id IN ({ids}) ORDER BY from_id, to_id
