@@ -7,6 +7,7 @@ follow also goes through ``FeedActions`` (its feed job too).
     actions.follow(user, other_user)
     actions.rename(user, "Ann Lee")
     actions.connect_source(user, "address_book", [{"name": "Bo", "email": "bo@example.com"}])
+    actions.link_account("email:bo@example.com", bo)  # Bo's entries in every address book: Bo's user
 
 An action whose enqueue failed raises after MySQL changed: the caller
 retries it (a job enqueued twice writes the same cells).
@@ -14,6 +15,7 @@ retries it (a job enqueued twice writes the same cells).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from pinlater.client_api import PinLaterClient
@@ -22,7 +24,7 @@ from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.feeds.actions import FeedActions
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob, owner_key
+from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob, account_fairness_key, owner_key
 from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
 from tasks.typeahead.tasks import rename_key
 
@@ -109,3 +111,28 @@ class ContactActions:
         imp = contacts.put_source(self.store, user_id, source, contact_list, at_ms=at_ms)
         self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS], user_id)
         return imp
+
+    # -- external accounts ----------------------------------------------------------
+    def link_account(self, account: str, user_id: int) -> list[str]:
+        """``account`` ("email:ann@example.com", "social:12345") is
+        ``user_id``'s from now on; then the jobs that give every imported
+        contact naming it that user (a page of importers a job)."""
+        contacts.link_account(self.store, account, user_id)
+        return self.enqueue_account(account)
+
+    def unlink_account(self, account: str) -> bool:
+        """``account`` is nobody's any more (its contacts lose their user);
+        False if it was not linked (the jobs run either way: a retried
+        unlink must still fix the entries)."""
+        removed = contacts.unlink_account(self.store, account)
+        self.enqueue_account(account)
+        return removed
+
+    def enqueue_account(self, account: str) -> list[str]:
+        """Only the fix-up jobs of a link or unlink (MySQL already changed)."""
+        change = uuid.uuid4().hex
+        jobs = [UpdateJob.account(c, account, change).to_json() for c in CLUSTERS]
+        if not self._queues_ready:
+            self.ensure_queues()
+        return [self.client.enqueue(queues.UPDATE, [Job(body.encode(), key=account_fairness_key(account))])[0]
+                for body in jobs]

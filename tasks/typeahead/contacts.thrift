@@ -99,6 +99,26 @@ struct RenameStep {
   3: optional RenamePage nextPage,
 }
 
+// One page of an account's fix-up: an external account ("email:ann@x.com",
+// "social:12345") was linked to a user or unlinked, and the contacts naming
+// it in the imports that did are settled a page of importers at a time.
+struct AccountPage {
+  // kind:name, at most 255 bytes.
+  1: required string account,
+  // Which link or unlink (1 to 64 letters and digits): one change's pages.
+  2: required string change,
+  // The importer the page before ended at (both absent: the first page).
+  3: optional i64 afterUser,
+  4: optional string afterSource,
+}
+
+struct AccountStep {
+  // Index cells written.
+  1: required i32 entries,
+  // The next page (absent: the fix-up is done).
+  2: optional AccountPage nextPage,
+}
+
 /*
  * Updates ("writer"). Each names what changed and settles those places of
  * one cluster's index (primary or standby) from the app data as it is when
@@ -122,6 +142,9 @@ service ContactsService {
 
   // One page of a rename.
   RenameStep renamePage(1: string cluster, 2: RenamePage page) throws (1: ContactsException e),
+
+  // One page of an account's fix-up after a link or unlink.
+  AccountStep accountChanged(1: string cluster, 2: AccountPage page) throws (1: ContactsException e),
 
   // Every place of these owners (at most 1,000): a backfill page, a repair.
   i32 rebuild(1: string cluster, 2: list<i64> owners) throws (1: ContactsException e),

@@ -6,6 +6,11 @@ writes: a job per cluster, so an outage of one delays only its own jobs.
   says which);
 * ``{"op": "source", "cluster", "user_id", "source"}``: an import of
   ``source`` was stored for ``user_id``;
+* ``{"op": "account", "cluster", "account", "change", "after"}``: an
+  external account was linked to a user or unlinked; the imports naming
+  it are settled a page at a time, ``after`` the importer ``[user_id,
+  source]`` the page before ended at (null: from the first), and each
+  page names the next (``change`` tells one link's chain from another's);
 * a rename page: ``{"cluster", "user_id", "name_at", "phase", "cursor"}``:
   the renamed user's followers ("followers") then followees ("following"),
   a page a job, chained by cursor; each page hands its users to a job of
@@ -16,10 +21,12 @@ writes: a job per cluster, so an outage of one delays only its own jobs.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tasks import bodies
+from tasks.appdata.contacts import Importer, InvalidContacts, check_account, check_source
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
 from tasks.appdata.mappings import MAX_PAGE, Cursor
 from tasks.hbase import PRIMARY, STANDBY
@@ -55,9 +62,27 @@ def _time(value: object, what: str) -> int:
     return value
 
 
+def _importer(value: object) -> Importer | None:
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise InvalidContacts("must be [user_id, source]")
+        return _user(value[0], "after's user_id"), check_source(value[1])
+    except InvalidContacts as exc:
+        raise InvalidTypeaheadJob(f"typeahead account job: after {exc}") from None
+
+
+def _change(value: object) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 64 or not value.isascii() or not value.isalnum():
+        raise InvalidTypeaheadJob(f"typeahead account job: change must be 1 to 64 letters and digits, "
+                                  f"got {str(value)[:40]!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class UpdateJob:
-    op: Literal["follow", "source"]
+    op: Literal["follow", "source", "account"]
     cluster: str
     fields: dict[str, Any]
 
@@ -69,6 +94,20 @@ class UpdateJob:
     @classmethod
     def source(cls, cluster: str, user_id: int, source: str) -> UpdateJob:
         return cls.parse({"op": "source", "cluster": cluster, "user_id": user_id, "source": source})
+
+    @classmethod
+    def account(cls, cluster: str, account: str, change: str, after: Importer | None = None) -> UpdateJob:
+        return cls.parse({"op": "account", "cluster": cluster, "account": account, "change": change,
+                          "after": None if after is None else list(after)})
+
+    @property
+    def after(self) -> Importer | None:
+        """An account job's importer its page starts after."""
+        return _importer(self.fields.get("after"))
+
+    def next_page(self, after: Importer) -> UpdateJob:
+        """An account job's next page, after ``after``."""
+        return UpdateJob.account(self.cluster, self.fields["account"], self.fields["change"], after)
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> UpdateJob:
@@ -89,8 +128,18 @@ class UpdateJob:
                     raise UnknownSource(f"{data['source']!r} is not an imported source")
             except UnknownSource as exc:
                 raise InvalidTypeaheadJob(f"typeahead source job: {exc}") from None
+        elif op == "account":
+            data = bodies.load(bodies.dump(data), "typeahead account job",
+                               ("op", "cluster", "account", "change"), ("after",), InvalidTypeaheadJob)
+            try:
+                check_account(data["account"])
+            except InvalidContacts as exc:
+                raise InvalidTypeaheadJob(f"typeahead account job: {exc}") from None
+            _change(data["change"])
+            _importer(data.get("after"))
         else:
-            raise InvalidTypeaheadJob(f"typeahead job: op must be 'follow' or 'source', got {str(op)[:40]!r}")
+            raise InvalidTypeaheadJob(
+                f"typeahead job: op must be 'follow', 'source' or 'account', got {str(op)[:40]!r}")
         return cls(op, _cluster(data["cluster"]), data)
 
     def to_json(self) -> str:
@@ -99,7 +148,8 @@ class UpdateJob:
     @classmethod
     def from_json(cls, text: str | bytes) -> UpdateJob:
         data = bodies.load(text, "typeahead job", ("op", "cluster"),
-                           ("follower_id", "followee_id", "at_ms", "user_id", "source"), InvalidTypeaheadJob)
+                           ("follower_id", "followee_id", "at_ms", "user_id", "source", "account", "change", "after"),
+                           InvalidTypeaheadJob)
         return cls.parse(data)
 
 
@@ -107,6 +157,12 @@ def owner_key(user_id: int) -> str:
     """The fairness key of a job that changes ``user_id``'s index entries:
     one user's burst takes turns with everyone else's updates."""
     return f"owner:{user_id}"
+
+
+def account_fairness_key(account: str) -> str:
+    """The fairness key of an account's fix-up: its pages take turns with
+    everyone else's updates (a short digest: keys are short strings)."""
+    return "account:" + hashlib.sha256(account.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

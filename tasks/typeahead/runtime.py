@@ -1,7 +1,8 @@
 """What the typeahead tasks keep of their own in a process, over the
 process's ``TaskRuntime`` (its app-data store and HBase pair): settings,
 the index tables ensured on a cluster the first time the process uses it,
-and where the jobs' updates go (``tasks.typeahead.updates``)."""
+its id lookups' cache, and where the jobs' updates go
+(``tasks.typeahead.updates``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from tasks.appdata.accountcache import AccountCache
 from tasks.appdata.store import AppData
 from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.tables import EnsuredTables
@@ -38,6 +40,12 @@ class TypeaheadRuntime:
         """``cluster``'s pool with the index tables ensured (HBaseError while
         it is down: the job is retried)."""
         return self.tables.ready(cluster, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
+
+    @functools.cached_property
+    def accounts(self) -> AccountCache:
+        """This process's id lookups (checked against MySQL after each write)."""
+        s = self.settings
+        return AccountCache(s.account_cache, s.account_hit_ttl_ms, s.account_miss_ttl_ms)
 
     @functools.cached_property
     def updates(self) -> IndexUpdates:

@@ -37,15 +37,24 @@ from tasks.appdata.ids import InvalidId, ObjectType, expect_type
 from tasks.hbase import PRIMARY, STANDBY, HBaseError
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
-from tasks.typeahead.jobs import InvalidTypeaheadJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
 from tasks.typeahead.rank import MAX_LIMIT, Match
 from tasks.typeahead.sources import BY_NAME, Source, source_named
 from tasks.typeahead.updates import LocalUpdates, Writer
-from tasks.typeahead.wire import IDL_PATH, STRUCTS, ErrorCode, idl, rename_job_of, rename_page_of
+from tasks.typeahead.wire import (
+    IDL_PATH,
+    STRUCTS,
+    ErrorCode,
+    account_job_of,
+    account_page_of,
+    idl,
+    rename_job_of,
+    rename_page_of,
+)
 
 __all__ = ["IDL_PATH", "ContactsError", "ContactsHandler", "ContactsServer", "ErrorCode", "Writer", "idl"]
 
-UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "rebuild"})
+UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "accountChanged", "rebuild"})
 ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "writer": UPDATES, "admin": frozenset(STRUCTS)}
 # Names in one lookup's sources list; more is refused before decoding.
 MAX_SOURCES = len(BY_NAME) * 2
@@ -113,6 +122,7 @@ def _match(match: Match) -> Any:
 
 
 T = TypeVar("T")
+J = TypeVar("J")
 # Conditions that end by themselves: the caller tries again later.
 _OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError)
 
@@ -153,21 +163,33 @@ class ContactsHandler:
             raise _invalid(f"source {named.name} is not an imported source (its entries follow the follow graph)")
         return self._update(cluster, lambda u: u.source_changed(cluster, owner, named))
 
-    def renamePage(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
+    def _page(self, cluster: object, page: Any, method: str, job_of: Callable[[str, Any], J | None],
+              run: Callable[[LocalUpdates, J], Any]) -> Any:
+        """A call that names one page of a chained job (``job_of`` the wire's page)."""
         if page is None:
-            raise _invalid("renamePage needs a page")
+            raise _invalid(f"{method} needs a page")
         try:
-            job = rename_job_of(_text(cluster, "cluster"), page)
+            job = job_of(_text(cluster, "cluster"), page)
         except InvalidTypeaheadJob as exc:
             raise _invalid(str(exc)) from None
         assert job is not None
+        return self._update(cluster, lambda u: run(u, job))
 
-        def work(u: LocalUpdates) -> Any:
+    def renamePage(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
+        def run(u: LocalUpdates, job: RenameJob) -> Any:
             step = u.rename_page(job)
             return idl.RenameStep(entries=step.entries, usersPage=rename_page_of(step.users_job),
                                   nextPage=rename_page_of(step.next_job))
 
-        return self._update(cluster, work)
+        return self._page(cluster, page, "renamePage", rename_job_of, run)
+
+    def accountChanged(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
+        def run(u: LocalUpdates, job: UpdateJob) -> Any:
+            step = u.account_page(job)
+            return idl.AccountStep(entries=step.entries,
+                                   nextPage=None if step.next_job is None else account_page_of(step.next_job))
+
+        return self._page(cluster, page, "accountChanged", account_job_of, run)
 
     def rebuild(self, cluster: str, owners: list[int]) -> int:
         if not owners:

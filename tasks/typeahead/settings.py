@@ -23,6 +23,10 @@ class TypeaheadSettings:
     source_order: tuple[str, ...] = DEFAULT_ORDER
     tall_scan_limit: int = 100
     rename_page: int = 1000
+    account_page: int = 200
+    account_cache: int = 100_000
+    account_hit_ttl_ms: int = 60_000
+    account_miss_ttl_ms: int = 5_000
     http: Address = Address("127.0.0.1", 8091)
     thrift: Address = Address("127.0.0.1", 9092)
     thrift_metrics_port: int = 9093
@@ -52,6 +56,14 @@ SETTINGS: tuple[Setting, ...] = (
             "rows read per tall source and lookup"),
     Setting("PINLATER_TYPEAHEAD_RENAME_PAGE", "rename_page", whole_number(1, MAX_PAGE), "1000",
             "followers (or followees) per rename job"),
+    Setting("PINLATER_TYPEAHEAD_ACCOUNT_PAGE", "account_page", whole_number(1, MAX_PAGE), "200",
+            "imports naming a linked or unlinked account per fix-up job (each import is read whole)"),
+    Setting("PINLATER_TYPEAHEAD_ACCOUNT_CACHE", "account_cache", whole_number(0, 10_000_000), "100000",
+            "id lookups (email or social id to user) a process keeps, the least recently used going first (0: none)"),
+    Setting("PINLATER_TYPEAHEAD_ACCOUNT_HIT_TTL_MS", "account_hit_ttl_ms", whole_number(0, 86_400_000), "60000",
+            "how long a found id lookup is kept, in ms"),
+    Setting("PINLATER_TYPEAHEAD_ACCOUNT_MISS_TTL_MS", "account_miss_ttl_ms", whole_number(0, 86_400_000), "5000",
+            "how long an id lookup that found no user is kept, in ms"),
     Setting("PINLATER_TYPEAHEAD_HTTP", "http", Address.parse, "127.0.0.1:8091",
             "where `pinlater-typeahead serve` listens (`--host`, `--port` override its halves)"),
     Setting("PINLATER_TYPEAHEAD_THRIFT", "thrift", Address.parse, "127.0.0.1:9092",

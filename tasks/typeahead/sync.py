@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tasks.appdata import mappings
+from tasks.appdata import contacts, mappings
+from tasks.appdata.accountcache import AccountCache
 from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.hbase import ClusterPool
 from tasks.hbase.reads import get_rows
 from tasks.typeahead import truth
 from tasks.typeahead.entries import MEMBER_FAMILY, WIDE_TABLE, row_prefix
-from tasks.typeahead.jobs import RenameJob
+from tasks.typeahead.jobs import RenameJob, UpdateJob
 from tasks.typeahead.sources import Schema, Source
 from tasks.typeahead.truth import Place, Slot
-from tasks.typeahead.writer import held_members, settle
+from tasks.typeahead.writer import held_members, read_members, settle
 
 
 def follow_changed(store: AppData, pool: ClusterPool, follower: int, followee: int, at_ms: int) -> int:
@@ -32,15 +33,43 @@ def follow_changed(store: AppData, pool: ClusterPool, follower: int, followee: i
     return settle(store, pool, truth.follow_places(follower, followee), at_ms=at_ms)
 
 
-def source_changed(store: AppData, pool: ClusterPool, owner: int, source: Source) -> int:
+def source_changed(store: AppData, pool: ClusterPool, owner: int, source: Source,
+                   accounts: AccountCache | None = None) -> int:
     """``owner``'s import of ``source``: its contacts, and the contacts the
-    cluster holds that it no longer has."""
+    cluster holds that it no longer has. ``accounts``: the id lookups of
+    the first read of the truth (the check after writing asks MySQL)."""
     if source.schema is not Schema.WIDE:
         raise ValueError(f"imported source {source.name} must use the wide schema")
     row = row_prefix(owner, source)
     stored = get_rows(pool, WIDE_TABLE, [row], columns=[MEMBER_FAMILY.rstrip(b":")]).get(row, {})
     held = [(owner, source, column[len(MEMBER_FAMILY):].decode()) for column in stored]
-    return settle(store, pool, truth.import_places(store, owner, source) + held)
+    places = list(dict.fromkeys(truth.import_places(store, owner, source) + held))
+    if accounts is None:
+        return settle(store, pool, places)
+    read_at = now_ms()
+    want = truth.slots(store, places, resolve=accounts.resolve)
+    return settle(store, pool, places, first=(read_at, want, read_members(pool, places)))
+
+
+@dataclass(frozen=True, slots=True)
+class AccountStep:
+    entries: int
+    next_job: UpdateJob | None  # the next page (None after the last)
+
+
+def account_page(store: AppData, pool: ClusterPool, job: UpdateJob, page_size: int,
+                 accounts: AccountCache | None = None) -> AccountStep:
+    """A page of an account's fix-up after it was linked or unlinked: the
+    contacts naming it in a page of the imports that did, settled from
+    MySQL (never from ``accounts``, which forgets the account first), and
+    the job of the next page."""
+    account = job.fields["account"]
+    if accounts is not None:
+        accounts.forget([account])
+    page = contacts.importers(store, account, after=job.after, limit=page_size)
+    places = truth.account_places(store, account, page)
+    entries = settle(store, pool, places) if places else 0
+    return AccountStep(entries, job.next_page(page[-1]) if len(page) == page_size else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +96,7 @@ def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: in
     return RenameStep(0, users_job, None)
 
 
-def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
+def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int], accounts: AccountCache | None = None) -> int:
     """Every place of ``owners`` settled (a backfill page): those the truth
     fills and those the cluster holds, so a page run again after its worker
     died also revisits what the first run wrote. The truth is read a whole
@@ -78,7 +107,8 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
     their entries again only if what it read differs) when they are not.
     Likewise the one
     read of every member record the owners have on the cluster names the
-    places it holds and is step 1's read of them."""
+    places it holds and is step 1's read of them. ``accounts``: the id
+    lookups of that first read (every later one asks MySQL)."""
     def read(places: Sequence[Place]) -> dict[Place, Slot]:
         if last[0] is found and places == first_places and truth.unchanged(store, found.records):
             return first_slots
@@ -93,7 +123,7 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int]) -> int:
         return last[0].slots(places)
 
     read_at = now_ms()
-    found = truth.owners_truth(store, owners)
+    found = truth.owners_truth(store, owners, contacts.resolve_accounts if accounts is None else accounts.resolve)
     last = [found]  # the latest truth read: records equal to its make the same entries
     held = held_members(pool, owners)
     first_places = list(dict.fromkeys(found.places() + list(held)))

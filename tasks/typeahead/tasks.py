@@ -5,7 +5,9 @@
 through the Contacts Service (``tasks.typeahead.updates``). Each job names
 one cluster; the application enqueues one per cluster (``ContactActions``).
 
-* ``typeahead.update``: a follow/unfollow or an import, set from MySQL now;
+* ``typeahead.update``: a follow/unfollow or an import, set from MySQL
+  now; or a page of an account's fix-up after a link or unlink, then the
+  next page (keyed like a rename's);
 * ``typeahead.rename``: one page of a renamed user's followers or
   followees, then the next page (keyed, so a replayed page never starts a
   second chain).
@@ -22,7 +24,7 @@ from celery import shared_task
 
 from tasks.shell import run_job, task_options
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob, owner_key
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob, account_fairness_key, owner_key
 from tasks.typeahead.runtime import runtime
 from tasks.typeahead.sources import source_named
 from workers.task import PinLaterTask
@@ -40,17 +42,30 @@ def _run(task: PinLaterTask, work: Callable[[], T]) -> T:
 
 @shared_task(name="typeahead.update", **_options(queues.UPDATE))
 def update(self: PinLaterTask, body: str | bytes) -> int:
-    """A follow/unfollow or an import on one cluster; the cells changed."""
+    """A follow/unfollow, an import or an account page on one cluster; the cells changed."""
 
     def work() -> int:
         job = UpdateJob.from_json(body)
-        updates = runtime().updates
+        rt = runtime()
         f = job.fields
         if job.op == "follow":
-            return updates.follow_changed(job.cluster, f["follower_id"], f["followee_id"], f["at_ms"])
-        return updates.source_changed(job.cluster, f["user_id"], source_named(f["source"]))
+            return rt.updates.follow_changed(job.cluster, f["follower_id"], f["followee_id"], f["at_ms"])
+        if job.op == "source":
+            return rt.updates.source_changed(job.cluster, f["user_id"], source_named(f["source"]))
+        step = rt.updates.account_page(job)
+        if step.next_job is not None:
+            then = step.next_job
+            update.apply_async(args=[then.to_json()], idempotency_key=account_key(rt.store.shard_map.database_prefix,
+                                                                                   then),
+                               fairness_key=account_fairness_key(then.fields["account"]))
+        return step.entries
 
     return _run(self, work)
+
+
+def account_key(prefix: str, job: UpdateJob) -> str:
+    after = job.after
+    return f"{prefix}account:{job.cluster}:{job.fields['change']}:{'' if after is None else f'{after[0]}:{after[1]}'}"
 
 
 def rename_key(prefix: str, job: RenameJob) -> str:

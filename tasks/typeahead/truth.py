@@ -12,7 +12,7 @@ the version, so a write made from older truth is always the older cell.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -23,6 +23,10 @@ from tasks.appdata.store import AppData
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.typeahead.entries import Entry
 from tasks.typeahead.sources import FOLLOWERS, FOLLOWING, GRAPH_SOURCES, IMPORTED, MUTUAL, Source, source_named
+
+# Accounts to user ids: ``contacts.resolve_accounts``, or a cache of it
+# (``tasks.appdata.accountcache``) for a first look that is checked after.
+Resolve = Callable[[AppData, Iterable[str]], dict[str, int]]
 
 
 class Name(NamedTuple):
@@ -106,12 +110,14 @@ class OwnersTruth:
         return out
 
 
-def owners_truth(store: AppData, owners: Sequence[int]) -> OwnersTruth:
+def owners_truth(store: AppData, owners: Sequence[int], resolve: Resolve = contacts.resolve_accounts
+                 ) -> OwnersTruth:
     """Every entry of every source of ``owners``."""
-    return truth_of(read_owners(store, owners))
+    return truth_of(read_owners(store, owners, resolve))
 
 
-def read_owners(store: AppData, owners: Sequence[int]) -> OwnersRecords:
+def read_owners(store: AppData, owners: Sequence[int], resolve: Resolve = contacts.resolve_accounts
+                ) -> OwnersRecords:
     """What ``owners``' truth is computed from: the follow graph read in
     one query per shard and mapping, names in one per server."""
     followees_digests: dict[int, Digest] = {}
@@ -124,7 +130,7 @@ def read_owners(store: AppData, owners: Sequence[int]) -> OwnersRecords:
     names = names_of(store, contact_ids, names_digests)
     asked_accounts = tuple(dict.fromkeys(
         a for imps in imports.values() for imp in imps for c in imp.contacts for a in c.accounts(imp.source)))
-    accounts = contacts.resolve_accounts(store, asked_accounts)
+    accounts = resolve(store, asked_accounts)
     asked = RecordsAsked(contact_ids, asked_accounts, followees_digests, followers_digests, names_digests)
     return OwnersRecords(tuple(owners), followees, followers, imports, names, accounts, asked)
 
@@ -191,16 +197,6 @@ def import_entries(imp: contacts.SourceImport, accounts: dict[str, int]) -> list
     return out
 
 
-def import_of(store: AppData, owner: int, source: Source) -> tuple[list[Entry], int | None]:
-    """The entries of ``owner``'s import from ``source`` and its time (None
-    when there is no import)."""
-    for imp in contacts.sources_of(store, [owner]).get(owner, []):
-        if imp.source == source.name:
-            accounts = contacts.resolve_accounts(store, (a for c in imp.contacts for a in c.accounts(imp.source)))
-            return import_entries(imp, accounts), imp.updated_at_ms
-    return [], None
-
-
 class Slot(NamedTuple):
     """One (owner, source, contact) place in the index and what belongs in
     it now: ``entry`` to be there, or None to be absent as of ``gone_at``.
@@ -237,7 +233,8 @@ def _edges(owner: int, source: Source, contact: int) -> list[tuple[int, int]]:
     return [(owner, contact), (contact, owner)]  # mutual
 
 
-def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None) -> dict[Place, Slot]:
+def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None,
+          resolve: Resolve = contacts.resolve_accounts) -> dict[Place, Slot]:
     """What each place should hold now, from MySQL. An absent place is
     absent as of ``at_ms`` (the time of the event that emptied it, when the
     caller knows one), or as of its import's time for an imported source."""
@@ -256,8 +253,7 @@ def slots(store: AppData, places: Iterable[Place], at_ms: int | None = None) -> 
     imported = [p for p in wanted if p[1] in IMPORTED]
     owners = {owner for owner, _s, _k in imported}
     imports = {(imp.user_id, imp.source): imp for imps in contacts.sources_of(store, owners).values() for imp in imps}
-    accounts = contacts.resolve_accounts(
-        store, (a for imp in imports.values() for c in imp.contacts for a in c.accounts(imp.source)))
+    accounts = resolve(store, (a for imp in imports.values() for c in imp.contacts for a in c.accounts(imp.source)))
     entries = {(e.owner, e.source, e.key): e for imp in imports.values() for e in import_entries(imp, accounts)}
     for place in imported:
         owner, source, key = place
@@ -280,8 +276,28 @@ def follow_places(follower: int, followee: int) -> list[Place]:
 
 def import_places(store: AppData, owner: int, source: Source) -> list[Place]:
     """The places of ``owner``'s import from ``source`` as MySQL has it."""
-    entries, _at = import_of(store, owner, source)
-    return [(owner, source, e.key) for e in entries]
+    for imp in contacts.sources_of(store, [owner]).get(owner, []):
+        if imp.source == source.name and source in IMPORTED:
+            return [(owner, source, record.key) for record in imp.contacts]
+    return []
+
+
+def account_places(store: AppData, account: str, importers: Sequence[contacts.Importer]) -> list[Place]:
+    """The places of the contacts naming ``account`` in the imports of
+    ``importers`` as MySQL has them (an import that no longer names it has none)."""
+    wanted = set(importers)
+    out: list[Place] = []
+    for imps in contacts.sources_of(store, {owner for owner, _s in importers}).values():
+        for imp in imps:
+            if (imp.user_id, imp.source) not in wanted:
+                continue
+            try:
+                source = source_named(imp.source)
+            except ValueError:
+                continue
+            if source in IMPORTED:
+                out += [(imp.user_id, source, c.key) for c in imp.contacts if account in c.accounts(imp.source)]
+    return out
 
 
 def rename_places(user: int, others: Sequence[int], phase: str) -> list[Place]:

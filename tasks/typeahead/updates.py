@@ -26,15 +26,16 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
 from pinlater.kit.tls import ClientTls
+from tasks.appdata.accountcache import AccountCache
 from tasks.appdata.store import AppData
 from tasks.errors import TryLater
 from tasks.hbase import ClusterPool
 from tasks.hbase.settings import Address
 from tasks.typeahead import sync
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import Source
-from tasks.typeahead.wire import ErrorCode, idl, rename_job_of, rename_page_of
+from tasks.typeahead.wire import ErrorCode, account_job_of, account_page_of, idl, rename_job_of, rename_page_of
 
 T = TypeVar("T")
 _BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
@@ -49,6 +50,8 @@ class IndexUpdates(Protocol):
 
     def rename_page(self, job: RenameJob) -> sync.RenameStep: ...
 
+    def account_page(self, job: UpdateJob) -> sync.AccountStep: ...
+
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int: ...
 
 
@@ -57,6 +60,9 @@ class Writer(Protocol):
 
     store: AppData
     settings: TypeaheadSettings
+
+    @property
+    def accounts(self) -> AccountCache: ...
 
     def ready(self, cluster: str) -> ClusterPool: ...
 
@@ -71,13 +77,17 @@ class LocalUpdates:
         return sync.follow_changed(self.rt.store, self.rt.ready(cluster), follower, followee, at_ms)
 
     def source_changed(self, cluster: str, owner: int, source: Source) -> int:
-        return sync.source_changed(self.rt.store, self.rt.ready(cluster), owner, source)
+        return sync.source_changed(self.rt.store, self.rt.ready(cluster), owner, source, self.rt.accounts)
 
     def rename_page(self, job: RenameJob) -> sync.RenameStep:
         return sync.rename_page(self.rt.store, self.rt.ready(job.cluster), job, self.rt.settings.rename_page)
 
+    def account_page(self, job: UpdateJob) -> sync.AccountStep:
+        return sync.account_page(self.rt.store, self.rt.ready(job.cluster), job, self.rt.settings.account_page,
+                                 self.rt.accounts)
+
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
-        return sync.rebuild(self.rt.store, self.rt.ready(cluster), owners)
+        return sync.rebuild(self.rt.store, self.rt.ready(cluster), owners, self.rt.accounts)
 
 
 class ServiceUpdates:
@@ -131,6 +141,11 @@ class ServiceUpdates:
         step = self._call(lambda c: c.renamePage(job.cluster, page))
         return sync.RenameStep(step.entries, rename_job_of(job.cluster, step.usersPage),
                                rename_job_of(job.cluster, step.nextPage))
+
+    def account_page(self, job: UpdateJob) -> sync.AccountStep:
+        page = account_page_of(job)
+        step = self._call(lambda c: c.accountChanged(job.cluster, page))
+        return sync.AccountStep(step.entries, account_job_of(job.cluster, step.nextPage))
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
         return self._call(lambda c: int(c.rebuild(cluster, list(owners))))

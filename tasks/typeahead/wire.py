@@ -10,7 +10,7 @@ from typing import Any
 
 import thriftpy2
 
-from tasks.typeahead.jobs import RenameJob
+from tasks.typeahead.jobs import RenameJob, UpdateJob
 
 IDL_PATH = Path(__file__).with_name("contacts.thrift")
 # The module name must end in "_thrift" for its structs to pickle.
@@ -45,3 +45,19 @@ def rename_job_of(cluster: str, page: Any) -> RenameJob | None:
         return None
     return RenameJob(cluster, page.userId, page.nameAt, page.phase, page.cursor,
                      None if page.users is None else tuple(page.users))
+
+
+def account_page_of(job: UpdateJob) -> Any:
+    """An account job as the wire's AccountPage (its cluster is the call's)."""
+    after = job.after
+    return idl.AccountPage(account=job.fields["account"], change=job.fields["change"],
+                           afterUser=None if after is None else after[0],
+                           afterSource=None if after is None else after[1])
+
+
+def account_job_of(cluster: str, page: Any) -> UpdateJob | None:
+    """The wire's AccountPage on ``cluster`` as an account job (InvalidTypeaheadJob when it is not one)."""
+    if page is None:
+        return None
+    after = None if page.afterUser is None and page.afterSource is None else (page.afterUser, page.afterSource)
+    return UpdateJob.account(cluster, page.account, page.change, after)

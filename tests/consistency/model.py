@@ -1,5 +1,6 @@
 """The consistency model: random application actions (pins, follows and
-unfollows of users and boards, renames, contact imports, trims, flushes
+unfollows of users and boards, renames, contact imports, links and unlinks
+of the imported contacts' accounts to users, trims, flushes
 and major compactions of the feed table, which its coprocessor trims),
 stretches of them in one millisecond (a frozen clock) or from processes
 whose clocks are up to ``SKEW_MS`` ahead of or behind the machine's, and a
@@ -73,6 +74,7 @@ class Model(RuleBasedStateMachine):
         self.names: dict[int, str] = {}
         self.imports: dict[tuple[int, str], tuple[contacts.ContactRecord, ...]] = {}
         self.follows: set[tuple[int, int]] = set()
+        self.links: dict[str, int | None] = {}  # account: its user, None once unlinked
         self.compacted = False  # a compaction trimmed (or may have trimmed) every feed of the example
 
     def now(self) -> int:
@@ -115,6 +117,7 @@ class Model(RuleBasedStateMachine):
         # Two imported contacts are users of the example (their entries carry the user id).
         contacts.link_account(store, f"email:{self.emails[1]}", self.users[1])
         contacts.link_account(store, f"social:x1{tag}", self.users[2])
+        self.links = {f"email:{self.emails[1]}": self.users[1], f"social:x1{tag}": self.users[2]}
         self.tag = tag
         self.order = order  # of the jobs the final drain runs
 
@@ -171,6 +174,19 @@ class Model(RuleBasedStateMachine):
         self.rig.contacts.connect_source(self.users[u], source, records, at_ms=self.now())
         self.imports[(self.users[u], source)] = contacts.parse_contacts(records)
         self.note(f"{self.users[u]} imports {source} {chosen}")
+
+    @rule(c=st.integers(0, len(CONTACT_NAMES) - 1), u=user, kind=st.sampled_from(("email", "social")),
+          link=st.booleans())
+    def link_account(self, c: int, u: int, kind: str, link: bool) -> None:
+        """An imported contact's email or social account is linked to a
+        user (moved, if it was another's), or unlinked."""
+        account = f"email:{self.emails[c]}" if kind == "email" else f"social:x{c}{self.tag}"
+        if link:
+            self.rig.contacts.link_account(account, self.users[u])
+        else:
+            self.rig.contacts.unlink_account(account)
+        self.links[account] = self.users[u] if link else None
+        self.note(f"{account} {'linked to ' + str(self.users[u]) if link else 'unlinked'}")
 
     @rule(frozen=st.booleans())
     def freeze_clock(self, frozen: bool) -> None:
@@ -274,6 +290,10 @@ class Model(RuleBasedStateMachine):
         for (owner, source), records in sorted(self.imports.items()):
             if stored.get((owner, source)) != records:
                 out.append(f"{owner}'s {source} holds {stored.get((owner, source))}, last imported {records}")
+        linked = contacts.resolve_accounts(store, self.links)
+        for account, user_id in sorted(self.links.items()):
+            if linked.get(account) != user_id:
+                out.append(f"{account} is linked to {linked.get(account)}, the actions said {user_id}")
         for a in self.users:
             for b in self.users + self.boards:
                 follows = a != b and graph.follow_time(store, a, b) is not None

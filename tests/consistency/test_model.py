@@ -26,11 +26,13 @@ from tests.consistency.rig import rig
 EXAMPLES = int(os.environ.get("PINLATER_CONSISTENCY_EXAMPLES", "100"))
 STEPS = int(os.environ.get("PINLATER_CONSISTENCY_STEPS", "50"))
 # Small enough that a few actions cross every limit: fan-out pages of 2
-# followers, follows that bring 2 pins, rename pages of 2.
+# followers, follows that bring 2 pins, rename pages of 2, account fix-ups
+# of 1 import a page.
 FEED_ENV = {
     "PINLATER_FEED_PAGE_SIZE": "2",
     "PINLATER_FEED_RECENT_PINS": "2",
     "PINLATER_TYPEAHEAD_RENAME_PAGE": "2",
+    "PINLATER_TYPEAHEAD_ACCOUNT_PAGE": "1",
 }
 
 

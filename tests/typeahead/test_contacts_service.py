@@ -27,6 +27,7 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TFramedTransportFactory
 
 from pinlater.kit.tls import ServerTls
+from tasks.appdata.accountcache import AccountCache
 from tasks.appdata.ids import ObjectType, make_id
 from tasks.hbase import HBaseUnavailable
 from tasks.typeahead import service as contacts
@@ -181,6 +182,7 @@ class DownWriter:
 
     settings = TypeaheadSettings()
     store: Any = None
+    accounts = AccountCache(capacity=0)
 
     def ready(self, cluster: str) -> Any:
         raise HBaseUnavailable(cluster, "127.0.0.1:1", "open", "connection refused")
@@ -209,6 +211,19 @@ def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: Fak
             (lambda: c.rebuild("primary", []), ErrorCode.INVALID_REQUEST, "at least one owner"),
             (lambda: c.rebuild("primary", [OWNER] * (MAX_OWNERS + 1)), ErrorCode.TOO_LARGE,
              f"{MAX_OWNERS + 1} owners in one call; the limit is {MAX_OWNERS}"),
+            (lambda: c.accountChanged("primary", idl.AccountPage(account="email:a@x", change="c1")),
+             ErrorCode.UNAVAILABLE, "try again later: HBaseUnavailable"),
+            (lambda: c.accountChanged("primary", idl.AccountPage(account="nocolon", change="c1")),
+             ErrorCode.INVALID_REQUEST, "an account is 'kind:name'"),
+            (lambda: c.accountChanged("primary", idl.AccountPage(account="email:" + "a" * 300, change="c1")),
+             ErrorCode.INVALID_REQUEST, "at most 255 bytes"),
+            (lambda: c.accountChanged("primary", idl.AccountPage(account="email:a@x", change="c 1")),
+             ErrorCode.INVALID_REQUEST, "change must be 1 to 64 letters and digits"),
+            (lambda: c.accountChanged("primary", idl.AccountPage(account="email:a@x", change="c1", afterUser=OWNER)),
+             ErrorCode.INVALID_REQUEST, "after source must match"),
+            (lambda: c.accountChanged("elsewhere", idl.AccountPage(account="email:a@x", change="c1")),
+             ErrorCode.INVALID_REQUEST, "cluster must be"),
+            (lambda: c.accountChanged("primary", None), ErrorCode.INVALID_REQUEST, "needs a page"),
             (lambda: c.renamePage("primary", idl.RenamePage(userId=OWNER, nameAt=1, phase="friends")),
              ErrorCode.INVALID_REQUEST, "phase must be followers or following"),
             (lambda: c.renamePage("primary", idl.RenamePage(userId=OWNER, nameAt=1, phase="followers",

@@ -13,6 +13,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory
 
 from tasks.appdata import contacts, graph
+from tasks.appdata.accountcache import AccountCache
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import PRIMARY, ClusterPair
 from tasks.hbase.idl import THRIFT2
@@ -27,7 +28,7 @@ from tasks.typeahead.entries import (
     token_qualifier,
 )
 from tasks.typeahead.index import ContactsIndex
-from tasks.typeahead.jobs import RenameJob
+from tasks.typeahead.jobs import RenameJob, UpdateJob
 from tasks.typeahead.runtime import TypeaheadRuntime
 from tasks.typeahead.service import ContactsServer
 from tasks.typeahead.service import idl as contacts_idl
@@ -439,8 +440,8 @@ def test_a_rebuild_builds_its_entries_again_only_when_what_it_reads_again_change
         built.append(records)
         return truth_of(records)
 
-    def counted_reads(store: AppData, owners: Any) -> truth.OwnersRecords:
-        read.append(read_owners(store, owners))
+    def counted_reads(store: AppData, owners: Any, *resolve: Any) -> truth.OwnersRecords:
+        read.append(read_owners(store, owners, *resolve))
         return read[-1]
 
     monkeypatch.setattr(truth, "truth_of", counted)
@@ -497,8 +498,8 @@ def test_every_kind_of_change_between_a_pages_read_and_its_writes_sends_it_round
     read: list[truth.OwnersRecords] = []
     read_owners, apply = truth.read_owners, writer._apply
 
-    def counted_reads(store: AppData, owners: Any) -> truth.OwnersRecords:
-        read.append(read_owners(store, owners))
+    def counted_reads(store: AppData, owners: Any, *resolve: Any) -> truth.OwnersRecords:
+        read.append(read_owners(store, owners, *resolve))
         return read[-1]
 
     def change_first(*args: Any) -> int:
@@ -519,3 +520,40 @@ def test_every_kind_of_change_between_a_pages_read_and_its_writes_sends_it_round
     sync.rebuild(appdata, pool, [ann, cat, dee])  # nothing changes now
     assert len(read) == 1
     assert verify.diff(appdata, pool, [ann, cat, dee]) == []
+
+
+def test_a_stale_cached_id_lookup_costs_a_round_never_a_wrong_entry(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    """The id lookups' cache answers the first read of an import's truth;
+    the check after writing asks MySQL. An account linked behind a cache
+    that still says "nobody" (another process's link, not yet expired)
+    is seen there, and the entry is written again with its user; a rebuild
+    over the same stale cache ends the same way. An account page then
+    settles the imports naming it with the cache forgotten first."""
+    me, other, eve = users(appdata, "Me Myself", "Oto Other", "Eve Evans")
+    book = [{"name": "Eve from work", "email": "eve.stale@example.com"}]
+    for owner in (me, other):
+        contacts.put_source(appdata, owner, "address_book", book, at_ms=now_ms())
+    cache = AccountCache(hit_ttl_ms=3_600_000, miss_ttl_ms=3_600_000)
+    for cluster in pair:
+        sync.source_changed(appdata, cluster, me, ADDRESS_BOOK, cache)
+    assert cache.stats().misses == 1 and cache.stats().negative_hits == 1  # one miss, then its answer again
+
+    def users_of(owner: int) -> list[int | None]:
+        return [m.contact.user_id for m in index.lookup(owner, "eve").matches]
+
+    assert users_of(me) == [None]
+    contacts.link_account(appdata, "email:eve.stale@example.com", eve)  # no fix-up: only the check can see it
+    sync.source_changed(appdata, pair[PRIMARY], me, ADDRESS_BOOK, cache)
+    assert cache.stats().negative_hits == 2  # the first read was stale
+    assert users_of(me) == [eve]
+    sync.rebuild(appdata, pair[PRIMARY], [other], cache)
+    assert users_of(other) == [eve]
+    contacts.unlink_account(appdata, "email:eve.stale@example.com")
+    job = UpdateJob.account(PRIMARY, "email:eve.stale@example.com", "c1")
+    step = sync.account_page(appdata, pair[PRIMARY], job, 1, cache)
+    assert step.entries > 0 and step.next_job is not None and step.next_job.after == sorted([(me, "address_book"),
+                                                                                            (other, "address_book")])[0]
+    assert sync.account_page(appdata, pair[PRIMARY], step.next_job, 1, cache).entries > 0
+    assert users_of(me) == [None] and users_of(other) == [None]

@@ -142,3 +142,45 @@ def test_an_outage_of_the_standby_delays_only_its_jobs(world: FeedWorld) -> None
         services("start-hbase", STANDBY)
     world.settle(120, "the standby's jobs after its outage")
     assert differences(store, world.pair, [ann, bob]) == {"primary": 0, "standby": 0}
+
+
+@pytest.mark.parametrize("world", ["redis", "redis+contacts"], indirect=True)
+def test_a_link_reaches_every_index_holding_the_contact_within_5_s(world: FeedWorld) -> None:
+    """Eve's email sits unlinked in two address books (a negative id lookup
+    each, cached by the workers); linking it to Eve makes both entries Eve
+    (Ann's merges with Eve's following entry) within 5 s with the workers
+    running, and unlinking it undoes that as fast."""
+    store, act = world.store, world.contacts
+    ann, bob, eve = users(store, "Ann Able", "Bob Bright", "Eve Evans")
+    world.start_workers(concurrency=2)
+    act.follow(ann, eve)
+    for owner in (ann, bob):
+        act.connect_source(owner, "address_book", [{"name": "Eve from work", "email": "eve@example.com"}])
+    world.settle(60, "the follow and the imports")
+    index = ContactsIndex(world.pair)
+
+    def eves(owner: int) -> list[tuple[str, int | None, str]]:
+        return [(m.contact.name, m.contact.user_id, m.source) for m in index.lookup(owner, "eve").matches]
+
+    assert eves(ann) == [("Eve Evans", eve, "following"), ("Eve from work", None, "address_book")]
+    assert eves(bob) == [("Eve from work", None, "address_book")]
+
+    def within_5_s(what: str, done: object) -> float:
+        started = time.monotonic()
+        while not done():  # type: ignore[operator]
+            assert time.monotonic() - started < 5, f"{what}: ann {eves(ann)}, bob {eves(bob)}"
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    act.link_account("email:eve@example.com", eve)
+    within_5_s("the link", lambda: eves(ann) == [("Eve Evans", eve, "following")]
+               and eves(bob) == [("Eve from work", eve, "address_book")])
+    assert act.unlink_account("email:eve@example.com") is True
+    within_5_s("the unlink", lambda: eves(ann) == [("Eve Evans", eve, "following"),
+                                                   ("Eve from work", None, "address_book")]
+               and eves(bob) == [("Eve from work", None, "address_book")])
+    world.settle(60, "the fix-ups")
+    assert world.failed_jobs() == {}
+    assert differences(store, world.pair, [ann, bob, eve]) == {"primary": 0, "standby": 0}
+    if world.contacts_calls is not None:
+        assert world.contacts_calls().get("accountChanged", 0) >= 4  # two changes, a job per cluster each
