@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tasks.typeahead.http import TypeaheadServer
+from tasks.typeahead.sources import FOLLOWING, MUTUAL, SOURCES
 from tests.support.waits import wait_for
 from tests.typeahead.pages import Page, open_page, shown_rows, type_and_wait, type_slowly
 from tests.typeahead.support import DOWN_CAUSE, DOWN_OWNER, OWNER, FakeIndex
@@ -76,3 +77,25 @@ def test_errors_show_inline(page: Page, user: str, says: str) -> None:
     assert page.tab.locator("#results li").count() == 0
     page.tab.fill("#user", str(OWNER))  # fixing the user id searches again
     wait_for(lambda: page.tab.locator("#results li").count() > 0 and page.tab.is_hidden("#error"), "results again")
+
+
+def test_the_sources_ticked_limit_the_lookup(browser_context: Any, server: TypeaheadServer,
+                                             fake_index: FakeIndex) -> None:
+    """Every source is a box, all ticked (no filter asked for); untick some
+    and only the rest are asked for and shown; untick all and the page says so."""
+    with open_page(browser_context, server, OWNER) as page:
+        boxes = page.tab.eval_on_selector_all("#sources input[name=source]", "boxes => boxes.map(b => b.value)")
+        assert boxes == [s.name for s in SOURCES]
+        type_slowly(page, "jo")
+        wait_for(lambda: page.tab.locator("#results li").count() > 0, "results")
+        assert fake_index.filters[-1] is None
+        for name in boxes[1:]:
+            page.tab.uncheck(f"#sources input[value={name}]")
+        wait_for(lambda: fake_index.filters[-1] == frozenset({MUTUAL}), "a lookup of mutual alone")
+        wait_for(lambda: {row[1] for row in shown_rows(page)} == {"mutual"}, "only mutual contacts shown")
+        page.tab.uncheck("#sources input[value=mutual]")
+        wait_for(lambda: "Choose at least one source." in page.tab.inner_text("#error"), "the error")
+        assert page.tab.locator("#results li").count() == 0
+        page.tab.check("#sources input[value=following]")
+        wait_for(lambda: fake_index.filters[-1] == frozenset({FOLLOWING}) and page.tab.is_hidden("#error"),
+                 "following alone, the error gone")

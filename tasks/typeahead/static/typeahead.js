@@ -1,6 +1,7 @@
 // The typeahead search page: asks /v1/typeahead/<user>?q=... as you type
-// (debounced), aborts the request a newer keystroke makes stale, and renders
-// only the newest answer. All data goes in through textContent, never HTML.
+// (debounced), limited to the sources ticked (none asked for when all are),
+// aborts the request a newer keystroke makes stale, and renders only the
+// newest answer. All data goes in through textContent, never HTML.
 "use strict";
 
 const DEBOUNCE_MS = 80;
@@ -11,6 +12,7 @@ const queryInput = document.getElementById("q");
 const resultList = document.getElementById("results");
 const errorBox = document.getElementById("error");
 const statusLine = document.getElementById("status");
+const sourceBoxes = Array.from(document.querySelectorAll("#sources input[name=source]"));
 
 let timer = null;
 let inFlight = null;   // the AbortController of the request under way
@@ -71,9 +73,17 @@ async function search() {
     showError("Enter a user id first.");
     return;
   }
+  const ticked = sourceBoxes.filter((box) => box.checked).map((box) => box.value);
+  if (!ticked.length) {
+    inFlight = null;
+    clearResults();
+    showError("Choose at least one source.");
+    return;
+  }
   const controller = new AbortController();
   inFlight = controller;
-  const url = `/v1/typeahead/${encodeURIComponent(user)}?q=${encodeURIComponent(query)}&limit=${LIMIT}`;
+  let url = `/v1/typeahead/${encodeURIComponent(user)}?q=${encodeURIComponent(query)}&limit=${LIMIT}`;
+  if (ticked.length < sourceBoxes.length) url += `&sources=${encodeURIComponent(ticked.join(","))}`;
   try {
     const response = await fetch(url, { signal: controller.signal, headers: { Accept: "application/json" } });
     const answer = await response.json();
@@ -110,6 +120,7 @@ function highlight(index) {
 
 queryInput.addEventListener("input", schedule);
 userInput.addEventListener("input", schedule);
+sourceBoxes.forEach((box) => box.addEventListener("change", schedule));
 queryInput.addEventListener("keydown", (event) => {
   if (event.key === "ArrowDown") {
     event.preventDefault();
