@@ -542,7 +542,7 @@ def report_lookups(look: dict[str, Any]) -> None:
           f"{TARGET_CELEBRITY_P99_MS:.0f} ms for the celebrity: {verdict} ({users_bf:.1f} ms, {celeb_bf:.1f} ms)")
 
 
-def _reset(store: AppData, pair: ClusterPair, create: bool) -> None:
+def reset_index(store: AppData, pair: ClusterPair, create: bool) -> None:
     """Drops (and with ``create`` makes again) the databases and the primary's
     tables: the benchmark never touches the standby."""
     schema.drop_shards(store)
@@ -579,7 +579,7 @@ def main() -> int:
     store = AppData.from_env()
     pair = ClusterPair.from_settings()
     admin = HBaseAdmin("primary")
-    _reset(store, pair, create=True)
+    reset_index(store, pair, create=True)
     try:
         loaded = load(store, args.users, args.seed)
         fill: dict[str, Any] | None
@@ -604,7 +604,7 @@ def main() -> int:
         write_json(args.json, result)
     finally:
         if not args.keep:
-            _reset(store, pair, create=False)
+            reset_index(store, pair, create=False)
         admin.close()
         store.close()
         pair.close()

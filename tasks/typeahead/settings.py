@@ -23,7 +23,7 @@ class TypeaheadSettings:
     source_order: tuple[str, ...] = DEFAULT_ORDER
     tall_scan_limit: int = 100
     rename_page: int = 1000
-    account_page: int = 200
+    account_page: int = 50
     account_cache: int = 100_000
     account_hit_ttl_ms: int = 60_000
     account_miss_ttl_ms: int = 5_000
@@ -56,7 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
             "rows read per tall source and lookup"),
     Setting("PINLATER_TYPEAHEAD_RENAME_PAGE", "rename_page", whole_number(1, MAX_PAGE), "1000",
             "followers (or followees) per rename job"),
-    Setting("PINLATER_TYPEAHEAD_ACCOUNT_PAGE", "account_page", whole_number(1, MAX_PAGE), "200",
+    Setting("PINLATER_TYPEAHEAD_ACCOUNT_PAGE", "account_page", whole_number(1, MAX_PAGE), "50",
             "imports naming a linked or unlinked account per fix-up job (each import is read whole)"),
     Setting("PINLATER_TYPEAHEAD_ACCOUNT_CACHE", "account_cache", whole_number(0, 10_000_000), "100000",
             "id lookups (email or social id to user) a process keeps, the least recently used going first (0: none)"),
