@@ -76,6 +76,9 @@ class World:
                       for i in range(USERS)]
         self.tag = uuid.uuid4().hex[:8]
         self.owed: list[Callable[[], None]] = []
+        # One follow no action can undo, so that some lookups always find someone.
+        anchor = graph.create_user(store, {"name": "Ann Anchor"}, shard=shards[0]).id
+        self.act_follow(self.users[0], anchor, now_ms())
 
     def account(self, contact: int) -> str:
         return f"email:c{contact}.{self.tag}@example.com"
@@ -98,6 +101,10 @@ class World:
 
         return run
 
+    def act_follow(self, a: int, b: int, at: int) -> None:
+        graph.follow_user(self.store, a, b, at_ms=at)
+        self.owe(*[lambda c=c: self.client.followChanged(c, a, b, at) for c in CLUSTERS])
+
     def act(self, what: tuple[Any, ...]) -> None:
         store, client, u = self.store, self.client, self.users
         kind = what[0]
@@ -106,12 +113,11 @@ class World:
             if a == b:
                 return
             if kind == "follow":
-                at = now_ms()
-                graph.follow_user(store, a, b, at_ms=at)
+                self.act_follow(a, b, now_ms())
             else:
                 at = graph.edge_clock(store, a, b, None)
                 graph.unfollow_user(store, a, b)
-            self.owe(*[lambda c=c: client.followChanged(c, a, b, at) for c in CLUSTERS])
+                self.owe(*[lambda c=c: client.followChanged(c, a, b, at) for c in CLUSTERS])
         elif kind == "rename":
             _old, _new, at = graph.rename_user(store, u[what[1]], NAMES[what[2]])
             page = contacts_idl.RenamePage(userId=u[what[1]], nameAt=at, phase="followers")
