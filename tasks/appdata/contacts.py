@@ -80,6 +80,9 @@ class SourceImport:
     contacts: tuple[ContactRecord, ...]
 
 
+Importer = tuple[int, str]  # an importing user, and the source of its import
+
+
 def check_source(source: object) -> str:
     if not isinstance(source, str) or not _SOURCE.fullmatch(source):
         raise InvalidContacts(f"source must match {_SOURCE.pattern}, got {str(source)[:40]!r}")
@@ -152,6 +155,44 @@ def put_source(
     return SourceImport(user_id, source, store.run(shard, put), records)
 
 
+def _import_of(row: Sequence[Any]) -> SourceImport:
+    user_id, source, updated_at, blob = row
+    records = tuple(ContactRecord(**c) for c in json.loads(blob))
+    return SourceImport(int(user_id), str(source), int(updated_at), records)
+
+
+def imports_page(store: AppData, shard: int, *, after: Importer | None = None, limit: int = 500
+                 ) -> list[SourceImport]:
+    """The imports stored on ``shard``, in (user, source) order, the first ``limit`` after ``after``."""
+    stmt = sql("contact_sources_page", database=store.locate(shard).database, table=CONTACT_SOURCES)
+    user, source = after if after is not None else (0, "")
+    return [_import_of(row) for row in store.run(shard, fetcher(stmt, [user, user, source, limit]))]
+
+
+def index_importers(store: AppData, *, page: int = 500,
+                    progress: Callable[[int, int, int], None] | None = None) -> tuple[int, int]:
+    """Notes the accounts of every stored import (``note_importers``), a
+    page of imports at a time: for imports stored before their accounts'
+    importers were noted. Safe to run beside new imports, and again.
+    ``progress(shard, imports, accounts)`` after each page; the totals."""
+    imports = accounts = 0
+    for shard in sorted(store.shard_map.shards):
+        after: Importer | None = None
+        while True:
+            found = imports_page(store, shard, after=after, limit=page)
+            for imp in found:
+                named = [a for c in imp.contacts for a in c.accounts(imp.source)]
+                note_importers(store, imp.user_id, imp.source, named)
+                accounts += len(named)
+            imports += len(found)
+            if progress is not None:
+                progress(shard, imports, accounts)
+            if len(found) < page:
+                break
+            after = (found[-1].user_id, found[-1].source)
+    return imports, accounts
+
+
 def sources_of(store: AppData, user_ids: Iterable[int]) -> dict[int, list[SourceImport]]:
     """Every stored import of each user (users without any are left out)."""
     by_shard: dict[int, list[int]] = defaultdict(list)
@@ -163,9 +204,9 @@ def sources_of(store: AppData, user_ids: Iterable[int]) -> dict[int, list[Source
         for start in range(0, len(ids), IN_LIST_MAX):
             part = ids[start : start + IN_LIST_MAX]
             stmt = sql("contact_sources_of_users", database=database, table=CONTACT_SOURCES, ids=len(part))
-            for user_id, source, updated_at, blob in store.run(shard, fetcher(stmt, part)):
-                records = tuple(ContactRecord(**c) for c in json.loads(blob))
-                out[int(user_id)].append(SourceImport(int(user_id), str(source), int(updated_at), records))
+            for row in store.run(shard, fetcher(stmt, part)):
+                imp = _import_of(row)
+                out[imp.user_id].append(imp)
     return dict(out)
 
 
@@ -214,9 +255,6 @@ def note_importers(store: AppData, user_id: int, source: str, accounts: Iterable
 
 def _executor(stmt: str, args: list[object]) -> Callable[[Any, str], int]:
     return lambda cursor, _database: int(cursor.execute(stmt, args))
-
-
-Importer = tuple[int, str]  # an importing user, and the source of its import
 
 
 def importers(store: AppData, account: str, *, after: Importer | None = None, limit: int = 500

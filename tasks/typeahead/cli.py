@@ -3,6 +3,10 @@
     pinlater-typeahead serve [--host H] [--port P]     the endpoint and search page (tasks.typeahead.http)
     pinlater-typeahead lookup USER_ID QUERY [--limit N] [--sources A,B] [--json]
     pinlater-typeahead serve-thrift [--host H] [--port P] [--metrics-port M]
+    pinlater-typeahead link ACCOUNT USER_ID            an external account is the user's; fix-up jobs
+    pinlater-typeahead unlink ACCOUNT                  it is nobody's; fix-up jobs
+    pinlater-typeahead index-importers [--page N]      note the accounts of imports stored before
+                                                       links could find them (once, after upgrading)
 
 Both look contacts up in ``tasks.typeahead.index.ContactsIndex.from_env()``
 (settings from the environment: PINLATER_TYPEAHEAD_*, ``tasks.typeahead.settings``,
@@ -19,6 +23,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from pinlater.kit import cli_runner
 from pinlater.kit.cli_output import one_line
@@ -30,6 +35,9 @@ from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import Lookup, TypeaheadServer, lookup_json, parse_query, timed_lookup
 from tasks.typeahead.rank import MAX_LIMIT, Match
 from tasks.typeahead.sources import parse_filter
+
+if TYPE_CHECKING:
+    from tasks.typeahead.actions import ContactActions
 
 
 @contextlib.contextmanager
@@ -104,6 +112,55 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _actions() -> Iterator[ContactActions]:
+    """Contact actions on the environment's app data and PinLater client
+    (in-process, or the servers of PINLATER_SERVERS), closed after."""
+    from pinlater import connect
+    from pinlater.settings import Settings
+    from tasks.appdata.store import AppData
+    from tasks.typeahead.actions import ContactActions
+
+    with AppData.from_env() as store, connect(Settings.from_env(), source="pinlater-typeahead") as client:
+        yield ContactActions(store, client)
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    from tasks.appdata.contacts import check_account
+
+    account, user_id = check_account(args.account), parse_user_id(args.user_id)
+    with _actions() as actions:
+        jobs = actions.link_account(account, user_id)
+    print(f"{one_line(account, 80)} linked to user {user_id}; fix-up jobs {', '.join(jobs)}")
+    return 0
+
+
+def cmd_unlink(args: argparse.Namespace) -> int:
+    from tasks.appdata.contacts import check_account
+
+    account = check_account(args.account)
+    with _actions() as actions:
+        removed = actions.unlink_account(account)
+    print(f"{one_line(account, 80)} {'unlinked' if removed else 'was not linked'}; fix-up jobs enqueued")
+    return 0
+
+
+def cmd_index_importers(args: argparse.Namespace) -> int:
+    from tasks.appdata import contacts
+    from tasks.appdata.store import AppData
+
+    if not 1 <= args.page <= 10_000:
+        raise ValueError(f"--page must be in 1..10000, got {args.page}")
+
+    def progress(shard: int, imports: int, accounts: int) -> None:
+        print(f"shard {shard}: {imports} imports, {accounts} accounts noted so far", file=sys.stderr, flush=True)
+
+    with AppData.from_env() as store:
+        imports, accounts = contacts.index_importers(store, page=args.page, progress=progress)
+    print(f"{imports} imports, {accounts} accounts noted")
+    return 0
+
+
 def _describe_match(match: Match) -> str:
     # Names are other people's input: one line, no terminal control characters.
     name = one_line("".join(c if c.isprintable() else " " for c in match.contact.name), 100)
@@ -130,6 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=10, help=f"results (1..{MAX_LIMIT})")
     p.add_argument("--sources", metavar="A,B", help="only these contact sources (default: every source)")
     p.add_argument("--json", action="store_true", help="print the endpoint's JSON")
+    p = sub.add_parser("link", help="an external account (email:..., social:...) is the user's; enqueue the fix-up "
+                                    "of every import naming it")
+    p.set_defaults(fn=cmd_link)
+    p.add_argument("account")
+    p.add_argument("user_id")
+    p = sub.add_parser("unlink", help="an external account is nobody's; enqueue the fix-up of every import naming it")
+    p.set_defaults(fn=cmd_unlink)
+    p.add_argument("account")
+    p = sub.add_parser("index-importers", help="note the accounts of every stored import, so links find imports "
+                                               "stored before they could (once, after upgrading; safe to repeat)")
+    p.set_defaults(fn=cmd_index_importers)
+    p.add_argument("--page", type=int, default=500, help="imports read at a time (1..10000)")
     return parser
 
 

@@ -228,6 +228,13 @@ ON DUPLICATE KEY UPDATE
 -- name: contact_sources_of_users
 SELECT user_id, source, updated_at, data FROM {database}.{table} WHERE user_id IN ({ids})
 
+-- name: contact_sources_page
+-- A shard's imports after (user_id, source), in that order.
+-- Args: user_id, user_id, source, limit.
+SELECT user_id, source, updated_at, data FROM {database}.{table}
+WHERE user_id > %s OR (user_id = %s AND source > %s)
+ORDER BY user_id, source LIMIT %s
+
 -- name: create_external_accounts_table
 -- External account -> Pinterest user ("email:ann@example.com",
 -- "social:12345"), on the shard its name hashes to (tasks.appdata.contacts).
