@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.servers import REPO
 
 
@@ -22,3 +24,10 @@ def run_smoke(script: str, tmp_path: Path, timeout: float = 300, extra: list[str
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout, json.loads(out.read_text())
+
+
+# bench/core.py empties the Redis databases and drops the MySQL database
+# that bench/fairness.py, bench/batches.py and bench/typeahead.py's queued
+# backfill (``bench.core.settings_for``) also use: their smokes run one
+# after another in one test process, never beside each other.
+SHARED_STORES = pytest.mark.xdist_group("bench-core-stores")

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.smoke import SHARED_STORES
 from tests.servers import REPO
 
 
 @pytest.mark.slow
+@SHARED_STORES
 def test_batches_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     out = tmp_path / "batches.json"
     result = subprocess.run(

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.smoke import run_smoke
+from tests.bench.smoke import SHARED_STORES, run_smoke
 
 
 @pytest.mark.slow
+@SHARED_STORES
 def test_fairness_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     _, all_rows = run_smoke("fairness.py", tmp_path)
     rows = [r for r in all_rows if "keyed" in r]

@@ -9,10 +9,11 @@ import pytest
 
 from tasks.backfill.queue import DEFAULT_MAX_RUNNING as BACKFILL_MAX_RUNNING
 from tasks.backfill.queue import DEFAULT_RATE as BACKFILL_RATE
-from tests.bench.smoke import run_smoke
+from tests.bench.smoke import SHARED_STORES, run_smoke
 
 
 @pytest.mark.slow
+@SHARED_STORES
 def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     stdout, report = run_smoke("typeahead.py", tmp_path)
     load, fill, lookups = report["load"], report["backfill"], report["lookups"]
