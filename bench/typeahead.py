@@ -70,9 +70,6 @@ from urllib.parse import quote
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from thriftpy2.protocol import TBinaryProtocolFactory  # noqa: E402
-from thriftpy2.rpc import make_client  # noqa: E402
-from thriftpy2.transport import TFramedTransportFactory  # noqa: E402
 
 import tasks.typeahead.index as index_module  # noqa: E402
 from bench.results import write_json  # noqa: E402
@@ -108,6 +105,7 @@ from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
 from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
 from tasks.typeahead.tokens import tokenize  # noqa: E402
+from tasks.typeahead.wire import connect as contacts_connect  # noqa: E402
 
 BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
@@ -393,8 +391,6 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
 
 # ------------------------------------------------------------------ served
 
-BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
-
 
 def thrift_asker(port: int) -> Callable[[Query], int]:
     """One Contacts Service client per thread; a lookup answers its matches' count."""
@@ -403,9 +399,7 @@ def thrift_asker(port: int) -> Callable[[Query], int]:
     def ask(query: Query) -> int:
         c = getattr(local, "client", None)
         if c is None:
-            c = local.client = make_client(contacts_idl.ContactsService, "127.0.0.1", port,
-                                           trans_factory=TFramedTransportFactory(), proto_factory=BINARY,
-                                           timeout=10_000)
+            c = local.client = contacts_connect("127.0.0.1", port, timeout_ms=10_000)
         return len(c.lookup(contacts_idl.LookupRequest(owner=query[0], query=query[1], limit=10)).matches)
 
     return ask

@@ -58,6 +58,9 @@ from tasks.hbase.tables import installed_tables
 from tasks.typeahead import truth
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.service import ContactsServer
+from tasks.typeahead.wire import connect as contacts_client
+from tasks.typeahead.wire import idl as contacts_idl
 
 DEMO_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_demo_",
@@ -366,6 +369,17 @@ def show_typeahead(console: Console, store: AppData, pair: ClusterPair, user: in
         result = index.lookup(user, typed, 5)
         table.add_row(repr(typed), "; ".join(f"{m.contact.name} ({m.source})" for m in result.matches))
     console.print(table)
+    # The same index behind the Contacts Service, asked as any Thrift client would.
+    server = ContactsServer(index.lookup, "127.0.0.1", 0).start()
+    client = contacts_client("127.0.0.1", server.port, timeout_ms=10_000)
+    try:
+        answer = client.lookup(contacts_idl.LookupRequest(owner=user, query=first[:3], limit=5))
+        console.print(f"over Thrift (Contacts Service on 127.0.0.1:{server.port}), {first[:3]!r}: "
+                      + "; ".join(f"{m.contact.name} ({m.source})" for m in answer.matches)
+                      + f" [answered by the {answer.servedBy}]", markup=False, highlight=False)
+    finally:
+        client.close()
+        server.stop(grace_s=2)
 
 
 if __name__ == "__main__":

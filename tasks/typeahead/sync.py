@@ -122,6 +122,7 @@ def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int], accounts: 
             return first_slots
         return last[0].slots(places)
 
+    owners = list(dict.fromkeys(owners))  # an owner named twice is read and settled once
     read_at = now_ms()
     found = truth.owners_truth(store, owners, contacts.resolve_accounts if accounts is None else accounts.resolve)
     last = [found]  # the latest truth read: records equal to its make the same entries

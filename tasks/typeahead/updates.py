@@ -20,10 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
-from thriftpy2.transport import TFramedTransportFactory
 
 from pinlater.kit.tls import ClientTls
 from tasks.appdata.accountcache import AccountCache
@@ -35,10 +32,17 @@ from tasks.typeahead import sync
 from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import Source
-from tasks.typeahead.wire import ErrorCode, account_job_of, account_page_of, idl, rename_job_of, rename_page_of
+from tasks.typeahead.wire import (
+    ErrorCode,
+    account_job_of,
+    account_page_of,
+    connect,
+    idl,
+    rename_job_of,
+    rename_page_of,
+)
 
 T = TypeVar("T")
-_BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
 # A rebuild of 500 owners on a loaded machine takes seconds; a call past this is retried.
 TIMEOUT_MS = 60_000
 
@@ -104,9 +108,8 @@ class ServiceUpdates:
     def _client(self) -> Any:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = self._local.client = make_client(
-                idl.ContactsService, self.address.host, self.address.port, trans_factory=TFramedTransportFactory(),
-                proto_factory=_BINARY, timeout=self.timeout_ms,
+            client = self._local.client = connect(
+                self.address.host, self.address.port, timeout_ms=self.timeout_ms,
                 ssl_context=self.tls.context() if self.tls is not None else None,
             )
         return client

@@ -5,10 +5,14 @@ it: what its server (``tasks.typeahead.service``) and its clients
 from __future__ import annotations
 
 import enum
+import ssl
 from pathlib import Path
 from typing import Any
 
 import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TFramedTransportFactory
 
 from tasks.typeahead.jobs import RenameJob, UpdateJob
 
@@ -19,6 +23,15 @@ STRUCTS: dict[str, tuple[Any, Any]] = {
     name: (getattr(idl.ContactsService, f"{name}_args"), getattr(idl.ContactsService, f"{name}_result"))
     for name in idl.ContactsService.thrift_services
 }
+
+
+_BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
+
+
+def connect(host: str, port: int, *, timeout_ms: int, ssl_context: ssl.SSLContext | None = None) -> Any:
+    """A client of the Contacts Service at ``host:port`` (framed, binary), connected."""
+    return make_client(idl.ContactsService, host, port, trans_factory=TFramedTransportFactory(),
+                       proto_factory=_BINARY, timeout=timeout_ms, ssl_context=ssl_context)
 
 
 class ErrorCode(enum.IntEnum):

@@ -56,6 +56,9 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path)
         assert out.count("served by the primary") == 3
         assert "typeahead of user" in out
         assert re.search(r"\((mutual|following|followers|social|address_book)\)", out)  # a lookup's results
+        # The same lookup over Thrift, answered by the Contacts Service.
+        assert re.search(r"over Thrift \(Contacts Service on 127\.0\.0\.1:\d+\), '[^']+': .+\(\w+\) "
+                         r"\[answered by the primary\]", out), [line for line in out.splitlines() if "Thrift" in line]
         assert "jobs by state per queue" in out
         for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby",
                       "typeahead_update", "typeahead_rename", "backfill"):

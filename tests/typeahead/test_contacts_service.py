@@ -35,6 +35,7 @@ from tasks.typeahead.rank import rank
 from tasks.typeahead.service import MAX_OWNERS, MAX_SOURCES, ContactsServer, ErrorCode, idl, security_of
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import FOLLOWING, MUTUAL
+from tasks.typeahead.wire import connect
 from tests.dashboards.http import call
 from tests.support.spans import spans_in_memory
 from tests.support.tls import Certs, make_certs
@@ -56,8 +57,7 @@ def server(fake_index: FakeIndex) -> Iterator[ContactsServer]:
 
 
 def client(server: ContactsServer, tls: ssl.SSLContext | None = None) -> Any:
-    return make_client(idl.ContactsService, "127.0.0.1", server.port, trans_factory=TFramedTransportFactory(),
-                       proto_factory=BINARY, timeout=10_000, ssl_context=tls)
+    return connect("127.0.0.1", server.port, timeout_ms=10_000, ssl_context=tls)
 
 
 def lookup(c: Any, owner: int = OWNER, query: str = "john sm", **fields: Any) -> Any:

@@ -8,9 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_client
-from thriftpy2.transport import TFramedTransportFactory
 
 from tasks.appdata import contacts, graph
 from tasks.appdata.accountcache import AccountCache
@@ -35,14 +32,12 @@ from tasks.typeahead.service import idl as contacts_idl
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, WIDE, Schema, source_named
 from tasks.typeahead.truth import owner_places, user_key
+from tasks.typeahead.wire import connect
 from tests.typeahead.helpers import differences, found, users
-
-BINARY = TBinaryProtocolFactory()  # type: ignore[no-untyped-call]
 
 
 def contacts_client(server: ContactsServer) -> Any:
-    return make_client(contacts_idl.ContactsService, "127.0.0.1", server.port,
-                       trans_factory=TFramedTransportFactory(), proto_factory=BINARY, timeout=30_000)
+    return connect("127.0.0.1", server.port, timeout_ms=30_000)
 
 
 @pytest.fixture
