@@ -41,17 +41,14 @@ class ContactActions:
             self.client.create_queue(name, **queues.create_options(name))
         self._queues_ready = True
 
-    def _enqueue(self, queue: str, bodies: Sequence[str], owner: int, key: str | None = None) -> list[str]:
-        """The jobs, keyed for fair service by the user whose index they
-        change (``owner_key``), so that one user's burst (a big import, a
-        celebrity's follows) takes turns with everyone else's updates."""
+    def _enqueue(self, queue: str, bodies: Sequence[str], fairness: str) -> list[str]:
+        """The jobs, under the fairness key ``fairness`` (``owner_key`` of
+        the user whose index they change, ``account_fairness_key``), so
+        that one burst (a big import, a celebrity's follows) takes turns
+        with everyone else's updates."""
         if not self._queues_ready:
             self.ensure_queues()
-        return [
-            self.client.enqueue(queue, [Job(body.encode(), key=owner_key(owner))],
-                                idempotency_key=None if key is None else f"{key}:{i}")[0]
-            for i, body in enumerate(bodies)
-        ]
+        return [self.client.enqueue(queue, [Job(body.encode(), key=fairness)])[0] for body in bodies]
 
     # -- the follow graph -----------------------------------------------------------
     def follow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
@@ -80,7 +77,7 @@ class ContactActions:
     def enqueue_follow(self, follower_id: int, followee_id: int, at_ms: int) -> list[str]:
         """Only the index jobs of a follow or unfollow (the graph already changed)."""
         jobs = [UpdateJob.follow(c, follower_id, followee_id, at_ms).to_json() for c in CLUSTERS]
-        return self._enqueue(queues.UPDATE, jobs, follower_id)
+        return self._enqueue(queues.UPDATE, jobs, owner_key(follower_id))
 
     # -- names ----------------------------------------------------------------------
     def rename(self, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:
@@ -109,7 +106,8 @@ class ContactActions:
         if source_named(source) not in IMPORTED:
             raise UnknownSource(f"{source!r} is not an imported source; those are {[s.name for s in IMPORTED]}")
         imp = contacts.put_source(self.store, user_id, source, contact_list, at_ms=at_ms)
-        self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS], user_id)
+        self._enqueue(queues.UPDATE, [UpdateJob.source(c, user_id, source).to_json() for c in CLUSTERS],
+                      owner_key(user_id))
         return imp
 
     # -- external accounts ----------------------------------------------------------
@@ -132,7 +130,4 @@ class ContactActions:
         """Only the fix-up jobs of a link or unlink (MySQL already changed)."""
         change = uuid.uuid4().hex
         jobs = [UpdateJob.account(c, account, change).to_json() for c in CLUSTERS]
-        if not self._queues_ready:
-            self.ensure_queues()
-        return [self.client.enqueue(queues.UPDATE, [Job(body.encode(), key=account_fairness_key(account))])[0]
-                for body in jobs]
+        return self._enqueue(queues.UPDATE, jobs, account_fairness_key(account))
