@@ -180,10 +180,9 @@ def index_importers(store: AppData, *, page: int = 500,
         after: Importer | None = None
         while True:
             found = imports_page(store, shard, after=after, limit=page)
-            for imp in found:
-                named = [a for c in imp.contacts for a in c.accounts(imp.source)]
-                note_importers(store, imp.user_id, imp.source, named)
-                accounts += len(named)
+            rows = [(a, imp.user_id, imp.source) for imp in found for c in imp.contacts for a in c.accounts(imp.source)]
+            _note(store, rows)  # the page's rows together: a statement per shard, not per import
+            accounts += len(rows)
             imports += len(found)
             if progress is not None:
                 progress(shard, imports, accounts)
@@ -242,15 +241,20 @@ def unlink_account(store: AppData, account: str) -> bool:
 
 def note_importers(store: AppData, user_id: int, source: str, accounts: Iterable[str]) -> None:
     """Records that ``user_id``'s import of ``source`` names ``accounts``."""
-    by_shard: dict[int, list[str]] = defaultdict(list)
-    for account in dict.fromkeys(accounts):
-        by_shard[_account_shard(store, check_account(account))].append(account)
-    for shard, names in sorted(by_shard.items()):
+    _note(store, ((account, user_id, source) for account in accounts))
+
+
+def _note(store: AppData, rows: Iterable[tuple[str, int, str]]) -> None:
+    """(account, importer, source) rows, in one statement per shard and IN_LIST_MAX rows."""
+    by_shard: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
+    for row in dict.fromkeys(rows):
+        by_shard[_account_shard(store, check_account(row[0]))].append(row)
+    for shard, found in sorted(by_shard.items()):
         database = store.locate(shard).database
-        for start in range(0, len(names), IN_LIST_MAX):
-            part = names[start : start + IN_LIST_MAX]
+        for start in range(0, len(found), IN_LIST_MAX):
+            part = found[start : start + IN_LIST_MAX]
             stmt = sql("note_importers", database=database, table=ACCOUNT_IMPORTERS, rows=len(part))
-            store.run(shard, _executor(stmt, [v for name in part for v in (name.encode(), user_id, source)]))
+            store.run(shard, _executor(stmt, [v for a, u, s in part for v in (a.encode(), u, s)]))
 
 
 def _executor(stmt: str, args: list[object]) -> Callable[[Any, str], int]:
