@@ -8,6 +8,11 @@ An entry's version is the newest update time of the records it comes from
 contact's name_at)``, a mutual entry both follow times and the name, an
 imported entry the import's time. A change to any of those records raises
 the version, so a write made from older truth is always the older cell.
+One exception: an imported entry's user id follows the account links
+(``contacts.link_account``), and a link changes it at the import's
+version. Links never make an entry absent, so nothing deletes at that
+version; the later write at an equal version is the one HBase keeps, and
+each settle's check after writing makes the last write the newest truth.
 """
 
 from __future__ import annotations
