@@ -24,9 +24,9 @@ from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.feeds.actions import FeedActions
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import CLUSTERS, RenameJob, UpdateJob, account_fairness_key, owner_key
+from tasks.typeahead.jobs import CLUSTERS, RenameJob, SecondJob, UpdateJob, account_fairness_key, owner_key
 from tasks.typeahead.sources import IMPORTED, UnknownSource, source_named
-from tasks.typeahead.tasks import rename_key
+from tasks.typeahead.tasks import rename_key, second_key
 
 
 class ContactActions:
@@ -75,9 +75,16 @@ class ContactActions:
         return removed
 
     def enqueue_follow(self, follower_id: int, followee_id: int, at_ms: int) -> list[str]:
-        """Only the index jobs of a follow or unfollow (the graph already changed)."""
+        """Only the index jobs of a follow or unfollow (the graph already
+        changed): its places, then the follower's second_degree contacts
+        and its followers' (a chain per cluster)."""
         jobs = [UpdateJob.follow(c, follower_id, followee_id, at_ms).to_json() for c in CLUSTERS]
-        return self._enqueue(queues.UPDATE, jobs, owner_key(follower_id))
+        ids = self._enqueue(queues.UPDATE, jobs, owner_key(follower_id))
+        prefix = self.store.shard_map.database_prefix
+        for job in (SecondJob(c, follower_id, at_ms) for c in CLUSTERS):
+            ids += self.client.enqueue(queues.SECOND, [Job(job.to_json().encode(), key=owner_key(follower_id))],
+                                       idempotency_key=second_key(prefix, job))
+        return ids
 
     # -- names ----------------------------------------------------------------------
     def rename(self, user_id: int, name: str, *, at_ms: int | None = None) -> tuple[str, str, int]:

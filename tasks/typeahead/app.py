@@ -13,6 +13,6 @@ APP = App(
     task_modules=("tasks.typeahead.tasks",),
     tables="tasks.typeahead.tables:defined_tables",
     settings="tasks.typeahead.settings:SETTINGS",
-    backfill_kinds=("tasks.typeahead.backfill_kind:CONTACTS",),
+    backfill_kinds=("tasks.typeahead.backfill_kind:CONTACTS", "tasks.typeahead.backfill_kind:SECOND_DEGREE"),
     cli="tasks.typeahead.cli:main",
 )

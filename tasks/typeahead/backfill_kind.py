@@ -1,6 +1,9 @@
-"""The "contacts" backfill kind (``tasks.backfill``): the typeahead index of
-a page of users rebuilt from MySQL, compared, and repaired, through the
-plain functions of ``tasks.typeahead.sync`` and ``verify``. A rebuild goes
+"""The typeahead's backfill kinds (``tasks.backfill``): "contacts", the
+index of a page of users rebuilt from MySQL, compared, and repaired,
+through the plain functions of ``tasks.typeahead.sync`` and ``verify``;
+and "second_degree", their second_degree contacts
+(``tasks.typeahead.second``), filled apart because they cost more (each
+owner's followees' follows). A rebuild goes
 through the Contacts Service when the jobs' updates do
 (``PINLATER_TYPEAHEAD_SERVICE``); a verify's diff and repair read and
 delete cells the service has no call for, so they run here. The app's
@@ -12,9 +15,9 @@ from collections.abc import Sequence
 
 from tasks.backfill.kinds import BackfillContext, Difference
 from tasks.hbase import ClusterPool
-from tasks.typeahead import sync, verify
+from tasks.typeahead import second, sync, verify
 from tasks.typeahead.runtime import runtime
-from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
+from tasks.typeahead.tables import TYPEAHEAD_SECOND, TYPEAHEAD_TALL, TYPEAHEAD_WIDE
 
 
 def _pool(ctx: BackfillContext, cluster: str) -> ClusterPool:
@@ -43,3 +46,28 @@ class ContactsKind:
 
 
 CONTACTS = ContactsKind()
+
+
+class SecondDegreeKind:
+    name = "second_degree"
+
+    def backfill(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> int:
+        if not user_ids:
+            return 0
+        rt = runtime()
+        if rt.settings.service is not None:
+            return rt.updates.rebuild_second(cluster, user_ids)
+        return sync.rebuild_second(ctx.store, ctx.ready(cluster, TYPEAHEAD_SECOND), user_ids,
+                                   second.Limits.of(rt.settings))
+
+    def diff(self, ctx: BackfillContext, cluster: str, user_ids: Sequence[int]) -> list[Difference]:
+        found = second.differences(ctx.store, ctx.ready(cluster, TYPEAHEAD_SECOND), user_ids,
+                                   second.Limits.of(runtime().settings))
+        return [Difference(owner, problem, owner) for owner, problem in found.items()]
+
+    def repair(self, ctx: BackfillContext, cluster: str, diffs: Sequence[Difference], round_no: int) -> int:
+        return sync.rebuild_second(ctx.store, ctx.ready(cluster, TYPEAHEAD_SECOND), [d.user_id for d in diffs],
+                                   second.Limits.of(runtime().settings))
+
+
+SECOND_DEGREE = SecondDegreeKind()

@@ -8,7 +8,7 @@
  * against hostile clients.
  *
  * Sources are named by string: mutual, following, followers, social,
- * address_book. Ids are 64-bit user ids (16-bit shard, 10-bit type,
+ * address_book, second_degree. Ids are 64-bit user ids (16-bit shard, 10-bit type,
  * 36-bit local id). Errors are ContactsException with one of the codes
  * below and a one-line message.
  */
@@ -119,6 +119,27 @@ struct AccountStep {
   2: optional AccountPage nextPage,
 }
 
+// One page of a second_degree recompute: a user followed or unfollowed
+// someone at atMs, which changes its own second_degree contacts and its
+// followers'. The first page (no cursor, no users) recomputes the user's and
+// reads its first page of followers; each page names its users' page.
+struct SecondPage {
+  1: required i64 userId,
+  2: required i64 atMs,
+  // The follower the page before ended at ("<sequence>:<user id>").
+  3: optional string cursor,
+  // A page's followers, to recompute (at most 10,000).
+  4: optional list<i64> users,
+}
+
+struct SecondStep {
+  // Index cells written.
+  1: required i32 entries,
+  2: optional SecondPage usersPage,
+  // The next page (absent: the chain is done).
+  3: optional SecondPage nextPage,
+}
+
 /*
  * Updates ("writer"). Each names what changed and settles those places of
  * one cluster's index (primary or standby) from the app data as it is when
@@ -148,4 +169,11 @@ service ContactsService {
 
   // Every place of these owners (at most 1,000): a backfill page, a repair.
   i32 rebuild(1: string cluster, 2: list<i64> owners) throws (1: ContactsException e),
+
+  // One page of a second_degree recompute after a follow or unfollow.
+  SecondStep secondPage(1: string cluster, 2: SecondPage page) throws (1: ContactsException e),
+
+  // The second_degree contacts of these owners (at most 1,000), and the
+  // names they show: a backfill page, a repair.
+  i32 rebuildSecond(1: string cluster, 2: list<i64> owners) throws (1: ContactsException e),
 }

@@ -3,9 +3,11 @@
 One scan of the user's wide rows (every wide source at once, the query's
 longest token as a ColumnPrefixFilter), then one prefix scan per tall
 source (at most ``tall_scan_limit`` rows each) unless the wide sources
-already give ``limit`` matches that rank above every tall source; then
-ranking and de-duplication in Python (``tasks.typeahead.rank``). A match's
-``sources`` lists the tall sources only when they were read. A lookup
+already give ``limit`` matches that rank above every tall source; then,
+likewise, the owner's second_degree list and its names
+(``tasks.typeahead.second``); ranking and de-duplication in Python
+(``tasks.typeahead.rank``). A match's ``sources`` lists the tall and
+second_degree sources only when they were read. A lookup
 limited to some sources reads only theirs: the wide scan's range spans the
 codes asked for, a tall source not asked for is not scanned. Reads the
 primary; the standby when the primary fails.
@@ -34,8 +36,9 @@ from tasks.typeahead.entries import (
 )
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, rank
+from tasks.typeahead.second import candidates as second_candidates
 from tasks.typeahead.settings import TypeaheadSettings
-from tasks.typeahead.sources import SOURCES, TALL, WIDE, Source
+from tasks.typeahead.sources import SECOND_DEGREE, SOURCES, TALL, WIDE, Source
 from tasks.typeahead.tokens import tokenize
 
 # A user has one wide row per wide source; more than this many in one
@@ -120,18 +123,18 @@ def candidates(pool: ClusterPool, owner: int, probe: str, tall_limit: int) -> li
     return wide_candidates(pool, owner, probe) + tall_candidates(pool, owner, probe, tall_limit)
 
 
-def _tall_cannot_enter(matches: list[Match], order: Sequence[str], limit: int, tall: Collection[Source]) -> bool:
-    """True when ``limit`` matches already rank above every tall source
-    asked for, so nothing a tall scan finds could enter the answer (the
-    common case for a short prefix: the followers source ranks last by
-    default), or when no tall source is asked for."""
-    if not tall:
+def _cannot_enter(matches: list[Match], order: Sequence[str], limit: int, later: Collection[Source]) -> bool:
+    """True when ``limit`` matches already rank above every source of
+    ``later`` (sources not read yet), so nothing they hold could enter the
+    answer (the common case for a short prefix: followers and second_degree
+    rank last by default), or when ``later`` is empty."""
+    if not later:
         return True
     if len(matches) < limit:
         return False
     position = {name: i for i, name in enumerate(order)}
     last = position.get(matches[-1].source, len(order))
-    return all(position.get(s.name, len(order)) > last for s in tall)
+    return all(position.get(s.name, len(order)) > last for s in later)
 
 
 class ContactsIndex:
@@ -175,10 +178,16 @@ class ContactsIndex:
         found = wide_candidates(pool, user_id, probe, sources)
         matches = rank(query, found, ranking, limit)
         tall = [s for s in TALL if s in sources]
-        if _tall_cannot_enter(matches, ranking, limit, tall):
+        second = [SECOND_DEGREE] if SECOND_DEGREE in sources else []
+        if _cannot_enter(matches, ranking, limit, tall + second):
             return matches
-        others = [t for t in tokenize(query) if t != probe]
-        found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others, tall)
+        if not _cannot_enter(matches, ranking, limit, tall):
+            others = [t for t in tokenize(query) if t != probe]
+            found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others, tall)
+            matches = rank(query, found, ranking, limit)
+        if _cannot_enter(matches, ranking, limit, second):
+            return matches
+        found += second_candidates(pool, user_id)
         return rank(query, found, ranking, limit)
 
     def close(self) -> None:

@@ -16,7 +16,12 @@ writes: a job per cluster, so an outage of one delays only its own jobs.
   a page a job, chained by cursor; each page hands its users to a job of
   their own (the same body with ``"users": [id, ...]``), which settles
   exactly those, so a run again after a crash revisits the same places
-  whatever the follows are by then.
+  whatever the follows are by then;
+* a second_degree page: ``{"cluster", "user_id", "at_ms", "cursor"}``:
+  ``user_id`` followed or unfollowed someone at ``at_ms``, which changes
+  its own second_degree contacts and those of each of its followers. The
+  first job recomputes the user's, then the followers' a page a job, as
+  a rename's pages do (``"users"`` on a page's own job).
 """
 
 from __future__ import annotations
@@ -206,5 +211,47 @@ class RenameJob:
         if users is not None:
             if not isinstance(users, list):
                 raise InvalidTypeaheadJob("rename job: users must be a list of user ids")
+            data["users"] = tuple(users)
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class SecondJob:
+    cluster: str
+    user_id: int
+    at_ms: int
+    cursor: str | None = None  # None on the first job: the user's own list, then the first page
+    users: tuple[int, ...] | None = None  # a page's users, to recompute; None: read the page
+
+    def __post_init__(self) -> None:
+        _cluster(self.cluster)
+        _user(self.user_id, "user_id")
+        _time(self.at_ms, "at_ms")
+        if self.users is not None:
+            if not isinstance(self.users, tuple) or not 0 < len(self.users) <= MAX_PAGE:
+                raise InvalidTypeaheadJob(f"second_degree job: users must be 1 to {MAX_PAGE} user ids")
+            for user in self.users:
+                _user(user, "users")
+        if self.cursor is not None:
+            try:
+                Cursor.decode(self.cursor)
+            except (ValueError, TypeError) as exc:
+                raise InvalidTypeaheadJob(f"second_degree job: bad cursor: {exc}") from None
+
+    def to_json(self) -> str:
+        fields: dict[str, Any] = {"cluster": self.cluster, "user_id": self.user_id, "at_ms": self.at_ms,
+                                  "cursor": self.cursor}
+        if self.users is not None:
+            fields["users"] = list(self.users)
+        return bodies.dump(fields)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> SecondJob:
+        data = bodies.load(text, "second_degree job", ("cluster", "user_id", "at_ms"), ("cursor", "users"),
+                           InvalidTypeaheadJob)
+        users = data.get("users")
+        if users is not None:
+            if not isinstance(users, list):
+                raise InvalidTypeaheadJob("second_degree job: users must be a list of user ids")
             data["users"] = tuple(users)
         return cls(**data)

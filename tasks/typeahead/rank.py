@@ -3,7 +3,8 @@ functions over the contacts the index found for a query's tokens.
 
 A contact matches when every query token is a prefix of a distinct token of
 its name. Matches are ordered by their source's place in the configured
-``source_order`` (mutual followers first, say), then by proximity score;
+``source_order`` (mutual followers first, say), then by weight (how many
+followees follow a second_degree contact), then by proximity score;
 a person found in several sources (the same Pinterest user id) is shown
 once, from the best source, listing every source it was seen in.
 """
@@ -47,10 +48,13 @@ class Contact:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A contact as one source holds it: what the index hands to ``rank``."""
+    """A contact as one source holds it: what the index hands to ``rank``.
+    ``weight``: ranks it within its source before the score (second_degree's
+    count of followees following the contact; 0 elsewhere)."""
 
     source: str
     contact: Contact
+    weight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +151,7 @@ def _one_token_score(q: str, name_tokens: Sequence[str]) -> float | None:
 def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str], limit: int) -> list[Match]:
     """The best ``limit`` (1..100) distinct matches of ``query``, in order:
     source (its place in ``source_order``; unknown sources after, by name),
-    score descending, name, key. One match per person: by user id when the
+    weight descending, score descending, name, key. One match per person: by user id when the
     contact has one, else by contact key; it keeps the best occurrence and
     lists all the sources it was seen in. A blank query matches nothing."""
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
@@ -160,9 +164,9 @@ def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str
     def source_key(source: str) -> tuple[int, int, str]:
         return (0, places[source], "") if source in places else (1, 0, source)
 
-    def order_key(source: str, contact: Contact, score: float) -> tuple[object, ...]:
+    def order_key(source: str, contact: Contact, weight: int, score: float) -> tuple[object, ...]:
         user = -1 if contact.user_id is None else contact.user_id  # last: makes the order total
-        return (source_key(source), -score, contact.name.casefold(), contact.name, contact.key, user)
+        return (source_key(source), -weight, -score, contact.name.casefold(), contact.name, contact.key, user)
 
     best: dict[tuple[str, object], tuple[tuple[object, ...], Match]] = {}
     seen_in: dict[tuple[str, object], set[str]] = {}
@@ -173,7 +177,7 @@ def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str
             continue
         person = ("user", contact.user_id) if contact.user_id is not None else ("key", contact.key)
         seen_in.setdefault(person, set()).add(candidate.source)
-        key = order_key(candidate.source, contact, score)
+        key = order_key(candidate.source, contact, candidate.weight, score)
         if person not in best or key < best[person][0]:
             best[person] = (key, Match(contact, candidate.source, (), score))
 

@@ -16,7 +16,7 @@ from tasks.hbase import ClusterPair, ClusterPool
 from tasks.hbase.tables import EnsuredTables
 from tasks.runtime import TaskRuntime, current
 from tasks.typeahead.settings import TypeaheadSettings
-from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE
+from tasks.typeahead.tables import defined_tables
 from tasks.typeahead.updates import IndexUpdates, LocalUpdates, ServiceUpdates
 
 
@@ -39,7 +39,7 @@ class TypeaheadRuntime:
     def ready(self, cluster: str) -> ClusterPool:
         """``cluster``'s pool with the index tables ensured (HBaseError while
         it is down: the job is retried)."""
-        return self.tables.ready(cluster, TYPEAHEAD_WIDE, TYPEAHEAD_TALL)
+        return self.tables.ready(cluster, *defined_tables())
 
     @functools.cached_property
     def accounts(self) -> AccountCache:

@@ -37,7 +37,7 @@ from tasks.appdata.ids import InvalidId, ObjectType, expect_type
 from tasks.hbase import PRIMARY, STANDBY, HBaseError
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, SecondJob, UpdateJob
 from tasks.typeahead.rank import MAX_LIMIT, Match
 from tasks.typeahead.sources import BY_NAME, Source, source_named
 from tasks.typeahead.updates import LocalUpdates, Writer
@@ -50,11 +50,14 @@ from tasks.typeahead.wire import (
     idl,
     rename_job_of,
     rename_page_of,
+    second_job_of,
+    second_page_of,
 )
 
 __all__ = ["IDL_PATH", "ContactsError", "ContactsHandler", "ContactsServer", "ErrorCode", "Writer", "idl"]
 
-UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "accountChanged", "rebuild"})
+UPDATES = frozenset({"followChanged", "sourceChanged", "renamePage", "accountChanged", "rebuild", "secondPage",
+                     "rebuildSecond"})
 ROLES: dict[str, frozenset[str]] = {"reader": frozenset({"lookup"}), "writer": UPDATES, "admin": frozenset(STRUCTS)}
 # Names in one lookup's sources list; more is refused before decoding.
 MAX_SOURCES = len(BY_NAME) * 2
@@ -191,11 +194,26 @@ class ContactsHandler:
 
         return self._page(cluster, page, "accountChanged", account_job_of, run)
 
-    def rebuild(self, cluster: str, owners: list[int]) -> int:
+    def secondPage(self, cluster: str, page: Any) -> Any:  # noqa: N802 (the IDL's)
+        def run(u: LocalUpdates, job: SecondJob) -> Any:
+            step = u.second_page(job)
+            return idl.SecondStep(entries=step.entries, usersPage=second_page_of(step.users_job),
+                                  nextPage=second_page_of(step.next_job))
+
+        return self._page(cluster, page, "secondPage", second_job_of, run)
+
+    def _owners(self, owners: list[int], method: str) -> list[int]:
         if not owners:
-            raise _invalid("rebuild needs at least one owner")
-        checked = [_user(owner, "an owner") for owner in owners]
+            raise _invalid(f"{method} needs at least one owner")
+        return [_user(owner, "an owner") for owner in owners]
+
+    def rebuild(self, cluster: str, owners: list[int]) -> int:
+        checked = self._owners(owners, "rebuild")
         return self._update(cluster, lambda u: u.rebuild(cluster, checked))
+
+    def rebuildSecond(self, cluster: str, owners: list[int]) -> int:  # noqa: N802 (the IDL's)
+        checked = self._owners(owners, "rebuildSecond")
+        return self._update(cluster, lambda u: u.rebuild_second(cluster, checked))
 
     def lookup(self, request: Any) -> Any:
         if request is None:
@@ -227,6 +245,8 @@ _LISTS: dict[str, list[tuple[tuple[str, ...], Limit]]] = {
     "lookup": [(("request", "sources"), _too_many("sources", MAX_SOURCES))],
     "renamePage": [(("page", "users"), _too_many("users", MAX_PAGE_USERS))],
     "rebuild": [(("owners",), _too_many("owners", MAX_OWNERS))],
+    "secondPage": [(("page", "users"), _too_many("users", MAX_PAGE_USERS))],
+    "rebuildSecond": [(("owners",), _too_many("owners", MAX_OWNERS))],
 }
 
 

@@ -27,6 +27,10 @@ class TypeaheadSettings:
     account_cache: int = 100_000
     account_hit_ttl_ms: int = 60_000
     account_miss_ttl_ms: int = 5_000
+    second_followees: int = 200
+    second_per_followee: int = 100
+    second_cap: int = 50
+    second_page: int = 100
     http: Address = Address("127.0.0.1", 8091)
     thrift: Address = Address("127.0.0.1", 9092)
     thrift_metrics_port: int = 9093
@@ -64,6 +68,14 @@ SETTINGS: tuple[Setting, ...] = (
             "how long a found id lookup is kept, in ms"),
     Setting("PINLATER_TYPEAHEAD_ACCOUNT_MISS_TTL_MS", "account_miss_ttl_ms", whole_number(0, 86_400_000), "5000",
             "how long an id lookup that found no user is kept, in ms"),
+    Setting("PINLATER_TYPEAHEAD_SECOND_FOLLOWEES", "second_followees", whole_number(1, 1000), "200",
+            "an owner's newest followees whose own follows make its second_degree contacts"),
+    Setting("PINLATER_TYPEAHEAD_SECOND_PER_FOLLOWEE", "second_per_followee", whole_number(1, 1000), "100",
+            "each of those followees' newest follows counted"),
+    Setting("PINLATER_TYPEAHEAD_SECOND_CAP", "second_cap", whole_number(1, 1000), "50",
+            "second_degree contacts kept per owner, the most shared first"),
+    Setting("PINLATER_TYPEAHEAD_SECOND_PAGE", "second_page", whole_number(1, 1000), "100",
+            "followers whose second_degree contacts one job recomputes after a follow or unfollow"),
     Setting("PINLATER_TYPEAHEAD_HTTP", "http", Address.parse, "127.0.0.1:8091",
             "where `pinlater-typeahead serve` listens (`--host`, `--port` override its halves)"),
     Setting("PINLATER_TYPEAHEAD_THRIFT", "thrift", Address.parse, "127.0.0.1:9092",

@@ -6,6 +6,10 @@ each is stored in.
   hold (a row never splits across regions): tall.
 * ``social``, ``address_book``: imported lists (``tasks.appdata.contacts``),
   at most 5,000 contacts each: wide.
+* ``second_degree``: the users your followees follow, counted; two hops
+  away, so a rename cannot find the owners holding a name: one listed cell
+  per owner of ids and counts, the names in a row per user
+  (``tasks.typeahead.second``).
 
 A source's one-byte code is part of its row keys: codes are forever; add
 new sources with new codes.
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 class Schema(enum.Enum):
     WIDE = "wide"  # one row per (user, source); a column per name token + contact
     TALL = "tall"  # a row per name token + contact, neighbours per (user, source)
+    LISTED = "listed"  # one cell per user listing contact ids; names in a row per contact
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -47,8 +52,9 @@ FOLLOWING = Source("following", 2, Schema.WIDE)
 FOLLOWERS = Source("followers", 3, Schema.TALL)
 SOCIAL = Source("social", 4, Schema.WIDE, imported=True)
 ADDRESS_BOOK = Source("address_book", 5, Schema.WIDE, imported=True)
+SECOND_DEGREE = Source("second_degree", 6, Schema.LISTED)
 
-SOURCES: tuple[Source, ...] = (MUTUAL, FOLLOWING, FOLLOWERS, SOCIAL, ADDRESS_BOOK)
+SOURCES: tuple[Source, ...] = (MUTUAL, FOLLOWING, FOLLOWERS, SOCIAL, ADDRESS_BOOK, SECOND_DEGREE)
 BY_NAME = {s.name: s for s in SOURCES}
 BY_CODE = {s.code: s for s in SOURCES}
 GRAPH_SOURCES = (MUTUAL, FOLLOWING, FOLLOWERS)
@@ -57,8 +63,9 @@ WIDE = tuple(s for s in SOURCES if s.schema is Schema.WIDE)
 TALL = tuple(s for s in SOURCES if s.schema is Schema.TALL)
 
 # Mutual follows are the strongest signal (Pinterest's typeahead), then whom the user
-# follows, then people from their own networks, then followers.
-DEFAULT_ORDER = ("mutual", "following", "social", "address_book", "followers")
+# follows, then people from their own networks, then followers; people two
+# hops away, whom the user has no tie to yet, last.
+DEFAULT_ORDER = ("mutual", "following", "social", "address_book", "followers", "second_degree")
 
 
 class UnknownSource(ValueError):

@@ -19,9 +19,9 @@ from tasks.appdata.store import AppData, now_ms
 from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.hbase import ClusterPool
 from tasks.hbase.reads import get_rows
-from tasks.typeahead import truth
+from tasks.typeahead import second, truth
 from tasks.typeahead.entries import MEMBER_FAMILY, WIDE_TABLE, row_prefix
-from tasks.typeahead.jobs import RenameJob, UpdateJob
+from tasks.typeahead.jobs import RenameJob, SecondJob, UpdateJob
 from tasks.typeahead.sources import Schema, Source
 from tasks.typeahead.truth import Place, Slot
 from tasks.typeahead.writer import held_members, read_members, settle
@@ -86,14 +86,44 @@ def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: in
     page's (None after the last). A users' job settles its places."""
     if job.users is not None:
         return RenameStep(settle(store, pool, truth.rename_places(job.user_id, job.users, job.phase)), None, None)
+    # The chain's first page also writes the name second_degree lookups show.
+    named = second.put_names(store, pool, [job.user_id]) if job.phase == "followers" and job.cursor is None else 0
     table = USER_FOLLOWED_BY_USER if job.phase == "followers" else USER_FOLLOWS_USER
     page = mappings.page(store, table, job.user_id, limit=page_size, cursor=job.cursor)
     users_job = replace(job, users=tuple(page.ids)) if page.ids else None
     if page.next is not None:
-        return RenameStep(0, users_job, replace(job, cursor=page.next.encode()))
+        return RenameStep(named, users_job, replace(job, cursor=page.next.encode()))
     if job.phase == "followers":
-        return RenameStep(0, users_job, replace(job, phase="following", cursor=None))
-    return RenameStep(0, users_job, None)
+        return RenameStep(named, users_job, replace(job, phase="following", cursor=None))
+    return RenameStep(named, users_job, None)
+
+
+@dataclass(frozen=True, slots=True)
+class SecondStep:
+    entries: int
+    users_job: SecondJob | None  # the page's users, to recompute
+    next_job: SecondJob | None  # the next page
+
+
+def second_page(store: AppData, pool: ClusterPool, job: SecondJob, page_size: int, limits: second.Limits
+                ) -> SecondStep:
+    """A job of a second_degree chain after ``job.user_id`` followed or
+    unfollowed someone: the first recomputes the user's own list, then
+    each reads a page of its followers and names two jobs, the page's
+    users' (which recomputes theirs) and the next page's (None after the
+    last)."""
+    if job.users is not None:
+        return SecondStep(second.settle(store, pool, job.users, limits), None, None)
+    entries = second.settle(store, pool, [job.user_id], limits) if job.cursor is None else 0
+    page = mappings.page(store, USER_FOLLOWED_BY_USER, job.user_id, limit=page_size, cursor=job.cursor)
+    users_job = replace(job, users=tuple(page.ids)) if page.ids else None
+    next_job = replace(job, cursor=page.next.encode()) if page.next is not None else None
+    return SecondStep(entries, users_job, next_job)
+
+
+def rebuild_second(store: AppData, pool: ClusterPool, owners: Sequence[int], limits: second.Limits) -> int:
+    """The second_degree lists of ``owners`` and the names they show (a backfill page)."""
+    return second.settle(store, pool, owners, limits, check_names=True)
 
 
 def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int], accounts: AccountCache | None = None) -> int:

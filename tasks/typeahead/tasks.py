@@ -10,7 +10,9 @@ one cluster; the application enqueues one per cluster (``ContactActions``).
   next page (keyed like a rename's);
 * ``typeahead.rename``: one page of a renamed user's followers or
   followees, then the next page (keyed, so a replayed page never starts a
-  second chain).
+  second chain);
+* ``typeahead.second``: one page of a second_degree recompute after a
+  follow or unfollow, then the next page (keyed as a rename's).
 
 Workers import this module because the app's manifest names it (``tasks.typeahead.app``).
 """
@@ -24,7 +26,14 @@ from celery import shared_task
 
 from tasks.shell import run_job, task_options
 from tasks.typeahead import queues
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob, account_fairness_key, owner_key
+from tasks.typeahead.jobs import (
+    InvalidTypeaheadJob,
+    RenameJob,
+    SecondJob,
+    UpdateJob,
+    account_fairness_key,
+    owner_key,
+)
 from tasks.typeahead.runtime import runtime
 from tasks.typeahead.sources import source_named
 from workers.task import PinLaterTask
@@ -86,6 +95,30 @@ def rename(self: PinLaterTask, body: str | bytes) -> int:
         for then in (step.users_job, step.next_job):
             if then is not None:
                 rename.apply_async(args=[then.to_json()], idempotency_key=rename_key(prefix, then),
+                                   fairness_key=owner_key(then.user_id))
+        return step.entries
+
+    return _run(self, work)
+
+
+def second_key(prefix: str, job: SecondJob) -> str:
+    users = "" if job.users is None else ":users"
+    return f"{prefix}second:{job.cluster}:{job.user_id}:{job.at_ms}:{job.cursor or ''}{users}"
+
+
+@shared_task(name="typeahead.second", **_options(queues.SECOND))
+def second(self: PinLaterTask, body: str | bytes) -> int:
+    """One page of a second_degree recompute on one cluster: its users' job
+    and the next page's (keyed, so a replayed page starts neither twice)."""
+
+    def work() -> int:
+        job = SecondJob.from_json(body)
+        rt = runtime()
+        step = rt.updates.second_page(job)
+        prefix = rt.store.shard_map.database_prefix
+        for then in (step.users_job, step.next_job):
+            if then is not None:
+                second.apply_async(args=[then.to_json()], idempotency_key=second_key(prefix, then),
                                    fairness_key=owner_key(then.user_id))
         return step.entries
 

@@ -29,7 +29,8 @@ from tasks.errors import TryLater
 from tasks.hbase import ClusterPool
 from tasks.hbase.settings import Address
 from tasks.typeahead import sync
-from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, UpdateJob
+from tasks.typeahead.jobs import InvalidTypeaheadJob, RenameJob, SecondJob, UpdateJob
+from tasks.typeahead.second import Limits
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import Source
 from tasks.typeahead.wire import (
@@ -40,6 +41,8 @@ from tasks.typeahead.wire import (
     idl,
     rename_job_of,
     rename_page_of,
+    second_job_of,
+    second_page_of,
 )
 
 T = TypeVar("T")
@@ -57,6 +60,10 @@ class IndexUpdates(Protocol):
     def account_page(self, job: UpdateJob) -> sync.AccountStep: ...
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int: ...
+
+    def second_page(self, job: SecondJob) -> sync.SecondStep: ...
+
+    def rebuild_second(self, cluster: str, owners: Sequence[int]) -> int: ...
 
 
 class Writer(Protocol):
@@ -92,6 +99,13 @@ class LocalUpdates:
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
         return sync.rebuild(self.rt.store, self.rt.ready(cluster), owners, self.rt.accounts)
+
+    def second_page(self, job: SecondJob) -> sync.SecondStep:
+        s = self.rt.settings
+        return sync.second_page(self.rt.store, self.rt.ready(job.cluster), job, s.second_page, Limits.of(s))
+
+    def rebuild_second(self, cluster: str, owners: Sequence[int]) -> int:
+        return sync.rebuild_second(self.rt.store, self.rt.ready(cluster), owners, Limits.of(self.rt.settings))
 
 
 class ServiceUpdates:
@@ -152,3 +166,12 @@ class ServiceUpdates:
 
     def rebuild(self, cluster: str, owners: Sequence[int]) -> int:
         return self._call(lambda c: int(c.rebuild(cluster, list(owners))))
+
+    def second_page(self, job: SecondJob) -> sync.SecondStep:
+        page = second_page_of(job)
+        step = self._call(lambda c: c.secondPage(job.cluster, page))
+        return sync.SecondStep(step.entries, second_job_of(job.cluster, step.usersPage),
+                               second_job_of(job.cluster, step.nextPage))
+
+    def rebuild_second(self, cluster: str, owners: Sequence[int]) -> int:
+        return self._call(lambda c: int(c.rebuildSecond(cluster, list(owners))))

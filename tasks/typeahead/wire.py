@@ -14,7 +14,7 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TFramedTransportFactory
 
-from tasks.typeahead.jobs import RenameJob, UpdateJob
+from tasks.typeahead.jobs import RenameJob, SecondJob, UpdateJob
 
 IDL_PATH = Path(__file__).with_name("contacts.thrift")
 # The module name must end in "_thrift" for its structs to pickle.
@@ -74,3 +74,18 @@ def account_job_of(cluster: str, page: Any) -> UpdateJob | None:
         return None
     after = None if page.afterUser is None and page.afterSource is None else (page.afterUser, page.afterSource)
     return UpdateJob.account(cluster, page.account, page.change, after)
+
+
+def second_page_of(job: SecondJob | None) -> Any:
+    """A second_degree job as the wire's SecondPage (its cluster is the call's)."""
+    if job is None:
+        return None
+    return idl.SecondPage(userId=job.user_id, atMs=job.at_ms, cursor=job.cursor,
+                          users=None if job.users is None else list(job.users))
+
+
+def second_job_of(cluster: str, page: Any) -> SecondJob | None:
+    """The wire's SecondPage on ``cluster`` as a second_degree job (InvalidTypeaheadJob when it is not one)."""
+    if page is None:
+        return None
+    return SecondJob(cluster, page.userId, page.atMs, page.cursor, None if page.users is None else tuple(page.users))

@@ -318,7 +318,9 @@ class Model(RuleBasedStateMachine):
         found = self.lost_actions()
         found += oracle.feed_differences(rig.store, rig.pair, self.users, recent, versions=self.check_versions,
                                          trimmed=trimmed)
-        found += oracle.index_differences(rig.store, rig.pair, self.users, self.users)
+        t = rig.typeahead_settings
+        found += oracle.index_differences(rig.store, rig.pair, self.users, self.users,
+                                          (t.second_followees, t.second_per_followee, t.second_cap))
         if found:
             raise AssertionError("\n".join(["the feeds and indexes differ from the truth:", *found,
                                             "what ran (last 60):", *rig.log[-60:]]))

@@ -27,12 +27,17 @@ EXAMPLES = int(os.environ.get("PINLATER_CONSISTENCY_EXAMPLES", "100"))
 STEPS = int(os.environ.get("PINLATER_CONSISTENCY_STEPS", "50"))
 # Small enough that a few actions cross every limit: fan-out pages of 2
 # followers, follows that bring 2 pins, rename pages of 2, account fix-ups
-# of 1 import a page.
+# of 1 import a page, second_degree pages of 1 follower, counting 2
+# followees' 2 newest follows and keeping 2.
 FEED_ENV = {
     "PINLATER_FEED_PAGE_SIZE": "2",
     "PINLATER_FEED_RECENT_PINS": "2",
     "PINLATER_TYPEAHEAD_RENAME_PAGE": "2",
     "PINLATER_TYPEAHEAD_ACCOUNT_PAGE": "1",
+    "PINLATER_TYPEAHEAD_SECOND_PAGE": "1",
+    "PINLATER_TYPEAHEAD_SECOND_FOLLOWEES": "2",
+    "PINLATER_TYPEAHEAD_SECOND_PER_FOLLOWEE": "2",
+    "PINLATER_TYPEAHEAD_SECOND_CAP": "2",
 }
 
 

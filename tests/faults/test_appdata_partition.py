@@ -21,6 +21,7 @@ import time
 import pytest
 
 from tasks.appdata import graph
+from tasks.typeahead.settings import TypeaheadSettings
 from tests.consistency import oracle
 from tests.faults.hosts import FAULT_S
 from tests.feeds.world import FeedWorld
@@ -82,7 +83,9 @@ def test_feeds_and_indexes_equal_their_truth_after_the_app_data_is_cut_off(world
 
     recent = world.actions.settings.recent_pins
     found = oracle.feed_differences(store, world.pair, users, recent)
-    found += oracle.index_differences(store, world.pair, users, users)
+    t = TypeaheadSettings()
+    found += oracle.index_differences(store, world.pair, users, users,
+                                      (t.second_followees, t.second_per_followee, t.second_cap))
     cells = sum(len(oracle.expected_feed(store, u, recent)) for u in users)
     print(f"\napp data cut off {FAULT_S:g} s: {actions}; {backlog} jobs held up; "
           f"{cells} (pin, follow) cells expected on each cluster; {len(found)} differences")

@@ -134,6 +134,13 @@ SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
 WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
 ORDER BY sequence DESC, to_id DESC LIMIT %s
 
+-- name: map_newest_part
+-- One from_id's newest rows, at most a limit (an index range read that
+-- stops there, however many rows the id has). Parenthesized: mappings.py
+-- joins one per from_id with UNION ALL. Args: from_id, limit.
+(SELECT from_id, to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+WHERE from_id = %s ORDER BY sequence DESC, to_id DESC LIMIT %s)
+
 -- name: map_sequences
 -- The sequence (follow time) of each of these to_ids mapped from from_id.
 SELECT to_id, sequence FROM {database}.{table} WHERE from_id = %s AND to_id IN ({ids})
