@@ -48,6 +48,7 @@ USERS = 4  # few: actions on the same follows and pins collide often
 BOARDS_OF = (2, 1, 1, 0)  # boards per user: the last only follows
 CLUSTERS = (PRIMARY, STANDBY)
 SOURCES = ("address_book", "social")
+KINDS = ("feeds", "contacts", "second_degree")  # backfill kinds
 
 user = st.integers(0, USERS - 1)
 anything = st.integers(0, 15)  # an index, taken modulo what is there
@@ -134,6 +135,18 @@ class Model(RuleBasedStateMachine):
             self.rig.contacts.follow(self.users[a], self.users[b], at_ms=self.now())
             self.follows.add((self.users[a], self.users[b]))
             self.note(f"{self.users[a]} follows user {self.users[b]}")
+
+    @rule(a=user, b=user, c=user, between=st.booleans())
+    def follow_path(self, a: int, b: int, c: int, between: bool) -> None:
+        """Two follows, a to b then b to c: a path that gives a a second_degree
+        contact. ``between``: every due job runs between them, a's own
+        recompute among them, so only b's chain, through its followers, can."""
+        self.follow_user(a, b)
+        if between:
+            self.rig.claim()
+            while self.rig.waiting:
+                self.rig.run_now(0)
+        self.follow_user(b, c)
 
     @rule(a=user, b=user)
     def unfollow_user(self, a: int, b: int) -> None:
@@ -251,7 +264,7 @@ class Model(RuleBasedStateMachine):
         (self.rig.faults.down.add if down else self.rig.faults.down.discard)(cluster)
         self.note(f"{cluster} {'down' if down else 'up'}")
 
-    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS),
+    @rule(kind=st.sampled_from(KINDS), cluster=st.sampled_from(CLUSTERS),
           mask=st.integers(1, (1 << USERS) - 1), ms=skew)
     def backfill_page(self, kind: str, cluster: str, mask: int, ms: int) -> None:
         """A page of a backfill run, racing the real-time jobs."""
@@ -260,7 +273,7 @@ class Model(RuleBasedStateMachine):
         self.rig.start_pseudo(f"backfill {kind} {cluster} {users}",
                               lambda: kinds.get(kind).backfill(ctx, cluster, users), ms)
 
-    @rule(kind=st.sampled_from(("feeds", "contacts")), cluster=st.sampled_from(CLUSTERS), ms=skew)
+    @rule(kind=st.sampled_from(KINDS), cluster=st.sampled_from(CLUSTERS), ms=skew)
     def verify_page(self, kind: str, cluster: str, ms: int) -> None:
         """A page of a verify round (compare, then repair), racing the real-time jobs."""
         ctx, users = self.rig.ctx, list(self.users)
