@@ -4,8 +4,9 @@ Contacts Service in a random order (each one late, and beside the others'),
 on both clusters; then every lookup a user could type (each token's first
 letters, two-token queries, every single source and random sets of them as
 filters) answers through the service exactly what ranking the owner's
-entries computed from MySQL alone would: the same contacts, names, users,
-sources and scores, in the same order.
+entries computed from MySQL alone would, with its second_degree contacts
+counted from the follows by the consistency oracle: the same contacts,
+names, users, sources and scores, in the same order.
 
 ``PINLATER_LOOKUP_ORACLE_EXAMPLES`` (default 12) sizes it.
 """
@@ -35,6 +36,7 @@ from tasks.typeahead.service import idl as contacts_idl
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import SOURCES
 from tasks.typeahead.tokens import tokenize
+from tests.consistency.oracle import expected_second
 from tests.typeahead.test_index import contacts_client
 
 EXAMPLES = int(os.environ.get("PINLATER_LOOKUP_ORACLE_EXAMPLES", "12"))
@@ -47,6 +49,7 @@ LIMIT = 100
 user = st.integers(0, USERS - 1)
 action = st.one_of(
     st.tuples(st.just("follow"), user, user),
+    st.tuples(st.just("path"), user, user, user),
     st.tuples(st.just("unfollow"), user, user),
     st.tuples(st.just("rename"), user, st.integers(0, len(NAMES) - 1)),
     st.tuples(st.just("import"), user, st.sampled_from(("address_book", "social")),
@@ -55,15 +58,29 @@ action = st.one_of(
 )
 
 
+# Rename, account and second_degree pages of one: every chain is several
+# calls; second_degree counts 3 followees' 3 newest follows, keeping 3.
+SETTINGS = TypeaheadSettings(rename_page=1, account_page=1, second_page=1, second_followees=3,
+                             second_per_followee=3, second_cap=3)
+
+
 @pytest.fixture(scope="module")
 def service(appdata: AppData, pair: ClusterPair) -> Iterator[tuple[ContactsServer, Any]]:
-    # Rename and account pages of one: every chain is several calls.
-    writer = TypeaheadRuntime(TypeaheadSettings(rename_page=1, account_page=1), appdata, pair)
-    server = ContactsServer(ContactsIndex(pair).lookup, "127.0.0.1", 0, writer=writer).start()
+    writer = TypeaheadRuntime(SETTINGS, appdata, pair)
+    server = ContactsServer(ContactsIndex(pair, SETTINGS).lookup, "127.0.0.1", 0, writer=writer).start()
     client = contacts_client(server)
     yield server, client
     client.close()
     server.stop(grace_s=2)
+
+
+@pytest.fixture(scope="module")
+def met() -> Iterator[dict[str, int]]:
+    """The second_degree contacts the examples' oracles held, all told: the
+    examples must have met some, or they checked nothing of that source."""
+    tally = {"second_degree": 0}
+    yield tally
+    assert tally["second_degree"] > 0, "no example had a second_degree contact"
 
 
 class World:
@@ -104,11 +121,21 @@ class World:
     def act_follow(self, a: int, b: int, at: int) -> None:
         graph.follow_user(self.store, a, b, at_ms=at)
         self.owe(*[lambda c=c: self.client.followChanged(c, a, b, at) for c in CLUSTERS])
+        self.owe_second(a, at)
+
+    def owe_second(self, actor: int, at: int) -> None:
+        page = contacts_idl.SecondPage(userId=actor, atMs=at)
+        self.owe(*[self.chain(c, page, self.client.secondPage) for c in CLUSTERS])
 
     def act(self, what: tuple[Any, ...]) -> None:
         store, client, u = self.store, self.client, self.users
         kind = what[0]
-        if kind in ("follow", "unfollow"):
+        if kind == "path":  # a follows b, b follows c: a second_degree contact for a
+            a, b, c = (u[i] for i in what[1:])
+            if len({a, b, c}) == 3:
+                self.act_follow(a, b, now_ms())
+                self.act_follow(b, c, now_ms())
+        elif kind in ("follow", "unfollow"):
             a, b = u[what[1]], u[what[2]]
             if a == b:
                 return
@@ -118,6 +145,7 @@ class World:
                 at = graph.edge_clock(store, a, b, None)
                 graph.unfollow_user(store, a, b)
                 self.owe(*[lambda c=c: client.followChanged(c, a, b, at) for c in CLUSTERS])
+                self.owe_second(a, at)
         elif kind == "rename":
             _old, _new, at = graph.rename_user(store, u[what[1]], NAMES[what[2]])
             page = contacts_idl.RenamePage(userId=u[what[1]], nameAt=at, phase="followers")
@@ -138,10 +166,11 @@ class World:
             self.owe(*[self.chain(c, page, client.accountChanged) for c in CLUSTERS])
 
 
-def oracle(entries: list[Entry], query: str, sources: frozenset[str] | None) -> list[tuple[Any, ...]]:
-    """The ranked matches of an owner's entries as MySQL alone makes them."""
-    candidates = [Candidate(e.source.name, Contact(e.key, e.name, e.user_id)) for e in entries
-                  if sources is None or e.source.name in sources]
+def oracle(entries: list[Entry], second: list[Candidate], query: str, sources: frozenset[str] | None
+           ) -> list[tuple[Any, ...]]:
+    """The ranked matches of an owner's entries and second_degree contacts as MySQL alone makes them."""
+    candidates = [Candidate(e.source.name, Contact(e.key, e.name, e.user_id)) for e in entries]
+    candidates = [c for c in candidates + second if sources is None or c.source in sources]
     order = TypeaheadSettings().source_order
     return [(m.contact.key, m.contact.name, m.contact.user_id, m.source, tuple(m.sources), m.score)
             for m in rank(query, candidates, order, LIMIT)]
@@ -158,8 +187,8 @@ def queries() -> list[str]:
 @given(actions=st.lists(action, min_size=4, max_size=24), seed=st.integers(0, 1 << 32),
        filters=st.lists(st.sets(st.sampled_from([s.name for s in SOURCES]), min_size=1), max_size=3))
 def test_every_lookup_over_thrift_equals_the_oracle(
-    appdata: AppData, service: tuple[ContactsServer, Any], actions: list[tuple[Any, ...]], seed: int,
-    filters: list[set[str]],
+    appdata: AppData, service: tuple[ContactsServer, Any], met: dict[str, int], actions: list[tuple[Any, ...]],
+    seed: int, filters: list[set[str]],
 ) -> None:
     _server, client = service
     world = World(appdata, client, random.Random(seed))
@@ -170,10 +199,15 @@ def test_every_lookup_over_thrift_equals_the_oracle(
                                           *[frozenset(f) for f in filters]]
     wrong, matched = [], 0
     entries = truth.entries_of_owners(appdata, world.users)
+    second = expected_second(appdata, world.users,
+                             (SETTINGS.second_followees, SETTINGS.second_per_followee, SETTINGS.second_cap))
+    names = truth.names_of(appdata, {u for listed in second.values() for u, _n in listed})
+    seconds = {o: [Candidate("second_degree", Contact(f"u:{u}", names[u].name, u), n) for u, n in listed]
+               for o, listed in second.items()}
     for owner in world.users:
         for query in queries():
             for sources in asked:
-                want = oracle(entries.get(owner, []), query, sources)
+                want = oracle(entries.get(owner, []), seconds[owner], query, sources)
                 got = client.lookup(contacts_idl.LookupRequest(
                     owner=owner, query=query, limit=LIMIT, sources=None if sources is None else sorted(sources)))
                 found = [(m.contact.key, m.contact.name, m.contact.userId, m.source, tuple(m.sources), m.score)
@@ -183,3 +217,4 @@ def test_every_lookup_over_thrift_equals_the_oracle(
                     wrong.append(f"owner {owner} {query!r} {sorted(sources or [])}: got {found}, want {want}")
     assert not wrong, "\n".join(wrong[:10])
     assert matched, "no lookup found anything: the names and queries no longer meet"
+    met["second_degree"] += sum(map(len, second.values()))

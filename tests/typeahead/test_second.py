@@ -92,7 +92,8 @@ def test_a_celebrity_counts_at_most_the_followees_counted(appdata: AppData) -> N
 def test_lookups_rank_second_degree_contacts_by_shared_followees_below_the_rest(
     appdata: AppData, pair: ClusterPair
 ) -> None:
-    ann, bob, cy, dan, dave, eve = users(appdata, "Ann Ash", "Bob Bay", "Cy Cole", "Dan Dee", "Dave Doe", "Eve Dunn")
+    ann, bob, cy, dan, dave, eve = users(appdata, "Ann Ash", "Bob Bay", "Cy Cole", "Daniela Dee", "Dave Doe",
+                                           "Eve Dunn")
     for a, b in ((ann, bob), (ann, cy), (bob, dave), (bob, dan), (cy, dan), (bob, eve), (eve, ann)):
         at = now_ms()
         graph.follow_user(appdata, a, b, at_ms=at)
@@ -103,10 +104,11 @@ def test_lookups_rank_second_degree_contacts_by_shared_followees_below_the_rest(
     index = ContactsIndex(pair)
     result = index.lookup(ann, "d", 10)
     # Eve follows Ann and is followed by Bob: found in both, shown from
-    # followers, which rank higher; then Dan, followed by two of Ann's
-    # followees, above Dave, followed by one.
+    # followers, which rank higher; then Daniela, followed by two of Ann's
+    # followees, above Dave, followed by one, though "d" scores Dave higher.
     assert [(m.contact.name, m.source) for m in result.matches] == [
-        ("Eve Dunn", "followers"), ("Dan Dee", "second_degree"), ("Dave Doe", "second_degree")]
+        ("Eve Dunn", "followers"), ("Daniela Dee", "second_degree"), ("Dave Doe", "second_degree")]
+    assert result.matches[1].score < result.matches[2].score
     assert result.matches[0].sources == ("followers", "second_degree")
     only = index.lookup(ann, "d", 10, sources=[SECOND_DEGREE]).matches
     assert [m.contact.user_id for m in only] == [dan, dave, eve]
