@@ -10,7 +10,9 @@ Pinterest users, so every source of the index is exercised.
 Backfill (``bench/typeahead_backfill.py``): the index rebuilt for every
 user by the backfill's work function ``tasks.typeahead.sync.rebuild`` in
 pages of 500 consecutive users of one shard, from N processes (each its
-own AppData and ClusterPair), writing to the primary cluster only. Beside
+own AppData and ClusterPair), writing to the primary cluster only; then
+every user's second_degree list by ``sync.rebuild_second`` in the same
+pages and processes (``second_degree_backfill``). Beside
 it, in the same run, two raw peers writing the same cells (computed once
 per page with ``truth.entries_of_owners`` and ``Entry.cells``, pickled) in
 the same number of processes: a happybase loop, one
@@ -19,11 +21,12 @@ loop, ``putMultiple`` with a timestamp per cell. Each round starts with a
 different writer; medians are compared.
 
 Lookups: a ``ContactsIndex`` answering random users' 1-2 token prefixes of
-names in their own contacts, at a fixed rate from a thread pool; latency
+names in their own contacts (a quarter of them names in their
+second_degree lists), at a fixed rate from a thread pool; latency
 counts from each request's scheduled time (open loop). The time in HBase
 scans, in decoding their cells and in ranking is recorded per request.
 The most-followed celebrity's lookups are measured on their own. Both
-are measured once both tables are flushed and major-compacted; then while
+are measured once the tables are flushed and major-compacted; then while
 the index is rebuilt as a backfill is, page jobs on a PinLater queue with
 the ``backfill`` queue's own cap and rate, run by ``--backfill-workers``
 processes (``during_backfill``, shown as ``+bf``); then while one process
@@ -89,21 +92,23 @@ from bench.typeahead_backfill import (  # noqa: E402
     build_index,
     init_worker,
     rebuild_page,
+    second_backfill,
     serving,
     through_jobs,
 )
+from bench.typeahead_second import report_second_backfill, second_names, shows_second  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
 from tasks.appdata.names import person_name  # noqa: E402
 from tasks.appdata.store import AppData  # noqa: E402
 from tasks.hbase import ClusterPair, HBaseSettings, drop_table, ensure_table  # noqa: E402
-from tasks.typeahead import truth  # noqa: E402
+from tasks.typeahead import second, truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
 from tasks.typeahead.service import idl as contacts_idl  # noqa: E402
 from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
-from tasks.typeahead.tables import TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
+from tasks.typeahead.tables import TYPEAHEAD_SECOND, TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
 from tasks.typeahead.tokens import tokenize  # noqa: E402
 from tasks.typeahead.wire import connect as contacts_connect  # noqa: E402
 
@@ -113,6 +118,8 @@ BENCH_ENV = {
 }
 TARGET_P99_MS = 25.0  # Pinterest's typeahead's server-side p99
 TARGET_CELEBRITY_P99_MS = 50.0  # the most-followed account, whose rows are the largest
+SECOND_SHARE = 0.25  # of queries typed for a second_degree contact, so that source is read and shown
+INDEX_TABLES = (TYPEAHEAD_WIDE, TYPEAHEAD_TALL, TYPEAHEAD_SECOND)
 
 
 # ------------------------------------------------------------------ load
@@ -192,15 +199,20 @@ class _Timings(threading.local):
 _timings = _Timings()
 _original_wide = index_module.wide_candidates
 _original_tall = index_module.tall_candidates
+_original_second = second.candidates
 _original_scan_range = index_module.scan_rows  # type: ignore[attr-defined]
+_original_get_rows = second.get_rows  # type: ignore[attr-defined]
 
 
-def _timed_scan_range(*args: Any, **kwargs: Any) -> Any:
-    started = time.perf_counter()
-    try:
-        return _original_scan_range(*args, **kwargs)
-    finally:
-        _timings.hbase_s += time.perf_counter() - started
+def _hbase_timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _timings.hbase_s += time.perf_counter() - started
+
+    return timed
 
 
 def _timed_wide(*args: Any, **kwargs: Any) -> Any:
@@ -221,12 +233,13 @@ def _timed_tall(*args: Any, _fn: Any = None, **kwargs: Any) -> Any:
 @dataclass(frozen=True, slots=True)
 class Answer:
     service_s: float  # lookup() from call to return
-    hbase_s: float  # inside scan_range: the Thrift calls of the scans
-    decode_s: float  # the rest of wide/tall_candidates(): splitting keys, decoding JSON cells
+    hbase_s: float  # inside scan_rows and second_degree's get_rows: the Thrift calls
+    decode_s: float  # the rest of wide/tall/second_candidates(): splitting keys, decoding JSON cells
     rank_s: float  # the rest of lookup(): tokenize, match_score per candidate, sort
     candidates: int
     matches: int
     served_by: str
+    second_degree: bool  # a match was found in second_degree
 
 
 Query = tuple[int, str]
@@ -234,20 +247,24 @@ Query = tuple[int, str]
 
 def make_queries(store: AppData, users: Sequence[int], count: int, rng: random.Random) -> list[Query]:
     """Prefixes a person would type for a contact they have: 1-4 letters of
-    the first name, in a third of queries followed by 1-2 of the last name."""
+    the first name, in a third of queries followed by 1-2 of the last name;
+    SECOND_SHARE of them of a second_degree contact's name."""
     names: dict[int, list[str]] = {}
+    seconds: dict[int, list[str]] = {}
     for start in range(0, len(users), PAGE):
         part = list(users[start:start + PAGE])
         for owner, entries in truth.entries_of_owners(store, part).items():
             if entries:
                 names[owner] = [e.name for e in entries]
+        seconds.update(second_names(store, part))
     if not names:
         raise SystemExit("bench/typeahead.py: no sampled user has any contact")
-    owners = sorted(names)
+    owners, second_owners = sorted(names), sorted(seconds)
     queries = []
     for _ in range(count):
-        owner = rng.choice(owners)
-        words = rng.choice(names[owner]).split()
+        pick = seconds if second_owners and rng.random() < SECOND_SHARE else names
+        owner = rng.choice(second_owners if pick is seconds else owners)
+        words = rng.choice(pick[owner]).split()
         query = words[0][: rng.randint(1, 4)]
         if len(words) > 1 and rng.random() < 1 / 3:
             query += " " + words[-1][: rng.randint(1, 2)]
@@ -274,7 +291,7 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
         service = time.perf_counter() - started
         t = _timings
         return Answer(service, t.hbase_s, t.candidates_s - t.hbase_s, service - t.candidates_s, t.candidates,
-                      len(result.matches), result.served_by)
+                      len(result.matches), result.served_by, shows_second(m.sources for m in result.matches))
 
     cpu, wall, before = time.process_time(), time.perf_counter(), cpu_snapshot()
     run = open_loop(ask, queries, rate, threads)
@@ -306,6 +323,7 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
                        "p99": cand[min(len(cand) - 1, int(0.99 * len(cand)))] if cand else 0,
                        "max": cand[-1] if cand else 0},
         "empty_answers": sum(a.matches == 0 for _q, _l, a in answers),
+        "second_degree_hits": sum(a.second_degree for _q, _l, a in answers),
         "by_shape": shapes,
         "client_cpu_share": cpu / wall,  # of one core: near 1.0, the GIL is the limit
         "cpu_s": cpu_s,  # the machine's and each kind of server's, over the phase
@@ -314,12 +332,12 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
 
 
 def settle_tables(admin: HBaseAdmin) -> float:
-    """Flush and major-compact both index tables on the primary (what HBase
+    """Flush and major-compact the index's tables on the primary (what HBase
     does by itself some time after a bulk load): lookups measured after it
     see the index as it settles, not the store files of the load."""
     started = time.perf_counter()
     prefix = HBaseSettings.from_env().table_prefix
-    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+    for table in INDEX_TABLES:
         admin.major_compact(f"{prefix}_{table.name}" if prefix else table.name)
     return time.perf_counter() - started
 
@@ -355,7 +373,9 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
     settle_s = settle_tables(admin)
     index_module.wide_candidates = _timed_wide
     index_module.tall_candidates = _timed_tall
-    index_module.scan_rows = _timed_scan_range  # type: ignore[attr-defined]  # index imports it from tasks.hbase.reads
+    index_module.second_candidates = functools.partial(_timed_tall, _fn=_original_second)  # type: ignore[attr-defined]
+    index_module.scan_rows = _hbase_timed(_original_scan_range)  # type: ignore[attr-defined]  # from tasks.hbase.reads
+    second.get_rows = _hbase_timed(_original_get_rows)  # type: ignore[attr-defined]
     ctx = multiprocessing.get_context("fork")
     # Both forked before any lookup thread starts.
     with ctx.Pool(args.backfill_workers, initializer=init_worker) as workers, \
@@ -383,7 +403,9 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
         finally:
             index_module.wide_candidates = _original_wide
             index_module.tall_candidates = _original_tall
+            index_module.second_candidates = _original_second  # type: ignore[attr-defined]
             index_module.scan_rows = _original_scan_range  # type: ignore[attr-defined]
+            second.get_rows = _original_get_rows  # type: ignore[attr-defined]
             index.close()
             unlimited.terminate()
     return result
@@ -392,24 +414,28 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
 # ------------------------------------------------------------------ served
 
 
-def thrift_asker(port: int) -> Callable[[Query], int]:
-    """One Contacts Service client per thread; a lookup answers its matches' count."""
+Served = tuple[int, bool]  # a served lookup's matches and whether one was found in second_degree
+
+
+def thrift_asker(port: int) -> Callable[[Query], Served]:
+    """One Contacts Service client per thread."""
     local = threading.local()
 
-    def ask(query: Query) -> int:
+    def ask(query: Query) -> Served:
         c = getattr(local, "client", None)
         if c is None:
             c = local.client = contacts_connect("127.0.0.1", port, timeout_ms=10_000)
-        return len(c.lookup(contacts_idl.LookupRequest(owner=query[0], query=query[1], limit=10)).matches)
+        matches = c.lookup(contacts_idl.LookupRequest(owner=query[0], query=query[1], limit=10)).matches
+        return len(matches), shows_second(m.sources for m in matches)
 
     return ask
 
 
-def http_asker(port: int) -> Callable[[Query], int]:
+def http_asker(port: int) -> Callable[[Query], Served]:
     """One kept-alive HTTP connection per thread."""
     local = threading.local()
 
-    def ask(query: Query) -> int:
+    def ask(query: Query) -> Served:
         conn = getattr(local, "conn", None)
         if conn is None:
             conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -418,12 +444,13 @@ def http_asker(port: int) -> Callable[[Query], int]:
         body = answer.read()
         if answer.status != 200:
             raise RuntimeError(f"HTTP {answer.status}: {body[:200]!r}")
-        return len(json.loads(body)["results"])
+        results = json.loads(body)["results"]
+        return len(results), shows_second(r["sources"] for r in results)
 
     return ask
 
 
-def served_phase(ask: Callable[[Query], int], queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
+def served_phase(ask: Callable[[Query], Served], queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
     """Lookups through a server, timed as ``lookup_phase``'s are (from each
     request's scheduled time): what a client of the server sees."""
     before = cpu_snapshot()
@@ -431,7 +458,8 @@ def served_phase(ask: Callable[[Query], int], queries: list[Query], rate: float,
     latencies = [latency for _q, latency, _n in run.answered]
     return {"requests": run.requests, "answered": len(run.answered), "errors": run.errors, **_summary(latencies),
             "over_target_share": sum(lat * 1000 > TARGET_P99_MS for lat in latencies) / max(1, len(latencies)),
-            "empty_answers": sum(n == 0 for _q, _l, n in run.answered),
+            "empty_answers": sum(n == 0 for _q, _l, (n, _second) in run.answered),
+            "second_degree_hits": sum(hit for _q, _l, (_n, hit) in run.answered),
             "cpu_s": cpu_spent(before, cpu_snapshot()), "late_submit_ms": run.late_start_s * 1000}
 
 
@@ -462,6 +490,7 @@ def report(result: dict[str, Any]) -> None:
           f"{load_['linked_accounts']:,} linked emails; {load_['seconds']:.0f} s")
     if fill is not None:
         report_backfill(fill)
+    report_second_backfill(result["second_degree_backfill"])
     report_lookups(look)
 
 
@@ -498,7 +527,7 @@ def report_lookups(look: dict[str, Any]) -> None:
     print("  phase       answered   p50     p90     p99     max  >25ms | service p99  hbase p99  decode p99  "
           "rank p99 | candidates med/p99/max  cpu")
     queued, fill_ = look["during_backfill"], look["during_backfill"]["backfill"]
-    print(f"  (settled: both tables flushed and major-compacted first, {look['settle_s']:.0f} s; then +bf beside "
+    print(f"  (settled: the tables flushed and major-compacted first, {look['settle_s']:.0f} s; then +bf beside "
           f"a backfill through its queue, {queued['processes']} processes under the queue's cap of "
           f"{fill_['max_running']} and {fill_['max_dequeue_rate']:g} pages/s: {fill_['pages']} pages, "
           f"{fill_['users_per_s']:,.0f} users/s; then +bf! beside one process rebuilding as fast as it can)")
@@ -511,7 +540,8 @@ def report_lookups(look: dict[str, Any]) -> None:
               f"  {_ms(p['service']['p99_ms'])}    {_ms(p['hbase']['p99_ms'])}    {_ms(p['decode']['p99_ms'])}  "
               f"{_ms(p['rank']['p99_ms'])} | {p['candidates']['median']:5} /{p['candidates']['p99']:5} "
               f"/{p['candidates']['max']:5}     {p['client_cpu_share']:.2f}  "
-              f"gc {p['gc_pauses']['count']} pauses, max {p['gc_pauses']['max_ms']:.0f} ms")
+              f"gc {p['gc_pauses']['count']} pauses, max {p['gc_pauses']['max_ms']:.0f} ms; "
+              f"second_degree in {p['second_degree_hits']}")
         for shape, s in p["by_shape"].items():
             print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "
                   f"mean candidates {s['mean_candidates']:7.1f}")
@@ -519,7 +549,8 @@ def report_lookups(look: dict[str, Any]) -> None:
     for kind, label in (("thrift", "Contacts Service (Thrift)"), ("http", "HTTP endpoint")):
         for who, p in look["served"][kind].items():
             print(f"    {label:26} {who:10} {p['answered']:6,}/{p['requests']:<6,} p50 {_ms(p['p50_ms'])} "
-                  f"p99 {_ms(p['p99_ms'])} max {_ms(p['max_ms'])} errors {p['errors']}")
+                  f"p99 {_ms(p['p99_ms'])} max {_ms(p['max_ms'])} errors {p['errors']}, "
+                  f"second_degree in {p['second_degree_hits']}")
     thrift = look["served"]["thrift"]
     verdict = ("met" if thrift["users"]["p99_ms"] <= TARGET_P99_MS
                and thrift["celebrity"]["p99_ms"] <= TARGET_CELEBRITY_P99_MS else "MISSED")
@@ -540,11 +571,11 @@ def reset_index(store: AppData, pair: ClusterPair, create: bool) -> None:
     """Drops (and with ``create`` makes again) the databases and the primary's
     tables: the benchmark never touches the standby."""
     schema.drop_shards(store)
-    for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+    for table in INDEX_TABLES:
         drop_table(pair.primary, table.name)
     if create:
         schema.create_shards(store)
-        for table in (TYPEAHEAD_WIDE, TYPEAHEAD_TALL):
+        for table in INDEX_TABLES:
             ensure_table(pair.primary, table)
 
 
@@ -584,6 +615,7 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="bench-typeahead-") as workdir:
                 fill = backfill_bench(pages_of(loaded.user_ids), args.processes, args.rounds, Path(workdir),
                                       functools.partial(settle_tables, admin))
+        second_fill = second_backfill(pages_of(loaded.user_ids), args.processes, pair.primary)
         look = lookup_bench(args, store, loaded, pages_of(loaded.user_ids), admin)
         result = {
             "load": {"users": len(loaded.user_ids), "follows": loaded.follows, "celebrities": loaded.celebrities,
@@ -591,6 +623,7 @@ def main() -> int:
                      "linked_accounts": loaded.linked_accounts, "seconds": loaded.seconds,
                      "sources": [s.name for s in SOURCES]},
             "backfill": fill,
+            "second_degree_backfill": second_fill,
             "lookups": look,
             "through_jobs": None,
         }

@@ -9,8 +9,9 @@ And the rebuild through the Contacts Service (``pinlater-typeahead
 serve-thrift``, a process of its own, as ``PINLATER_TYPEAHEAD_SERVICE``
 makes the backfill's pages call it), from the same number of processes.
 Also the rebuild as a backfill runs it beside the lookups (``through_jobs``:
-page jobs on a PinLater queue with the backfill queue's cap and rate), and
-the index built once for ``--lookups-only`` (``build_index``)."""
+page jobs on a PinLater queue with the backfill queue's cap and rate), the
+index built once for ``--lookups-only`` (``build_index``), and every user's
+second_degree list filled once the index is (``second_backfill``)."""
 
 from __future__ import annotations
 
@@ -45,11 +46,12 @@ from pinlater.errors import DequeueRateLimited
 from pinlater.settings import Settings
 from tasks.appdata.store import AppData
 from tasks.backfill import queue as backfill_queue
-from tasks.hbase import ClusterPair, HBaseSettings, put_versions
+from tasks.hbase import ClusterPair, ClusterPool, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
-from tasks.typeahead import sync, truth
+from tasks.typeahead import second, sync, truth
 from tasks.typeahead.entries import Entry, group_by_version
+from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.updates import ServiceUpdates
 from workers.gc_policy import tune_gc
 from workers.settings import TransportSettings
@@ -100,6 +102,7 @@ def init_worker() -> None:
     hbase = HBaseSettings.from_env()
     _worker["store"] = AppData.from_env()
     _worker["pair"] = ClusterPair.from_settings(hbase)
+    _worker["second_limits"] = second.Limits.of(TypeaheadSettings.from_env())
     # As many connections as the ClusterPool has: the raw loop overlaps its
     # calls the way tasks.typeahead.writer does.
     _worker["threads"] = hbase.pool_size
@@ -117,6 +120,10 @@ def _warm(owner: int) -> int:
 
 def rebuild_page(owners: list[int]) -> int:
     return sync.rebuild(_worker["store"], _worker["pair"].primary, owners)
+
+
+def rebuild_second_page(owners: list[int]) -> int:
+    return sync.rebuild_second(_worker["store"], _worker["pair"].primary, owners, _worker["second_limits"])
 
 
 def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> tuple[int, int]:
@@ -190,6 +197,23 @@ def build_index(pages: list[list[int]], processes: int) -> float:
     with multiprocessing.get_context("fork").Pool(processes, initializer=init_worker) as pool:
         pool.map(rebuild_page, pages, chunksize=1)
     return time.perf_counter() - started
+
+
+def second_backfill(pages: list[list[int]], processes: int, pool: ClusterPool) -> dict[str, Any]:
+    """Every user's second_degree list and the names it shows, filled by the
+    backfill's work function a page at a time (the pages and processes of
+    the index's backfill, the primary only); then every list read back,
+    outside the clock, for how long the lists are."""
+    elapsed, cells = _timed(processes, pages[0][0], rebuild_second_page, pages)
+    users = sum(len(page) for page in pages)
+    lengths = [len(listed or ()) for page in pages for _ts, listed in second.stored_lists(pool, page).values()]
+    limits = second.Limits.of(TypeaheadSettings.from_env())
+    return {
+        "cluster": "primary", "users": users, "pages": len(pages), "page_size": PAGE, "processes": processes,
+        "limits": {"followees": limits.followees, "per_followee": limits.per_followee, "cap": limits.cap},
+        "seconds": elapsed, "users_per_s": users / elapsed, "cells": cells, "cells_per_user": cells / users,
+        "users_listed": sum(n > 0 for n in lengths), "listed_per_user": sum(lengths) / users,
+    }
 
 
 # A page's cells as put_entries writes them: per version (the cell timestamp) and table, rows in key order.

@@ -55,7 +55,7 @@ from tasks.feeds.read import FeedReader
 from tasks.feeds.settings import FeedSettings
 from tasks.hbase import PRIMARY, STANDBY, ClusterPair, HBaseSettings, drop_table, ensure_tables
 from tasks.hbase.tables import installed_tables
-from tasks.typeahead import truth
+from tasks.typeahead import second, truth
 from tasks.typeahead.actions import ContactActions
 from tasks.typeahead.index import ContactsIndex
 from tasks.typeahead.service import ContactsServer
@@ -182,7 +182,7 @@ def run(plan: DemoPlan, console: Console, env_file: Path = ENV_FILE) -> int:
         monitor.start_thread()
         try:
             with worker_processes(env, plan.workers, logdir, name="demo", queue_names=QUEUES):
-                ok = backfill(console, store, service, plan.timeout_s)
+                ok = all(backfill(console, store, service, kind, plan.timeout_s) for kind in BACKFILLS)
                 ok = ok and drive(plan, console, contacts, service, summary.user_ids, summary.celebrity_ids, rng)
         finally:
             monitor.stop()
@@ -199,19 +199,23 @@ def run(plan: DemoPlan, console: Console, env_file: Path = ENV_FILE) -> int:
         return 0
 
 
-def backfill(console: Console, store: AppData, service: JobService, timeout_s: float) -> bool:
-    """The contacts index of every user, loaded by a bulk backfill on both
-    clusters (``pinlater-backfill start contacts --rate 200 --concurrency
-    unlimited`` does the same), with a bar over its pages. A first load:
-    no lookups yet to keep a budget for, so neither the backfill queue's
-    default rate nor its cap holds it back."""
-    started = runs.start(store, service, "contacts", (PRIMARY, STANDBY), rate=200, max_running=None)
+# The typeahead's backfill kinds and what each loads.
+BACKFILLS = {"contacts": "typeahead index", "second_degree": "second_degree contacts"}
+
+
+def backfill(console: Console, store: AppData, service: JobService, kind: str, timeout_s: float) -> bool:
+    """The ``kind`` backfill of every user on both clusters (``pinlater-backfill
+    start contacts --rate 200 --concurrency unlimited`` does the same), with
+    a bar over its pages. A first load: no lookups yet to keep a budget
+    for, so neither the backfill queue's default rate nor its cap holds it
+    back."""
+    started = runs.start(store, service, kind, (PRIMARY, STANDBY), rate=200, max_running=None)
     records = Records(store)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     deadline = time.monotonic() + timeout_s
     began = time.monotonic()
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("contacts backfill pages", total=sum(r.total_pages for r in started))
+        bar = progress.add_task(f"{kind} backfill pages", total=sum(r.total_pages for r in started))
         while time.monotonic() < deadline:
             # The state first: a run ends after its last page's counts, so
             # counts read after it are whole.
@@ -223,7 +227,7 @@ def backfill(console: Console, store: AppData, service: JobService, timeout_s: f
                 return False
             if all(state == FINISHED for state in states):
                 users = sum(c.users_done for c in counts) // len(started)
-                console.print(f"typeahead index loaded for {users:,} users on both clusters "
+                console.print(f"{BACKFILLS[kind]} loaded for {users:,} users on both clusters "
                               f"in {time.monotonic() - began:.1f} s")
                 return True
             time.sleep(0.3)
@@ -377,6 +381,17 @@ def show_typeahead(console: Console, store: AppData, pair: ClusterPair, user: in
         console.print(f"over Thrift (Contacts Service on 127.0.0.1:{server.port}), {first[:3]!r}: "
                       + "; ".join(f"{m.contact.name} ({m.source})" for m in answer.matches)
                       + f" [answered by the {answer.servedBy}]", markup=False, highlight=False)
+        # Someone the user does not follow yet, whom the accounts they follow do.
+        listed = second.candidates(pair[PRIMARY], user)
+        if listed:
+            best = listed[0]
+            typed = best.contact.name.split(" ")[0][:3]
+            answer = client.lookup(contacts_idl.LookupRequest(owner=user, query=typed, limit=3,
+                                                              sources=["second_degree"]))
+            console.print(f"over Thrift, second_degree only, {typed!r}: "
+                          + "; ".join(f"{m.contact.name} ({m.source})" for m in answer.matches)
+                          + f" [{best.contact.name} is followed by {best.weight} of the accounts user {user} "
+                          f"follows]", markup=False, highlight=False, soft_wrap=True)
     finally:
         client.close()
         server.stop(grace_s=2)

@@ -170,6 +170,29 @@ def account_fairness_key(account: str) -> str:
     return "account:" + hashlib.sha256(account.encode()).hexdigest()[:16]
 
 
+def _check_page(users: tuple[int, ...] | None, cursor: str | None, what: str) -> None:
+    """A chained page job's users (a page's, to settle) and cursor (where the page starts)."""
+    if users is not None:
+        if not isinstance(users, tuple) or not 0 < len(users) <= MAX_PAGE:
+            raise InvalidTypeaheadJob(f"{what}: users must be 1 to {MAX_PAGE} user ids")
+        for user in users:
+            _user(user, "users")
+    if cursor is not None:
+        try:
+            Cursor.decode(cursor)
+        except (ValueError, TypeError) as exc:
+            raise InvalidTypeaheadJob(f"{what}: bad cursor: {exc}") from None
+
+
+def _users_as_tuple(data: dict[str, Any], what: str) -> dict[str, Any]:
+    users = data.get("users")
+    if users is not None:
+        if not isinstance(users, list):
+            raise InvalidTypeaheadJob(f"{what}: users must be a list of user ids")
+        data["users"] = tuple(users)
+    return data
+
+
 @dataclass(frozen=True, slots=True)
 class RenameJob:
     cluster: str
@@ -183,18 +206,9 @@ class RenameJob:
         _cluster(self.cluster)
         _user(self.user_id, "user_id")
         _time(self.name_at, "name_at")
-        if self.users is not None:
-            if not isinstance(self.users, tuple) or not 0 < len(self.users) <= MAX_PAGE:
-                raise InvalidTypeaheadJob(f"rename job: users must be 1 to {MAX_PAGE} user ids")
-            for user in self.users:
-                _user(user, "users")
+        _check_page(self.users, self.cursor, "rename job")
         if self.phase not in ("followers", "following"):
             raise InvalidTypeaheadJob(f"rename job: phase must be followers or following, got {self.phase!r}")
-        if self.cursor is not None:
-            try:
-                Cursor.decode(self.cursor)
-            except (ValueError, TypeError) as exc:
-                raise InvalidTypeaheadJob(f"rename job: bad cursor: {exc}") from None
 
     def to_json(self) -> str:
         fields: dict[str, Any] = {"cluster": self.cluster, "user_id": self.user_id, "name_at": self.name_at,
@@ -207,12 +221,7 @@ class RenameJob:
     def from_json(cls, text: str | bytes) -> RenameJob:
         data = bodies.load(text, "rename job", ("cluster", "user_id", "name_at"), ("phase", "cursor", "users"),
                            InvalidTypeaheadJob)
-        users = data.get("users")
-        if users is not None:
-            if not isinstance(users, list):
-                raise InvalidTypeaheadJob("rename job: users must be a list of user ids")
-            data["users"] = tuple(users)
-        return cls(**data)
+        return cls(**_users_as_tuple(data, "rename job"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,16 +236,7 @@ class SecondJob:
         _cluster(self.cluster)
         _user(self.user_id, "user_id")
         _time(self.at_ms, "at_ms")
-        if self.users is not None:
-            if not isinstance(self.users, tuple) or not 0 < len(self.users) <= MAX_PAGE:
-                raise InvalidTypeaheadJob(f"second_degree job: users must be 1 to {MAX_PAGE} user ids")
-            for user in self.users:
-                _user(user, "users")
-        if self.cursor is not None:
-            try:
-                Cursor.decode(self.cursor)
-            except (ValueError, TypeError) as exc:
-                raise InvalidTypeaheadJob(f"second_degree job: bad cursor: {exc}") from None
+        _check_page(self.users, self.cursor, "second_degree job")
 
     def to_json(self) -> str:
         fields: dict[str, Any] = {"cluster": self.cluster, "user_id": self.user_id, "at_ms": self.at_ms,
@@ -249,9 +249,4 @@ class SecondJob:
     def from_json(cls, text: str | bytes) -> SecondJob:
         data = bodies.load(text, "second_degree job", ("cluster", "user_id", "at_ms"), ("cursor", "users"),
                            InvalidTypeaheadJob)
-        users = data.get("users")
-        if users is not None:
-            if not isinstance(users, list):
-                raise InvalidTypeaheadJob("second_degree job: users must be a list of user ids")
-            data["users"] = tuple(users)
-        return cls(**data)
+        return cls(**_users_as_tuple(data, "second_degree job"))

@@ -63,10 +63,10 @@ def test_start_wait_status_pause_resume_and_verify(world: FeedWorld, cli) -> Non
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["start", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds)"),
+    (["start", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds, second_degree)"),
     (["status", "999999"], "error: no backfill run 999999"),
     (["cancel", "999999"], "error: no backfill run 999999"),
-    (["verify", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds)"),
+    (["verify", "nope"], "error: unknown backfill kind 'nope' (known: contacts, feeds, second_degree)"),
     (["start", "feeds", "--page-size", "0"], "error: argument --page-size: page size must be a whole number in "
                                              "1..10000, got 0 (see pinlater-backfill start --help)"),
     (["watch", "x"], "error: argument run: a run id is a whole number >= 1, got 'x' "

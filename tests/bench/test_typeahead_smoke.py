@@ -32,6 +32,17 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     for spent in fill["cpu_ms_per_user"].values():  # every writer cost CPU, some of it in the region server
         assert spent["machine"] > 0 and spent["hbase_region_server"] > 0
     assert fill["cpu_ms_per_user"]["rebuild"]["mariadb"] > 0  # the rebuild reads the truth; the raw loops do not
+    # Every user's second_degree list filled after the index, by the same pages and processes; the
+    # smoke graph's ~10 follows a user give most users second_degree contacts.
+    second = report["second_degree_backfill"]
+    assert second["cluster"] == "primary" and second["users"] == load["users"] > 0
+    assert second["pages"] == fill["pages"] and second["processes"] == fill["processes"]
+    assert second["seconds"] > 0 and second["users_per_s"] > 0
+    assert 0 < second["users_listed"] <= second["users"]
+    assert 0 < second["listed_per_user"] <= second["limits"]["cap"]
+    # A list cell per listed user, and the names its ids show.
+    assert second["cells"] > second["users_listed"] and second["cells_per_user"] == second["cells"] / second["users"]
+    assert "second_degree backfill" in stdout
     assert lookups["settle_s"] > 0 and lookups["during_unlimited_backfill"]["processes"] == 1
     # The backfill beside the lookups ran through its queue, with the queue's own cap and rate.
     queued = lookups["during_backfill"]
@@ -46,17 +57,21 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
         assert p["errors"] == 0 and p["answered"] == p["requests"] > 0
         assert p["served_by"] == {"primary": p["requests"]}
         assert p["empty_answers"] < p["requests"] / 2
+        assert 0 <= p["second_degree_hits"] <= p["requests"] - p["empty_answers"]
         assert all(math.isfinite(p[k]) and p[k] > 0 for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))
         assert p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
         gc = p["gc_pauses"]  # read from the primary's GC log: the region server logs every pause
         assert gc["count"] >= 0 and gc["max_ms"] <= gc["total_ms"] + 0.1
     assert lookups["celebrity"]["candidates"]["max"] > lookups["users"]["candidates"]["median"]
+    # A quarter of the users' queries type a second_degree contact's name: some answers show one.
+    assert lookups["users"]["second_degree_hits"] > 0
     # The same lookups through the Contacts Service and the HTTP endpoint, each a process of its own.
     for kind in ("thrift", "http"):
         for who in ("users", "celebrity"):
             p = lookups["served"][kind][who]
             assert p["errors"] == 0 and p["answered"] == p["requests"] == lookups[who]["requests"], (kind, who)
             assert p["empty_answers"] == lookups[who]["empty_answers"]  # the same queries, the same answers
+            assert p["second_degree_hits"] == lookups[who]["second_degree_hits"], (kind, who)
             assert 0 < p["p50_ms"] <= p["p99_ms"] <= p["max_ms"]
     assert "target through the Contacts Service" in stdout
     assert "ratio (rebuild / raw happybase):" in stdout and "target: p99" in stdout

@@ -59,9 +59,14 @@ def test_the_demo_runs_the_task_path_and_prints_feeds_and_counts(tmp_path: Path)
         # The same lookup over Thrift, answered by the Contacts Service.
         assert re.search(r"over Thrift \(Contacts Service on 127\.0\.0\.1:\d+\), '[^']+': .+\(\w+\) "
                          r"\[answered by the primary\]", out), [line for line in out.splitlines() if "Thrift" in line]
+        # And one limited to second_degree: someone the accounts the user follows follow.
+        assert re.search(r"over Thrift, second_degree only, '[^']+': [^\n]*\(second_degree\) \[.+ is followed by "
+                         r"\d+ of the accounts user \d+ follows\]", out), [
+            line for line in out.splitlines() if "Thrift" in line]
+        assert "second_degree contacts loaded for" in out
         assert "jobs by state per queue" in out
         for queue in ("feed_fanout", "feed_follow", "feed_write_primary", "feed_write_standby",
-                      "typeahead_update", "typeahead_rename", "backfill"):
+                      "typeahead_update", "typeahead_rename", "typeahead_second", "backfill"):
             assert queue in out
         # --traces: one pin's fan-out as a tree: its pages, each cluster's
         # write jobs under the page that published them, their HBase calls.

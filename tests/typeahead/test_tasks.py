@@ -13,8 +13,9 @@ import pytest
 from tasks.appdata import contacts
 from tasks.appdata.store import now_ms
 from tasks.hbase import STANDBY
-from tasks.typeahead import queues
+from tasks.typeahead import queues, second
 from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.settings import TypeaheadSettings
 from tests.feeds.world import FeedWorld
 from tests.servers import services
 from tests.typeahead.helpers import differences, found, users
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("world", ["redis", "mysql", "redis+thrift", "redis+contacts"], indirect=True)
 def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     store, act = world.store, world.contacts
-    ann, bob, cat, dee = users(store, "Ann Able", "Bob Bright", "Cat Cole", "Dee Dunn")
+    ann, bob, cat, dee, fay = users(store, "Ann Able", "Bob Bright", "Cat Cole", "Dee Dunn", "Fay Fox")
     contacts.link_account(store, "email:dee@example.com", dee)
     world.start_workers(concurrency=2)
     act.follow(ann, bob)
@@ -35,6 +36,7 @@ def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     act.follow(ann, cat)
     act.follow(cat, ann)
     act.unfollow(cat, ann)
+    act.follow(cat, fay)  # Ann follows Cat: Fay is second_degree to Ann, through Cat's chain
     act.connect_source(ann, "address_book", [{"name": "Dee from school", "email": "dee@example.com"},
                                              {"name": "Eli Eastwood", "email": "eli@example.com"}])
     act.rename(bob, "Robert Bright")
@@ -49,10 +51,14 @@ def test_actions_keep_the_index_equal_to_mysql(world: FeedWorld) -> None:
     dee_match = index.lookup(ann, "dee").matches
     assert [(m.contact.user_id, m.source) for m in dee_match] == [(dee, "address_book")]
     assert found(index, ann, "eli") == [("Eli Eastwood", "address_book")]
-    assert differences(store, world.pair, [ann, bob, cat, dee]) == {"primary": 0, "standby": 0}
+    assert found(index, ann, "fa") == [("Fay Fox", "second_degree")]
+    assert differences(store, world.pair, [ann, bob, cat, dee, fay]) == {"primary": 0, "standby": 0}
+    limits = second.Limits.of(TypeaheadSettings())
+    assert [second.differences(store, pool, [ann, bob, cat, dee, fay], limits) for pool in world.pair] == [{}, {}]
     if world.contacts_calls is not None:  # every kind of update went through the service
         calls = world.contacts_calls()
-        assert all(calls.get(method, 0) > 0 for method in ("followChanged", "sourceChanged", "renamePage")), calls
+        assert all(calls.get(method, 0) > 0
+                   for method in ("followChanged", "sourceChanged", "renamePage", "secondPage")), calls
 
 
 @pytest.mark.parametrize("world", ["redis", "redis+thrift"], indirect=True)
