@@ -200,7 +200,7 @@ def build_index(pages: list[list[int]], processes: int) -> float:
 
 
 def second_backfill(pages: list[list[int]], processes: int, pool: ClusterPool) -> dict[str, Any]:
-    """Every user's second_degree list and the names it shows, filled by the
+    """Every user's second_degree list, filled by the
     backfill's work function a page at a time (the pages and processes of
     the index's backfill, the primary only); then every list read back,
     outside the clock, for how long the lists are."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tasks.appdata.store import AppData
-from tasks.typeahead import second, truth
+from tasks.typeahead import second
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import SECOND_DEGREE
 
@@ -18,9 +18,7 @@ def second_names(store: AppData, owners: Sequence[int]) -> dict[int, list[str]]:
     """The names of each owner's second_degree contacts, as MySQL has them
     (what the backfill wrote); owners without any are left out."""
     listed = second.truth(store, owners, second.Limits.of(TypeaheadSettings.from_env()))
-    named = truth.names_of(store, {i for ids in listed.values() for i, _n in ids})
-    out = {owner: [named[i].name for i, _n in ids if i in named] for owner, ids in listed.items()}
-    return {owner: names for owner, names in out.items() if names}
+    return {owner: [name for _i, _n, name in items] for owner, items in listed.items() if items}
 
 
 def shows_second(sources_of_matches: Iterable[Sequence[str]]) -> bool:

@@ -81,7 +81,7 @@ class ContactActions:
         jobs = [UpdateJob.follow(c, follower_id, followee_id, at_ms).to_json() for c in CLUSTERS]
         ids = self._enqueue(queues.UPDATE, jobs, owner_key(follower_id))
         prefix = self.store.shard_map.database_prefix
-        for job in (SecondJob(c, follower_id, at_ms) for c in CLUSTERS):
+        for job in (SecondJob.started(c, follower_id, at_ms) for c in CLUSTERS):
             ids += self.client.enqueue(queues.SECOND, [Job(job.to_json().encode(), key=owner_key(follower_id))],
                                        idempotency_key=second_key(prefix, job))
         return ids

@@ -97,6 +97,10 @@ struct RenameStep {
   2: optional RenamePage usersPage,
   // The next page (absent: the rename is done).
   3: optional RenamePage nextPage,
+  // Followers, of a users' page, whose follows count the renamed user: a
+  // second_degree chain of each (SecondPage with renamed) recomputes the
+  // lists that show the name.
+  4: optional list<i64> secondActors,
 }
 
 // One page of an account's fix-up: an external account ("email:ann@x.com",
@@ -130,6 +134,11 @@ struct SecondPage {
   3: optional string cursor,
   // A page's followers, to recompute (at most 10,000).
   4: optional list<i64> users,
+  // Set when a user that userId follows was renamed (at atMs): the chain
+  // recomputes userId's followers' lists only.
+  5: optional i64 renamed,
+  // Which chain (1 to 64 letters and digits): one follow's pages.
+  6: required string change,
 }
 
 struct SecondStep {

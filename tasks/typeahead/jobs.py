@@ -17,16 +17,19 @@ writes: a job per cluster, so an outage of one delays only its own jobs.
   their own (the same body with ``"users": [id, ...]``), which settles
   exactly those, so a run again after a crash revisits the same places
   whatever the follows are by then;
-* a second_degree page: ``{"cluster", "user_id", "at_ms", "cursor"}``:
+* a second_degree page: ``{"cluster", "user_id", "at_ms", "change", "cursor"}``:
   ``user_id`` followed or unfollowed someone at ``at_ms``, which changes
   its own second_degree contacts and those of each of its followers. The
   first job recomputes the user's, then the followers' a page a job, as
-  a rename's pages do (``"users"`` on a page's own job).
+  a rename's pages do (``"users"`` on a page's own job). With
+  ``"renamed"``, a user it follows was renamed at ``at_ms``: only its
+  followers' lists show that name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -80,8 +83,7 @@ def _importer(value: object) -> Importer | None:
 
 def _change(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= 64 or not value.isascii() or not value.isalnum():
-        raise InvalidTypeaheadJob(f"typeahead account job: change must be 1 to 64 letters and digits, "
-                                  f"got {str(value)[:40]!r}")
+        raise InvalidTypeaheadJob(f"change must be 1 to 64 letters and digits, got {str(value)[:40]!r}")
     return value
 
 
@@ -229,24 +231,45 @@ class SecondJob:
     cluster: str
     user_id: int
     at_ms: int
+    # One chain's pages (its jobs' keys): a user's two follows in one
+    # millisecond are two chains.
+    change: str
     cursor: str | None = None  # None on the first job: the user's own list, then the first page
     users: tuple[int, ...] | None = None  # a page's users, to recompute; None: read the page
+    renamed: int | None = None  # a user it follows was renamed (at at_ms), not a follow of its own
+
+    @classmethod
+    def started(cls, cluster: str, user_id: int, at_ms: int) -> SecondJob:
+        """The first job of the chain of ``user_id``'s follow or unfollow at ``at_ms``."""
+        return cls(cluster, user_id, at_ms, uuid.uuid4().hex)
+
+    @classmethod
+    def renaming(cls, cluster: str, actor: int, renamed: int, name_at: int) -> SecondJob:
+        """The chain of ``actor``'s followers after ``renamed``, whom it
+        follows, was renamed at ``name_at``: the same job each time a
+        rename's page names it (a page run again starts no second chain)."""
+        return cls(cluster, actor, name_at, f"r{renamed}t{name_at}", renamed=renamed)
 
     def __post_init__(self) -> None:
         _cluster(self.cluster)
         _user(self.user_id, "user_id")
         _time(self.at_ms, "at_ms")
+        _change(self.change)
         _check_page(self.users, self.cursor, "second_degree job")
+        if self.renamed is not None:
+            _user(self.renamed, "renamed")
 
     def to_json(self) -> str:
         fields: dict[str, Any] = {"cluster": self.cluster, "user_id": self.user_id, "at_ms": self.at_ms,
-                                  "cursor": self.cursor}
+                                  "change": self.change, "cursor": self.cursor}
         if self.users is not None:
             fields["users"] = list(self.users)
+        if self.renamed is not None:
+            fields["renamed"] = self.renamed
         return bodies.dump(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> SecondJob:
-        data = bodies.load(text, "second_degree job", ("cluster", "user_id", "at_ms"), ("cursor", "users"),
-                           InvalidTypeaheadJob)
+        data = bodies.load(text, "second_degree job", ("cluster", "user_id", "at_ms", "change"),
+                           ("cursor", "users", "renamed"), InvalidTypeaheadJob)
         return cls(**_users_as_tuple(data, "second_degree job"))

@@ -7,13 +7,11 @@ count, and of each only its ``per_followee`` newest follows: a recompute
 reads at most followees x per_followee rows however famous anyone is (an
 account that 8,000 of your followees follow counts at most ``followees``).
 
-**Where it lives** (``typeahead_second``, a row per user):
-
-* ``s:l``, an owner's list, ``[[user id, count], ...]`` most shared first;
-  one cell, written whole by ``settle``;
-* ``s:n``, a user's own name, ``{"n": name}``, at the name's ``name_at``
-  as its timestamp. A lookup reads the list, then the names of its ids:
-  a rename writes one cell, not a cell in every owner two hops away.
+**Where it lives**: ``typeahead_second``, a row per owner, ``s:l`` =
+``[[user id, count, name], ...]`` most shared first, one cell written
+whole by ``settle``. A lookup reads that one cell. A rename of a listed
+user changes it, so the rename's pages start a recompute of the owners
+two hops away (``rename_actors``).
 
 **Why a list written whole ends right in any job order.** ``settle``
 reads the truth, then the cell, and writes when they differ at a
@@ -22,9 +20,7 @@ while it changed. A write from older truth that lands after a newer one
 was written after that newer writer read the truth, so its own re-read
 sees the newer truth and it writes again, above it. A write that lands
 first is overwritten by the newer one, whose timestamp is past the one
-that newer writer read. Names only ever go up by ``name_at``, as every
-index version does. Before a list is written, the names of ids it adds
-are, so a listed id always has a name to show.
+that newer writer read.
 """
 
 from __future__ import annotations
@@ -50,9 +46,8 @@ from tasks.typeahead.writer import MAX_ROUNDS, IndexBusy
 
 SECOND_TABLE = TYPEAHEAD_SECOND.name
 LIST_COLUMN = b"s:l"
-NAME_COLUMN = b"s:n"
 
-Listed = tuple[tuple[int, int], ...]  # (user id, followees following them), most first, then by id
+Listed = tuple[tuple[int, int, str], ...]  # (user id, followees following them, name), most first, then by id
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +59,9 @@ class Limits:
     @classmethod
     def of(cls, settings: TypeaheadSettings) -> Limits:
         return cls(settings.second_followees, settings.second_per_followee, settings.second_cap)
+
+
+DEFAULT_LIMITS = Limits()  # the settings' defaults
 
 
 # ------------------------------------------------------------------ the truth
@@ -84,11 +82,23 @@ def truth(store: AppData, owners: Sequence[int], limits: Limits) -> dict[int, Li
     # An owner following more than were counted may follow some of its best
     # candidates already: those are asked about, a few at a time.
     more = [o for o in owners if len(newest.get(o, ())) > limits.followees]
-    return {o: tuple(ranked[o][: limits.cap]) for o in owners if o not in more} | _unfollowed(
+    kept = {o: tuple(ranked[o][: limits.cap]) for o in owners if o not in more} | _unfollowed(
         store, {o: ranked[o] for o in more}, limits.cap)
+    names = names_of(store, {i for listed in kept.values() for i, _n in listed})
+    return {o: tuple((i, n, names[i].name) for i, n in listed if i in names) for o, listed in kept.items()}
 
 
-def _unfollowed(store: AppData, ranked: dict[int, list[tuple[int, int]]], cap: int) -> dict[int, Listed]:
+def rename_actors(store: AppData, renamed: int, followers: Sequence[int], limits: Limits) -> list[int]:
+    """Those of ``followers`` (of the renamed user) whose follows count it:
+    the owners listing it follow them, so each's followers are recomputed."""
+    newest = mappings.newest_of_many(store, USER_FOLLOWS_USER, followers, limits.per_followee)
+    return [f for f in followers if any(e.to_id == renamed for e in newest.get(f, ()))]
+
+
+Counted = tuple[tuple[int, int], ...]
+
+
+def _unfollowed(store: AppData, ranked: dict[int, list[tuple[int, int]]], cap: int) -> dict[int, Counted]:
     """The first ``cap`` of each owner's ranked candidates it does not follow."""
     kept: dict[int, list[tuple[int, int]]] = {o: [] for o in ranked}
     at = dict.fromkeys(ranked, 0)
@@ -109,32 +119,19 @@ def _unfollowed(store: AppData, ranked: dict[int, list[tuple[int, int]]], cap: i
 
 
 def list_value(listed: Listed) -> bytes:
-    return json.dumps([list(item) for item in listed], separators=(",", ":")).encode()
+    return json.dumps([list(item) for item in listed], separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode_list(value: bytes) -> Listed:
     try:
         data: Any = json.loads(value)
-        listed = tuple((int(i), int(n)) for i, n in data if type(i) is int and type(n) is int)
+        listed = tuple((i, n, name) for i, n, name in data
+                       if type(i) is int and type(n) is int and isinstance(name, str))
         if len(listed) != len(data):
-            raise ValueError("not [id, count] pairs")
+            raise ValueError("not [id, count, name] items")
     except (ValueError, TypeError) as exc:
         raise CorruptCell(f"not a second_degree list: {value[:60]!r}") from exc
     return listed
-
-
-def name_value(name: str) -> bytes:
-    return json.dumps({"n": name}, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def decode_name(value: bytes) -> str:
-    try:
-        name = json.loads(value)["n"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptCell(f"not a name cell: {value[:60]!r}") from exc
-    if not isinstance(name, str):
-        raise CorruptCell(f"not a name cell: {value[:60]!r}")
-    return name
 
 
 def stored_lists(pool: ClusterPool, owners: Sequence[int]) -> dict[int, tuple[int, Listed | None]]:
@@ -152,36 +149,13 @@ def stored_lists(pool: ClusterPool, owners: Sequence[int]) -> dict[int, tuple[in
     return out
 
 
-def stored_names(pool: ClusterPool, users: Iterable[int]) -> dict[int, tuple[int, bytes]]:
-    """Each user's name cell on the cluster: its timestamp and value."""
-    rows = get_versions(pool, SECOND_TABLE, [owner_key(u) for u in dict.fromkeys(users)], columns=[NAME_COLUMN],
-                        max_versions=1)
-    return {int.from_bytes(row, "big"): columns[NAME_COLUMN][0] for row, columns in rows.items()
-            if columns.get(NAME_COLUMN)}
-
-
-def put_names(store: AppData, pool: ClusterPool, users: Iterable[int], *, check: bool = False) -> int:
-    """The name cells of ``users`` as MySQL has them, each at its name's
-    time (an older one never hides a newer); ``check``: only those the
-    cluster holds otherwise."""
-    names = names_of(store, users)
-    cells = {u: (owner_key(u), NAME_COLUMN, name_value(n.name), n.at_ms) for u, n in names.items()}
-    if check:
-        held = stored_names(pool, cells)
-        cells = {u: c for u, c in cells.items() if held.get(u) != (c[3], c[2])}
-    return put_versions(pool, SECOND_TABLE, cells.values())
-
-
 # ------------------------------------------------------------------ writes
 
 
-def settle(store: AppData, pool: ClusterPool, owners: Iterable[int], limits: Limits, *,
-           check_names: bool = False) -> int:
+def settle(store: AppData, pool: ClusterPool, owners: Iterable[int], limits: Limits) -> int:
     """Makes each owner's list on this cluster what MySQL says (the
-    module's docstring says why any order ends right), after the names of
-    the ids it adds (``check_names``: of every id listed, rewriting those
-    the cluster holds otherwise: a backfill or a repair). The cells
-    written; ``IndexBusy`` when the truth kept changing."""
+    module's docstring says why any order ends right). The cells written;
+    ``IndexBusy`` when the truth kept changing."""
     todo = list(dict.fromkeys(owners))
     changed = 0
     for _ in range(MAX_ROUNDS):
@@ -190,17 +164,10 @@ def settle(store: AppData, pool: ClusterPool, owners: Iterable[int], limits: Lim
         want = truth(store, todo, limits)
         held = stored_lists(pool, todo)
         puts = []
-        named: set[int] = set()
         for owner in todo:
-            ts, listed = held.get(owner, (0, None))
-            ids = {i for i, _n in want[owner]}
-            if check_names:
-                named |= ids
-            if listed == want[owner] or (listed is None and not want[owner] and owner not in held):
-                continue
-            named |= ids - {i for i, _n in listed or ()}
-            puts.append((owner_key(owner), LIST_COLUMN, list_value(want[owner]), max(ts + 1, now_ms())))
-        changed += put_names(store, pool, named, check=check_names) if named else 0
+            ts, listed = held.get(owner, (0, ()))
+            if listed != want[owner]:
+                puts.append((owner_key(owner), LIST_COLUMN, list_value(want[owner]), max(ts + 1, now_ms())))
         changed += put_versions(pool, SECOND_TABLE, puts)
         again = truth(store, todo, limits)
         todo = [o for o in todo if again[o] != want[o]]
@@ -210,24 +177,17 @@ def settle(store: AppData, pool: ClusterPool, owners: Iterable[int], limits: Lim
 
 
 def differences(store: AppData, pool: ClusterPool, owners: Sequence[int], limits: Limits) -> dict[int, str]:
-    """The owners whose list, or a name it shows, differs from MySQL, each
-    with what differs (a verify pass; ``settle(..., check_names=True)``
-    repairs them). The cluster is read first: a cell that the truth read
-    after it disagrees with is stale, not new."""
+    """The owners whose list differs from MySQL, each with how (a verify
+    pass; ``settle`` repairs them). The cluster is read first: a list that
+    the truth read after it disagrees with is stale, not new."""
     held = stored_lists(pool, owners)
-    names = stored_names(pool, {i for _ts, listed in held.values() for i, _n in listed or ()})
     want = truth(store, owners, limits)
-    true_names = names_of(store, {i for listed in want.values() for i, _n in listed})
     out: dict[int, str] = {}
     for owner in dict.fromkeys(owners):
         listed = held.get(owner, (0, ()))[1]
         if listed != want[owner]:
-            out[owner] = f"second_degree list of {len(listed or ())} ids, the truth has {len(want[owner])}"
-            continue
-        wrong = [i for i, _n in want[owner] if i in true_names
-                 and names.get(i) != (true_names[i].at_ms, name_value(true_names[i].name))]
-        if wrong:
-            out[owner] = f"second_degree names of {len(wrong)} ids differ"
+            wrong = "unreadable" if listed is None else f"of {len(listed)} ids"
+            out[owner] = f"second_degree list {wrong}, the truth has {len(want[owner])}"
     return out
 
 
@@ -235,17 +195,8 @@ def differences(store: AppData, pool: ClusterPool, owners: Sequence[int], limits
 
 
 def candidates(pool: ClusterPool, owner: int) -> list[Candidate]:
-    """``owner``'s second_degree contacts, each weighted by its count (names
-    from their rows; an id without one is left out until a job writes it)."""
+    """``owner``'s second_degree contacts, each weighted by its count."""
     row = owner_key(owner)
     cell = get_rows(pool, SECOND_TABLE, [row], columns=[LIST_COLUMN]).get(row, {}).get(LIST_COLUMN)
-    listed = decode_list(cell) if cell else ()
-    if not listed:
-        return []
-    names = get_rows(pool, SECOND_TABLE, [owner_key(i) for i, _n in listed], columns=[NAME_COLUMN])
-    out = []
-    for user, count in listed:
-        value = names.get(owner_key(user), {}).get(NAME_COLUMN)
-        if value is not None:
-            out.append(Candidate(SECOND_DEGREE.name, Contact(user_key(user), decode_name(value), user), count))
-    return out
+    return [Candidate(SECOND_DEGREE.name, Contact(user_key(user), name, user), count)
+            for user, count, name in (decode_list(cell) if cell else ())]

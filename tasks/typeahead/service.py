@@ -182,7 +182,8 @@ class ContactsHandler:
         def run(u: LocalUpdates, job: RenameJob) -> Any:
             step = u.rename_page(job)
             return idl.RenameStep(entries=step.entries, usersPage=rename_page_of(step.users_job),
-                                  nextPage=rename_page_of(step.next_job))
+                                  nextPage=rename_page_of(step.next_job),
+                                  secondActors=list(step.second_actors) or None)
 
         return self._page(cluster, page, "renamePage", rename_job_of, run)
 

@@ -77,25 +77,31 @@ class RenameStep:
     entries: int
     users_job: RenameJob | None  # the page's users, to settle
     next_job: RenameJob | None  # the next page
+    # Followers whose follows count the renamed user: their followers'
+    # second_degree lists show its name, and are recomputed.
+    second_actors: tuple[int, ...] = ()
 
 
-def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: int) -> RenameStep:
+def rename_page(store: AppData, pool: ClusterPool, job: RenameJob, page_size: int,
+                limits: second.Limits = second.DEFAULT_LIMITS) -> RenameStep:
     """A page job of a rename reads a page of the renamed user's followers
     (then followees) and names two jobs: its users', which settles the places
     holding the user in their indexes, with its current name; and the next
-    page's (None after the last). A users' job settles its places."""
+    page's (None after the last). A users' job settles its places; one of
+    followers also names those whose followers' second_degree lists may
+    show the user."""
     if job.users is not None:
-        return RenameStep(settle(store, pool, truth.rename_places(job.user_id, job.users, job.phase)), None, None)
-    # The chain's first page also writes the name second_degree lookups show.
-    named = second.put_names(store, pool, [job.user_id]) if job.phase == "followers" and job.cursor is None else 0
+        entries = settle(store, pool, truth.rename_places(job.user_id, job.users, job.phase))
+        actors = second.rename_actors(store, job.user_id, job.users, limits) if job.phase == "followers" else []
+        return RenameStep(entries, None, None, tuple(actors))
     table = USER_FOLLOWED_BY_USER if job.phase == "followers" else USER_FOLLOWS_USER
     page = mappings.page(store, table, job.user_id, limit=page_size, cursor=job.cursor)
     users_job = replace(job, users=tuple(page.ids)) if page.ids else None
     if page.next is not None:
-        return RenameStep(named, users_job, replace(job, cursor=page.next.encode()))
+        return RenameStep(0, users_job, replace(job, cursor=page.next.encode()))
     if job.phase == "followers":
-        return RenameStep(named, users_job, replace(job, phase="following", cursor=None))
-    return RenameStep(named, users_job, None)
+        return RenameStep(0, users_job, replace(job, phase="following", cursor=None))
+    return RenameStep(0, users_job, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +114,15 @@ class SecondStep:
 def second_page(store: AppData, pool: ClusterPool, job: SecondJob, page_size: int, limits: second.Limits
                 ) -> SecondStep:
     """A job of a second_degree chain after ``job.user_id`` followed or
-    unfollowed someone: the first recomputes the user's own list, then
-    each reads a page of its followers and names two jobs, the page's
-    users' (which recomputes theirs) and the next page's (None after the
-    last)."""
+    unfollowed someone (or someone it follows was renamed): the first
+    recomputes the user's own list, then each reads a page of its
+    followers and names two jobs, the page's users' (which recomputes
+    theirs) and the next page's (None after the last)."""
     if job.users is not None:
         return SecondStep(second.settle(store, pool, job.users, limits), None, None)
-    entries = second.settle(store, pool, [job.user_id], limits) if job.cursor is None else 0
+    # A rename's chain skips the actor's own list: it follows the renamed user, so never lists them.
+    own = job.cursor is None and job.renamed is None
+    entries = second.settle(store, pool, [job.user_id], limits) if own else 0
     page = mappings.page(store, USER_FOLLOWED_BY_USER, job.user_id, limit=page_size, cursor=job.cursor)
     users_job = replace(job, users=tuple(page.ids)) if page.ids else None
     next_job = replace(job, cursor=page.next.encode()) if page.next is not None else None
@@ -122,8 +130,8 @@ def second_page(store: AppData, pool: ClusterPool, job: SecondJob, page_size: in
 
 
 def rebuild_second(store: AppData, pool: ClusterPool, owners: Sequence[int], limits: second.Limits) -> int:
-    """The second_degree lists of ``owners`` and the names they show (a backfill page)."""
-    return second.settle(store, pool, owners, limits, check_names=True)
+    """The second_degree lists of ``owners`` (a backfill page, a repair)."""
+    return second.settle(store, pool, owners, limits)
 
 
 def rebuild(store: AppData, pool: ClusterPool, owners: Sequence[int], accounts: AccountCache | None = None) -> int:

@@ -85,7 +85,9 @@ def rename_key(prefix: str, job: RenameJob) -> str:
 @shared_task(name="typeahead.rename", **_options(queues.RENAME))
 def rename(self: PinLaterTask, body: str | bytes) -> int:
     """One page of a rename on one cluster: its users' job and the next page's
-    (keyed, so a replayed page starts neither twice); or a users' job."""
+    (keyed, so a replayed page starts neither twice); or a users' job, and
+    the second_degree chains of those of them whose followers' lists show
+    the name."""
 
     def work() -> int:
         job = RenameJob.from_json(body)
@@ -96,6 +98,10 @@ def rename(self: PinLaterTask, body: str | bytes) -> int:
             if then is not None:
                 rename.apply_async(args=[then.to_json()], idempotency_key=rename_key(prefix, then),
                                    fairness_key=owner_key(then.user_id))
+        for actor in step.second_actors:
+            chain = SecondJob.renaming(job.cluster, actor, job.user_id, job.name_at)
+            second.apply_async(args=[chain.to_json()], idempotency_key=second_key(prefix, chain),
+                               fairness_key=owner_key(actor))
         return step.entries
 
     return _run(self, work)
@@ -103,7 +109,7 @@ def rename(self: PinLaterTask, body: str | bytes) -> int:
 
 def second_key(prefix: str, job: SecondJob) -> str:
     users = "" if job.users is None else ":users"
-    return f"{prefix}second:{job.cluster}:{job.user_id}:{job.at_ms}:{job.cursor or ''}{users}"
+    return f"{prefix}second:{job.cluster}:{job.user_id}:{job.change}:{job.cursor or ''}{users}"
 
 
 @shared_task(name="typeahead.second", **_options(queues.SECOND))

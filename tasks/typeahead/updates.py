@@ -91,7 +91,8 @@ class LocalUpdates:
         return sync.source_changed(self.rt.store, self.rt.ready(cluster), owner, source, self.rt.accounts)
 
     def rename_page(self, job: RenameJob) -> sync.RenameStep:
-        return sync.rename_page(self.rt.store, self.rt.ready(job.cluster), job, self.rt.settings.rename_page)
+        s = self.rt.settings
+        return sync.rename_page(self.rt.store, self.rt.ready(job.cluster), job, s.rename_page, Limits.of(s))
 
     def account_page(self, job: UpdateJob) -> sync.AccountStep:
         return sync.account_page(self.rt.store, self.rt.ready(job.cluster), job, self.rt.settings.account_page,
@@ -157,7 +158,7 @@ class ServiceUpdates:
         page = rename_page_of(job)
         step = self._call(lambda c: c.renamePage(job.cluster, page))
         return sync.RenameStep(step.entries, rename_job_of(job.cluster, step.usersPage),
-                               rename_job_of(job.cluster, step.nextPage))
+                               rename_job_of(job.cluster, step.nextPage), tuple(step.secondActors or ()))
 
     def account_page(self, job: UpdateJob) -> sync.AccountStep:
         page = account_page_of(job)

@@ -80,12 +80,13 @@ def second_page_of(job: SecondJob | None) -> Any:
     """A second_degree job as the wire's SecondPage (its cluster is the call's)."""
     if job is None:
         return None
-    return idl.SecondPage(userId=job.user_id, atMs=job.at_ms, cursor=job.cursor,
-                          users=None if job.users is None else list(job.users))
+    return idl.SecondPage(userId=job.user_id, atMs=job.at_ms, change=job.change, cursor=job.cursor,
+                          users=None if job.users is None else list(job.users), renamed=job.renamed)
 
 
 def second_job_of(cluster: str, page: Any) -> SecondJob | None:
     """The wire's SecondPage on ``cluster`` as a second_degree job (InvalidTypeaheadJob when it is not one)."""
     if page is None:
         return None
-    return SecondJob(cluster, page.userId, page.atMs, page.cursor, None if page.users is None else tuple(page.users))
+    return SecondJob(cluster, page.userId, page.atMs, page.change, page.cursor,
+                     None if page.users is None else tuple(page.users), page.renamed)

@@ -22,8 +22,7 @@ name and a member record listing those tokens, all at its version; no
 other cell. ``second_degree``: the users followed by the owner's
 ``followees`` newest followees (each's ``per_followee`` newest follows
 counted), counted, without the owner and anyone it follows, most first
-then by id, ``cap`` of them, as one list cell; each listed user's name
-cell holds its current name at its ``name_at``.
+then by id, ``cap`` of them, each with its current name, as one list cell.
 """
 
 from __future__ import annotations
@@ -226,8 +225,8 @@ def stored_index(pool: ClusterPool, owner: int) -> dict[tuple[str, str], Stored]
 
 
 def expected_second(store: AppData, owners: Sequence[int], limits: tuple[int, int, int]
-                    ) -> dict[int, list[tuple[int, int]]]:
-    """owner -> its second_degree list, [(user id, count), ...]."""
+                    ) -> dict[int, list[tuple[int, int, str]]]:
+    """owner -> its second_degree list, [(user id, count, current name), ...]."""
     followees, per_followee, cap = limits
     newest_first: dict[int, list[int]] = {}
 
@@ -236,40 +235,31 @@ def expected_second(store: AppData, owners: Sequence[int], limits: tuple[int, in
             newest_first[user] = [e.to_id for e in mappings.walk(store, USER_FOLLOWS_USER, user)]
         return newest_first[user]
 
-    out = {}
+    counted = {}
     for owner in owners:
         counts: dict[int, int] = defaultdict(int)
         for followee in follows_of(owner)[:followees]:
             for other in follows_of(followee)[:per_followee]:
                 if other != owner and other not in follows_of(owner):
                     counts[other] += 1
-        out[owner] = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:cap]
-    return out
+        counted[owner] = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:cap]
+    names = _names(store, {u for listed in counted.values() for u, _n in listed})
+    return {owner: [(u, n, names[u][0]) for u, n in listed] for owner, listed in counted.items()}
 
 
 def second_differences(store: AppData, pair: ClusterPair, owners: Sequence[int], limits: tuple[int, int, int]
                        ) -> list[str]:
     out = []
     want = expected_second(store, owners, limits)
-    names = _names(store, {u for listed in want.values() for u, _n in listed})
     for owner in owners:
         for pool in pair:
-            def work(connection: Any, owner: int = owner) -> tuple[Any, dict[bytes, Any]]:
-                table = connection.table(SECOND_TABLE)
-                cell = table.row(owner.to_bytes(8, "big"), columns=[b"s:l"]).get(b"s:l")
-                rows = [u.to_bytes(8, "big") for u, _n in want[owner]]
-                return cell, dict(table.rows(rows, columns=[b"s:n"], include_timestamp=True))
+            def work(connection: Any, owner: int = owner) -> Any:
+                return connection.table(SECOND_TABLE).row(owner.to_bytes(8, "big"), columns=[b"s:l"]).get(b"s:l")
 
-            cell, held = pool.run(f"oracle: second_degree of {owner}", work)
+            cell = pool.run(f"oracle: second_degree of {owner}", work)
             have = [tuple(item) for item in json.loads(cell)] if cell else []
-            where = f"second_degree of {owner} on {pool.name}"
             if have != want[owner]:
-                out.append(f"{where}: {have}, should be {want[owner]}")
-            for user, _n in want[owner]:
-                value, ts = held.get(user.to_bytes(8, "big"), {}).get(b"s:n", (None, None))
-                shown = None if value is None else (json.loads(value)["n"], ts)
-                if shown != names[user]:
-                    out.append(f"{where}: user {user} is shown as {shown}, should be {names[user]}")
+                out.append(f"second_degree of {owner} on {pool.name}: {have}, should be {want[owner]}")
     return out
 
 

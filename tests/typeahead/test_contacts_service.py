@@ -229,19 +229,22 @@ def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: Fak
             (lambda: c.renamePage("primary", idl.RenamePage(userId=OWNER, nameAt=1, phase="followers",
                                                             users=[uid(1)] * 10_001)),
              ErrorCode.TOO_LARGE, "10001 users in one call; the limit is 10000"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=1)), ErrorCode.UNAVAILABLE,
-             "try again later: HBaseUnavailable"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=1, users=[uid(1)] * 10_001)),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=1)),
+             ErrorCode.UNAVAILABLE, "try again later: HBaseUnavailable"),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=1,
+                                                            users=[uid(1)] * 10_001)),
              ErrorCode.TOO_LARGE, "10001 users in one call; the limit is 10000"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=1, users=[])),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=1, users=[])),
              ErrorCode.INVALID_REQUEST, "users must be 1 to 10000 user ids"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=0)), ErrorCode.INVALID_REQUEST,
-             "at_ms must be a positive int"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=1, cursor="12:x")),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=0)),
+             ErrorCode.INVALID_REQUEST, "at_ms must be a positive int"),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=1, cursor="12:x")),
              ErrorCode.INVALID_REQUEST, "bad cursor"),
-            (lambda: c.secondPage("primary", idl.SecondPage(userId=make_id(0, ObjectType.PIN, 1), atMs=1)),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=make_id(0, ObjectType.PIN, 1), change="c1", atMs=1)),
              ErrorCode.INVALID_REQUEST, "user_id"),
             (lambda: c.secondPage("primary", None), ErrorCode.INVALID_REQUEST, "needs a page"),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change="c 1", atMs=1)),
+             ErrorCode.INVALID_REQUEST, "change must be 1 to 64 letters and digits"),
             (lambda: c.rebuildSecond("standby", [OWNER]), ErrorCode.UNAVAILABLE, "try again later"),
             (lambda: c.rebuildSecond("primary", []), ErrorCode.INVALID_REQUEST, "rebuildSecond needs at least one"),
             (lambda: c.rebuildSecond("primary", [OWNER] * (MAX_OWNERS + 1)), ErrorCode.TOO_LARGE,
@@ -276,7 +279,7 @@ def test_roles_decide_who_may_look_up_and_update(certs: Certs, fake_index: FakeI
             reader.rebuild("primary", [OWNER])
         assert caught.value.errorCode == ErrorCode.PERMISSION_DENIED and "may not call rebuild" in caught.value.message
         with pytest.raises(idl.ContactsException) as caught:
-            reader.secondPage("primary", idl.SecondPage(userId=OWNER, atMs=1))
+            reader.secondPage("primary", idl.SecondPage(userId=OWNER, change="c1", atMs=1))
         assert caught.value.errorCode == ErrorCode.PERMISSION_DENIED
         assert "may not call secondPage" in caught.value.message
         reader.close()

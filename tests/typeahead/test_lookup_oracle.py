@@ -29,6 +29,7 @@ from tasks.hbase import PRIMARY, STANDBY, ClusterPair
 from tasks.typeahead import truth
 from tasks.typeahead.entries import Entry
 from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.jobs import SecondJob
 from tasks.typeahead.rank import Candidate, Contact, rank
 from tasks.typeahead.runtime import TypeaheadRuntime
 from tasks.typeahead.service import ContactsServer
@@ -36,6 +37,7 @@ from tasks.typeahead.service import idl as contacts_idl
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import SOURCES
 from tasks.typeahead.tokens import tokenize
+from tasks.typeahead.wire import second_page_of
 from tests.consistency.oracle import expected_second
 from tests.typeahead.test_index import contacts_client
 
@@ -113,8 +115,13 @@ class World:
         def run() -> None:
             pages = [first]
             while pages:
-                step = call(cluster, pages.pop())
+                page = pages.pop()
+                step = call(cluster, page)
                 pages += [p for p in (getattr(step, "usersPage", None), step.nextPage) if p is not None]
+                # A rename's users page names the followers whose followers' second_degree lists show the name.
+                for actor in getattr(step, "secondActors", None) or ():
+                    renamed = second_page_of(SecondJob.renaming(cluster, actor, page.userId, page.nameAt))
+                    self.owe(self.chain(cluster, renamed, self.client.secondPage))
 
         return run
 
@@ -124,7 +131,7 @@ class World:
         self.owe_second(a, at)
 
     def owe_second(self, actor: int, at: int) -> None:
-        page = contacts_idl.SecondPage(userId=actor, atMs=at)
+        page = contacts_idl.SecondPage(userId=actor, atMs=at, change=uuid.uuid4().hex)
         self.owe(*[self.chain(c, page, self.client.secondPage) for c in CLUSTERS])
 
     def act(self, what: tuple[Any, ...]) -> None:
@@ -201,8 +208,7 @@ def test_every_lookup_over_thrift_equals_the_oracle(
     entries = truth.entries_of_owners(appdata, world.users)
     second = expected_second(appdata, world.users,
                              (SETTINGS.second_followees, SETTINGS.second_per_followee, SETTINGS.second_cap))
-    names = truth.names_of(appdata, {u for listed in second.values() for u, _n in listed})
-    seconds = {o: [Candidate("second_degree", Contact(f"u:{u}", names[u].name, u), n) for u, n in listed]
+    seconds = {o: [Candidate("second_degree", Contact(f"u:{u}", name, u), n) for u, n, name in listed]
                for o, listed in second.items()}
     for owner in world.users:
         for query in queries():

@@ -1,8 +1,8 @@
 """The second_degree source on real MariaDB and HBase: its bounded truth
-against counting every follow (the consistency oracle's), its list and
-names through the jobs' functions in any order, a stale list written
-late, lookups and their ranking, renames, the backfill kind's diff and
-repair, and the Contacts Service's calls."""
+against counting every follow (the consistency oracle's), its lists
+through the jobs' functions in any order, renames two hops away, a stale
+list written late, lookups and their ranking, the backfill kind's diff
+and repair, and the Contacts Service's calls."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tasks.hbase import ClusterPair, put_versions
 from tasks.typeahead import second, sync
 from tasks.typeahead.entries import owner_key
 from tasks.typeahead.index import ContactsIndex
-from tasks.typeahead.jobs import SecondJob
+from tasks.typeahead.jobs import RenameJob, SecondJob
 from tasks.typeahead.runtime import TypeaheadRuntime
 from tasks.typeahead.service import ContactsServer
 from tasks.typeahead.settings import TypeaheadSettings
@@ -44,15 +44,6 @@ def _random_graph(store: AppData, rng: random.Random, n: int = 9, follows: int =
         else:
             graph.unfollow_user(store, a, b)
     return ids
-
-
-def _run_chain(store: AppData, pair: ClusterPair, first: SecondJob, limits: second.Limits, page: int,
-               rng: random.Random | None = None) -> None:
-    todo = [first]
-    while todo:
-        job = todo.pop(rng.randrange(len(todo)) if rng else 0)
-        step = sync.second_page(store, pair[job.cluster], job, page, limits)
-        todo += [j for j in (step.users_job, step.next_job) if j is not None]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -83,7 +74,7 @@ def test_a_celebrity_counts_at_most_the_followees_counted(appdata: AppData) -> N
     for i, fan in enumerate(fans):
         graph.follow_user(appdata, fan, star, at_ms=at + i)
         graph.follow_user(appdata, owner, fan, at_ms=at + 100 + i)
-    assert second.truth(appdata, [owner], SMALL)[owner] == ((star, 3),)
+    assert second.truth(appdata, [owner], SMALL)[owner] == ((star, 3, "Star Sky"),)
     # The owner follows more than are counted: whom it follows is never listed.
     graph.follow_user(appdata, owner, star, at_ms=at - 5)
     assert second.truth(appdata, [owner], SMALL)[owner] == ()
@@ -123,19 +114,20 @@ def test_a_stale_list_written_late_and_above_is_replaced(appdata: AppData, pair:
     future = now_ms() + 3_600_000  # a clock an hour ahead wrote it
     put_versions(pool, second.SECOND_TABLE, [(owner_key(ann), second.LIST_COLUMN, b"[[1,9]]", future)])
     assert second.differences(appdata, pool, [ann], SMALL)
-    assert second.settle(appdata, pool, [ann], SMALL) == 2  # Cy's name, then the list
-    assert second.stored_lists(pool, [ann])[ann] == (future + 1, ((cy, 1),))
+    assert second.settle(appdata, pool, [ann], SMALL) == 1
+    assert second.stored_lists(pool, [ann])[ann] == (future + 1, ((cy, 1, "Cy Cole"),))
     assert second.differences(appdata, pool, [ann], SMALL) == {}
     assert second.settle(appdata, pool, [ann], SMALL) == 0  # right already: nothing written
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_chains_run_in_any_order_leave_every_list_and_name_right(appdata: AppData, pair: ClusterPair,
-                                                               seed: int) -> None:
+def test_chains_run_in_any_order_leave_every_list_right(appdata: AppData, pair: ClusterPair, seed: int) -> None:
+    """Follows, unfollows and renames, then their chains (a rename's
+    through its pages, which name the second_degree chains two hops away)
+    in a random order, pages interleaved."""
     rng = random.Random(seed)
     ids = users(appdata, *(f"Kim{chr(97 + i)} Ro" for i in range(7)))
-    jobs: list[tuple[SecondJob, int]] = []
-    renames = []
+    todo: list[SecondJob | RenameJob] = []
     for _ in range(30):
         a, b = rng.sample(ids, 2)
         roll = rng.random()
@@ -144,18 +136,40 @@ def test_chains_run_in_any_order_leave_every_list_and_name_right(appdata: AppDat
         elif roll < 0.85:
             graph.unfollow_user(appdata, a, b)
         else:
-            graph.rename_user(appdata, a, rng.choice(["Zed Ro", "Yan Ro", "Xia Ro"]))
-            renames.append(a)
+            _old, _new, at = graph.rename_user(appdata, a, rng.choice(["Zed Ro", "Yan Ro", "Xia Ro"]))
+            todo += [RenameJob(c, a, at) for c in ("primary", "standby")]
             continue
         at = now_ms()
-        jobs += [(SecondJob(c, a, at), 1 + rng.randrange(2)) for c in ("primary", "standby")]
-    rng.shuffle(jobs)
-    for job, page in jobs:
-        _run_chain(appdata, pair, job, SMALL, page, rng)
-    for user in renames:  # a rename's chain writes the name second_degree lookups show
-        for pool in pair:
-            second.put_names(appdata, pool, [user])
+        todo += [SecondJob.started(c, a, at) for c in ("primary", "standby")]
+    while todo:
+        job = todo.pop(rng.randrange(len(todo)))
+        if isinstance(job, SecondJob):
+            step = sync.second_page(appdata, pair[job.cluster], job, 1 + rng.randrange(2), SMALL)
+            todo += [j for j in (step.users_job, step.next_job) if j is not None]
+        else:
+            renamed = sync.rename_page(appdata, pair[job.cluster], job, 1 + rng.randrange(2), SMALL)
+            todo += [j for j in (renamed.users_job, renamed.next_job) if j is not None]
+            todo += [SecondJob.renaming(job.cluster, actor, job.user_id, job.name_at)
+                     for actor in renamed.second_actors]
     assert oracle.second_differences(appdata, pair, ids, _limits(SMALL)) == []
+
+
+def test_a_rename_reaches_the_lists_two_hops_away(appdata: AppData, pair: ClusterPair) -> None:
+    ann, bob, cy = users(appdata, "Ann Ash", "Bob Bay", "Cy Cole")
+    graph.follow_user(appdata, ann, bob)
+    graph.follow_user(appdata, bob, cy)
+    pool = pair["primary"]
+    second.settle(appdata, pool, [ann], SMALL)
+    _old, _new, at = graph.rename_user(appdata, cy, "Cyd Cole")
+    first = sync.rename_page(appdata, pool, RenameJob("primary", cy, at), 10, SMALL)
+    assert first.users_job is not None and first.users_job.users == (bob,)
+    users_step = sync.rename_page(appdata, pool, first.users_job, 10, SMALL)
+    assert users_step.second_actors == (bob,)  # Bob follows Cy: his followers' lists show Cy
+    chain = SecondJob.renaming("primary", bob, cy, at)
+    step = sync.second_page(appdata, pool, chain, 10, SMALL)
+    assert step.entries == 0 and step.users_job is not None and step.users_job.users == (ann,)
+    assert sync.second_page(appdata, pool, step.users_job, 10, SMALL).entries == 1
+    assert ContactsIndex(pair).lookup(ann, "cyd", 5, sources=[SECOND_DEGREE]).matches[0].contact.name == "Cyd Cole"
 
 
 def test_the_backfill_kind_finds_and_repairs_lists_and_names(appdata: AppData, pair: ClusterPair) -> None:
@@ -164,11 +178,11 @@ def test_the_backfill_kind_finds_and_repairs_lists_and_names(appdata: AppData, p
     graph.follow_user(appdata, bob, cy)
     pool = pair["standby"]
     assert set(second.differences(appdata, pool, [ann, bob, cy], SMALL)) == {ann}
-    assert sync.rebuild_second(appdata, pool, [ann, bob, cy], SMALL) == 2
+    assert sync.rebuild_second(appdata, pool, [ann, bob, cy], SMALL) == 1
     assert second.differences(appdata, pool, [ann, bob, cy], SMALL) == {}
-    # A name cell lost (or never written by an old version): found, and rewritten.
+    # A rename whose chains never ran: found, and rewritten.
     graph.rename_user(appdata, cy, "Cyd Cole")
-    assert "names of 1" in second.differences(appdata, pool, [ann], SMALL)[ann]
+    assert "the truth has 1" in second.differences(appdata, pool, [ann], SMALL)[ann]
     assert sync.rebuild_second(appdata, pool, [ann], SMALL) == 1
     assert oracle.second_differences(appdata, pair, [ann], _limits(SMALL)) != []  # the primary was never filled
     assert second.differences(appdata, pool, [ann], SMALL) == {}
@@ -186,13 +200,13 @@ def test_the_contacts_service_recomputes_and_looks_up_second_degree(appdata: App
         from tasks.typeahead.wire import connect, idl, second_page_of
 
         client: Any = connect("127.0.0.1", server.port, timeout_ms=30_000)
-        step = client.secondPage("primary", second_page_of(SecondJob("primary", bob, at)))
+        step = client.secondPage("primary", second_page_of(SecondJob.started("primary", bob, at)))
         assert step.entries == 0 and step.usersPage.users == [ann] and step.nextPage is None
-        assert client.secondPage("primary", step.usersPage).entries == 2
+        assert client.secondPage("primary", step.usersPage).entries == 1
         request = idl.LookupRequest(owner=ann, query="cy", limit=5, sources=["second_degree"])
         matches = client.lookup(request).matches
         assert [(m.contact.userId, m.source) for m in matches] == [(cy, "second_degree")]
-        assert client.rebuildSecond("standby", [ann, bob]) == 2
+        assert client.rebuildSecond("standby", [ann, bob]) == 1
         with pytest.raises(idl.ContactsException) as caught:
             client.rebuildSecond("standby", [])
         assert "at least one owner" in caught.value.message
