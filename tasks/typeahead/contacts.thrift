@@ -182,7 +182,7 @@ service ContactsService {
   // One page of a second_degree recompute after a follow or unfollow.
   SecondStep secondPage(1: string cluster, 2: SecondPage page) throws (1: ContactsException e),
 
-  // The second_degree contacts of these owners (at most 1,000), and the
-  // names they show: a backfill page, a repair.
+  // The second_degree contacts of these owners (at most 1,000): a
+  // backfill page, a repair.
   i32 rebuildSecond(1: string cluster, 2: list<i64> owners) throws (1: ContactsException e),
 }

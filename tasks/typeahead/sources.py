@@ -6,10 +6,9 @@ each is stored in.
   hold (a row never splits across regions): tall.
 * ``social``, ``address_book``: imported lists (``tasks.appdata.contacts``),
   at most 5,000 contacts each: wide.
-* ``second_degree``: the users your followees follow, counted; two hops
-  away, so a rename cannot find the owners holding a name: one listed cell
-  per owner of ids and counts, the names in a row per user
-  (``tasks.typeahead.second``).
+* ``second_degree``: the users your followees follow, counted; its counts
+  change at no version of the owner's own: one listed cell per owner, of
+  ids, counts and names, written whole (``tasks.typeahead.second``).
 
 A source's one-byte code is part of its row keys: codes are forever; add
 new sources with new codes.

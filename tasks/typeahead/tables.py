@@ -27,8 +27,8 @@ TYPEAHEAD_WIDE = TableDef(
      Family("m", max_versions=ALL_VERSIONS, block_size=16 * 1024)),
     splits=_SPLITS,
 )
-# Row per user: ``s:l`` its second_degree contacts, ``s:n`` its own name
-# (``tasks.typeahead.second``); one version of each.
+# Row per user: ``s:l`` its second_degree contacts with their names
+# (``tasks.typeahead.second``); one version.
 TYPEAHEAD_SECOND = TableDef("typeahead_second", (Family("s", block_size=16 * 1024, prefetch_blocks_on_open=True),),
                             splits=_SPLITS)
 TYPEAHEAD_TALL = TableDef("typeahead_tall", (Family("c", max_versions=ALL_VERSIONS, prefetch_blocks_on_open=True),),
