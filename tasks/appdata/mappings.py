@@ -263,6 +263,15 @@ def rows_from_many(
     return out
 
 
+def having_rows(store: AppData, table: MappingTable, from_ids: Iterable[int]) -> set[int]:
+    """Those of ``from_ids`` (any shards) with at least one row: one query per shard and 1,000 ids."""
+    out: set[int] = set()
+    for shard, database, part in _by_shard_parts(store, table, from_ids):
+        stmt = sql("map_having_rows", database=database, table=table.name, ids=len(part))
+        out.update(int(from_id) for (from_id,) in store.run(shard, fetcher(stmt, part)))
+    return out
+
+
 NEWEST_PARTS = 200  # from_ids per UNION ALL statement: 400 arguments
 
 

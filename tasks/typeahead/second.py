@@ -33,7 +33,7 @@ from typing import Any
 
 from tasks.appdata import mappings
 from tasks.appdata.store import AppData, now_ms
-from tasks.appdata.tables import USER_FOLLOWS_USER
+from tasks.appdata.tables import USER_FOLLOWED_BY_USER, USER_FOLLOWS_USER
 from tasks.hbase import ClusterPool, put_versions
 from tasks.hbase.reads import get_rows, get_versions
 from tasks.typeahead.entries import CorruptCell, owner_key
@@ -89,9 +89,12 @@ def truth(store: AppData, owners: Sequence[int], limits: Limits) -> dict[int, Li
 
 
 def rename_actors(store: AppData, renamed: int, followers: Sequence[int], limits: Limits) -> list[int]:
-    """Those of ``followers`` (of the renamed user) whose follows count it:
-    the owners listing it follow them, so each's followers are recomputed."""
-    newest = mappings.newest_of_many(store, USER_FOLLOWS_USER, followers, limits.per_followee)
+    """Those of ``followers`` (of the renamed user) that have followers and
+    whose follows count it: the owners listing it follow them, so each's
+    followers are recomputed (a follower nobody follows starts nothing)."""
+    followed = mappings.having_rows(store, USER_FOLLOWED_BY_USER, followers)
+    newest = mappings.newest_of_many(store, USER_FOLLOWS_USER, [f for f in followers if f in followed],
+                                     limits.per_followee)
     return [f for f in followers if any(e.to_id == renamed for e in newest.get(f, ()))]
 
 

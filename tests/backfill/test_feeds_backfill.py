@@ -58,7 +58,12 @@ def test_a_backfill_writes_every_feed_as_the_follows_would(world: FeedWorld) -> 
         assert counts.users_done >= summary.users
         assert all(page.runs == 1 and page.done_at_ms for page in records.pages(run.id))
     # Each run's pages took turns as that run's (fairness key), whichever shard they paged.
-    keys = [job.key for job in world.service.scan(QUEUE, JobState.SUCCEEDED, limit=1000).jobs]
+    # A run is marked finished by its end job, which succeeds only once that returns: waited for.
+    def ended() -> list[str] | None:
+        keys = [job.key for job in world.service.scan(QUEUE, JobState.SUCCEEDED, limit=1000).jobs]
+        return keys if keys.count("") >= len(finished) else None
+
+    keys: list[str] = wait_until(ended, 30, interval=0.2, what="the runs' end jobs to succeed")
     assert {f"backfill:{run.id}" for run in finished} <= set(keys)
     # Every page has its run's key; the runs' ends (their batches' callbacks) have none.
     assert all(key.startswith("backfill:") for key in keys if key) and keys.count("") == len(finished)

@@ -155,16 +155,19 @@ def test_chains_run_in_any_order_leave_every_list_right(appdata: AppData, pair: 
 
 
 def test_a_rename_reaches_the_lists_two_hops_away(appdata: AppData, pair: ClusterPair) -> None:
-    ann, bob, cy = users(appdata, "Ann Ash", "Bob Bay", "Cy Cole")
+    ann, bob, cy, dee = users(appdata, "Ann Ash", "Bob Bay", "Cy Cole", "Dee Dunn")
     graph.follow_user(appdata, ann, bob)
     graph.follow_user(appdata, bob, cy)
+    graph.follow_user(appdata, dee, cy)
     pool = pair["primary"]
     second.settle(appdata, pool, [ann], SMALL)
     _old, _new, at = graph.rename_user(appdata, cy, "Cyd Cole")
     first = sync.rename_page(appdata, pool, RenameJob("primary", cy, at), 10, SMALL)
-    assert first.users_job is not None and first.users_job.users == (bob,)
+    assert first.users_job is not None and set(first.users_job.users or ()) == {bob, dee}
     users_step = sync.rename_page(appdata, pool, first.users_job, 10, SMALL)
-    assert users_step.second_actors == (bob,)  # Bob follows Cy: his followers' lists show Cy
+    # Bob follows Cy and Ann follows Bob: Ann's list shows Cy. Dee follows Cy
+    # too, but nobody follows Dee: no list to recompute there.
+    assert users_step.second_actors == (bob,)
     chain = SecondJob.renaming("primary", bob, cy, at)
     step = sync.second_page(appdata, pool, chain, 10, SMALL)
     assert step.entries == 0 and step.users_job is not None and step.users_job.users == (ann,)

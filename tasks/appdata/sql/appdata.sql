@@ -134,6 +134,10 @@ SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
 WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
 ORDER BY sequence DESC, to_id DESC LIMIT %s
 
+-- name: map_having_rows
+-- Which of these from_ids (of one shard) have any row: one index probe each.
+SELECT DISTINCT from_id FROM {database}.{table} WHERE from_id IN ({ids})
+
 -- name: map_newest_part
 -- One from_id's newest rows, at most a limit (an index range read that
 -- stops there, however many rows the id has). Parenthesized: mappings.py
