@@ -6,8 +6,9 @@ raw peers writing the same precomputed cells, a happybase loop (one
 project's own put call with nothing read first, each overlapped on as many
 connections per process as the writer has (PINLATER_HBASE_POOL_SIZE).
 And the rebuild through the Contacts Service (``pinlater-typeahead
-serve-thrift``, a process of its own, as ``PINLATER_TYPEAHEAD_SERVICE``
-makes the backfill's pages call it), from the same number of processes.
+serve-thrift --processes N``, N processes of its own, as
+``PINLATER_TYPEAHEAD_SERVICE`` makes the backfill's pages call it), from
+the same number N of processes.
 Also the rebuild as a backfill runs it beside the lookups (``through_jobs``:
 page jobs on a PinLater queue with the backfill queue's cap and rate), the
 index built once for ``--lookups-only`` (``build_index``), and every user's
@@ -21,6 +22,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import re
 import signal
 import statistics
 import subprocess
@@ -65,18 +67,20 @@ _service: dict[str, int] = {}
 
 
 @contextlib.contextmanager
-def serving(command: str) -> Iterator[int]:
-    """``pinlater-typeahead <command> --port 0`` as its own process, on this
-    run's settings; yields its port once it listens, stops it after."""
-    extra = ["--metrics-port", "0"] if command == "serve-thrift" else []
+def serving(command: str, processes: int = 1) -> Iterator[int]:
+    """``pinlater-typeahead <command> --port 0`` as its own process (of
+    ``processes`` for ``serve-thrift``), on this run's settings; yields its
+    port once it listens, stops it after."""
+    extra = ["--metrics-port", "0", "--processes", str(processes)] if command == "serve-thrift" else []
     proc = subprocess.Popen([sys.executable, "-m", "tasks.typeahead.cli", command, "--port", "0", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        if " listening on " not in line:
+        listening = re.search(r" listening on \S+:(\d+)", line)
+        if listening is None:
             raise SystemExit(f"bench/typeahead.py: pinlater-typeahead {command} did not start: {line!r}")
-        yield int(line.split()[-1].rsplit(":", 1)[1].rstrip(","))
+        yield int(listening.group(1))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -330,11 +334,10 @@ def _timed(processes: int, warm_owner: int, fn: Callable[[Any], int], work: Sequ
 
 def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir: Path,
                    settle: Callable[[], float]) -> dict[str, Any]:
-    """Each writer ``rounds`` times, the cluster settled (``settle``: flushed
-    and major-compacted) before every run, so that none of them pays for
-    the flushes and compactions of the writes before it: a run starts on
-    the cells the last one left (the index is full after the first), in
-    one store file."""
+    """Each writer ``rounds`` times, ``settle`` (the index emptied) before
+    every run: each run starts where the first would, none pays for the
+    flushes and compactions of the writes before it, and none reads what
+    another left (a rebuild reads what the index holds of its owners)."""
     warm_owner = pages[0][0]
     t = time.perf_counter()
     jobs = [(page, str(workdir / f"page{i:05d}.pickle")) for i, page in enumerate(pages)]
@@ -366,7 +369,7 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
 
         return settled_run
 
-    with serving("serve-thrift") as port:
+    with serving("serve-thrift", processes) as port:
         _service["port"] = port
         rebuild_s, raw_s, raw2_s, encoded_s, service_s = rotating(
             rounds, measured("rebuild", rebuild_page, pages), measured("raw", _raw_page, paths),
@@ -389,9 +392,10 @@ def backfill_bench(pages: list[list[int]], processes: int, rounds: int, workdir:
         "raw_encoded_s": encoded_s,
         "raw_encoded_users_per_s": users / encoded_median, "raw_encoded_cells_per_s": cells / encoded_median,
         "ratio_encoded": encoded_median / rebuild_median,
-        # The rebuild through the Contacts Service (one process of its own)
-        # against the rebuild in the backfill's processes.
-        "rebuild_service_s": service_s, "rebuild_service_users_per_s": users / service_median,
+        # The rebuild through the Contacts Service (as many processes of its
+        # own as the backfill has) against the rebuild in the backfill's.
+        "rebuild_service_s": service_s, "service_processes": processes,
+        "rebuild_service_users_per_s": users / service_median,
         "ratio_service": rebuild_median / service_median,
         # CPU ms a user, per writer: the machine's, each server kind's, and the
         # writer's own processes ("clients"); both cores are busy for every writer.

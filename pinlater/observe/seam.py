@@ -217,10 +217,24 @@ def app_store(kind: str) -> StoreMetrics:
     return metrics
 
 
+def app_store_snapshot() -> dict[str, Snapshot]:
+    """The apps' store calls in this process, by kind of store."""
+    return {kind: m.snapshot() for kind, m in sorted(_app_stores.items())}
+
+
+def app_store_families_of(snapshots: Iterable[dict[str, Snapshot]]) -> list[Family]:
+    """Processes' ``app_store_snapshot``s, summed, as metric families."""
+    by_kind: dict[str, list[Snapshot]] = {}
+    for snapshot in snapshots:
+        for kind, snap in snapshot.items():
+            by_kind.setdefault(kind, []).append(snap)
+    snaps = [(merge_snapshots(parts), {"store": kind}) for kind, parts in sorted(by_kind.items())]
+    return store_families(snaps, *_APPS) if snaps else []
+
+
 def app_store_families() -> list[Family]:
     """The apps' store calls in this process (none until the first)."""
-    snaps = [(m.snapshot(), {"store": kind}) for kind, m in sorted(_app_stores.items())]
-    return store_families(snaps, *_APPS) if snaps else []
+    return app_store_families_of([app_store_snapshot()])
 
 
 def app_call(store: str, target: str, op: str, work: Callable[[], T], attributes: Mapping[str, str]) -> T:

@@ -1,5 +1,5 @@
-"""Store-call metrics of ``pinlater server --processes N`` on the parent's
-``/metrics``.
+"""Store-call metrics of a server of N processes (``pinlater server
+--processes N``, the Contacts Service's) on the parent's ``/metrics``.
 
 Each child counts its own store calls (``pinlater.observe.seam``) and writes them
 about once a second, and when it stops, to a file of its own (named by its
@@ -18,16 +18,14 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-
-from pinlater.observe.metrics import Family
-from pinlater.observe.seam import Snapshot, job_store_families, merge_snapshots
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 WRITE_EVERY_S = 1.0
 
 
-def write(directory: str, snapshot: Snapshot) -> None:
+def write(directory: str, snapshot: Any) -> None:
     """This process's counts, replacing the file it wrote before at once
     (a reader never sees half a file)."""
     path = Path(directory) / f"{os.getpid()}.json"
@@ -36,7 +34,7 @@ def write(directory: str, snapshot: Snapshot) -> None:
     os.replace(partial, path)
 
 
-def keep_writing(directory: str, snapshot: Callable[[], Snapshot], stop: threading.Event) -> threading.Thread:
+def keep_writing(directory: str, snapshot: Callable[[], Any], stop: threading.Event) -> threading.Thread:
     """A thread writing ``snapshot()`` every ``WRITE_EVERY_S`` until ``stop``
     is set, then once more."""
 
@@ -50,19 +48,19 @@ def keep_writing(directory: str, snapshot: Callable[[], Snapshot], stop: threadi
     return thread
 
 
-def _write_logged(directory: str, snapshot: Callable[[], Snapshot]) -> None:
+def _write_logged(directory: str, snapshot: Callable[[], Any]) -> None:
     try:
         write(directory, snapshot())
     except OSError as exc:  # the parent is stopping and removed the directory, or a full disk
         log.warning("could not write the store metrics for the parent's /metrics: %s", exc)
 
 
-def read(directory: str) -> list[Family]:
-    """Every process's counts, summed, as metric families."""
+def read(directory: str) -> list[Any]:
+    """Every process's last snapshot (JSON), for the parent to sum."""
     snapshots = []
     for path in sorted(Path(directory).glob("*.json")):
         try:
             snapshots.append(json.loads(path.read_text()))
         except (OSError, ValueError):  # gone meanwhile
             continue
-    return job_store_families(merge_snapshots(snapshots))
+    return snapshots

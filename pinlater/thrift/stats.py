@@ -127,19 +127,20 @@ class StatsTable:
         return table
 
     @classmethod
-    def shared(cls, slots: int) -> tuple[StatsTable, int]:
+    def shared(cls, slots: int, layout: StatsLayout = PINLATER) -> tuple[StatsTable, int]:
         """A table in shared memory, and the descriptor children attach to."""
-        fd = _shared_file(cls.size(slots))
-        table = cls(mmap.mmap(fd, cls.size(slots)), slots)
+        fd = _shared_file(cls.size(slots, layout))
+        table = cls(mmap.mmap(fd, cls.size(slots, layout)), slots, layout)
         table._float[_STARTED_AT] = time.time()
         return table, fd
 
     @classmethod
-    def attach(cls, fd: int, slots: int) -> StatsTable:
-        """The table a parent shared (the descriptor it passed)."""
-        mapped = mmap.mmap(fd, cls.size(slots))
+    def attach(cls, fd: int, slots: int, layout: StatsLayout = PINLATER) -> StatsTable:
+        """The table a parent shared (the descriptor it passed), of the
+        parent's ``layout``."""
+        mapped = mmap.mmap(fd, cls.size(slots, layout))
         os.close(fd)  # the mapping stays
-        return cls(mapped, slots)
+        return cls(mapped, slots, layout)
 
     def _base(self, slot: int) -> int:
         if not 0 <= slot < self.slots:

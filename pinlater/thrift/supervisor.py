@@ -38,6 +38,7 @@ still running ``KILL_AFTER_S`` past the grace is killed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import shutil
@@ -48,16 +49,20 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pinlater.kit.signals import on_signals
 from pinlater.observe import tracing
+from pinlater.observe.metrics import Family
+from pinlater.observe.seam import job_store_families, merge_snapshots
 from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import Settings
 from pinlater.thrift import shared_metrics
 from pinlater.thrift.child import WorkerOptions, command
-from pinlater.thrift.stats import MetricsServer, StatsTable
+from pinlater.thrift.stats import PINLATER, MetricsServer, StatsLayout, StatsTable
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,28 @@ KILL_AFTER_S = 5.0
 QUICK_EXIT_S = 5.0
 RESTART_DELAY_S = 1.0
 WATCH_INTERVAL_S = 0.2
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a supervisor runs N of: a server whose children are
+    ``python -m <module>`` (built on ``pinlater.thrift.child``)."""
+
+    label: str  # the log's name for the whole server ("pinlater server")
+    trace_name: str  # the service name of the parent's traces and metrics
+    module: str
+    options: str  # JSON every child is given, as its module reads it
+    grace_s: float  # what a child gets to finish its calls after SIGTERM
+    layout: StatsLayout
+    # The children's store-call snapshots (``pinlater.thrift.shared_metrics``),
+    # as the parent's /metrics shows them.
+    store_families: Callable[[list[Any]], list[Family]]
+
+
+def job_server(options: WorkerOptions) -> Program:
+    """``pinlater server --processes N``."""
+    return Program("pinlater server", "pinlater-server", "pinlater.thrift.child", options.to_json(), options.grace_s,
+                   PINLATER, lambda snapshots: job_store_families(merge_snapshots(snapshots)))
 
 
 class SupervisorError(RuntimeError):
@@ -94,7 +121,7 @@ class Supervisor:
         host: str,
         port: int,
         processes: int,
-        options: WorkerOptions,
+        program: Program,
         *,
         metrics_port: int | None,
         crash_limit: int = 5,
@@ -102,22 +129,23 @@ class Supervisor:
         ready_timeout_s: float = 60.0,
     ) -> None:
         self.processes = processes
-        self.options = options
+        self.program = program
         self.crash_limit = crash_limit
         self.crash_window_s = crash_window_s
         self.ready_timeout_s = ready_timeout_s
         self._listener = socket.create_server((host, port), backlog=1024)
         self.host = host
         self.port: int = self._listener.getsockname()[1]
-        self.table, self._table_fd = StatsTable.shared(processes)
+        self.table, self._table_fd = StatsTable.shared(processes, program.layout)
         # The children's store metrics (pinlater.thrift.shared_metrics); mode 0700.
-        self._metrics_dir = tempfile.mkdtemp(prefix="pinlater-server-metrics-")
+        self._metrics_dir = tempfile.mkdtemp(prefix=f"{program.trace_name}-metrics-")
         self.metrics = (
-            MetricsServer(self.table, host, metrics_port, lambda: shared_metrics.read(self._metrics_dir))
+            MetricsServer(self.table, host, metrics_port,
+                          lambda: program.store_families(shared_metrics.read(self._metrics_dir)))
             if metrics_port is not None else None
         )
         # The children send their store calls' and call times' own instruments.
-        tracing.configure("pinlater-server")
+        tracing.configure(program.trace_name)
         tracing.observe_metrics(self.table.families)
         self._children: list[_Child | None] = [None] * processes
         self._restart_at: dict[int, float] = {}
@@ -146,7 +174,7 @@ class Supervisor:
             time.sleep(0.02)
         if self.metrics is not None:
             self.metrics.start()
-        log.info("pinlater server on %s:%d: %d processes (pids %s)", self.host, self.port, self.processes,
+        log.info("%s on %s:%d: %d processes (pids %s)", self.program.label, self.host, self.port, self.processes,
                  " ".join(str(self.table.pid(slot)) for slot in range(self.processes)))
         return self
 
@@ -177,13 +205,13 @@ class Supervisor:
         for _, child in children:
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + self.options.grace_s + KILL_AFTER_S
+        deadline = time.monotonic() + self.program.grace_s + KILL_AFTER_S
         for slot, child in children:
             try:
                 child.proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 log.warning("server process %d (pid %d) still running %gs after SIGTERM: killing it",
-                            slot, child.proc.pid, self.options.grace_s + KILL_AFTER_S)
+                            slot, child.proc.pid, self.program.grace_s + KILL_AFTER_S)
                 child.proc.kill()
                 child.proc.wait()
             self.table.process_exited(slot, restarting=False)
@@ -196,14 +224,15 @@ class Supervisor:
             os.close(self._table_fd)
             self._table_fd = -1
         shutil.rmtree(self._metrics_dir, ignore_errors=True)
-        log.info("pinlater server stopped (%d processes)", len(children))
+        log.info("%s stopped (%d processes)", self.program.label, len(children))
 
     # -- children -------------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
         listen_fd = self._listener.fileno()
         # stdout goes to stderr: the parent's stdout says only where it listens.
         proc = subprocess.Popen(
-            command(listen_fd, self._table_fd, self.processes, slot, self.options, self._metrics_dir),
+            command(self.program.module, listen_fd, self._table_fd, self.processes, slot, self.program.options,
+                    self._metrics_dir),
             pass_fds=(listen_fd, self._table_fd), stdin=subprocess.DEVNULL, stdout=2,
         )
         self.table.process_started(slot, proc.pid)
@@ -240,12 +269,15 @@ class Supervisor:
             self._restart_at[slot] = now + delay
 
 
-def serve(settings: Settings, host: str, port: int, processes: int, options: WorkerOptions, *,
-          metrics_port: int | None, monitor_interval_s: float | None) -> int:
-    """``pinlater server --processes N`` (N > 1): until SIGTERM or SIGINT.
-    The monitor, if any, runs here in the parent, once for all children."""
+def run(program: Program, host: str, port: int, processes: int, *, metrics_port: int | None, banner: str,
+        beside: Callable[[int], contextlib.AbstractContextManager[object]] | None = None) -> int:
+    """``processes`` children of ``program`` on ``host:port`` until SIGTERM
+    or SIGINT; prints ``<banner> listening on host:port`` once they all
+    accept. ``beside(port)``: what the parent runs meanwhile, once for all
+    children (the job server's monitor). Exit status: 0 stopped, 1 gave up
+    after a crash loop, 2 could not start."""
     try:
-        supervisor = Supervisor(host, port, processes, options, metrics_port=metrics_port)
+        supervisor = Supervisor(host, port, processes, program, metrics_port=metrics_port)
     except OSError as exc:
         print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 2
@@ -256,18 +288,28 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
     except SupervisorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    service = monitor = None
-    if monitor_interval_s is not None:
-        service = JobService.from_settings(settings, source=f"pinlater-server-{host}-{supervisor.port}")
-        monitor = Monitor(service.operators, interval_s=monitor_interval_s)
-        monitor.start_thread()
-    metrics = f", metrics on http://{host}:{supervisor.metrics.port}/metrics" if supervisor.metrics else ""
-    print(f"pinlater server listening on {host}:{supervisor.port}{metrics} ({processes} processes)", flush=True)
-    try:
+    with beside(supervisor.port) if beside is not None else contextlib.nullcontext():
+        metrics = f", metrics on http://{host}:{supervisor.metrics.port}/metrics" if supervisor.metrics else ""
+        print(f"{banner} listening on {host}:{supervisor.port}{metrics} ({processes} processes)", flush=True)
         supervisor.serve_forever()
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        if service is not None:
-            service.close()
     return 1 if supervisor.gave_up else 0
+
+
+def serve(settings: Settings, host: str, port: int, processes: int, options: WorkerOptions, *,
+          metrics_port: int | None, monitor_interval_s: float | None) -> int:
+    """``pinlater server --processes N`` (N > 1): until SIGTERM or SIGINT.
+    The monitor, if any, runs here in the parent, once for all children."""
+
+    @contextlib.contextmanager
+    def monitor(bound: int) -> Iterator[object]:
+        service = JobService.from_settings(settings, source=f"pinlater-server-{host}-{bound}")
+        watcher = Monitor(service.operators, interval_s=monitor_interval_s or 0.0)
+        watcher.start_thread()
+        try:
+            yield watcher
+        finally:
+            watcher.stop()
+            service.close()
+
+    return run(job_server(options), host, port, processes, metrics_port=metrics_port, banner="pinlater server",
+               beside=None if monitor_interval_s is None else monitor)

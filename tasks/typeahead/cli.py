@@ -2,7 +2,7 @@
 
     pinlater-typeahead serve [--host H] [--port P]     the endpoint and search page (tasks.typeahead.http)
     pinlater-typeahead lookup USER_ID QUERY [--limit N] [--sources A,B] [--json]
-    pinlater-typeahead serve-thrift [--host H] [--port P] [--metrics-port M]
+    pinlater-typeahead serve-thrift [--host H] [--port P] [--metrics-port M] [--processes N]
     pinlater-typeahead link ACCOUNT USER_ID            an external account is the user's; fix-up jobs
     pinlater-typeahead unlink ACCOUNT                  it is nobody's; fix-up jobs
     pinlater-typeahead index-importers [--page N]      note the accounts of imports stored before
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -37,11 +38,13 @@ from tasks.typeahead.rank import MAX_LIMIT, Match
 from tasks.typeahead.sources import parse_filter
 
 if TYPE_CHECKING:
+    from pinlater.thrift.serving import Security
     from tasks.typeahead.actions import ContactActions
+    from tasks.typeahead.settings import TypeaheadSettings
 
 
 @contextlib.contextmanager
-def _index_lookup() -> Iterator[Lookup]:
+def index_lookup() -> Iterator[Lookup]:
     """The environment's contacts index, closed after (when it can be)."""
     # Imported here: the index needs HBase's client and settings; the
     # endpoint and the page do not.
@@ -61,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = TypeaheadSettings.from_env()
     host, port = cli_runner.listen_address(args, settings.http.host, settings.http.port)
-    with _index_lookup() as lookup:
+    with index_lookup() as lookup:
         cli_runner.serve_until_signal("pinlater-typeahead", host, port,
                                       lambda h, p: TypeaheadServer(lookup, h, p, tls=http_tls()))
     return 0
@@ -79,7 +82,10 @@ def cmd_serve_thrift(args: argparse.Namespace) -> int:
     host, port = cli_runner.listen_address(args, settings.thrift.host, settings.thrift.port)
     metrics_port = settings.thrift_metrics_port if args.metrics_port is None else args.metrics_port
     security = security_of(settings.thrift_tls, settings.thrift_roles)
-    with _index_lookup() as lookup, contextlib.ExitStack() as stack:
+    processes = settings.thrift_processes if args.processes is None else args.processes
+    if processes > 1:
+        return _serve_processes(args, settings, host, port, processes, metrics_port or None, security)
+    with index_lookup() as lookup, contextlib.ExitStack() as stack:
         stack.callback(task_runtime.close)  # the updates' app data and HBase pair
         try:
             server = ContactsServer(lookup, host, port, writer=runtime(), security=security,
@@ -95,13 +101,29 @@ def cmd_serve_thrift(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_processes(args: argparse.Namespace, settings: TypeaheadSettings, host: str, port: int, processes: int,
+                     metrics_port: int | None, security: Security) -> int:
+    """``serve-thrift --processes N``: N children (``tasks.typeahead.service_child``)
+    on one port, the way ``pinlater server --processes N`` runs."""
+    from pinlater.observe.seam import app_store_families_of
+    from pinlater.thrift.serving import Program, check_exposure, supervise
+    from tasks.typeahead import service_child
+    from tasks.typeahead.service import EXPOSURE_SETTINGS, LAYOUT
+
+    check_exposure(host, security, settings.thrift_insecure, *EXPOSURE_SETTINGS)
+    options = service_child.ChildOptions(args.grace, log_level=logging.getLogger().getEffectiveLevel())
+    program = Program("contacts thrift server", "pinlater-contacts", service_child.MODULE, options.to_json(),
+                      args.grace, LAYOUT, app_store_families_of)
+    return supervise(program, host, port, processes, metrics_port=metrics_port, banner="pinlater-typeahead thrift")
+
+
 def cmd_lookup(args: argparse.Namespace) -> int:
     user_id = parse_user_id(args.user_id)
     query = parse_query(args.query)
     if not 1 <= args.limit <= MAX_LIMIT:
         raise ValueError(f"--limit must be in 1..{MAX_LIMIT}, got {args.limit}")
     sources = None if args.sources is None else parse_filter(args.sources)
-    with _index_lookup() as lookup:
+    with index_lookup() as lookup:
         result, took_ms = timed_lookup(lookup, user_id, query, args.limit, sources)
     if args.json:
         print(json.dumps(lookup_json(user_id, query, result, took_ms, sources), indent=2, ensure_ascii=False))
@@ -170,6 +192,15 @@ def _describe_match(match: Match) -> str:
     return f"{match.score:.3f}  {name}  [{match.source}]  {who}{also}"
 
 
+def _processes(text: str) -> int:
+    from pinlater.settings import parse_server_processes
+
+    try:
+        return parse_server_processes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = command_parser("pinlater-typeahead", "Serve and query the contacts typeahead.")
     add_serve_command(
@@ -180,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=port_number,
                    help="/metrics and /stats.json port (default: PINLATER_TYPEAHEAD_THRIFT_METRICS_PORT; 0: none)")
     p.add_argument("--grace", type=float, default=30.0, help="seconds calls in flight get to finish on SIGTERM")
+    p.add_argument("--processes", type=_processes,
+                   help="server processes sharing the port (default: PINLATER_TYPEAHEAD_THRIFT_PROCESSES, 1)")
     p = sub.add_parser("lookup", help="print a user's contacts matching a query, best first")
     p.set_defaults(fn=cmd_lookup)
     p.add_argument("user_id")

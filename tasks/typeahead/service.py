@@ -15,6 +15,7 @@ is the server.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -67,6 +68,8 @@ MAX_PAGE_USERS = 10_000
 # The largest call is a rename page of 10,000 users (80 KB of ids).
 MAX_FRAME_BYTES = 256 * 1024
 DEFAULT_PORT = 9092
+# The settings an exposed address needs (``check_exposure``'s advice).
+EXPOSURE_SETTINGS = ("PINLATER_TYPEAHEAD_THRIFT", "PINLATER_TYPEAHEAD_THRIFT_ROLES")
 
 
 LAYOUT = StatsLayout(STRUCTS, (code.name for code in ErrorCode), "pinlater_contacts_server")
@@ -280,10 +283,18 @@ class ContactsServer(FramedServer):
         metrics_port: int | None = None,
         settings: Settings | None = None,
         max_concurrent_calls: int = 64,
+        listener: socket.socket | None = None,
+        stats: ServerStats | None = None,
+        accept_gate: Callable[[], bool] | None = None,
     ) -> None:
+        """One process of several (``pinlater-typeahead serve-thrift
+        --processes N``) is given the ``listener`` they share, its
+        ``stats`` slot and its ``accept_gate``, as the job server's are
+        (``pinlater.thrift.child``); the parent checked the address."""
         settings = settings or Settings.from_env()
         security = security or Security(roles=ROLES)
-        check_exposure(host, security, insecure, "PINLATER_TYPEAHEAD_THRIFT", "PINLATER_TYPEAHEAD_THRIFT_ROLES")
+        if listener is None:
+            check_exposure(host, security, insecure, *EXPOSURE_SETTINGS)
         super().__init__(
             ContactsHandler(lookup, writer), signatures(STRUCTS), bounds_of(STRUCTS, _LISTS, _too_large), host, port,
             service_name="ContactsService",
@@ -296,8 +307,11 @@ class ContactsServer(FramedServer):
             max_concurrent_calls=max_concurrent_calls,
             idle_timeout_s=settings.server_idle_timeout_s,
             frame_timeout_s=settings.server_frame_timeout_s,
-            stats=ServerStats(layout=LAYOUT),
+            stats=stats or ServerStats(layout=LAYOUT),
             metrics_port=metrics_port,
+            listener=listener,
+            accept_gate=accept_gate,
+            observe_stats=stats is None,  # a child's are the parent's to observe
         )
 
     def wire_error(self, exc: Exception) -> tuple[Any, str] | None:

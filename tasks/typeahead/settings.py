@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pinlater.kit.envsettings import Setting, parse_flag, plain_text, read_fields, whole_number
 from pinlater.kit.tls import ServerTls, server_tls_of
+from pinlater.settings import MAX_SERVER_PROCESSES, parse_server_processes
 from tasks.appdata.mappings import MAX_PAGE
 from tasks.hbase.settings import Address
 from tasks.typeahead.sources import DEFAULT_ORDER, parse_order
@@ -39,6 +40,7 @@ class TypeaheadSettings:
     thrift_tls_client_ca: str = ""
     thrift_roles: str = ""
     thrift_insecure: bool = False
+    thrift_processes: int = 1
     service: Address | None = None
 
     @property
@@ -93,6 +95,8 @@ SETTINGS: tuple[Setting, ...] = (
             "roles file of the Contacts Service's callers (`reader`: lookups); needs the client CA"),
     Setting("PINLATER_TYPEAHEAD_THRIFT_INSECURE", "thrift_insecure", parse_flag, "no",
             "let the Contacts Service listen on an address other than loopback without client certificates"),
+    Setting("PINLATER_TYPEAHEAD_THRIFT_PROCESSES", "thrift_processes", parse_server_processes, "1",
+            f"Contacts Service processes sharing its port (1 to {MAX_SERVER_PROCESSES}; `--processes` overrides)"),
     Setting("PINLATER_TYPEAHEAD_SERVICE", "service", Address.parse, "",
             "the Contacts Service the typeahead's jobs write the index through (HOST:PORT, with the "
             "PINLATER_CLIENT_TLS_* certificate); unset: in the worker's own process"),

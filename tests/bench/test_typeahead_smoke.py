@@ -23,9 +23,10 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert fill["cells_written"] == {"rebuild": [fill["cells"]], "raw": [fill["cells"]],
                                      "raw_thrift2": [fill["cells"]], "raw_encoded": [fill["cells"]],
                                      "rebuild_service": [fill["cells"]]}
-    # Settled before each writer's run: 5 writers in the smoke's one round.
+    # The index emptied before each writer's run: 5 writers in the smoke's one round.
     assert len(fill["settle_s"]) == 5 * fill["rounds"] and all(s > 0 for s in fill["settle_s"])
     assert fill["rebuild_service_users_per_s"] > 0 and fill["ratio_service"] > 0
+    assert fill["service_processes"] == fill["processes"]  # the service runs as many processes as the backfill
     assert fill["rebuild_users_per_s"] > 0 and fill["raw_users_per_s"] > 0 and fill["ratio"] > 0
     assert fill["raw_thrift2_users_per_s"] > 0 and fill["ratio_thrift2"] > 0
     assert fill["raw_encoded_users_per_s"] > 0 and fill["ratio_encoded"] > 0

@@ -221,7 +221,7 @@ def cli_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[_ClosingIndex]:
         finally:
             index.close()
 
-    monkeypatch.setattr(cli, "_index_lookup", fake)
+    monkeypatch.setattr(cli, "index_lookup", fake)
     yield index
 
 
@@ -289,6 +289,10 @@ def test_cli_serve_refuses_a_taken_port(cli_index: _ClosingIndex, capsys: pytest
      "PINLATER_TYPEAHEAD_THRIFT_ROLES: needs PINLATER_TYPEAHEAD_THRIFT_TLS_CERT"),
     (["serve-thrift", "--host", "0.0.0.0", "--port", "0"], {}, "refusing to serve plain TCP on 0.0.0.0"),
     (["serve-thrift", "--metrics-port", "-1"], {}, "--metrics-port"),
+    (["serve-thrift", "--processes", "0"], {}, "--processes: must be between 1 and 64"),
+    (["serve-thrift"], {"PINLATER_TYPEAHEAD_THRIFT_PROCESSES": "many"}, "PINLATER_TYPEAHEAD_THRIFT_PROCESSES"),
+    (["serve-thrift", "--processes", "2", "--host", "0.0.0.0", "--port", "0"], {},
+     "refusing to serve plain TCP on 0.0.0.0"),
 ])
 def test_cli_usage_and_setting_errors_are_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:
     done = subprocess.run([sys.executable, "-m", "tasks.typeahead.cli", *args], capture_output=True, text=True,

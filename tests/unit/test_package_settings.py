@@ -116,7 +116,7 @@ def test_typeahead_serve_listens_on_pinlater_typeahead_http(
     def no_index() -> Iterator[Any]:  # the address is chosen without HBase
         yield None
 
-    monkeypatch.setattr(typeahead_cli, "_index_lookup", no_index)
+    monkeypatch.setattr(typeahead_cli, "index_lookup", no_index)
     monkeypatch.setattr(cli_runner, "serve_until_signal", lambda prog, host, port, make: served.append((host, port)))
     assert typeahead_cli.main(["serve", *args]) == 0
     assert served == [address]
