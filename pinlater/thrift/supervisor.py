@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -301,9 +302,9 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
     The monitor, if any, runs here in the parent, once for all children."""
 
     @contextlib.contextmanager
-    def monitor(bound: int) -> Iterator[object]:
+    def monitor(interval_s: float, bound: int) -> Iterator[object]:
         service = JobService.from_settings(settings, source=f"pinlater-server-{host}-{bound}")
-        watcher = Monitor(service.operators, interval_s=monitor_interval_s or 0.0)
+        watcher = Monitor(service.operators, interval_s=interval_s)
         watcher.start_thread()
         try:
             yield watcher
@@ -312,4 +313,4 @@ def serve(settings: Settings, host: str, port: int, processes: int, options: Wor
             service.close()
 
     return run(job_server(options), host, port, processes, metrics_port=metrics_port, banner="pinlater server",
-               beside=None if monitor_interval_s is None else monitor)
+               beside=None if monitor_interval_s is None else functools.partial(monitor, monitor_interval_s))
