@@ -161,7 +161,9 @@ def test_ten_dequeuers_never_run_more_than_the_cap_of_a_key(cluster: JobService,
                     time.sleep(0.002)
                     continue
                 start = time.monotonic()
-                time.sleep(0.03)
+                # Long enough that another worker's dequeue lands inside it
+                # on 2 loaded cores, so that each key does reach its cap.
+                time.sleep(0.1)
                 # The end is taken before the ACK: a slot frees only after it.
                 end = time.monotonic()
                 client.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs])
