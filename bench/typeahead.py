@@ -33,10 +33,13 @@ processes (``during_backfill``, shown as ``+bf``); then while one process
 rebuilds it as fast as it can (``during_unlimited_backfill``, ``+bf!``).
 The primary region server's GC pauses in each phase come from its GC log.
 The settled phases are measured again through the servers a client would
-call, each a process of its own started as the Procfile starts it: the
-Contacts Service over Thrift (``pinlater-typeahead serve-thrift``) and the
-HTTP endpoint (``pinlater-typeahead serve``), beside each other in the run
-(``served``).
+call, started as the Procfile starts them: the Contacts Service over
+Thrift (``pinlater-typeahead serve-thrift``, as many processes as
+``--processes``: one per core here, ``service_processes``) and the HTTP
+endpoint (``pinlater-typeahead serve``, one process), beside each other in
+the run (``served``). The lookups, and each server's, start after a
+warm-up of both kinds of queries, so that no phase pays for the
+clusters' first compilations.
 
     python bench/typeahead.py                 # 100,000 users, 2 rounds, lookups 200/s for 20 s
     python bench/typeahead.py --lookups-only  # the index built once, then the lookup phases alone
@@ -395,12 +398,15 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
         pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads, call_timeout_s=5.0))
         index = ContactsIndex(pair, TypeaheadSettings())
         try:
-            lookup_phase(index, users[: max(1, total // 4)], args.rate, args.threads)  # warm pools and JIT
+            # Warm the pools and the clusters' JIT on both kinds of lookups: a
+            # celebrity's tall scans and two-token filters run code the users' do not.
+            lookup_phase(index, warm_up(users, famous), args.rate, args.threads)
             idle = idle_cpu(args.seconds)  # the baseline of a phase's cpu_s: the same span, no lookups
             result = {
                 "idle_cpu_s": idle,
                 "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
                 "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
+                "service_processes": args.processes,
                 **_phases(index, args, users, famous, loaded.celebrities[0]),
             }
             result["served"] = served_bench(args, users, famous)
@@ -462,6 +468,13 @@ def http_asker(port: int) -> Callable[[Query], Served]:
     return ask
 
 
+def warm_up(users: list[Query], famous: list[Query]) -> list[Query]:
+    """A quarter of each phase's queries, interleaved: what runs before the
+    measured phases so that neither pays for first calls."""
+    quarter = max(1, len(users) // 4)
+    return [q for pair in zip(users[:quarter], famous[:quarter], strict=False) for q in pair]
+
+
 def served_phase(ask: Callable[[Query], Served], queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
     """Lookups through a server, timed as ``lookup_phase``'s are (from each
     request's scheduled time): what a client of the server sees."""
@@ -479,9 +492,11 @@ def served_bench(args: argparse.Namespace, users: list[Query], famous: list[Quer
     """The settled phases through the Contacts Service and the HTTP endpoint."""
     out: dict[str, Any] = {}
     for name, command, asker in (("thrift", "serve-thrift", thrift_asker), ("http", "serve", http_asker)):
-        with serving(command) as port:
+        # The Contacts Service as an operator runs it on this machine: a
+        # process per core (as many as the backfill's); the HTTP endpoint is one process.
+        with serving(command, args.processes if command == "serve-thrift" else 1) as port:
             ask = asker(port)
-            served_phase(ask, users[: max(1, len(users) // 4)], args.rate, args.threads)  # warm
+            served_phase(ask, warm_up(users, famous), args.rate, args.threads)
             out[name] = {who: _with_gc(functools.partial(served_phase, ask, queries, args.rate, args.threads))
                          for who, queries in (("users", users), ("celebrity", famous))}
     return out
@@ -559,9 +574,10 @@ def report_lookups(look: dict[str, Any]) -> None:
             print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "
                   f"mean candidates {s['mean_candidates']:7.1f}")
     print("  through a server of its own (settled; ms from the scheduled time, as a client sees them):")
-    for kind, label in (("thrift", "Contacts Service (Thrift)"), ("http", "HTTP endpoint")):
+    for kind, label in (("thrift", f"Contacts Service (Thrift, {look['service_processes']} proc.)"),
+                        ("http", "HTTP endpoint (1 proc.)")):
         for who, p in look["served"][kind].items():
-            print(f"    {label:26} {who:10} {p['answered']:6,}/{p['requests']:<6,} p50 {_ms(p['p50_ms'])} "
+            print(f"    {label:33} {who:10} {p['answered']:6,}/{p['requests']:<6,} p50 {_ms(p['p50_ms'])} "
                   f"p99 {_ms(p['p99_ms'])} max {_ms(p['max_ms'])} errors {p['errors']}, "
                   f"second_degree in {p['second_degree_hits']}")
     thrift = look["served"]["thrift"]

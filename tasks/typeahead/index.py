@@ -6,7 +6,7 @@ source (at most ``tall_scan_limit`` rows each) unless the wide sources
 already give ``limit`` matches that rank above every tall source; then,
 likewise, the owner's second_degree list and its names
 (``tasks.typeahead.second``); ranking and de-duplication in Python
-(``tasks.typeahead.rank``). A match's ``sources`` lists the tall and
+(``tasks.typeahead.rank``, each candidate scored once). A match's ``sources`` lists the tall and
 second_degree sources only when they were read. A lookup
 limited to some sources reads only theirs: the wide scan's range spans the
 codes asked for, a tall source not asked for is not scanned. Reads the
@@ -35,7 +35,7 @@ from tasks.typeahead.entries import (
     split_wide_row,
 )
 from tasks.typeahead.errors import TypeaheadUnavailable
-from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, rank
+from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, Ranking
 from tasks.typeahead.second import candidates as second_candidates
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import SECOND_DEGREE, SOURCES, TALL, WIDE, Source
@@ -174,21 +174,22 @@ class ContactsIndex:
         self, pool: ClusterPool, user_id: int, query: str, probe: str, limit: int, order: Sequence[str] | None,
         sources: frozenset[Source],
     ) -> list[Match]:
-        ranking = order or self.settings.source_order
-        found = wide_candidates(pool, user_id, probe, sources)
-        matches = rank(query, found, ranking, limit)
+        source_order = order or self.settings.source_order
+        ranking = Ranking(query, source_order, limit)
+        ranking.add(wide_candidates(pool, user_id, probe, sources))
+        matches = ranking.top()
         tall = [s for s in TALL if s in sources]
         second = [SECOND_DEGREE] if SECOND_DEGREE in sources else []
-        if _cannot_enter(matches, ranking, limit, tall + second):
+        if _cannot_enter(matches, source_order, limit, tall + second):
             return matches
-        if not _cannot_enter(matches, ranking, limit, tall):
-            others = [t for t in tokenize(query) if t != probe]
-            found += tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others, tall)
-            matches = rank(query, found, ranking, limit)
-        if _cannot_enter(matches, ranking, limit, second):
+        if not _cannot_enter(matches, source_order, limit, tall):
+            others = [t for t in ranking.query_tokens if t != probe]
+            ranking.add(tall_candidates(pool, user_id, probe, self.settings.tall_scan_limit, others, tall))
+            matches = ranking.top()
+        if _cannot_enter(matches, source_order, limit, second):
             return matches
-        found += second_candidates(pool, user_id)
-        return rank(query, found, ranking, limit)
+        ranking.add(second_candidates(pool, user_id))
+        return ranking.top()
 
     def close(self) -> None:
         self.pair.close()

@@ -154,35 +154,56 @@ def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str
     weight descending, score descending, name, key. One match per person: by user id when the
     contact has one, else by contact key; it keeps the best occurrence and
     lists all the sources it was seen in. A blank query matches nothing."""
-    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-        raise ValueError(f"limit must be a whole number in 1..{MAX_LIMIT}, got {limit!r:.40}")
-    query_tokens = tokenize(query)
-    if not query_tokens:
-        return []
-    places = {source: i for i, source in reversed(list(enumerate(source_order)))}  # the first place counts
+    ranking = Ranking(query, source_order, limit)
+    ranking.add(candidates)
+    return ranking.top()
 
-    def source_key(source: str) -> tuple[int, int, str]:
-        return (0, places[source], "") if source in places else (1, 0, source)
 
-    def order_key(source: str, contact: Contact, weight: int, score: float) -> tuple[object, ...]:
-        user = -1 if contact.user_id is None else contact.user_id  # last: makes the order total
-        return (source_key(source), -weight, -score, contact.name.casefold(), contact.name, contact.key, user)
+class Ranking:
+    """``rank`` built up as candidates arrive (a lookup reads its sources one
+    after another and looks at the answer between reads): each candidate is
+    scored once, and ``top()`` after every ``add`` equals ``rank`` of all
+    the candidates added so far."""
 
-    best: dict[tuple[str, object], tuple[tuple[object, ...], Match]] = {}
-    seen_in: dict[tuple[str, object], set[str]] = {}
-    for candidate in candidates:
-        contact = candidate.contact
-        score = match_score(query_tokens, tokenize(contact.name))
-        if score is None:
-            continue
-        person = ("user", contact.user_id) if contact.user_id is not None else ("key", contact.key)
-        seen_in.setdefault(person, set()).add(candidate.source)
-        key = order_key(candidate.source, contact, candidate.weight, score)
-        if person not in best or key < best[person][0]:
-            best[person] = (key, Match(contact, candidate.source, (), score))
+    def __init__(self, query: str, source_order: Sequence[str], limit: int) -> None:
+        if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+            raise ValueError(f"limit must be a whole number in 1..{MAX_LIMIT}, got {limit!r:.40}")
+        self.limit = limit
+        self.query_tokens = tokenize(query)
+        # The first place counts.
+        self.places = {source: i for i, source in reversed(list(enumerate(source_order)))}
+        self.best: dict[tuple[str, object], tuple[tuple[object, ...], Match]] = {}
+        self.seen_in: dict[tuple[str, object], set[str]] = {}
 
-    ranked = sorted(best.items(), key=lambda item: item[1][0])[:limit]
-    return [
-        Match(match.contact, match.source, tuple(sorted(seen_in[person], key=source_key)), match.score)
-        for person, (_, match) in ranked
-    ]
+    def source_key(self, source: str) -> tuple[int, int, str]:
+        place = self.places.get(source)
+        return (0, place, "") if place is not None else (1, 0, source)
+
+    def add(self, candidates: Iterable[Candidate]) -> None:
+        query_tokens, best, seen_in = self.query_tokens, self.best, self.seen_in
+        if not query_tokens:
+            return
+        source_keys: dict[str, tuple[int, int, str]] = {}
+        for candidate in candidates:
+            contact = candidate.contact
+            score = match_score(query_tokens, tokenize(contact.name))
+            if score is None:
+                continue
+            source = candidate.source
+            person = ("user", contact.user_id) if contact.user_id is not None else ("key", contact.key)
+            seen_in.setdefault(person, set()).add(source)
+            if (source_key := source_keys.get(source)) is None:
+                source_key = source_keys[source] = self.source_key(source)
+            user = -1 if contact.user_id is None else contact.user_id  # last: makes the order total
+            key = (source_key, -candidate.weight, -score, contact.name.casefold(), contact.name, contact.key, user)
+            held = best.get(person)
+            if held is None or key < held[0]:
+                best[person] = (key, Match(contact, source, (), score))
+
+    def top(self) -> list[Match]:
+        """The best ``limit`` matches of the candidates added so far."""
+        ranked = sorted(self.best.items(), key=lambda item: item[1][0])[: self.limit]
+        return [
+            Match(match.contact, match.source, tuple(sorted(self.seen_in[person], key=self.source_key)), match.score)
+            for person, (_, match) in ranked
+        ]

@@ -12,6 +12,7 @@ from tasks.typeahead.rank import (
     Candidate,
     Contact,
     Match,
+    Ranking,
     _one_token_score,
     _program_score,
     match_score,
@@ -181,3 +182,24 @@ def test_a_one_token_query_scores_what_the_dynamic_program_scores() -> None:
         query = rng.choice(words)[: rng.randrange(1, 5)]
         assert _one_token_score(query, name_tokens) == _program_score([query], name_tokens), (query, name_tokens)
     assert _one_token_score("x", ["john"]) is None
+
+
+def test_a_ranking_built_source_by_source_equals_rank_of_everything_so_far() -> None:
+    """A lookup adds its sources' candidates one read at a time and looks at
+    the answer in between: each answer is rank's of all the candidates so
+    far (people seen in several parts, repeats, junk, ties), whatever the split."""
+    rng = random.Random(7)
+    first = ["Kim", "Kimberly", "Kip", "Amy", "Ann", "Anna", "Bob", "Kim-Ann"]
+    last = ["Fox", "Ford", "Kim", "Anderson", ""]
+    for _ in range(300):
+        candidates = [
+            cand(rng.choice([*ORDER, "elsewhere"]), f"{rng.choice(first)} {rng.choice(last)}".strip(),
+                 user_id=rng.choice([None, *range(8)]), key=f"k:{rng.randrange(12)}")
+            for _ in range(rng.randrange(0, 25))
+        ]
+        query, limit = rng.choice(["k", "ki", "an", "kim f", "a k", "zed", " - "]), rng.randint(1, 12)
+        cuts = sorted(rng.sample(range(len(candidates) + 1), k=min(3, len(candidates) + 1)))
+        ranking = Ranking(query, ORDER, limit)
+        for start, stop in zip([0, *cuts], [*cuts, len(candidates)], strict=True):
+            ranking.add(candidates[start:stop])
+            assert ranking.top() == rank(query, candidates[:stop], ORDER, limit)
