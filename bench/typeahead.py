@@ -33,11 +33,10 @@ processes (``during_backfill``, shown as ``+bf``); then while one process
 rebuilds it as fast as it can (``during_unlimited_backfill``, ``+bf!``).
 The primary region server's GC pauses in each phase come from its GC log.
 The settled phases are measured again through the servers a client would
-call, started as the Procfile starts them: the Contacts Service over
-Thrift (``pinlater-typeahead serve-thrift``, as many processes as
-``--processes``: one per core here, ``service_processes``) and the HTTP
-endpoint (``pinlater-typeahead serve``, one process), beside each other in
-the run (``served``). The lookups, and each server's, start after a
+call, each a process of its own started as the Procfile starts it: the
+Contacts Service over Thrift (``pinlater-typeahead serve-thrift``) and the
+HTTP endpoint (``pinlater-typeahead serve``), beside each other in the run
+(``served``). The lookups, and each server's, start after a
 warm-up of both kinds of queries, so that no phase pays for the
 clusters' first compilations.
 
@@ -123,6 +122,11 @@ TARGET_P99_MS = 25.0  # Pinterest's typeahead's server-side p99
 TARGET_CELEBRITY_P99_MS = 50.0  # the most-followed account, whose rows are the largest
 SECOND_SHARE = 0.25  # of queries typed for a second_degree contact, so that source is read and shown
 INDEX_TABLES = (TYPEAHEAD_WIDE, TYPEAHEAD_TALL, TYPEAHEAD_SECOND)
+# The Contacts Service answers the lookups from one process: with HBase on
+# the same 2 cores, a second process let Python take both and the clusters'
+# threads wait (users' p99 through 2 processes 27-124 ms in 4 runs, through
+# 1 process 12-48 ms in 5).
+LOOKUP_SERVICE_PROCESSES = 1
 
 
 # ------------------------------------------------------------------ load
@@ -406,7 +410,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
                 "idle_cpu_s": idle,
                 "rate_per_s": args.rate, "seconds": args.seconds, "threads": args.threads, "limit": 10,
                 "tall_scan_limit": index.settings.tall_scan_limit, "settle_s": settle_s,
-                "service_processes": args.processes,
+                "service_processes": LOOKUP_SERVICE_PROCESSES,
                 **_phases(index, args, users, famous, loaded.celebrities[0]),
             }
             result["served"] = served_bench(args, users, famous)
@@ -492,9 +496,7 @@ def served_bench(args: argparse.Namespace, users: list[Query], famous: list[Quer
     """The settled phases through the Contacts Service and the HTTP endpoint."""
     out: dict[str, Any] = {}
     for name, command, asker in (("thrift", "serve-thrift", thrift_asker), ("http", "serve", http_asker)):
-        # The Contacts Service as an operator runs it on this machine: a
-        # process per core (as many as the backfill's); the HTTP endpoint is one process.
-        with serving(command, args.processes if command == "serve-thrift" else 1) as port:
+        with serving(command, LOOKUP_SERVICE_PROCESSES if command == "serve-thrift" else 1) as port:
             ask = asker(port)
             served_phase(ask, warm_up(users, famous), args.rate, args.threads)
             out[name] = {who: _with_gc(functools.partial(served_phase, ask, queries, args.rate, args.threads))
