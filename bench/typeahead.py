@@ -125,7 +125,7 @@ INDEX_TABLES = (TYPEAHEAD_WIDE, TYPEAHEAD_TALL, TYPEAHEAD_SECOND)
 # The Contacts Service answers the lookups from one process: with HBase on
 # the same 2 cores, a second process let Python take both and the clusters'
 # threads wait (users' p99 through 2 processes 27-124 ms in 4 runs, through
-# 1 process 12-48 ms in 5).
+# 1 process 12-48 ms in 6).
 LOOKUP_SERVICE_PROCESSES = 1
 
 
