@@ -101,21 +101,39 @@ class FeedWorld:
     def busy(self) -> int:
         return jobs_left(self.service, self.worker_queues)
 
-    def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain") -> dict[str, dict[str, int]]:
+    def settle(self, timeout: float = 120.0, what: str = "the feed queues to drain",
+               limit: float | None = None) -> dict[str, dict[str, int]]:
         """Waits until no feed job is pending or running (twice in a row,
-        a moment apart: a job may be between its ACK and its successor)."""
+        a moment apart: a job may be between its ACK and its successor).
+
+        With ``limit``, ``timeout`` is the longest wait in which no job
+        finishes: a backlog that keeps draining on a loaded machine is
+        waited for up to ``limit`` seconds in all, a stuck one fails after
+        ``timeout``."""
         def quiet() -> bool:
             if self.busy():
                 return False
             time.sleep(0.3)
             return self.busy() == 0
 
-        try:
-            wait_until(quiet, timeout, interval=0.2, what=what)
-        except AssertionError:
-            logs = "\n".join(f"--- {name}\n{self.procs.log(name)[-3000:]}" for name in self.workers)
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}: {self.counts()}\n{logs}") from None
-        return self.counts()
+        start = time.monotonic()
+        window = timeout
+        while True:
+            finished = self._finished()
+            try:
+                wait_until(quiet, window, interval=0.2, what=what)
+                return self.counts()
+            except AssertionError:
+                waited = time.monotonic() - start
+                if limit is not None and waited < limit and self._finished() > finished:
+                    window = min(timeout, limit - waited)
+                    continue
+                logs = "\n".join(f"--- {name}\n{self.procs.log(name)[-3000:]}" for name in self.workers)
+                raise AssertionError(f"timed out after {waited:.0f}s waiting for {what}: {self.counts()}\n"
+                                     f"{logs}") from None
+
+    def _finished(self) -> int:
+        return sum(c["succeeded"] + c["failed"] for c in self.counts().values())
 
     def failed_jobs(self) -> dict[str, int]:
         return {q: c["failed"] for q, c in self.counts().items() if c["failed"]}
