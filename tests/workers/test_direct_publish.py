@@ -5,6 +5,8 @@ must take Celery's path."""
 
 from __future__ import annotations
 
+import enum
+import typing
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,6 +14,9 @@ from typing import Any
 
 import pytest
 from celery import Celery, signals
+from celery.utils.saferepr import saferepr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pinlater.errors import ShardConnectionFailed
 from pinlater.service import JobService
@@ -21,6 +26,15 @@ from workers.channel import Channel
 
 Sent = list[tuple[str, dict[str, Any]]]
 ETA = datetime(2031, 5, 4, 3, 2, 1, 123456, tzinfo=UTC)
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Point(typing.NamedTuple):
+    x: int
+    y: int
 
 
 @pytest.fixture
@@ -165,3 +179,30 @@ def test_a_publish_retried_after_a_connection_error_keeps_its_attempts_and_key(
     assert failed == [qname("w_fail")]
     assert again.descriptor == result.descriptor, "the idempotency key was lost on the retry"
     assert service.lookup([result.descriptor])[result.descriptor].attempts_allowed == 3
+
+
+# -- the arguments' repr --------------------------------------------------------------------------------------
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(["a'b", 'a"b', "a\\b", "\n", "é", ""])
+_SCALAR = st.none() | st.booleans() | st.integers() | st.floats() | _TEXT
+_NESTED = st.lists(_SCALAR, max_size=3) | st.tuples(_SCALAR) | st.just(Color.RED)
+_ARGS = st.tuples() | st.lists(_SCALAR | _NESTED, max_size=6).map(tuple) | st.dictionaries(_TEXT, _SCALAR, max_size=5)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ARGS, st.sampled_from([3, 8, 40, 1024]), st.sampled_from([0, 1, 3]))
+def test_the_arguments_repr_is_celerys_saferepr(value: Any, maxsize: int, maxlevels: int) -> None:
+    assert direct_publish.arguments_repr(value, maxsize, maxlevels) == saferepr(value, maxsize, maxlevels=maxlevels)
+
+
+def test_the_arguments_repr_of_a_named_tuple_or_a_long_text_is_celerys() -> None:
+    for value in [Point(1, 2), ("x" * 2000,), (Color.RED,), {1: 2}]:
+        assert direct_publish.arguments_repr(value, 1024, 3) == saferepr(value, 1024, maxlevels=3)
+
+
+def test_flat_plain_arguments_skip_saferepr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(direct_publish, "saferepr", None)  # a call would raise
+    flat = (12, None, True, 1.5, "Ann Lee")
+    assert direct_publish.arguments_repr(flat, 1024, 3) == "(12, None, True, 1.5, 'Ann Lee')"
+    assert direct_publish.arguments_repr({"user": 7, "name": "é"}, 1024, 3) == "{'user': 7, 'name': 'é'}"
+    assert direct_publish.arguments_repr((), 1024, 3) == "()"
