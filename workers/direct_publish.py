@@ -29,13 +29,15 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from celery import signals
+from celery.app.routes import MapRoute
 from celery.utils import uuid
+from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
 from celery.utils.time import isoparse
 from kombu.entity import maybe_delivery_mode
 from kombu.serialization import dumps
 
-from workers import bulk
+from workers import bulk, registry
 
 log = logging.getLogger(__name__)
 
@@ -121,87 +123,132 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
             options: dict[str, Any]) -> Any:
     """Publishes as ``Task.apply_async`` would; None when the route is not a
     plain task queue (the caller then takes Celery's path)."""
+    prepared = prepare(task, producer, options, (args, kwargs))
+    return None if prepared is None else prepared.send(args, kwargs, task_id, shadow)
+
+
+def prepare(task: Any, producer: Any, options: dict[str, Any],
+            routed_by: tuple[Any, Any] | None = None) -> Prepared | None:
+    """What publishes of ``task`` with ``options`` decide alike, decided
+    once: the options' defaults, the route and the queue. ``routed_by``: the
+    arguments the route is asked with; None for publishes of many
+    arguments, which only routers that ignore them (``task_routes`` maps,
+    the PinLater app's own router) can share. None when the route is not a
+    plain task queue, or is a function of the arguments."""
     app = task.app
     amqp = app.amqp
-    defaults = _defaults(app)
     # Task.apply_async's checks and option defaults, in its order.
     if task.soft_time_limit and task.time_limit and task.soft_time_limit > task.time_limit:
         raise ValueError("soft_time_limit must be less than or equal to time_limit")
-    if task.typing:
-        check_arguments = getattr(task, "__header__", None)
-        if check_arguments is not None:
-            check_arguments(*(args or ()), **(kwargs or {}))
-    if task.__v2_compat__:
-        shadow = shadow or task.shadow_name(task(), args, kwargs, options)
-    else:
-        shadow = shadow or task.shadow_name(args, kwargs, options)
+    given = options
     options = dict(task._get_exec_options(), **options)
     options.setdefault("ignore_result", task.ignore_result)
     # App.send_task's, for a publish outside any task.
-    countdown = options.pop("countdown", None)
-    eta = options.pop("eta", None)
-    time_limit = options.pop("time_limit", None)
-    soft_time_limit = options.pop("soft_time_limit", None)
-    expires = options.pop("expires", None)
-    ignore_result = options.pop("ignore_result", None)
-    group_id = options.pop("group_id", None)
-    group_index = options.pop("group_index", None)
-    reply_to = options.pop("reply_to", None) or app.thread_oid
+    taken = {name: options.pop(name, None) for name in _SEND_TASK_OPTIONS}
     # Adds the result to the running task's trail: this path runs outside tasks.
     options.pop("add_to_parent", None)
-    routed = amqp.router.route(options, task.name, args, kwargs, task)
+    if routed_by is None:
+        if not all(route is registry.route or isinstance(route, MapRoute) for route in amqp.router.routes):
+            return None
+        routed_by = ((), {})
+    routed = amqp.router.route(options, task.name, *routed_by, task)
     target = _queue_name(amqp, routed)
     if target is None:
         return None
-    task_id = task_id or uuid()
-    expiration = None
-    if expires is not None:
-        when = isoparse(expires) if isinstance(expires, str) else expires
-        expiration = when if isinstance(when, int | float) else (when - app.now()).total_seconds()
-        if expiration < 0:
-            log.warning("%s has an expiration date in the past (%ss ago): set to 0", task_id, -expiration)
-            expiration = 0
-    # The reprs as as_task_v2 makes them, without its two reads of app.conf.
-    argsrepr = arguments_repr(args or (), amqp.argsrepr_maxsize, defaults.repr_maxlevels)
-    kwargsrepr = arguments_repr(kwargs or {}, amqp.kwargsrepr_maxsize, defaults.repr_maxlevels)
-    headers, properties, body, _ = amqp.create_task_message(
-        task_id, task.name, args, kwargs, countdown, eta, group_id, group_index, expires, 0, None, None, None,
-        reply_to, time_limit, soft_time_limit, False, None, None, shadow, None,
-        ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr, kwargsrepr=kwargsrepr,
-    )
-    # AMQP.send_task_message's and Producer.publish's, for a direct route.
-    if routed.get("headers"):
-        headers.update(routed["headers"])
+    defaults = _defaults(app)
     queue = routed.get("queue")
-    properties["delivery_mode"] = maybe_delivery_mode(
+    delivery_mode = maybe_delivery_mode(
         routed.get("delivery_mode") or getattr(getattr(queue, "exchange", None), "delivery_mode", None)
         or defaults.delivery_mode
     )
-    if expiration is not None:
-        properties["expiration"] = str(int(expiration * 1000))
-    content_type, content_encoding, data = dumps(body, serializer=routed.get("serializer") or defaults.serializer)
-    priority = routed.get("priority")
+    return Prepared(task, producer, given, target, routed, taken, taken.pop("reply_to") or app.thread_oid,
+                    delivery_mode, anon_nodename())
 
-    with nullcontext(producer) if producer is not None else app.producer_or_acquire() as bound:
-        connection = bound.connection
 
-        def send() -> None:
-            channel = bound.channel
-            message = channel.prepare_message(data, priority, content_type, content_encoding, headers, properties)
-            channel.basic_publish(message, exchange="", routing_key=target)
+# The options App.send_task takes out of a publish's before routing it.
+_SEND_TASK_OPTIONS = ("countdown", "eta", "time_limit", "soft_time_limit", "expires", "ignore_result", "group_id",
+                      "group_index", "reply_to")
 
-        with connection._reraise_as_library_errors():
-            if not ignore_result:
-                app.backend.on_task_call(bound, task_id)
-            retry = defaults.retry if routed.get("retry") is None else routed["retry"]
-            if retry and not bulk.takes(headers):  # a bulk scope's publish only waits: nothing to retry yet
-                policy = dict(defaults.retry_policy, **(routed.get("retry_policy") or {}))
-                connection.ensure(bound, send, **policy)()
-            else:
-                send()
-    result = task.AsyncResult(task_id)
-    result.ignored = ignore_result
-    return result
+
+@dataclass(slots=True)  # not frozen: a frozen one's __init__ costs a setattr call a field, every publish
+class Prepared:
+    """A publish with its route decided: ``send`` publishes one call."""
+
+    task: Any
+    producer: Any
+    given: dict[str, Any]  # the publish's options, as the task's shadow_name sees them
+    target: str  # the task queue
+    routed: dict[str, Any]
+    taken: dict[str, Any]  # _SEND_TASK_OPTIONS but reply_to
+    reply_to: Any
+    delivery_mode: Any
+    origin: str  # as_task_v2's default, the same for every publish of a process
+
+    def send(self, args: Any, kwargs: Any, task_id: str | None, shadow: Any) -> Any:
+        task, taken, routed = self.task, self.taken, self.routed
+        app = task.app
+        amqp = app.amqp
+        defaults = _defaults(app)
+        if task.typing:
+            check_arguments = getattr(task, "__header__", None)
+            if check_arguments is not None:
+                check_arguments(*(args or ()), **(kwargs or {}))
+        if task.__v2_compat__:
+            shadow = shadow or task.shadow_name(task(), args, kwargs, self.given)
+        else:
+            shadow = shadow or task.shadow_name(args, kwargs, self.given)
+        task_id = task_id or uuid()
+        expires = taken["expires"]
+        expiration = None
+        if expires is not None:
+            when = isoparse(expires) if isinstance(expires, str) else expires
+            expiration = when if isinstance(when, int | float) else (when - app.now()).total_seconds()
+            if expiration < 0:
+                log.warning("%s has an expiration date in the past (%ss ago): set to 0", task_id, -expiration)
+                expiration = 0
+        # The reprs as as_task_v2 makes them, without its two reads of app.conf.
+        argsrepr = arguments_repr(args or (), amqp.argsrepr_maxsize, defaults.repr_maxlevels)
+        kwargsrepr = arguments_repr(kwargs or {}, amqp.kwargsrepr_maxsize, defaults.repr_maxlevels)
+        ignore_result = taken["ignore_result"]
+        headers, properties, body, _ = amqp.create_task_message(
+            task_id, task.name, args, kwargs, taken["countdown"], taken["eta"], taken["group_id"],
+            taken["group_index"], expires, 0, None, None, None, self.reply_to, taken["time_limit"],
+            taken["soft_time_limit"], False, None, None, shadow, None,
+            origin=self.origin, ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr,
+            kwargsrepr=kwargsrepr,
+        )
+        # AMQP.send_task_message's and Producer.publish's, for a direct route.
+        if routed.get("headers"):
+            headers.update(routed["headers"])
+        properties["delivery_mode"] = self.delivery_mode
+        if expiration is not None:
+            properties["expiration"] = str(int(expiration * 1000))
+        content_type, content_encoding, data = dumps(body, serializer=routed.get("serializer") or defaults.serializer)
+        priority = routed.get("priority")
+        target = self.target
+        producer = self.producer
+
+        with nullcontext(producer) if producer is not None else app.producer_or_acquire() as bound:
+            connection = bound.connection
+
+            def send() -> None:
+                channel = bound.channel
+                message = channel.prepare_message(data, priority, content_type, content_encoding, headers,
+                                                  properties)
+                channel.basic_publish(message, exchange="", routing_key=target)
+
+            with connection._reraise_as_library_errors():
+                if not ignore_result:
+                    app.backend.on_task_call(bound, task_id)
+                retry = defaults.retry if routed.get("retry") is None else routed["retry"]
+                if retry and not bulk.takes(headers):  # a bulk scope's publish only waits: nothing to retry yet
+                    policy = dict(defaults.retry_policy, **(routed.get("retry_policy") or {}))
+                    connection.ensure(bound, send, **policy)()
+                else:
+                    send()
+        result = task.AsyncResult(task_id)
+        result.ignored = ignore_result
+        return result
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})

@@ -79,6 +79,11 @@ from workers.settings import TransportSettings
 
 log = logging.getLogger(__name__)
 
+# apply_async's parameters that differ per call, or that the direct path
+# does not handle: a delay_many given any publishes each call alone.
+_PER_CALL_OPTIONS = frozenset({"task_id", "shadow", "link", "link_error", "idempotency_key", "fairness_key",
+                               "unique_key"})
+
 
 class JobRefused(Exception):
     """A job its task can never run (``PinLaterTask.refuse``)."""
@@ -213,12 +218,32 @@ class PinLaterTask(Task):
         ``descriptor``, once every job is stored."""
         results = []
         with bulk.publishing(), self.app.producer_or_acquire() as producer:
+            prepared = self._prepared_for_many(producer, options)
             for call in calls:
-                if isinstance(call, dict):
-                    results.append(self.apply_async((), call, producer=producer, **options))
-                else:
-                    results.append(self.apply_async(tuple(call), None, producer=producer, **options))
+                args, kwargs = ((), call) if isinstance(call, dict) else (tuple(call), None)
+                if prepared is None:
+                    results.append(self.apply_async(args, kwargs, producer=producer, **options))
+                    continue
+                take_descriptor()
+                result = prepared.send(args, kwargs, None, None)
+                stamp(result)
+                results.append(result)
         return results
+
+    def _prepared_for_many(self, producer: Any, options: dict[str, Any]) -> direct_publish.Prepared | None:
+        """When every call of a ``delay_many`` would take the direct path with
+        the same options and route (no per-call keys, no tracing, a route that
+        ignores the arguments), that path decided once; else None, and each
+        call is an ``apply_async``."""
+        cls = type(self)
+        if cls.fairness_key_of is not None or cls.unique or cls.unique_of is not None:
+            return None
+        if _PER_CALL_OPTIONS & options.keys() or tracing.ON or tracing.configure():
+            return None
+        options = self._job_headers(dict(options), None)
+        if not self._on_pinlater_broker() or not direct_publish.usable(self, None, None, options):
+            return None
+        return direct_publish.prepare(self, producer, options)
 
     def _unique_key(self, args: Any, kwargs: Any) -> str | None:
         """A publish's unique key as the task says: by ``unique_of`` of the
@@ -235,13 +260,7 @@ class PinLaterTask(Task):
 
     def _publish(self, args: Any, kwargs: Any, task_id: Any, producer: Any, link: Any, link_error: Any,
                  shadow: Any, idempotency_key: str | None, options: dict[str, Any]) -> Any:
-        if self.retry_policy is not None or idempotency_key is not None:
-            headers = dict(options.pop("headers", None) or {})
-            if self.retry_policy is not None:
-                headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
-            if idempotency_key is not None:
-                headers["pinlater_idempotency_key"] = idempotency_key
-            options["headers"] = headers
+        options = self._job_headers(options, idempotency_key)
         on_pinlater = self._on_pinlater_broker()
         if on_pinlater and direct_publish.usable(self, link, link_error, options):
             take_descriptor()
@@ -264,6 +283,18 @@ class PinLaterTask(Task):
             # send_task takes the descriptor); any other app has not.
             stamp(result)
         return result
+
+    def _job_headers(self, options: dict[str, Any], idempotency_key: str | None) -> dict[str, Any]:
+        """``options`` with the headers that carry the job's attempts (the
+        task's retry policy) and idempotency key to the transport."""
+        if self.retry_policy is not None or idempotency_key is not None:
+            headers = dict(options.pop("headers", None) or {})
+            if self.retry_policy is not None:
+                headers.setdefault("pinlater_attempts", self.retry_policy.attempts_allowed)
+            if idempotency_key is not None:
+                headers["pinlater_idempotency_key"] = idempotency_key
+            options["headers"] = headers
+        return options
 
     def _on_pinlater_broker(self) -> bool:
         # Once per task object (each app binds its own): an app's broker does

@@ -169,6 +169,22 @@ def test_celery_task_message_signature_is_the_one_direct_publish_calls() -> None
           "AMQP.as_task_v2", "a keyword workers.direct_publish passes is gone")
 
 
+def test_celery_router_keeps_its_expanded_routes_in_order() -> None:
+    """A delay_many shares one route between its calls when every router
+    ignores the arguments: it reads them from ``Router.routes``."""
+    celery = pytest.importorskip("celery")
+    routes = pytest.importorskip("celery.app.routes")
+
+    def by_name(name: str, args: object, kwargs: object, options: object, task: object = None) -> None:
+        return None
+
+    app = celery.Celery("guards", set_as_current=False)
+    app.conf.task_routes = ({"guards.t": {"queue": "q"}}, by_name)
+    kept = getattr(app.amqp.router, "routes", None)
+    guard(isinstance(kept, list) and len(kept) == 2 and isinstance(kept[0], routes.MapRoute) and kept[1] is by_name,
+          "celery", "Router.routes", "it no longer lists task_routes expanded, maps as MapRoute, in order")
+
+
 def test_celery_task_exec_options_and_queue_selection() -> None:
     celery = pytest.importorskip("celery")
     app = celery.Celery("guards", set_as_current=False)

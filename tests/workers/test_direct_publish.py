@@ -206,3 +206,59 @@ def test_flat_plain_arguments_skip_saferepr(monkeypatch: pytest.MonkeyPatch) -> 
     assert direct_publish.arguments_repr(flat, 1024, 3) == "(12, None, True, 1.5, 'Ann Lee')"
     assert direct_publish.arguments_repr({"user": 7, "name": "é"}, 1024, 3) == "{'user': 7, 'name': 'é'}"
     assert direct_publish.arguments_repr((), 1024, 3) == "()"
+
+
+# -- delay_many: the direct path decided once for every call -------------------------------------------------
+
+MANY: dict[str, list[Any]] = {"tests.w_pub": [(1, "two", {"3": [4.5]}), (), ("Ann O'Neil", None), [7]],
+                              "tests.w_fail": [(), ()]}
+
+
+def _without_ids(message: dict[str, Any]) -> dict[str, Any]:
+    task_id = message["headers"]["id"]
+    headers = {k: ("ID" if v == task_id else v) for k, v in message["headers"].items()}
+    properties = {k: ("ID" if v == task_id else v) for k, v in message["properties"].items()}
+    properties.pop("expiration", None)  # a TTL from now, on each call's clock (compared above)
+    return {**message, "headers": headers, "properties": properties}
+
+
+@pytest.mark.parametrize("task_name", ["tests.w_pub", "tests.w_fail"])
+@pytest.mark.parametrize("options", OPTIONS, ids=[",".join(o) or "none" for o in OPTIONS])
+def test_delay_many_gives_the_channel_what_publishes_one_by_one_on_celerys_path_give_it(
+    app: Celery, sent: Sent, options: dict[str, Any], task_name: str
+) -> None:
+    task = app.tasks[task_name]
+    with pytest.MonkeyPatch.context() as patch:
+        if "idempotency_key" not in options:  # a key is per call: those calls publish one by one
+            patch.setattr(direct_publish, "publish", lambda *a: pytest.fail("a call of delay_many published alone"))
+        results = task.delay_many(MANY[task_name], **options)
+    many = [message for _, message in sent]
+    sent.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(direct_publish, "usable", lambda *a: False)
+        for call in MANY[task_name]:
+            task.apply_async(tuple(call), **options)
+    one_by_one = [message for _, message in sent]
+    assert [m["headers"]["id"] for m in many] == [r.id for r in results]
+    assert len({r.id for r in results}) == len(MANY[task_name])
+    assert [_without_ids(m) for m in many] == [_without_ids(m) for m in one_by_one]
+
+
+def test_delay_many_with_a_route_of_the_arguments_publishes_one_by_one(
+    app: Celery, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def by_first_argument(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any) -> Any:
+        return {"queue": qname("w_pub")} if name == "tests.w_pub" and args and args[0] == 1 else None
+
+    router = app.amqp.router
+    monkeypatch.setattr(router, "routes", [*router.routes, by_first_argument])
+    calls: list[Any] = []
+    real = direct_publish.publish
+    def counted(*a: Any) -> Any:
+        calls.append(a[1])
+        return real(*a)
+
+    monkeypatch.setattr(direct_publish, "publish", counted)
+    app.tasks["tests.w_pub"].delay_many([(1,), (2,)])
+    assert calls == [(1,), (2,)]
+    assert len(sent) == 2
