@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from pinlater.kit.signals import on_signals
 from pinlater.service import JobService
@@ -38,8 +38,20 @@ log = logging.getLogger(__name__)
 ORPHAN_CHECK_S = 0.5
 
 
+class ChildOptions:
+    """Base of a dataclass of what every child of a server is told, which
+    travels as one JSON argument of its command line."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))  # type: ignore[call-overload]  # subclasses are dataclasses
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls(**json.loads(text))
+
+
 @dataclass(frozen=True)
-class WorkerOptions:
+class WorkerOptions(ChildOptions):
     """The server options every child gets (the rest come from the PINLATER_*
     settings, inherited with the environment)."""
 
@@ -48,13 +60,6 @@ class WorkerOptions:
     max_concurrent_calls: int = 64
     grace_s: float = 30.0
     log_level: int = logging.INFO
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> WorkerOptions:
-        return cls(**json.loads(text))
 
 
 def command(

@@ -18,7 +18,7 @@ A service of several processes on one port is a supervisor ``Program``
 from pinlater.thrift.access import AccessDenied
 from pinlater.thrift.bounds import CallBounds, Limit, bounds_of
 from pinlater.thrift.calls import Signature, signatures
-from pinlater.thrift.child import Inherited, inherit
+from pinlater.thrift.child import ChildOptions, Inherited, inherit
 from pinlater.thrift.child import serve as serve_child
 from pinlater.thrift.convert import trace_carrier
 from pinlater.thrift.security import Security, check_exposure
@@ -28,7 +28,7 @@ from pinlater.thrift.supervisor import Program
 from pinlater.thrift.supervisor import run as supervise
 
 __all__ = [
-    "AccessDenied", "CallBounds", "FramedServer", "Inherited", "Limit", "Program", "Security", "ServerStats",
-    "Signature", "StatsLayout", "bounds_of", "check_exposure", "inherit", "serve_child", "signatures", "supervise",
-    "trace_carrier",
+    "AccessDenied", "CallBounds", "ChildOptions", "FramedServer", "Inherited", "Limit", "Program", "Security",
+    "ServerStats", "Signature", "StatsLayout", "bounds_of", "check_exposure", "inherit", "serve_child", "signatures",
+    "supervise", "trace_carrier",
 ]

@@ -111,7 +111,7 @@ def _serve_processes(args: argparse.Namespace, settings: TypeaheadSettings, host
     from tasks.typeahead.service import EXPOSURE_SETTINGS, LAYOUT
 
     check_exposure(host, security, settings.thrift_insecure, *EXPOSURE_SETTINGS)
-    options = service_child.ChildOptions(args.grace, log_level=logging.getLogger().getEffectiveLevel())
+    options = service_child.ContactsChildOptions(args.grace, log_level=logging.getLogger().getEffectiveLevel())
     program = Program("contacts thrift server", "pinlater-contacts", service_child.MODULE, options.to_json(),
                       args.grace, LAYOUT, app_store_families_of)
     return supervise(program, host, port, processes, metrics_port=metrics_port, banner="pinlater-typeahead thrift")

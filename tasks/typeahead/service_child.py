@@ -12,32 +12,24 @@ for the parent's ``/metrics``; the rest is the job server's child kit.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from pinlater.observe.seam import app_store_snapshot
-from pinlater.thrift.serving import inherit, serve_child
+from pinlater.thrift.serving import ChildOptions, inherit, serve_child
 
 MODULE = "tasks.typeahead.service_child"
 
 
 @dataclass(frozen=True)
-class ChildOptions:
+class ContactsChildOptions(ChildOptions):
     """What every child is told (the rest comes from the PINLATER_TYPEAHEAD_*
     settings, inherited with the environment)."""
 
     grace_s: float = 30.0
     max_concurrent_calls: int = 64
     log_level: int = logging.INFO
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> ChildOptions:
-        return cls(**json.loads(text))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.typeahead.service import LAYOUT, ContactsServer, security_of
     from tasks.typeahead.settings import TypeaheadSettings
 
-    inherited = inherit(argv, MODULE, LAYOUT, lambda text: ChildOptions.from_json(text).log_level)
-    options = ChildOptions.from_json(inherited.options)
+    inherited = inherit(argv, MODULE, LAYOUT, lambda text: ContactsChildOptions.from_json(text).log_level)
+    options = ContactsChildOptions.from_json(inherited.options)
     try:
         settings = TypeaheadSettings.from_env()
         security = security_of(settings.thrift_tls, settings.thrift_roles)
