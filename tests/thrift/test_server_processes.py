@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pinlater import Ack, Job, JobService
+from pinlater.models import DequeuedJob
 from pinlater.settings import Settings
 from tests.servers import mysql_url
 from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
@@ -284,3 +285,30 @@ def test_bad_process_counts_are_one_line_errors(value: str) -> None:
     out = subprocess.run(cli("server"), capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "PINLATER_SERVER_PROCESSES" in out.stderr, out.stderr
+
+
+def test_the_parents_monitor_re_pends_an_expired_claim(servers: None, tmp_path: Path, queue_name: str) -> None:
+    """Without ``--no-monitor`` the server's monitor runs beside its
+    children (in the parent): a job claimed through one process and never
+    ACKed is pending again after its claim timeout, and another client's
+    dequeue gets it."""
+    log = tmp_path / "server-monitored.log"
+    with ServerProcess("--grace", "5", "--processes", "2", "--monitor-interval", "0.2", env=server_env(),
+                       log_path=log) as server:
+        worker, other = server.client("lost-worker"), server.client("other-worker")
+        worker.create_queue(queue_name, claim_timeout_ms=300)
+        [descriptor] = worker.enqueue(queue_name, [Job(b"claimed, never acked")])
+        [claimed] = worker.dequeue(queue_name, 1)
+        assert claimed.descriptor == descriptor
+        deadline = time.monotonic() + 15
+        again: list[DequeuedJob] = []
+        while not again:
+            running = worker.count(queue_name, "running")
+            assert time.monotonic() < deadline, f"the claim never expired: {running} running"
+            time.sleep(0.1)
+            again = other.dequeue(queue_name, 1)
+        assert [j.descriptor for j in again] == [descriptor]
+        other.ack(queue_name, succeeded=[Ack(descriptor)])
+        assert worker.count(queue_name, "succeeded") == 1
+        for c in (worker, other):
+            c.close()
