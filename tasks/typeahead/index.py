@@ -118,11 +118,6 @@ def tall_candidates(
     return found
 
 
-def candidates(pool: ClusterPool, owner: int, probe: str, tall_limit: int) -> list[Candidate]:
-    """Every contact of ``owner`` with a name token starting with ``probe``."""
-    return wide_candidates(pool, owner, probe) + tall_candidates(pool, owner, probe, tall_limit)
-
-
 def _cannot_enter(matches: list[Match], order: Sequence[str], limit: int, later: Collection[Source]) -> bool:
     """True when ``limit`` matches already rank above every source of
     ``later`` (sources not read yet), so nothing they hold could enter the
