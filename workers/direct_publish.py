@@ -184,12 +184,14 @@ class Prepared:
     delivery_mode: Any
     origin: str  # as_task_v2's default, the same for every publish of a process
 
-    def send(self, args: Any, kwargs: Any, task_id: str | None, shadow: Any) -> Any:
+    def send(self, args: Any, kwargs: Any, task_id: str | None, shadow: Any, *, checked: bool = False) -> Any:
+        """``checked``: the arguments were checked against the task's
+        signature already (``delay_many`` checks every call first)."""
         task, taken, routed = self.task, self.taken, self.routed
         app = task.app
         amqp = app.amqp
         defaults = _defaults(app)
-        if task.typing:
+        if task.typing and not checked:
             check_arguments = getattr(task, "__header__", None)
             if check_arguments is not None:
                 check_arguments(*(args or ()), **(kwargs or {}))

@@ -215,20 +215,43 @@ class PinLaterTask(Task):
         thousand jobs (``workers.bulk``): each call is the task's arguments,
         a tuple (``(user,)``) or a dict of keyword arguments, and ``options``
         are ``apply_async``'s for every one. Their results, in order, with
-        ``descriptor``, once every job is stored."""
+        ``descriptor``, once every job is stored. A call of the wrong shape,
+        or whose arguments the task does not take, is a TypeError naming it,
+        raised before any call is published."""
+        checked = self._checked_calls(calls)
         results = []
         with bulk.publishing(), self.app.producer_or_acquire() as producer:
             prepared = self._prepared_for_many(producer, options)
-            for call in calls:
-                args, kwargs = ((), call) if isinstance(call, dict) else (tuple(call), None)
+            for args, kwargs in checked:
                 if prepared is None:
                     results.append(self.apply_async(args, kwargs, producer=producer, **options))
                     continue
                 take_descriptor()
-                result = prepared.send(args, kwargs, None, None)
+                result = prepared.send(args, kwargs, None, None, checked=True)
                 stamp(result)
                 results.append(result)
         return results
+
+    def _checked_calls(self, calls: Iterable[Any]) -> list[tuple[tuple[Any, ...], dict[str, Any] | None]]:
+        """``delay_many``'s calls as (args, kwargs), each checked against the
+        task's signature as a publish checks it (``typing``)."""
+        check = getattr(self, "__header__", None) if self.typing else None
+        checked: list[tuple[tuple[Any, ...], dict[str, Any] | None]] = []
+        for i, call in enumerate(calls):
+            if isinstance(call, dict) and all(isinstance(k, str) for k in call):
+                args, kwargs = (), call
+            elif isinstance(call, tuple | list):
+                args, kwargs = tuple(call), None
+            else:
+                raise TypeError(f"delay_many: call {i} must be a tuple or list of arguments or a dict of keyword "
+                                f"arguments, got {type(call).__name__}")
+            if check is not None:
+                try:
+                    check(*args, **(kwargs or {}))
+                except TypeError as exc:
+                    raise TypeError(f"delay_many: call {i}: {exc}") from None
+            checked.append((args, kwargs))
+        return checked
 
     def _prepared_for_many(self, producer: Any, options: dict[str, Any]) -> direct_publish.Prepared | None:
         """When every call of a ``delay_many`` would take the direct path with

@@ -262,3 +262,13 @@ def test_delay_many_with_a_route_of_the_arguments_publishes_one_by_one(
     app.tasks["tests.w_pub"].delay_many([(1,), (2,)])
     assert calls == [(1,), (2,)]
     assert len(sent) == 2
+
+
+@pytest.mark.parametrize("bad", [5, "ab", {1: "x"}, (1, 2, 3, 4)])
+def test_a_bad_call_of_delay_many_publishes_none_of_them(app: Celery, sent: Sent, bad: Any) -> None:
+    task = app.tasks["tests.w_fail"]  # takes no arguments
+    calls = [(), (), bad, ()] if bad != (1, 2, 3, 4) else [(), bad]
+    with pytest.raises(TypeError, match=r"delay_many: call \d") as caught:
+        task.delay_many(calls)
+    assert "\n" not in str(caught.value)
+    assert sent == []
