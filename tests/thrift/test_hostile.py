@@ -22,6 +22,7 @@ import pytest
 from pinlater import Job
 from pinlater.kit.tls import ClientTls
 from pinlater.thrift.client import ThriftClient
+from tests.support.call_loop import CallLoop
 from tests.support.server_process import ServerProcess, server_env
 from tests.thrift.rawwire import call_frame, ctx, length_prefix
 
@@ -51,61 +52,34 @@ def enough_file_descriptors() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (8192, hard))
 
 
-class NormalClient:
+class NormalClient(CallLoop):
     """A well-behaved client on 127.0.0.1 calling in a loop, in a thread:
     alternately on its pooled connection and on a fresh connection (a new
-    client getting in). Records every call's latency and every failure."""
+    client getting in)."""
 
     def __init__(self, port: int, queue: str, tls: ClientTls | None = None) -> None:
+        super().__init__(self._one, NORMAL_BOUND_S)
         self.address = [f"127.0.0.1:{port}"]
         self.tls = tls
         self.queue = queue
-        self.latencies: list[float] = []
-        self.slowest = (0.0, "")
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self.pooled = ThriftClient(self.address, source="normal", timeout_s=5, retries=0, tls=tls)
         self.pooled.create_queue(queue)
 
     def __enter__(self) -> NormalClient:
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+        self.stop()
         self.pooled.close()
 
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            i += 1
-            t0 = time.monotonic()
-            try:
-                if i % 2:
-                    self.pooled.enqueue(self.queue, [Job(b"normal")])
-                else:
-                    with ThriftClient(self.address, source="normal-new", timeout_s=5, retries=0, tls=self.tls) as fresh:
-                        fresh.count(self.queue, "pending")
-            except Exception as exc:  # noqa: BLE001 -- recorded, asserted on
-                self.errors.append(f"call {i}: {type(exc).__name__}: {exc}")
-            took = time.monotonic() - t0
-            self.latencies.append(took)
-            self.slowest = max(self.slowest, (took, f"call {i} ({'pooled' if i % 2 else 'new connection'})"))
-            self._stop.wait(0.05)
-
-    def check(self, min_calls: int) -> float:
-        assert not self.errors, f"{len(self.errors)} failed calls, first: {self.errors[:3]}"
-        assert len(self.latencies) >= min_calls, f"only {len(self.latencies)} calls"
-        # A server that stalls or starves new clients makes calls fail (the
-        # client's 5 s timeout) or keeps them slow; one call of a busy CI
-        # machine's scheduling pause past the bound is neither.
-        slow = [t for t in self.latencies if t >= NORMAL_BOUND_S]
-        assert len(slow) <= 1, f"{len(slow)} of {len(self.latencies)} normal calls took {NORMAL_BOUND_S}s or more"
-        worst = max(self.latencies)
-        assert worst < 2 * NORMAL_BOUND_S, f"a normal call took {worst:.2f}s: {self.slowest[1]}"
-        return worst
+    def _one(self, i: int) -> str:
+        if i % 2:
+            self.pooled.enqueue(self.queue, [Job(b"normal")])
+            return "pooled"
+        with ThriftClient(self.address, source="normal-new", timeout_s=5, retries=0, tls=self.tls) as fresh:
+            fresh.count(self.queue, "pending")
+        return "new connection"
 
 
 def open_from(source_ip: str, port: int, n: int, deadline: float) -> list[socket.socket]:

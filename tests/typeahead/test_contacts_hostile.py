@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -19,6 +18,7 @@ import pytest
 from pinlater.settings import Settings
 from tasks.typeahead.service import ContactsServer, idl
 from tasks.typeahead.wire import connect
+from tests.support.call_loop import CallLoop
 from tests.thrift.rawwire import length_prefix
 from tests.thrift.test_hostile import close_all, open_from, server_closed
 from tests.typeahead.support import OWNER, FakeIndex
@@ -37,58 +37,38 @@ def serving(**limits: str) -> Iterator[ContactsServer]:
         server.stop(grace_s=2)
 
 
-class Looker:
+class Looker(CallLoop):
     """Lookups in a loop from 127.0.0.1, in a thread, alternately on one
-    connection and on a fresh one; every latency and failure kept."""
+    kept connection and on a fresh one."""
 
     def __init__(self, port: int) -> None:
+        super().__init__(self._one, NORMAL_BOUND_S)
         self.port = port
-        self.latencies: list[float] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.kept = connect("127.0.0.1", port, timeout_ms=5000)
 
     def __enter__(self) -> Looker:
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+        self.stop()
+        self.kept.close()
 
-    def _lookup(self, client: object) -> None:
-        answer = client.lookup(idl.LookupRequest(owner=OWNER, query="john sm"))  # type: ignore[attr-defined]
-        assert answer.matches, "a lookup answered with no match"
-
-    def _run(self) -> None:
-        kept = connect("127.0.0.1", self.port, timeout_ms=5000)
+    def _one(self, i: int) -> str:
+        if i % 2:
+            _matched(self.kept)
+            return "kept connection"
+        fresh = connect("127.0.0.1", self.port, timeout_ms=5000)
         try:
-            i = 0
-            while not self._stop.is_set():
-                i += 1
-                t0 = time.monotonic()
-                try:
-                    if i % 2:
-                        self._lookup(kept)
-                    else:
-                        fresh = connect("127.0.0.1", self.port, timeout_ms=5000)
-                        try:
-                            self._lookup(fresh)
-                        finally:
-                            fresh.close()
-                except Exception as exc:  # noqa: BLE001 -- recorded, asserted on
-                    self.errors.append(f"call {i}: {type(exc).__name__}: {exc}")
-                self.latencies.append(time.monotonic() - t0)
-                self._stop.wait(0.05)
+            _matched(fresh)
         finally:
-            kept.close()
+            fresh.close()
+        return "new connection"
 
-    def check(self, min_calls: int) -> float:
-        assert not self.errors, f"{len(self.errors)} failed lookups, first: {self.errors[:3]}"
-        assert len(self.latencies) >= min_calls, f"only {len(self.latencies)} lookups"
-        slow = [t for t in self.latencies if t >= NORMAL_BOUND_S]
-        assert len(slow) <= 1, f"{len(slow)} of {len(self.latencies)} lookups took {NORMAL_BOUND_S}s or more"
-        return max(self.latencies)
+
+def _matched(client: object) -> None:
+    answer = client.lookup(idl.LookupRequest(owner=OWNER, query="john sm"))  # type: ignore[attr-defined]
+    assert answer.matches, "a lookup answered with no match"
 
 
 def test_slow_clients_are_closed_within_the_frame_timeout() -> None:
