@@ -238,7 +238,9 @@ class PinLaterTask(Task):
         check = getattr(self, "__header__", None) if self.typing else None
         checked: list[tuple[tuple[Any, ...], dict[str, Any] | None]] = []
         for i, call in enumerate(calls):
-            if isinstance(call, dict) and all(isinstance(k, str) for k in call):
+            if isinstance(call, dict):
+                if not all(isinstance(k, str) for k in call):
+                    raise TypeError(f"delay_many: call {i}: keyword arguments are named by text")
                 args, kwargs = (), call
             elif isinstance(call, tuple | list):
                 args, kwargs = tuple(call), None
