@@ -28,7 +28,8 @@ from tests.servers import REPO, ensure_services
 from tests.support.hbase import tables_pair, test_settings
 from tests.support.stores import settings_for
 from tests.support.tinyapp.app import APP, QUEUE
-from tests.workers.harness import make_test_app, processes, wait_until
+from tests.support.waits import wait_until
+from tests.workers.harness import make_test_app, processes
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from tasks.hbase import ClusterPair, get_versions
 from tests.feeds.world import FeedWorld
 from tests.support.appdata import shard_databases
 from tests.support.hbase import tables_pair
-from tests.workers.harness import wait_until
+from tests.support.waits import wait_progressing
 
 
 def small_graph(store: AppData, seed: int, users: int = 120) -> GraphSummary:
@@ -32,18 +32,25 @@ def small_graph(store: AppData, seed: int, users: int = 120) -> GraphSummary:
     return generate.generate(store, spec)
 
 
-def wait_finished(world: FeedWorld, runs: list[Run], timeout: float = 60.0) -> list[Run]:
+def wait_finished(world: FeedWorld, runs: list[Run], timeout: float = 60.0, limit: float = 180.0) -> list[Run]:
+    """The runs once all have finished. ``timeout`` is the longest wait in
+    which no page of them and no feed job finishes, ``limit`` the longest
+    in all: a loaded machine is slow, a stuck run still fails fast."""
     records = Records(world.store)
 
     def done() -> list[Run] | None:
         now = [records.get_run(run.id) for run in runs]
         return now if all(run.state == FINISHED for run in now) else None
 
+    def progress() -> int:
+        return sum(records.counts(run.id).pages_done for run in runs) + world.finished()
+
     try:
-        finished: list[Run] = wait_until(done, timeout, interval=0.2, what="the backfill runs to finish")
-    except AssertionError:
+        finished: list[Run] = wait_progressing(done, progress, timeout, max(timeout, limit),
+                                               what="the backfill runs to finish")
+    except AssertionError as e:
         logs = "\n".join(f"--- {name}\n{world.procs.log(name)[-3000:]}" for name in world.workers)
-        raise AssertionError(f"runs not finished: {[records.counts(r.id) for r in runs]}\n{logs}") from None
+        raise AssertionError(f"{e}: {[records.counts(r.id) for r in runs]}\n{logs}") from None
     return finished
 
 

@@ -23,7 +23,7 @@ from tasks.typeahead import truth
 from tasks.typeahead.index import ContactsIndex
 from tests.backfill.helpers import small_graph, wait_finished
 from tests.feeds.world import FeedWorld
-from tests.workers.harness import wait_until
+from tests.support.waits import wait_until
 
 # Tens of seconds a test: started early, so no process is left with one at the end.
 pytestmark = pytest.mark.slow
@@ -32,6 +32,7 @@ BOTH = (PRIMARY, STANDBY)
 SURNAMES = ("Quill", "Rowe", "Stark", "Thorne", "Vance")
 
 
+@pytest.mark.timeout(600)  # room for both waits' limits on a loaded machine
 @pytest.mark.parametrize("world", ["redis", "redis+contacts"], indirect=True)
 def test_a_backfill_beside_renames_and_follows_ends_equal_to_mysql_after_verify(world: FeedWorld) -> None:
     summary = small_graph(world.store, seed=31, users=150)
@@ -75,7 +76,7 @@ def test_a_backfill_beside_renames_and_follows_ends_equal_to_mysql_after_verify(
         else:
             act.connect_source(a, "address_book", [{"name": f"Book{step} Entry", "email": f"b{step}@example.com"}])
     assert beside >= 3, f"the backfill was seen part-done by {beside} checks only"
-    wait_finished(world, started, timeout=90)
+    wait_finished(world, started, timeout=90, limit=240)
     # Each rename recomputes second_degree lists two hops away: a backlog
     # of a thousand jobs or more, which loaded cores drain slowly.
     world.settle(60, "the typeahead and backfill jobs", limit=300)

@@ -22,7 +22,8 @@ from tasks.feeds.cells import qualifier
 from tests.feeds.helpers import feed, rows_with_column
 from tests.feeds.world import FeedWorld
 from tests.servers import REPO, services
-from tests.workers.harness import children, wait_until
+from tests.support.waits import wait_until
+from tests.workers.harness import children
 
 # Stops an HBase cluster or a Thrift server other tests use.
 pytestmark = pytest.mark.serial_hbase

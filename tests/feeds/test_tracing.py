@@ -19,7 +19,7 @@ from tasks.appdata import graph
 from tests.feeds.helpers import user
 from tests.feeds.world import FeedWorld
 from tests.support.spans import spans_in_memory
-from tests.workers.harness import wait_until
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from tests.feeds.test_outages import celebrity_with, new_pin, reached
 from tests.feeds.world import FeedWorld
 from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2
 from tests.support.topology.relay import Relay
-from tests.workers.harness import wait_until
+from tests.support.waits import wait_until
 
 CAP = 2
 WORKERS, THREADS = 2, 4  # 8 threads, four times the cap

@@ -41,7 +41,8 @@ from tests.support.clocks import skewed_env
 from tests.support.hbase import PREFIX as HBASE_PREFIX
 from tests.support.stores import settings_for
 from tests.support.tls import client_tls_env
-from tests.workers.harness import Processes, wait_until, worker_args, worker_env
+from tests.support.waits import wait_progressing
+from tests.workers.harness import Processes, worker_args, worker_env
 
 FEED_TASKS = "tasks.feeds.tasks"
 # Every task module the world's workers run by default, and their queues.
@@ -116,23 +117,16 @@ class FeedWorld:
             time.sleep(0.3)
             return self.busy() == 0
 
-        start = time.monotonic()
-        window = timeout
-        while True:
-            finished = self._finished()
-            try:
-                wait_until(quiet, window, interval=0.2, what=what)
-                return self.counts()
-            except AssertionError:
-                waited = time.monotonic() - start
-                if limit is not None and waited < limit and self._finished() > finished:
-                    window = min(timeout, limit - waited)
-                    continue
-                logs = "\n".join(f"--- {name}\n{self.procs.log(name)[-3000:]}" for name in self.workers)
-                raise AssertionError(f"timed out after {waited:.0f}s waiting for {what}: {self.counts()}\n"
-                                     f"{logs}") from None
+        try:
+            wait_progressing(quiet, self.finished, timeout, timeout if limit is None else limit, what=what)
+        except AssertionError as e:
+            logs = "\n".join(f"--- {name}\n{self.procs.log(name)[-3000:]}" for name in self.workers)
+            raise AssertionError(f"{e}: {self.counts()}\n{logs}") from None
+        return self.counts()
 
-    def _finished(self) -> int:
+    def finished(self) -> int:
+        """How many feed jobs have succeeded or failed: the progress a wait
+        on a loaded machine watches."""
         return sum(c["succeeded"] + c["failed"] for c in self.counts().values())
 
     def failed_jobs(self) -> dict[str, int]:

@@ -16,17 +16,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from celery import Celery
 
 from pinlater.settings import Settings
 from tests.servers import REPO
 from tests.support.stores import settings_for
+from tests.support.waits import wait_until
 from workers.app import make_app
 
 TASKS_MODULE = "tests.workers.celery_tasks"
@@ -58,21 +57,6 @@ def make_test_app(env: dict[str, str]) -> Celery:
     app = make_app(f"test_{uuid.uuid4().hex[:6]}", transport_options=options, imports=())
     app.finalize(auto=True)
     return app
-
-
-def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.1,
-               what: str | Callable[[], str] = "") -> Any:
-    """``check()`` once it is truthy; ``what`` (or what it returns, read at
-    the timeout, so it can show the state then) names it in the failure."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            said = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout}s waiting for {said or check}")
-        time.sleep(interval)
 
 
 def worker_args(name: str, queues: list[str], concurrency: int = 2, *extra: str) -> list[str]:

@@ -16,8 +16,9 @@ from celery import Celery
 from celery.schedules import crontab, schedule
 
 from pinlater.service import JobService
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 from workers.beat import EpochTicks, _aligned, tick_key, tick_ms
 
 RUN_S = 60

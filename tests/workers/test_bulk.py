@@ -16,8 +16,9 @@ from kombu.exceptions import OperationalError
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import EnqueueRejected
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until, worker_args
+from tests.workers.harness import Processes, wait_for_workers, worker_args
 from workers import bulk
 from workers.publishing import TaskPublishing
 

@@ -16,8 +16,9 @@ from celery import Celery
 
 from pinlater import CANCELLED_STATUS, JobState
 from pinlater.service import JobService
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 
 pytestmark = pytest.mark.spread_cases
 

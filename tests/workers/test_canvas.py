@@ -10,8 +10,9 @@ import pytest
 import redis
 from celery import Celery, chain, chord, group
 
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until, worker_args
+from tests.workers.harness import Processes, wait_for_workers, worker_args
 from workers.settings import app_setting
 
 pytestmark = pytest.mark.spread_cases

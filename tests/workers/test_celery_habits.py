@@ -19,8 +19,9 @@ from kombu.entity import Exchange, Queue
 from pinlater import JobState
 from pinlater.service import JobService
 from tests.servers import REPO
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import RUN, key, qname
-from tests.workers.harness import Processes, wait_until
+from tests.workers.harness import Processes
 
 STORES = pytest.mark.parametrize("backend", ["redis", "mysql"], indirect=True)
 CONFIG_MODULE = "tests.workers.celery_config"

@@ -23,8 +23,9 @@ from celery import Celery
 from pinlater import JobState
 from pinlater.service import JobService
 from tests.servers import REPO, free_port
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 
 SHIPPED_PORT = "--port=5555"
 # What the environment of an operator's shell may hold, and the shipped line must not rely on.

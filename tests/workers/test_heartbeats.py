@@ -17,8 +17,9 @@ from celery import Celery
 from pinlater import JobState
 from pinlater.operators import Monitor
 from pinlater.service import JobService
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import LONG_TASK_S, key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 
 # Each backend's case takes tens of seconds, mostly waiting: they may run side by side.
 pytestmark = pytest.mark.spread_cases

@@ -11,8 +11,9 @@ from celery import Celery
 
 from pinlater.service import JobService
 from tests.support.caps import most_at_once
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 
 pytestmark = pytest.mark.spread_cases
 

@@ -15,8 +15,9 @@ from celery import Celery
 
 from pinlater import Job, JobState
 from pinlater.service import JobService
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 
 BOTH = pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 REDIS_AND_THRIFT = pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)

@@ -17,8 +17,9 @@ from celery import Celery
 from pinlater import JobState
 from pinlater.service import JobService
 from tests.servers import REPO
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
-from tests.workers.harness import Processes, wait_until
+from tests.workers.harness import Processes
 
 BOTH = pytest.mark.parametrize("backend", ["redis", "mysql", "redis+thrift"], indirect=True)
 

@@ -21,8 +21,9 @@ from pinlater import Job, JobState
 from pinlater.client_api import PinLaterClient
 from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import RUN, key, qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 from workers import registry, task_guard
 from workers.message_format import decode, encode, raw_message
 

@@ -25,8 +25,9 @@ from pinlater.observe import tracing
 from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
 from tests.support.spans import spans_in_memory
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import qname
-from tests.workers.harness import Processes, wait_until
+from tests.workers.harness import Processes
 
 BOTH = pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
 

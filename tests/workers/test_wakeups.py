@@ -14,8 +14,9 @@ from celery import Celery
 
 from pinlater import JobState
 from pinlater.service import JobService
+from tests.support.waits import wait_until
 from tests.workers.celery_tasks import qname
-from tests.workers.harness import Processes, wait_for_workers, wait_until
+from tests.workers.harness import Processes, wait_for_workers
 from workers import waker as waker_module
 from workers.settings import DEFAULT_BUS_URL
 from workers.waker import Waker
