@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from celery import signals
+from celery import Task, signals
 from celery.app.routes import MapRoute
 from celery.utils import uuid
 from celery.utils.nodenames import anon_nodename
@@ -51,6 +51,7 @@ DIRECT_OPTIONS = frozenset({
 # What Celery's router may hand back for a plain task queue route.
 _ROUTED = frozenset({"queue", "serializer", "priority", "headers", "retry", "retry_policy", "delivery_mode",
                      "routing_key", "exchange", "immediate", "mandatory"})
+_CELERY_SHADOW_NAME = Task.shadow_name
 _SIGNALS = (signals.before_task_publish, signals.after_task_publish, signals.task_sent)
 
 
@@ -123,8 +124,53 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
             options: dict[str, Any]) -> Any:
     """Publishes as ``Task.apply_async`` would; None when the route is not a
     plain task queue (the caller then takes Celery's path)."""
-    prepared = prepare(task, producer, options, (args, kwargs))
-    return None if prepared is None else prepared.send(args, kwargs, task_id, shadow)
+    prepared = _shared(task, producer, options)
+    if prepared is _ALONE:
+        prepared = prepare(task, producer, options, (args, kwargs))
+    if prepared is None:
+        return None
+    return prepared.send(args, kwargs, task_id, shadow, group_index=options.get("group_index"))
+
+
+def _comparable(options: dict[str, Any]) -> frozenset[Any]:
+    """``options`` but the group index, as a set equal for options that
+    make the same message: types included (1, 1.0 and True are equal keys,
+    not equal JSON), a flat dict (the headers) by its items. TypeError for
+    a value that cannot be hashed."""
+    items = []
+    for name, value in options.items():
+        if name == "group_index":
+            continue
+        if type(value) is dict:
+            value = frozenset((k, type(v), v) for k, v in value.items())
+        items.append((name, type(value), value))
+    return frozenset(items)
+
+
+_ALONE: Any = object()
+_TAKEN: Any = object()  # Prepared.send's group index: the prepared options'
+
+
+def _shared(task: Any, producer: Any, options: dict[str, Any]) -> Any:
+    """In a bulk scope (a ``group``'s tasks, publishes inside
+    ``producer_or_acquire``), what ``prepare`` decides for publishes of one
+    task with the same options but their group index, decided once;
+    ``_ALONE`` when this publish must decide for itself: outside scopes, with
+    options that cannot be compared (nested headers), a task that names its
+    publishes (``shadow_name``), or a route that may depend on the
+    arguments."""
+    known = bulk.memo()
+    if known is None or type(task).shadow_name is not _CELERY_SHADOW_NAME:
+        return _ALONE
+    try:
+        # The producer's id: the Prepared kept in the memo holds the producer, so its id is not reused.
+        key = ("prepared", task, id(producer), _comparable(options))
+        decided = known.get(key)
+    except TypeError:  # an option's value is a list, or a dict of them
+        return _ALONE
+    if decided is None:
+        decided = known[key] = prepare(task, producer, options) or _ALONE
+    return decided
 
 
 def prepare(task: Any, producer: Any, options: dict[str, Any],
@@ -184,10 +230,15 @@ class Prepared:
     delivery_mode: Any
     origin: str  # as_task_v2's default, the same for every publish of a process
 
-    def send(self, args: Any, kwargs: Any, task_id: str | None, shadow: Any, *, checked: bool = False) -> Any:
+    def send(self, args: Any, kwargs: Any, task_id: str | None, shadow: Any, *, checked: bool = False,
+             group_index: Any = _TAKEN) -> Any:
         """``checked``: the arguments were checked against the task's
-        signature already (``delay_many`` checks every call first)."""
+        signature already (``delay_many`` checks every call first).
+        ``group_index``: this call's place in its group, where the
+        publishes that share this differ."""
         task, taken, routed = self.task, self.taken, self.routed
+        if group_index is _TAKEN:
+            group_index = taken["group_index"]
         app = task.app
         amqp = app.amqp
         defaults = _defaults(app)
@@ -214,7 +265,7 @@ class Prepared:
         ignore_result = taken["ignore_result"]
         headers, properties, body, _ = amqp.create_task_message(
             task_id, task.name, args, kwargs, taken["countdown"], taken["eta"], taken["group_id"],
-            taken["group_index"], expires, 0, None, None, None, self.reply_to, taken["time_limit"],
+            group_index, expires, 0, None, None, None, self.reply_to, taken["time_limit"],
             taken["soft_time_limit"], False, None, None, shadow, None,
             origin=self.origin, ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr,
             kwargsrepr=kwargsrepr,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from celery import Celery, signals
+from celery import Celery, group, signals
 from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +25,7 @@ from workers import direct_publish
 from workers.channel import Channel
 
 Sent = list[tuple[str, dict[str, Any]]]
+Messages = list[dict[str, Any]]
 ETA = datetime(2031, 5, 4, 3, 2, 1, 123456, tzinfo=UTC)
 
 
@@ -272,3 +273,79 @@ def test_a_bad_call_of_delay_many_publishes_none_of_them(app: Celery, sent: Sent
         task.delay_many(calls)
     assert "\n" not in str(caught.value)
     assert sent == []
+
+
+# -- a group's tasks, and publishes inside one producer_or_acquire: one decision ------------------------------
+
+def _without_group(message: dict[str, Any]) -> dict[str, Any]:
+    found = _without_ids(message)
+    return {**found, "headers": {k: ("GROUP" if k == "group" else v) for k, v in found["headers"].items()}}
+
+
+@pytest.mark.parametrize("task_name", ["tests.w_pub", "tests.w_fail"])
+def test_a_groups_tasks_share_one_decision_and_give_the_channel_what_celerys_path_gives(
+    app: Celery, sent: Sent, monkeypatch: pytest.MonkeyPatch, task_name: str
+) -> None:
+    task = app.tasks[task_name]
+    calls = MANY[task_name]
+    decided: list[Any] = []
+    real = direct_publish.prepare
+
+    def counted(*a: Any, **k: Any) -> Any:
+        decided.append(a[2])
+        return real(*a, **k)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(direct_publish, "prepare", counted)
+        result = group(task.s(*call) for call in calls).apply_async()
+    shared = [message for _, message in sent]
+    sent.clear()
+    assert len(decided) == 1  # w_fail's attempts travel in a header: flat headers are compared too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(direct_publish, "usable", lambda *a: False)
+        group(task.s(*call) for call in calls).apply_async()
+    celerys = [message for _, message in sent]
+    assert [m["headers"]["group_index"] for m in shared] == list(range(len(calls)))
+    assert [m["headers"]["id"] for m in shared] == [r.id for r in result.results]
+    assert {m["headers"]["group"] for m in shared} == {result.id}
+    assert [_without_group(m) for m in shared] == [_without_group(m) for m in celerys]
+
+
+def test_publishes_in_one_scope_with_other_options_or_a_route_of_the_arguments_decide_for_themselves(
+    app: Celery, sent: Sent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def by_first_argument(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any) -> Any:
+        return {"queue": qname("w_pub"), "priority": 3} if name == "tests.w_pub" and args and args[0] == 1 else None
+
+    task = app.tasks["tests.w_pub"]
+
+    def each(publishes: list[tuple[tuple[int, ...], dict[str, Any]]]) -> tuple[Messages, Messages]:
+        """The messages of ``publishes`` in one scope, on the direct path and on Celery's."""
+        got = []
+        for direct in (True, False):
+            with pytest.MonkeyPatch.context() as patch:
+                if not direct:
+                    patch.setattr(direct_publish, "usable", lambda *a: False)
+                with app.producer_or_acquire() as producer:
+                    for args, options in publishes:
+                        task.apply_async(args, producer=producer, **options)
+            got.append([message for _, message in sent])
+            sent.clear()
+        return got[0], got[1]
+
+    # Options that differ, or equal but for their types (equal keys, not equal JSON).
+    direct, celerys = each([((2,), {"priority": 1}), ((2,), {"priority": 2}), ((2,), {}), ((2,), {"priority": 1}),
+                            ((2,), {"headers": {"h": 1}}), ((2,), {"headers": {"h": 1.0}}),
+                            ((2,), {"headers": {"h": True}}), ((2,), {"headers": {"h": [1]}}),
+                            ((2,), {"time_limit": 10}), ((2,), {"time_limit": 10.0})])
+    assert [m["properties"].get("priority") for m in direct[:4]] == [1, 2, 0, 1]
+    assert [m["headers"]["h"] for m in direct[4:8]] == [1, 1.0, True, [1]]
+    assert [type(m["headers"]["h"]) for m in direct[4:7]] == [int, float, bool]
+    assert [type(m["headers"]["timelimit"][0]) for m in direct[8:]] == [int, float]
+    assert [_without_ids(m) for m in direct] == [_without_ids(m) for m in celerys]
+
+    router = app.amqp.router
+    monkeypatch.setattr(router, "routes", [by_first_argument, *router.routes])  # the first route that answers wins
+    direct, celerys = each([((2,), {}), ((1,), {}), ((2,), {}), ((1,), {})])
+    assert [m["properties"].get("priority") for m in direct] == [0, 3, 0, 3]
+    assert [_without_ids(m) for m in direct] == [_without_ids(m) for m in celerys]
