@@ -18,7 +18,10 @@ Prints the publish and drain rates of each, the ratios of Celery on PinLater
 to stock Celery, and its drain rate against the faster of Dramatiq and Huey;
 then Celery on PinLater's bulk publishes (``delay_many``, a ``group``) of N
 tasks against its single publishes of N in the same rounds
-(``bulk_vs_single``).
+(``bulk_vs_single``), and in those rounds Celery's floor: its own message
+for each task and one Redis round trip carrying it, what a transport that
+added nothing would cost (``celery_floor_per_s``, ``floor_vs_huey``,
+``single_vs_floor``; ``publish_vs_huey`` from the first rounds).
 
     python bench/celery.py            # 20,000 tasks
     python bench/celery.py --smoke    # 1,000 tasks
@@ -86,6 +89,8 @@ class System:
     worker_commands: list[list[str]]
     # Bulk publishes (name -> publish ``count`` tasks at once), where the system has them.
     bulk: dict[str, Callable[[int], None]] | None = None
+    # The floor of a single publish, where measured: ``count`` of them (see floor_publish).
+    floor: Callable[[int], None] | None = None
 
 
 def bench_env(prefetch_multiplier: int = 16) -> dict[str, str]:
@@ -242,7 +247,35 @@ def celery_pinlater(env: dict[str, str]) -> System:
     workers = f"{PROCESSES} solo, prefetch {env['BENCH_PREFETCH_MULTIPLIER']}"
     return System("celery+pinlater", workers, reset, publish, remaining,
                   celery_workers("bench.celery_apps:pinlater_app"),
-                  bulk={"delay_many": delay_many, "group": group_of})
+                  bulk={"delay_many": delay_many, "group": group_of},
+                  floor=lambda count: floor_publish(pinlater_noop, count))
+
+
+FLOOR_KEY = "bench:floor"
+
+
+def floor_publish(task: Any, count: int) -> None:
+    """What any publish through Celery costs at least, ``count`` times: the
+    task's message as Celery makes it (its id, ``as_task_v2``, the JSON
+    body), the envelope Kombu's Redis transport stores (JSON), one Redis
+    round trip carrying it (an LPUSH, as Huey's publish is), and the result
+    object ``apply_async`` returns. No routing, options, retry policy or
+    job: a transport that added nothing to Celery could reach this."""
+    from celery.utils import uuid
+    from kombu.serialization import dumps
+    from kombu.utils.json import dumps as json_dumps
+
+    amqp = task.app.amqp
+    r = redis.Redis.from_url(SHARD_URL)
+    for _ in range(count):
+        task_id = uuid()
+        headers, properties, body, _ = amqp.as_task_v2(task_id, task.name, (), {}, argsrepr="()", kwargsrepr="{}")
+        content_type, encoding, data = dumps(body, serializer="json")  # type: ignore[no-untyped-call]
+        envelope = {"body": data, "content-encoding": encoding, "content-type": content_type, "headers": headers,
+                    "properties": properties}
+        r.lpush(FLOOR_KEY, json_dumps(envelope))  # type: ignore[no-untyped-call]
+        task.AsyncResult(task_id)
+    r.delete(FLOOR_KEY)
 
 
 def celery_stock(env: dict[str, str]) -> System:
@@ -301,11 +334,12 @@ def bulk_publish(system: System, n: int) -> dict[str, float]:
     the same run's single publishes of ``n`` one call each (the same task,
     nothing consuming): tasks/s of each. Rounds take turns as publish_all's."""
     assert system.bulk is not None
-    spent = {"single": 0.0, **dict.fromkeys(system.bulk, 0.0)}
+    extra = {"floor": system.floor} if system.floor is not None else {}
+    spent = {"single": 0.0, **dict.fromkeys(system.bulk, 0.0), **dict.fromkeys(extra, 0.0)}
     system.reset()
     for round_ in range(PUBLISH_ROUNDS):
         count = n // PUBLISH_ROUNDS + (1 if round_ < n % PUBLISH_ROUNDS else 0)
-        ways = [("single", system.publish), *system.bulk.items()]
+        ways = [("single", system.publish), *system.bulk.items(), *extra.items()]
         for k in range(len(ways)):
             name, way = ways[(k + round_) % len(ways)]
             t0 = time.perf_counter()
@@ -325,6 +359,20 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "drain_ratio": ours["drain_per_s"] / stock["drain_per_s"],
         "fastest_peer": fastest_peer["system"],
         "peer_drain_ratio": ours["drain_per_s"] / fastest_peer["drain_per_s"],
+    }
+
+
+def floor_summary(rows: list[dict[str, Any]], single_per_s: float, floor_per_s: float) -> dict[str, Any]:
+    """Single publishes against Huey's (the first publish rounds) and the
+    floor (``floor_publish``, timed in the bulk rounds beside single
+    publishes): how far from Huey any Celery transport would be."""
+    huey = next(r for r in rows if r["system"] == "huey+redis")["publish_per_s"]
+    ours = next(r for r in rows if r["system"] == "celery+pinlater")["publish_per_s"]
+    return {
+        "publish_vs_huey": round(ours / huey, 2),
+        "celery_floor_per_s": round(floor_per_s),
+        "floor_vs_huey": round(floor_per_s / huey, 2),
+        "single_vs_floor": round(single_per_s / floor_per_s, 2),
     }
 
 
@@ -366,13 +414,18 @@ def main(argv: list[str] | None = None) -> int:
     summary = report(rows)
     summary["prefetch_multiplier"] = args.prefetch_multiplier
     bulk = bulk_publish(systems[0], n)
+    floor = bulk.pop("floor")
     summary["bulk_publish_per_s"] = {name: round(rate) for name, rate in bulk.items() if name != "single"}
     summary["bulk_vs_single"] = {name: round(rate / bulk["single"], 2) for name, rate in bulk.items()
                                  if name != "single"}
+    summary.update(floor_summary(rows, bulk["single"], floor))
     print_report(summary)
     print(f"celery+pinlater bulk publish: {bulk['single']:.0f} tasks/s one call each; "
           + "; ".join(f"{name} {summary['bulk_publish_per_s'][name]}/s ({summary['bulk_vs_single'][name]:.2f}x)"
                       for name in summary["bulk_vs_single"]))
+    print(f"single publish / huey+redis: {summary['publish_vs_huey']:.2f}; Celery's floor (its message and one "
+          f"round trip) {summary['celery_floor_per_s']}/s, {summary['floor_vs_huey']:.2f} of huey+redis; "
+          f"single publish / floor: {summary['single_vs_floor']:.2f}")
     write_json(args.json, summary)
     return 0
 

@@ -37,6 +37,12 @@ def test_celery_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert set(report["bulk_publish_per_s"]) == set(report["bulk_vs_single"]) == {"delay_many", "group"}
     assert all(report["bulk_publish_per_s"][k] > 0 and report["bulk_vs_single"][k] > 0 for k in ("delay_many", "group"))
     assert "bulk publish:" in stdout
+    # Celery's floor, timed beside them: the ratios are of the printed rates.
+    huey = rows["huey+redis"]["publish_per_s"]
+    assert report["celery_floor_per_s"] > 0
+    assert report["floor_vs_huey"] == round(report["celery_floor_per_s"] / huey, 2)
+    assert report["publish_vs_huey"] == round(rows["celery+pinlater"]["publish_per_s"] / huey, 2)
+    assert report["single_vs_floor"] > 0 and "Celery's floor" in stdout
     # Both Celery systems ran with the bench's prefetch window, and say so.
     assert report["prefetch_multiplier"] == 16
     assert rows["celery+pinlater"]["workers"] == rows["celery+redis"]["workers"] == "2 solo, prefetch 16"
