@@ -9,12 +9,15 @@ import struct
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from thriftpy2.thrift import TApplicationException
 
+from pinlater.thrift.framing import EXCEPTION, decode_message
+from pinlater.thrift.walk import check_message
 from tests.thrift.rawwire import connect, length_prefix, read_reply
 
 T_STOP, T_BOOL, T_I32, T_STRING, T_STRUCT, T_MAP, T_SET, T_LIST = 0, 2, 8, 11, 12, 13, 14, 15
@@ -199,6 +202,30 @@ def attack(port: int, seconds: float, size: int, names: list[str]) -> dict[str, 
     if failures:
         raise AssertionError("; ".join(failures))
     return answered
+
+
+def handled(server: Any, frame: bytes) -> tuple[bytes | None, bool, int, float]:
+    """A server's ``handle(frame)`` in this thread: its reply, whether the
+    connection stays, and the peak of the memory and the CPU seconds that
+    handling took."""
+    tracemalloc.start()
+    try:
+        started = time.thread_time()
+        reply, keep = server.handle(frame)
+        cpu = time.thread_time() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return reply, keep, peak, cpu
+
+
+def decoded_reply(structs: dict[str, tuple[Any, Any]], method: str, reply: bytes) -> Any:
+    """A framed reply (with its length) to ``method``, decoded: the call's
+    result struct (of the IDL's ``structs``), or a TApplicationException."""
+    frame = reply[4:]
+    if check_message(frame).mtype == EXCEPTION:
+        return decode_message(frame, TApplicationException())
+    return decode_message(frame, structs[method][1]())
 
 
 def refused_as_expected(shape: Hostile, reply: Any) -> bool:

@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,12 +25,21 @@ from pinlater import Ack, Checkpoint, Job
 from pinlater.errors import PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import STRUCTS, idl
-from pinlater.thrift.framing import EXCEPTION, decode_message
 from pinlater.thrift.server import ThriftServer
 from pinlater.thrift.walk import check_message
 from tests.servers import REPO
 from tests.support.server_process import ServerProcess, server_env
-from tests.thrift.hostile_frames import SHAPES, Hostile, context, field, header, list_head, refused_as_expected
+from tests.thrift.hostile_frames import (
+    SHAPES,
+    Hostile,
+    context,
+    decoded_reply,
+    field,
+    handled,
+    header,
+    list_head,
+    refused_as_expected,
+)
 from tests.thrift.rawwire import call_frame, connect, ctx, length_prefix, read_reply
 from tests.thrift.test_hostile import NormalClient, enough_file_descriptors
 
@@ -58,23 +66,13 @@ def server(memory_service: JobService, start_server: Callable[..., ThriftServer]
 def _handled(server: ThriftServer, frame: bytes) -> tuple[bytes, int, float]:
     """The server's reply to ``frame`` (the connection kept), with the peak
     of the memory and the CPU seconds its handling took."""
-    tracemalloc.start()
-    try:
-        started = time.thread_time()
-        reply, keep = server.handle(frame)
-        cpu = time.thread_time() - started
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    reply, keep, peak, cpu = handled(server, frame)
     assert keep and reply is not None
     return reply, peak, cpu
 
 
 def _reply(method: str, reply: bytes) -> Any:
-    frame = reply[4:]
-    if check_message(frame).mtype == EXCEPTION:
-        return decode_message(frame, TApplicationException())
-    return decode_message(frame, STRUCTS[method][1]())
+    return decoded_reply(STRUCTS, method, reply)
 
 
 def _assert_refused(shape: Hostile, reply: Any) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
-import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +19,20 @@ from typing import Any
 import pytest
 from thriftpy2.thrift import TApplicationException
 
-from pinlater.thrift.framing import EXCEPTION, decode_message
-from pinlater.thrift.walk import check_message
 from tasks.typeahead.service import MAX_FRAME_BYTES, MAX_OWNERS, MAX_PAGE_USERS, MAX_SOURCES, ContactsServer
 from tasks.typeahead.wire import STRUCTS, ErrorCode
-from tests.thrift.hostile_frames import EXTENSION, T_BOOL, T_LIST, T_STRING, T_STRUCT, field, header, list_head
+from tests.thrift.hostile_frames import (
+    EXTENSION,
+    T_BOOL,
+    T_LIST,
+    T_STRING,
+    T_STRUCT,
+    decoded_reply,
+    field,
+    handled,
+    header,
+    list_head,
+)
 from tests.thrift.rawwire import closed_by_server, connect, length_prefix
 from tests.typeahead.support import OWNER, FakeIndex
 
@@ -127,10 +134,7 @@ def server(fake_index: FakeIndex) -> Iterator[ContactsServer]:
 
 
 def _reply(method: str, reply: bytes) -> Any:
-    frame = reply[4:]
-    if check_message(frame).mtype == EXCEPTION:
-        return decode_message(frame, TApplicationException())
-    return decode_message(frame, STRUCTS[method][1]())
+    return decoded_reply(STRUCTS, method, reply)
 
 
 def _refused(shape: Frame, reply: bytes) -> None:
@@ -157,14 +161,7 @@ def test_a_hostile_frame_is_refused_undecoded_at_a_cost_its_size_does_not_set(
 ) -> None:
     for size in (16 * 1024, MAX_FRAME_BYTES - 4):
         frame = shape.build(size)
-        tracemalloc.start()
-        try:
-            started = time.thread_time()
-            reply, keep = server.handle(frame)
-            cpu = time.thread_time() - started
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        reply, keep, peak, cpu = handled(server, frame)
         # A malformed message is answered, then its connection closed.
         assert reply is not None and keep == (shape.code != MALFORMED), shape.name
         _refused(shape, reply)
