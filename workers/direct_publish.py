@@ -134,16 +134,18 @@ def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: An
 
 def _comparable(options: dict[str, Any]) -> frozenset[Any]:
     """``options`` but the group index, as a set equal for options that
-    make the same message: types included (1, 1.0 and True are equal keys,
-    not equal JSON), a flat dict (the headers) by its items. TypeError for
-    a value that cannot be hashed."""
+    make the same message: with each value's type and repr, since equal
+    values may not be the same text (1, 1.0 and True; one instant in two
+    time zones), a flat dict (the headers) by its items. TypeError for a
+    value that cannot be hashed."""
     items = []
     for name, value in options.items():
         if name == "group_index":
             continue
+        text = repr(value)
         if type(value) is dict:
             value = frozenset((k, type(v), v) for k, v in value.items())
-        items.append((name, type(value), value))
+        items.append((name, type(value), value, text))
     return frozenset(items)
 
 

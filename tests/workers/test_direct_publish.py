@@ -9,7 +9,7 @@ import enum
 import typing
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -337,11 +337,13 @@ def test_publishes_in_one_scope_with_other_options_or_a_route_of_the_arguments_d
     direct, celerys = each([((2,), {"priority": 1}), ((2,), {"priority": 2}), ((2,), {}), ((2,), {"priority": 1}),
                             ((2,), {"headers": {"h": 1}}), ((2,), {"headers": {"h": 1.0}}),
                             ((2,), {"headers": {"h": True}}), ((2,), {"headers": {"h": [1]}}),
-                            ((2,), {"time_limit": 10}), ((2,), {"time_limit": 10.0})])
+                            ((2,), {"time_limit": 10}), ((2,), {"time_limit": 10.0}),
+                            ((2,), {"eta": ETA}), ((2,), {"eta": ETA.astimezone(timezone(timedelta(hours=2)))})])
     assert [m["properties"].get("priority") for m in direct[:4]] == [1, 2, 0, 1]
     assert [m["headers"]["h"] for m in direct[4:8]] == [1, 1.0, True, [1]]
     assert [type(m["headers"]["h"]) for m in direct[4:7]] == [int, float, bool]
-    assert [type(m["headers"]["timelimit"][0]) for m in direct[8:]] == [int, float]
+    assert [type(m["headers"]["timelimit"][0]) for m in direct[8:10]] == [int, float]
+    assert [m["headers"]["eta"][-6:] for m in direct[10:]] == ["+00:00", "+02:00"]  # one instant, two texts
     assert [_without_ids(m) for m in direct] == [_without_ids(m) for m in celerys]
 
     router = app.amqp.router
