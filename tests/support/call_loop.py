@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Self
 
 
 class CallLoop:
@@ -22,6 +23,17 @@ class CallLoop:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.close()
+
+    def close(self) -> None:
+        """Closes what the calls kept open (a subclass's clients)."""
 
     def start(self) -> None:
         self._thread.start()

@@ -65,12 +65,7 @@ class NormalClient(CallLoop):
         self.pooled = ThriftClient(self.address, source="normal", timeout_s=5, retries=0, tls=tls)
         self.pooled.create_queue(queue)
 
-    def __enter__(self) -> NormalClient:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def close(self) -> None:
         self.pooled.close()
 
     def _one(self, i: int) -> str:

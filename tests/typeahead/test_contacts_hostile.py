@@ -46,12 +46,7 @@ class Looker(CallLoop):
         self.port = port
         self.kept = connect("127.0.0.1", port, timeout_ms=5000)
 
-    def __enter__(self) -> Looker:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def close(self) -> None:
         self.kept.close()
 
     def _one(self, i: int) -> str:
