@@ -317,6 +317,19 @@ def unique_row(
             "vs_plain": round(rate / plain, 2)}
 
 
+def fresh_stores() -> None:
+    """Empties the Redis databases and drops the MySQL databases the
+    benches' job services use: what earlier runs left (jobs, tables, the
+    control store's batches) would skew the figures."""
+    redis.Redis.from_url(REDIS_SHARD).flushdb()
+    redis.Redis.from_url(REDIS_CONTROL).flushdb()
+    conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater", autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS pinlater_bench")
+        cur.execute("DROP DATABASE IF EXISTS pinlater_bench_raw")
+    conn.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
@@ -326,13 +339,7 @@ def main() -> int:
     scale = 0.1 if args.smoke else 1.0
     sizes = {1: int(10_000 * scale), 100: int(60_000 * scale)}
 
-    redis.Redis.from_url(REDIS_SHARD).flushdb()
-    redis.Redis.from_url(REDIS_CONTROL).flushdb()
-    conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater", autocommit=True)
-    with conn.cursor() as cur:  # a fresh start: earlier runs' tables would skew the figures
-        cur.execute("DROP DATABASE IF EXISTS pinlater_bench")
-        cur.execute("DROP DATABASE IF EXISTS pinlater_bench_raw")
-    conn.close()
+    fresh_stores()
     rows: list[dict[str, object]] = []
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:

@@ -26,8 +26,8 @@ def run_smoke(script: str, tmp_path: Path, timeout: float = 300, extra: list[str
     return result.stdout, json.loads(out.read_text())
 
 
-# bench/core.py empties the Redis databases and drops the MySQL database
-# that bench/fairness.py, bench/batches.py and bench/typeahead.py's queued
+# bench/core.py and bench/batches.py empty the Redis databases and drop the
+# MySQL database that bench/fairness.py and bench/typeahead.py's queued
 # backfill (``bench.core.settings_for``) also use: their smokes run one
 # after another in one test process, never beside each other.
 SHARED_STORES = pytest.mark.xdist_group("bench-core-stores")
