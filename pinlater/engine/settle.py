@@ -193,11 +193,15 @@ def settle_acks(core: Core, batch: Sequence[PreparedAcks], held: list[Ended] | N
 
 
 def _tell_batches(core: Core, queue: str, batch: Sequence[PreparedAcks], shares: Sequence[Share]) -> None:
-    """The applied ACKs' jobs' ends, told to their batches (``pinlater.engine.batches``)."""
-    acked = {d for share in shares for d in share.result.acked}
-    succeeded = [t for p in batch for _, pairs in p.succeeded for d, _ in pairs if (t := str(d)) in acked]
-    failed = [t for p in batch for _, pairs in p.failed for d, _ in pairs if (t := str(d)) in acked]
-    ended_by_acks(core, queue, succeeded, failed)
+    """The applied ACKs' jobs' ends, told to their batches (``pinlater.engine.batches``).
+    The shares list the applied ones; a job a failure ACK names is looked up
+    (even if its success ACK in the same call was the one applied)."""
+    acked = [t for share in shares for t in share.result.acked]
+    failing = {str(d) for p in batch for _, pairs in p.failed for d, _ in pairs}
+    if not failing:
+        ended_by_acks(core, queue, acked, ())
+        return
+    ended_by_acks(core, queue, [t for t in acked if t not in failing], [t for t in acked if t in failing])
 
 
 def free_ended(core: Core, config: QueueConfig, ended: Sequence[Ended]) -> None:

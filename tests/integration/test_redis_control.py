@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from pinlater.errors import ShardConnectionFailed
+from pinlater.errors import ShardConnectionFailed, StorageError
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.redis.control import RedisControlStore
 from tests.integration.redis_support import URL
@@ -40,6 +40,27 @@ def test_control_queue_configs(control: RedisControlStore, raw: redis.Redis[byte
     control.delete_queue("emails")
     control.delete_queue("emails")
     assert control.list_queues() == {} and raw.keys("*") == [b"plc:layout"]
+
+
+def test_control_batch_ends_of_two_batches_in_one_call(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
+    # batch_end.lua gets the ends as one string beside the descriptors:
+    # each job's end is the character at its place, whatever batch it is in.
+    ones, twos = [f"q:s1:p1:{i}" for i in (1, 2, 3)], [f"q:s1:p1:{i}" for i in (4, 5)]
+    for batch, jobs in (("one", ones), ("two", twos)):
+        assert control.batch_create(batch, {"callback": ""}) and control.batch_join(batch, jobs)
+    assert control.batch_seal("two") is False
+    assert control.batch_end({ones[0]: "S", twos[0]: "F", "q:s1:p1:99": "S", twos[1]: "S", ones[1]: "F"}) == ["two"]
+    assert raw.hgetall("plc:batch:one:jobs") == {ones[0].encode(): b"S", ones[1].encode(): b"F", ones[2].encode(): b""}
+    assert raw.hgetall("plc:batch:two:jobs") == {twos[0].encode(): b"F", twos[1].encode(): b"S"}
+    # Told again, with the other end: counted once, as first told.
+    assert control.batch_end({ones[0]: "F", ones[1]: "S"}) == []
+    one = control.batch_get("one")
+    assert one is not None and (one.state, one.total, one.succeeded, one.failed) == ("open", 3, 1, 1)
+    # An end that is neither S nor F (or not one character) is refused whole.
+    for bad in ("X", "SS", ""):
+        with pytest.raises(StorageError, match="bad ends"):
+            control.batch_end({ones[2]: "S", twos[0]: bad})
+    assert raw.hget("plc:batch:one:jobs", ones[2]) == b""
 
 
 def test_control_token_bucket_on_real_clock(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:

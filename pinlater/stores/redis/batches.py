@@ -65,7 +65,7 @@ class RedisBatches:
     def batch_end(self, ended: Mapping[str, str]) -> list[str]:
         if not ended:
             return []
-        args = [v for d, outcome in ended.items() for v in (d, outcome)]
+        args = ["".join(ended.values()), *ended]
         done = self._script("batch_end", [keys.BATCH_OF, keys.BATCHES, keys.LIVE_BATCHES], args)
         return [b.decode() if isinstance(b, bytes) else str(b) for b in done]
 

@@ -6,40 +6,44 @@
 -- KEYS[1]  plc:batchof            hash: descriptor -> batch id
 -- KEYS[2]  plc:batches            zset: batch id -> ms last changed
 -- KEYS[3]  plc:batches:live       zset: the same, live batches
--- ARGV[1..] descriptor, end ('S' or 'F'), descriptor, end, ... (each descriptor once)
+-- ARGV[1]  the ends, one character per job: 'S' (succeeded) or 'F' (failed)
+-- ARGV[2..] the jobs' descriptors, in the same order (each once)
 -- A batch's keys are plc:batch:{id} and plc:batch:{id}:jobs (batch_join.lua).
 -- Returns: the ids of the batches this made COMPLETE.
-local function hmget_all(key, fields)
+--
+-- The ends travel as one argument and the descriptors are read in ARGV
+-- itself: half the arguments, and no table of them.
+local ends = ARGV[1]
+local n = #ARGV - 1
+if #ends ~= n or string.find(ends, '[^SF]') then return redis.error_reply('pinlater: batch_end: bad ends') end
+if n == 0 then return {} end
+
+-- `from`..`to` of `list`, HMGET of `key` in chunks (unpack is bounded by
+-- the Lua C stack); the values in order, false for a missing field.
+local function hmget(key, list, from, to)
   local out = {}
-  for i = 1, #fields, 1000 do
-    local got = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+  for i = from, to, 1000 do
+    local got = redis.call('HMGET', key, unpack(list, i, math.min(i + 999, to)))
     for k = 1, #got do out[#out + 1] = got[k] end
   end
   return out
 end
 
-local ds, ends = {}, {}
-for i = 1, #ARGV - 1, 2 do
-  if ARGV[i + 1] ~= 'S' and ARGV[i + 1] ~= 'F' then return redis.error_reply('pinlater: batch_end: bad end') end
-  ds[#ds + 1] = ARGV[i]
-  ends[#ends + 1] = ARGV[i + 1]
-end
-if #ds == 0 then return {} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local owners = hmget_all(KEYS[1], ds)
+local owners = hmget(KEYS[1], ARGV, 2, n + 1)
 local of, order = {}, {}
-for i = 1, #ds do
+for i = 1, n do
   local b = owners[i]
   if b then
-    if not of[b] then
-      of[b] = {}
+    local idx = of[b]
+    if not idx then
+      idx = {}
+      of[b] = idx
       order[#order + 1] = b
     end
-    local list = of[b]
-    list[#list + 1] = i
+    idx[#idx + 1] = i
   end
 end
+local now
 local done = {}
 for _, b in ipairs(order) do
   local key = 'plc:batch:' .. b
@@ -47,19 +51,24 @@ for _, b in ipairs(order) do
   if state == 'open' or state == 'sealed' then
     local idx = of[b]
     local fields = {}
-    for k, i in ipairs(idx) do fields[k] = ds[i] end
-    local known = hmget_all(key .. ':jobs', fields)
+    for k = 1, #idx do fields[k] = ARGV[idx[k] + 1] end
+    local known = hmget(key .. ':jobs', fields, 1, #fields)
     local sets, ok, failed = {}, 0, 0
-    for k, i in ipairs(idx) do
+    for k = 1, #idx do
       if known[k] == '' then
-        sets[#sets + 1] = ds[i]
-        sets[#sets + 1] = ends[i]
-        if ends[i] == 'S' then ok = ok + 1 else failed = failed + 1 end
+        local e = string.sub(ends, idx[k], idx[k])
+        sets[#sets + 1] = fields[k]
+        sets[#sets + 1] = e
+        if e == 'S' then ok = ok + 1 else failed = failed + 1 end
       end
     end
     if #sets > 0 then
       for i = 1, #sets, 1000 do
         redis.call('HSET', key .. ':jobs', unpack(sets, i, math.min(i + 999, #sets)))
+      end
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
       end
       if ok > 0 then redis.call('HINCRBY', key, 'ok', ok) end
       if failed > 0 then redis.call('HINCRBY', key, 'failed', failed) end
