@@ -4,8 +4,9 @@ least 0.9, i.e. the batch adds at most 10%), on Redis and MySQL, with
 dequeue+ACK batches of 1 and 100 by two client processes (bench/core.py's
 drain, and its sizes: 10,000 jobs with batches of 1, 60,000 with batches
 of 100); each figure the median of several rounds, the two kinds taking
-turns to go first, because one drain lasts a few seconds at most. The batch's end is told at each ACK call, its callback released
-once at the end (the row says the batch's state after the drain).
+turns to go first, because one drain lasts a few seconds at most. The
+jobs' ends are told to the batch as the drain's ACKs apply, its callback
+released once at the end (the row says the batch's state after the drain).
 
     python bench/batches.py            # full run
     python bench/batches.py --smoke    # a few seconds, for CI
