@@ -10,6 +10,7 @@ them with test-sized configs (claim timeout 3 s, retries every 200 ms to
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +23,7 @@ from pinlater.client_api import PinLaterClient
 from pinlater.errors import QueueNotFound
 from pinlater.kit.apps import apps
 from pinlater.kit.tls import ClientTls
+from pinlater.models import JobInfo
 from pinlater.operators import Monitor
 from pinlater.retry import RetryPolicy
 from pinlater.service import JobService
@@ -32,6 +34,7 @@ from tasks.feeds import queues
 from tasks.feeds.actions import FeedActions
 from tasks.feeds.local import feed_counts, jobs_left
 from tasks.feeds.settings import FeedSettings
+from tasks.feeds.writes import WriteBody
 from tasks.hbase import ClusterPair
 from tasks.typeahead import queues as typeahead_queues
 from tasks.typeahead.actions import ContactActions
@@ -43,6 +46,7 @@ from tests.support.stores import settings_for
 from tests.support.tls import client_tls_env
 from tests.support.waits import wait_progressing
 from tests.workers.harness import Processes, worker_args, worker_env
+from workers import message_format
 
 FEED_TASKS = "tasks.feeds.tasks"
 # Every task module the world's workers run by default, and their queues.
@@ -136,15 +140,29 @@ class FeedWorld:
         """The custom statuses of every job of ``queue`` in ``state``; for
         "pending", those waiting out a retry delay too (a scan of pending
         jobs alone gives the runnable ones)."""
-        out: list[str] = []
+        return [job.custom_status for job in self.jobs(queue, state)]
+
+    def jobs(self, queue: str, state: str = "succeeded", *, include_body: bool = False) -> Iterator[JobInfo]:
+        """Every job of ``queue`` in ``state``, as ``statuses`` finds them."""
         for future in (False, True) if state == "pending" else (False,):
             for priority in (1, 2, 3):
                 continuation = "0"
                 while continuation != "-1":
                     result = self.service.scan(queue, state, priority=priority, future=future,
-                                               continuation=continuation, limit=1000)
-                    out.extend(job.custom_status for job in result.jobs)
+                                               continuation=continuation, limit=100 if include_body else 1000,
+                                               include_body=include_body)
+                    yield from result.jobs
                     continuation = result.continuation
+
+    def write_rows(self, queue: str) -> list[int]:
+        """How many feed rows each succeeded write job of ``queue`` wrote:
+        the work one job did, whatever the machine's speed."""
+        out = []
+        for job in self.jobs(queue, include_body=True):
+            message = message_format.decode(job.body or b"")
+            assert message is not None, f"{job.descriptor}: not a Celery message"
+            args = json.loads(message.body)[0]
+            out.append(len(WriteBody.from_json(args[0]).rows))
         return out
 
 
