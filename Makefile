@@ -57,7 +57,9 @@ APP_TESTS := $(filter-out $(CORE_TESTS) $(TEST_SUPPORT),$(patsubst %/,%,$(sort $
 # about as long as the HBase outages they run beside.
 CORE_WAITING := tests/integration/test_cli.py tests/integration/test_cli_errors.py \
 	tests/integration/test_cli_regex.py tests/thrift/test_bench_smoke.py tests/thrift/test_server_processes.py
-PYTEST := $(VPY) -m pytest -q
+# Each run ends listing its slowest tests: CI's time limit is watched from
+# its log, and a test that grew shows there first.
+PYTEST := $(VPY) -m pytest -q --durations=15
 SPREAD := -p xdist --dist loadgroup --no-loadscope-reorder -m "not serial and not serial_hbase"
 
 # Bytecode is cached under .var, out of the source tree, even where the
