@@ -148,6 +148,8 @@ class FeedWorld:
             for priority in (1, 2, 3):
                 continuation = "0"
                 while continuation != "-1":
+                    # A write job's body is up to ~40 KB: pages of 100 stay
+                    # inside what one scan may return (16 MB by default).
                     result = self.service.scan(queue, state, priority=priority, future=future,
                                                continuation=continuation, limit=100 if include_body else 1000,
                                                include_body=include_body)
