@@ -22,7 +22,9 @@ from tasks.hbase.tables import installed_tables
 from tests.servers import REPO, ensure_services
 
 # Tens of seconds a test: started early, so no process is left with one at the end.
-pytestmark = pytest.mark.slow
+# The demo's job service is the demo's shards (pinlater.demo), which `make
+# run`'s test also runs on: one process runs both, one after the other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo_settings")]
 
 
 # Each phase's bound (--timeout) stops a hang and does not time the demo: on
