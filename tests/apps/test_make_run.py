@@ -33,6 +33,21 @@ def procfile_names() -> list[str]:
     return [line.split(":", 1)[0] for line in (REPO / "Procfile").read_text().splitlines() if ":" in line]
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc's parent links."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def eventually(check: Callable[[], Any], deadline: float, what: Callable[[], str]) -> Any:
     while True:
         with contextlib.suppress(OSError):
@@ -83,6 +98,7 @@ def test_make_run_starts_every_procfile_process_on_the_demos_settings(tmp_path: 
                    for line in log.read_text(errors="replace").splitlines() if " started (pid=" in line}
         assert started >= set(PROCESSES), shown()
     finally:
+        started_here = descendants(proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -90,3 +106,8 @@ def test_make_run_starts_every_procfile_process_on_the_demos_settings(tmp_path: 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # honcho starts each process in a session of its own: killed before
+        # it has stopped them, it leaves them running on the demo's shards.
+        for pid in started_here:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
