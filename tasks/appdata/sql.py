@@ -111,11 +111,21 @@ def digest(count: int, text: str | bytes | None, whole: bool = True) -> Digest:
 
 def packed_pairs(text: str | bytes | None, count: int) -> dict[int, int] | None:
     """``{a: b}`` from a packed ``"a b a b ..."`` of ``count`` pairs of
-    integers; None when it was cut (a cut can end inside a number, so the
-    length alone says so: a whole one is shorter than the limit)."""
+    integers; None when it was cut."""
+    pairs = packed_list(text, count)
+    return None if pairs is None else dict(pairs)
+
+
+def packed_list(text: str | bytes | None, count: int) -> list[tuple[int, int]] | None:
+    """``[(a, b), ...]`` in order from a packed ``"a b a b ..."`` of
+    ``count`` pairs of integers; None when it was cut (a cut can end inside
+    a number, so the length alone says so: a whole one is shorter than the
+    limit)."""
+    if count == 0:
+        return []
     if text is None or len(text) >= PACKED_MAX_BYTES:
         return None
     parts = (text.decode() if isinstance(text, bytes) else text).split()
     if len(parts) != 2 * count:
         return None
-    return {int(a): int(b) for a, b in zip(parts[::2], parts[1::2], strict=True)}
+    return list(zip(map(int, parts[::2]), map(int, parts[1::2]), strict=True))

@@ -13,6 +13,7 @@ from tasks.appdata.ids import (
     ObjectType,
     expect_type,
     make_id,
+    shard_of,
     split_id,
 )
 
@@ -77,3 +78,21 @@ def test_expect_type_names_both_types() -> None:
     assert expect_type(board, ObjectType.BOARD).local == 1
     with pytest.raises(InvalidId, match="is a board, not a user"):
         expect_type(board, ObjectType.USER)
+
+
+def test_shard_of_agrees_with_expect_type_on_good_ids_and_refuses_the_same_ones() -> None:
+    rng = random.Random(1)
+    good = [make_id(0, ObjectType.USER, 1), make_id(MAX_SHARD, ObjectType.PIN, MAX_LOCAL)]
+    good += [make_id(rng.randrange(MAX_SHARD + 1), rng.choice(list(ObjectType)), rng.randrange(1, MAX_LOCAL + 1))
+             for _ in range(1000)]
+    for object_id in good:
+        kind = split_id(object_id).type
+        assert shard_of(object_id, kind) == expect_type(object_id, kind).shard
+        for other in ObjectType:
+            if other is not kind:
+                with pytest.raises(InvalidId, match="not a"):
+                    shard_of(object_id, other)
+    user = make_id(3, ObjectType.USER, 9)
+    for bad in (-1, 0, 1 << 62, 1 << 64, True, 1.0, str(user), user - 9, (1 << 62) | user):
+        with pytest.raises(InvalidId):
+            shard_of(bad, ObjectType.USER)  # type: ignore[arg-type]

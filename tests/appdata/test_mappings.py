@@ -225,7 +225,8 @@ def test_a_pairs_placeholder_renders_one_row_constructor_per_pair() -> None:
 
 
 def test_unmapped_to_names_the_rows_gone_or_moved_and_reads_rows_only_for_a_shard_that_lost_some(
-        appdata: AppData) -> None:
+        appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mappings, "PAIRS_MAX", 500)  # so that a shard's rows take two statements
     users = _users(appdata, 2_400)  # about 600 a shard: two chunks of 500 in each
     star = users.pop()
     for i, user in enumerate(users):
@@ -257,6 +258,37 @@ def test_unmapped_to_names_the_rows_gone_or_moved_and_reads_rows_only_for_a_shar
     assert mappings.unmapped_to(appdata, USER_FOLLOWS_USER, [], star) == set()
     with pytest.raises(ValueError):
         mappings.unmapped_to(appdata, USER_FOLLOWS_USER, [(users[0], 1)], 12345)  # not a user id
+    bad_rows: list[tuple[object, object]] = [(users[0], 1.5), (users[0], 1 << 63), (users[0], True), (True, 1)]
+    for bad in bad_rows:
+        with pytest.raises(ValueError):
+            mappings.unmapped_to(appdata, USER_FOLLOWS_USER, [bad], star)  # type: ignore[list-item]
+
+
+def test_unmapped_to_counts_a_whole_page_in_one_statement_a_shard_and_compares_sequences_exactly(
+        appdata: AppData) -> None:
+    """The pairs travel as one JSON argument: the extremes of a 64-bit
+    sequence, and one past 2^53 (where a double would round), compare exactly."""
+    users = _users(appdata, 1_200)
+    star = users.pop()
+    extremes = [mappings.SEQUENCE_MIN, mappings.SEQUENCE_MAX, (1 << 53) + 1, -1, 0]
+    for i, user in enumerate(users):
+        mappings.add(appdata, USER_FOLLOWS_USER, user, star, extremes[i % len(extremes)])
+    asked = [(user, extremes[i % len(extremes)]) for i, user in enumerate(users)]
+    statements: list[int] = []
+    real_run = appdata.run
+
+    def recording(shard: int, work: object) -> object:
+        statements.append(shard)
+        return real_run(shard, work)  # type: ignore[arg-type]
+
+    appdata.run = recording  # type: ignore[method-assign,assignment]
+    try:
+        assert mappings.unmapped_to(appdata, USER_FOLLOWS_USER, asked, star) == set()
+        assert len(statements) == len(set(statements))  # one count a shard, no re-read
+        off_by_one = [(user, sequence + (1 if sequence < mappings.SEQUENCE_MAX else -1)) for user, sequence in asked]
+        assert mappings.unmapped_to(appdata, USER_FOLLOWS_USER, off_by_one, star) == set(off_by_one)
+    finally:
+        appdata.run = real_run  # type: ignore[method-assign]
 
 
 def _per_shard(appdata: AppData, ids: list[int]) -> list[int]:
@@ -265,6 +297,32 @@ def _per_shard(appdata: AppData, ids: list[int]) -> list[int]:
     from tasks.appdata.ids import split_id
 
     return list(Counter(split_id(i).shard for i in ids).values())
+
+
+def test_a_page_read_packed_equals_one_read_row_by_row_when_the_pack_is_cut(
+        appdata: AppData, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.appdata import sql as sql_module
+
+    owner, *followers = _users(appdata, 60)
+    extremes = [mappings.SEQUENCE_MIN, -1, 0, T0, T0, mappings.SEQUENCE_MAX]  # ties too
+    mappings.add_many(appdata, USER_FOLLOWED_BY_USER,
+                      [(owner, f, extremes[i % len(extremes)]) for i, f in enumerate(followers)])
+    expected = sorted(((extremes[i % len(extremes)], f) for i, f in enumerate(followers)), reverse=True)
+
+    def pages(size: int) -> list[list[tuple[int, int]]]:
+        out, cursor = [], None
+        while True:
+            page = graph.followers_of_user(appdata, owner, limit=size, cursor=cursor)
+            out.append([(e.sequence, e.to_id) for e in page.edges])
+            if page.next is None:
+                return out
+            cursor = page.next.encode()
+
+    packed = pages(7)
+    assert [row for page in packed for row in page] == expected and len(packed) == 9
+    monkeypatch.setattr(sql_module, "PACKED_MAX_BYTES", 40)  # every page of more than one row is cut
+    assert pages(7) == packed
+    assert graph.followers_of_user(appdata, _users(appdata, 1)[0], limit=5).edges == []
 
 
 def test_rows_from_many_unpacks_each_mapping_and_reads_a_cut_one_row_by_row(

@@ -134,6 +134,21 @@ SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
 WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
 ORDER BY sequence DESC, to_id DESC LIMIT %s
 
+-- name: map_first_page_packed
+-- map_first_page packed (see ``packed`` in sql.py): how many rows, and
+-- "to_id sequence to_id sequence ..." in the page's order. Args: from_id, limit.
+SELECT COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence ORDER BY sequence DESC, to_id DESC SEPARATOR ' ') AS packed
+FROM (SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+      WHERE from_id = %s
+      ORDER BY sequence DESC, to_id DESC LIMIT %s) AS page
+
+-- name: map_next_page_packed
+-- map_next_page packed. Args: from_id, sequence, sequence, to_id, limit.
+SELECT COUNT(*) AS found, GROUP_CONCAT(to_id, ' ', sequence ORDER BY sequence DESC, to_id DESC SEPARATOR ' ') AS packed
+FROM (SELECT to_id, sequence FROM {database}.{table} FORCE INDEX (by_sequence)
+      WHERE from_id = %s AND (sequence < %s OR (sequence = %s AND to_id < %s))
+      ORDER BY sequence DESC, to_id DESC LIMIT %s) AS page
+
 -- name: map_having_rows
 -- Which of these from_ids (of one shard) have any row: one index probe each.
 SELECT DISTINCT from_id FROM {database}.{table} WHERE from_id IN ({ids})
@@ -156,9 +171,13 @@ SELECT from_id, sequence FROM {database}.{table} WHERE to_id = %s AND from_id IN
 
 -- name: map_count_sequences_to
 -- How many of these (from_id, sequence) rows to one to_id exist (from_ids
--- of one shard; point lookups of the by_sequence index, nothing returned
--- but the count). Args: to_id, then from_id, sequence of each pair.
-SELECT COUNT(*) FROM {database}.{table} WHERE to_id = %s AND (from_id, sequence) IN ({pairs})
+-- of one shard, no pair twice; a point lookup of the primary key each,
+-- nothing returned but the count). Args: the pairs as one JSON array of
+-- [from_id, sequence], then to_id. JSON_TABLE reads integers exactly, to
+-- 2^64 - 1.
+SELECT COUNT(*)
+FROM JSON_TABLE(%s, '$[*]' COLUMNS (from_id BIGINT UNSIGNED PATH '$[0]', sequence BIGINT PATH '$[1]')) AS wanted
+JOIN {database}.{table} AS m ON m.from_id = wanted.from_id AND m.to_id = %s AND m.sequence = wanted.sequence
 
 -- name: map_sequences_of_pairs
 -- The sequence of each (from_id, to_id) row that exists among these pairs
