@@ -154,6 +154,22 @@ def put_edges(pool: ClusterPool, store: AppData, edges: Sequence[EdgeCells]) -> 
     return written
 
 
+def put_rows(pool: ClusterPool, store: AppData, followee: int, rows: Sequence[tuple[int, int]],
+             qualifiers: Sequence[bytes]) -> int:
+    """``put_edges`` for the edges of one followee that all bring the same
+    columns (a write body: a fan-out page, a follow), without an object a
+    row: the same cells, then the same fence."""
+    heads = [_PREFIX + q for q in qualifiers]
+    cells = [(row_key(user), head, b"", version) for user, version in rows for head in heads]
+    if not cells:
+        return 0
+    written = put_versions(pool, TABLE, cells)
+    gone = _gone_to(store, followee, rows)
+    if gone:
+        retract(pool, [row for row in dict.fromkeys(rows) if row in gone])
+    return written
+
+
 def retract(pool: ClusterPool, rows: Iterable[tuple[int, int]]) -> int:
     """Removes every cell of each ``(user, version)`` row at exactly that version."""
     return delete_versions(pool, TABLE, [(row_key(user), _FAMILY, version, "family_version")
@@ -173,15 +189,20 @@ def gone_edges(store: AppData, edges: Iterable[tuple[int, int, int]]) -> list[tu
     if len(followees) <= len(users):
         gone: set[tuple[int, int, int]] = set()
         for followee in followees:
-            table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
             edges_to = [(user, version) for user, f, version in wanted if f == followee]
-            gone.update((u, followee, v) for u, v in mappings.unmapped_to(store, table, edges_to, followee))
+            gone.update((u, followee, v) for u, v in _gone_to(store, followee, edges_to))
         return [(user, version) for user, followee, version in wanted if (user, followee, version) in gone]
     now: dict[tuple[int, int], int] = {}
     for table in (USER_FOLLOWS_USER, USER_FOLLOWS_BOARD):
         for user, rows in mappings.rows_from_many(store, table, users).items():
             now.update(((user, followee), at) for followee, at in rows.items() if followee in followees)
     return [(user, version) for user, followee, version in wanted if now.get((user, followee)) != version]
+
+
+def _gone_to(store: AppData, followee: int, rows: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Of ``(user, version)`` follows of ``followee``, those gone from MySQL."""
+    table = USER_FOLLOWS_BOARD if split_id(followee).type is ObjectType.BOARD else USER_FOLLOWS_USER
+    return mappings.unmapped_to(store, table, rows, followee)
 
 
 def apply_write(pair: ClusterPair, store: AppData, body: WriteBody) -> int:
@@ -191,5 +212,4 @@ def apply_write(pair: ClusterPair, store: AppData, body: WriteBody) -> int:
     pool = pair[body.cluster]
     if body.op == "retract":
         return retract(pool, body.rows)
-    columns = tuple(q.encode("ascii") for q in body.columns)
-    return put_edges(pool, store, [EdgeCells(user, body.followee, version, columns) for user, version in body.rows])
+    return put_rows(pool, store, body.followee, body.rows, [q.encode("ascii") for q in body.columns])
