@@ -4,12 +4,14 @@ first enqueue's descriptors instead of creating jobs again.
 The key lives in the control store, shared by every process, under
 ``QUEUE/KEY``:
 
-1. ``recall_enqueue``: descriptors of a finished enqueue with this key ->
-   return them.
-2. ``reserve_enqueue``: claim the key for ``RESERVATION_MS`` (set if
-   absent). Someone else holds it (an enqueue with this key is running now,
-   e.g. the first try of a call the client is retrying): wait for it to
-   finish, up to ``WAIT_S``.
+1. ``reserve_enqueue``: claim the key for ``RESERVATION_MS`` (set if
+   absent). A new key, the usual case, costs this one call before the
+   enqueue.
+2. The key was there: ``recall_enqueue``. Descriptors of a finished
+   enqueue with this key -> return them. Only a reservation (an enqueue
+   with this key is running now, e.g. the first try of a call the client
+   is retrying): wait for it to finish, up to ``WAIT_S``. Gone meanwhile
+   (expired): try again.
 3. Enqueue, then ``remember_enqueue`` the descriptors for the window. If the
    enqueue fails, ``forget_enqueue`` frees the key so a retry can run.
 
@@ -57,12 +59,14 @@ def enqueue_once(
     deadline = time.monotonic() + WAIT_S
     delay = 0.01
     while True:
+        if control.reserve_enqueue(skey, RESERVATION_MS):
+            break
         recalled = control.recall_enqueue(skey)
         if recalled:
             log.debug("enqueue with key %r on %s answered from the first call", key, queue)
             return recalled
-        if recalled is None and control.reserve_enqueue(skey, RESERVATION_MS):
-            break
+        if recalled is None and time.monotonic() < deadline:
+            continue  # expired between the two calls: the key is free again
         if time.monotonic() >= deadline:
             raise EnqueueRejected(
                 f"an enqueue with idempotency key {key!r} on {queue!r} is still running; retry later"
