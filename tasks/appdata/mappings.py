@@ -187,9 +187,12 @@ def unmapped_to(store: AppData, table: MappingTable, rows: Iterable[tuple[int, i
     falls short."""
     expect_type(to_id, table.to_type)
     by_shard: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for from_id, sequence in dict.fromkeys(rows):
-        _check_sequence(sequence)
-        by_shard[_check(table, from_id)].append((from_id, sequence))
+    kind = table.from_type
+    for row in dict.fromkeys(rows):
+        from_id, sequence = row
+        if type(sequence) is not int or not SEQUENCE_MIN <= sequence <= SEQUENCE_MAX:
+            _check_sequence(sequence)
+        by_shard[shard_of(from_id, kind)].append(row)
     missing: set[tuple[int, int]] = set()
     for shard, database, part in _pair_chunks(store, by_shard, PAIRS_MAX):
         stmt = sql("map_count_sequences_to", database=database, table=table.name)

@@ -54,7 +54,7 @@ def parse_qualifier(value: bytes) -> FeedCell:
     return FeedCell(MAX_TIME - int(value[:TIME_DIGITS]), pin_id)
 
 
-_ROW_LIMIT = 10**ROW_DIGITS
+ROW_LIMIT = 10**ROW_DIGITS  # above every user id a row key can hold
 
 
 def column(created_at_ms: int, pin_id: int) -> bytes:
@@ -65,7 +65,7 @@ def column(created_at_ms: int, pin_id: int) -> bytes:
 def check_user(user_id: int) -> int:
     """A user id that has a feed row (the check of ``row_key``, without
     making the key: bodies check every row they carry)."""
-    if type(user_id) is not int or not 0 < user_id < _ROW_LIMIT:
+    if type(user_id) is not int or not 0 < user_id < ROW_LIMIT:
         raise ValueError(f"user id must be a positive int below 10**{ROW_DIGITS}, got {user_id!r}")
     return user_id
 
