@@ -1,6 +1,7 @@
 # mypy: disable-error-code="no-untyped-call,misc"
 # (Kombu and Celery ship without complete type hints; their calls are untyped.)
-"""``PinLaterTask.apply_async`` straight to the channel, for the common case.
+"""``PinLaterTask.apply_async`` straight to the channel, for the common case
+(a publish from application code, or a task publishing its successors).
 
 Celery's ``send_task`` and Kombu's ``Producer.publish`` add to every
 publish routing twice over, publish signals with no receivers, a retry
@@ -115,9 +116,10 @@ def _usable(task: Any, link: Any, link_error: Any, options: dict[str, Any]) -> b
     conf = app.conf
     if conf.task_always_eager or conf.task_send_sent_event:
         return False
-    # Inside a task Celery links parent and child (root and parent ids, the
-    # trail, inherited priority): its path does that.
-    return app.current_worker_task is None
+    # Inside a task this path links parent and child as Celery's does (root
+    # and parent ids, the parent's trail: ``Prepared.send``), but for an
+    # inherited priority, which would change the route.
+    return not (conf.task_inherit_parent_priority and app.current_worker_task is not None)
 
 
 def publish(task: Any, args: Any, kwargs: Any, task_id: str | None, producer: Any, shadow: Any,
@@ -191,10 +193,9 @@ def prepare(task: Any, producer: Any, options: dict[str, Any],
     given = options
     options = dict(task._get_exec_options(), **options)
     options.setdefault("ignore_result", task.ignore_result)
-    # App.send_task's, for a publish outside any task.
+    # App.send_task's.
     taken = {name: options.pop(name, None) for name in _SEND_TASK_OPTIONS}
-    # Adds the result to the running task's trail: this path runs outside tasks.
-    options.pop("add_to_parent", None)
+    taken["add_to_parent"] = options.pop("add_to_parent", True)
     if routed_by is None:
         if not all(route is registry.route or isinstance(route, MapRoute) for route in amqp.router.routes):
             return None
@@ -261,6 +262,12 @@ class Prepared:
             if expiration < 0:
                 log.warning("%s has an expiration date in the past (%ss ago): set to 0", task_id, -expiration)
                 expiration = 0
+        # Inside a running task, as App.send_task links the two.
+        parent = app.current_worker_task
+        root_id = parent_id = None
+        if parent is not None:
+            root_id = parent.request.root_id or parent.request.id
+            parent_id = parent.request.id
         # The reprs as as_task_v2 makes them, without its two reads of app.conf.
         argsrepr = arguments_repr(args or (), amqp.argsrepr_maxsize, defaults.repr_maxlevels)
         kwargsrepr = arguments_repr(kwargs or {}, amqp.kwargsrepr_maxsize, defaults.repr_maxlevels)
@@ -268,7 +275,7 @@ class Prepared:
         headers, properties, body, _ = amqp.create_task_message(
             task_id, task.name, args, kwargs, taken["countdown"], taken["eta"], taken["group_id"],
             group_index, expires, 0, None, None, None, self.reply_to, taken["time_limit"],
-            taken["soft_time_limit"], False, None, None, shadow, None,
+            taken["soft_time_limit"], False, root_id, parent_id, shadow, None,
             origin=self.origin, ignore_result=ignore_result, replaced_task_nesting=0, argsrepr=argsrepr,
             kwargsrepr=kwargsrepr,
         )
@@ -303,6 +310,8 @@ class Prepared:
                     send()
         result = task.AsyncResult(task_id)
         result.ignored = ignore_result
+        if parent is not None and taken["add_to_parent"]:
+            parent.add_trail(result)
         return result
 
 

@@ -1,4 +1,4 @@
-"""``apply_async`` outside a task skips Celery's and Kombu's publish layers
+"""``apply_async`` (from application code or a running task) skips Celery's and Kombu's publish layers
 (``workers.direct_publish``): the channel must get the very message
 Celery's path gives it, for every option that path handles, and the rest
 must take Celery's path."""
@@ -9,11 +9,13 @@ import enum
 import typing
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from celery import Celery, group, signals
+from celery._state import _task_stack
 from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,6 +124,52 @@ def test_the_task_retry_policy_and_shadow_travel_as_before(
     direct, celery, _ = _both(app, "tests.w_fail", monkeypatch, sent, (), {"shadow": "seen.as"})
     assert direct == celery
     assert direct["headers"]["shadow"] == "seen.as" and direct["headers"]["pinlater_attempts"] == 3
+
+
+@contextmanager
+def running(task: Any, request_id: str, root_id: str | None, priority: int | None = None) -> Iterator[Any]:
+    """``task`` as a worker runs it: on Celery's task stack, with a request."""
+    task.push_request(id=request_id, root_id=root_id, called_directly=False, children=[],
+                      delivery_info={"priority": priority})
+    _task_stack.push(task)
+    try:
+        yield task.request
+    finally:
+        _task_stack.pop()
+        task.pop_request()
+
+
+IN_TASK: list[tuple[str | None, dict[str, Any]]] = [
+    (None, {}), ("the-root", {}), ("the-root", {"priority": 3, "idempotency_key": "k-2"}),
+    (None, {"add_to_parent": False}),
+]
+
+
+@pytest.mark.parametrize(("root_id", "options"), IN_TASK)
+def test_a_publish_inside_a_running_task_links_parent_and_child_as_celerys_path_does(
+    app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent, root_id: str | None, options: dict[str, Any]
+) -> None:
+    parent = app.tasks["tests.w_fail"]
+    with running(parent, "the-parent", root_id) as request:
+        assert app.current_worker_task is parent
+        direct, celery, result = _both(app, "tests.w_pub", monkeypatch, sent, (7,), options)
+        # Each path added its result to the parent's trail, but with add_to_parent=False.
+        trail = [child.id for child in request.children]
+    assert direct == celery
+    assert direct["headers"]["parent_id"] == "the-parent"
+    assert direct["headers"]["root_id"] == (root_id or "the-parent")
+    assert trail == ([] if options.get("add_to_parent") is False else ["the-task-id"] * 2)
+    assert result.id == "the-task-id"
+
+
+def test_a_task_that_inherits_its_parents_priority_publishes_on_celerys_path(
+    app: Celery, monkeypatch: pytest.MonkeyPatch, sent: Sent
+) -> None:
+    monkeypatch.setattr(direct_publish, "publish", lambda *a: pytest.fail("took the direct path"))
+    monkeypatch.setitem(app.conf, "task_inherit_parent_priority", True)
+    with running(app.tasks["tests.w_fail"], "the-parent", None, priority=3):
+        app.tasks["tests.w_pub"].apply_async((1,))
+    assert sent[0][1]["headers"]["parent_id"] == "the-parent" and sent[0][1]["properties"]["priority"] == 3
 
 
 @pytest.mark.parametrize("case", ["link", "receiver", "option"])
