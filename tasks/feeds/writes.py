@@ -30,7 +30,7 @@ and duplicates are safe.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -153,13 +153,7 @@ def put_edges(pool: ClusterPool, store: AppData, edges: Sequence[EdgeCells]) -> 
     the versions of the edges that are gone from MySQL by now (the fence:
     see the module's docstring). The cells put."""
     cells = [(row_key(e.user), _PREFIX + q, b"", e.version) for e in edges for q in e.columns]
-    if not cells:
-        return 0
-    written = put_versions(pool, TABLE, cells)
-    gone = gone_edges(store, [(e.user, e.followee, e.version) for e in edges])
-    if gone:
-        retract(pool, gone)
-    return written
+    return _put_then_fence(pool, cells, lambda: gone_edges(store, [(e.user, e.followee, e.version) for e in edges]))
 
 
 def put_rows(pool: ClusterPool, store: AppData, followee: int, rows: Sequence[tuple[int, int]],
@@ -169,12 +163,24 @@ def put_rows(pool: ClusterPool, store: AppData, followee: int, rows: Sequence[tu
     row: the same cells, then the same fence."""
     heads = [_PREFIX + q for q in qualifiers]
     cells = [(row_key(user), head, b"", version) for user, version in rows for head in heads]
+
+    def gone() -> list[tuple[int, int]]:
+        missing = _gone_to(store, followee, rows)
+        return [row for row in dict.fromkeys(rows) if row in missing] if missing else []
+
+    return _put_then_fence(pool, cells, gone)
+
+
+def _put_then_fence(pool: ClusterPool, cells: list[tuple[bytes, bytes, bytes, int]],
+                    gone: Callable[[], list[tuple[int, int]]]) -> int:
+    """Puts ``cells``, then retracts the ``(user, version)`` rows ``gone()``
+    finds gone from MySQL by then. The cells put."""
     if not cells:
         return 0
     written = put_versions(pool, TABLE, cells)
-    gone = _gone_to(store, followee, rows)
-    if gone:
-        retract(pool, [row for row in dict.fromkeys(rows) if row in gone])
+    rows = gone()
+    if rows:
+        retract(pool, rows)
     return written
 
 
