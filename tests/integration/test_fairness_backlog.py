@@ -3,7 +3,8 @@ key B's 20 jobs; one worker takes jobs one at a time. Every B job starts
 before A's 100th, and how many jobs B waits behind does not grow with A's
 backlog (2,000 or 20,000 jobs). On one shard and on two, Redis and MySQL.
 The same without keys, on one shard, is what the keys fix: B then waits
-for all of A."""
+for all of A. And MySQL's admission of a backlog of keyed jobs into their
+lanes is bounded per transaction, with the turns of all at once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import uuid
 import pytest
 
 from pinlater import Ack, Job, JobService, JobState
+from pinlater.kit.sqlblocks import job_table
+from pinlater.stores.mysql import lanes
 from tests.support.stores import settings_for
 
 SMALL = 20
@@ -57,3 +60,34 @@ def test_a_small_tenants_jobs_start_among_a_big_backlogs_first(setup: str, serve
     # where the batches went).
     if not setup.endswith("sharded"):
         assert plain[0] == 2_000
+
+
+def test_a_backlog_of_newcomers_is_admitted_a_bounded_number_a_transaction(
+    servers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MySQL admits keyed jobs into their lanes at the next dequeue: a backlog
+    of them goes ADMIT a transaction (so that no statement's time grows with
+    it), at most ADMIT_ROUNDS transactions before the dequeue serves, and
+    the turns are those of all at once."""
+    monkeypatch.setattr(lanes, "ADMIT", 10)
+    monkeypatch.setattr(lanes, "ADMIT_ROUNDS", 3)
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    with JobService.from_settings(settings_for("mysql"), source="fair-admit") as service:
+        service.create_queue(queue)
+        enqueued = service.enqueue(queue, [Job(b"x", key=f"k{i % 5}") for i in range(100)])
+        shard = service.core.shards.all()[0]
+        count = f"SELECT COUNT(*) FROM `{job_table(queue, 1)}` WHERE state = 5"
+
+        def newcomers() -> int:
+            return int(shard._run(queue, (1,), lambda s: s.scalar(count)))  # type: ignore[attr-defined]
+
+        assert newcomers() == 100
+        taken = [job.descriptor for job in service.dequeue(queue, 1)]
+        assert newcomers() == 100 - 3 * 10  # three transactions of ten; the third served
+        while len(taken) < 100 and (got := service.dequeue(queue, 7)):
+            taken += [job.descriptor for job in got]
+        assert newcomers() == 0
+        # Job i has key k(i mod 5): the keys' turns go k0, k1, ..., k4, k0, ...
+        # as they came, which is the order they were enqueued in.
+        assert taken == enqueued
+        service.ack(queue, succeeded=[Ack(d) for d in taken])

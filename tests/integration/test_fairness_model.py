@@ -25,6 +25,7 @@ from pinlater import Ack, Checkpoint, Job, JobService, JobState
 from pinlater.descriptor import JobDescriptor, descriptor_prefix
 from pinlater.models import DequeuedJob
 from pinlater.stores.base import ExpiredClaims, ShardBackend
+from pinlater.stores.mysql import lanes
 from tests.support.stores import settings_for
 
 STEPS = 250
@@ -138,11 +139,16 @@ def _cancel(pair: Pair, rng: random.Random) -> None:
         pair.running.pop(m, None)
 
 
-@pytest.mark.parametrize("setup", ["redis", "mysql"])
+@pytest.mark.parametrize("setup", ["redis", "mysql", "mysql, 2 newcomers a transaction"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_store_serves_keys_in_the_same_turns_as_the_memory_shard(
-    setup: str, seed: int, servers: None, queue_name: str
+    setup: str, seed: int, servers: None, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if setup.startswith("mysql, "):
+        # A backlog of newcomers is admitted a bounded number a transaction,
+        # the first that came first: the turns must be those of all at once.
+        monkeypatch.setattr(lanes, "ADMIT", 2)
+        setup = "mysql"
     rng = random.Random(seed)
     pair = Pair(setup, queue_name)
     try:

@@ -6,7 +6,8 @@ A keyed job enters pending in state 5, written by the same single
 statement as before (an enqueue, a failure ACK, a checkpoint, an expired
 claim, a retry), so no path that makes a job pending takes a lock more.
 The next dequeue of its table admits such jobs, in the order they came,
-into their lanes (``pinlater_lane_jobs``, state 4), then serves the lanes
+into their lanes (``pinlater_lane_jobs``, state 4; a backlog of them
+ADMIT a transaction), then serves the lanes
 in turn: ``pinlater_lanes`` holds each keyed lane's turn, or the run_after
 it waits for; the jobs without a key are lane '', read from the job table's
 own index (state 0), whose turn is in ``pinlater_fair`` with the turn
@@ -33,6 +34,15 @@ from pinlater.stores.mysql.statements import sql
 
 # Lanes that came due joining the turns beyond the limit (as the Redis script).
 PROMOTE = 100
+# Newcomers admitted by one transaction at most, the first that came: a
+# backlog of them is admitted a transaction at a time, each statement's
+# time bounded, however long the backlog (all at once, 400,000 took one
+# dequeue past the store's socket timeout, every time it was tried).
+ADMIT = 2000
+# Transactions of admissions one dequeue goes through at most before it
+# serves: newcomers that keep coming faster than they are admitted do not
+# hold the dequeue for good (those left join their lanes at later ones).
+ADMIT_ROUNDS = 25
 
 
 @dataclass
@@ -53,6 +63,7 @@ class _Turns:
         self.lanes: dict[bytes, _Lane] = {}
         self.dropped: set[bytes] = set()
         self.keyed = False  # a keyed lane was met
+        self.more_newcomers = False  # admitted ADMIT of them: there may be more
         # Read in the dequeue's first round trip, while still what the
         # tables hold (None: read them when needed): lanes_due's rows,
         # plain_heads' and lanes_in_turn's first page.
@@ -130,10 +141,15 @@ class LanesMixin(ShardConnection):
         table = job_table(queue, priority)
         traced = self._traces
         stopped: str | None = None
+        rounds = 0
 
-        def work(s: Session) -> list[ClaimedJob]:
-            nonlocal stopped
+        def work(s: Session) -> list[ClaimedJob] | None:
+            nonlocal stopped, rounds
             t = _locked_and_admitted(s, table, want, begin=True)
+            rounds += 1
+            if t.more_newcomers and rounds < ADMIT_ROUNDS:
+                s.execute(*t.stored())
+                return None  # committed as it is; the next transaction admits more
             _promote(t, want)
             order, keys, stopped = _serve(t, want, allow)
             if t.keyed:
@@ -154,7 +170,8 @@ class LanesMixin(ShardConnection):
             return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]), key)
                     for i, key in zip(order, keys, strict=True) if (r := rows.get(i)) is not None]
 
-        jobs = self._run(queue, (priority,), work, transaction=INLINE)
+        while (jobs := self._run(queue, (priority,), work, transaction=INLINE)) is None:
+            pass
         if allow is not None:
             for job in jobs:
                 if job.key:
@@ -185,11 +202,14 @@ class LanesMixin(ShardConnection):
         scripts put a job in its lane as it enters pending)."""
         if not self._keys or not s.scalar(sql("has_newcomers", table=table)):
             return
-        t = _locked_and_admitted(s, table)
-        s.execute(*t.stored())
+        while True:
+            t = _locked_and_admitted(s, table)
+            s.execute(*t.stored())
+            if not t.more_newcomers:
+                return
 
 
-_BEGIN = ("fair_make", "fair_lock", "lanes_now", "lanes_now_read", "lanes_newcomers", "lanes_touched")
+_BEGIN = ("fair_make", "fair_lock", "lanes_now", "lanes_bound", "lanes_now_read", "lanes_newcomers", "lanes_touched")
 # What a dequeue of ``want`` jobs reads next, while nothing has changed yet.
 _READ_AHEAD = ("lanes_due", "plain_heads", "lanes_in_turn")
 
@@ -200,18 +220,21 @@ def _locked_and_admitted(s: Session, table: str, want: int | None = None, begin:
     it came (the Redis scripts touch a lane as its job enters pending): a
     lane takes a turn at the first of its newcomers that was due when it
     came, lanes in that order; one without such a newcomer waits for the
-    earliest. One round trip without newcomers, a few more with them,
-    however many there are. With ``want``, the same round trip reads what
+    earliest. One round trip without newcomers, a few more with them: the
+    first ADMIT that came at most (``more_newcomers``: more may wait, for
+    another transaction to admit). With ``want``, the same round trip reads what
     a dequeue of that many reads next (``_Turns.due_rows`` ...). ``begin``:
     the round trip begins the transaction (``ConnectionPool.run``'s INLINE)."""
     names = _BEGIN if want is None else _BEGIN + _READ_AHEAD
     ahead = want or 0
-    args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1}
+    args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1,
+            "admit_last": ADMIT - 1}
     text = ";\n".join(sql(n, table=table) for n in names)
     results = s.begin_results(text, args) if begin else s.execute_results(text, args)
     locked, now, touched_rows = results[:3]
     turn, plain_turn = (int(x) for x in locked[0])
     t = _Turns(s, table, turn, plain_turn, int(now[0][0]))
+    t.more_newcomers = bool(now[0][1])
     touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
     if want is not None:
         t.due_rows, t.plain_rows, t.first_page = (list(r) for r in results[3:])

@@ -455,11 +455,22 @@ SELECT turn, plain_turn FROM pinlater_fair WHERE jobs = %(jobs)s FOR UPDATE
 -- name: fair_store
 UPDATE pinlater_fair SET turn = %s, plain_turn = %s WHERE jobs = %s
 
+-- name: lanes_bound
+-- The newcomers a transaction admits, in the order they came (updated_at,
+-- id), end at the ADMIT-th (lanes.py): so that no statement's time grows
+-- with a backlog of them. Fewer: lanes_now's bound (every one) stands.
+SELECT updated_at, id INTO @pl_bound_at, @pl_bound_id
+FROM {table} FORCE INDEX (by_updated_at) WHERE state = 5
+ORDER BY updated_at, id
+LIMIT 1 OFFSET %(admit_last)s
+
 -- name: lanes_newcomers
--- Keyed jobs that entered pending since the last dequeue join their lanes'
--- jobs; then lanes_touched, lanes_admit (these, not later ones).
+-- Keyed jobs that entered pending since the last dequeue, up to the bound,
+-- join their lanes' jobs; then lanes_touched, lanes_admit (these, not
+-- later ones).
 INSERT IGNORE INTO pinlater_lane_jobs (jobs, lane, run_after, id)
-SELECT %(jobs)s, fkey, run_after, id FROM {table} FORCE INDEX (by_run_after) WHERE state = 5
+SELECT %(jobs)s, fkey, run_after, id FROM {table} FORCE INDEX (by_updated_at)
+WHERE state = 5 AND (updated_at < @pl_bound_at OR (updated_at = @pl_bound_at AND id <= @pl_bound_id))
 
 -- name: lanes_touched
 -- Per lane of the newcomers: the first (updated_at, id) of those due when
@@ -467,9 +478,10 @@ SELECT %(jobs)s, fkey, run_after, id FROM {table} FORCE INDEX (by_run_after) WHE
 SELECT t.fkey,
        MIN(CASE WHEN t.run_after <= t.updated_at THEN CONCAT(LPAD(t.updated_at, 20, '0'), LPAD(t.id, 20, '0')) END),
        MIN(t.run_after)
-FROM {table} AS t FORCE INDEX (by_run_after)
+FROM {table} AS t FORCE INDEX (by_updated_at)
 STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
 WHERE t.state = 5
+  AND (t.updated_at < @pl_bound_at OR (t.updated_at = @pl_bound_at AND t.id <= @pl_bound_id))
 GROUP BY t.fkey
 
 -- name: has_newcomers
@@ -482,10 +494,11 @@ SELECT lane, turn, due FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 -- The newcomers are in their lanes from now on. From the job table's
 -- newcomers to their lane entries (STRAIGHT_JOIN), never the other way:
 -- a lane's entries are many.
-UPDATE {table} AS t FORCE INDEX (by_run_after)
+UPDATE {table} AS t FORCE INDEX (by_updated_at)
 STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
 SET t.state = 4
 WHERE t.state = 5
+  AND (t.updated_at < @pl_bound_at OR (t.updated_at = @pl_bound_at AND t.id <= @pl_bound_id))
 
 -- name: lanes_put
 INSERT INTO pinlater_lanes (jobs, lane, turn, due) VALUES {rows}
@@ -498,11 +511,13 @@ ON DUPLICATE KEY UPDATE turn = VALUES(turn), due = VALUES(due)
 DELETE FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 
 -- name: lanes_now
--- The time of a dequeue by lanes, held for its later statements (lanes_due).
-SET @pl_lanes_now := {now}
+-- The time of a dequeue by lanes, held for its later statements (lanes_due),
+-- and the newcomers' bound that admits every one (lanes_bound).
+SET @pl_lanes_now := {now}, @pl_bound_at := 9223372036854775807, @pl_bound_id := 0
 
 -- name: lanes_now_read
-SELECT @pl_lanes_now
+-- The time, and whether lanes_bound cut the newcomers short.
+SELECT @pl_lanes_now, @pl_bound_at < 9223372036854775807
 
 -- name: lanes_due
 -- Waiting lanes whose first job is due at the dequeue's time (lanes_now),
