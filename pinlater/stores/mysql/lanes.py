@@ -7,16 +7,17 @@ statement as before (an enqueue, a failure ACK, a checkpoint, an expired
 claim, a retry), so no path that makes a job pending takes a lock more.
 The next dequeue of its table admits such jobs, in the order they came,
 into their lanes (``pinlater_lane_jobs``, state 4; a backlog of them
-ADMIT a transaction), then serves the lanes
-in turn: ``pinlater_lanes`` holds each keyed lane's turn, or the run_after
-it waits for; the jobs without a key are lane '', read from the job table's
-own index (state 0), whose turn is in ``pinlater_fair`` with the turn
-counter. One dequeue of a table's lanes runs at a time (``fair_lock``).
-A dequeue of a table with no lane and no newcomer claims as before, in
-its one round trip; one with lanes costs a transaction of about ten
-statements, whatever the number of keys, sent in about six round trips
+ADMIT a transaction), then serves the lanes in turn: ``pinlater_lanes``
+holds each keyed lane's turn, or the run_after it waits for; the jobs
+without a key are lane '', read from the job table's own index (state 0),
+whose turn is in ``pinlater_fair`` with the turn counter. One dequeue of a
+table's lanes runs at a time (``fair_lock``). A dequeue of a table with no
+lane and no newcomer claims as before, in its one round trip; one with
+lanes costs a transaction of about fifteen statements, whatever the number
+of keys, sent in two round trips when its first page of lanes is full
 (multi-statement texts: the first also reads what the dequeue reads next,
-used unless an admission or a promotion changed the turns meanwhile).
+the page's lanes with their first jobs, used unless an admission or a
+promotion changed the turns meanwhile), a few more otherwise.
 """
 
 from __future__ import annotations
@@ -297,7 +298,7 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
         if rows is None:
             s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "page_limit": want + 1})
             rows = list(s.fetchall())
-        page = [(int(turn), bytes(lane)) for lane, turn in rows]
+        page = [(int(turn), bytes(lane)) for lane, turn, _ in rows]
         t.keyed = t.keyed or bool(page)
         more = len(page) == want + 1
         if page:
@@ -305,7 +306,21 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
         fresh = [(turn, lane) for turn, lane in page if lane not in t.dropped]
         for turn, lane in fresh:
             t.lanes.setdefault(lane, _Lane(turn, None)).turn = turn
-        _read_heads(t, [lane for _, lane in fresh], want)
+        if more:
+            # A full page: the loop serves each of its lanes once at most
+            # before it reads the next page, so their first jobs, read with
+            # the page, are enough (a lane served again reads more then).
+            for (_, lane), (_, _, head) in zip(page, rows, strict=True):
+                known = t.lanes.get(lane)
+                if known is None or lane in t.dropped or known.heads or known.complete or known.taken:
+                    continue
+                if head is None:
+                    known.complete = True
+                else:
+                    run_after, local_id = (head.decode() if isinstance(head, bytes | bytearray) else head).split()
+                    known.heads = [(int(run_after), int(local_id))]
+        else:
+            _read_heads(t, [lane for _, lane in fresh], want)
         queue.extend(fresh)
         queue.sort()
 

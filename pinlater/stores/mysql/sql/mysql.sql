@@ -528,10 +528,20 @@ ORDER BY due, lane
 LIMIT %(due_limit)s
 
 -- name: lanes_in_turn
-SELECT lane, turn FROM pinlater_lanes FORCE INDEX (by_turn)
-WHERE jobs = %(jobs)s AND turn > %(after)s
-ORDER BY turn
-LIMIT %(page_limit)s
+-- With each lane's first job, 'run_after id' (NULL: the lane is empty): a
+-- full page serves each of its lanes once at most (lanes.py's read_page),
+-- so one index dive a lane here spares a round trip of lane_heads. The
+-- page is a derived table: with the subquery beside it the optimizer has
+-- sorted every lane of the table (filesort) instead of reading the page
+-- in index order.
+SELECT p.lane, p.turn,
+       (SELECT CONCAT(j.run_after, ' ', j.id) FROM pinlater_lane_jobs AS j
+        WHERE j.jobs = %(jobs)s AND j.lane = p.lane ORDER BY j.run_after, j.id LIMIT 1) AS head
+FROM (SELECT lane, turn FROM pinlater_lanes FORCE INDEX (by_turn)
+      WHERE jobs = %(jobs)s AND turn > %(after)s
+      ORDER BY turn
+      LIMIT %(page_limit)s) AS p
+ORDER BY p.turn
 
 -- name: lane_heads
 -- One branch per lane, joined by UNION ALL: its first jobs.
