@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import redis
 
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.kit.sqlblocks import job_table
@@ -91,3 +92,44 @@ def test_a_backlog_of_newcomers_is_admitted_a_bounded_number_a_transaction(
         # as they came, which is the order they were enqueued in.
         assert taken == enqueued
         service.ack(queue, succeeded=[Ack(d) for d in taken])
+
+
+def test_lanes_on_redis_cost_the_same_however_many_jobs_are_pending(servers: None) -> None:
+    """The first keyed job of a priority turns its lanes on without a copy
+    of the jobs already pending (lane '' is the pending zset without the
+    keyed index), and lane '' finds its first job behind a long run of keyed
+    ones by counting: every key of the priority but the pending zset and the
+    jobs hash stays as small as the keyed jobs make it."""
+    settings = settings_for("redis")
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    raw = redis.Redis.from_url(settings.shards[0].url)
+    with JobService.from_settings(settings, source="fair-worker") as service:
+        service.create_queue(queue)
+        try:
+            for _ in range(20):
+                service.enqueue(queue, [Job(b"plain") for _ in range(1000)])
+            [keyed] = service.enqueue(queue, [Job(b"keyed", key="A")])
+            sizes = {}
+            for name in raw.scan_iter(match=f"pl:{queue}:p[0-9]*:*", count=1000):
+                kind = raw.execute_command("TYPE", name)
+                size = {b"zset": raw.zcard, b"list": raw.llen, b"set": raw.scard, b"hash": raw.hlen}[kind](name)
+                sizes[name.decode().rsplit(":", 1)[-1] or "lane:"] = size
+            assert sizes.pop("pending") == sizes.pop("jobs") == 20_001
+            assert sizes == {"turns": 2, "inturn": 1, "A": 1, "keyed": 1}  # turns: lane '', then A
+            # Lane '' first, then A; then 1,500 keyed jobs ahead of every
+            # plain one, and lane '' still finds the first plain job.
+            first, second = service.dequeue(queue, 2)
+            assert (first.body, second.descriptor) == (b"plain", keyed)
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass
+            for _ in range(3):
+                service.enqueue(queue, [Job(b"a", key="A", run_after_ms=1) for _ in range(500)])
+            late = service.enqueue(queue, [Job(b"late plain", run_after_ms=2)])
+            got = service.dequeue(queue, 3)
+            assert [j.body for j in got] == [b"late plain", b"a", b"a"]  # lane '' is first in turn again
+            assert got[0].descriptor == late[0]
+        finally:
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass
+            raw.close()
+

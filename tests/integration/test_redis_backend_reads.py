@@ -19,7 +19,6 @@ from pinlater.stores.base import (
     FailItem,
     ScanQuery,
 )
-from pinlater.stores.redis import keys
 from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.redis_support import URL, F, P, Q, R, S, claim_one, counts, item, one
 
@@ -226,22 +225,9 @@ def test_struct_and_plain_lua_write_and_read_the_same_records(raw: redis.Redis[b
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-def test_a_trace_is_stored_from_layout_4_on_and_kept_by_every_transition(raw: redis.Redis[bytes]) -> None:
-    """Layout-3 code would read a trace section as body, so a shard still
-    recorded at layout 3 gets none; at layout 4 a job keeps its trace
-    beside its claim and custom status through fail, retry and checkpoint,
-    and its body stays whole."""
-    raw.sadd(keys.QUEUES, "older")
-    raw.set(keys.SHARD_LAYOUT, 3)
-    old = RedisBackend.from_url("r9", URL)
-    try:
-        old.enqueue(Q, [EnqueueItem(b"body", 1, None, 3, "status", TRACE)])
-        [job] = old.dequeue(Q, [1], 1, "w").jobs
-        assert (job.body, job.trace) == (b"body", None)
-    finally:
-        old.close()
-
-    raw.set(keys.SHARD_LAYOUT, 4)  # what `pinlater migrate` records
+def test_a_trace_is_kept_by_every_transition(raw: redis.Redis[bytes]) -> None:
+    """A job keeps its trace beside its claim and custom status through
+    fail, retry and checkpoint, and its body stays whole."""
     be = RedisBackend.from_url("r9", URL)
     try:
         body = bytes(range(256))

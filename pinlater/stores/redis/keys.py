@@ -21,7 +21,12 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:inturn``         set, the lanes in turns
 ``pl:{queue}:p{N}:waits``          zset, lane -> its first job's run_after
 ``pl:{queue}:p{N}:lane:{key}``     zset, the key's pending jobs (score
-                                   run_after); ``lane:`` is jobs without a key
+                                   run_after); jobs without a key are in no
+                                   lane zset (lane '' is the pending zset
+                                   less the keyed index)
+``pl:{queue}:p{N}:keyed``          zset, every keyed pending job as its
+                                   run_after (16 digits) then its member,
+                                   score 0: in lex order as in pending
 ``pl:{queue}:unique``              hash of the queue's unique keys (Job.unique):
                                    ``k{key}`` -> ``P:ID`` of the job that took
                                    it, ``#P:ID`` -> its key; a key is held

@@ -51,6 +51,13 @@ def _redis_jobs_to_records(client: redis.Redis[bytes]) -> None:
     upgrade_to_v3(client)
 
 
+def _redis_index_keyed_jobs(client: redis.Redis[bytes]) -> None:
+    """Layout 5 -> 6 of a Redis shard (``upgrade``)."""
+    from pinlater.stores.redis.upgrade import index_keyed_jobs
+
+    index_keyed_jobs(client)
+
+
 REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
     "redis shard", keys.SHARD_LAYOUT, keys.QUEUES,
     {
@@ -63,14 +70,23 @@ REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
             compatible=False,
         ),
         # Compatible: nothing is rewritten. Layout-3 code would read a trace
-        # section as body, so the backend writes traces only on layout 4,
-        # which such code refuses.
+        # section as body, so traces were written only from layout 4 on,
+        # which such code refuses (this code runs on layout 6 only).
         3: Step("job records may carry their trace context (the record's flag 16)", record_only, compatible=True),
         # Compatible, as the trace: layout-4 code would read a key as body,
-        # so keys are written only on layout 5.
+        # so keys were written only from layout 5 on.
         4: Step(
             "job records may carry a fairness key (the record's flag 32); a priority with keyed jobs keeps lanes",
             record_only, compatible=True,
+        ),
+        # Incompatible: code of layout 5 serves lane '' from a copy this
+        # layout no longer keeps, and this code counts on the index of
+        # keyed jobs, which that code does not write.
+        5: Step(
+            "a priority that keeps lanes indexes its keyed pending jobs (pl:{queue}:p{N}:keyed); "
+            "lane '' is no longer a copy (pl:{queue}:p{N}:lane: goes)",
+            _redis_index_keyed_jobs,
+            compatible=False,
         ),
     },
 )

@@ -9,9 +9,9 @@ field is the job's member (``keys.member``), the value packs the job::
     claim    if flag 4: length (2) + 'TOKEN@source', only while RUNNING
     status   if flag 8: length (2) + the custom status, UTF-8
     trace    if flag 16: length (1) + the W3C traceparent the job was
-             enqueued under (written only on layout 4)
+             enqueued under (written from layout 4 on)
     key      if flag 32: length (1) + the fairness key, UTF-8 (written
-             only on layout 5)
+             from layout 5 on)
     body     the rest
 
 The scripts write it (``lua/_prelude.lua`` has the writer); lookup and scan

@@ -55,12 +55,6 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 ArgT = str | bytes | int
 
-# The layout from which job records carry their trace context.
-TRACE_LAYOUT = 4
-# The layout from which job records carry their fairness key. On an older
-# one a keyed job is stored without it and served in arrival order.
-KEY_LAYOUT = 5
-
 # Jobs deleted per delete_queue step: a few ms of server time per step.
 DELETE_QUEUE_BATCH = 1000
 
@@ -129,8 +123,6 @@ class RedisBackend:
         self._where = f"redis shard {shard_id}"
         self._errors = redis_guard(self._where, ShardUnavailable, ShardOutcomeUnknown)
         self._layout_checked = False
-        self._traces = False  # store each job's trace context: from layout 4 on
-        self._keys = False  # store each job's fairness key: from layout 5 on
 
     @classmethod
     def from_url(cls, shard_id: str, url: str, socket_timeout_s: float = 5.0) -> RedisBackend:
@@ -143,9 +135,7 @@ class RedisBackend:
         # The first command checks the layout; after a refusal every command
         # checks again, so a migration takes effect without a restart.
         if not self._layout_checked:
-            layout = check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
-            self._traces = layout >= TRACE_LAYOUT
-            self._keys = layout >= KEY_LAYOUT
+            check_redis_layout(self._r, REDIS_SHARD, self._where, ShardUnavailable)
             self._layout_checked = True
         return self._errors
 
@@ -223,16 +213,14 @@ class RedisBackend:
             ]
             for it in items
         ]
-        if not self._layout_checked:
-            self._call(lambda: None)  # the layout check decides self._traces
         if succeeded_ms is not None:
             for row, it in zip(meta, items, strict=True):
-                row += [it.trace if self._traces else None, it.key if it.key and self._keys else None]
+                row += [it.trace, it.key or None]
                 if it.unique:
                     row += [it.unique, succeeded_ms]
-        elif self._traces:
+        else:
             for row, it in zip(meta, items, strict=True):
-                if it.key and self._keys:
+                if it.key:
                     row += [it.trace, it.key]
                 elif it.trace is not None:
                     row.append(it.trace)

@@ -39,3 +39,31 @@ def upgrade_to_v3(client: redis.Redis[bytes]) -> None:
                     if int(seen) == 0:
                         break
                     start += int(seen) - int(dropped)
+
+
+def keyed_entry(run_after: int, member: bytes) -> bytes:
+    """A keyed pending job's entry in its priority's keyed index, as the
+    prelude's ``keyed_entry`` writes it: lex order is (run_after, id)."""
+    return b"%016d" % run_after + member
+
+
+def index_keyed_jobs(client: redis.Redis[bytes]) -> None:
+    """Layout 5 -> 6: each priority that keeps lanes gets the index of its
+    keyed pending jobs (``pl:{queue}:p{N}:keyed``) in place of lane ''s
+    copy of the others (``pl:{queue}:p{N}:lane:``), which goes. Every keyed
+    lane with jobs is in the priority's turns or waits, so they name every
+    lane to index; each window of ``BATCH`` jobs is one ZADD, and a re-run
+    adds nothing twice."""
+    for raw_queue in sorted(client.smembers(keys.QUEUES)):
+        queue = raw_queue.decode("utf-8")
+        for priority in sorted(int(p) for p in client.smembers(keys.prios_key(queue))):
+            base = f"pl:{queue}:p{priority}:"
+            lanes = {lane for lane in client.lrange(base + "turns", 0, -1) if lane}
+            lanes.update(client.zrange(base + "waits", 0, -1))
+            for lane in sorted(lanes):
+                lane_key = base.encode() + b"lane:" + lane
+                start = 0
+                while rows := client.zrange(lane_key, start, start + BATCH - 1, withscores=True):
+                    client.zadd(base + "keyed", {keyed_entry(int(score), m): 0 for m, score in rows})
+                    start += len(rows)
+            client.unlink(base + "lane:")

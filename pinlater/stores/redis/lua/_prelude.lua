@@ -324,8 +324,12 @@ end
 --   base..'inturn'    set of the keyed lanes in turns
 --   base..'waits'     zset of keyed lanes whose first job was not due when
 --                     met, score: its run_after
---   base..'lane:'..k  zset of the pending jobs of key k (score run_after),
---                     'lane:' those without a key
+--   base..'lane:'..k  zset of the pending jobs of key k (score run_after)
+--   base..'keyed'     every keyed pending job, as keyed_entry(run_after,
+--                     member) with score 0: in lex order exactly as in the
+--                     pending zset, so ranks of the pending zset minus
+--                     counts of this zset are counts of the jobs without a
+--                     key, and lane '' needs no zset of its own
 -- A keyed lane with jobs is in turns or in waits, never both. A dequeue
 -- takes the first lane of the turns that has a due job, one job from it,
 -- and puts the lane last, so between two jobs of a key every other key in
@@ -334,7 +338,9 @@ end
 -- Lane '' never leaves: without a due job it keeps its place, so jobs
 -- without a key that come after a quiet spell are next. Lanes are kept
 -- from the first keyed job that enters pending until every keyed lane is
--- empty again; then the priority costs what it did before.
+-- empty again; then the priority costs what it did before. Turning lanes
+-- on costs the same however many jobs are pending: lane '' is the pending
+-- zset without the keyed index (plain_head), never a copy.
 -- (pinlater/stores/memory/lanes.py states the same rules in Python.)
 local function base_of(pending)
   return string.sub(pending, 1, #pending - 7)  -- without 'pending'
@@ -359,24 +365,82 @@ local function lanes_on(pending)
   return redis.call('EXISTS', base .. 'turns', base .. 'waits') > 0
 end
 
+-- The keyed index's entry of a pending job: its run_after, zero-padded to
+-- the 16 digits of the largest (limits.py: 2**53 - 1), then its member
+-- (members order as their ids), so lex order is (run_after, id).
+local function keyed_entry(s, m)
+  return string.format('%016d', s) .. m
+end
+
 -- Job m, of fairness key `key` ('' none), enters PENDING with run_after s.
--- The first keyed job starts the lanes: the jobs pending until then have
--- no key (none did while lanes were off), and become lane '' as they are,
--- first in turn. That copy is paid once per job that entered pending, at
--- most.
+-- The first keyed job starts the lanes with lane '' first in turn: the
+-- jobs pending until then have no key (none did while lanes were off) and
+-- are lane '' as they are.
 local function pend(pending, m, s, key, now)
   local base = base_of(pending)
-  local on = lanes_on(pending)
-  if not on and key ~= '' then
-    if redis.call('EXISTS', pending) == 1 then redis.call('ZUNIONSTORE', base .. 'lane:', 1, pending) end
-    redis.call('RPUSH', base .. 'turns', '')
-    on = true
-  end
   redis.call('ZADD', pending, int(s), m)
-  if on then
-    redis.call('ZADD', base .. 'lane:' .. key, int(s), m)
-    if key ~= '' then lane_touch(base, key, s, now) end
+  if key == '' then return end
+  if not lanes_on(pending) then redis.call('RPUSH', base .. 'turns', '') end
+  redis.call('ZADD', base .. 'lane:' .. key, int(s), m)
+  redis.call('ZADD', base .. 'keyed', 0, keyed_entry(s, m))
+  lane_touch(base, key, s, now)
+end
+
+-- Pending job m of key `key` (not ''), whose score in the pending zset is
+-- s, leaves its lane and the keyed index (the caller takes it out of the
+-- pending zset).
+local function unpend_keyed(base, key, s, m)
+  redis.call('ZREM', base .. 'lane:' .. key, m)
+  redis.call('ZREM', base .. 'keyed', keyed_entry(s, m))
+end
+
+-- Jobs looked at one by one before lane '' searches by counting.
+local PLAIN_WINDOW = 16
+
+-- Lane '' at its turn: the first due job of the pending zset that is not
+-- in the keyed index, and its rank, or nil if there is none. Every job
+-- ranked below `from` is keyed (the caller passes the rank of the last
+-- job it took from lane '' in this call, 0 at first). The first
+-- PLAIN_WINDOW from there are looked at one by one; past them, a binary
+-- search over ranks, where the jobs without a key at ranks 0..r number
+-- r + 1 minus the keyed entries up to the job at rank r: at most 2 log2(N)
+-- O(log N) calls, however the keyed and unkeyed jobs mix.
+local function plain_head(pending, from, now)
+  local keyed = base_of(pending) .. 'keyed'
+  if redis.call('ZCARD', pending) <= redis.call('ZCARD', keyed) then return nil end
+  local rows = redis.call('ZRANGE', pending, from, from + PLAIN_WINDOW - 1, 'WITHSCORES')
+  local entries, last_due = {}, true
+  for i = 1, #rows, 2 do
+    local s = tonumber(rows[i + 1])
+    if s > now then last_due = false break end
+    entries[#entries + 1] = keyed_entry(s, rows[i])
   end
+  if #entries > 0 then
+    local hit = redis.call('ZMSCORE', keyed, unpack(entries))
+    for i = 1, #entries do
+      if not hit[i] then return rows[2 * i - 1], from + i - 1 end
+    end
+  end
+  if not last_due or #rows < 2 * PLAIN_WINDOW then return nil end
+  local due = redis.call('ZCOUNT', pending, '-inf', int(now))
+  local keyed_due = redis.call('ZLEXCOUNT', keyed, '-', '(' .. string.format('%016d', now + 1))
+  if due <= keyed_due then return nil end
+  local function plain_upto(r)
+    local row = redis.call('ZRANGE', pending, r, r, 'WITHSCORES')
+    return r + 1 - redis.call('ZLEXCOUNT', keyed, '-', '[' .. keyed_entry(tonumber(row[2]), row[1]))
+  end
+  local lo, hi = from + PLAIN_WINDOW, due - 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if plain_upto(mid) >= 1 then hi = mid else lo = mid + 1 end
+  end
+  local row = redis.call('ZRANGE', pending, lo, lo, 'WITHSCORES')
+  -- The counts hold while the index matches the pending zset; should it
+  -- not, nothing keyed is served as lane ''.
+  if #row == 0 or tonumber(row[2]) > now or redis.call('ZSCORE', keyed, keyed_entry(tonumber(row[2]), row[1])) then
+    return nil
+  end
+  return row[1], lo
 end
 
 -- A fairness key from a batch item: nil or text of 1..64 bytes.

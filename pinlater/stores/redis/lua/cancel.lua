@@ -29,8 +29,11 @@ for i = 3, #ARGV do
     local before, claim = j.state, j.claim or ''
     if before == 0 or before == 1 then
       if before == 0 then
+        if lanes and j.key ~= '' then
+          local s = redis.call('ZSCORE', KEYS[1], m)
+          if s then unpend_keyed(base, j.key, tonumber(s), m) end
+        end
         redis.call('ZREM', KEYS[1], m)
-        if lanes then redis.call('ZREM', base .. 'lane:' .. j.key, m) end
         claim = ''
       else
         redis.call('ZREM', KEYS[2], m)

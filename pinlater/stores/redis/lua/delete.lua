@@ -10,14 +10,17 @@
 -- Returns: how many were deleted.
 --
 -- A deleted job's unique key goes with it (drop_unique).
--- Pending jobs of a priority that keeps lanes leave their lane too (the
--- dequeue would drop them when met; this keeps a lane from holding them
--- until then).
+-- Keyed pending jobs of a priority that keeps lanes leave their lane and
+-- the keyed index too (the prelude's unpend_keyed), which must match the
+-- pending zset.
 local lanes = string.sub(KEYS[1], -8) == ':pending' and lanes_on(KEYS[1])
 local base = lanes and base_of(KEYS[1])
 
-local function leave_lane(m, v)
-  if lanes and v then redis.call('ZREM', base .. 'lane:' .. read_job(v).key, m) end
+-- Pending job m, whose score was s and value v, leaves its lane.
+local function leave_lane(m, s, v)
+  if not (lanes and v and s) then return end
+  local key = read_job(v).key
+  if key ~= '' then unpend_keyed(base, key, tonumber(s), m) end
 end
 
 local deleted = 0
@@ -26,8 +29,9 @@ if ARGV[1] == 'ids' then
     if not valid_member(ARGV[i]) then return bad('delete: bad member') end
   end
   for i = 3, #ARGV do
+    local s = lanes and redis.call('ZSCORE', KEYS[1], ARGV[i])
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-      if lanes then leave_lane(ARGV[i], redis.call('HGET', KEYS[2], ARGV[i])) end
+      if lanes then leave_lane(ARGV[i], s, redis.call('HGET', KEYS[2], ARGV[i])) end
       redis.call('HDEL', KEYS[2], ARGV[i])
       drop_unique(KEYS[2], {ARGV[i]})
       deleted = deleted + 1
@@ -38,12 +42,17 @@ end
 local limit = tonumber(ARGV[2])
 if ARGV[1] ~= 'limit' or not limit then return bad('delete: bad arguments') end
 if limit < 1 then return 0 end
-local members = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+local members, scores = {}, {}
+local rows = redis.call('ZRANGE', KEYS[1], 0, limit - 1, 'WITHSCORES')
+for i = 1, #rows, 2 do
+  members[#members + 1] = rows[i]
+  scores[#scores + 1] = rows[i + 1]
+end
 if #members == 0 then return 0 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #members - 1)
 if lanes then
   local values = hmget_many(KEYS[2], members)
-  for i, m in ipairs(members) do leave_lane(m, values[i]) end
+  for i, m in ipairs(members) do leave_lane(m, scores[i], values[i]) end
 end
 hdel_many(KEYS[2], members)
 drop_unique(KEYS[2], members)

@@ -35,7 +35,8 @@ for g = 1, ngroups do
   redis.call('LTRIM', base .. 'turns', #lanes, -1)
   budget = budget - #lanes
   if redis.call('EXISTS', base .. 'turns') == 1 then return 1 end
-  redis.call('DEL', base .. 'inturn', base .. 'lane:')
+  -- The keyed index may be large: UNLINK frees it off the main thread.
+  redis.call('UNLINK', base .. 'inturn', base .. 'keyed')
   if budget <= 0 then return 1 end
   lanes = redis.call('ZRANGE', base .. 'waits', 0, budget - 1)
   for _, lane in ipairs(lanes) do

@@ -67,12 +67,15 @@ local PROMOTE = 100
 -- one-job-at-a-time would give. A lane served goes last whatever it has
 -- left; a keyed one met empty at its turn leaves, one whose first job is
 -- not due then goes to waits; lane '' without a due job goes back first.
--- So a job costs one ZPOPMIN of its lane. The claimed jobs leave pending
--- in one ZREM and are read and written in one HMGET and one HSET at the
--- end. Once no keyed lane is left the lanes end.
+-- So a keyed job costs one ZPOPMIN of its lane, and a job without a key
+-- the prelude's plain_head and one ZREM. The claimed keyed jobs leave
+-- pending and the keyed index in one ZREM each, and all are read and
+-- written in one HMGET and one HSET at the end. Once no keyed lane is
+-- left the lanes end.
 local function claim_by_lanes(pending, running, jobs, priority, want)
   local base = base_of(pending)
   local turns, inturn, waits = base .. 'turns', base .. 'inturn', base .. 'waits'
+  local keyed, keyed_taken, entries, plain_from, plain_none = base .. 'keyed', {}, {}, 0, false
   local due = redis.call('ZRANGEBYSCORE', waits, '-inf', int(now), 'LIMIT', 0, want + PROMOTE)
   if #due > 0 then
     zrem_many(waits, due)
@@ -92,13 +95,29 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
     if not lanes then break end
     local again, gone, plain_waits, unserved = {}, {}, false, {}
     for _, lane in ipairs(lanes) do
-      local left = allow and lane ~= '' and allow[lane]
+      local left = allow and allow[lane]
       if #taken >= want or stop then
         unserved[#unserved + 1] = lane
+      elseif lane == '' and plain_none then
+        -- Known without a due job since earlier in this call: no search.
+        plain_waits = true
+      elseif lane == '' then
+        local m, rank = plain_head(pending, plain_from, now)
+        if m then
+          -- Out of pending at once, so the next search starts where it is.
+          redis.call('ZREM', pending, m)
+          plain_from = rank
+          taken[#taken + 1] = m
+          again[#again + 1] = lane
+          passed = {}
+        else
+          plain_none = true
+          plain_waits = true
+        end
       else
         local head = redis.call('ZPOPMIN', lane_of .. lane)
         local due = #head > 0 and tonumber(head[2]) <= now
-        if due and allow and lane ~= '' and (left == nil or passed[lane]) then
+        if due and allow and (left == nil or passed[lane]) then
           redis.call('ZADD', lane_of .. lane, head[2], head[1])
           stop = lane
           unserved[#unserved + 1] = lane
@@ -108,17 +127,17 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
           again[#again + 1] = lane
         elseif due then
           taken[#taken + 1] = head[1]
+          keyed_taken[#keyed_taken + 1] = head[1]
+          entries[#entries + 1] = keyed_entry(tonumber(head[2]), head[1])
           again[#again + 1] = lane
           if left then allow[lane] = left - 1 end
           passed = {}
         else
-          if #head > 0 then redis.call('ZADD', lane_of .. lane, head[2], head[1]) end
-          if lane == '' then
-            plain_waits = true
-          else
-            gone[#gone + 1] = lane
-            if #head > 0 then redis.call('ZADD', waits, head[2], lane) end
+          if #head > 0 then
+            redis.call('ZADD', lane_of .. lane, head[2], head[1])
+            redis.call('ZADD', waits, head[2], lane)
           end
+          gone[#gone + 1] = lane
         end
       end
     end
@@ -128,11 +147,12 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
     if plain_waits then redis.call('LPUSH', turns, '') end
     if #again == 0 and #gone == 0 then break end  -- only lane '', without a due job
   end
+  zrem_many(pending, keyed_taken)
+  zrem_many(keyed, entries)
   if redis.call('EXISTS', inturn, waits) == 0 then
-    redis.call('DEL', turns, lane_of)
+    redis.call('DEL', turns, keyed)
   end
   if #taken == 0 then return 0, stop end
-  zrem_many(pending, taken)
   local values = hmget_many(jobs, taken)
   local run, rows, got = {}, {}, 0
   for i, m in ipairs(taken) do

@@ -98,15 +98,8 @@ end
 local first = redis.call('INCRBY', KEYS[2], fresh) - fresh + 1
 local ids = {}
 local pends, rows, taken = {}, {}, {}
--- A group goes to its pending zset in one ZADD unless it keeps lanes or
--- one of its jobs has a key: then job by job, in item order (pend).
-local one_by_one = {}
-for i = 1, n do
-  local it = items[i]
-  local g = it[1]
-  if one_by_one[g] == nil then one_by_one[g] = lanes_on(KEYS[3 + 2 * g]) end
-  if opt(it[7]) then one_by_one[g] = true end
-end
+-- A group's jobs without a key go to its pending zset in one ZADD (lane
+-- '' is that zset); keyed jobs go one by one, in item order (pend).
 local made = 0
 for i = 1, n do
   local it = items[i]
@@ -124,7 +117,7 @@ for i = 1, n do
       redis.call('SADD', KEYS[3], int(it[2]))
     end
     local r = rows[g]
-    if one_by_one[g] then
+    if key ~= '' then
       pend(KEYS[3 + 2 * g], m, run_after, key, now)
     else
       local p = pends[g]

@@ -9,8 +9,6 @@ for i = 1, #ARGV do
   if not valid_member(ARGV[i]) then return bad('release: bad member') end
 end
 local now = now_ms()
-local lanes = lanes_on(KEYS[1])
-local base = base_of(KEYS[1])
 local out = {}
 for i = 1, #ARGV do
   local m = ARGV[i]
@@ -22,8 +20,6 @@ for i = 1, #ARGV do
       j.run_after = now
       save_job(KEYS[2], m, j, v)
       redis.call('ZADD', KEYS[1], int(now), m)
-      -- Lane '' holds it too while the priority keeps lanes.
-      if lanes then redis.call('ZADD', base .. 'lane:', 'XX', int(now), m) end
     end
     out[i] = j.state
   end
