@@ -24,6 +24,7 @@ from pinlater.errors import DequeueRateLimited
 from pinlater.kit.envsettings import read
 from pinlater.operators import Monitor
 from pinlater.settings import hash_secret, parse_shards, parse_store_url
+from pinlater.stores.migrations import migrate
 
 DEMO_SHARDS = (
     "r1=redis://127.0.0.1:16379/0,r2=redis://127.0.0.1:16380/0,"
@@ -56,6 +57,12 @@ def make_jobs(count: int, now_ms: int, rng: random.Random) -> list[Job]:
     return jobs
 
 
+def migrate_demo_stores() -> None:
+    """Bring the demo's stores to this code's layout: they may be left on
+    this machine by an older PinLater, and a demo starts clean."""
+    migrate(demo_settings(), dry_run=False, say=lambda _line: None)
+
+
 def run_job(body: bytes, attempts_allowed: int, attempts_remaining: int) -> bool:
     """The demo's job logic: "flaky" jobs fail their first attempt, "broken" ones always."""
     kind = body.split(b":", 1)[0]
@@ -72,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     rng = random.Random(7)
 
+    migrate_demo_stores()
     with JobService.from_settings(demo_settings(), source="demo-worker") as client:
         console.print(f"[bold]PinLater demo[/] on shards {', '.join(client.operators.shard_ids())}")
         for name, (policy, timeout_ms) in QUEUES.items():

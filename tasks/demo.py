@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pinlater.demo import DEMO_SECRET, demo_settings
+from pinlater.demo import DEMO_SECRET, demo_settings, migrate_demo_stores
 from pinlater.errors import QueueNotFound
 from pinlater.kit import apps
 from pinlater.observe import trace_tree, tracing
@@ -162,6 +162,7 @@ def run(plan: DemoPlan, console: Console, env_file: Path = ENV_FILE) -> int:
     logdir = REPO / ".var" / "demo"
     logdir.mkdir(parents=True, exist_ok=True)
     write_env_file(env, env_file)
+    migrate_demo_stores()
     with JobService.from_settings(demo_settings(), source="feeds-demo") as service:
         console.print("[bold]Following feeds demo[/]: app data in sharded MySQL, jobs on PinLater "
                       f"({', '.join(service.operators.shard_ids())}), feeds in two HBase clusters")
