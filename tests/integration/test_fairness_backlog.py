@@ -9,6 +9,8 @@ lanes is bounded per transaction, with the turns of all at once."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import redis
@@ -16,6 +18,7 @@ import redis
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.mysql import lanes
+from pinlater.stores.redis.shard import ArgT, RedisBackend
 from tests.support.stores import settings_for
 
 SMALL = 20
@@ -133,3 +136,49 @@ def test_lanes_on_redis_cost_the_same_however_many_jobs_are_pending(servers: Non
                 pass
             raw.close()
 
+
+@pytest.mark.parametrize("setup", ["redis", "mysql"])
+def test_a_dequeue_meets_a_bounded_number_of_empty_lanes_a_call(
+    setup: str, servers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lanes whose jobs were deleted stay in turn until a dequeue meets
+    them. One script call (Redis) or transaction (MySQL) meets at most
+    1,000 lanes without a job, then the dequeue makes another: 5,000 empty
+    lanes before the one with a job take six, and the job still comes out
+    of one dequeue."""
+    calls: list[str] = []
+    if setup == "redis":
+        run = RedisBackend._run
+
+        def counted(self: RedisBackend, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
+            calls.append(name)
+            return run(self, name, keys_, args)
+
+        monkeypatch.setattr(RedisBackend, "_run", counted)
+    else:
+        serve = lanes._serve
+
+        def counted_serve(*args: Any, **kwargs: Any) -> Any:
+            calls.append("dequeue")
+            return serve(*args, **kwargs)
+
+        monkeypatch.setattr(lanes, "_serve", counted_serve)
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    with JobService.from_settings(settings_for(setup), source="fair-worker") as service:
+        service.create_queue(queue)
+        try:
+            for start in range(0, 5000, 1000):
+                service.enqueue(queue, [Job(b"gone", key=f"k{start + i}") for i in range(1000)])
+            # (MySQL admits them into their lanes at a dequeue.)
+            [first] = service.dequeue(queue, 1)
+            assert not service.ack(queue, succeeded=[Ack(first.descriptor, claim=first.claim)]).stale
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass
+            [late] = service.enqueue(queue, [Job(b"late", key="late")])
+            calls.clear()
+            [job] = service.dequeue(queue, 1)
+            assert job.descriptor == late
+            assert calls.count("dequeue") == 6
+        finally:
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass

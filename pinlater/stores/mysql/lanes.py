@@ -44,6 +44,17 @@ ADMIT = 2000
 # serves: newcomers that keep coming faster than they are admitted do not
 # hold the dequeue for good (those left join their lanes at later ones).
 ADMIT_ROUNDS = 25
+# Lanes met without a job taken (empty ones leaving, ones whose first job
+# is not due) that end a transaction: a table can hold any number of them
+# (every job of 50,000 keys deleted took one dequeue 12 s, holding the
+# table's lanes), so one transaction must not meet them all. Pages of
+# lanes grow with them, to PAGE_MAX lanes a statement.
+LANE_WASTE = 1000
+PAGE_MAX = 1000
+# Transactions one dequeue goes through at most while each meets LANE_WASTE
+# such lanes: lanes left empty by a mass delete are cleared this many
+# thousand a dequeue.
+LANE_ROUNDS = 25
 
 
 @dataclass
@@ -65,6 +76,7 @@ class _Turns:
         self.dropped: set[bytes] = set()
         self.keyed = False  # a keyed lane was met
         self.more_newcomers = False  # admitted ADMIT of them: there may be more
+        self.more_lanes = False  # served stopped at LANE_WASTE lanes without a job
         # Read in the dequeue's first round trip, while still what the
         # tables hold (None: read them when needed): lanes_due's rows,
         # plain_heads' and lanes_in_turn's first page.
@@ -143,16 +155,19 @@ class LanesMixin(ShardConnection):
         traced = self._traces
         stopped: str | None = None
         rounds = 0
+        more_lanes = False
+        need = want
 
         def work(s: Session) -> list[ClaimedJob] | None:
-            nonlocal stopped, rounds
-            t = _locked_and_admitted(s, table, want, begin=True)
+            nonlocal stopped, rounds, more_lanes
+            t = _locked_and_admitted(s, table, need, begin=True)
             rounds += 1
             if t.more_newcomers and rounds < ADMIT_ROUNDS:
                 s.execute(*t.stored())
                 return None  # committed as it is; the next transaction admits more
-            _promote(t, want)
-            order, keys, stopped = _serve(t, want, allow)
+            _promote(t, need)
+            order, keys, stopped = _serve(t, need, allow)
+            more_lanes = t.more_lanes
             if t.keyed:
                 self._lanes_seen.add((queue, priority))
             else:
@@ -171,13 +186,21 @@ class LanesMixin(ShardConnection):
             return [ClaimedJob(i, priority, bytes(r[1]), int(r[2]), int(r[3]), claim, r[5], int(r[6]), key)
                     for i, key in zip(order, keys, strict=True) if (r := rows.get(i)) is not None]
 
-        while (jobs := self._run(queue, (priority,), work, transaction=INLINE)) is None:
-            pass
-        if allow is not None:
-            for job in jobs:
-                if job.key:
-                    allow[job.key] -= 1
-        return jobs, stopped
+        got: list[ClaimedJob] = []
+        for _ in range(LANE_ROUNDS):
+            while (jobs := self._run(queue, (priority,), work, transaction=INLINE)) is None:
+                pass
+            if allow is not None:
+                for job in jobs:
+                    if job.key:
+                        allow[job.key] -= 1
+            got += jobs
+            need = want - len(got)
+            # Stopped at LANE_WASTE lanes without a job: committed as far as
+            # it went, the next transaction goes on.
+            if not more_lanes or stopped is not None or need <= 0:
+                break
+        return got, stopped
 
     def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
         if limit < 1 or not priorities:
@@ -291,16 +314,19 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
     queue: list[tuple[int, bytes]] = []
     read_up_to, more = -1, True
     taken: list[int] = []
+    wasted = 0
 
     def read_page() -> None:
         nonlocal read_up_to, more
         rows = t.first_page if read_up_to == -1 else None
+        page_limit = want + 1
         if rows is None:
-            s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "page_limit": want + 1})
+            page_limit = max(want + 1, min(want + 1 + wasted, PAGE_MAX))
+            s.execute(sql("lanes_in_turn"), {"jobs": t.table, "after": read_up_to, "page_limit": page_limit})
             rows = list(s.fetchall())
         page = [(int(turn), bytes(lane)) for lane, turn, _ in rows]
         t.keyed = t.keyed or bool(page)
-        more = len(page) == want + 1
+        more = len(page) == page_limit
         if page:
             read_up_to = page[-1][0]
         fresh = [(turn, lane) for turn, lane in page if lane not in t.dropped]
@@ -329,6 +355,9 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
     passed: set[bytes] = set()
     read_page()
     while len(taken) < want:
+        if wasted >= LANE_WASTE:
+            t.more_lanes = True
+            break
         if more and (not queue or queue[0][0] > read_up_to):
             read_page()
         keyed = queue[0] if queue else None
@@ -348,17 +377,20 @@ def _serve(t: _Turns, want: int, allow: dict[str, int] | None = None) -> tuple[l
             _read_heads(t, [name], want)
         if not lane.heads:
             t.remove(name)
+            wasted += 1
             continue
         run_after, local_id = lane.heads[0]
         if run_after > t.now:
             lane.turn, lane.due, lane.changed = None, run_after, True
+            wasted += 1
             continue
         if left is not None:
             n = left.get(name)
             if n is None or name in passed:
                 return taken, keys, name.decode()  # it keeps its turn
             if n <= 0:
-                # It loses the turn it cannot use, as if served.
+                # It loses the turn it cannot use, as if served. Not waste:
+                # such lanes are keys of ``allow``, a few per job asked for.
                 passed.add(name)
                 lane.turn, lane.changed = t.next_turn(), True
                 queue.append((lane.turn, name))

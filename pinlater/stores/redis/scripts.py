@@ -57,7 +57,8 @@ def register_job_scripts(client: redis.Redis[bytes]) -> dict[str, Script]:
 
 
 def claims(reply: Sequence[Any], claim: str) -> Claims:
-    """Decode dequeue's reply: next priority (0: none), the key that ended
+    """Decode dequeue's reply: next priority (0: none; -1: none, the call
+    stopped early and may be made again), the key that ended
     the call ('' none), then per job priority, id, body, allowed,
     remaining, trace, run_after, key."""
     # Positional: keywords cost ~0.2 µs more per job.
@@ -69,4 +70,4 @@ def claims(reply: Sequence[Any], claim: str) -> Claims:
         )
         for i in range(2, len(reply), 8)
     ]
-    return Claims(jobs, int(reply[0]) or None, reply[1].decode() if reply[1] else None)
+    return Claims(jobs, max(int(reply[0]), 0) or None, reply[1].decode() if reply[1] else None)

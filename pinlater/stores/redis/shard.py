@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 ArgT = str | bytes | int
 
+# Rounds of the dequeue script one dequeue may make when each meets
+# LANE_WASTE lanes without a job (dequeue.lua): lanes left empty by a mass
+# delete are cleared this many thousand a dequeue.
+LANE_ROUNDS = 25
+
 # Jobs deleted per delete_queue step: a few ms of server time per step.
 DELETE_QUEUE_BATCH = 1000
 
@@ -258,16 +263,25 @@ class RedisBackend:
         if limit < 1 or not priorities:
             return Claims([])
         ks = _dequeue_keys(queue, tuple(priorities), tuple(look_ahead))
-        args: list[ArgT] = [limit, claim, len(priorities), *priorities, *look_ahead]
-        if allow is not None:
-            args.append("allow")
-            for key, n in allow.items():
-                args += [key, max(0, n)]
-        got = claims(self._run("dequeue", ks, args), claim)
-        if allow is not None:
-            for job in got.jobs:
-                if job.key in allow:
-                    allow[job.key] -= 1
+        got = Claims([])
+        # A call that met LANE_WASTE lanes without a job stops early (-1);
+        # the rounds go on, each a script of its own, so that other clients
+        # run between them.
+        for _ in range(LANE_ROUNDS):
+            args: list[ArgT] = [limit - len(got.jobs), claim, len(priorities), *priorities, *look_ahead]
+            if allow is not None:
+                args.append("allow")
+                for key, n in allow.items():
+                    args += [key, max(0, n)]
+            reply = self._run("dequeue", ks, args)
+            part = claims(reply, claim)
+            if allow is not None:
+                for job in part.jobs:
+                    if job.key in allow:
+                        allow[job.key] -= 1
+            got = Claims(got.jobs + part.jobs, part.next_priority, part.stopped_at)
+            if int(reply[0]) != -1 or len(got.jobs) >= limit:
+                break
         return got
 
     def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:

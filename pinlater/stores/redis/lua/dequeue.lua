@@ -18,10 +18,11 @@
 --             ARGV[4+n..] the look-ahead priorities (one per look-ahead key)
 -- ARGV[...]   then, for per-key limits only: 'allow', and pairs: fairness
 --             key, how many more jobs it may start (see claim_by_lanes)
--- Returns: {next priority or 0, the key that ended the call with
---           allowances ('' if none), then per job: priority, id, body,
---           attempts_allowed, attempts_remaining, trace ('' if none),
---           run_after, key ('' if none)}
+-- Returns: {next priority or 0, or -1: the call met LANE_WASTE lanes
+--           without a job and stopped, so the caller may call again; the
+--           key that ended the call with allowances ('' if none), then per
+--           job: priority, id, body, attempts_allowed, attempts_remaining,
+--           trace ('' if none), run_after, key ('' if none)}
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 then return bad('dequeue: bad limit') end
 local claim = ARGV[2]
@@ -60,6 +61,14 @@ end
 -- cost does not grow with the number of keys.
 local PROMOTE = 100
 
+-- Lanes met without a job taken (empty ones leaving, ones whose first job
+-- is not due) that end a call: each costs a few calls, and a priority can
+-- hold any number of them (every job of 200,000 keys deleted: their lanes
+-- leave only when met, and one call met them all in 740 ms), so one call
+-- must not meet them all.
+local LANE_WASTE = 1000
+local wasted = 0
+
 -- Up to `want` jobs of a priority that keeps lanes; how many it took, and
 -- the key that ended the call (nil if none did).
 -- The first lanes of the turns come off in one LPOP and are served in
@@ -89,18 +98,21 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   -- allowance, or that lost its turn already since the last job taken
   -- (every lane in turn has), ends the call keeping its turn.
   local passed, stop = {}, nil
-  while #taken < want and not stop do
+  while #taken < want and not stop and wasted < LANE_WASTE do
     -- One more than still wanted: lane '' may be among them without a due job.
     local lanes = redis.call('LPOP', turns, want - #taken + 1)
     if not lanes then break end
+    local before, spared = #taken, 0
     local again, gone, plain_waits, unserved = {}, {}, false, {}
     for _, lane in ipairs(lanes) do
       local left = allow and allow[lane]
       if #taken >= want or stop then
         unserved[#unserved + 1] = lane
       elseif lane == '' and plain_none then
-        -- Known without a due job since earlier in this call: no search.
+        -- Known without a due job since earlier in this call: no search,
+        -- and no waste.
         plain_waits = true
+        spared = spared + 1
       elseif lane == '' then
         local m, rank = plain_head(pending, plain_from, now)
         if m then
@@ -125,6 +137,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
           redis.call('ZADD', lane_of .. lane, head[2], head[1])
           passed[lane] = true
           again[#again + 1] = lane
+          spared = spared + 1  -- keys of the allowances: a few per job asked for
         elseif due then
           taken[#taken + 1] = head[1]
           keyed_taken[#keyed_taken + 1] = head[1]
@@ -145,6 +158,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
     if #again > 0 then call_many('RPUSH', turns, again) end
     for i = #unserved, 1, -1 do redis.call('LPUSH', turns, unserved[i]) end
     if plain_waits then redis.call('LPUSH', turns, '') end
+    wasted = wasted + #lanes - #unserved - (#taken - before) - spared
     if #again == 0 and #gone == 0 then break end  -- only lane '', without a due job
   end
   zrem_many(pending, keyed_taken)
@@ -184,6 +198,10 @@ for g = 1, n do
     left = left - took
     if stopped then out[2] = stopped end
     if left <= 0 or stopped then return out end
+    if wasted >= LANE_WASTE then
+      out[1] = -1
+      return out
+    end
   else
     local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
     if #members > 0 then
