@@ -52,18 +52,25 @@ def index_keyed_jobs(client: redis.Redis[bytes]) -> None:
     keyed pending jobs (``pl:{queue}:p{N}:keyed``) in place of lane ''s
     copy of the others (``pl:{queue}:p{N}:lane:``), which goes. Every keyed
     lane with jobs is in the priority's turns or waits, so they name every
-    lane to index; each window of ``BATCH`` jobs is one ZADD, and a re-run
-    adds nothing twice."""
+    lane to index, read ``BATCH`` at a time; each window of ``BATCH`` jobs
+    is one ZADD, and a re-run adds nothing twice."""
     for raw_queue in sorted(client.smembers(keys.QUEUES)):
         queue = raw_queue.decode("utf-8")
         for priority in sorted(int(p) for p in client.smembers(keys.prios_key(queue))):
             base = f"pl:{queue}:p{priority}:"
-            lanes = {lane for lane in client.lrange(base + "turns", 0, -1) if lane}
-            lanes.update(client.zrange(base + "waits", 0, -1))
-            for lane in sorted(lanes):
-                lane_key = base.encode() + b"lane:" + lane
-                start = 0
-                while rows := client.zrange(lane_key, start, start + BATCH - 1, withscores=True):
-                    client.zadd(base + "keyed", {keyed_entry(int(score), m): 0 for m, score in rows})
-                    start += len(rows)
+            for lanes_key, read in ((base + "turns", client.lrange), (base + "waits", client.zrange)):
+                at = 0
+                while lanes := read(lanes_key, at, at + BATCH - 1):
+                    at += len(lanes)
+                    for lane in lanes:
+                        if lane:  # lane '' is in turns
+                            _index_lane(client, base, lane)
             client.unlink(base + "lane:")
+
+
+def _index_lane(client: redis.Redis[bytes], base: str, lane: bytes) -> None:
+    lane_key = base.encode() + b"lane:" + lane
+    start = 0
+    while rows := client.zrange(lane_key, start, start + BATCH - 1, withscores=True):
+        client.zadd(base + "keyed", {keyed_entry(int(score), m): 0 for m, score in rows})
+        start += len(rows)
