@@ -3,8 +3,11 @@ key B's 20 jobs; one worker takes jobs one at a time. Every B job starts
 before A's 100th, and how many jobs B waits behind does not grow with A's
 backlog (2,000 or 20,000 jobs). On one shard and on two, Redis and MySQL.
 The same without keys, on one shard, is what the keys fix: B then waits
-for all of A. And MySQL's admission of a backlog of keyed jobs into their
-lanes is bounded per transaction, with the turns of all at once."""
+for all of A. And what one call does is bounded however big the backlog:
+MySQL's admission of keyed jobs into their lanes, a transaction at a time
+with the turns of all at once; Redis turning lanes on with many jobs
+pending (no copy of them); and the empty lanes a dequeue meets, in Redis
+scripts and MySQL transactions."""
 
 from __future__ import annotations
 
