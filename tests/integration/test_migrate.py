@@ -3,7 +3,8 @@ the previous layout (layout 1: today's keys and tables, no version record),
 holding PENDING, RUNNING and FAILED jobs, are upgraded through the CLI; the
 jobs are intact and usable, the version is recorded, a second run changes
 nothing; a layout newer than the code is refused in one line, and so is an
-older one that a step marks incompatible, until migrate has run.
+older one that a step marks incompatible, until migrate has run. A new
+store opened by several at once is at the current layout for each.
 
 Shard and control store share one Redis db / MySQL database, as with the
 default settings (the control store defaults to the first shard's URL)."""
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pymysql
 import pytest
 import redis
 
 from pinlater.cli import main
+from pinlater.errors import ShardConnectionFailed
 from pinlater.kit.sqlblocks import named_blocks
 from pinlater.models import Ack
 from pinlater.queue_config import QueueConfig
@@ -26,7 +29,9 @@ from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from pinlater.stores import open_backend
 from pinlater.stores.layout import Kind, LayoutError, Step
-from pinlater.stores.mysql.layout import MYSQL_CONTROL, MYSQL_SHARD, each_job_table
+from pinlater.stores.mysql.layout import MYSQL_CONTROL, MYSQL_SHARD, check_mysql_layout, each_job_table
+from pinlater.stores.mysql.pool import ConnectionPool, MySQLAddress, Session
+from pinlater.stores.mysql.statements import LAYOUT_SQL
 from pinlater.stores.redis.layout import REDIS_CONTROL, REDIS_SHARD
 from tests.integration.mysql_support import raw_connection, throwaway_database
 from tests.servers import REDIS_PORTS, ensure_services, mysql_url, redis_db, redis_url
@@ -281,6 +286,60 @@ def test_a_new_store_records_the_current_layout_when_first_used(monkeypatch: pyt
             service.create_queue(Q, priorities=1)
         assert store.recorded() == {"shard": MYSQL_SHARD.current, "control": MYSQL_CONTROL.current}
     finally:
+        conn = raw_connection()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {database}")
+        conn.close()
+
+
+class _OpenedMeanwhile:
+    """A session during which another opener of the same new store records
+    its layout and makes its tables: between this one's read of the record
+    (none yet) and its look for the marker table."""
+
+    def __init__(self, s: Session, database: str) -> None:
+        self.s, self.database, self.met = s, database, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s, name)
+
+    def scalar(self, stmt: str, args: Any = None) -> Any:
+        if args == {"name": MYSQL_SHARD.marker} and not self.met:
+            self.met = True
+            conn = raw_connection(self.database)
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO pinlater_meta (name, version) VALUES ('shard', %s)", (MYSQL_SHARD.current,))
+                cur.execute("CREATE TABLE queues (name VARCHAR(64) PRIMARY KEY)")
+            conn.close()
+        return self.s.scalar(stmt, args)
+
+
+def test_a_new_store_opened_by_two_at_once_is_at_the_current_layout_for_both() -> None:
+    """Not layout 1 (tables without a record) for the second: code that
+    takes a store for layout 1 leaves keys off and drops jobs' fairness keys."""
+    ensure_services(hbase=False)
+    database = f"pinlater_test_{uuid.uuid4().hex[:10]}"
+    conn = raw_connection()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {database}")
+    conn.close()
+    conn = raw_connection(database)
+    with conn.cursor() as cur:
+        cur.execute(LAYOUT_SQL("meta_create"))  # the first opener has got this far
+    conn.close()
+    pool = ConnectionPool(MySQLAddress.parse(mysql_url(database)), socket_timeout_s=5.0, prepare=lambda s: None,
+                          unavailable=lambda exc: ShardConnectionFailed(str(exc)))
+    try:
+        opened: list[_OpenedMeanwhile] = []
+
+        def work(s: Session) -> int:
+            opened.append(_OpenedMeanwhile(s, database))
+            return check_mysql_layout(opened[-1], MYSQL_SHARD, "shard s1")  # type: ignore[arg-type]
+
+        assert pool.run(work) == MYSQL_SHARD.current
+        assert opened[0].met  # the other opener did come in between
+    finally:
+        pool.close()
         conn = raw_connection()
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {database}")

@@ -27,15 +27,24 @@ from pinlater.stores.mysql.statements import LAYOUT_SQL, sql
 ALREADY_APPLIED = frozenset({1060, 1061, 1091})
 
 
+def _recorded(s: Session, kind: Kind[Target]) -> int | None:
+    if not s.scalar(LAYOUT_SQL("table_exists"), {"name": "pinlater_meta"}):
+        return None
+    s.execute(LAYOUT_SQL("meta_read"), {"name": kind.record})
+    rows = s.fetchall()
+    return int(rows[0][0]) if rows else None
+
+
 def mysql_layout(s: Session, kind: Kind[Target], stamp_new: bool) -> int:
     """The store's layout (0: new and, without ``stamp_new``, unrecorded)."""
-    if s.scalar(LAYOUT_SQL("table_exists"), {"name": "pinlater_meta"}):
-        s.execute(LAYOUT_SQL("meta_read"), {"name": kind.record})
-        rows = s.fetchall()
-        if rows:
-            return int(rows[0][0])
+    recorded = _recorded(s, kind)
+    if recorded is not None:
+        return recorded
     if s.scalar(LAYOUT_SQL("table_exists"), {"name": kind.marker}):
-        return 1
+        # A new store's first opener records its layout before it makes the
+        # marker: one met between our two reads is no layout-1 store.
+        recorded = _recorded(s, kind)
+        return 1 if recorded is None else recorded
     if not stamp_new:
         return 0
     s.execute(LAYOUT_SQL("meta_create"))
