@@ -17,7 +17,8 @@ limit (each call asks for what is still missing).
 A shard whose call fails, whatever the error, is left out of the rest of
 the walk, which goes on with the others: what earlier calls claimed is
 returned with the failures, never dropped (a claimed job nobody holds would
-wait for its claim to time out and spend an attempt without running).
+wait for its claim to time out and spend an attempt without running), and
+so is what the failed call had claimed before it failed (``claimed_before``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from pinlater.errors import PinLaterError
-from pinlater.stores.base import ClaimedJob, Claims
+from pinlater.stores.base import ClaimedJob, Claims, claimed_before
 
 B = TypeVar("B")
 
@@ -60,6 +61,7 @@ def walk_priorities(shards: Sequence[B], priorities: int, limit: int, take: Take
             claims = take(shard, range(first, last + 1), limit - len(out), range(last + 1, priorities + 1))
         except PinLaterError as exc:
             walk.failed.append((shard, exc))
+            out += [(shard, job) for job in claimed_before(exc)]
             continue
         out += [(shard, job) for job in claims.jobs]
         if claims.stopped_at is not None:

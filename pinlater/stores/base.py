@@ -155,6 +155,21 @@ class Claims:
     stopped_at: str | None = None
 
 
+def keep_claimed(exc: BaseException, jobs: Sequence[ClaimedJob]) -> None:
+    """Before a dequeue that had claimed ``jobs`` raises ``exc`` on: they
+    go with the error to the caller (``claimed_before``), ahead of any
+    claimed later. Dropped, they would stay RUNNING unheld until their
+    claim timed out, spending an attempt, and a per-key cap would count
+    their slots free meanwhile."""
+    if jobs:
+        exc.pinlater_claimed = [*jobs, *claimed_before(exc)]  # type: ignore[attr-defined]
+
+
+def claimed_before(exc: BaseException) -> list[ClaimedJob]:
+    """The jobs a dequeue had claimed when it failed with ``exc``."""
+    return list(getattr(exc, "pinlater_claimed", ()))
+
+
 def claim_source(claim: str) -> str:
     """The source part of a claim ``TOKEN@SOURCE``."""
     return claim[CLAIM_TOKEN_LEN + 1 :]

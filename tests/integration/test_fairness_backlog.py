@@ -7,12 +7,13 @@ for all of A. And what one call does is bounded however big the backlog:
 MySQL's admission of keyed jobs into their lanes, a transaction at a time
 with the turns of all at once; Redis turning lanes on with many jobs
 pending (no copy of them); and the empty lanes a dequeue meets, in Redis
-scripts and MySQL transactions."""
+scripts and MySQL transactions. A dequeue that goes on in another call
+keeps what the first claimed should the shard fail in between."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ import redis
 
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.kit.sqlblocks import job_table
+from pinlater.stores.base import ShardUnavailable
 from pinlater.stores.mysql import lanes
 from pinlater.stores.redis.shard import ArgT, RedisBackend
 from tests.support.stores import settings_for
@@ -140,6 +142,28 @@ def test_lanes_on_redis_cost_the_same_however_many_jobs_are_pending(servers: Non
             raw.close()
 
 
+def _before_each_dequeue_call(setup: str, monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
+    """``hook()`` before each call a dequeue makes to its shard: a Redis
+    script, a MySQL transaction's serving of the lanes."""
+    if setup == "redis":
+        run = RedisBackend._run
+
+        def hooked(self: RedisBackend, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
+            if name == "dequeue":
+                hook()
+            return run(self, name, keys_, args)
+
+        monkeypatch.setattr(RedisBackend, "_run", hooked)
+    else:
+        serve = lanes._serve
+
+        def hooked_serve(*args: Any, **kwargs: Any) -> Any:
+            hook()
+            return serve(*args, **kwargs)
+
+        monkeypatch.setattr(lanes, "_serve", hooked_serve)
+
+
 @pytest.mark.parametrize("setup", ["redis", "mysql"])
 def test_a_dequeue_meets_a_bounded_number_of_empty_lanes_a_call(
     setup: str, servers: None, monkeypatch: pytest.MonkeyPatch
@@ -150,22 +174,7 @@ def test_a_dequeue_meets_a_bounded_number_of_empty_lanes_a_call(
     lanes before the one with a job take six, and the job still comes out
     of one dequeue."""
     calls: list[str] = []
-    if setup == "redis":
-        run = RedisBackend._run
-
-        def counted(self: RedisBackend, name: str, keys_: Sequence[str], args: Sequence[ArgT]) -> Any:
-            calls.append(name)
-            return run(self, name, keys_, args)
-
-        monkeypatch.setattr(RedisBackend, "_run", counted)
-    else:
-        serve = lanes._serve
-
-        def counted_serve(*args: Any, **kwargs: Any) -> Any:
-            calls.append("dequeue")
-            return serve(*args, **kwargs)
-
-        monkeypatch.setattr(lanes, "_serve", counted_serve)
+    _before_each_dequeue_call(setup, monkeypatch, lambda: calls.append("dequeue"))
     queue = f"fair_{uuid.uuid4().hex[:10]}"
     with JobService.from_settings(settings_for(setup), source="fair-worker") as service:
         service.create_queue(queue)
@@ -182,6 +191,44 @@ def test_a_dequeue_meets_a_bounded_number_of_empty_lanes_a_call(
             [job] = service.dequeue(queue, 1)
             assert job.descriptor == late
             assert calls.count("dequeue") == 6
+        finally:
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass
+
+
+@pytest.mark.parametrize("setup", ["redis", "mysql"])
+def test_what_a_dequeue_claimed_before_its_shard_failed_comes_back_with_it(
+    setup: str, servers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dequeue that goes on in another call (past 1,000 empty lanes) and
+    meets a failing shard there hands out what the first call claimed:
+    nobody would hold it till its claim timed out, spending an attempt."""
+    calls: list[str] = []
+
+    def failing_second() -> None:
+        calls.append("dequeue")
+        if len(calls) == 2:
+            raise ShardUnavailable("shard gone between two calls of one dequeue")
+
+    _before_each_dequeue_call(setup, monkeypatch, failing_second)
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    with JobService.from_settings(settings_for(setup), source="fair-worker") as service:
+        service.create_queue(queue)
+        try:
+            for start in (0, 750):
+                service.enqueue(queue, [Job(b"gone", key=f"g{i}") for i in range(start, start + 750)])
+            [first] = service.dequeue(queue, 1)  # g0's (MySQL admits them all into their lanes)
+            assert not service.ack(queue, succeeded=[Ack(first.descriptor, claim=first.claim)]).stale
+            [kept] = service.enqueue(queue, [Job(b"kept", key="g1")])  # g1 keeps its turn, in front
+            assert service.delete_jobs(queue, JobState.PENDING, body_regex="^gone$", limit=10_000) == 1499
+            service.enqueue(queue, [Job(b"late", key="late")])
+            calls.clear()
+            got = service.dequeue(queue, 2)  # kept, 1,000 empty lanes; then the next call fails
+            assert calls == ["dequeue", "dequeue"]
+            assert [j.descriptor for j in got] == [kept]
+            service.operators.shard_status(probe=True)  # back in rotation
+            assert service.count(queue, JobState.RUNNING) == 1
+            assert not service.ack(queue, succeeded=[Ack(kept, claim=got[0].claim)]).stale
         finally:
             while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
                 pass

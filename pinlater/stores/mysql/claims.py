@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
-from pinlater.errors import StorageError
+from pinlater.errors import PinLaterError, StorageError
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import (
     CLAIM_OWNER_LEN,
@@ -32,6 +32,7 @@ from pinlater.stores.base import (
     ExpiredClaims,
     FailItem,
     holds,
+    keep_claimed,
     new_claim_token,
 )
 from pinlater.stores.mysql.lanes import LanesMixin
@@ -199,6 +200,17 @@ class ClaimsMixin(LanesMixin):
             return Claims([])
         self._learn_layout()
         jobs: list[ClaimedJob] = []
+        try:
+            return self._claim(queue, priorities, limit, claim, look_ahead, allow, jobs)
+        except PinLaterError as exc:
+            keep_claimed(exc, jobs)
+            raise
+
+    def _claim(
+        self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int],
+        allow: dict[str, int] | None, jobs: list[ClaimedJob],
+    ) -> Claims:
+        """``dequeue``'s rounds; ``jobs`` holds what they claimed so far."""
         rest = list(priorities)
         while True:
             if (queue, rest[0]) in self._lanes_seen:

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinlater.errors import PinLaterError
 from pinlater.kit.sqlblocks import job_table
-from pinlater.stores.base import ClaimedJob
+from pinlater.stores.base import ClaimedJob, keep_claimed
 from pinlater.stores.mysql.connection import ShardConnection
 from pinlater.stores.mysql.pool import INLINE, Session
 from pinlater.stores.mysql.statements import sql
@@ -188,8 +189,12 @@ class LanesMixin(ShardConnection):
 
         got: list[ClaimedJob] = []
         for _ in range(LANE_ROUNDS):
-            while (jobs := self._run(queue, (priority,), work, transaction=INLINE)) is None:
-                pass
+            try:
+                while (jobs := self._run(queue, (priority,), work, transaction=INLINE)) is None:
+                    pass
+            except PinLaterError as exc:
+                keep_claimed(exc, got)
+                raise
             if allow is not None:
                 for job in jobs:
                     if job.key:

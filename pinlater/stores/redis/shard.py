@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
-from pinlater.errors import QueueDeleted
+from pinlater.errors import PinLaterError, QueueDeleted
 from pinlater.states import JobState
 from pinlater.stores.base import (
     CLAIM_OWNER_LEN,
@@ -40,6 +40,7 @@ from pinlater.stores.base import (
     ScanQuery,
     ShardOutcomeUnknown,
     ShardUnavailable,
+    keep_claimed,
     new_claim_token,
 )
 from pinlater.stores.redis import keys, loader
@@ -273,7 +274,11 @@ class RedisBackend:
                 args.append("allow")
                 for key, n in allow.items():
                     args += [key, max(0, n)]
-            reply = self._run("dequeue", ks, args)
+            try:
+                reply = self._run("dequeue", ks, args)
+            except PinLaterError as exc:
+                keep_claimed(exc, got.jobs)
+                raise
             part = claims(reply, claim)
             if allow is not None:
                 for job in part.jobs:
