@@ -15,10 +15,8 @@ connection surfaces as ``ShardUnavailable`` and the caller decides.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
@@ -48,7 +46,15 @@ from pinlater.stores.redis import record as redis_record
 from pinlater.stores.redis.errors import redis_guard
 from pinlater.stores.redis.layout import REDIS_SHARD, check_redis_layout
 from pinlater.stores.redis.pool import open_redis
-from pinlater.stores.redis.scripts import claims, register_job_scripts
+from pinlater.stores.redis.scripts import (
+    KeyGroups,
+    claims,
+    dequeue_keys,
+    json_arg,
+    opt_arg,
+    register_job_scripts,
+    with_claim,
+)
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -65,58 +71,10 @@ LANE_ROUNDS = 25
 DELETE_QUEUE_BATCH = 1000
 
 
-def _json(items: list[Any]) -> str:
-    """Batch items travel as one JSON argument (decoded by cjson in the
-    script): packing one argument per field costs more than the script."""
-    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
-
-
-def _claimed(item: list[Any], claim: str | None) -> list[Any]:
-    """A script item with its claim as the last field when it names one
-    (the scripts read a missing field as "no claim: the source's")."""
-    if claim is not None:
-        item.append(claim)
-    return item
-
-
-def _opt(value: int | None) -> str:
-    """Optional integer argument of a script: '' stands for None."""
-    return "" if value is None else str(int(value))
-
-
-@lru_cache(maxsize=1024)
-def _dequeue_keys(queue: str, priorities: tuple[int, ...], look_ahead: tuple[int, ...]) -> tuple[str, ...]:
-    """The KEYS of a dequeue (see dequeue.lua): the same few per queue on
-    every call, and making them cost ~3 µs per call."""
-    ks: list[str] = []
-    for p in priorities:
-        ks += [keys.pending_key(queue, p), keys.running_key(queue, p), keys.jobs_key(queue, p)]
-    ks += [keys.pending_key(queue, p) for p in look_ahead]
-    return tuple(ks)
-
-
 def _pending_mode(state: JobState, future: bool) -> str:
     if state is not JobState.PENDING:
         return "all"
     return "future" if future else "due"
-
-
-class _Groups:
-    """Per-priority key groups of a batch call: each distinct priority gets
-    one group of KEYS (in first-seen order); items refer to it by 1-based
-    index."""
-
-    def __init__(self, key_fn: Callable[[int], list[str]]) -> None:
-        self._key_fn = key_fn
-        self._index: dict[int, int] = {}
-        self.keys: list[str] = []
-
-    def of(self, priority: int) -> int:
-        g = self._index.get(priority)
-        if g is None:
-            g = self._index[priority] = len(self._index) + 1
-            self.keys.extend(self._key_fn(priority))
-        return g
 
 
 class RedisBackend:
@@ -207,7 +165,7 @@ class RedisBackend:
 
     def _enqueue(self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int | None) -> list[Any]:
         """enqueue.lua's answer; with ``succeeded_ms``, items carry their unique keys."""
-        groups = _Groups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
+        groups = KeyGroups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
         meta = [
             [
                 groups.of(it.priority),
@@ -230,7 +188,7 @@ class RedisBackend:
                     row += [it.trace, it.key]
                 elif it.trace is not None:
                     row.append(it.trace)
-        args: list[ArgT] = [queue, _json(meta), *(it.body for it in items)]
+        args: list[ArgT] = [queue, json_arg(meta), *(it.body for it in items)]
         ks = [keys.QUEUES, keys.ids_key(queue), keys.prios_key(queue), keys.DELETED_QUEUES, *groups.keys]
         answer = self._run("enqueue", ks, args)
         if answer is None:
@@ -263,7 +221,7 @@ class RedisBackend:
         empty claim peeks."""
         if limit < 1 or not priorities:
             return Claims([])
-        ks = _dequeue_keys(queue, tuple(priorities), tuple(look_ahead))
+        ks = dequeue_keys(queue, tuple(priorities), tuple(look_ahead))
         got = Claims([])
         # A call that met LANE_WASTE lanes without a job stops early (-1);
         # the rounds go on, each a script of its own, so that other clients
@@ -298,7 +256,7 @@ class RedisBackend:
     def ack_succeeded(self, queue: str, items: Sequence[AckItem]) -> list[bool]:
         if not items:
             return []
-        groups = _Groups(
+        groups = KeyGroups(
             lambda p: [
                 keys.running_key(queue, p),
                 keys.succeeded_key(queue, p),
@@ -307,11 +265,11 @@ class RedisBackend:
         )
         # Only the newest CUSTOM_STATUS_MAX chars of an append can survive.
         meta = [
-            _claimed([groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]],
+            with_claim([groups.of(it.priority), it.local_id, it.source, it.append_custom_status[-CUSTOM_STATUS_MAX:]],
                      it.claim)
             for it in items
         ]
-        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta)]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, json_arg(meta)]
         return [bool(x) for x in self._run("ack_succeeded", groups.keys, args)]
 
     def ack_failed(
@@ -321,7 +279,7 @@ class RedisBackend:
             return []
         if not delay_table and any(it.delay_ms is None for it in items):
             raise ValueError("a failure ACK without its own delay needs the policy's delay table")
-        groups = _Groups(
+        groups = KeyGroups(
             lambda p: [
                 keys.running_key(queue, p),
                 keys.pending_key(queue, p),
@@ -330,7 +288,7 @@ class RedisBackend:
             ]
         )
         meta = [
-            _claimed(
+            with_claim(
                 [
                     groups.of(it.priority),
                     it.local_id,
@@ -343,13 +301,13 @@ class RedisBackend:
             for it in items
         ]
         table = [int(d) for d in delay_table] or [0]
-        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), _json(table)]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, json_arg(meta), json_arg(table)]
         return [bool(x) for x in self._run("ack_failed", groups.keys, args)]
 
     def checkpoint(self, queue: str, items: Sequence[CheckpointItem]) -> list[bool]:
         if not items:
             return []
-        groups = _Groups(
+        groups = KeyGroups(
             lambda p: [
                 keys.running_key(queue, p),
                 keys.pending_key(queue, p),
@@ -362,7 +320,7 @@ class RedisBackend:
             if it.new_body is not None:
                 bodies.append(it.new_body)
             meta.append(
-                _claimed(
+                with_claim(
                     [
                         groups.of(it.priority),
                         it.local_id,
@@ -377,7 +335,7 @@ class RedisBackend:
                     it.claim,
                 )
             )
-        args: list[ArgT] = [CUSTOM_STATUS_MAX, _json(meta), *bodies]
+        args: list[ArgT] = [CUSTOM_STATUS_MAX, json_arg(meta), *bodies]
         return [bool(x) for x in self._run("checkpoint", groups.keys, args)]
 
     def running_owners(self, queue: str, priority: int) -> dict[tuple[str, str], int]:
@@ -420,7 +378,7 @@ class RedisBackend:
             keys.pending_key(queue, priority),
             keys.jobs_key(queue, priority),
         ]
-        return int(self._run("retry_failed", ks, [attempts, _opt(run_after_ms), limit]))
+        return int(self._run("retry_failed", ks, [attempts, opt_arg(run_after_ms), limit]))
 
     def delete(
         self,
@@ -464,7 +422,7 @@ class RedisBackend:
         ks = [keys.state_key(q.queue, q.priority, q.state), keys.jobs_key(q.queue, q.priority)]
         cursor: list[ArgT] = ["", ""] if q.before is None else [q.before[0], q.before[1]]
         args: list[ArgT] = [_pending_mode(q.state, q.future), q.limit, "1" if q.include_body else "0"]
-        rows = self._run("scan", ks, [*args, *cursor, _opt(q.max_body_bytes)])
+        rows = self._run("scan", ks, [*args, *cursor, opt_arg(q.max_body_bytes)])
         records = []
         for row in rows:
             # A third element: the job's body was withheld (over the budget).
@@ -496,7 +454,7 @@ class RedisBackend:
             values = self._call(lambda: self._r.hmget(jobs, members))
         else:
             # The script reads job by job, keeping the bodies within the bound.
-            args: list[ArgT] = ["1" if include_body else "0", _opt(max_body_bytes), *members]
+            args: list[ArgT] = ["1" if include_body else "0", opt_arg(max_body_bytes), *members]
             withheld, *values = self._run("lookup", [jobs], args)
             keep = include_body and not withheld
         found = {i: redis_record.decode(i, priority, raw, keep) for i, raw in zip(wanted, values, strict=True)}
