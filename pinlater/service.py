@@ -40,7 +40,7 @@ from pinlater.operators import Operators
 from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings, default_source
 from pinlater.states import JobState
-from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardUnavailable
+from pinlater.stores.base import CheckpointItem, Claims, ShardBackend, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.validation import (
     check_attempts,
     check_batch,
@@ -177,22 +177,24 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         else:
             limiter = self.core.rate_limiter
             granted = limiter.take(config, limit)
+            doubt: list[str] = []  # shards that may have claimed jobs they could not hand over
 
             def collect(n: int, token: str | None = None) -> tuple[list[DequeuedJob], PinLaterError | None]:
                 if config.key_rate is not None or config.key_max_running is not None:
-                    return self._collect_keyed(queue, config, shards, n, source, token)
+                    return self._collect_keyed(queue, config, shards, n, source, token, doubt)
                 if token is None:
                     return self._collect(queue, config, shards, n, "dequeue",
-                                         lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead))
+                                         lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead), doubt=doubt)
                 return self._collect(queue, config, shards, n, "dequeue",
-                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token))
+                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token),
+                                     doubt=doubt)
 
             try:
                 if config.max_running is None:
                     jobs, error = collect(granted)
                 else:
                     riding, ended[:] = list(ended), []
-                    jobs, error = self.core.slots.claim(config, granted, collect, riding)
+                    jobs, error = self.core.slots.claim(config, granted, collect, riding, doubt)
             finally:
                 limiter.give_back(config, granted - len(jobs))
         # Jobs claimed are always handed over, a shard failing beside them or
@@ -204,6 +206,7 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
 
     def _collect_keyed(
         self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, source: str, token: str | None,
+        doubt: list[str],
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """A dequeue under per-key limits, in rounds: the keys the shards
         would serve first (one read per shard), their allowances (rate
@@ -219,15 +222,15 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         for spare in KEY_ROUNDS:
             want = n - len(jobs)
             got, error, stopped = self._key_round(queue, config, shards, want, want * spare[0] + spare[1],
-                                                  source, token, stopped)
+                                                  source, token, stopped, doubt)
             jobs += got
-            if len(jobs) >= n or not stopped or error is not None:
+            if len(jobs) >= n or not stopped or error is not None or doubt:
                 break
         return jobs, error
 
     def _key_round(
         self, queue: str, config: QueueConfig, shards: list[ShardBackend], n: int, read: int, source: str,
-        token: str | None, first: list[str],
+        token: str | None, first: list[str], doubt: list[str],
     ) -> tuple[list[DequeuedJob], PinLaterError | None, list[str]]:
         call = self.core.shards.call
         priorities = range(1, config.priorities + 1)
@@ -252,7 +255,7 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
             jobs, error = self._collect(
                 queue, config, shards, n, "dequeue",
                 lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=claim_token, allow=left),
-                keyed, stopped)
+                keyed, stopped, doubt)
             for key in keyed:
                 if key:
                     used[key] = used.get(key, 0) + 1
@@ -264,7 +267,7 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
             if config.key_max_running is None:
                 _, error = claim(tokens, token)
             else:
-                _, error = self.core.key_slots.claim(config, tokens, token, claim)
+                _, error = self.core.key_slots.claim(config, tokens, token, claim, doubt)
         finally:
             if config.key_rate is not None:
                 limiter.give_back_keys(config, {k: t - used.get(k, 0) for k, t in tokens.items()})
@@ -281,11 +284,14 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         take: Callable[[ShardBackend, Sequence[int], int, Sequence[int]], Claims],
         keys: list[str] | None = None,
         stopped: list[str] | None = None,
+        doubt: list[str] | None = None,
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """The jobs found on ``shards``, and the first error of a shard that
         failed otherwise than by being unavailable (None if none did);
-        ``keys`` gets each job's fairness key, in the same order, and
-        ``stopped`` the keys that ended a shard's call (``Claims.stopped_at``)."""
+        ``keys`` gets each job's fairness key, in the same order,
+        ``stopped`` the keys that ended a shard's call (``Claims.stopped_at``),
+        and ``doubt`` the shards whose call may have claimed jobs it could
+        not hand over (``ShardOutcomeUnknown``)."""
         # Priority-major across shards (a priority-1 job on any shard goes
         # before a priority-2 job on another), about one call per shard.
         shard_set = self.core.shards
@@ -296,6 +302,8 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         )
         error: PinLaterError | None = None
         for backend, exc in walk.failed:
+            if doubt is not None and isinstance(exc, ShardOutcomeUnknown):
+                doubt.append(backend.shard_id)
             # Its health and the store metrics have it already (ShardSet.call).
             shard_set.warn(backend.shard_id, "%s of %s went on without shard %s: %s", op, queue, backend.shard_id, exc)
             if error is None and not isinstance(exc, ShardUnavailable):

@@ -17,6 +17,10 @@ each owner runs per key (``ShardBackend.running_owners``).
 * An ACK or a move to PENDING of one of this process's jobs ends the claim
   on the shard first; its slot is freed at the process's next store step,
   within ``FLUSH_S``.
+* A dequeue call whose shard stopped answering after it was sent
+  (``ShardOutcomeUnknown``) may have claimed jobs nobody was handed: what
+  its keys did not use stays held, in doubt, until those claims have
+  expired and a monitor pass had time to end them (``slots.doubt_until``).
 * What ends a claim without a call here (a claim that expires, an
   operator's delete, an ACK by another process) the process finds by
   looking up its running jobs at least every ``CHECK_S`` while it has any.
@@ -52,6 +56,7 @@ from pinlater.engine.slots import (
     Reconciled,
     SlotsUnavailable,
     count_running,
+    doubt_until,
 )
 from pinlater.errors import PinLaterError, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
@@ -79,6 +84,7 @@ class _Pool:
     running: dict[str, tuple[str, str]] = field(default_factory=dict)  # descriptor -> (key, claim token)
     frees: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, key) -> slots to free
     synced_at: dict[str, float] = field(default_factory=dict)  # owner -> last step (monotonic)
+    doubt: list[tuple[float, tuple[str, str], int]] = field(default_factory=list)  # (until, (owner, key), n)
     checked_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
 
@@ -112,10 +118,13 @@ class KeySlots:
     # -- a dequeue ----------------------------------------------------------------------------
     def claim(
         self, config: QueueConfig, want: dict[str, int], token: str | None, collect: Collect,
+        doubt: Sequence[str] = (),
     ) -> tuple[list[tuple[str, str]], PinLaterError | None]:
         """``collect(allow, token)`` with allowances of at most the slots
         taken for each key of ``want`` (one store step), under ``token``
-        (a capped queue's), or this process's own for the queue."""
+        (a capped queue's), or this process's own for the queue.
+        ``doubt``: filled by ``collect`` with the shards whose outcome it
+        does not know; then what the keys did not use stays in doubt."""
         pool = self._pool(config)
         assert pool is not None and config.key_max_running is not None, "claim() is for key-capped queues"
         if token is None:
@@ -134,9 +143,12 @@ class KeySlots:
             got, error = collect(allow, token)
         finally:
             with pool.lock:
+                until = doubt_until(config) if doubt else 0.0
                 for key in granted:
                     unused = allow.get(key, 0)
-                    if unused > 0:
+                    if unused > 0 and doubt:
+                        pool.doubt.append((until, (owner, key), unused))
+                    elif unused > 0:
                         pool.frees[(owner, key)] = pool.frees.get((owner, key), 0) + unused
                 for descriptor, key in got:
                     if key:
@@ -185,7 +197,7 @@ class KeySlots:
         """The owners this process holds per-key slots under."""
         with pool.lock:
             return ({token[:CLAIM_OWNER_LEN] for _, token in pool.running.values()}
-                    | {o for o, _ in pool.frees})
+                    | {o for o, _ in pool.frees} | {o for _, (o, _), _ in pool.doubt})
 
     def _check(self, queue: str, pool: _Pool) -> None:
         """Free the slots of this process's jobs no longer RUNNING under
@@ -213,6 +225,11 @@ class KeySlots:
 
     def _tend_pool(self, queue: str, pool: _Pool, cap: int) -> None:
         now = time.monotonic()
+        with pool.lock:
+            for until, at, n in pool.doubt:
+                if until <= now:
+                    pool.frees[at] = pool.frees.get(at, 0) + n
+            pool.doubt = [entry for entry in pool.doubt if entry[0] > now]
         if pool.running and now - pool.checked_at >= CHECK_S:
             self._check(queue, pool)
         for owner in self._owners(pool):

@@ -19,6 +19,10 @@ the walk, which goes on with the others: what earlier calls claimed is
 returned with the failures, never dropped (a claimed job nobody holds would
 wait for its claim to time out and spend an attempt without running), and
 so is what the failed call had claimed before it failed (``claimed_before``).
+A call whose shard stopped answering after it was sent
+(``ShardOutcomeUnknown``) ends the walk: it may have claimed all it was
+asked for, and the caller's caps count those jobs as running (the slots
+they may hold stay in doubt, ``pinlater.engine.slots``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from pinlater.errors import PinLaterError
-from pinlater.stores.base import ClaimedJob, Claims, claimed_before
+from pinlater.stores.base import ClaimedJob, Claims, ShardOutcomeUnknown, claimed_before
 
 B = TypeVar("B")
 
@@ -62,6 +66,8 @@ def walk_priorities(shards: Sequence[B], priorities: int, limit: int, take: Take
         except PinLaterError as exc:
             walk.failed.append((shard, exc))
             out += [(shard, job) for job in claimed_before(exc)]
+            if isinstance(exc, ShardOutcomeUnknown):
+                break  # it may have claimed all it was asked for
             continue
         out += [(shard, job) for job in claims.jobs]
         if claims.stopped_at is not None:

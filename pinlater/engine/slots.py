@@ -37,6 +37,12 @@ running or is claiming, so the jobs RUNNING never outnumber the slots held:
   does not use its spare slots without a sync once ``CREDIT_TRUST_S`` has
   passed since its last, well before it could be taken for gone.
 
+A dequeue call whose shard stopped answering after it was sent
+(``ShardOutcomeUnknown``) may have claimed jobs nobody was handed: the
+slots it did not use stay held, in doubt, until those jobs' claims have
+expired and a monitor pass had time to end them (``doubt_until``); then
+they are spare.
+
 A shard that cannot be reached keeps its jobs' slots: they may still be
 running, so the cap keeps counting them until the shard answers again (the
 monitor settles no owner while a shard is missing). A capped dequeue needs
@@ -79,10 +85,18 @@ FLUSH_S = 0.05
 # after the last step that found it full: each of a process's idle pollers
 # would otherwise make one store step per poll.
 FULL_S = 0.01
+# Slots in doubt are held this long past the claim timeout: a monitor pass
+# (every 5 s by default) ends the expired claims, twice over.
+DOUBT_EXTRA_S = 10.0
 
 # A job whose claim ended: its descriptor and its claim's token (None if
 # the caller named no claim and the job was not this process's).
 Ended = tuple[str, str | None]
+
+
+def doubt_until(config: QueueConfig) -> float:
+    """Until when (monotonic) slots a lost reply may be using stay held."""
+    return time.monotonic() + config.claim_timeout_ms / 1000 + DOUBT_EXTRA_S
 
 
 def counts_claims(config: QueueConfig) -> bool:
@@ -113,6 +127,7 @@ class _Pool:
     used_at: float = 0.0
     checked_at: float = 0.0
     full_at: float = -1e9  # the last step that granted less than it asked
+    doubt: list[tuple[float, int]] = field(default_factory=list)  # (until, slots) of lost replies
     lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
     stepping: threading.Lock = field(default_factory=threading.Lock)  # one store step at a time
 
@@ -152,12 +167,14 @@ class Slots:
     def claim(
         self, config: QueueConfig, wanted: int,
         collect: Callable[[int, str], tuple[list[DequeuedJob], PinLaterError | None]],
-        ended: Sequence[Ended] = (),
+        ended: Sequence[Ended] = (), doubt: Sequence[str] = (),
     ) -> tuple[list[DequeuedJob], PinLaterError | None]:
         """``collect(n, token)`` under at most ``n`` of the cap's slots,
         claiming under ``token``: an empty answer, as an empty queue gives,
         when none is free. ``ended``: the jobs whose claims the same call
-        ended (its riding ACKs), whose slots are used again first."""
+        ended (its riding ACKs), whose slots are used again first.
+        ``doubt``: filled by ``collect`` with the shards whose outcome it
+        does not know; then the slots it did not use stay in doubt."""
         pool = self._pool(config)
         assert pool is not None, "claim() is for capped queues"
         with pool.lock:
@@ -173,7 +190,10 @@ class Slots:
         finally:
             with pool.lock:
                 pool.in_use -= n
-                pool.credit += n - len(jobs)
+                if doubt and n > len(jobs):
+                    pool.doubt.append((doubt_until(config), n - len(jobs)))
+                else:
+                    pool.credit += n - len(jobs)
                 for j in jobs:
                     pool.running[j.descriptor] = j.claim[:CLAIM_TOKEN_LEN]
                 pool.used_at = time.monotonic()
@@ -297,7 +317,7 @@ class Slots:
             with pool.lock:
                 # The store's count of this owner is the truth: lowered by
                 # other owners' frees of its jobs, raised by none of its own.
-                pool.credit = max(0, held - len(pool.running) - pool.in_use)
+                pool.credit = max(0, held - len(pool.running) - pool.in_use - sum(n for _, n in pool.doubt))
                 pool.held = held
                 pool.synced_at = pool.registered_at = time.monotonic()
                 if granted < want:
@@ -365,8 +385,12 @@ class Slots:
         if pool.running and now - pool.checked_at >= CHECK_S:
             self._check(queue, pool)
         with pool.lock:
+            if any(until <= now for until, _ in pool.doubt):
+                pool.credit += sum(n for until, n in pool.doubt if until <= now)
+                pool.doubt = [(until, n) for until, n in pool.doubt if until > now]
+                pool.used_at = now  # spare from now on
             idle = pool.credit > 0 and pool.in_use == 0 and now - pool.used_at >= IDLE_S
-            holding = pool.held or pool.credit or pool.running or pool.in_use
+            holding = pool.held or pool.credit or pool.running or pool.in_use or pool.doubt
             due = pool.frees or idle or (holding and now - pool.synced_at >= REFRESH_S)
         if due:
             self._sync(queue, pool, give_back=pool.credit if idle else 0)

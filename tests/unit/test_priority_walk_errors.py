@@ -1,6 +1,7 @@
 """Every kind of store error on one shard of two, over memory shards: a
 dequeue (and a dry run) hands over what it claimed on the other shard and
-gives back exactly the rate tokens it did not use; an enqueue goes to the
+gives back exactly the rate tokens it did not use, and ends at a shard
+that went silent after the call was sent; an enqueue goes to the
 other shard when nothing was written; an ACK reports the failing shard's
 entries as unapplied; the health probe keeps a shard that refuses writes
 out of rotation until it writes again. The same over real servers:
@@ -223,6 +224,21 @@ def test_an_enqueue_fails_when_every_shard_refuses_writes(cluster: Cluster, monk
     monkeypatch.setattr(cluster.good, "enqueue", cluster.bad.enqueue)
     with pytest.raises(NoHealthyShards, match="refuses writes"):
         cluster.svc.enqueue(Q, [Job(b"x")])
+
+
+def test_a_dequeue_ends_its_walk_at_a_shard_that_went_silent_after_the_call_was_sent(cluster: Cluster) -> None:
+    """That shard may have claimed all it was asked for (its reply lost),
+    which a capped dequeue counts as running: the other shard waits for the
+    next dequeue, when the silent one is out of rotation."""
+    on_good = cluster.enqueue_on("m1", 3)
+    cluster.enqueue_on("m2", 3)
+    cluster.bad.error = ShardOutcomeUnknown(
+        "memory shard m2 unavailable after a command was sent (it may have run): Timeout reading")
+    cluster.order = ["m2", "m1"]
+    assert cluster.svc.dequeue(Q, 8) == []
+    assert cluster.good.count(Q, 1, JobState.RUNNING, False) == 0
+    assert cluster.shards.status()["m2"].out_reason == UNAVAILABLE
+    assert sorted(j.descriptor for j in cluster.svc.dequeue(Q, 8)) == sorted(on_good)
 
 
 def test_an_enqueue_sent_before_its_shard_went_silent_is_not_sent_to_another(
