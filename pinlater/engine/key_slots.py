@@ -21,6 +21,12 @@ each owner runs per key (``ShardBackend.running_owners``).
   (``ShardOutcomeUnknown``) may have claimed jobs nobody was handed: what
   its keys did not use stays held, in doubt, until those claims have
   expired and a monitor pass had time to end them (``slots.doubt_until``).
+* A store step that may have been applied though its reply was lost
+  (``ShardOutcomeUnknown``) stands: freed again, a slot could be freed
+  twice. Should it not have been applied, the owner holds slots it does
+  not use: this process's own owner, once it has nothing running or being
+  claimed, leaves under a new name, and the monitor settles the old one to
+  the jobs it runs (none); a capped queue's owner keeps them till it leaves.
 * What ends a claim without a call here (a claim that expires, an
   operator's delete, an ACK by another process) the process finds by
   looking up its running jobs at least every ``CHECK_S`` while it has any.
@@ -60,7 +66,7 @@ from pinlater.engine.slots import (
 )
 from pinlater.errors import PinLaterError, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
-from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN
+from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN, ShardOutcomeUnknown
 
 if TYPE_CHECKING:
     from pinlater.engine.shards import ShardSet
@@ -85,6 +91,8 @@ class _Pool:
     frees: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, key) -> slots to free
     synced_at: dict[str, float] = field(default_factory=dict)  # owner -> last step (monotonic)
     doubt: list[tuple[float, tuple[str, str], int]] = field(default_factory=list)  # (until, (owner, key), n)
+    suspect: set[str] = field(default_factory=set)  # owners a lost step may have left holding too much
+    claiming: int = 0  # claims under way under ``owner``
     checked_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
 
@@ -127,11 +135,25 @@ class KeySlots:
         does not know; then what the keys did not use stays in doubt."""
         pool = self._pool(config)
         assert pool is not None and config.key_max_running is not None, "claim() is for key-capped queues"
-        if token is None:
-            token = pool.owner + secrets.token_hex((CLAIM_TOKEN_LEN - CLAIM_OWNER_LEN) // 2)
+        own = token is None
+        with pool.lock:
+            if token is None:
+                token = pool.owner + secrets.token_hex((CLAIM_TOKEN_LEN - CLAIM_OWNER_LEN) // 2)
+                pool.claiming += 1
+        try:
+            return self._claim(config, config.key_max_running, pool, want, token, collect, doubt)
+        finally:
+            if own:
+                with pool.lock:
+                    pool.claiming -= 1
+
+    def _claim(
+        self, config: QueueConfig, cap: int, pool: _Pool, want: dict[str, int], token: str, collect: Collect,
+        doubt: Sequence[str],
+    ) -> tuple[list[tuple[str, str]], PinLaterError | None]:
         owner = token[:CLAIM_OWNER_LEN]
         try:
-            granted = self._sync(config.name, config.key_max_running, pool, owner, want)
+            granted = self._sync(config.name, cap, pool, owner, want)
         except ShardConnectionFailed as exc:
             raise SlotsUnavailable(
                 f"queue {config.name!r} has a per-key cap, whose slots are in the control store, "
@@ -184,10 +206,14 @@ class KeySlots:
                 del pool.frees[at]
         try:
             granted = self._control.key_slots_sync(queue, cap, owner, want, frees, leaving)
-        except BaseException:
+        except BaseException as exc:
             with pool.lock:
-                for at, n in frees.items():
-                    pool.frees[at] = pool.frees.get(at, 0) + n
+                if isinstance(exc, ShardOutcomeUnknown):
+                    if owner == pool.owner:
+                        pool.suspect.add(owner)  # it may hold what it freed, or was granted (the module doc)
+                else:
+                    for at, n in frees.items():
+                        pool.frees[at] = pool.frees.get(at, 0) + n
             raise
         with pool.lock:
             pool.synced_at[owner] = time.monotonic()
@@ -196,8 +222,12 @@ class KeySlots:
     def _owners(self, pool: _Pool) -> set[str]:
         """The owners this process holds per-key slots under."""
         with pool.lock:
-            return ({token[:CLAIM_OWNER_LEN] for _, token in pool.running.values()}
-                    | {o for o, _ in pool.frees} | {o for _, (o, _), _ in pool.doubt})
+            return self._owners_locked(pool)
+
+    @staticmethod
+    def _owners_locked(pool: _Pool) -> set[str]:
+        return ({token[:CLAIM_OWNER_LEN] for _, token in pool.running.values()}
+                | {o for o, _ in pool.frees} | {o for _, (o, _), _ in pool.doubt})
 
     def _check(self, queue: str, pool: _Pool) -> None:
         """Free the slots of this process's jobs no longer RUNNING under
@@ -232,11 +262,24 @@ class KeySlots:
             pool.doubt = [entry for entry in pool.doubt if entry[0] > now]
         if pool.running and now - pool.checked_at >= CHECK_S:
             self._check(queue, pool)
+        self._leave_if_suspect(queue, pool, cap)
         for owner in self._owners(pool):
             with pool.lock:
                 due = any(o == owner for o, _ in pool.frees) or now - pool.synced_at.get(owner, -1e9) >= REFRESH_S
             if due:
                 self._sync(queue, cap, pool, owner, {})
+
+    def _leave_if_suspect(self, queue: str, pool: _Pool, cap: int) -> None:
+        """An owner that may hold slots it does not use, with nothing of its
+        own running or being claimed: claims go on under a new name, and
+        the old one leaves, for the monitor to settle to the jobs it runs."""
+        with pool.lock:
+            old = pool.owner
+            if old not in pool.suspect or pool.claiming or any(o == old for o in self._owners_locked(pool)):
+                return
+            pool.owner = secrets.token_hex(CLAIM_OWNER_LEN // 2)
+            pool.suspect.discard(old)
+        self._sync(queue, cap, pool, old, {}, leaving=True)
 
     def close(self) -> None:
         """Free what can be freed and leave: the monitor settles the slots

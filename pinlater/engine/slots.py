@@ -66,7 +66,7 @@ from pinlater.descriptor import JobDescriptor
 from pinlater.errors import PinLaterError, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN
+from pinlater.stores.base import CLAIM_OWNER_LEN, CLAIM_TOKEN_LEN, ShardOutcomeUnknown
 
 if TYPE_CHECKING:
     from pinlater.engine.shards import ShardSet
@@ -307,11 +307,15 @@ class Slots:
                 pool.credit -= given  # out of reach of dequeues before the store sees it go
             try:
                 synced = self._step(queue, pool, max(0, want), given, frees, leaving)
-            except BaseException:
-                with pool.lock:
-                    for owner, n in frees.items():
-                        pool.frees[owner] = pool.frees.get(owner, 0) + n
-                    pool.credit += given
+            except BaseException as exc:
+                # A step that may have been applied stands: freed again, a
+                # slot could be freed twice. What this owner holds the next
+                # step says (spare slots not given back come back as credit).
+                if not isinstance(exc, ShardOutcomeUnknown):
+                    with pool.lock:
+                        for owner, n in frees.items():
+                            pool.frees[owner] = pool.frees.get(owner, 0) + n
+                        pool.credit += given
                 raise
             granted, held = synced
             with pool.lock:

@@ -20,16 +20,8 @@ from pinlater.engine.key_slots import KeySlots
 from pinlater.engine.slots import Slots
 from pinlater.errors import InvalidRequest
 from pinlater.operators import Monitor
-from tests.support.caps import most_at_once
+from tests.support.caps import held_per_key, most_at_once
 from tests.support.waits import wait_for
-
-
-def _held(cluster: JobService, queue: str) -> Counter[str]:
-    """The per-key slots held in the control store, over every process."""
-    held: Counter[str] = Counter()
-    for (_, key), n in cluster.core.control.key_slots_owners(queue)[2].items():
-        held[key] += n
-    return held
 
 
 def _bodies(jobs: list) -> Counter[bytes]:  # type: ignore[type-arg]
@@ -54,7 +46,7 @@ def test_a_key_never_runs_more_than_its_cap_and_each_end_of_a_claim_frees_a_slot
     first = cluster.dequeue(queue_name, 100)
     assert _bodies(first) == Counter({b"a": 2, b"b": 2, b"-": 3})
     assert cluster.dequeue(queue_name, 100) == []  # both keys at their cap
-    assert _held(cluster, queue_name) == Counter({"A": 2, "B": 2})
+    assert held_per_key(cluster, queue_name) == Counter({"A": 2, "B": 2})
     a = [j for j in first if j.body == b"a"]
     b = [j for j in first if j.body == b"b"]
 
@@ -71,7 +63,7 @@ def test_a_key_never_runs_more_than_its_cap_and_each_end_of_a_claim_frees_a_slot
     cluster.ack(queue_name, succeeded=[Ack(a[0].descriptor, claim=a[0].claim)])
     assert cluster.dequeue(queue_name, 100) == []
     assert cluster.count(queue_name, JobState.RUNNING) == 7  # the jobs without a key too
-    assert _held(cluster, queue_name) == Counter({"A": 2, "B": 2})
+    assert held_per_key(cluster, queue_name) == Counter({"A": 2, "B": 2})
 
 
 def test_acks_riding_on_a_dequeue_free_their_slots_for_it(cluster: JobService, queue_name: str) -> None:
@@ -97,7 +89,7 @@ def test_a_claim_that_expires_frees_its_keys_slot(cluster: JobService, queue_nam
     # The process finds its job no longer running under its claim.
     again = wait_for(lambda: cluster.dequeue(queue_name, 5), "the expired claim's slot freed", 5, 0.05)
     assert len(again) == 1
-    assert _held(cluster, queue_name) == Counter({"A": 1})
+    assert held_per_key(cluster, queue_name) == Counter({"A": 1})
 
 
 def test_a_process_that_leaves_with_jobs_running_is_settled_by_the_monitor(
@@ -111,12 +103,12 @@ def test_a_process_that_leaves_with_jobs_running_is_settled_by_the_monitor(
     assert len(gone) == 2
     other.core.key_slots.close()  # it leaves; its jobs run on
     Monitor(cluster.operators, queues=[queue_name]).run_once()
-    assert _held(cluster, queue_name) == Counter({"A": 2})  # its running jobs still count
+    assert held_per_key(cluster, queue_name) == Counter({"A": 2})  # its running jobs still count
     assert cluster.dequeue(queue_name, 5) == []
     # Another process ACKs them: the monitor's next pass frees the leaver's slots.
     cluster.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in gone])
     Monitor(cluster.operators, queues=[queue_name]).run_once()
-    assert _held(cluster, queue_name) == Counter()
+    assert held_per_key(cluster, queue_name) == Counter()
     assert len(cluster.dequeue(queue_name, 5)) == 2
 
 
@@ -126,7 +118,7 @@ def test_a_cap_set_on_a_busy_queue_counts_the_jobs_already_running(cluster: JobS
     running = cluster.dequeue(queue_name, 3)
     assert len(running) == 3
     cluster.set_key_concurrency(queue_name, 2)
-    assert _held(cluster, queue_name) == Counter({"A": 3})
+    assert held_per_key(cluster, queue_name) == Counter({"A": 3})
     assert cluster.dequeue(queue_name, 5) == []
     cluster.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in running[:2]])
     Monitor(cluster.operators, queues=[queue_name]).run_once()

@@ -3,20 +3,30 @@ reply lost, ``ShardOutcomeUnknown``) on every setup: the jobs the shard
 claimed are RUNNING though nobody was handed them, so the slots the call
 took stay held, in doubt, until those claims have expired and a monitor
 pass had time to end them; the cap is never exceeded meanwhile, and the
-slots are free again after."""
+slots are free again after. And a slot step of the control store whose
+reply was lost: if it ran, what it freed or gave back is not freed or
+spare again; if it did not, the slots it held are settled once its owner
+has nothing running."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from pinlater import Job, JobService, JobState
+from pinlater import Ack, Job, JobService, JobState
 from pinlater.engine import slots
+from pinlater.engine.key_slots import KeySlots
+from pinlater.engine.slots import Slots, SlotsUnavailable
 from pinlater.operators import Monitor
 from pinlater.stores.base import ShardBackend, ShardOutcomeUnknown
+from pinlater.stores.control import ControlStore
+from tests.support.caps import held_per_key
 from tests.support.waits import wait_for
 
 CLAIM_TIMEOUT_MS = 1000
@@ -79,3 +89,105 @@ def test_a_keys_slots_a_lost_reply_may_use_stay_held_until_its_claims_expired(
     cluster.enqueue(queue_name, [Job(b"a", key="A", attempts_allowed=5) for _ in range(6)])
     _lose_the_next_reply_with_jobs(cluster, monkeypatch)
     _check_held_then_freed(cluster, queue_name, 2)
+
+
+class _Lossy:
+    """The control store as one process sees it: once ``armed``, each slot
+    step runs (``applies``) or not, and its reply is lost."""
+
+    def __init__(self, control: ControlStore, applies: bool) -> None:
+        self.control, self.applies, self.armed, self.lost = control, applies, False, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.control, name)
+
+    def slots_sync(self, *args: Any, **kwargs: Any) -> Any:
+        return self._step(self.control.slots_sync, args, kwargs)
+
+    def key_slots_sync(self, *args: Any, **kwargs: Any) -> Any:
+        return self._step(self.control.key_slots_sync, args, kwargs)
+
+    def _step(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if not self.armed:
+            return fn(*args, **kwargs)
+        if self.applies:
+            fn(*args, **kwargs)
+        self.lost += 1
+        raise ShardOutcomeUnknown("control store unavailable after a command was sent (it may have run): Timeout")
+
+
+@contextlib.contextmanager
+def _process_over(cluster: JobService, control: _Lossy) -> Iterator[JobService]:
+    """Another process whose slot steps go through ``control``."""
+    core = cluster.core
+    lossy: Any = control
+    process = JobService(replace(core.sibling(), slots=Slots(lossy, core.shards),
+                                 key_slots=KeySlots(lossy, core.shards, core.slots.claims_of)), source="lossy")
+    try:
+        yield process
+    finally:
+        control.armed = False
+        process.core.slots.close()
+        process.core.key_slots.close()
+
+
+def _key_capped(cluster: JobService, queue: str) -> None:
+    """At most 2 jobs of a key running; 6 of key K pending."""
+    cluster.create_queue(queue)
+    cluster.set_key_concurrency(queue, 2)
+    cluster.enqueue(queue, [Job(b"k", key="K") for _ in range(6)])
+
+
+def test_a_give_back_whose_reply_was_lost_is_not_spare_again(cluster: JobService, queue_name: str) -> None:
+    cluster.create_queue(queue_name, max_running=2)
+    cluster.enqueue(queue_name, [Job(b"x") for _ in range(6)])
+    control = _Lossy(cluster.core.control, applies=True)
+    with _process_over(cluster, control) as process:
+        first = process.dequeue(queue_name, 2)
+        control.armed = True  # from now on the store runs its steps but it never hears back
+        process.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in first])
+        wait_for(lambda: control.lost, "the spare slots given back", 5)  # after IDLE_S
+        assert len(cluster.dequeue(queue_name, 2)) == 2  # the store has them back
+        with pytest.raises(SlotsUnavailable):
+            process.dequeue(queue_name, 2)  # not with the slots it gave back
+        assert cluster.count(queue_name, JobState.RUNNING) == 2
+
+
+def test_a_key_slot_freed_by_a_step_whose_reply_was_lost_is_not_freed_twice(
+    cluster: JobService, queue_name: str
+) -> None:
+    _key_capped(cluster, queue_name)
+    control = _Lossy(cluster.core.control, applies=True)
+    with _process_over(cluster, control) as process:
+        first = process.dequeue(queue_name, 2)
+        assert len(first) == 2
+        control.armed = True
+        process.ack(queue_name, succeeded=[Ack(first[0].descriptor, claim=first[0].claim)])
+        wait_for(lambda: control.lost, "the free sent", 5)
+        time.sleep(0.3)  # the process's steps go on meanwhile, each lost
+        control.armed = False
+        time.sleep(0.3)
+        assert held_per_key(cluster, queue_name) == Counter({"K": 1})  # the one still running
+        assert len(cluster.dequeue(queue_name, 5)) == 1
+
+
+def test_a_key_slot_a_lost_step_did_not_free_is_settled_once_its_owner_is_idle(
+    cluster: JobService, queue_name: str
+) -> None:
+    _key_capped(cluster, queue_name)
+    control = _Lossy(cluster.core.control, applies=False)
+    with _process_over(cluster, control) as process:
+        [first] = process.dequeue(queue_name, 1)
+        control.armed = True
+        process.ack(queue_name, succeeded=[Ack(first.descriptor, claim=first.claim)])
+        wait_for(lambda: control.lost, "the free sent", 5)
+        control.armed = False
+        assert held_per_key(cluster, queue_name) == Counter({"K": 1})  # held, not used: safe, and settled below
+        monitor = Monitor(cluster.operators, queues=[queue_name])
+
+        def settled() -> bool:
+            monitor.run_once()
+            return held_per_key(cluster, queue_name) == Counter()
+
+        wait_for(settled, "the slot the lost step did not free", 10, 0.1)
+        assert len(cluster.dequeue(queue_name, 5)) == 2

@@ -21,15 +21,9 @@ from pinlater.service import JobService
 from pinlater.settings import parse_shards
 from tests.integration.procs import hold_jobs
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
+from tests.support.caps import held_per_key
 from tests.support.stores import settings_for
 from tests.support.waits import wait_for
-
-
-def _held(client: JobService, queue: str) -> Counter[str]:
-    held: Counter[str] = Counter()
-    for (_, key), n in client.core.control.key_slots_owners(queue)[2].items():
-        held[key] += n
-    return held
 
 
 @pytest.mark.parametrize("setup", ["redis_sharded", "mysql_sharded"])
@@ -55,7 +49,7 @@ def test_a_sigkilled_workers_key_slots_free_when_its_claims_expire(
                 os.kill(doomed.pid or 0, signal.SIGKILL)
             finally:
                 doomed.join(30)
-        assert _held(client, queue_name) == Counter({"A": 2, "B": 2})
+        assert held_per_key(client, queue_name) == Counter({"A": 2, "B": 2})
         monitor = Monitor(client.operators, queues=[queue_name])
         killed_at = time.monotonic()
 
@@ -70,7 +64,7 @@ def test_a_sigkilled_workers_key_slots_free_when_its_claims_expire(
         got += client.dequeue(queue_name, 5)
         assert Counter(j.body for j in got) == Counter({b"a": 2, b"b": 2})
         assert client.dequeue(queue_name, 5) == []
-        assert _held(client, queue_name) == Counter({"A": 2, "B": 2})
+        assert held_per_key(client, queue_name) == Counter({"A": 2, "B": 2})
 
 
 @pytest.mark.slow
@@ -96,13 +90,13 @@ def test_the_key_cap_holds_while_the_control_store_is_down_and_after_it_restarts
         finally:
             private_redis.start()
         # The slots survived the restart, and the frees the ACKs left reach it.
-        wait_for(lambda: _held(client, queue_name) == Counter(), "the ACKs' frees", 10, 0.05)
+        wait_for(lambda: held_per_key(client, queue_name) == Counter(), "the ACKs' frees", 10, 0.05)
         second = client.dequeue(queue_name, 5)
         assert len(second) == 2
         assert client.dequeue(queue_name, 5) == []
         monitor.run_once()
         assert client.count(queue_name, JobState.RUNNING) == 2
-        assert _held(client, queue_name) == Counter({"A": 2})
+        assert held_per_key(client, queue_name) == Counter({"A": 2})
 
 
 @pytest.mark.slow
@@ -138,7 +132,8 @@ def test_a_shard_stopped_with_jobs_running_keeps_their_key_slots_until_it_return
             client.ack(queue_name, succeeded=[Ack(d) for d in on_r1])
             time.sleep(2.2)  # past the claim timeout: r2's claims would have expired
             monitor.run_once()
-            wait_for(lambda: _held(client, queue_name) == Counter({"A": len(on_r2)}), "only r2's slots held", 5, 0.1)
+            wait_for(lambda: held_per_key(client, queue_name) == Counter({"A": len(on_r2)}),
+                     "only r2's slots held", 5, 0.1)
             got = client.dequeue(queue_name, 10)
             assert len(got) == 3 - len(on_r2)
             client.ack(queue_name, succeeded=[Ack(j.descriptor) for j in got])
@@ -146,7 +141,7 @@ def test_a_shard_stopped_with_jobs_running_keeps_their_key_slots_until_it_return
             private_redis.start()
         wait_for(lambda: client.core.shards.is_healthy("r2"), "r2 back in rotation", 30, 0.1)
         monitor.run_once()  # r2's claims expire; their owner finds them ended
-        wait_for(lambda: _held(client, queue_name) == Counter(), "r2's key slots freed", 10, 0.1)
+        wait_for(lambda: held_per_key(client, queue_name) == Counter(), "r2's key slots freed", 10, 0.1)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (client.count(queue_name, JobState.PENDING)
                                                or client.count(queue_name, JobState.RUNNING)):

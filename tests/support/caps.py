@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
-from pinlater import Ack
+from pinlater import Ack, JobService
 from pinlater.client_api import PinLaterClient
 
 
@@ -55,3 +56,11 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
         now += step
         most = max(most, now)
     return most
+
+
+def held_per_key(client: JobService, queue: str) -> Counter[str]:
+    """The per-key slots held in the control store, over every process."""
+    held: Counter[str] = Counter()
+    for (_, key), n in client.core.control.key_slots_owners(queue)[2].items():
+        held[key] += n
+    return held

@@ -41,6 +41,7 @@ import redis
 
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
+from pinlater.stores.base import ShardOutcomeUnknown
 from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
 from pinlater.stores.redis import keys, loader
 from pinlater.stores.redis.batches import BATCH_SCRIPTS, RedisBatches
@@ -81,7 +82,9 @@ class RedisControlStore(RedisBatches):
         if not self._layout_checked:
             check_redis_layout(self._r, REDIS_CONTROL, "redis control store", ShardConnectionFailed)
             self._layout_checked = True
-        return redis_guard("redis control store", ShardConnectionFailed)
+        # A command sent, then silence: it may have run (the caps' steps
+        # must not free the same slots twice), as the MySQL pool says too.
+        return redis_guard("redis control store", ShardConnectionFailed, ShardOutcomeUnknown)
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         with self._guard():
