@@ -43,13 +43,25 @@ from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.server import ThriftServer
 from tests.dashboards.http import call
 from tests.integration.private_mariadb import PrivateMariaDB
-from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, free_port, redis_url
+from tests.servers import (
+    REDIS_CONTROL_DB,
+    REDIS_PORTS,
+    REDIS_SHARD_DB,
+    PrivateRedis,
+    free_port,
+    redis_db,
+    redis_url,
+)
 from tests.support.waits import wait_for
 
 # The refusals that also refuse a claim: a Redis out of memory still runs a
 # dequeue (its script's first write, a ZREM, frees memory).
 CLAIM_REFUSALS = ["redis_readonly", "redis_noreplicas", "mysql_read_only"]
 REFUSALS = ["redis_oom", *CLAIM_REFUSALS]
+# The dashboard test's control store: the dashboard reads every queue it
+# lists on every shard, and the shared one lists every queue of the session
+# (on the MySQL shard, thousands of tables made to be counted).
+DASHBOARD_CONTROL_DB = redis_db(15)  # only this module uses it; flushed first
 RATE, BURST_S, BURST = 0.001, 10_000.0, 10  # a bucket of 10 tokens that refills by nothing meanwhile
 
 
@@ -215,7 +227,11 @@ def test_the_probe_keeps_a_refusing_shard_out_until_it_writes_and_the_dashboard_
     refusing: Refusal, queue_name: str
 ) -> None:
     token = "refusal-dashboard-token"
-    settings = settings_with(refusing, health_probe_interval_s=0.1, dashboard_token_sha256=hash_secret(token))
+    control = redis_url(REDIS_PORTS[0], DASHBOARD_CONTROL_DB)
+    with redis.Redis.from_url(control) as r:
+        r.flushdb()
+    settings = settings_with(refusing, health_probe_interval_s=0.1, dashboard_token_sha256=hash_secret(token),
+                             control_url=control)
     with JobService.from_settings(settings, source="refusal-probe") as svc:
         dashboard = Dashboard.from_settings(settings, port=0, refresh_s=0.2).start()
         try:
