@@ -13,7 +13,7 @@ import pytest
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
-from pinlater.stores.base import EnqueueItem, ShardOutcomeUnknown, ShardUnavailable
+from pinlater.stores.base import EnqueueItem, ScanQuery, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.mysql.control import MySQLControlStore
 from pinlater.stores.mysql.pool import INLINE, ConnectionPool, MySQLAddress, Session
 from pinlater.stores.mysql.shard import MySQLBackend
@@ -143,6 +143,26 @@ def test_a_missing_table_is_created_on_first_use(
     fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard
     assert backend.enqueue(fresh, [item(priority=3)]) == [1]
     assert fresh in backend.queue_names()
+
+
+def test_reads_of_a_queue_whose_tables_are_missing_find_nothing_and_make_nothing(
+    backend: MySQLBackend, queue: str, database: str
+) -> None:
+    # The shard was down when the queue was made: a dashboard pass over
+    # every queue must not make their tables, one statement each.
+    conn = _raw(database)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE q_{queue}_p2")
+    assert backend.count(queue, 2, P, False) == 0
+    assert backend.count(queue, 2, JobState.FAILED, False) == 0
+    assert backend.scan(ScanQuery(queue, 2, P, limit=10)) == []
+    assert backend.lookup(queue, 2, [1, 2], include_body=True) == [None, None]
+    with conn.cursor() as cur:
+        cur.execute("SHOW TABLES LIKE %s", (f"q_{queue}_p2",))
+        assert cur.fetchall() == ()
+    conn.close()
+    assert backend.enqueue(queue, [item(priority=2)]) == [1]  # a write makes it
+    assert backend.count(queue, 2, P, False) == 1
 
 
 def test_lock_conflicts_are_retried_then_raised() -> None:

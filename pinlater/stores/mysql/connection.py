@@ -1,7 +1,7 @@
 """A MySQL shard's connection: its pool, the layout check on each new
 session, and ``_run``, through which every statement of the shard's parts
-(``claims``, ``reads`` and the writes in ``shard``) runs, creating a
-queue's missing tables once."""
+(``claims`` and the writes in ``shard``) runs, creating a queue's missing
+tables once, and ``_read``, through which ``reads`` run and create nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Self, TypeVar
 from pinlater.errors import QueueDeleted, StorageError
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import ShardUnavailable
+from pinlater.stores.mysql.errors import NO_SUCH_TABLE, MySQLStorageError, error_code
 from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
 from pinlater.stores.mysql.pool import (
     ConnectionPool,
@@ -110,6 +111,17 @@ class ShardConnection:
                 self._create_tables(queue, sorted(set(priorities)), revive=False)
 
         return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create)
+
+    def _read(self, work: Callable[[Session], T], missing: T) -> T:
+        """Run ``work``, a read of one job table: ``missing`` if the table
+        is not there. A queue's table that was never made holds no jobs,
+        and a read (a dashboard pass over every queue) must not make it."""
+        try:
+            return self._pool.run(work)
+        except MySQLStorageError as exc:
+            if error_code(exc) != NO_SUCH_TABLE:
+                raise
+            return missing
 
     def _create_tables(self, queue: str, priorities: Sequence[int], *, revive: bool) -> None:
         """The queue's tables for ``priorities``. ``revive``: lift a

@@ -47,9 +47,9 @@ class ReadsMixin(ShardConnection):
         table = job_table(queue, priority)
         if state is JobState.PENDING:
             stmt = sql("count_pending_future" if future else "count_pending_now", table=table)
-            return self._run(queue, (priority,), lambda s: int(s.scalar(stmt)))
+            return self._read(lambda s: int(s.scalar(stmt)), 0)
         stmt = sql("count_state", table=table)
-        return self._run(queue, (priority,), lambda s: int(s.scalar(stmt, {"state": int(state)})))
+        return self._read(lambda s: int(s.scalar(stmt, {"state": int(state)})), 0)
 
     def scan(self, query: ScanQuery) -> list[JobRecord]:
         q = query
@@ -78,7 +78,7 @@ class ReadsMixin(ShardConnection):
                     break  # withheld: the page ends here
             return records
 
-        return self._run(q.queue, (priority,), work)
+        return self._read(work, [])
 
     def lookup(
         self,
@@ -104,5 +104,5 @@ class ReadsMixin(ShardConnection):
             s.execute(stmt, args)
             return {int(row[0]): _record(row, priority) for row in s.fetchall()}
 
-        found = self._run(queue, (priority,), work)
+        found: dict[int, JobRecord] = self._read(work, {})
         return [found.get(int(i)) for i in local_ids]
