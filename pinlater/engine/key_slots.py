@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 
 from pinlater.engine.slots import (
     CHECK_S,
+    CLOSE_WAIT_S,
     FLUSH_S,
     OWNER_STALE_MS,
     REFRESH_S,
@@ -286,7 +287,10 @@ class KeySlots:
         of jobs still running at its next pass."""
         self._stop.set()
         with self._lock:
+            thread = self._thread
             pools = [(q, p, self._caps[q]) for q, p in self._pools.items()]
+        if thread is not None:
+            thread.join(CLOSE_WAIT_S)
         for queue, pool, cap in pools:
             for owner in self._owners(pool):
                 try:

@@ -81,6 +81,10 @@ REFRESH_S = 1.0
 CHECK_S = 1.0
 IDLE_S = 0.2
 FLUSH_S = 0.05
+# How long a close waits for a background step under way: its store calls
+# must not meet a control store the caller closes next, yet a step stuck on
+# a silent store must not hold the close for good.
+CLOSE_WAIT_S = 5.0
 # A dequeue that finds the cap full asks the store again only this much
 # after the last step that found it full: each of a process's idle pollers
 # would otherwise make one store step per poll.
@@ -404,7 +408,10 @@ class Slots:
         slots of jobs still running at its next pass."""
         self._stop.set()
         with self._lock:
+            thread = self._thread
             pools = list(self._pools.items())
+        if thread is not None:
+            thread.join(CLOSE_WAIT_S)
         for queue, pool in pools:
             try:
                 self._sync(queue, pool, give_back=pool.credit, leaving=True)
