@@ -56,8 +56,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import http.client
-import json
 import multiprocessing
 import os
 import random
@@ -71,7 +69,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -83,10 +80,8 @@ from bench.support import (  # noqa: E402
     HBaseAdmin,
     cpu_snapshot,
     cpu_spent,
-    gc_pauses,
     idle_cpu,
     open_loop,
-    percentile_ms,
     warn_of_quick_jit,
 )
 from bench.typeahead_backfill import (  # noqa: E402
@@ -96,11 +91,11 @@ from bench.typeahead_backfill import (  # noqa: E402
     init_worker,
     rebuild_page,
     second_backfill,
-    serving,
     through_jobs,
 )
 from bench.typeahead_report import TARGET_P99_MS, report  # noqa: E402
 from bench.typeahead_second import second_names, shows_second  # noqa: E402
+from bench.typeahead_served import LOOKUP_SERVICE_PROCESSES, Query, served_bench, summary, warm_up, with_gc  # noqa: E402
 from tasks.appdata import contacts, generate, schema  # noqa: E402
 from tasks.appdata.generate import GraphPlan, GraphSpec  # noqa: E402
 from tasks.appdata.ids import split_id  # noqa: E402
@@ -109,12 +104,10 @@ from tasks.appdata.store import AppData  # noqa: E402
 from tasks.hbase import ClusterPair, ClusterPool, HBaseSettings, drop_table, ensure_table  # noqa: E402
 from tasks.typeahead import second, truth  # noqa: E402
 from tasks.typeahead.index import ContactsIndex  # noqa: E402
-from tasks.typeahead.service import idl as contacts_idl  # noqa: E402
 from tasks.typeahead.settings import TypeaheadSettings  # noqa: E402
 from tasks.typeahead.sources import SOURCES  # noqa: E402
 from tasks.typeahead.tables import TYPEAHEAD_SECOND, TYPEAHEAD_TALL, TYPEAHEAD_WIDE  # noqa: E402
 from tasks.typeahead.tokens import tokenize  # noqa: E402
-from tasks.typeahead.wire import connect as contacts_connect  # noqa: E402
 
 BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
@@ -122,11 +115,6 @@ BENCH_ENV = {
 }
 SECOND_SHARE = 0.25  # of queries typed for a second_degree contact, so that source is read and shown
 INDEX_TABLES = (TYPEAHEAD_WIDE, TYPEAHEAD_TALL, TYPEAHEAD_SECOND)
-# The Contacts Service answers the lookups from one process: with HBase on
-# the same 2 cores, a second process let Python take both and the clusters'
-# threads wait (users' p99 through 2 processes 27-124 ms in 4 runs, through
-# 1 process 12-48 ms in 6).
-LOOKUP_SERVICE_PROCESSES = 1
 
 
 # ------------------------------------------------------------------ load
@@ -249,7 +237,6 @@ class Answer:
     second_degree: bool  # a match was found in second_degree
 
 
-Query = tuple[int, str]
 
 
 def make_queries(store: AppData, users: Sequence[int], count: int, rng: random.Random) -> list[Query]:
@@ -286,11 +273,6 @@ def _shape(query: str) -> str:
     return "1 letter" if len(tokens[0]) == 1 else "2-4 letters"
 
 
-def _summary(values_s: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": percentile_ms(values_s, 0.5), "p90_ms": percentile_ms(values_s, 0.9),
-            "p99_ms": percentile_ms(values_s, 0.99), "max_ms": percentile_ms(values_s, 1.0)}
-
-
 def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
     def ask(query: Query) -> Answer:
         started = time.perf_counter()
@@ -313,19 +295,19 @@ def lookup_phase(index: ContactsIndex, queries: list[Query], rate: float, thread
         picked = [(lat, a) for q, lat, a in answers if _shape(q[1]) == shape]
         if picked:
             shapes[shape] = {
-                "requests": len(picked), **_summary([lat for lat, _a in picked]),
+                "requests": len(picked), **summary([lat for lat, _a in picked]),
                 "mean_candidates": statistics.fmean(a.candidates for _lat, a in picked),
             }
     cand = sorted(a.candidates for _q, _l, a in answers)
     return {
         "requests": run.requests, "answered": len(answers), "errors": run.errors, "served_by": dict(served),
-        **_summary(latencies),
+        **summary(latencies),
         "over_target_share": sum(lat * 1000 > TARGET_P99_MS for lat in latencies) / max(1, len(latencies)),
-        "service": _summary([a.service_s for _q, _l, a in answers]),
-        "queued": _summary([lat - a.service_s for _q, lat, a in answers]),
-        "hbase": _summary([a.hbase_s for _q, _l, a in answers]),
-        "decode": _summary([a.decode_s for _q, _l, a in answers]),
-        "rank": _summary([a.rank_s for _q, _l, a in answers]),
+        "service": summary([a.service_s for _q, _l, a in answers]),
+        "queued": summary([lat - a.service_s for _q, lat, a in answers]),
+        "hbase": summary([a.hbase_s for _q, _l, a in answers]),
+        "decode": summary([a.decode_s for _q, _l, a in answers]),
+        "rank": summary([a.rank_s for _q, _l, a in answers]),
         "candidates": {"median": cand[len(cand) // 2] if cand else 0,
                        "p99": cand[min(len(cand) - 1, int(0.99 * len(cand)))] if cand else 0,
                        "max": cand[-1] if cand else 0},
@@ -361,19 +343,12 @@ def empty_index(pool: ClusterPool) -> float:
     return time.perf_counter() - started
 
 
-def _with_gc(phase: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """A lookup phase and the primary region server's GC pauses during it."""
-    started = time.time()
-    result = phase()
-    return {**result, "gc_pauses": gc_pauses("primary", started, time.time())}
-
-
 def _phases(index: ContactsIndex, args: argparse.Namespace, users: list[Query], famous: list[Query],
             celebrity: tuple[int, int]) -> dict[str, Any]:
     return {
-        "users": _with_gc(lambda: lookup_phase(index, users, args.rate, args.threads)),
+        "users": with_gc(lambda: lookup_phase(index, users, args.rate, args.threads)),
         "celebrity": {"user_id": celebrity[0], "followers": celebrity[1],
-                      **_with_gc(lambda: lookup_phase(index, famous, args.rate, args.threads))},
+                      **with_gc(lambda: lookup_phase(index, famous, args.rate, args.threads))},
     }
 
 
@@ -431,77 +406,6 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
             index.close()
             unlimited.terminate()
     return result
-
-
-# ------------------------------------------------------------------ served
-
-
-Served = tuple[int, bool]  # a served lookup's matches and whether one was found in second_degree
-
-
-def thrift_asker(port: int) -> Callable[[Query], Served]:
-    """One Contacts Service client per thread."""
-    local = threading.local()
-
-    def ask(query: Query) -> Served:
-        c = getattr(local, "client", None)
-        if c is None:
-            c = local.client = contacts_connect("127.0.0.1", port, timeout_ms=10_000)
-        matches = c.lookup(contacts_idl.LookupRequest(owner=query[0], query=query[1], limit=10)).matches
-        return len(matches), shows_second(m.sources for m in matches)
-
-    return ask
-
-
-def http_asker(port: int) -> Callable[[Query], Served]:
-    """One kept-alive HTTP connection per thread."""
-    local = threading.local()
-
-    def ask(query: Query) -> Served:
-        conn = getattr(local, "conn", None)
-        if conn is None:
-            conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", f"/v1/typeahead/{query[0]}?q={quote(query[1])}&limit=10")
-        answer = conn.getresponse()
-        body = answer.read()
-        if answer.status != 200:
-            raise RuntimeError(f"HTTP {answer.status}: {body[:200]!r}")
-        results = json.loads(body)["results"]
-        return len(results), shows_second(r["sources"] for r in results)
-
-    return ask
-
-
-def warm_up(users: list[Query], famous: list[Query]) -> list[Query]:
-    """A quarter of each phase's queries, interleaved: what runs before the
-    measured phases so that neither pays for first calls."""
-    quarter = max(1, len(users) // 4)
-    return [q for pair in zip(users[:quarter], famous[:quarter], strict=False) for q in pair]
-
-
-def served_phase(ask: Callable[[Query], Served], queries: list[Query], rate: float, threads: int) -> dict[str, Any]:
-    """Lookups through a server, timed as ``lookup_phase``'s are (from each
-    request's scheduled time): what a client of the server sees."""
-    before = cpu_snapshot()
-    run = open_loop(ask, queries, rate, threads)
-    latencies = [latency for _q, latency, _n in run.answered]
-    return {"requests": run.requests, "answered": len(run.answered), "errors": run.errors, **_summary(latencies),
-            "over_target_share": sum(lat * 1000 > TARGET_P99_MS for lat in latencies) / max(1, len(latencies)),
-            "empty_answers": sum(n == 0 for _q, _l, (n, _second) in run.answered),
-            "second_degree_hits": sum(hit for _q, _l, (_n, hit) in run.answered),
-            "cpu_s": cpu_spent(before, cpu_snapshot()), "late_submit_ms": run.late_start_s * 1000}
-
-
-def served_bench(args: argparse.Namespace, users: list[Query], famous: list[Query]) -> dict[str, Any]:
-    """The settled phases through the Contacts Service and the HTTP endpoint."""
-    out: dict[str, Any] = {}
-    for name, command, asker in (("thrift", "serve-thrift", thrift_asker), ("http", "serve", http_asker)):
-        with serving(command, LOOKUP_SERVICE_PROCESSES if command == "serve-thrift" else 1) as port:
-            ask = asker(port)
-            served_phase(ask, warm_up(users, famous), args.rate, args.threads)
-            out[name] = {who: _with_gc(functools.partial(served_phase, ask, queries, args.rate, args.threads))
-                         for who, queries in (("users", users), ("celebrity", famous))}
-    return out
 
 
 # ------------------------------------------------------------------ main

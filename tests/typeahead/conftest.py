@@ -1,5 +1,6 @@
 """Fixtures of the typeahead tests: a typeahead server over the in-process
-index of ``tests.typeahead.support`` (no HBase) for the endpoint tests. The
+index of ``tests.typeahead.support`` (no HBase) for the endpoint tests, and
+the lookup over the real HBase pair. The
 app-data store, the HBase pair, ``world`` (Celery workers on PinLater) and
 headless Chromium come from the plugins of ``tests.support``."""
 
@@ -9,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tasks.hbase import ClusterPair
 from tasks.typeahead.http import TypeaheadServer
+from tasks.typeahead.index import ContactsIndex
 from tests.typeahead.support import FakeIndex
 
 
@@ -29,3 +32,9 @@ def server(fake_index: FakeIndex) -> Iterator[TypeaheadServer]:
     server = TypeaheadServer(fake_index.lookup, "127.0.0.1", 0, request_timeout_s=5.0).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def index(pair: ClusterPair) -> ContactsIndex:
+    """The lookup over the HBase pair of ``tests.support``."""
+    return ContactsIndex(pair)

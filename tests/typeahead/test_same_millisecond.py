@@ -7,37 +7,13 @@ rename, or a mutual entry an unfollow removes, would stay."""
 
 from __future__ import annotations
 
-import pytest
-
 from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import ClusterPair
 from tasks.typeahead import sync
 from tasks.typeahead.index import ContactsIndex
-from tasks.typeahead.jobs import RenameJob
 from tasks.typeahead.sources import ADDRESS_BOOK
-from tests.typeahead.helpers import differences, found, users
-
-
-@pytest.fixture
-def index(pair: ClusterPair) -> ContactsIndex:
-    return ContactsIndex(pair)
-
-
-def follow(store: AppData, pair: ClusterPair, a: int, b: int, at: int) -> None:
-    graph.follow_user(store, a, b, at_ms=at)
-    for cluster in pair:
-        sync.follow_changed(store, cluster, a, b, at)
-
-
-def rename(store: AppData, pair: ClusterPair, user: int, name: str, at: int) -> int:
-    name_at = graph.rename_user(store, user, name, at_ms=at)[2]
-    for cluster in pair:
-        todo = [RenameJob(cluster.name, user, name_at)]
-        while todo:
-            step = sync.rename_page(store, cluster, todo.pop(), 2)
-            todo += [job for job in (step.users_job, step.next_job) if job is not None]
-    return name_at
+from tests.typeahead.helpers import differences, follow, found, rename, users
 
 
 def test_two_imports_in_one_millisecond_index_the_second(
@@ -63,7 +39,7 @@ def test_a_rename_in_the_millisecond_of_a_follow_drops_the_old_names_tokens(
     at = now_ms()
     follow(appdata, pair, ann, bob, at)  # indexed under Bob's name at the follow's time
     followed = graph.follow_time(appdata, ann, bob)
-    assert followed is not None and rename(appdata, pair, bob, "Rob Roe", at) > followed
+    assert followed is not None and rename(appdata, pair, bob, "Rob Roe", at=at) > followed
     assert found(index, ann, "bob") == []
     assert found(index, ann, "rob") == [("Rob Roe", "following")]
     assert differences(appdata, pair, [ann, bob]) == {"primary": 0, "standby": 0}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pinlater.errors import QueueDeleted
 from pinlater.states import JobState
@@ -20,7 +20,6 @@ from pinlater.stores.base import (
     AckItem,
     Cancelled,
     CheckpointItem,
-    ClaimedJob,
     Claims,
     EnqueueItem,
     Existing,
@@ -33,65 +32,7 @@ from pinlater.stores.base import (
     policy_delay,
 )
 from pinlater.stores.memory.lanes import Lanes
-
-
-@dataclass(slots=True)
-class _Row:
-    local_id: int
-    priority: int
-    state: JobState
-    body: bytes
-    attempts_allowed: int
-    attempts_remaining: int
-    custom_status: str
-    created_at: int
-    run_after: int
-    updated_at: int
-    claim: str | None
-    trace: str | None = None
-    key: str = ""
-
-    def record(self, include_body: bool) -> JobRecord:
-        return JobRecord(
-            local_id=self.local_id,
-            priority=self.priority,
-            state=self.state,
-            attempts_allowed=self.attempts_allowed,
-            attempts_remaining=self.attempts_remaining,
-            custom_status=self.custom_status,
-            created_at_ms=self.created_at,
-            run_after_ms=self.run_after,
-            updated_at_ms=self.updated_at,
-            claim=self.claim,
-            body=self.body if include_body else None,
-            key=self.key,
-        )
-
-    def claimed(self, claim: str) -> ClaimedJob:
-        return ClaimedJob(
-            self.local_id, self.priority, self.body, self.attempts_allowed,
-            self.attempts_remaining, claim, self.trace, self.run_after, self.key,
-        )
-
-    @property
-    def sort_time(self) -> int:
-        return self.run_after if self.state is JobState.PENDING else self.updated_at
-
-
-def _holds_unique(row: _Row, now: int, succeeded_ms: int) -> bool:
-    """Whether a job holds its unique key: PENDING or RUNNING, or SUCCEEDED
-    less than ``succeeded_ms`` ago."""
-    if row.state is JobState.PENDING or row.state is JobState.RUNNING:
-        return True
-    return row.state is JobState.SUCCEEDED and now - row.updated_at < succeeded_ms
-
-
-def _append(status: str, extra: str) -> str:
-    return (status + extra)[-CUSTOM_STATUS_MAX:] if extra else status
-
-
-def _prepend(status: str, extra: str | None) -> str:
-    return (extra + status)[:CUSTOM_STATUS_MAX] if extra else status
+from pinlater.stores.memory.rows import Row, append_status, holds_unique, prepend_status
 
 
 class MemoryBackend:
@@ -100,7 +41,7 @@ class MemoryBackend:
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._lock = threading.Lock()
         # queue -> priority -> id -> row
-        self._jobs: dict[str, dict[int, dict[int, _Row]]] = {}
+        self._jobs: dict[str, dict[int, dict[int, Row]]] = {}
         self._next_id: dict[str, int] = {}
         self._deleted: set[str] = set()  # as Redis's pl:deleted
         # Per queue: unique key -> (priority, id) of the job that took it,
@@ -145,7 +86,7 @@ class MemoryBackend:
         with self._lock:
             return set(self._jobs)
 
-    def _table(self, queue: str, priority: int) -> dict[int, _Row]:
+    def _table(self, queue: str, priority: int) -> dict[int, Row]:
         """The priority's jobs; if it has none, an empty dict that is not
         kept: as on Redis, only an enqueue gives a queue storage."""
         return self._jobs.get(queue, {}).get(priority, {})
@@ -161,7 +102,7 @@ class MemoryBackend:
     def _store(self, queue: str, item: EnqueueItem, now: int) -> int:
         self._next_id[queue] = self._next_id.get(queue, 0) + 1
         local_id = self._next_id[queue]
-        row = _Row(
+        row = Row(
             local_id=local_id,
             priority=item.priority,
             state=JobState.PENDING,
@@ -193,7 +134,7 @@ class MemoryBackend:
                 taken = held.get(item.unique) if item.unique else None
                 if taken is not None:
                     row = self._table(queue, taken[0]).get(taken[1])
-                    if row is not None and _holds_unique(row, now, succeeded_ms):
+                    if row is not None and holds_unique(row, now, succeeded_ms):
                         answers.append(Existing(*taken))
                         continue
                 local_id = self._store(queue, item, now)
@@ -209,14 +150,14 @@ class MemoryBackend:
         if unique is not None and self._unique[queue].get(unique) == (priority, local_id):
             del self._unique[queue][unique]
 
-    def _pend(self, queue: str, row: _Row, now: int) -> None:
+    def _pend(self, queue: str, row: Row, now: int) -> None:
         """``row`` has just become PENDING: a keyed job joins its lane (the
         first one starts the priority's lanes)."""
         if row.key:
             lanes = self._lanes.setdefault((queue, row.priority), Lanes())
             lanes.add(row.key, row.local_id, row.run_after, now)
 
-    def _ready(self, queue: str, priority: int, limit: int, now: int) -> list[_Row]:
+    def _ready(self, queue: str, priority: int, limit: int, now: int) -> list[Row]:
         rows = [
             r
             for r in self._table(queue, priority).values()
@@ -227,12 +168,12 @@ class MemoryBackend:
 
     def _ready_in(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int], now: int
-    ) -> tuple[list[_Row], int | None]:
+    ) -> tuple[list[Row], int | None]:
         """Up to ``limit`` runnable rows, priorities in order; then the first
         look-ahead priority with a runnable row (see Claims)."""
         if limit < 1:
             return [], None
-        rows: list[_Row] = []
+        rows: list[Row] = []
         for priority in priorities:
             rows += self._ready(queue, priority, limit - len(rows), now)
             if len(rows) >= limit:
@@ -253,7 +194,7 @@ class MemoryBackend:
         claim = f"{new_claim_token(token)}@{source}"
         with self._lock:
             now = self._clock()
-            rows: list[_Row] = []
+            rows: list[Row] = []
             stopped: str | None = None
             for priority in priorities:
                 if len(rows) >= limit:
@@ -279,7 +220,7 @@ class MemoryBackend:
 
     @staticmethod
     def _take_by_lanes(
-        lanes: Lanes, table: dict[int, _Row], want: int, now: int, rows: list[_Row], allow: dict[str, int] | None,
+        lanes: Lanes, table: dict[int, Row], want: int, now: int, rows: list[Row], allow: dict[str, int] | None,
     ) -> str | None:
         plain = sorted((r.run_after, r.local_id) for r in table.values()
                        if r.state is JobState.PENDING and not r.key)
@@ -314,7 +255,7 @@ class MemoryBackend:
             rows, following = self._ready_in(queue, priorities, limit, look_ahead, self._clock())
             return Claims([row.claimed("") for row in rows], following)
 
-    def _claimed_by(self, queue: str, item: AckItem | FailItem | CheckpointItem) -> _Row | None:
+    def _claimed_by(self, queue: str, item: AckItem | FailItem | CheckpointItem) -> Row | None:
         row = self._table(queue, item.priority).get(item.local_id)
         if row is None or row.state is not JobState.RUNNING:
             return None
@@ -330,11 +271,11 @@ class MemoryBackend:
                     row.state = JobState.SUCCEEDED
                     row.claim = None
                     row.updated_at = now
-                    row.custom_status = _append(row.custom_status, item.append_custom_status)
+                    row.custom_status = append_status(row.custom_status, item.append_custom_status)
                 results.append(row is not None)
             return results
 
-    def _fail(self, queue: str, row: _Row, now: int, delay_ms: int) -> bool:
+    def _fail(self, queue: str, row: Row, now: int, delay_ms: int) -> bool:
         """Returns True if the job was re-pended, False if it failed for good."""
         row.claim = None
         row.updated_at = now
@@ -360,7 +301,7 @@ class MemoryBackend:
                     delay = item.delay_ms
                     if delay is None:
                         delay = policy_delay(delay_table, row.attempts_allowed, row.attempts_remaining)
-                    row.custom_status = _append(row.custom_status, item.append_custom_status)
+                    row.custom_status = append_status(row.custom_status, item.append_custom_status)
                     self._fail(queue, row, now, delay)
                 results.append(row is not None)
             return results
@@ -378,7 +319,7 @@ class MemoryBackend:
                     if item.attempts_allowed is not None:
                         row.attempts_allowed = item.attempts_allowed
                         row.attempts_remaining = item.attempts_allowed
-                    row.custom_status = _prepend(row.custom_status, item.prepend_custom_status)
+                    row.custom_status = prepend_status(row.custom_status, item.prepend_custom_status)
                     if item.move_to_pending:
                         row.state = JobState.PENDING
                         row.claim = None
@@ -475,7 +416,7 @@ class MemoryBackend:
                     if before is JobState.PENDING and lanes is not None and row.key:
                         lanes.drop(row.key, local_id)
                     row.state, row.attempts_remaining, row.claim, row.updated_at = JobState.FAILED, 0, None, now
-                    row.custom_status = _append(row.custom_status, status)
+                    row.custom_status = append_status(row.custom_status, status)
                 out.append(Cancelled(before, claim if before is JobState.RUNNING else None, row.key))
             return out
 
@@ -497,7 +438,7 @@ class MemoryBackend:
             return len(victims)
 
     # -- reads -----------------------------------------------------------------
-    def _matching(self, queue: str, priority: int, state: JobState, future: bool) -> list[_Row]:
+    def _matching(self, queue: str, priority: int, state: JobState, future: bool) -> list[Row]:
         now = self._clock()
         rows = [r for r in self._table(queue, priority).values() if r.state is state]
         if state is JobState.PENDING:
