@@ -9,7 +9,10 @@ fairness keys, served in turn, against the same without keys
 (``vs_unkeyed``), and the same again under per-key limits that never bind
 (a per-key cap and rate above what a key has), against the keyed run
 (``vs_keyed``): what the limits' own steps cost; and enqueue with a
-unique key per job, against the same run's plain enqueue (``vs_plain``).
+unique key per job, against plain enqueue in the same rounds
+(``vs_plain``: the median of paired rounds, ``paired``), and on MySQL the
+floor its schema sets (``floor_vs_plain``, ``in_row_vs_plain``:
+``bench/unique_floor.py``).
 The ceiling is the same
 work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
@@ -27,6 +30,7 @@ import functools
 import multiprocessing
 import os
 import secrets
+import statistics
 import sys
 import time
 import uuid
@@ -39,6 +43,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import unique_floor
 from bench.results import write_json
 from bench.workloads import BODY, drain_all, enqueue_all, enqueue_keyed, enqueue_unique
 from pinlater import JobService
@@ -302,19 +307,61 @@ def key_limited_row(
             "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2), "vs_keyed": round(rate / keyed, 2)}
 
 
+Maker = Callable[[], tuple[Work, str]]  # a workload and a fresh target for it
+
+
+def paired(
+    pool: ProcessPoolExecutor, backend: str, jobs: int, batch: int, rounds: int, base: Maker, other: Maker,
+) -> tuple[float, float]:
+    """The median over ``rounds`` of ``other``'s rate over ``base``'s, each
+    round running both on fresh targets and taking turns at going first,
+    so that neither always meets the warmer store; and ``other``'s median
+    rate. One run of each is a second or two here, where the machine's
+    spread from one run to the next is as large as the effects measured."""
+    ratios: list[float] = []
+    rates: list[float] = []
+    for r in range(rounds):
+        got: dict[int, float] = {}
+        for k in ((0, 1) if r % 2 == 0 else (1, 0)):
+            fn, target = (base, other)[k]()
+            got[k] = run_parallel(pool, fn, backend, target, jobs, batch)
+        ratios.append(got[1] / got[0])
+        rates.append(got[1])
+    return statistics.median(ratios), statistics.median(rates)
+
+
 def unique_row(
-    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, plain: float, peak: float,
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, peak: float, rounds: int,
 ) -> dict[str, object]:
     """Enqueue with a unique key per job (each checked, none held), against
-    the same run's plain enqueue (``vs_plain``)."""
-    queue = f"bench_{backend}_{batch}_unique_{uuid.uuid4().hex[:6]}"
-    client.create_queue(queue)
-    rate = run_parallel(pool, pl_enqueue_unique, backend, queue, jobs, batch)
+    plain enqueue in the same rounds (``vs_plain``, ``paired``); on MySQL
+    also the floor its schema sets (``bench/unique_floor.py``)."""
+
+    def on_queue(fn: Work) -> Maker:
+        def make() -> tuple[Work, str]:
+            queue = f"bench_{backend}_{batch}_u_{uuid.uuid4().hex[:6]}"
+            client.create_queue(queue)
+            return fn, queue
+        return make
+
+    vs_plain, rate = paired(pool, backend, jobs, batch, rounds, on_queue(pl_enqueue), on_queue(pl_enqueue_unique))
     print(f"{backend:6} {'unique':12} batch {batch:4}: {rate:9,.0f} jobs/s   a unique key each: "
-          f"{rate / plain:5.2f} of plain enqueue", flush=True)
-    return {"backend": backend, "op": "enqueue unique", "batch": batch, "jobs": jobs,
-            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
-            "vs_plain": round(rate / plain, 2)}
+          f"{vs_plain:5.2f} of plain enqueue (median of {rounds} paired rounds)", flush=True)
+    row: dict[str, object] = {
+        "backend": backend, "op": "enqueue unique", "batch": batch, "jobs": jobs, "jobs_per_s": round(rate),
+        "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2), "vs_plain": round(vs_plain, 2),
+        "rounds": rounds}
+    if backend == "mysql":
+        for kind, (without, with_key) in (("floor", (unique_floor.floor_plain, unique_floor.floor_unique)),
+                                          ("in_row", (unique_floor.in_row_plain, unique_floor.in_row_unique))):
+            def raw(fn: Work, kind: str = kind) -> Maker:
+                return lambda: (fn, unique_floor.prepare(kind))
+
+            row[f"{kind}_vs_plain"] = round(paired(pool, backend, jobs, batch, rounds, raw(without),
+                                                   raw(with_key))[0], 2)
+        print(f"{'':6} {'':12} {'':10}  raw SQL: the store's statements {row['floor_vs_plain']:5.2f}, "
+              f"a key in the job's row {row['in_row_vs_plain']:5.2f} (bench/unique_floor.py)", flush=True)
+    return row
 
 
 def fresh_stores() -> None:
@@ -337,6 +384,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     scale = 0.1 if args.smoke else 1.0
+    rounds = 1 if args.smoke else 3
     sizes = {1: int(10_000 * scale), 100: int(60_000 * scale)}
 
     fresh_stores()
@@ -366,7 +414,7 @@ def main() -> int:
                         print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
                         if op == "enqueue":
-                            rows.append(unique_row(pool, client, backend, batch, jobs, rate, peak))
+                            rows.append(unique_row(pool, client, backend, batch, jobs, peak, rounds))
                         if op == "dequeue+ack":
                             rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
                             keys = KEYS if not args.smoke else KEYS // 10
