@@ -34,6 +34,8 @@ BENCHES_OF_INTERNALS = {
     ("bench/seam.py", "pinlater.engine.shards"),
     ("bench/echo_server.py", "pinlater.thrift.framing"),
     ("bench/echo_server.py", "pinlater.thrift.walk"),
+    # The MySQL kind's own statements, timed as raw SQL: the floor of its schema.
+    ("bench/unique_floor.py", "pinlater.stores.mysql.statements"),
 }
 
 
