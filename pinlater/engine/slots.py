@@ -35,7 +35,10 @@ running or is claiming, so the jobs RUNNING never outnumber the slots held:
   running on the shards (``reconcile``), and the same for jobs claimed by
   owners the store does not know (a cap set on a busy queue). An owner
   does not use its spare slots without a sync once ``CREDIT_TRUST_S`` has
-  passed since its last, well before it could be taken for gone.
+  passed since its last, well before it could be taken for gone. Once
+  settled, or once it left, an owner's count is the monitor's alone: a
+  free of its slot by another owner is not applied, since the monitor's
+  count may already leave that job out, and its next pass frees it.
 
 A dequeue call whose shard stopped answering after it was sent
 (``ShardOutcomeUnknown``) may have claimed jobs nobody was handed: the

@@ -105,8 +105,14 @@ def test_a_process_that_leaves_with_jobs_running_is_settled_by_the_monitor(
     Monitor(cluster.operators, queues=[queue_name]).run_once()
     assert _held(cluster, queue_name) == 2  # its two running jobs, its spare slots given back
     [mine] = cluster.dequeue(queue_name, 5)
-    # Another process's ACKs free the leaver's slots in its next store step.
+    # Another process ACKs them: the monitor's next pass frees the leaver's
+    # slots. (Were that process's free of a leaver's slot applied, a pass
+    # that had counted the job gone already would see it counted twice.)
     cluster.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in gone])
+    time.sleep(0.3)  # the ACKing process's next store steps, whose frees of the leaver's slots are not applied
+    assert cluster.dequeue(queue_name, 5) == []
+    assert _held(cluster, queue_name) == 3
+    Monitor(cluster.operators, queues=[queue_name]).run_once()
     more = wait_for(lambda: cluster.dequeue(queue_name, 5), "the leaver's slots freed", 5, 0.1)
     assert len(more) == 2
     cluster.ack(queue_name, succeeded=[Ack(mine.descriptor), *[Ack(j.descriptor) for j in more]])
@@ -122,7 +128,10 @@ def test_a_cap_set_on_a_busy_queue_counts_the_jobs_already_running(cluster: JobS
     assert _held(cluster, queue_name) == 5
     assert cluster.dequeue(queue_name, 5) == []
     # ACKed without their claims (as a stock client does): looked up first.
+    # Their owners are the monitor's (settled when the cap was set), so its
+    # next pass frees their slots.
     cluster.ack(queue_name, succeeded=[Ack(j.descriptor) for j in running[:3]])
+    Monitor(cluster.operators, queues=[queue_name]).run_once()
     got = wait_for(lambda: cluster.dequeue(queue_name, 5), "a slot of the 3 freed", 5, 0.1)
     assert len(got) == 1  # 2 still running of the cap's 3
     cluster.set_concurrency(queue_name, None)

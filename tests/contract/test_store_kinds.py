@@ -76,6 +76,27 @@ def test_the_control_store_counts_per_key_slots_atomically(cluster: JobService, 
     assert control.key_slots_owners(q)[1:] == ({}, {})
 
 
+def test_a_free_of_an_owner_that_left_is_the_monitors_to_count(cluster: JobService, queue_name: str) -> None:
+    control = cluster.core.control
+    q = queue_name
+    assert control.slots_sync(q, 3, "aaaaaaaa", 2) == (2, 2)  # two jobs claimed
+    control.slots_sync(q, 3, "aaaaaaaa", 0, leaving=True)  # its process leaves, both still running
+    now = control.slots_owners(q)[0]
+    # Another process ACKs one of them: the job ends on its shard, then that
+    # process frees the slot in its next step. The monitor counts the
+    # leaver's jobs in between: one is running.
+    assert control.slots_settle(q, {"aaaaaaaa": 1}, now - 20_000) == 1
+    control.slots_sync(q, 3, "bbbbbbbb", 0, frees={"aaaaaaaa": 1})
+    # Counted once: the leaver holds the slot of the job it still runs, and
+    # the cap leaves two for others, not three.
+    assert control.slots_owners(q)[1]["aaaaaaaa"][0] == 1
+    assert control.slots_sync(q, 3, "cccccccc", 3) == (2, 2)
+    # A free of an owner that has not left applies at once.
+    control.slots_sync(q, 3, "bbbbbbbb", 0, frees={"cccccccc": 1})
+    assert control.slots_owners(q)[1]["cccccccc"][0] == 1
+    control.slots_drop(q)
+
+
 def test_the_control_store_takes_and_gives_back_many_buckets_in_one_step(cluster: JobService) -> None:
     control = cluster.core.control
     a, b = f"bucket_{uuid.uuid4().hex[:8]}/key/a", f"bucket_{uuid.uuid4().hex[:8]}/key/é"

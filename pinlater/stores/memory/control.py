@@ -94,7 +94,7 @@ class MemoryControlStore(MemoryBatches):
             if first and owner in held:
                 return None
             for o, n in (frees or {}).items():
-                if o in held:
+                if o in held and held[o][1] != 0:  # stamp 0: left, the monitor's to count
                     h, at = held[o]
                     held[o] = (h - min(n, h), at)
             h, _ = held.get(owner, (0, 0))

@@ -214,7 +214,7 @@ class MySQLControlStore(MySQLBatches):
             for o, n in freeing.items():
                 h, at = held.get(o, (0, 0))
                 d = min(n, h)
-                if d:
+                if d and at != 0:  # stamp 0: left, the monitor's to count
                     total -= d
                     self._put(s, queue, o, h - d, at)
             h = held.get(owner, (0, 0))[0]

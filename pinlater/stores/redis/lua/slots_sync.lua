@@ -7,7 +7,10 @@
 -- server's clock (0 when it leaves, so the monitor settles what it held
 -- at once). Owners holding nothing stay known until the monitor settles
 -- them as gone, so that a process's first step can see that its owner's
--- name (random) is taken, and draw another.
+-- name (random) is taken, and draw another. An owner with stamp 0 (left,
+-- or settled) is the monitor's: a free of its slots is not applied, since
+-- the monitor's count of its jobs may already leave that job out; it
+-- settles the owner to the jobs it runs at every pass.
 --
 -- KEYS[1]  plc:held:{queue}          hash '#' -> total, OWNER -> held
 -- KEYS[2]  plc:synced:{queue}        zset OWNER -> ms last synced
@@ -41,7 +44,7 @@ for i = 6, #ARGV, 2 do
   if not n or n < 0 then return redis.error_reply('pinlater: slots_sync: bad free') end
   local held = tonumber(redis.call('HGET', KEYS[1], o)) or 0
   local d = math.min(n, held)
-  if d > 0 then
+  if d > 0 and redis.call('ZSCORE', KEYS[2], o) ~= '0' then
     total = total - d
     set(o, held - d, nil)
   end
