@@ -221,8 +221,15 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         stopped: list[str] = []
         for spare in KEY_ROUNDS:
             want = n - len(jobs)
-            got, error, stopped = self._key_round(queue, config, shards, want, want * spare[0] + spare[1],
-                                                  source, token, stopped, doubt)
+            try:
+                got, error, stopped = self._key_round(queue, config, shards, want, want * spare[0] + spare[1],
+                                                      source, token, stopped, doubt)
+            except PinLaterError as exc:
+                if not jobs:
+                    raise
+                # The jobs of the rounds before are claimed: handed over, whatever
+                # this round met (the control store gone, its reply lost).
+                return jobs, exc
             jobs += got
             if len(jobs) >= n or not stopped or error is not None or doubt:
                 break

@@ -12,15 +12,16 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
 from pinlater.engine.key_slots import KeySlots
-from pinlater.engine.slots import Slots
+from pinlater.engine.slots import Slots, SlotsUnavailable
 from pinlater.errors import InvalidRequest
 from pinlater.operators import Monitor
-from tests.support.caps import held_per_key, most_at_once
+from tests.support.caps import held_per_key, most_at_once, work_with_spans
 from tests.support.waits import wait_for
 
 
@@ -144,24 +145,9 @@ def test_ten_dequeuers_never_run_more_than_the_cap_of_a_key(cluster: JobService,
             if client is not cluster:
                 # Its own slots only: the stores are the cluster's, shared.
                 stack.callback(client.core.key_slots.close)
-            while time.monotonic() < deadline:
-                with lock:
-                    if sum(len(s) for s in spans.values()) >= 2 * per_key + 10:
-                        return
-                jobs = client.dequeue(queue_name, 2)
-                if not jobs:
-                    time.sleep(0.002)
-                    continue
-                start = time.monotonic()
-                # Long enough that another worker's dequeue lands inside it
-                # on 2 loaded cores, so that each key does reach its cap.
-                time.sleep(0.1)
-                # The end is taken before the ACK: a slot frees only after it.
-                end = time.monotonic()
-                client.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs])
-                with lock:
-                    for j in jobs:
-                        spans[j.body].append((start, end))
+            # Each job runs long enough that another worker's dequeue lands
+            # inside it on 2 loaded cores, so that each key does reach its cap.
+            work_with_spans(client, queue_name, 2 * per_key + 10, deadline, 0.1, spans, lock)
 
     with ThreadPoolExecutor(10) as pool:
         list(pool.map(work, range(10)))
@@ -169,6 +155,35 @@ def test_ten_dequeuers_never_run_more_than_the_cap_of_a_key(cluster: JobService,
     assert most_at_once(spans[b"A"]) == cap
     assert most_at_once(spans[b"B"]) == cap
     assert cluster.count(queue_name, JobState.SUCCEEDED) == 2 * per_key + 10
+
+
+def test_a_keyed_dequeue_hands_over_what_a_round_claimed_when_a_later_round_fails(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first round reads one key, claims its job and stops at the next
+    key; the second round's step meets the control store gone. The job
+    claimed is the caller's, not left RUNNING till its claim expires."""
+    cluster.create_queue(queue_name)
+    cluster.set_key_concurrency(queue_name, 5)
+    cluster.enqueue(queue_name, [Job(b"a", key="A"), Job(b"b", key="B")])
+    key_round = JobService._key_round  # the rounds are what this test is about
+    rounds: list[int] = []
+
+    def one_key_then_gone(self: JobService, queue: str, config: Any, shards: Any, n: int, read: int,
+                          *rest: Any) -> Any:
+        rounds.append(read)
+        if len(rounds) > 1:
+            raise SlotsUnavailable("the control store cannot be reached")
+        return key_round(self, queue, config, shards, n, 1, *rest)
+
+    monkeypatch.setattr(JobService, "_key_round", one_key_then_gone)
+    got = cluster.dequeue(queue_name, 2)
+    assert len(rounds) == 2
+    assert _bodies(got) == Counter({b"a": 1})
+    assert cluster.count(queue_name, JobState.RUNNING) == 1
+    monkeypatch.undo()
+    cluster.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in got])
+    assert _bodies(cluster.dequeue(queue_name, 2)) == Counter({b"b": 1})
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, 10**7, "2"])
