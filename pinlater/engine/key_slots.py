@@ -23,10 +23,17 @@ each owner runs per key (``ShardBackend.running_owners``).
   expired and a monitor pass had time to end them (``slots.doubt_until``).
 * A store step that may have been applied though its reply was lost
   (``ShardOutcomeUnknown``) stands: freed again, a slot could be freed
-  twice. Should it not have been applied, the owner holds slots it does
-  not use: this process's own owner, once it has nothing running or being
-  claimed, leaves under a new name, and the monitor settles the old one to
-  the jobs it runs (none); a capped queue's owner keeps them till it leaves.
+  twice. Either way the owner may hold slots it does not use (what the
+  step took, or did not free). This process's own owner, once it has
+  nothing running or being claimed, leaves under a new name, and the
+  monitor settles the old one to the jobs it runs (none). Any owner, a
+  capped queue's too (which keeps its name while its jobs run), is trued
+  up once the lost step can no longer be applied (``LATE_STEP_S``): with
+  its other steps held back for a moment, what the store says it holds
+  beyond what this process accounts for (jobs running, claims under way,
+  slots in doubt, frees not yet sent) is freed. Only the owning process
+  changes a live owner's per-key counts, so nothing else moves them
+  meanwhile.
 * What ends a claim without a call here (a claim that expires, an
   operator's delete, an ACK by another process) the process finds by
   looking up its running jobs at least every ``CHECK_S`` while it has any.
@@ -51,7 +58,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pinlater.engine.slots import (
     CHECK_S,
@@ -75,6 +82,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A store step not applied this long after it was sent is taken never to
+# be: the monitor's settle of an owner gone stale rests on the same bound.
+LATE_STEP_S = OWNER_STALE_MS / 1000
+# How long a true-up waits for the owner's steps under way to end.
+QUIET_WAIT_S = 5.0
+
 # What a claim with allowances does: (allowances, claim token) -> the
 # jobs' descriptors and keys, and the first error of a shard.
 Collect = Callable[[dict[str, int], str], tuple[list[tuple[str, str]], PinLaterError | None]]
@@ -93,9 +106,18 @@ class _Pool:
     synced_at: dict[str, float] = field(default_factory=dict)  # owner -> last step (monotonic)
     doubt: list[tuple[float, tuple[str, str], int]] = field(default_factory=list)  # (until, (owner, key), n)
     suspect: set[str] = field(default_factory=set)  # owners a lost step may have left holding too much
+    # Steps whose replies were lost: (when sent, monotonic; owner; what they freed).
+    lost: list[tuple[float, str, dict[tuple[str, str], int]]] = field(default_factory=list)
+    stepping: dict[str, int] = field(default_factory=dict)  # owner -> store steps under way
+    allowed: dict[tuple[str, str], int] = field(default_factory=dict)  # (owner, key) -> slots of claims under way
+    truing: set[str] = field(default_factory=set)  # owners being trued up: their steps wait
     claiming: int = 0  # claims under way under ``owner``
     checked_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
+    quiet: threading.Condition = field(init=False)  # on ``lock``: a step ended, a true-up ended
+
+    def __post_init__(self) -> None:
+        self.quiet = threading.Condition(self.lock)
 
 
 class KeySlots:
@@ -154,7 +176,7 @@ class KeySlots:
     ) -> tuple[list[tuple[str, str]], PinLaterError | None]:
         owner = token[:CLAIM_OWNER_LEN]
         try:
-            granted = self._sync(config.name, cap, pool, owner, want)
+            granted = self._sync(config.name, cap, pool, owner, want, claim=True)
         except ShardConnectionFailed as exc:
             raise SlotsUnavailable(
                 f"queue {config.name!r} has a per-key cap, whose slots are in the control store, "
@@ -167,7 +189,8 @@ class KeySlots:
         finally:
             with pool.lock:
                 until = doubt_until(config) if doubt else 0.0
-                for key in granted:
+                for key, n in granted.items():
+                    _add(pool.allowed, (owner, key), -n)
                     unused = allow.get(key, 0)
                     if unused > 0 and doubt:
                         pool.doubt.append((until, (owner, key), unused))
@@ -199,26 +222,101 @@ class KeySlots:
     # -- store steps --------------------------------------------------------------------------
     def _sync(
         self, queue: str, cap: int, pool: _Pool, owner: str, want: dict[str, int], leaving: bool = False,
+        claim: bool = False,
     ) -> dict[str, int]:
-        """One store step of ``owner``: its pending frees, then ``want``."""
+        """One store step of ``owner``: its pending frees, then ``want``
+        (with ``claim``, what it grants counts as claims under way until
+        the claim says what it used)."""
         with pool.lock:
+            while owner in pool.truing:
+                pool.quiet.wait()
             frees = {at: n for at, n in pool.frees.items() if at[0] == owner}
             for at in frees:
                 del pool.frees[at]
+            _add(pool.stepping, owner, 1)
+            sent_at = time.monotonic()
         try:
             granted = self._control.key_slots_sync(queue, cap, owner, want, frees, leaving)
         except BaseException as exc:
             with pool.lock:
                 if isinstance(exc, ShardOutcomeUnknown):
+                    # It may hold what it freed, or was granted (the module doc).
+                    pool.lost.append((sent_at, owner, frees))
                     if owner == pool.owner:
-                        pool.suspect.add(owner)  # it may hold what it freed, or was granted (the module doc)
+                        pool.suspect.add(owner)
                 else:
                     for at, n in frees.items():
                         pool.frees[at] = pool.frees.get(at, 0) + n
+                self._stepped(pool, owner)
             raise
         with pool.lock:
             pool.synced_at[owner] = time.monotonic()
+            if claim:
+                for key, n in granted.items():
+                    _add(pool.allowed, (owner, key), n)
+            self._stepped(pool, owner)
         return granted
+
+    @staticmethod
+    def _stepped(pool: _Pool, owner: str) -> None:
+        _add(pool.stepping, owner, -1)
+        pool.quiet.notify_all()
+
+    def _true_up(self, queue: str, pool: _Pool, cap: int) -> None:
+        """Free what owners whose lost steps can no longer be applied hold
+        beyond what this process accounts for (the module doc)."""
+        with pool.lock:
+            late_before = time.monotonic() - LATE_STEP_S
+            due = {owner for sent_at, owner, _ in pool.lost if sent_at <= late_before}
+            # The steps that can no longer apply, one mark an owner (through an outage, not one a step).
+            pool.lost = [step for step in pool.lost if step[0] > late_before] + [(0.0, owner, {}) for owner in due]
+        for owner in due:
+
+            def steps_ended(o: str = owner) -> bool:
+                return not pool.stepping.get(o)
+
+            with pool.lock:
+                pool.truing.add(owner)  # new steps of the owner wait from here
+                quiet = pool.quiet.wait_for(steps_ended, QUIET_WAIT_S)
+            try:
+                if quiet:
+                    self._true_up_owner(queue, pool, cap, owner)
+            finally:
+                with pool.lock:
+                    pool.truing.discard(owner)
+                    pool.quiet.notify_all()
+
+    def _true_up_owner(self, queue: str, pool: _Pool, cap: int, owner: str) -> None:
+        _, _, held = self._control.key_slots_owners(queue)
+        with pool.lock:
+            late_before = time.monotonic() - LATE_STEP_S
+            used: dict[str, int] = {}
+            for key, token in pool.running.values():
+                if token.startswith(owner):
+                    _add(used, key, 1)
+            # What lost steps that may still be applied freed is held till they are.
+            young = [step for step in pool.lost if step[1] == owner and step[0] > late_before]
+            pending = [*pool.allowed.items(), *pool.frees.items(), *(at_n for _, _, f in young for at_n in f.items()),
+                       *((at, n) for _, at, n in pool.doubt)]
+            for (o, key), n in pending:
+                if o == owner:
+                    _add(used, key, n)
+            pool.lost = [step for step in pool.lost if step[1] != owner or step[0] > late_before]
+            excess = {(o, key): n - used.get(key, 0) for (o, key), n in held.items()
+                      if o == owner and n > used.get(key, 0)}
+        if not excess:
+            return
+        sent_at = time.monotonic()
+        try:
+            self._control.key_slots_sync(queue, cap, owner, {}, excess)
+        except BaseException as exc:
+            with pool.lock:
+                # Maybe applied: as any lost step. Not applied: due again at the next pass.
+                unknown = isinstance(exc, ShardOutcomeUnknown)
+                pool.lost.append((sent_at if unknown else 0.0, owner, excess if unknown else {}))
+            raise
+        log.info("per-key slots of %s: %d held beyond the jobs of a process, after a lost store step, freed",
+                 queue, sum(excess.values()))
 
     def _owners(self, pool: _Pool) -> set[str]:
         """The owners this process holds per-key slots under."""
@@ -264,6 +362,8 @@ class KeySlots:
         if pool.running and now - pool.checked_at >= CHECK_S:
             self._check(queue, pool)
         self._leave_if_suspect(queue, pool, cap)
+        if pool.lost:
+            self._true_up(queue, pool, cap)
         for owner in self._owners(pool):
             with pool.lock:
                 due = any(o == owner for o, _ in pool.frees) or now - pool.synced_at.get(owner, -1e9) >= REFRESH_S
@@ -280,6 +380,7 @@ class KeySlots:
                 return
             pool.owner = secrets.token_hex(CLAIM_OWNER_LEN // 2)
             pool.suspect.discard(old)
+            pool.lost = [step for step in pool.lost if step[1] != old]  # the monitor settles it
         self._sync(queue, cap, pool, old, {}, leaving=True)
 
     def close(self) -> None:
@@ -317,3 +418,12 @@ class KeySlots:
         out.freed, out.added = max(0, freed), max(0, -freed)
         out.held -= freed
         return out
+
+
+def _add(counts: dict[Any, int], at: Any, n: int) -> None:
+    """``counts[at] += n``, an entry only while above 0."""
+    v = counts.get(at, 0) + n
+    if v > 0:
+        counts[at] = v
+    else:
+        counts.pop(at, None)

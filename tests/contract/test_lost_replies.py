@@ -11,22 +11,25 @@ has nothing running."""
 from __future__ import annotations
 
 import contextlib
+import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pinlater import Ack, Job, JobService, JobState
-from pinlater.engine import slots
+from pinlater.engine import key_slots, slots
 from pinlater.engine.key_slots import KeySlots
 from pinlater.engine.slots import Slots, SlotsUnavailable
 from pinlater.operators import Monitor
 from pinlater.stores.base import ShardBackend, ShardOutcomeUnknown
 from pinlater.stores.control import ControlStore
-from tests.support.caps import held_per_key
+from tests.support.caps import held_per_key, most_at_once, work_with_spans
 from tests.support.waits import wait_for
 
 CLAIM_TIMEOUT_MS = 1000
@@ -95,8 +98,10 @@ class _Lossy:
     """The control store as one process sees it: once ``armed``, each slot
     step runs (``applies``) or not, and its reply is lost."""
 
-    def __init__(self, control: ControlStore, applies: bool) -> None:
+    def __init__(self, control: ControlStore, applies: bool, steps: tuple[str, ...] = ("slots_sync", "key_slots_sync")
+                 ) -> None:
         self.control, self.applies, self.armed, self.lost = control, applies, False, 0
+        self.steps = steps
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.control, name)
@@ -108,7 +113,7 @@ class _Lossy:
         return self._step(self.control.key_slots_sync, args, kwargs)
 
     def _step(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        if not self.armed:
+        if not self.armed or fn.__name__ not in self.steps:
             return fn(*args, **kwargs)
         if self.applies:
             fn(*args, **kwargs)
@@ -191,3 +196,89 @@ def test_a_key_slot_a_lost_step_did_not_free_is_settled_once_its_owner_is_idle(
 
         wait_for(settled, "the slot the lost step did not free", 10, 0.1)
         assert len(cluster.dequeue(queue_name, 5)) == 2
+
+
+def test_a_key_slot_a_lost_step_took_under_a_capped_queues_owner_is_freed_once_the_step_can_no_longer_apply(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A capped queue's owner keeps its name while its jobs run, so it cannot
+    # leave to be settled: the process trues it up itself.
+    late_s = 1.0
+    monkeypatch.setattr(key_slots, "LATE_STEP_S", late_s)
+    cluster.create_queue(queue_name, max_running=4)
+    cluster.set_key_concurrency(queue_name, 1)
+    cluster.enqueue(queue_name, [Job(b"k", key="K") for _ in range(3)] + [Job(b"l", key="L")])
+    control = _Lossy(cluster.core.control, applies=True, steps=("key_slots_sync",))
+    with _process_over(cluster, control) as process:
+        [job] = process.dequeue(queue_name, 1)  # runs on, under the capped queue's owner
+        running, other = ("K", "L") if job.body == b"k" else ("L", "K")
+        control.armed = True  # the store takes the next step's slots; the process never hears back
+        with pytest.raises(SlotsUnavailable):
+            process.dequeue(queue_name, 3)
+        lost_at = time.monotonic()
+        control.armed = False
+        assert control.lost >= 1
+        assert held_per_key(cluster, queue_name) == Counter({running: 1, other: 1})
+        assert cluster.dequeue(queue_name, 3) == []  # each key at its cap, one of them by a step's slot
+        time.sleep(late_s / 3)
+        assert held_per_key(cluster, queue_name)[other] == 1, "not trued up while the step could still apply"
+
+        def trued_up() -> bool:
+            return held_per_key(cluster, queue_name) == Counter({running: 1})
+
+        wait_for(trued_up, "the slot the lost step took freed", 10, 0.05)
+        assert time.monotonic() - lost_at >= late_s
+        [freed] = cluster.dequeue(queue_name, 3)
+        assert freed.body == other.lower().encode()
+        assert held_per_key(cluster, queue_name) == Counter({"K": 1, "L": 1})
+
+
+class _Flaky(_Lossy):
+    """Each per-key slot step is lost at random, about a third of them,
+    half of those after the store ran it."""
+
+    def __init__(self, control: ControlStore, seed: int) -> None:
+        super().__init__(control, applies=True, steps=("key_slots_sync",))
+        self.armed = True
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def _step(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        with self._lock:
+            lose, self.applies = self._random.random() < 0.35, self._random.random() < 0.5
+            applies = self.applies
+        if not self.armed or not lose or fn.__name__ not in self.steps:
+            return fn(*args, **kwargs)
+        if applies:
+            fn(*args, **kwargs)
+        with self._lock:
+            self.lost += 1
+        raise ShardOutcomeUnknown("control store unavailable after a command was sent (it may have run): Timeout")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_workers_whose_key_steps_are_lost_at_random_never_pass_a_keys_cap_and_finish(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    monkeypatch.setattr(key_slots, "LATE_STEP_S", 0.3)
+    cap, per_key, keys = 2, 10, (b"A", b"B", b"C")
+    cluster.create_queue(queue_name, max_running=5)
+    cluster.set_key_concurrency(queue_name, cap)
+    cluster.enqueue(queue_name, [Job(k, key=k.decode()) for k in keys for _ in range(per_key)])
+    spans: dict[bytes, list[tuple[float, float]]] = {k: [] for k in keys}
+    lock = threading.Lock()
+    control = _Flaky(cluster.core.control, seed)
+    deadline = time.monotonic() + 60
+    with _process_over(cluster, control) as process:
+
+        def work(_: int) -> None:
+            work_with_spans(process, queue_name, len(keys) * per_key, deadline, 0.02, spans, lock,
+                            refused=(SlotsUnavailable,))
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(work, range(4)))
+        assert control.lost > 0
+        assert {k: len(s) for k, s in spans.items()} == {k: per_key for k in keys}, "a key was left blocked"
+        assert all(most_at_once(s) <= cap for s in spans.values()), "a key ran more than its cap"
+        control.armed = False
+        wait_for(lambda: held_per_key(cluster, queue_name) == Counter(), "every per-key slot freed", 10, 0.05)
