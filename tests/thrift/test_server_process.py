@@ -15,6 +15,7 @@ import pytest
 from pinlater import Job
 from pinlater.thrift.client import ServerUnavailable, ThriftClient
 from tests.support.server_process import ServerProcess, cli, server_env
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def test_server_process_serves_reports_and_stops_on_sigterm(proc: ServerProcess,
                            capture_output=True, text=True, timeout=30, env=server_env())
     assert "enqueueJobs" in table.stdout and "p99_ms" in table.stdout
 
-    time.sleep(0.5)  # a monitor pass or two
+    # A pass tends every queue of the shared test stores: seconds on a busy machine.
+    wait_for(lambda: "monitor pass" in proc.log(), "a monitor pass", 60, 0.1)
     code, err = proc.terminate()
     assert code == 0, err
     assert "monitor running every" in err and "monitor pass" in err
