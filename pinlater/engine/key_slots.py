@@ -268,7 +268,7 @@ class KeySlots:
         with pool.lock:
             late_before = time.monotonic() - LATE_STEP_S
             due = {owner for sent_at, owner, _ in pool.lost if sent_at <= late_before}
-            # The steps that can no longer apply, one mark an owner (through an outage, not one a step).
+            # Steps that can no longer apply become one mark per owner: an outage piles up none.
             pool.lost = [step for step in pool.lost if step[0] > late_before] + [(0.0, owner, {}) for owner in due]
         for owner in due:
 

@@ -245,8 +245,7 @@ class _Flaky(_Lossy):
 
     def _step(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         with self._lock:
-            lose, self.applies = self._random.random() < 0.35, self._random.random() < 0.5
-            applies = self.applies
+            lose, applies = self._random.random() < 0.35, self._random.random() < 0.5
         if not self.armed or not lose or fn.__name__ not in self.steps:
             return fn(*args, **kwargs)
         if applies:

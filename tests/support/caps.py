@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
-from pinlater import Ack, DequeuedJob, JobService
+from pinlater import Ack, JobService
 from pinlater.client_api import PinLaterClient
 
 
@@ -66,30 +66,17 @@ def held_per_key(client: JobService, queue: str) -> Counter[str]:
     return held
 
 
-def run_then_ack(
-    client: PinLaterClient, queue: str, jobs: list[DequeuedJob], hold_s: float,
-    spans: dict[bytes, list[tuple[float, float]]], lock: threading.Lock,
-) -> None:
-    """"Runs" ``jobs`` for ``hold_s``, ACKs them under their claims, and
-    adds each one's span (start, end) to ``spans`` by body: the end is taken
-    before the ACK, since a slot frees only after it."""
-    start = time.monotonic()
-    time.sleep(hold_s)
-    end = time.monotonic()
-    client.ack(queue, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs])
-    with lock:
-        for j in jobs:
-            spans[j.body].append((start, end))
-
-
 def work_with_spans(
     client: PinLaterClient, queue: str, total: int, deadline: float, hold_s: float,
     spans: dict[bytes, list[tuple[float, float]]], lock: threading.Lock,
     refused: tuple[type[Exception], ...] = (),
 ) -> None:
-    """One worker: dequeue 2 at a time and ``run_then_ack`` until ``spans``
-    holds ``total`` jobs or ``deadline`` (monotonic) passes; a dequeue
-    raising one of ``refused`` counts as finding nothing."""
+    """One worker: dequeue 2 at a time, "run" them for ``hold_s`` and ACK
+    them under their claims, adding each job's span (start, end) to
+    ``spans`` by body, until ``spans`` holds ``total`` jobs or ``deadline``
+    (monotonic) passes. The end is taken before the ACK, since a slot
+    frees only after it. A dequeue raising one of ``refused`` counts as
+    finding nothing."""
     while time.monotonic() < deadline:
         with lock:
             if sum(len(s) for s in spans.values()) >= total:
@@ -101,4 +88,10 @@ def work_with_spans(
         if not jobs:
             time.sleep(0.003)
             continue
-        run_then_ack(client, queue, jobs, hold_s, spans, lock)
+        start = time.monotonic()
+        time.sleep(hold_s)
+        end = time.monotonic()
+        client.ack(queue, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs])
+        with lock:
+            for j in jobs:
+                spans[j.body].append((start, end))
