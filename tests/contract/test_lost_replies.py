@@ -244,9 +244,13 @@ class _Flaky(_Lossy):
         self._lock = threading.Lock()
 
     def _step(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        if not self.armed or fn.__name__ not in self.steps:
+            return fn(*args, **kwargs)
+        # Drawn for the steps it may lose only: which of them are lost is the
+        # seed's alone, not how they interleave with the queue cap's steps.
         with self._lock:
             lose, applies = self._random.random() < 0.35, self._random.random() < 0.5
-        if not self.armed or not lose or fn.__name__ not in self.steps:
+        if not lose:
             return fn(*args, **kwargs)
         if applies:
             fn(*args, **kwargs)
