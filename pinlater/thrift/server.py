@@ -232,6 +232,14 @@ class FramedServer(CallDispatch):
             self._to_start_cond.notify_all()
         if self._starter_thread is not None:
             self._starter_thread.join()
+        # Only now, with both threads gone, is the queue final: the accept
+        # loop may push one more connection after the starter saw the flag.
+        with self._lock:
+            unstarted = [conn for _, _, conn in self._to_start]
+            self._to_start.clear()
+        for conn in unstarted:
+            conn.close()
+            self.forget(conn)
         self._listener.close()
         with self._lock:
             conns = list(self._conns)
@@ -306,14 +314,9 @@ class FramedServer(CallDispatch):
                 while not self._to_start and not self._stopping.is_set():
                     self._to_start_cond.wait(0.5)
                 if self._stopping.is_set():
-                    waiting = [conn for _, _, conn in self._to_start]
-                    self._to_start.clear()
-                    break
+                    return  # ``stop`` closes those never started
                 _, _, conn = heapq.heappop(self._to_start)
             conn.thread.start()
-        for conn in waiting:  # never started: close them here
-            conn.close()
-            self.forget(conn)
 
     def _admit(self, address: str) -> str | None:
         """None if a connection from ``address`` may be opened, else the
@@ -374,7 +377,7 @@ class FramedServer(CallDispatch):
 
     def forget(self, conn: Connection) -> None:
         """Frees the slot of a connection that has closed (its own thread,
-        or the starter's at shutdown)."""
+        or ``stop`` for one never started)."""
         with self._lock:
             self._remove(conn)
 

@@ -17,6 +17,7 @@ from pinlater.service import JobService
 from pinlater.thrift.client import ThriftClient
 from pinlater.thrift.handler import Handler
 from pinlater.thrift.server import ThriftServer
+from tests.support.waits import wait_for
 from tests.thrift.rawwire import closed_by_server
 
 CONNECTIONS = 200
@@ -116,6 +117,43 @@ def test_graceful_stop_finishes_calls_in_flight(
     assert server.stats.connections_open == 0
     idle.close()
     busy.close()
+
+
+class _HeldListener(socket.socket):
+    """A listening socket whose next ``accept``, once ``hold`` is set, waits
+    for ``release``: it lets a test accept a connection at a chosen moment."""
+
+    def __init__(self) -> None:
+        super().__init__(fileno=socket.create_server(("127.0.0.1", 0)).detach())
+        self.hold = threading.Event()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        if self.hold.is_set():
+            self.hold.clear()
+            self.holding.set()
+            assert self.release.wait(10)
+        return super().accept()
+
+
+def test_a_connection_accepted_while_stopping_is_closed_and_the_stop_completes(
+    memory_service: JobService, start_server: Callable[..., ThriftServer]
+) -> None:
+    """The accept loop may take one more connection after the thread that
+    starts connections has seen the stop: it is closed, never left half made."""
+    listener = _HeldListener()
+    server = start_server(memory_service, listener=listener)
+    listener.hold.set()
+    assert listener.holding.wait(5)  # the accept loop waits inside its next accept
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    server.request_stop()
+    wait_for(lambda: not any(t.name == "pinlater-starter" for t in threading.enumerate()), timeout_s=5)
+    listener.release.set()  # accepted after the starter is gone
+    server.stop(grace_s=5)
+    assert closed_by_server(client, timeout_s=5)
+    assert server.stats.connections_open == 0
+    client.close()
 
 
 def test_connection_limit_sheds_idle_connections_then_refuses(
