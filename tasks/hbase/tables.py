@@ -326,15 +326,18 @@ def _create(pool: ClusterPool, table: TableDef) -> bool:
 
         return create
 
+    # Retried like a read: a create waits for every region to open and can
+    # outlast the call's timeout yet finish; sent again, it meets the table
+    # (TableExistsException), which reads as made meanwhile.
     try:
-        return pool.thrift2.run(f"create table {table.name}", work(_attributes(table)), idempotent=False)
+        return pool.thrift2.run(f"create table {table.name}", work(_attributes(table)))
     except HBaseError as exc:
         if table.coprocessor is None or table.coprocessor not in str(exc):
             raise
     log.warning("hbase %s: cannot load %s there; table %s created without it (see docs/feeds.md)",
                 pool.name, table.coprocessor, table.name)
     bare = dataclasses.replace(table, coprocessor=None)
-    return pool.thrift2.run(f"create table {table.name}", work(_attributes(bare)), idempotent=False)
+    return pool.thrift2.run(f"create table {table.name}", work(_attributes(bare)))
 
 
 def _alter_table(pool: ClusterPool, table: TableDef, found: _Found) -> None:

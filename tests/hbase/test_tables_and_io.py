@@ -88,6 +88,25 @@ def test_ensure_table_alters_a_table_made_with_the_old_settings(row: bytes) -> N
         pool.close()
 
 
+def test_a_create_whose_reply_comes_too_late_is_sent_again_and_finds_its_table() -> None:
+    """A create can outlast the call's timeout and still finish on the
+    server (it waits for every region to open): sent again, it meets the
+    table, and ensuring goes on with the table as made."""
+    prefix = f"{PREFIX}late"
+    pool = ClusterPair.from_settings(test_settings(table_prefix=prefix, call_timeout_s=0.3, attempts=30)).primary
+    table = TableDef("late", (Family("a", max_versions=1),), splits=tuple(b"%03d" % i for i in range(1, 40)))
+    try:
+        ensure_table(pool, table)
+        regions = pool.run("regions", lambda c: c.table("late").regions())
+        assert len(regions) == 40
+        assert ensure_table(pool, table) is False
+    finally:
+        pool.close()
+        patient = ClusterPair.from_settings(test_settings(table_prefix=prefix)).primary
+        drop_table(patient, "late")
+        patient.close()
+
+
 def test_delete_at_t_masks_late_older_puts_and_not_newer(pair: ClusterPair, row: bytes) -> None:
     """Out-of-order follow/unfollow (docs/feeds.md): the unfollow's delete at T
     wins over the follow's put at T-1 even when the put is processed later;
