@@ -8,6 +8,7 @@ import atexit
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 from bench.support import HBaseAdmin
@@ -60,7 +61,8 @@ def mysql_url(database: str) -> str:
 # The TLS stores of scripts/services (same ports, users and passwords): a Redis
 # speaking TLS only, its default user off, and a MariaDB requiring TLS, with
 # certificates of a CA made once into PINLATER_VAR/tls-stores.
-TLS_STORES = Path(os.environ.get("PINLATER_VAR") or REPO / ".var") / "tls-stores"
+VAR = Path(os.environ.get("PINLATER_VAR") or REPO / ".var")
+TLS_STORES = VAR / "tls-stores"
 STORE_CA = TLS_STORES / "ca.pem"
 STORE_CLIENT_CERT = TLS_STORES / "client.pem"
 STORE_CLIENT_KEY = TLS_STORES / "client.key"
@@ -153,6 +155,61 @@ def hbase_raw(cluster: str, table: str, row: bytes) -> list[tuple[str, bytes, in
         kind, column, ts = line.split(" ")
         out.append((kind, column.encode(), int(ts)))
     return out
+
+
+# A pool thread whose stack holds one of these waits for work: not worth showing.
+_IDLE_FRAMES = ("getTask", "Scheduler.poll", "getCallRunner")
+# Warnings every start logs: they would crowd out the ones that tell something.
+_ROUTINE_WARNINGS = ("Cannot locate configuration", "Unable to load native-hadoop", "is deprecated")
+# The threads that run a cluster's admin work: region opens and closes,
+# procedures, and the Thrift servers' calls.
+_WORK_THREADS = ("RS_OPEN_", "RS_CLOSE_", "PEWorker", "thrift-worker", "RpcServer.")
+
+
+def hbase_report(cluster: str, mention: str = "") -> str:
+    """What a local cluster's logs and threads say, for the message of a
+    failure that may be the cluster's: its latest warnings and errors, the
+    lines naming ``mention`` (a table, say), and the busy admin threads of
+    its master and Thrift2 JVMs (the whole thread dumps are saved beside the
+    logs)."""
+    base = VAR / "hbase" / cluster
+    lines = []
+    for name in ("master.log", "thrift2.log"):
+        path = base / "logs" / name
+        if not path.exists():
+            lines.append(f"{name}: missing")
+            continue
+        tail = path.read_text(errors="replace").splitlines()[-20000:]
+        notable = [line for line in tail if (" WARN " in line or " ERROR " in line)
+                   and not any(routine in line for routine in _ROUTINE_WARNINGS)]
+        named = [line for line in tail if mention and mention in line]
+        lines += [f"{name}: {line[:400]}" for line in notable[-8:] + named[-6:]]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for jvm in ("master", "thrift2"):
+        pid = (base / f"{jvm}.pid").read_text().strip() if (base / f"{jvm}.pid").exists() else ""
+        try:
+            dump = subprocess.run(["jstack", pid], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            lines.append(f"{jvm} (pid {pid or '?'}): no thread dump: {exc}")
+            continue
+        saved = base / "logs" / f"threads-{jvm}-{stamp}.txt"
+        saved.write_text(dump)
+        busy = []
+        for block in dump.split("\n\n"):
+            head, _, rest = block.strip().partition("\n")
+            if not head.startswith('"') or not any(w in head for w in _WORK_THREADS):
+                continue
+            if any(idle in rest for idle in _IDLE_FRAMES):
+                continue
+            frames = [f.strip()[3:] for f in rest.splitlines() if f.strip().startswith("at org.apache.hadoop")]
+            if not frames:  # ended, or outside HBase's code
+                continue
+            state = rest.splitlines()[0].strip() if rest else ""
+            busy.append(f"{head.split(chr(34))[1]} {state.removeprefix('java.lang.Thread.State: ')} at "
+                        + " < ".join(frames[:4]))
+        lines.append(f"{jvm} (pid {pid}): {len(busy)} busy admin threads; dump in {saved}")
+        lines += [f"  {b[:400]}" for b in busy[:12]]
+    return f"hbase {cluster}:\n" + "\n".join(lines)
 
 
 def _hbase_script(*args: str) -> str:

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2, ensure_services
+from tests.servers import (
+    HBASE_PRIMARY,
+    HBASE_PRIMARY_THRIFT2,
+    HBASE_STANDBY,
+    HBASE_STANDBY_THRIFT2,
+    ensure_services,
+    hbase_report,
+)
 
 if TYPE_CHECKING:
     from tasks.hbase import ClusterPair, HBaseSettings
@@ -41,12 +48,16 @@ test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, desp
 @contextlib.contextmanager
 def tables_pair(prefix: str = PREFIX) -> Iterator[ClusterPair]:
     """Both clusters with the tables of ``prefix``, dropped at the end."""
-    from tasks.hbase import ClusterPair, drop_table, ensure_tables
+    from tasks.hbase import ClusterPair, HBaseError, drop_table, ensure_tables
     from tasks.hbase.tables import installed_tables
 
     ensure_services()
     pair = ClusterPair.from_settings(test_settings(table_prefix=prefix))
-    ensure_tables(pair, installed_tables())
+    try:
+        ensure_tables(pair, installed_tables())
+    except HBaseError as exc:
+        # Say why here: the clusters are torn down before anyone reads their logs.
+        raise RuntimeError(f"{exc}\n{hbase_report(exc.cluster, mention=prefix)}") from exc
     yield pair
     for pool in pair:
         names = pool.run("list tables", lambda connection: [t.decode() for t in connection.tables()])
