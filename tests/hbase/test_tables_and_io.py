@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from collections.abc import Iterator
-
 import pytest
 
 from tasks.feeds.tables import FOLLOWING_FEED
@@ -30,6 +25,7 @@ from tasks.hbase.settings import Address
 from tasks.hbase.tables import installed_tables
 from tests.servers import ensure_services
 from tests.support.hbase import PREFIX, test_settings
+from tests.support.topology.relay import Relay
 
 FEED = FOLLOWING_FEED.name
 
@@ -96,49 +92,6 @@ def test_ensure_table_alters_a_table_made_with_the_old_settings(row: bytes) -> N
         pool.close()
 
 
-@contextlib.contextmanager
-def losing_the_first_reply_to(method: bytes, target: Address) -> Iterator[tuple[Address, list[bytes]]]:
-    """A relay to ``target`` that forwards every byte except the reply to
-    the first call of ``method``: that call is made, its answer never
-    comes. Yields the relay's address and the calls of ``method`` seen."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    seen: list[bytes] = []
-    opened: list[socket.socket] = []
-
-    def pump(src: socket.socket, dst: socket.socket, requests: bool, mute: threading.Event) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                if requests and method in data:
-                    seen.append(method)
-                    if len(seen) == 1:
-                        mute.set()  # before the request goes on: its reply cannot slip through
-                if requests or not mute.is_set():
-                    dst.sendall(data)
-        for sock in (src, dst):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = listener.accept()
-                server = socket.create_connection((target.host, target.port))
-                opened.extend((client, server))
-                mute = threading.Event()
-                threading.Thread(target=pump, args=(client, server, True, mute), daemon=True).start()
-                threading.Thread(target=pump, args=(server, client, False, mute), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield Address("127.0.0.1", listener.getsockname()[1]), seen
-    finally:
-        with contextlib.suppress(OSError):
-            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
-        listener.close()
-        for sock in opened:
-            sock.close()
-
-
 def test_a_create_whose_reply_is_lost_is_sent_again_and_finds_its_table() -> None:
     """A create can outlast the call's timeout and still finish on the
     server (it waits for every region to open): sent again, it meets the
@@ -146,11 +99,13 @@ def test_a_create_whose_reply_is_lost_is_sent_again_and_finds_its_table() -> Non
     ensure_services()
     settings = test_settings(table_prefix=f"{PREFIX}lost", call_timeout_s=2.0, attempts=2)
     table = TableDef("lost", (Family("a", max_versions=1),))
-    with losing_the_first_reply_to(b"createTable", settings.primary_thrift2) as (relay, creates):
-        pool = ClusterPool.for_cluster("primary", settings.primary, settings, relay)
+    target = settings.primary_thrift2
+    with Relay((target.host, target.port)) as relay:
+        relay.lose_reply_to(b"createTable")
+        pool = ClusterPool.for_cluster("primary", settings.primary, settings, Address(*relay.address))
         try:
             assert ensure_table(pool, table) is False  # made by the call whose reply was lost
-            assert len(creates) == 2
+            assert relay.marked == 2
             assert pool.run("families", lambda c: c.table("lost").families())[b"a"]["max_versions"] == 1
             assert ensure_table(pool, table) is False
         finally:

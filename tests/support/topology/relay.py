@@ -1,8 +1,8 @@
 """A user-space TCP relay for what this kernel cannot do (it has no netem):
 delay, jitter and a bandwidth cap per connection, a stall (connections are
 accepted and held, nothing is forwarded) and a reset (every connection
-closed with an RST). Clients dial the relay's address instead of the
-target's.
+closed with an RST), and a lost reply (``lose_reply_to``). Clients dial
+the relay's address instead of the target's.
 
 One asyncio loop in one thread serves every connection; it may enter a
 network namespace first, so the relay listens and dials out from a host of a
@@ -40,6 +40,7 @@ class _Connection:
     upstream: socket.socket
     task: asyncio.Task[None] | None = None
     reset: bool = False
+    mute: bool = False  # nothing more goes back to the client
 
 
 class Relay:
@@ -58,6 +59,8 @@ class Relay:
         self.max_connections, self.chunk_bytes, self.buffered_chunks = max_connections, chunk_bytes, buffered_chunks
         self.connect_timeout_s = connect_timeout_s
         self._random = random.Random(seed)
+        self._marker: bytes | None = None
+        self.marked = 0  # chunks to the target holding the marker (``lose_reply_to``)
         self._connections: set[_Connection] = set()
         self._ready = threading.Event()
         self._failure: BaseException | None = None
@@ -85,6 +88,13 @@ class Relay:
         """Caps each direction of each connection at ``rate`` bytes per
         second from now on; None lifts the cap."""
         self.rate = rate
+
+    def lose_reply_to(self, marker: bytes) -> None:
+        """From now on counts in ``marked`` the chunks sent to the target
+        that hold ``marker`` (a method's name, say); the first one's
+        connection sends nothing more back: that request is made, its
+        answer never comes."""
+        self._marker, self.marked = marker, 0
 
     def stall(self) -> None:
         """Keeps accepting, forwards nothing either way, until ``flow()``."""
@@ -184,8 +194,8 @@ class Relay:
             await asyncio.wait_for(loop.sock_connect(connection.upstream, self.target), self.connect_timeout_s)
             # A task group: when one direction fails, the other is cancelled.
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._pipe(connection.client, connection.upstream))
-                group.create_task(self._pipe(connection.upstream, connection.client))
+                group.create_task(self._pipe(connection.client, connection.upstream, connection, to_target=True))
+                group.create_task(self._pipe(connection.upstream, connection.client, connection, to_target=False))
         except* (OSError, TimeoutError):
             connection.reset = True  # one side broke: the other learns at once
         finally:
@@ -200,9 +210,11 @@ class Relay:
         jitter = self._random.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
         return max(0.0, self.delay_s + jitter)
 
-    async def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        """One direction: a reader stamps each chunk with when it may arrive,
-        a writer sends it then; the queue between them is the bound."""
+    async def _pipe(self, source: socket.socket, sink: socket.socket, connection: _Connection, *,
+                    to_target: bool) -> None:
+        """One direction of ``connection``: a reader stamps each chunk with
+        when it may arrive, a writer sends it then; the queue between them
+        is the bound."""
         loop = asyncio.get_running_loop()
         _, flowing = self._events()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(self.buffered_chunks)
@@ -210,6 +222,9 @@ class Relay:
         async def read() -> None:
             departs = arrives = 0.0
             while data := await loop.sock_recv(source, self.chunk_bytes):
+                if to_target and self._marker is not None and self._marker in data:
+                    self.marked += 1
+                    connection.mute = connection.mute or self.marked == 1  # before the request goes on
                 now = loop.time()
                 departs = max(now, departs) + (len(data) / self.rate if self.rate else 0.0)
                 arrives = max(arrives, departs + self._sample_delay())
@@ -226,6 +241,8 @@ class Relay:
                 if (wait := arrives - loop.time()) > 0:
                     await asyncio.sleep(wait)
                 await flowing.wait()
+                if connection.mute and not to_target:
+                    continue
                 await loop.sock_sendall(sink, data)
 
         async with asyncio.TaskGroup() as group:
