@@ -5,6 +5,8 @@ needed), in a throwaway database."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pymysql
@@ -17,6 +19,7 @@ from pinlater.stores.base import EnqueueItem, ScanQuery, ShardOutcomeUnknown, Sh
 from pinlater.stores.mysql.control import MySQLControlStore
 from pinlater.stores.mysql.pool import INLINE, ConnectionPool, MySQLAddress, Session
 from pinlater.stores.mysql.shard import MySQLBackend
+from pinlater.stores.mysql.statements import sql
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
 
@@ -143,6 +146,36 @@ def test_a_missing_table_is_created_on_first_use(
     fresh = f"t_{uuid.uuid4().hex[:12]}"  # never created on this shard
     assert backend.enqueue(fresh, [item(priority=3)]) == [1]
     assert fresh in backend.queue_names()
+
+
+def test_a_queue_made_while_the_server_stalls_past_the_timeout_is_made_by_a_resend(database: str) -> None:
+    """Making a queue's tables can outlast the socket timeout (a slow disk
+    under DDL, or its lock held by a delete of the queue) and still finish
+    on the server: it is sent again, no shard is reported lost, and the
+    queue is whole. The stall here is the queue's lock, held by another
+    session for longer than the backend's timeout."""
+    timeout_s = 1.0
+    b = MySQLBackend.from_url("d4", mysql_url(database), socket_timeout_s=timeout_s)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    b.ping()  # the database and the pool's own tables made first: only the queue's DDL stalls
+    holder = _raw(database)
+    release = threading.Timer(1.5 * timeout_s, holder.close)  # past one timeout, within the resends
+    try:
+        with holder.cursor() as cur:
+            cur.execute(sql("lock_queue"), {"name": name, "timeout": 1})
+            assert cur.fetchone() == (1,)
+        release.start()
+        started = time.monotonic()
+        b.create_queue(name, 2)
+        assert time.monotonic() - started >= timeout_s  # the first send did time out
+        assert name in b.queue_names()
+        assert b.enqueue(name, [item(priority=2)]) == [1]
+    finally:
+        release.cancel()
+        release.join()
+        if holder.open:
+            holder.close()
+        b.close()
 
 
 def test_reads_of_a_queue_whose_tables_are_missing_find_nothing_and_make_nothing(

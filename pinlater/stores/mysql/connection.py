@@ -25,6 +25,7 @@ from pinlater.stores.mysql.statements import sql
 
 T = TypeVar("T")
 
+DDL_RESENDS = 2  # a queue's tables made again after the server went silent making them
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 KEY_LAYOUT = 5  # ... and the fkey column (fairness keys; before it, keys are not stored)
@@ -99,18 +100,19 @@ class ShardConnection:
         priorities: Iterable[int],
         work: Callable[[Session], T],
         transaction: Transaction = False,
+        resends: int = 0,
     ) -> T:
         """Run ``work``. A missing table (the queue was created while this
         shard was down, or the database was recreated) is created and the
         work retried once: the queue's tables for ``priorities``, and the
         ``queues`` table; but not those of a queue deleted here
-        (QueueDeleted)."""
+        (QueueDeleted). ``resends`` as for ``ConnectionPool.run``."""
 
         def create() -> None:
             if queue is not None:
                 self._create_tables(queue, sorted(set(priorities)), revive=False)
 
-        return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create)
+        return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create, resends=resends)
 
     def _read(self, work: Callable[[Session], T], missing: T) -> T:
         """Run ``work``, a read of one job table: ``missing`` if the table
@@ -142,7 +144,8 @@ class ShardConnection:
                     s.execute(sql("create_job_table", table=table))
                 s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
 
-        self._run(None, (), work)
+        # All of it may run twice; DDL is what a slow disk slows most.
+        self._run(None, (), work, resends=DDL_RESENDS)
 
     def _learn_layout(self) -> None:
         """Before a statement is written for the store's layout (its columns

@@ -224,18 +224,27 @@ class ConnectionPool:
             self._open, ping=lambda conn: conn.ping(), open_failed=self._open_failed, max_idle=max_idle
         )
 
-    def run(self, work: Callable[[Session], T], *, transaction: Transaction = False) -> T:
+    def run(self, work: Callable[[Session], T], *, transaction: Transaction = False, resends: int = 0) -> T:
         """``work`` on one connection; with ``transaction``, between BEGIN and
         COMMIT, retried whole after a deadlock or lock wait timeout. With
         ``INLINE``, the work's own texts begin and commit it
         (``Session.begin_results`` and ``commit_results``: two round trips
         less); should it return without committing, it is committed here.
-        A database dropped under us is created again (once per call)."""
+        A database dropped under us is created again (once per call).
+        ``resends``: for work that may run twice (idempotent DDL), how many
+        times it is sent again when the server went silent while it ran.
+        A slow disk or a held lock can make DDL outlast the socket timeout
+        and still finish on the server; the resend then finds it done."""
         attempt = 0
         recreated = False
         while True:
             try:
                 return self._run_once(work, transaction)
+            except PinLaterError as exc:
+                cause = exc.__cause__
+                if resends <= 0 or cause is None or error_code(cause) != LOST_DURING_QUERY:
+                    raise
+                resends -= 1
             except pymysql.err.OperationalError as exc:
                 if error_code(exc) == UNKNOWN_DATABASE and not recreated:
                     recreated = True
@@ -388,16 +397,18 @@ def run_creating_missing_tables(
     *,
     transaction: Transaction = False,
     create: Callable[[], None] | None = None,
+    resends: int = 0,
 ) -> T:
     """``work`` on ``pool``; should a table be missing (MySQL error 1146),
     the pool's own tables are prepared again, ``create`` makes any others
-    the work needs, and the work runs once more."""
+    the work needs, and the work runs once more. ``resends`` as for
+    ``ConnectionPool.run``."""
     try:
-        return pool.run(work, transaction=transaction)
+        return pool.run(work, transaction=transaction, resends=resends)
     except MySQLStorageError as exc:
         if error_code(exc) != NO_SUCH_TABLE:
             raise
     pool.invalidate_schema()
     if create is not None:
         create()
-    return pool.run(work, transaction=transaction)
+    return pool.run(work, transaction=transaction, resends=resends)
