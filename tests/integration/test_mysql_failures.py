@@ -5,9 +5,11 @@ needed), in a throwaway database."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import pymysql
 import pytest
@@ -148,33 +150,64 @@ def test_a_missing_table_is_created_on_first_use(
     assert fresh in backend.queue_names()
 
 
+STALL_TIMEOUT_S = 1.0  # the stalled backend's socket timeout
+
+
+@contextlib.contextmanager
+def _stalled(database: str, statement: str, args: dict[str, object] | None = None) -> Iterator[None]:
+    """Another session runs ``statement`` (a lock it then holds) and ends
+    1.5 socket timeouts later, ending the stall: past one timeout of the
+    stalled backend, within its resends."""
+    holder = _raw(database)
+    release = threading.Timer(1.5 * STALL_TIMEOUT_S, holder.close)
+    try:
+        with holder.cursor() as cur:
+            cur.execute(statement, args)
+        release.start()
+        started = time.monotonic()
+        yield
+        assert time.monotonic() - started >= STALL_TIMEOUT_S  # the first send did time out
+    finally:
+        release.cancel()
+        release.join()
+        if holder.open:
+            holder.close()
+
+
 def test_a_queue_made_while_the_server_stalls_past_the_timeout_is_made_by_a_resend(database: str) -> None:
     """Making a queue's tables can outlast the socket timeout (a slow disk
     under DDL, or its lock held by a delete of the queue) and still finish
     on the server: it is sent again, no shard is reported lost, and the
     queue is whole. The stall here is the queue's lock, held by another
     session for longer than the backend's timeout."""
-    timeout_s = 1.0
-    b = MySQLBackend.from_url("d4", mysql_url(database), socket_timeout_s=timeout_s)
+    b = MySQLBackend.from_url("d4", mysql_url(database), socket_timeout_s=STALL_TIMEOUT_S)
     name = f"t_{uuid.uuid4().hex[:12]}"
-    b.ping()  # the database and the pool's own tables made first: only the queue's DDL stalls
-    holder = _raw(database)
-    release = threading.Timer(1.5 * timeout_s, holder.close)  # past one timeout, within the resends
     try:
-        with holder.cursor() as cur:
-            cur.execute(sql("lock_queue"), {"name": name, "timeout": 1})
-            assert cur.fetchone() == (1,)
-        release.start()
-        started = time.monotonic()
-        b.create_queue(name, 2)
-        assert time.monotonic() - started >= timeout_s  # the first send did time out
+        b.ping()  # the database and the pool's own tables made first: only the queue's DDL stalls
+        with _stalled(database, sql("lock_queue"), {"name": name, "timeout": 1}):
+            b.create_queue(name, 2)
         assert name in b.queue_names()
         assert b.enqueue(name, [item(priority=2)]) == [1]
     finally:
-        release.cancel()
-        release.join()
-        if holder.open:
-            holder.close()
+        b.close()
+
+
+def test_a_backends_own_ddl_stalled_past_the_timeout_is_sent_again_before_its_first_call(database: str) -> None:
+    """A backend makes its own tables before its first unit of work; that
+    DDL too can outlast the socket timeout and finish on the server. It is
+    sent again, and the call it came before is sent once, after it, and
+    answers. The stall here is another session's lock on one of those
+    tables, held for longer than the backend's timeout."""
+    first = MySQLBackend.from_url("d5", mysql_url(database), socket_timeout_s=5.0)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    first.create_queue(name, 1)  # the database, its own tables and a queue, made first
+    first.close()
+    b = MySQLBackend.from_url("d5", mysql_url(database), socket_timeout_s=STALL_TIMEOUT_S)
+    try:
+        with _stalled(database, "LOCK TABLES queues WRITE"):
+            assert b.enqueue(name, [item()]) == [1]  # not an outcome unknown: it was sent once, after the DDL
+        assert b.count(name, 1, P, False) == 1
+    finally:
         b.close()
 
 

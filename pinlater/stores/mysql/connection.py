@@ -15,6 +15,7 @@ from pinlater.stores.base import ShardUnavailable
 from pinlater.stores.mysql.errors import NO_SUCH_TABLE, MySQLStorageError, error_code
 from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
 from pinlater.stores.mysql.pool import (
+    DDL_RESENDS,
     ConnectionPool,
     MySQLAddress,
     Session,
@@ -25,7 +26,6 @@ from pinlater.stores.mysql.statements import sql
 
 T = TypeVar("T")
 
-DDL_RESENDS = 2  # a queue's tables made again after the server went silent making them
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 KEY_LAYOUT = 5  # ... and the fkey column (fairness keys; before it, keys are not stored)
@@ -144,8 +144,7 @@ class ShardConnection:
                     s.execute(sql("create_job_table", table=table))
                 s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
 
-        # All of it may run twice; DDL is what a slow disk slows most.
-        self._run(None, (), work, resends=DDL_RESENDS)
+        self._run(None, (), work, resends=DDL_RESENDS)  # all of it may run twice
 
     def _learn_layout(self) -> None:
         """Before a statement is written for the store's layout (its columns

@@ -50,6 +50,11 @@ class _OneLine(Exception):
     """A cause already described in one line."""
 
 
+# Idempotent DDL (``prepare``'s, a queue's tables) sent again after the
+# server went silent running it: DDL is what a slow disk slows most.
+DDL_RESENDS = 2
+
+
 def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0.005, 0.02) * attempt)
 
@@ -234,17 +239,29 @@ class ConnectionPool:
         ``resends``: for work that may run twice (idempotent DDL), how many
         times it is sent again when the server went silent while it ran.
         A slow disk or a held lock can make DDL outlast the socket timeout
-        and still finish on the server; the resend then finds it done."""
+        and still finish on the server; the resend then finds it done.
+        ``prepare`` runs first when due, on its own and with resends of its
+        own: the work is not sent until it has run."""
         attempt = 0
         recreated = False
+        prepare_resends = DDL_RESENDS
         while True:
+            preparing = not self._prepared
             try:
+                if preparing:
+                    self._run_once(self._prepare_work, False, own_ddl=True)
+                    preparing = False
                 return self._run_once(work, transaction)
             except PinLaterError as exc:
                 cause = exc.__cause__
-                if resends <= 0 or cause is None or error_code(cause) != LOST_DURING_QUERY:
+                if cause is None or error_code(cause) != LOST_DURING_QUERY:
                     raise
-                resends -= 1
+                if preparing and prepare_resends > 0:
+                    prepare_resends -= 1
+                elif not preparing and resends > 0:
+                    resends -= 1
+                else:
+                    raise
             except pymysql.err.OperationalError as exc:
                 if error_code(exc) == UNKNOWN_DATABASE and not recreated:
                     recreated = True
@@ -259,15 +276,18 @@ class ConnectionPool:
             except pymysql.MySQLError as exc:
                 raise storage_error(self._address, exc) from exc
 
-    def _run_once(self, work: Callable[[Session], T], transaction: Transaction) -> T:
+    def _prepare_work(self, s: Session) -> None:
+        self._prepare(s)
+        self._prepared = True  # racing threads may both prepare: it is idempotent
+
+    def _run_once(self, work: Callable[[Session], T], transaction: Transaction, *, own_ddl: bool = False) -> T:
+        """``own_ddl``: the work is ``prepare``'s, none of the caller's, so
+        losing it says nothing of what the caller asked for."""
         conn, generation = self._core.checkout()
         reusable = committing = False
         session: Session | None = None
         try:
             with conn.cursor() as cursor:
-                if not self._prepared:  # DDL: before any BEGIN
-                    self._prepare(Session(cursor, in_transaction=False))
-                    self._prepared = True  # racing threads may both prepare: it is idempotent
                 if transaction is True:
                     conn.begin()
                 session = Session(cursor, bool(transaction))
@@ -282,7 +302,7 @@ class ConnectionPool:
             if is_unreachable(exc):
                 self.flush()
                 error = self._unavailable(_OneLine(describe(exc)))
-                if (error_code(exc) == LOST_DURING_QUERY and (committing or not transaction)
+                if (error_code(exc) == LOST_DURING_QUERY and (committing or not transaction) and not own_ddl
                         and isinstance(error, ShardUnavailable)):
                     # Inside a transaction before its COMMIT the server rolls
                     # it back; an autocommit statement or a COMMIT may stand.
