@@ -23,6 +23,7 @@ from pinlater import Ack, Job, JobService, JobState
 from pinlater.kit.sqlblocks import job_table
 from pinlater.stores.base import ShardUnavailable
 from pinlater.stores.mysql import lanes
+from pinlater.stores.mysql.statements import sql
 from pinlater.stores.redis.shard import ArgT, RedisBackend
 from tests.support.stores import settings_for
 
@@ -162,6 +163,35 @@ def _before_each_dequeue_call(setup: str, monkeypatch: pytest.MonkeyPatch, hook:
             return serve(*args, **kwargs)
 
         monkeypatch.setattr(lanes, "_serve", hooked_serve)
+
+
+def test_a_page_of_lanes_is_read_in_turn_order_each_head_by_its_lanes_key(servers: None) -> None:
+    """What the plan of a dequeue's page of lanes must be, whatever the
+    statistics say: the page read from the turn index in order (no sort of
+    every lane of the table) and each lane's first job found by its lane's
+    prefix of the primary key (not by reading all of the table's entries)."""
+    queue = f"fair_{uuid.uuid4().hex[:10]}"
+    with JobService.from_settings(settings_for("mysql"), source="fair-plan") as service:
+        service.create_queue(queue)
+        try:
+            for start in range(0, 3000, 1000):
+                service.enqueue(queue, [Job(b"x", key=f"k{start + i}") for i in range(1000)])
+            service.dequeue(queue, 1)  # admitted into 3,000 lanes
+            shard = service.core.shards.all()[0]
+            stmt = "EXPLAIN " + sql("lanes_in_turn")
+            args = {"jobs": job_table(queue, 1), "after": -1, "page_limit": 101}
+
+            def explain(s: Any) -> list[tuple[Any, ...]]:
+                s.execute(stmt, args)
+                return list(s.fetchall())
+
+            plan = {row[2]: row for row in shard._run(queue, (1,), explain)}  # type: ignore[attr-defined]
+            assert set(plan) == {"l", "j"}, plan
+            assert plan["l"][5] == "by_turn" and "filesort" not in (plan["l"][9] or ""), plan["l"]
+            assert plan["j"][5] == "PRIMARY" and plan["j"][7] is not None and "const" in plan["j"][7], plan["j"]
+        finally:
+            while service.delete_jobs(queue, JobState.PENDING, limit=10_000):
+                pass
 
 
 @pytest.mark.parametrize("setup", ["redis", "mysql"])

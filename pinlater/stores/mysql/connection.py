@@ -63,6 +63,9 @@ class ShardConnection:
         # (queue, priority) whose last dequeue met keyed lanes: the next goes
         # to them at once (``LanesMixin``), one round trip less.
         self._lanes_seen: set[tuple[str, int]] = set()
+        # (queue, priority) whose last dequeue by lanes met newcomers: the
+        # next sends their admission in its first round trip.
+        self._newcomers_seen: set[tuple[str, int]] = set()
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,

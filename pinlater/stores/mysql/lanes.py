@@ -13,11 +13,15 @@ without a key are lane '', read from the job table's own index (state 0),
 whose turn is in ``pinlater_fair`` with the turn counter. One dequeue of a
 table's lanes runs at a time (``fair_lock``). A dequeue of a table with no
 lane and no newcomer claims as before, in its one round trip; one with
-lanes costs a transaction of about fifteen statements, whatever the number
-of keys, sent in two round trips when its first page of lanes is full
-(multi-statement texts: the first also reads what the dequeue reads next,
-the page's lanes with their first jobs, used unless an admission or a
-promotion changed the turns meanwhile), a few more otherwise.
+lanes costs a transaction of about a dozen statements, whatever the number
+of keys, sent in two round trips when no newcomer waits and its first page
+of lanes is full (multi-statement texts: the first also reads what the
+dequeue reads next, the page's lanes with their first jobs, used unless an
+admission or a promotion changed the turns meanwhile), a few more
+otherwise. Each statement has a fixed cost on the server (about 0.1 ms on
+a 2-core host, however little it reads), and the table's lanes stay
+locked from the first round trip to the last: statements a dequeue does
+not need are not sent.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class _Turns:
         self.lanes: dict[bytes, _Lane] = {}
         self.dropped: set[bytes] = set()
         self.keyed = False  # a keyed lane was met
+        self.met_newcomers = False  # newcomers waited when the turns were locked
         self.more_newcomers = False  # admitted ADMIT of them: there may be more
         self.more_lanes = False  # served stopped at LANE_WASTE lanes without a job
         # Read in the dequeue's first round trip, while still what the
@@ -161,7 +166,12 @@ class LanesMixin(ShardConnection):
 
         def work(s: Session) -> list[ClaimedJob] | None:
             nonlocal stopped, rounds, more_lanes
-            t = _locked_and_admitted(s, table, need, begin=True)
+            t = _locked_and_admitted(s, table, need, begin=True,
+                                     expect_newcomers=(queue, priority) in self._newcomers_seen)
+            if t.met_newcomers:
+                self._newcomers_seen.add((queue, priority))
+            else:
+                self._newcomers_seen.discard((queue, priority))
             rounds += 1
             if t.more_newcomers and rounds < ADMIT_ROUNDS:
                 s.execute(*t.stored())
@@ -238,12 +248,21 @@ class LanesMixin(ShardConnection):
                 return
 
 
-_BEGIN = ("fair_make", "fair_lock", "lanes_now", "lanes_bound", "lanes_now_read", "lanes_newcomers", "lanes_touched")
+# A dequeue's first statements: the table's turns locked, the time, and
+# whether newcomers wait.
+_LOCK = ("fair_lock", "lanes_now", "lanes_now_read")
+# The newcomers' admission: the first ADMIT of them join their lanes' jobs,
+# and their lanes are read. In the first round trip when the table's last
+# dequeue here met newcomers (each statement reads nothing when none
+# waits), else in a round trip of its own when some do.
+_NEWCOMERS = ("lanes_bound", "lanes_newcomers", "lanes_bound_read", "lanes_touched")
 # What a dequeue of ``want`` jobs reads next, while nothing has changed yet.
 _READ_AHEAD = ("lanes_due", "plain_heads", "lanes_in_turn")
 
 
-def _locked_and_admitted(s: Session, table: str, want: int | None = None, begin: bool = False) -> _Turns:
+def _locked_and_admitted(
+    s: Session, table: str, want: int | None = None, begin: bool = False, expect_newcomers: bool = True,
+) -> _Turns:
     """The table's turns, locked until the transaction ends, with the
     newcomers (state 5) admitted into their lanes, as if each had joined as
     it came (the Redis scripts touch a lane as its job enters pending): a
@@ -253,20 +272,33 @@ def _locked_and_admitted(s: Session, table: str, want: int | None = None, begin:
     first ADMIT that came at most (``more_newcomers``: more may wait, for
     another transaction to admit). With ``want``, the same round trip reads what
     a dequeue of that many reads next (``_Turns.due_rows`` ...). ``begin``:
-    the round trip begins the transaction (``ConnectionPool.run``'s INLINE)."""
-    names = _BEGIN if want is None else _BEGIN + _READ_AHEAD
+    the round trip begins the transaction (``ConnectionPool.run``'s INLINE);
+    ``expect_newcomers``: it admits newcomers too (``_NEWCOMERS``)."""
     ahead = want or 0
     args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1,
             "admit_last": ADMIT - 1}
+    names = [*_LOCK, *(_NEWCOMERS if expect_newcomers else ()), *(_READ_AHEAD if want is not None else ())]
     text = ";\n".join(sql(n, table=table) for n in names)
     results = s.begin_results(text, args) if begin else s.execute_results(text, args)
-    locked, now, touched_rows = results[:3]
+    if not results[0]:
+        # The table's first dequeue by lanes: its row made (and locked),
+        # then everything read again under that lock.
+        s.execute(sql("fair_make"), args)
+        results = s.execute_results(text, args)
+    locked, now, *rest = results
     turn, plain_turn = (int(x) for x in locked[0])
     t = _Turns(s, table, turn, plain_turn, int(now[0][0]))
-    t.more_newcomers = bool(now[0][1])
-    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
+    t.met_newcomers = bool(now[0][1])
+    if expect_newcomers:
+        more, touched_rows, *rest = rest
+    elif t.met_newcomers:
+        more, touched_rows = s.execute_results(";\n".join(sql(n, table=table) for n in _NEWCOMERS), args)
+    else:
+        more, touched_rows = ((0,),), ()
+    t.more_newcomers = bool(more[0][0])
     if want is not None:
-        t.due_rows, t.plain_rows, t.first_page = (list(r) for r in results[3:])
+        t.due_rows, t.plain_rows, t.first_page = (list(r) for r in rest)
+    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
     if touched:
         t.keyed = True
         _admit(t, touched)
