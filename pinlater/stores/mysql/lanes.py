@@ -90,14 +90,6 @@ class _Turns:
         self.plain_rows: list[tuple[Any, ...]] | None = None
         self.first_page: list[tuple[Any, ...]] | None = None
 
-    def load(self, names: list[bytes]) -> None:
-        wanted = [n for n in names if n not in self.lanes and n not in self.dropped]
-        if not wanted:
-            return
-        self.s.execute(sql("lanes_of", ids=len(wanted)), [self.table, *wanted])
-        for lane, turn, due in self.s.fetchall():
-            self.lanes[bytes(lane)] = _Lane(None if turn is None else int(turn), None if due is None else int(due))
-
     def next_turn(self) -> int:
         self.turn += 1
         return self.turn
@@ -256,8 +248,12 @@ _LOCK = ("fair_lock", "lanes_now", "lanes_now_read")
 # dequeue here met newcomers (each statement reads nothing when none
 # waits), else in a round trip of its own when some do.
 _NEWCOMERS = ("lanes_bound", "lanes_newcomers", "lanes_bound_read", "lanes_touched")
-# What a dequeue of ``want`` jobs reads next, while nothing has changed yet.
-_READ_AHEAD = ("lanes_due", "plain_heads", "lanes_in_turn")
+# What a dequeue of ``want`` jobs reads next, while nothing has changed
+# yet: the jobs without a key (which an admission leaves as they are), and
+# the lanes' turns (read again by an admission, so read ahead only when no
+# newcomer is expected).
+_READ_AHEAD = ("plain_heads",)
+_TURNS_AHEAD = ("lanes_due", "lanes_in_turn")
 
 
 def _locked_and_admitted(
@@ -271,13 +267,15 @@ def _locked_and_admitted(
     earliest. One round trip without newcomers, a few more with them: the
     first ADMIT that came at most (``more_newcomers``: more may wait, for
     another transaction to admit). With ``want``, the same round trip reads what
-    a dequeue of that many reads next (``_Turns.due_rows`` ...). ``begin``:
-    the round trip begins the transaction (``ConnectionPool.run``'s INLINE);
-    ``expect_newcomers``: it admits newcomers too (``_NEWCOMERS``)."""
+    a dequeue of that many reads next (``_Turns.due_rows`` ...; the lanes'
+    turns, with ``expect_newcomers``, in the round trip that admits them).
+    ``begin``: the round trip begins the transaction (``ConnectionPool.run``'s
+    INLINE); ``expect_newcomers``: it admits newcomers too (``_NEWCOMERS``)."""
     ahead = want or 0
-    args = {"jobs": table, "after": -1, "limit": ahead, "due_limit": ahead + PROMOTE, "page_limit": ahead + 1,
-            "admit_last": ADMIT - 1}
-    names = [*_LOCK, *(_NEWCOMERS if expect_newcomers else ()), *(_READ_AHEAD if want is not None else ())]
+    args = {**_turns_args(table, ahead), "limit": ahead, "admit_last": ADMIT - 1}
+    names = [*_LOCK, *(_NEWCOMERS if expect_newcomers else ())]
+    if want is not None:
+        names += [*_READ_AHEAD, *(() if expect_newcomers else _TURNS_AHEAD)]
     text = ";\n".join(sql(n, table=table) for n in names)
     results = s.begin_results(text, args) if begin else s.execute_results(text, args)
     if not results[0]:
@@ -297,28 +295,44 @@ def _locked_and_admitted(
         more, touched_rows = ((0,),), ()
     t.more_newcomers = bool(more[0][0])
     if want is not None:
-        t.due_rows, t.plain_rows, t.first_page = (list(r) for r in rest)
-    touched = [(bytes(k), first_due, int(soonest)) for k, first_due, soonest in touched_rows]
-    if touched:
+        t.plain_rows, *turns = (list(r) for r in rest)
+        if turns:
+            t.due_rows, t.first_page = turns
+    if touched_rows:
         t.keyed = True
-        _admit(t, touched)
-        # Lanes took turns and waits: what lanes_due and lanes_in_turn
-        # read before may be out of date (jobs without a key are not).
-        t.due_rows = t.first_page = None
+        _admit(t, touched_rows, want)
+    elif want is not None and expect_newcomers:
+        # None came after all: the turns as they are.
+        t.due_rows, t.first_page = (list(r) for r in s.execute_results(_turns_text(), _turns_args(t.table, want)))
     return t
 
 
-def _admit(t: _Turns, touched: list[tuple[bytes, Any, int]]) -> None:
+def _turns_text() -> str:
+    return ";\n".join(sql(n) for n in _TURNS_AHEAD)
+
+
+def _turns_args(table: str, want: int) -> dict[str, Any]:
+    return {"jobs": table, "after": -1, "due_limit": want + PROMOTE, "page_limit": want + 1}
+
+
+def _admit(t: _Turns, touched: Sequence[tuple[Any, ...]], want: int | None) -> None:
     """The lanes of newcomers (lanes_touched's rows) take their turns or
-    waits, and the newcomers are in their lanes from here on."""
-    args = {"jobs": t.table}
-    t.load(sorted(k for k, _, _ in touched))
-    for key, _, soonest in touched:
-        t.wait_for(key, soonest)
-    for key, _, _ in sorted((x for x in touched if x[1] is not None), key=lambda x: str(x[1])):
-        t.give_turn(key)  # due when it came: a turn, in the order they came
-    t.s.execute(sql("lanes_admit", table=t.table), args)
-    t.flush()
+    waits, and the newcomers are in their lanes from here on: stored in
+    one round trip, which also reads again what a dequeue of ``want`` reads
+    next (lanes_due, lanes_in_turn: the turns read before may be out of
+    date; jobs without a key are not)."""
+    for key, _, _, turn, due, known in touched:
+        if known:
+            t.lanes[bytes(key)] = _Lane(None if turn is None else int(turn), None if due is None else int(due))
+    for key, _, soonest, *_ in touched:
+        t.wait_for(bytes(key), int(soonest))
+    for key, *_ in sorted((x for x in touched if x[1] is not None), key=lambda x: str(x[1])):
+        t.give_turn(bytes(key))  # due when it came: a turn, in the order they came
+    stmts: list[tuple[str, Any]] = [(sql("lanes_admit", table=t.table), {"jobs": t.table}), *t.changes()]
+    if want is not None:
+        stmts += [(sql(n), _turns_args(t.table, want)) for n in _TURNS_AHEAD]
+    results = t.s.execute_rendered([t.s.render(stmt, args) for stmt, args in stmts])
+    t.due_rows, t.first_page = (list(r) for r in results) if want is not None else (None, None)
 
 
 def _promote(t: _Turns, want: int) -> None:

@@ -150,7 +150,9 @@ class Session:
             ids.append(int(self._cursor.lastrowid or 0))
         return ids
 
-    def execute_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
+    def execute_results(
+        self, text: str, args: Sequence[Any] | Mapping[str, Any] | None,
+    ) -> list[tuple[tuple[Any, ...], ...]]:
         """Several statements in one round trip, inside the transaction under
         way (the connection allows multi-statements): the rows of each
         result set, in order. An error ends the statements there and is
@@ -162,6 +164,17 @@ class Session:
                 results.append(self._cursor.fetchall())
             if not self._cursor.nextset():
                 return results
+
+    def render(self, stmt: str, args: Sequence[Any] | Mapping[str, Any]) -> str:
+        """One statement with its arguments escaped in, as ``execute`` would
+        send it: statements whose arguments differ in kind (named,
+        positional) can then share a round trip (``execute_rendered``)."""
+        return self._cursor.mogrify(stmt, args)
+
+    def execute_rendered(self, statements: Sequence[str]) -> list[tuple[tuple[Any, ...], ...]]:
+        """``execute_results`` of statements ``render`` made (no arguments
+        left to fill in)."""
+        return self.execute_results(";\n".join(statements), None)
 
     def begin_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
         """``execute_results`` of an inline transaction's first text, which

@@ -479,21 +479,22 @@ WHERE @pl_newcomers AND state = 5 AND (updated_at < @pl_bound_at OR (updated_at 
 
 -- name: lanes_touched
 -- Per lane of the newcomers: the first (updated_at, id) of those due when
--- they came (NULL: none was), and their earliest run_after.
-SELECT t.fkey,
-       MIN(CASE WHEN t.run_after <= t.updated_at THEN CONCAT(LPAD(t.updated_at, 20, '0'), LPAD(t.id, 20, '0')) END),
-       MIN(t.run_after)
-FROM {table} AS t FORCE INDEX (by_updated_at)
-STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
-WHERE @pl_newcomers AND t.state = 5
-  AND (t.updated_at < @pl_bound_at OR (t.updated_at = @pl_bound_at AND t.id <= @pl_bound_id))
-GROUP BY t.fkey
+-- they came (NULL: none was), their earliest run_after, and the lane's
+-- turn and due as stored (known: 0 when it has no row yet).
+SELECT g.fkey, g.first_due, g.soonest, l.turn, l.due, l.lane IS NOT NULL AS known
+FROM (SELECT t.fkey,
+             MIN(CASE WHEN t.run_after <= t.updated_at
+                      THEN CONCAT(LPAD(t.updated_at, 20, '0'), LPAD(t.id, 20, '0')) END) AS first_due,
+             MIN(t.run_after) AS soonest
+      FROM {table} AS t FORCE INDEX (by_updated_at)
+      STRAIGHT_JOIN pinlater_lane_jobs AS lj FORCE INDEX (by_id) ON lj.jobs = %(jobs)s AND lj.id = t.id
+      WHERE @pl_newcomers AND t.state = 5
+        AND (t.updated_at < @pl_bound_at OR (t.updated_at = @pl_bound_at AND t.id <= @pl_bound_id))
+      GROUP BY t.fkey) AS g
+LEFT JOIN pinlater_lanes AS l ON l.jobs = %(jobs)s AND l.lane = g.fkey
 
 -- name: has_newcomers
 SELECT EXISTS (SELECT 1 FROM {table} FORCE INDEX (by_run_after) WHERE state = 5)
-
--- name: lanes_of
-SELECT lane, turn, due FROM pinlater_lanes WHERE jobs = %s AND lane IN ({ids})
 
 -- name: lanes_admit
 -- The newcomers are in their lanes from now on. From the job table's
