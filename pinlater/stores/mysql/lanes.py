@@ -176,13 +176,16 @@ class LanesMixin(ShardConnection):
             else:
                 self._lanes_seen.discard((queue, priority))
             # The last round trip: the lanes and turns stored, the jobs
-            # claimed and read back.
+            # claimed, committed, then read back (the turns' lock is not
+            # held for the read: the claimed jobs are this call's).
             stmts = [*t.changes(), t.stored()]
+            read, read_args = "", []
             if order:
                 stmts += [(sql("lane_jobs_take", ids=len(order)), [table, *order]),
-                          (sql("lanes_claim", table=table, ids=len(order)), [claim, *order]),
-                          (sql("lanes_read", table=table, priority=priority, trace=traced), [claim])]
-            results = s.commit_results(";\n".join(stmt for stmt, _ in stmts), [a for _, args in stmts for a in args])
+                          (sql("lanes_claim", table=table, ids=len(order)), [claim, *order])]
+                read, read_args = sql("lanes_read", table=table, priority=priority, trace=traced), [claim]
+            results = s.commit_results(";\n".join(stmt for stmt, _ in stmts),
+                                       [*(a for _, args in stmts for a in args), *read_args], then=read)
             if not order:
                 return []
             rows = {int(r[0]): r for r in results[-1]}

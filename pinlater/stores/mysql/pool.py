@@ -181,11 +181,15 @@ class Session:
         begins it: one round trip less than a BEGIN of its own."""
         return self.execute_results(f"{sql('begin')};\n{text}", args)
 
-    def commit_results(self, text: str, args: Sequence[Any] | Mapping[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
+    def commit_results(
+        self, text: str, args: Sequence[Any] | Mapping[str, Any], then: str = "",
+    ) -> list[tuple[tuple[Any, ...], ...]]:
         """``execute_results`` of an inline transaction's last text, which
-        commits it."""
+        commits it; ``then``: statements the same round trip runs after the
+        COMMIT, outside the transaction (reads that need no lock held),
+        whose arguments follow the text's."""
         self.committing = True
-        results = self.execute_results(f"{text};\n{sql('commit')}", args)
+        results = self.execute_results(f"{text};\n{sql('commit')}" + (f";\n{then}" if then else ""), args)
         self.committed = True
         return results
 
