@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.celery import floor_summary
 from tests.bench.smoke import run_smoke
 from tests.servers import REPO
 
@@ -57,3 +58,12 @@ def test_the_prefetch_window_reaches_both_celery_apps(multiplier: int) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert out.split() == [str(multiplier)] * 2
+
+
+def test_the_floors_ratio_to_huey_is_of_the_printed_rates() -> None:
+    """A floor of 1,005.1/s against Huey's 1,000/s prints as 1005: its
+    ratio is 1.0 (1005 / 1000), not the 1.01 of the unrounded rate."""
+    rows = [{"system": "huey+redis", "publish_per_s": 1000.0}, {"system": "celery+pinlater", "publish_per_s": 900.0}]
+    summary = floor_summary(rows, 900.0, 1005.1)
+    assert summary["celery_floor_per_s"] == 1005
+    assert summary["floor_vs_huey"] == round(1005 / 1000.0, 2) == 1.0
