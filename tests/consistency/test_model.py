@@ -4,8 +4,7 @@ run in (``tests.consistency.model``), over Redis in the process, through a
 Service.
 
 ``PINLATER_CONSISTENCY_EXAMPLES`` (per backend, a third of it through the
-Contacts Service; unset, 60, and 30 through the server; over Redis in two
-parts that run side by side, ``PARTS``) and
+Contacts Service; unset, 60, and 30 through the server) and
 ``PINLATER_CONSISTENCY_STEPS`` (50 rules per example) size it. A failure
 prints its shrunk rules and the seed that replays the run
 (``pytest --hypothesis-seed=N``); ``make soak`` runs many more examples.
@@ -58,30 +57,18 @@ def examples_of(backend: str) -> int:
     return EXAMPLES
 
 
-# Parts a backend's examples are split into, each a group of its own, so
-# that pytest-xdist runs them side by side: over Redis the model was the
-# suite's longest test by far (665 s of an apps' tier of 772 s in one CI
-# run, its other processes idle by then), and alone it set the tier's time.
-PARTS = {"redis": 2, "redis+thrift": 1, "redis+contacts": 1}
-
-
-def share(total: int, part: int, parts: int) -> int:
-    """Part ``part`` (from 1) of ``total`` examples split ``parts`` ways."""
-    return total // parts + (1 if part <= total % parts else 0)
-
-
-# An example takes about 1.6 s on an idle machine and 4-11 s beside the
-# rest of `make test` on 2 busy cores; the timeout, there to stop a hang
-# and not to time the model, grows with the examples asked for.
+# Each backend is a group of its own: the two longest tests of the suite run
+# side by side under pytest-xdist. An example takes about 1.6 s on an idle
+# machine and 4-8 s beside the rest of `make test` on 2 busy cores; the
+# timeout, there to stop a hang and not to time the model, grows with the
+# examples asked for.
 @pytest.mark.timeout(max(300, 12 * EXAMPLES))
-@pytest.mark.parametrize(("backend", "part"), [
-    pytest.param(backend, part, id=backend if PARTS[backend] == 1 else f"{backend}-{part}",
-                 marks=pytest.mark.xdist_group(f"consistency-{backend}-{part}"))
+@pytest.mark.parametrize("backend", [
+    pytest.param(backend, marks=pytest.mark.xdist_group(f"consistency-{backend}"))
     for backend in ("redis", "redis+thrift", "redis+contacts")
-    for part in range(1, PARTS[backend] + 1)
 ])
 def test_every_feed_and_index_equals_its_truth_under_any_schedule(
-    backend: str, part: int, servers: None, appdata: AppData, pair: ClusterPair, request: pytest.FixtureRequest
+    backend: str, servers: None, appdata: AppData, pair: ClusterPair, request: pytest.FixtureRequest
 ) -> None:
     address = None
     if backend.endswith("+thrift"):
@@ -90,7 +77,7 @@ def test_every_feed_and_index_equals_its_truth_under_any_schedule(
     with rig(backend, appdata, pair, address, FEED_ENV) as world:
         Model.rig = world
         config = settings(
-            max_examples=share(examples_of(backend), part, PARTS[backend]),
+            max_examples=examples_of(backend),
             stateful_step_count=STEPS,
             deadline=None,
             database=None,
