@@ -5,9 +5,12 @@ server: they start it, or fail loudly)."""
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
+import random
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -228,13 +231,54 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Ports for servers a test stops and starts again: below the kernel's
+# ephemeral range, so while such a server is stopped no bind(0) and no
+# outgoing connection of another process can take its port (a client would
+# then find some other server where its shard was).
+_RESTARTABLE_LOW = 20000
+_held_ports: dict[int, int] = {}
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def restartable_port() -> int:
+    """A loopback port free now and outside the ephemeral range, held for
+    this process's life (a lock file under the temp dir) so no other test
+    process picks it too."""
+    high = _ephemeral_low()
+    if high - _RESTARTABLE_LOW < 1000:
+        raise RuntimeError(f"ip_local_port_range starts at {high}: no room below it for test servers' ports")
+    locks = Path(tempfile.gettempdir()) / "pinlater-test-ports"
+    locks.mkdir(exist_ok=True)
+    for _ in range(200):
+        port = random.randrange(_RESTARTABLE_LOW, high)
+        if port in _held_ports:
+            continue
+        fd = os.open(locks / str(port), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            os.close(fd)
+            continue
+        _held_ports[port] = fd  # the lock goes with the process
+        return port
+    raise RuntimeError(f"no free port in {_RESTARTABLE_LOW}-{high} after 200 tries")
+
+
 class PrivateRedis:
-    """A Redis of one test module's own, on a free port with its data under
-    ``var``, started and stopped with ``scripts/services``: a test may stop
-    it while other processes' tests keep their servers."""
+    """A Redis of one test module's own, on a port of its own with its data
+    under ``var``, started and stopped with ``scripts/services``: a test may
+    stop it while other processes' tests keep their servers."""
 
     def __init__(self, var: Path) -> None:
-        self.port = free_port()
+        self.port = restartable_port()
         self.env = dict(os.environ, PINLATER_VAR=str(var))
 
     def _run(self, action: str) -> None:

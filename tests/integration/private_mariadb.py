@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from tests.servers import free_port
+from tests.servers import restartable_port
 
 USER, PASSWORD = "pinlater_private", "private-pw-3e1a"
 GRANTS = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, CREATE TEMPORARY TABLES"
@@ -37,7 +37,7 @@ def _command(*names: str) -> str:
 class PrivateMariaDB:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
-        self.port = free_port()
+        self.port = restartable_port()
         self.socket = directory / "mysqld.sock"
         self._process: subprocess.Popen[bytes] | None = None
 
