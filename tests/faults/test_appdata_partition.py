@@ -21,6 +21,7 @@ import time
 import pytest
 
 from tasks.appdata import graph
+from tasks.appdata.settings import TIMEOUT_VAR
 from tasks.typeahead.settings import TypeaheadSettings
 from tests.consistency import oracle
 from tests.faults.hosts import FAULT_S
@@ -72,7 +73,7 @@ def test_feeds_and_indexes_equal_their_truth_after_the_app_data_is_cut_off(world
     with Relay((host, port)) as relay:
         relayed = SHARDS.replace(f"{host}:{port}", f"{relay.address[0]}:{relay.address[1]}")
         assert relayed != SHARDS
-        world.start_workers(2, 2, env={"PINLATER_APPDATA_SHARDS": relayed})
+        world.start_workers(2, 2, env={"PINLATER_APPDATA_SHARDS": relayed, TIMEOUT_VAR: "5"})
         act_for(2.0)
         relay.stall()
         act_for(FAULT_S)
