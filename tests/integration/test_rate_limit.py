@@ -18,7 +18,9 @@ from tests.support.stores import settings_for
 # Within what two processes dequeue on a loaded machine: at 200 jobs/s the
 # MySQL case measured the machine's spare capacity too (158 jobs/s in CI).
 RATE = 100.0
-RUN_S = 19.0
+# Five seconds after the resume are counted: with two, one stall of a loaded
+# machine (the dequeues take batches of 50) failed the count.
+RUN_S = 22.0
 PAUSE_AT = 12.5  # seconds after the workers, spawned and connected, start
 RESUME_AT = 15.5
 
