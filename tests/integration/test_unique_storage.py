@@ -1,8 +1,8 @@
 """What a unique key leaves in its store: nothing once its job has left
 storage (garbage collection, an operator's delete, a queue delete), on
-Redis (the queue's ``unique`` hash) and MySQL (``pinlater_unique``), and a
-key re-taken by a later job is not dropped with the job that held it
-before."""
+Redis (the queue's ``unique`` hash, swept a few entries for each job that
+leaves: a small hash whole) and MySQL (``pinlater_unique``), and a key
+re-taken by a later job is not dropped with the job that held it before."""
 
 from __future__ import annotations
 
@@ -48,10 +48,41 @@ def _walk(backend: RedisBackend | MySQLBackend, queue: str, left: Callable[[], i
     assert left() == 0
 
 
+def _redis_keys(raw: redis.Redis[bytes], queue: str) -> int:
+    return sum(1 for field in raw.hkeys(f"pl:{queue}:unique") if field.startswith(b"k"))
+
+
 def test_redis_drops_keys_with_their_jobs(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
     queue = f"u_{uuid.uuid4().hex[:8]}"
     be.create_queue(queue, 3)
-    _walk(be, queue, lambda: raw.hlen(f"pl:{queue}:unique") // 2)
+    _walk(be, queue, lambda: _redis_keys(raw, queue))
+
+
+def test_redis_sweeps_a_large_hash_as_its_jobs_leave(be: RedisBackend, raw: redis.Redis[bytes]) -> None:
+    """Past one HSCAN page the sweep goes a few entries per job that leaves:
+    what is left of jobs gone stays a fraction of what went, and further
+    departures clear it; the keys of jobs still stored (priority 2 here)
+    are never touched."""
+    queue, jobs = f"u_{uuid.uuid4().hex[:8]}", 2000
+    be.create_queue(queue, 2)
+    kept = [i for i in be.enqueue_unique(queue, [_item(f"kept{i}", 2) for i in range(300)], 0, 2)
+            if isinstance(i, int)]
+    assert len(kept) == 300
+    for start in range(0, jobs, 100):
+        be.enqueue_unique(queue, [_item(f"gone{start + i}") for i in range(100)], 0, 2)
+        _finish(be, queue)
+    while be.gc(queue, 1, JobState.SUCCEEDED, 0, 100):
+        pass
+    left = _redis_keys(raw, queue) - len(kept)
+    assert left <= jobs // 4, f"{left} entries of {jobs} jobs gone are left"
+    # Jobs without keys leaving, one by one, sweep the rest away.
+    for _ in range(200):
+        if _redis_keys(raw, queue) == len(kept):
+            break
+        [plain] = be.enqueue(queue, [EnqueueItem(b"x", 1, None, 1, "")])
+        assert be.delete(queue, 1, JobState.PENDING, [plain], 10) == 1
+    assert _redis_keys(raw, queue) == len(kept), "departures did not clear the entries of jobs gone"
+    assert be.enqueue_unique(queue, [_item("kept7")], 0, 2) == [Existing(2, kept[7])]
 
 
 def test_mysql_drops_keys_with_their_jobs(backend: MySQLBackend, database: str) -> None:

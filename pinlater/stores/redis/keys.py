@@ -29,8 +29,9 @@ Job storage (one shard = one Redis server/db):
                                    score 0: in lex order as in pending
 ``pl:{queue}:unique``              hash of the queue's unique keys (Job.unique):
                                    ``k{key}`` -> ``P:ID`` of the job that took
-                                   it, ``#P:ID`` -> its key; a key is held
-                                   while that job is (``lua/_prelude.lua``)
+                                   it, held while that job is; ``@`` -> the
+                                   cursor of the sweep that removes entries
+                                   whose jobs left storage (``lua/_prelude.lua``)
 ``pl:deleted``                     set of queue names deleted here and not
                                    created again since: an enqueue of a
                                    process whose cached config is stale is

@@ -451,10 +451,14 @@ end
 -- Unique keys (ShardBackend.enqueue_unique), per queue in one hash,
 -- pl:{queue}:unique (pinlater/stores/redis/keys.py):
 --   'k'..key      -> 'P:ID', the job that took the key (priority P, id ID)
---   '#'..'P:ID'   -> key, so that the job drops its key when it leaves
+--   '@'           -> where the sweep below goes on (an HSCAN cursor)
 -- A key is held while its job is PENDING or RUNNING, or SUCCEEDED less
 -- than `period` ms before `now`; an entry whose job ended is simply not
--- honoured, and goes when the job leaves storage (drop_unique).
+-- honoured. Ids are never reused, so an entry whose job left storage
+-- never holds again: the sweep removes it later (drop_unique), which
+-- spares an enqueue a second field per key naming the key from its job.
+-- Stores written before kept that field, '#'..'P:ID' -> key; the sweep
+-- removes those the same way.
 local function holds_unique(qbase, at, period, now)
   local p, id = string.match(at, '^(%d+):(%d+)$')
   if not p then return false end
@@ -467,18 +471,43 @@ local function holds_unique(qbase, at, period, now)
   return now - updated < period
 end
 
--- Jobs `members` of the priority whose jobs hash is `jobs` leave storage:
--- the unique keys they hold go with them.
+-- Whether job 'P:ID' of the queue at `qbase` has left storage.
+local function unique_job_gone(qbase, at)
+  local p, id = string.match(at, '^(%d+):(%d+)$')
+  if not p then return true end
+  return redis.call('HEXISTS', qbase .. 'p' .. p .. ':jobs', member_of(tonumber(id))) == 0
+end
+
+-- Jobs `members` of the priority whose jobs hash is `jobs` left storage:
+-- entries of the unique hash whose jobs are gone are swept, about four
+-- for each of them, from where the last sweep stopped. Each job leaves at
+-- most one such entry, so gone ones stay about a quarter of the hash at
+-- most; a small hash (one HSCAN page) is swept whole every time.
 local function drop_unique(jobs, members)
-  local qbase, p = string.match(jobs, '^(.*:)p(%d+):jobs$')
+  if #members == 0 then return end
+  local qbase = string.match(jobs, '^(.*:)p%d+:jobs$')
   local uniq = qbase .. 'unique'
-  if #members == 0 or redis.call('EXISTS', uniq) == 0 then return end
-  for _, m in ipairs(members) do
-    local at = p .. ':' .. int(id_of(m))
-    local key = redis.call('HGET', uniq, '#' .. at)
-    if key then
-      redis.call('HDEL', uniq, '#' .. at)
-      if redis.call('HGET', uniq, 'k' .. key) == at then redis.call('HDEL', uniq, 'k' .. key) end
+  local cursor = redis.call('HGET', uniq, '@')
+  if not cursor and redis.call('EXISTS', uniq) == 0 then return end
+  cursor = cursor or '0'
+  local budget, seen = 4 * #members + 32, 0
+  repeat
+    local page = redis.call('HSCAN', uniq, cursor, 'COUNT', budget - seen)
+    cursor = page[1]
+    local flat, gone = page[2], {}
+    for i = 1, #flat, 2 do
+      local field, first = flat[i], string.sub(flat[i], 1, 1)
+      if (first == 'k' and unique_job_gone(qbase, flat[i + 1]))
+          or (first == '#' and unique_job_gone(qbase, string.sub(field, 2))) then
+        gone[#gone + 1] = field
+      end
     end
+    seen = seen + #flat / 2
+    if #gone > 0 then hdel_many(uniq, gone) end
+  until cursor == '0' or seen >= budget
+  if cursor == '0' then
+    redis.call('HDEL', uniq, '@')  -- the last field out deletes the hash
+  elseif redis.call('EXISTS', uniq) == 1 then
+    redis.call('HSET', uniq, '@', cursor)
   end
 end

@@ -9,7 +9,8 @@
 -- ARGV[3..] members (see member_of), in 'ids' mode
 -- Returns: how many were deleted.
 --
--- A deleted job's unique key goes with it (drop_unique).
+-- A deleted job's unique key is free at once (its job is gone) and its
+-- entry is swept (drop_unique).
 -- Keyed pending jobs of a priority that keeps lanes leave their lane and
 -- the keyed index too (the prelude's unpend_keyed), which must match the
 -- pending zset.
@@ -23,21 +24,21 @@ local function leave_lane(m, s, v)
   if key ~= '' then unpend_keyed(base, key, tonumber(s), m) end
 end
 
-local deleted = 0
 if ARGV[1] == 'ids' then
   for i = 3, #ARGV do
     if not valid_member(ARGV[i]) then return bad('delete: bad member') end
   end
+  local gone = {}
   for i = 3, #ARGV do
     local s = lanes and redis.call('ZSCORE', KEYS[1], ARGV[i])
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
       if lanes then leave_lane(ARGV[i], s, redis.call('HGET', KEYS[2], ARGV[i])) end
       redis.call('HDEL', KEYS[2], ARGV[i])
-      drop_unique(KEYS[2], {ARGV[i]})
-      deleted = deleted + 1
+      gone[#gone + 1] = ARGV[i]
     end
   end
-  return deleted
+  drop_unique(KEYS[2], gone)
+  return #gone
 end
 local limit = tonumber(ARGV[2])
 if ARGV[1] ~= 'limit' or not limit then return bad('delete: bad arguments') end

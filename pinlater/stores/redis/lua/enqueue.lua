@@ -131,8 +131,6 @@ for i = 1, n do
       local at = int(it[2]) .. ':' .. int(id)
       taken[#taken + 1] = 'k' .. it[8]
       taken[#taken + 1] = at
-      taken[#taken + 1] = '#' .. at
-      taken[#taken + 1] = it[8]
     end
   end
 end

@@ -1,5 +1,6 @@
 -- gc: delete jobs of a terminal state finished at least older_than ago,
--- oldest first; the unique keys they took go with them (drop_unique).
+-- oldest first; entries of the unique keys they took are swept
+-- (drop_unique).
 --
 -- KEYS[1]  pl:{queue}:p{N}:succeeded or pl:{queue}:p{N}:failed
 -- KEYS[2]  pl:{queue}:p{N}:jobs      jobs hash
