@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 
-from pinlater.descriptor import JobDescriptor
+from pinlater.descriptor import descriptor_prefix
 from pinlater.engine.core import Core
 from pinlater.errors import EnqueueOutcomeUnknown, NoHealthyShards
 from pinlater.models import Enqueued
@@ -53,25 +53,28 @@ def store_unique(core: Core, queue: str, items: Sequence[EnqueueItem], plain: Pl
     stores them. Their descriptors in order; a duplicate's is its holder's."""
     config = core.configs.get(queue)
     shards = core.shards.all()
-    homes: dict[str, list[int]] = {}
-    rest: list[int] = []
-    for index, item in enumerate(items):
-        if item.unique:
-            homes.setdefault(home_shard(shards, queue, item.unique).shard_id, []).append(index)
-        else:
-            rest.append(index)
+    keyed = [index for index, item in enumerate(items) if item.unique]
+    homes: dict[str, list[int]]
+    if len(shards) == 1:
+        homes = {shards[0].shard_id: keyed}
+    else:
+        homes = {}
+        for index in keyed:
+            homes.setdefault(home_shard(shards, queue, items[index].unique).shard_id, []).append(index)
     descriptors = [""] * len(items)
     duplicates: list[int] = []
     for shard_id, indexes in homes.items():
         batch = [items[i] for i in indexes]
         answers = _store_at_home(core, queue, shard_id, batch, config.unique_succeeded_ms, config.priorities)
-        for index, answer in zip(indexes, answers, strict=True):
+        prefix = descriptor_prefix(queue, shard_id)
+        for index, item, answer in zip(indexes, batch, answers, strict=True):
             if isinstance(answer, Existing):
                 duplicates.append(index)
-                descriptors[index] = str(JobDescriptor(queue, shard_id, answer.priority, answer.local_id))
+                descriptors[index] = f"{prefix}{answer.priority}:{answer.local_id}"
             else:
-                descriptors[index] = str(JobDescriptor(queue, shard_id, items[index].priority, answer))
-    if rest:
+                descriptors[index] = f"{prefix}{item.priority}:{answer}"
+    if len(keyed) < len(items):
+        rest = [index for index, item in enumerate(items) if not item.unique]
         for index, descriptor in zip(rest, plain(core, queue, [items[i] for i in rest]), strict=True):
             descriptors[index] = descriptor
     return Enqueued(descriptors, sorted(duplicates))

@@ -166,23 +166,19 @@ class RedisBackend:
     def _enqueue(self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int | None) -> list[Any]:
         """enqueue.lua's answer; with ``succeeded_ms``, items carry their unique keys."""
         groups = KeyGroups(lambda p: [keys.pending_key(queue, p), keys.jobs_key(queue, p)])
-        meta = [
-            [
-                groups.of(it.priority),
-                it.priority,
-                it.run_after_ms,
-                it.attempts_allowed,
-                # No stored status yet: the enqueued one counts as an append.
-                it.custom_status[-CUSTOM_STATUS_MAX:],
-            ]
-            for it in items
-        ]
+        # No stored status yet: the enqueued one counts as an append.
         if succeeded_ms is not None:
-            for row, it in zip(meta, items, strict=True):
-                row += [it.trace, it.key or None]
-                if it.unique:
-                    row += [it.unique, succeeded_ms]
+            meta = [
+                [groups.of(it.priority), it.priority, it.run_after_ms, it.attempts_allowed,
+                 it.custom_status[-CUSTOM_STATUS_MAX:], it.trace, it.key or None, it.unique or None, succeeded_ms]
+                for it in items
+            ]
         else:
+            meta = [
+                [groups.of(it.priority), it.priority, it.run_after_ms, it.attempts_allowed,
+                 it.custom_status[-CUSTOM_STATUS_MAX:]]
+                for it in items
+            ]
             for row, it in zip(meta, items, strict=True):
                 if it.key:
                     row += [it.trace, it.key]
