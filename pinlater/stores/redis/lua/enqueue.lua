@@ -61,18 +61,21 @@ local now = now_ms()
 local qbase = string.sub(KEYS[2], 1, #KEYS[2] - 3)
 local uniq = qbase .. 'unique'
 local dup, seen, fresh = {}, {}, n
-local asked, fields = {}, {}
+-- field_of[u] is key u's field, made once; names[j] the key of fields[j].
+local field_of, fields, names = {}, {}, {}
 for i = 1, n do
   local u = opt(items[i][8])
-  if u ~= nil and not asked[u] then
-    asked[u] = true
-    fields[#fields + 1] = 'k' .. u
+  if u ~= nil and not field_of[u] then
+    local f = 'k' .. u
+    field_of[u] = f
+    fields[#fields + 1] = f
+    names[#names + 1] = u
   end
 end
 local at_of = {}
 if #fields > 0 then
   local got = hmget_many(uniq, fields)
-  for j, f in ipairs(fields) do at_of[string.sub(f, 2)] = got[j] end
+  for j, u in ipairs(names) do at_of[u] = got[j] end
 end
 for i = 1, n do
   local u = opt(items[i][8])
@@ -129,7 +132,7 @@ for i = 1, n do
     ids[i] = id
     if opt(it[8]) ~= nil then
       local at = int(it[2]) .. ':' .. int(id)
-      taken[#taken + 1] = 'k' .. it[8]
+      taken[#taken + 1] = field_of[it[8]]
       taken[#taken + 1] = at
     end
   end
