@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tasks.appdata.settings import PREFIX_VAR, SHARDS_VAR, TIMEOUT_VAR
 from tests.servers import MYSQL, ensure_services
 
 if TYPE_CHECKING:
@@ -23,8 +24,7 @@ SHARDS = f"0-1={MYSQL},2-3={MYSQL}"
 # machine's disk stalls MariaDB for seconds at a time under the parallel
 # tiers, and these tests are about what the data is, not how soon it came.
 # Tests of a cut-off or a hang set the default back (TIMEOUT_VAR).
-ENV = {"PINLATER_APPDATA_SHARDS": SHARDS, "PINLATER_APPDATA_DATABASE_PREFIX": PREFIX,
-       "PINLATER_APPDATA_SOCKET_TIMEOUT_S": "20"}
+ENV = {SHARDS_VAR: SHARDS, PREFIX_VAR: PREFIX, TIMEOUT_VAR: "20"}
 
 
 @contextlib.contextmanager

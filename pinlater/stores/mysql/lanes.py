@@ -267,11 +267,12 @@ def _locked_and_admitted(
     it came (the Redis scripts touch a lane as its job enters pending): a
     lane takes a turn at the first of its newcomers that was due when it
     came, lanes in that order; one without such a newcomer waits for the
-    earliest. One round trip without newcomers, a few more with them: the
-    first ADMIT that came at most (``more_newcomers``: more may wait, for
-    another transaction to admit). With ``want``, the same round trip reads what
-    a dequeue of that many reads next (``_Turns.due_rows`` ...; the lanes'
-    turns, with ``expect_newcomers``, in the round trip that admits them).
+    earliest. One round trip without newcomers, one more with them (two
+    when ``expect_newcomers`` is off): the first ADMIT that came at most
+    (``more_newcomers``: more may wait, for another transaction to admit).
+    With ``want``, the same round trip reads what a dequeue of that many
+    reads next (``_Turns.due_rows`` ...; the lanes' turns, with
+    ``expect_newcomers``, in the round trip that admits them).
     ``begin``: the round trip begins the transaction (``ConnectionPool.run``'s
     INLINE); ``expect_newcomers``: it admits newcomers too (``_NEWCOMERS``)."""
     ahead = want or 0
