@@ -8,6 +8,7 @@ from pinlater.kit.envsettings import SettingError
 from tasks.appdata.errors import UnknownShard
 from tasks.appdata.settings import PREFIX_VAR, SHARDS_VAR, TIMEOUT_VAR, AppDataSettings
 from tasks.appdata.shardmap import Server
+from tests.support.appdata import ENV
 
 
 def test_defaults_are_four_shards_on_the_local_test_server() -> None:
@@ -15,6 +16,12 @@ def test_defaults_are_four_shards_on_the_local_test_server() -> None:
     assert settings.shard_map.shards == (0, 1, 2, 3)
     assert settings.shard_map.locate(2).database == "appdata_s00002"
     assert settings.socket_timeout_s == 5.0
+
+
+def test_the_test_fixtures_spell_the_settings_names_right() -> None:
+    settings = AppDataSettings.from_env(ENV)
+    assert set(ENV) == {SHARDS_VAR, PREFIX_VAR, TIMEOUT_VAR}
+    assert settings.socket_timeout_s == 20.0
 
 
 def test_ranges_servers_and_databases() -> None:

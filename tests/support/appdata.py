@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tasks.appdata.settings import PREFIX_VAR, SHARDS_VAR, TIMEOUT_VAR
 from tests.servers import MYSQL, ensure_services
 
 if TYPE_CHECKING:
@@ -20,11 +19,14 @@ if TYPE_CHECKING:
 
 PREFIX = f"appdata_test_{uuid.uuid4().hex[:8]}_"
 SHARDS = f"0-1={MYSQL},2-3={MYSQL}"
-# A statement's timeout well past the production default (5 s): this
-# machine's disk stalls MariaDB for seconds at a time under the parallel
+# A statement's timeout well past the production default (5 s): on this
+# machine's disk MariaDB stalled for seconds at a time under the parallel
 # tiers, and these tests are about what the data is, not how soon it came.
-# Tests of a cut-off or a hang set the default back (TIMEOUT_VAR).
-ENV = {SHARDS_VAR: SHARDS, PREFIX_VAR: PREFIX, TIMEOUT_VAR: "20"}
+# Tests of a cut-off or a hang set the default back (TIMEOUT_VAR). The
+# names are spelled out (a root plugin loads nothing of the apps);
+# tests/appdata/test_settings.py checks them against the settings.
+ENV = {"PINLATER_APPDATA_SHARDS": SHARDS, "PINLATER_APPDATA_DATABASE_PREFIX": PREFIX,
+       "PINLATER_APPDATA_SOCKET_TIMEOUT_S": "20"}
 
 
 @contextlib.contextmanager
