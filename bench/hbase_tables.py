@@ -5,7 +5,7 @@ real row keys and qualifiers, empty values, a follow time per cell as its
 timestamp) are written to one table per encoding on the primary cluster,
 each flushed and major-compacted (``scripts/hbase admin``), then:
 
-- ``store_bytes``: the size of the table's store files on disk;
+- ``store_bytes``: the size of the table's live store files on disk;
 - ``read``: random whole-feed reads of 50 pins (``read_columns``, the feed
   reader's call) for ``--reads`` rows, from one thread, first a cold pass
   then a warm one; p50/p99 of the warm pass.
@@ -39,6 +39,7 @@ from tasks.feeds.cells import qualifier, row_key  # noqa: E402
 from tasks.feeds.tables import FOLLOWING_FEED  # noqa: E402
 from tasks.hbase import ClusterPair, Family, HBaseSettings, TableDef, drop_table, ensure_table  # noqa: E402
 from tasks.hbase.reads import read_columns  # noqa: E402
+from tasks.hbase.tables import table_drift  # noqa: E402
 from tasks.hbase.writes import put_versions  # noqa: E402
 
 ENCODINGS = ("NONE", "PREFIX", "FAST_DIFF")
@@ -52,12 +53,20 @@ def _table(encoding: str) -> TableDef:
 
 
 def _store_bytes(table: str) -> int:
+    """The size of each region's live file of the feed family, right after a
+    major compaction: the newest in its folder. The files it replaced stay
+    beside it until the region server's discharger archives them (every two
+    minutes), so a sum of the folder would count them too."""
     var = Path(os.environ.get("PINLATER_VAR", REPO / ".var"))
     root = var / "hbase" / "primary" / "data" / "data" / "default" / f"{PREFIX}_{table}"
     if not root.is_dir():
         raise SystemExit(f"error: no store folder {root} (is the primary cluster the one scripts/services runs?)")
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and "/feed/" in str(p)
-               and not p.name.startswith("."))
+    total = 0
+    for store in root.glob("*/feed"):
+        files = [p.stat() for p in store.iterdir() if p.is_file() and not p.name.startswith(".")]
+        if files:
+            total += max(files, key=lambda f: f.st_mtime_ns).st_size
+    return total
 
 
 def _cells(users: int, pins: int, seed: int) -> list[tuple[bytes, bytes, bytes, int]]:
@@ -94,6 +103,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             put_versions(pool, table.name, cells)
             write_s = time.monotonic() - started
             admin.major_compact(f"{PREFIX}_{table.name}")
+            drift = table_drift(pool, table)
+            if drift:
+                raise SystemExit(f"error: table {table.name} is not as defined: {'; '.join(map(str, drift))}")
             size = _store_bytes(table.name)
             passes = []
             for _ in range(2):

@@ -17,10 +17,14 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.EnumSet;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.ClusterMetrics.Option;
 import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.RegionMetrics;
+import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.CompactionState;
@@ -61,14 +65,29 @@ public class Compact {
     if (!major) {
       return true;
     }
+    long requested = System.currentTimeMillis();
     admin.majorCompact(table);
-    // The request is queued: wait for it to start, then to end.
-    Thread.sleep(300);
-    while (admin.getCompactionState(table) != CompactionState.NONE) {
+    // The request is queued, and a busy region server may not have started
+    // it yet (its state is NONE before as after): done when no compaction
+    // runs and every region with files has a major compaction's file made
+    // since the request.
+    while (admin.getCompactionState(table) != CompactionState.NONE || !compactedSince(admin, table, requested)) {
       if (System.nanoTime() > deadline) {
         return false;
       }
       Thread.sleep(50);
+    }
+    return true;
+  }
+
+  /** Each region's oldest file from a major compaction, as its server reports it now. */
+  static boolean compactedSince(Admin admin, TableName table, long since) throws Exception {
+    for (ServerName server : admin.getClusterMetrics(EnumSet.of(Option.LIVE_SERVERS)).getLiveServerMetrics().keySet()) {
+      for (RegionMetrics region : admin.getRegionMetrics(server, table)) {
+        if (region.getStoreFileCount() > 0 && region.getLastMajorCompactionTimestamp() < since) {
+          return false;
+        }
+      }
     }
     return true;
   }
