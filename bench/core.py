@@ -3,23 +3,23 @@ machine's ceiling, measured in the same run.
 
 For each backend: enqueue and dequeue+ACK with batches of 1 and 100, two
 client processes; and dequeue+ACK of a queue with a concurrency cap above
-what the two hold at once, against the same run's without one
+what the two hold at once, against the same without one
 (``vs_uncapped``); and dequeue+ACK of a queue whose jobs have 10,000
 fairness keys, served in turn, against the same without keys
 (``vs_unkeyed``), and the same again under per-key limits that never bind
-(a per-key cap and rate above what a key has), against the keyed run
+(a per-key cap and rate above what a key has), against the keyed drain
 (``vs_keyed``): what the limits' own steps cost; and enqueue with a
-unique key per job, against plain enqueue in the same rounds
-(``vs_plain``: the median of paired rounds, ``paired``), and on MySQL the
+unique key per job, against plain enqueue (``vs_plain``), and on MySQL the
 floor its schema sets (``floor_vs_plain``, ``in_row_vs_plain``:
-``bench/unique_floor.py``).
+``bench/unique_floor.py``). Each of these ``vs_`` ratios is the median of
+paired rounds on fresh queues, taking turns at going first (``rounds``).
 The ceiling is the same
 work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
 claims), and on MariaDB a raw multi-row INSERT and an indexed
 ``UPDATE ... LIMIT`` claim loop.
 
-    python bench/core.py            # full run, about two minutes
+    python bench/core.py            # full run, about fifteen minutes
     python bench/core.py --smoke    # a few seconds, for CI
 """
 
@@ -248,39 +248,7 @@ def run_parallel(pool: ProcessPoolExecutor, fn: Work, backend: str, target: str,
     return done / elapsed
 
 
-def capped_row(
-    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, uncapped: float, peak: float,
-) -> dict[str, object]:
-    """Dequeue+ACK of a queue with a concurrency cap above what the workers
-    hold at once (each holds a batch until its ACKs ride on its next
-    dequeue), against the same without a cap (``vs_uncapped``)."""
-    cap = CAP_PER_BATCH * batch
-    queue = f"bench_{backend}_{batch}_capped_{uuid.uuid4().hex[:6]}"
-    client.create_queue(queue, max_running=cap)
-    run_parallel(pool, pl_enqueue, backend, queue, jobs, batch)
-    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
-    print(f"{backend:6} {'capped':12} batch {batch:4}: {rate:9,.0f} jobs/s   cap {cap}: "
-          f"{rate / uncapped:5.2f} of the same without a cap", flush=True)
-    return {"backend": backend, "op": "dequeue+ack capped", "batch": batch, "jobs": jobs, "max_running": cap,
-            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
-            "vs_uncapped": round(rate / uncapped, 2)}
-
-
-def keyed_row(
-    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, unkeyed: float, peak: float,
-    keys: int,
-) -> dict[str, object]:
-    """Dequeue+ACK of a queue whose jobs have ``keys`` fairness keys, every
-    dequeue taking them in turn, against the same without keys (``vs_unkeyed``)."""
-    queue = f"bench_{backend}_{batch}_keyed_{uuid.uuid4().hex[:6]}"
-    client.create_queue(queue)
-    run_parallel(pool, functools.partial(pl_enqueue_keyed, keys=keys), backend, queue, jobs, batch)
-    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
-    print(f"{backend:6} {'keyed':12} batch {batch:4}: {rate:9,.0f} jobs/s   {keys:,} keys: "
-          f"{rate / unkeyed:5.2f} of the same without keys", flush=True)
-    return {"backend": backend, "op": "dequeue+ack keyed", "batch": batch, "jobs": jobs, "keys": keys,
-            "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
-            "vs_unkeyed": round(rate / unkeyed, 2)}
+Maker = Callable[[], tuple[Work, str]]  # a workload and a fresh target for it
 
 
 # The key-limited case's limits: above what any key has, so that the run
@@ -289,25 +257,59 @@ KEY_CAP = 1_000
 KEY_RATE = 1e6
 
 
-def key_limited_row(
-    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, keyed: float, peak: float,
+def drained(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, label: str,
+    enqueue: Work = pl_enqueue, **config: object,
+) -> Maker:
+    """A fresh queue (its config set) holding ``jobs`` jobs, enqueued
+    untimed, for a timed drain."""
+
+    def make() -> tuple[Work, str]:
+        queue = f"bench_{backend}_{batch}_{label}_{uuid.uuid4().hex[:6]}"
+        client.create_queue(queue)
+        if config:
+            client.update_queue(queue, **config)
+        run_parallel(pool, enqueue, backend, queue, jobs, batch)
+        return pl_drain, queue
+    return make
+
+
+def drain_rows(
+    pool: ProcessPoolExecutor, client: JobService, backend: str, batch: int, jobs: int, peak: float, rounds: int,
     keys: int,
-) -> dict[str, object]:
-    """The keyed run again with a per-key cap and rate that never bind,
-    against the keyed run (``vs_keyed``)."""
-    queue = f"bench_{backend}_{batch}_keylim_{uuid.uuid4().hex[:6]}"
-    client.create_queue(queue)
-    client.update_queue(queue, key_max_running=KEY_CAP, key_rate=KEY_RATE)
-    run_parallel(pool, functools.partial(pl_enqueue_keyed, keys=keys), backend, queue, jobs, batch)
-    rate = run_parallel(pool, pl_drain, backend, queue, jobs, batch)
-    print(f"{backend:6} {'key-limited':12} batch {batch:4}: {rate:9,.0f} jobs/s   per-key cap and rate: "
-          f"{rate / keyed:5.2f} of the keyed run", flush=True)
-    return {"backend": backend, "op": "dequeue+ack key-limited", "batch": batch, "jobs": jobs, "keys": keys,
-            "key_max_running": KEY_CAP, "key_rate": KEY_RATE, "jobs_per_s": round(rate),
-            "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2), "vs_keyed": round(rate / keyed, 2)}
-
-
-Maker = Callable[[], tuple[Work, str]]  # a workload and a fresh target for it
+) -> list[dict[str, object]]:
+    """Dequeue+ACK under a concurrency cap above what the workers hold at
+    once (each holds a batch until its ACKs ride on its next dequeue),
+    against the same without a cap (``vs_uncapped``); of jobs with ``keys``
+    fairness keys, every dequeue taking them in turn, against the same
+    without keys (``vs_unkeyed``); and the keyed drain again under per-key
+    limits that never bind, against the keyed one (``vs_keyed``). Each the
+    median of paired rounds on fresh queues (``paired``): one drain against
+    another run minutes apart differed by up to a factor of 1.6 here."""
+    cap = CAP_PER_BATCH * batch
+    keyed_jobs = functools.partial(pl_enqueue_keyed, keys=keys)
+    plain = drained(pool, client, backend, batch, jobs, "plain")
+    keyed = drained(pool, client, backend, batch, jobs, "keyed", keyed_jobs)
+    cases: list[tuple[str, Maker, Maker, str, dict[str, object], str]] = [
+        ("capped", plain, drained(pool, client, backend, batch, jobs, "capped", max_running=cap), "vs_uncapped",
+         {"max_running": cap}, f"cap {cap}: {{:5.2f}} of the same without a cap"),
+        ("keyed", plain, keyed, "vs_unkeyed", {"keys": keys},
+         f"{keys:,} keys: {{:5.2f}} of the same without keys"),
+        ("key-limited", keyed,
+         drained(pool, client, backend, batch, jobs, "keylim", keyed_jobs, key_max_running=KEY_CAP,
+                 key_rate=KEY_RATE),
+         "vs_keyed", {"keys": keys, "key_max_running": KEY_CAP, "key_rate": KEY_RATE},
+         "per-key cap and rate: {:5.2f} of the keyed run"),
+    ]
+    rows: list[dict[str, object]] = []
+    for name, base, other, field, extra, says in cases:
+        vs, rate = paired(pool, backend, jobs, batch, rounds, base, other)
+        print(f"{backend:6} {name:12} batch {batch:4}: {rate:9,.0f} jobs/s   {says.format(vs)} "
+              f"(median of {rounds} paired rounds)", flush=True)
+        rows.append({"backend": backend, "op": f"dequeue+ack {name}", "batch": batch, "jobs": jobs, **extra,
+                     "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
+                     field: round(vs, 2), "rounds": rounds})
+    return rows
 
 
 def paired(
@@ -416,11 +418,8 @@ def main() -> int:
                         if op == "enqueue":
                             rows.append(unique_row(pool, client, backend, batch, jobs, peak, rounds))
                         if op == "dequeue+ack":
-                            rows.append(capped_row(pool, client, backend, batch, jobs, rate, peak))
                             keys = KEYS if not args.smoke else KEYS // 10
-                            rows.append(keyed := keyed_row(pool, client, backend, batch, jobs, rate, peak, keys))
-                            keyed_rate = float(keyed["jobs_per_s"])  # type: ignore[arg-type]
-                            rows.append(key_limited_row(pool, client, backend, batch, jobs, keyed_rate, peak, keys))
+                            rows += drain_rows(pool, client, backend, batch, jobs, peak, rounds, keys)
     write_json(args.json, rows)
     return 0
 
