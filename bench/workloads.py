@@ -10,11 +10,14 @@ BODY = b'{"pin_id": 1234567890123, "board_id": 987654321, "action": "fanout"}'
 
 
 def enqueue_all(client: PinLaterClient, queue: str, jobs: int, batch: int) -> int:
-    """Enqueues ``jobs`` jobs of ``BODY`` in calls of ``batch``."""
+    """Enqueues ``jobs`` jobs of ``BODY`` in calls of ``batch``, a ``Job`` each
+    as an application makes them, and as the keyed and unique workloads do:
+    one object named n times skipped the 1.2 us a job costs to build here,
+    which flattered plain enqueues against theirs."""
     done = 0
     while done < jobs:
         n = min(batch, jobs - done)
-        client.enqueue(queue, [Job(BODY)] * n)
+        client.enqueue(queue, [Job(BODY) for _ in range(n)])
         done += n
     return done
 
