@@ -11,8 +11,10 @@ fairness keys, served in turn, against the same without keys
 (``vs_keyed``): what the limits' own steps cost; and enqueue with a
 unique key per job, against plain enqueue (``vs_plain``), and on MySQL the
 floor its schema sets (``floor_vs_plain``, ``in_row_vs_plain``:
-``bench/unique_floor.py``). Each of these ``vs_`` ratios is the median of
-paired rounds on fresh queues, taking turns at going first (``rounds``).
+``bench/unique_floor.py``), and what its keyed drain could reach with
+start-time fair queuing (``sfq_vs_unkeyed``: ``bench/fair_floor.py``).
+Each of these ``vs_`` ratios is the median of paired rounds on fresh
+queues, taking turns at going first (``rounds``).
 The ceiling is the same
 work done with no job service in
 between: redis-py pipelining the equivalent raw commands (no atomicity, no
@@ -43,7 +45,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import unique_floor
+from bench import fair_floor, unique_floor
 from bench.results import write_json
 from bench.workloads import BODY, drain_all, enqueue_all, enqueue_keyed, enqueue_unique
 from pinlater import JobService
@@ -284,8 +286,9 @@ def drain_rows(
     fairness keys, every dequeue taking them in turn, against the same
     without keys (``vs_unkeyed``); and the keyed drain again under per-key
     limits that never bind, against the keyed one (``vs_keyed``). Each the
-    median of paired rounds on fresh queues (``paired``): one drain against
-    another run minutes apart differed by up to a factor of 1.6 here."""
+    median of paired rounds on fresh queues (``paired``): as one drain
+    against another, Redis's capped row read 0.61 in one full run and 1.35
+    in another of the same code."""
     cap = CAP_PER_BATCH * batch
     keyed_jobs = functools.partial(pl_enqueue_keyed, keys=keys)
     plain = drained(pool, client, backend, batch, jobs, "plain")
@@ -309,6 +312,15 @@ def drain_rows(
         rows.append({"backend": backend, "op": f"dequeue+ack {name}", "batch": batch, "jobs": jobs, **extra,
                      "jobs_per_s": round(rate), "ceiling_per_s": round(peak), "ratio": round(rate / peak, 2),
                      field: round(vs, 2), "rounds": rounds})
+        if backend == "mysql" and name == "keyed":
+            def raw(fn: Work, with_keys: int) -> Maker:
+                return lambda: (fn, fair_floor.prepare(jobs, with_keys))
+
+            sfq = paired(pool, backend, jobs, batch, rounds, raw(fair_floor.plain_drain, 0),
+                         raw(fair_floor.sfq_drain, keys))[0]
+            rows[-1]["sfq_vs_unkeyed"] = round(sfq, 2)
+            print(f"{'':6} {'':12} {'':10}  raw SQL: the same keys served by start-time fair queuing "
+                  f"{sfq:5.2f} of the same without keys (bench/fair_floor.py)", flush=True)
     return rows
 
 

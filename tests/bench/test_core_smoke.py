@@ -35,6 +35,8 @@ def test_core_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     assert all(r["vs_uncapped"] > 0 and r["max_running"] == 4 * r["batch"] for r in capped)
     keyed = [r for r in rows if r["op"] == "dequeue+ack keyed"]
     assert all(r["vs_unkeyed"] > 0 and r["keys"] == 1000 for r in keyed)
+    # On MySQL, what start-time fair queuing could reach, as raw SQL.
+    assert all(r["sfq_vs_unkeyed"] > 0 for r in keyed if r["backend"] == "mysql")
     limited = [r for r in rows if r["op"] == "dequeue+ack key-limited"]
     assert all(r["vs_keyed"] > 0 and r["key_max_running"] == 1000 for r in limited)
     unique = [r for r in rows if r["op"] == "enqueue unique"]

@@ -34,8 +34,10 @@ BENCHES_OF_INTERNALS = {
     ("bench/seam.py", "pinlater.engine.shards"),
     ("bench/echo_server.py", "pinlater.thrift.framing"),
     ("bench/echo_server.py", "pinlater.thrift.walk"),
-    # The MySQL kind's own statements, timed as raw SQL: the floor of its schema.
+    # The MySQL kind's own statements and job table, timed as raw SQL: the
+    # floor of its schema, and of a fair queuing design on its job table.
     ("bench/unique_floor.py", "pinlater.stores.mysql.statements"),
+    ("bench/fair_floor.py", "pinlater.stores.mysql.statements"),
 }
 
 
