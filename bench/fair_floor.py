@@ -122,8 +122,8 @@ def _results(cur: Any) -> list[tuple[Any, ...]]:
 
 def _drain(table: str, jobs: int, batch: int, state: int) -> Timed:
     """As bench/core.py's raw claim loop; for keyed jobs (``state`` 4) each
-    claim also moves the virtual time and, as the store's dequeue does,
-    asks whether newcomers wait, admitting them before the next claim."""
+    claim is by virtual start and, as the store's dequeue does, also asks
+    whether newcomers wait, admitting them before the next claim."""
     conn = _connect()
     done = 0
     keyed = state == 4
