@@ -80,7 +80,7 @@ public class Compact {
     return true;
   }
 
-  /** Each region's oldest file from a major compaction, as its server reports it now. */
+  /** Whether every region of the table that has files reports its last major compaction at or after {@code since}. */
   static boolean compactedSince(Admin admin, TableName table, long since) throws Exception {
     for (ServerName server : admin.getClusterMetrics(EnumSet.of(Option.LIVE_SERVERS)).getLiveServerMetrics().keySet()) {
       for (RegionMetrics region : admin.getRegionMetrics(server, table)) {
