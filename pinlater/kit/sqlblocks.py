@@ -16,6 +16,7 @@ from importlib import resources
 
 _QUEUE = re.compile(r"[A-Za-z0-9_]{1,50}")
 _TABLE = re.compile(r"q_[A-Za-z0-9_]{1,50}_p[1-9][0-9]{0,2}")
+_TABLE_PARTS = re.compile(r"q_([A-Za-z0-9_]{1,50})_p([1-9][0-9]{0,2})")
 _DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}")
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\S+)\s*$")
 _LEFTOVER = re.compile(r"\{[a-z_]+\}")
@@ -36,6 +37,14 @@ def job_table(queue: str, priority: int) -> str:
 def is_job_table(name: str) -> bool:
     """Whether ``name`` is a table of ``job_table``'s form."""
     return bool(_TABLE.fullmatch(name))
+
+
+def job_table_parts(name: str) -> tuple[str, int]:
+    """The (queue, priority) of ``job_table``'s table ``name``."""
+    match = _TABLE_PARTS.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a job table's name")
+    return match.group(1), int(match.group(2))
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -81,6 +90,7 @@ def render(
     priority: int | None = None,
     page: str | None = None,
     step: int = 1,
+    queue: str | None = None,
 ) -> str:
     """The statement ``name`` of ``<package>/<resource>`` with its
     placeholders filled.
@@ -98,6 +108,8 @@ def render(
     ``priority``: the number (1..MAX_PRIORITY) that replaces ``{priority}``.
     ``page``: a statement this function made from the same file, which
     replaces ``{page}`` (a derived table).
+    ``queue``: a queue name, which replaces ``{queue}`` as a string literal
+    (in a statement that cannot take parameters, such as a trigger's body).
     """
     blocks = _blocks(package, resource)
     stmt = blocks[name]
@@ -133,6 +145,10 @@ def render(
     stmt = stmt.replace("{trace}", "trace" if trace else "NULL")
     stmt = stmt.replace("{fkey}", "fkey" if fkey else "NULL")
     stmt = stmt.replace("{held}", "claim" if exact_claim else "SUBSTRING(claim, 18)")
+    if "{queue}" in stmt:
+        if queue is None or not _QUEUE.fullmatch(queue):
+            raise ValueError(f"{name}: unsafe or missing queue name {queue!r}")
+        stmt = stmt.replace("{queue}", f"'{queue}'")
     if "{priority}" in stmt:
         if type(priority) is not int or not 1 <= priority <= MAX_PRIORITY:
             raise ValueError(f"{name}: priority must be an int in 1..{MAX_PRIORITY}, got {priority!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ import redis
 from pinlater.stores.mysql.shard import MySQLBackend
 from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.mysql_support import throwaway_database
+from tests.integration.private_mariadb import PrivateMariaDB
 from tests.integration.redis_support import URL, ensure_redis
 from tests.servers import mysql_url
 
@@ -58,3 +60,12 @@ def be(raw: redis.Redis[bytes]) -> Iterator[RedisBackend]:
     backend = RedisBackend.from_url("r9", URL, socket_timeout_s=5.0)
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def private_mariadb(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    """A MariaDB of the module's own (``tests.integration.private_mariadb``)."""
+    mariadb = PrivateMariaDB(Path(tmp_path_factory.mktemp("mariadb")))
+    mariadb.start()
+    yield mariadb
+    mariadb.stop()

@@ -1,9 +1,9 @@
 """A MySQL store migrated from each older layout has the tables of a new
-one: the same ``SHOW CREATE TABLE`` for every table, and the same recorded
-layout.
+one: the same ``SHOW CREATE TABLE`` for every table, the same triggers,
+and the same recorded layout.
 
 Each older layout is built from its frozen DDL (``sql/layout_v1.sql`` to
-``sql/layout_v5.sql``) with a queue of two priorities and a job in it, and
+``sql/layout_v6.sql``) with a queue of two priorities and a job in it, and
 upgraded by ``pinlater migrate``'s runner alone: no backend opens it
 before the comparison, since opening one makes missing tables and would
 hide a step that forgot them. The new store is made the way a first
@@ -39,6 +39,7 @@ V2_SQL = named_blocks("tests.integration", "sql/layout_v2.sql")
 V3_SQL = named_blocks("tests.integration", "sql/layout_v3.sql")
 V4_SQL = named_blocks("tests.integration", "sql/layout_v4.sql")
 V5_SQL = named_blocks("tests.integration", "sql/layout_v5.sql")
+V6_SQL = named_blocks("tests.integration", "sql/layout_v6.sql")
 # The next id of a table with rows: data, not layout.
 _AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 NEW_STORE_TABLES = {
@@ -94,9 +95,16 @@ def write_layout_5(cur: Any) -> None:
     cur.execute(V5_SQL("layout_v5_stamp"))
 
 
+def write_layout_6(cur: Any) -> None:
+    write_layout_5(cur)
+    cur.execute(V6_SQL("layout_v6_unique"))
+    cur.execute(V6_SQL("layout_v6_stamp"))
+
+
 # Layout -> what builds a store (shard and control store) at it.
 OLD_LAYOUTS: dict[int, Callable[[Any], None]] = {
     1: write_layout_1, 2: write_layout_2, 3: write_layout_3, 4: write_layout_4, 5: write_layout_5,
+    6: write_layout_6,
 }
 
 
@@ -106,7 +114,8 @@ def settings_for(database: str) -> Settings:
 
 
 def tables(database: str) -> dict[str, str]:
-    """Table -> its ``SHOW CREATE TABLE``, without the AUTO_INCREMENT counter."""
+    """Table -> its ``SHOW CREATE TABLE``, without the AUTO_INCREMENT
+    counter, followed by its triggers' timing, event and body."""
     conn = raw_connection(database)
     try:
         with conn.cursor() as cur:
@@ -116,6 +125,10 @@ def tables(database: str) -> dict[str, str]:
             for name in names:
                 cur.execute(f"SHOW CREATE TABLE `{name}`")
                 found[name] = _AUTO_INCREMENT.sub("", str(cur.fetchone()[1]))
+                cur.execute("SELECT trigger_name, action_timing, event_manipulation, action_statement "
+                            "FROM information_schema.triggers WHERE trigger_schema = %s AND event_object_table = %s "
+                            "ORDER BY trigger_name", (database, name))
+                found[name] += "".join(f"\ntrigger {' '.join(map(str, row))}" for row in cur.fetchall())
     finally:
         conn.close()
     return found

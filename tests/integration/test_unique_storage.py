@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import cast
 
 import redis
 
+from pinlater.kit.sqlblocks import job_table
 from pinlater.states import JobState
 from pinlater.stores.base import AckItem, EnqueueItem, Existing
 from pinlater.stores.mysql.shard import MySQLBackend
@@ -99,3 +101,86 @@ def test_mysql_drops_keys_with_their_jobs(backend: MySQLBackend, database: str) 
         _walk(backend, queue, left)
     finally:
         conn.close()
+
+
+def _table_state(database: str, table: str) -> tuple[int, int]:
+    """(triggers on ``table``, its ukey_untaken constraints)."""
+    conn = raw_connection(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.triggers "
+                        "WHERE trigger_schema = %s AND event_object_table = %s", (database, table))
+            triggers = int(cur.fetchone()[0])
+            cur.execute("SELECT COUNT(*) FROM information_schema.check_constraints "
+                        "WHERE constraint_schema = %s AND table_name = %s AND constraint_name = 'ukey_untaken'",
+                        (database, table))
+            return triggers, int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _raw(database: str, *statements: str) -> list[tuple[object, ...]]:
+    conn = raw_connection(database)
+    try:
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _held_once(backend: MySQLBackend, queue: str, key: str, priority: int) -> int:
+    """A job of ``key`` stored, and a second enqueue of it (at another
+    priority too) answered with that job."""
+    [first] = backend.enqueue_unique(queue, [_item(key, priority)], 0, 3)
+    assert isinstance(first, int)
+    assert backend.enqueue_unique(queue, [_item(key, priority)], 0, 3) == [Existing(priority, first)]
+    assert backend.enqueue_unique(queue, [_item(key, 3 if priority != 3 else 1)], 0, 3) == [Existing(priority, first)]
+    return first
+
+
+def test_mysql_takes_new_keys_by_each_tables_trigger(backend: MySQLBackend, database: str) -> None:
+    """A store at the current layout: every job table has its trigger and
+    no refusal left, and a new key is taken in the INSERT itself: the key
+    in the job's row, its pinlater_unique row naming the job."""
+    queue = f"u_{uuid.uuid4().hex[:8]}"
+    backend.create_queue(queue, 3)
+    for priority in (1, 2, 3):
+        assert _table_state(database, job_table(queue, priority)) == (1, 0)
+    ids = backend.enqueue_unique(queue, [_item("a"), _item("b", 2), EnqueueItem(b"plain", 2, None, 1, "")], 0, 3)
+    a, b, plain = (cast(int, i) for i in ids)
+    assert _raw(database, f"SELECT id, ukey FROM {job_table(queue, 2)} ORDER BY id") == [(b, b"b"), (plain, None)]
+    assert sorted(_raw(database, f"SELECT ukey, priority, id FROM pinlater_unique WHERE queue = '{queue}'")) == [
+        (b"a", 1, a), (b"b", 2, b)]
+    _held_once(backend, queue, "c", 3)
+
+
+def test_mysql_table_left_without_its_trigger_refuses_keys_until_armed(
+    backend: MySQLBackend, database: str
+) -> None:
+    """A process that died between making a job table and its trigger
+    left the table refusing keys: a unique enqueue there still holds its
+    keys (the two-statement way) and arms the table for the next."""
+    queue = f"u_{uuid.uuid4().hex[:8]}"
+    backend.create_queue(queue, 3)
+    table = job_table(queue, 2)
+    _raw(database, f"DROP TRIGGER {table}", f"ALTER TABLE {table} ADD CONSTRAINT ukey_untaken CHECK (ukey IS NULL)")
+    assert _table_state(database, table) == (0, 1)
+    first = _held_once(backend, queue, "k", 2)
+    assert _table_state(database, table) == (1, 0)
+    assert _raw(database, f"SELECT id, ukey FROM {table}") == [(first, None)]  # stored the old way
+    second = _held_once(backend, queue, "k2", 2)
+    assert _raw(database, f"SELECT ukey FROM {table} WHERE id = {second}") == [(b"k2",)]
+
+
+def test_mysql_table_of_older_code_takes_keys_the_old_way(backend: MySQLBackend, database: str) -> None:
+    """A job table made by code older than the trigger (no ukey column,
+    no trigger) on a store at the current layout: keys still held."""
+    queue = f"u_{uuid.uuid4().hex[:8]}"
+    backend.create_queue(queue, 3)
+    table = job_table(queue, 1)
+    _raw(database, f"DROP TRIGGER {table}", f"ALTER TABLE {table} DROP COLUMN ukey")
+    first = _held_once(backend, queue, "k", 1)
+    assert _raw(database, f"SELECT ukey, id FROM pinlater_unique WHERE queue = '{queue}'") == [(b"k", first)]
+

@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -72,14 +71,6 @@ class Refusal:
     url: str
     refuse: Callable[[], None]
     accept: Callable[[], None]
-
-
-@pytest.fixture(scope="module")
-def private_mariadb(servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
-    mariadb = PrivateMariaDB(Path(tmp_path_factory.mktemp("mariadb")))
-    mariadb.start()
-    yield mariadb
-    mariadb.stop()
 
 
 @pytest.fixture

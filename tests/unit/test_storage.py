@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from pinlater.errors import StorageError
-from pinlater.kit.sqlblocks import named_blocks
+from pinlater.kit.sqlblocks import job_table, job_table_parts, named_blocks
 from pinlater.stores.base import ShardBusy, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.layout import Kind, LayoutError, Step, accept
 from pinlater.stores.mysql.claims import _dequeue_args, _dequeue_text
@@ -43,6 +43,22 @@ def test_the_priority_placeholder_takes_only_a_priority() -> None:
     for bad in (None, 0, 101, "7", 7.0, True):
         with pytest.raises(ValueError, match="priority must be an int"):
             sql("dequeue_read", table="q_q_p7", priority=bad)
+
+
+def test_the_queue_placeholder_takes_only_a_safe_name_as_a_literal() -> None:
+    trigger = sql("unique_trigger", table="q_a_p1_p2", queue="a_p1", priority=2)
+    assert "VALUES ('a_p1', NEW.ukey, 2, NEW.id)" in trigger and "ON `q_a_p1_p2`" in trigger
+    for bad in (None, "", "a'b", "a b", "x" * 51, "a\\"):
+        with pytest.raises(ValueError, match="unsafe or missing queue name"):
+            sql("unique_trigger", table="q_a_p1", queue=bad, priority=1)
+
+
+def test_a_job_tables_name_gives_back_its_queue_and_priority() -> None:
+    for queue, priority in (("a", 1), ("a_p1", 2), ("x" * 50, 100), ("q_p", 3)):
+        assert job_table_parts(job_table(queue, priority)) == (queue, priority)
+    for bad in ("queues", "q__p1", "q_a_p0", "q_a_p1x", "pinlater_unique"):
+        with pytest.raises(ValueError, match="not a job table"):
+            job_table_parts(bad)
 
 
 def test_a_rows_offset_is_its_index_times_the_step() -> None:

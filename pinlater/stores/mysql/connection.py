@@ -6,13 +6,23 @@ tables once, and ``_read``, through which ``reads`` run and create nothing."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Self, TypeVar
 
+import pymysql
+
 from pinlater.errors import QueueDeleted, StorageError
-from pinlater.kit.sqlblocks import job_table
+from pinlater.kit.sqlblocks import job_table, job_table_parts
 from pinlater.stores.base import ShardUnavailable
-from pinlater.stores.mysql.errors import NO_SUCH_TABLE, MySQLStorageError, error_code
+from pinlater.stores.mysql.errors import (
+    NO_SUCH_DEFINER,
+    NO_SUCH_TABLE,
+    NO_TRIGGER_PRIVILEGE,
+    MySQLStorageError,
+    describe,
+    error_code,
+)
 from pinlater.stores.mysql.layout import MYSQL_SHARD, check_mysql_layout
 from pinlater.stores.mysql.pool import (
     DDL_RESENDS,
@@ -25,10 +35,12 @@ from pinlater.stores.mysql.pool import (
 from pinlater.stores.mysql.statements import sql
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even for a big queue
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 KEY_LAYOUT = 5  # ... and the fkey column (fairness keys; before it, keys are not stored)
+UNIQUE_TRIGGER_LAYOUT = 7  # ... and the ukey column with its trigger (unique keys in one statement)
 PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
 
 
@@ -60,6 +72,8 @@ class ShardConnection:
         self._autoinc_step = 1
         self._traces = False
         self._keys = False
+        self._unique_trigger = False
+        self._triggers_refused = False  # the account may not make triggers
         # (queue, priority) whose last dequeue met keyed lanes: the next goes
         # to them at once (``LanesMixin``), one round trip less.
         self._lanes_seen: set[tuple[str, int]] = set()
@@ -89,6 +103,7 @@ class ShardConnection:
         # Job tables have the trace column from layout 4 on.
         self._traces = layout >= TRACE_LAYOUT
         self._keys = layout >= KEY_LAYOUT
+        self._unique_trigger = layout >= UNIQUE_TRIGGER_LAYOUT and not self._triggers_refused
         s.execute(sql("create_queues_table"))
         s.execute(sql("create_deleted_queues_table"))
         for table in ("create_lanes_table", "create_lane_jobs_table", "create_fair_table", "create_unique_table"):
@@ -115,7 +130,26 @@ class ShardConnection:
             if queue is not None:
                 self._create_tables(queue, sorted(set(priorities)), revive=False)
 
-        return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create, resends=resends)
+        def run() -> T:
+            return run_creating_missing_tables(self._pool, work, transaction=transaction, create=create,
+                                               resends=resends)
+
+        try:
+            return run()
+        except MySQLStorageError as exc:
+            if queue is None or error_code(exc) != NO_SUCH_DEFINER:
+                raise
+            gone = exc
+        # The account that made a table's trigger was dropped (credentials
+        # rotated): the statement failed whole, so it runs again once the
+        # triggers are this account's, if it may make them.
+        try:
+            self._remake_triggers(queue, sorted(set(priorities)))
+        except MySQLStorageError as exc:
+            if error_code(exc) in NO_TRIGGER_PRIVILEGE:
+                raise gone from exc
+            raise
+        return run()
 
     def _read(self, work: Callable[[Session], T], missing: T) -> T:
         """Run ``work``, a read of one job table: ``missing`` if the table
@@ -145,9 +179,52 @@ class ShardConnection:
                     raise QueueDeleted(queue, self.shard_id)
                 for table in tables:
                     s.execute(sql("create_job_table", table=table))
+                self._arm_unique(s, queue, tables)
                 s.execute(sql("register_queue"), {"name": queue, "priorities": max(priorities)})
 
         self._run(None, (), work, resends=DDL_RESENDS)  # all of it may run twice
+
+    def _arm_unique(self, s: Session, queue: str, tables: Sequence[str]) -> None:
+        """Of ``tables``, those still refusing unique keys (made just now,
+        or by a process that died before this): their trigger made, then
+        the refusal lifted. Tables of older code, without the ukey column,
+        have no refusal to lift and get no trigger. An account that may not
+        make triggers leaves the refusal, and this process takes keys the
+        two-statement way from then on."""
+        s.execute(sql("unique_unarmed", ids=len(tables)), list(tables))
+        for (table,) in s.fetchall():
+            _, priority = job_table_parts(str(table))
+            try:
+                s.execute(sql("unique_trigger", table=str(table), queue=queue, priority=priority))
+            except pymysql.MySQLError as exc:
+                if error_code(exc) not in NO_TRIGGER_PRIVILEGE:
+                    raise
+                if not self._triggers_refused:
+                    log.warning("shard %s (mysql %s) may not make triggers (%s): unique keys take two statements",
+                                self.shard_id, self._address, describe(exc))
+                self._triggers_refused = True
+                self._unique_trigger = False
+                return
+            s.execute(sql("unique_armed", table=str(table)))
+
+    def _remake_triggers(self, queue: str, priorities: Sequence[int]) -> None:
+        """The triggers of the queue's tables for ``priorities``, made again
+        as this account (none is seen by an account without the TRIGGER
+        privilege)."""
+        tables = [job_table(queue, p) for p in priorities]
+
+        def work(s: Session) -> int:
+            with queue_lock(s, queue):
+                s.execute(sql("unique_triggered", ids=len(tables)), tables)
+                found = [str(row[0]) for row in s.fetchall()]
+                for table in found:
+                    _, priority = job_table_parts(table)
+                    s.execute(sql("unique_trigger", table=table, queue=queue, priority=priority))
+            return len(found)
+
+        if self._pool.run(work, resends=DDL_RESENDS):
+            log.warning("shard %s (mysql %s): the account that made the triggers of queue %s is gone; made again",
+                        self.shard_id, self._address, queue)
 
     def _learn_layout(self) -> None:
         """Before a statement is written for the store's layout (its columns

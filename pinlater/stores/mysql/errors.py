@@ -31,6 +31,17 @@ WRITE_REFUSED = frozenset({1021, 1036, 1114, 1290, 1836})
 LOCK_RETRIES = 4
 NO_SUCH_TABLE = 1146
 DUPLICATE_KEY = 1062
+# A job table that cannot take unique keys by its trigger: made by older
+# code, without the ukey column (1054), or still refusing keys because its
+# trigger is not made yet (4025, its ukey_untaken constraint).
+CONSTRAINT_FAILED = 4025
+UNTRIGGERED = frozenset({1054, CONSTRAINT_FAILED})
+# The account may not make a trigger: no TRIGGER privilege (1142), or
+# SUPER needed under binary logging (1419, 1227).
+NO_TRIGGER_PRIVILEGE = frozenset({1142, 1227, 1419})
+# A trigger's definer (the account that made it) no longer exists: every
+# INSERT into its table fails until the trigger is made again.
+NO_SUCH_DEFINER = 1449
 ACCESS_DENIED = 1045
 UNKNOWN_DATABASE = 1049
 

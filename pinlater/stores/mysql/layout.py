@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pymysql
 
 from pinlater.errors import ShardConnectionFailed
-from pinlater.kit.sqlblocks import is_job_table
+from pinlater.kit.sqlblocks import is_job_table, job_table_parts
 from pinlater.stores.layout import Kind, Step, Target, accept
 from pinlater.stores.migrations import Store, upgrade
 from pinlater.stores.mysql.errors import error_code
@@ -85,19 +85,27 @@ def _unique_table(s: Session) -> None:
     s.execute(LAYOUT_SQL("shard_v5_unique"))
 
 
+def _unique_triggers(s: Session) -> None:
+    """Layout 6 -> 7 of a shard: the ukey column of job tables, then the
+    trigger that takes their keys (which needs the column)."""
+    each_job_table("shard_v6_unique_column")(s)
+    each_job_table("shard_v6_unique_trigger")(s)
+
+
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
     """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
     ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
-    TABLE) on every job table, tolerating what an earlier, interrupted run
-    already did."""
+    TABLE, and ``{queue}`` and ``{priority}`` if it needs them) on every job
+    table, tolerating what an earlier, interrupted run already did."""
 
     def apply(s: Session) -> None:
         s.execute(sql("list_tables"))
         for name in sorted(str(row[0]) for row in s.fetchall()):
             if not is_job_table(name):
                 continue
+            queue, priority = job_table_parts(name)
             try:
-                s.execute(blocks(block, table=name))
+                s.execute(blocks(block, table=name, queue=queue, priority=priority))
             except pymysql.MySQLError as exc:
                 if error_code(exc) not in ALREADY_APPLIED:
                     raise
@@ -132,6 +140,13 @@ MYSQL_SHARD: Kind[Session] = Kind(
         ),
         # Compatible: the backend makes this table when it opens a shard.
         5: Step("make the pinlater_unique table (unique keys)", _unique_table, compatible=True),
+        # Compatible: the backend takes keys by the trigger only once the
+        # store is at layout 7, and job tables made before then by older code
+        # (no ukey column) keep the two-statement way.
+        6: Step(
+            "add the ukey column (unique keys) to job tables, and the trigger that takes them",
+            _unique_triggers, compatible=True,
+        ),
     },
 )
 MYSQL_CONTROL: Kind[Session] = Kind(

@@ -27,7 +27,13 @@ from pinlater.states import JobState
 from pinlater.stores.base import CUSTOM_STATUS_MAX, Cancelled, EnqueueItem, Existing
 from pinlater.stores.mysql.claims import ClaimsMixin
 from pinlater.stores.mysql.connection import queue_lock
-from pinlater.stores.mysql.errors import DUPLICATE_KEY, MySQLStorageError, error_code
+from pinlater.stores.mysql.errors import (
+    CONSTRAINT_FAILED,
+    DUPLICATE_KEY,
+    UNTRIGGERED,
+    MySQLStorageError,
+    error_code,
+)
 from pinlater.stores.mysql.pool import INLINE, Session
 from pinlater.stores.mysql.reads import STATES, ReadsMixin
 from pinlater.stores.mysql.statements import sql
@@ -54,6 +60,26 @@ def _chunks(items: Sequence[EnqueueItem], indexes: list[int]) -> list[list[int]]
 def _drop_unique(s: Session, queue: str, priority: int, table: str, ids: list[int]) -> None:
     """Of jobs ``ids`` of ``table``, those that left storage drop the unique keys they held."""
     s.execute(sql("unique_drop_gone", table=table, ids=len(ids)), [queue, priority, *ids])
+
+
+def _answers(
+    items: Sequence[EnqueueItem], fresh: list[int], later: dict[int, int], groups: list[list[int]],
+    firsts: list[int], step: int,
+) -> list[int | Existing]:
+    """A unique enqueue's answer: ``fresh`` items stored, by INSERTs of
+    ``groups`` (indexes into ``fresh``) whose first ids are ``firsts``;
+    each of ``later``, the job of its key stored before it in the call."""
+    answers: list[int | Existing] = [0] * len(items)
+    for group, first in zip(groups, firsts, strict=True):
+        for k, i in enumerate(group):
+            answers[fresh[i]] = first + k * step
+    for index, first_index in later.items():
+        answers[index] = Existing(items[first_index].priority, cast(int, answers[first_index]))
+    return answers
+
+
+class _Untriggered(Exception):
+    """A job table cannot take unique keys by its trigger (nothing stored)."""
 
 
 class MySQLBackend(ClaimsMixin, ReadsMixin):
@@ -109,12 +135,13 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         return self._run(queue, by_priority, work, transaction=len(inserts) > 1)
 
     def _inserts(
-        self, queue: str, items: Sequence[EnqueueItem]
+        self, queue: str, items: Sequence[EnqueueItem], unique: bool = False
     ) -> tuple[dict[int, list[int]], list[tuple[list[int], str, list[Any]]]]:
         """How ``items`` are stored: their indexes by priority, and the
         INSERTs, each with the indexes of the items it stores (their ids
         are consecutive from its LAST_INSERT_ID(), step
-        auto_increment_increment) and its values."""
+        auto_increment_increment) and its values. ``unique``: with their
+        unique keys, for the tables' trigger to take (layout 7 on)."""
         by_priority: dict[int, list[int]] = {}
         for index, item in enumerate(items):
             by_priority.setdefault(item.priority, []).append(index)
@@ -124,11 +151,12 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         # auto_increment_increment) from LAST_INSERT_ID(), the first of them.
         # Mode 2 (interleaved) does not: insert row by row, same transaction.
         per_row = self._autoinc_lock_mode == 2
-        traced = self._traces
+        traced = self._traces or unique  # unique: layout 7, every column there
         # A batch with fairness keys (layout 5 on): keyed jobs wait in state 5
         # for the next dequeue to put them in their lanes (lanes.py).
         keyed = self._keys and any(it.key for it in items)
-        insert = "enqueue_keyed" if keyed else "enqueue_traced" if traced else "enqueue"
+        insert = {(False, False): "enqueue_traced" if traced else "enqueue", (True, False): "enqueue_keyed",
+                  (False, True): "enqueue_unique", (True, True): "enqueue_unique_keyed"}[keyed, unique]
         inserts: list[tuple[list[int], str, list[Any]]] = []
         for priority, chunk in chunks:
             for group in [[i] for i in chunk] if per_row else [chunk]:
@@ -143,25 +171,34 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                         values += [it.trace, key]
                     elif traced:
                         values.append(it.trace)
+                    if unique:
+                        values.append(it.unique.encode("utf-8") if it.unique else None)
                 inserts.append((group, sql(insert, table=job_table(queue, priority), rows=len(group)), values))
         return by_priority, inserts
 
     def enqueue_unique(
         self, queue: str, items: Sequence[EnqueueItem], succeeded_ms: int, priorities: int
     ) -> list[int | Existing]:
-        """One round trip when no key has a row yet (``unique_new``), or
-        when none is held (``unique_begin``); else an inline transaction of
-        two: the first locks the keys' rows (``unique_lock``) and reads
-        which of them a job holds, at each of the queue's ``priorities``;
-        the second stores the items whose keys are free, takes their keys
-        and commits."""
+        """One round trip when no key has a row yet (the INSERTs alone,
+        whose tables' trigger takes the keys, from layout 7 on; before it,
+        or for a table without the trigger, ``unique_new``), or when none
+        is held (``unique_begin``); else an inline transaction of two: the
+        first locks the keys' rows (``unique_lock``) and reads which of
+        them a job holds, at each of the queue's ``priorities``; the second
+        stores the items whose keys are free, takes their keys and
+        commits."""
         if not items:
             return []
         keys = sorted({it.unique.encode("utf-8") for it in items if it.unique})
         if not keys:
             return list(self.enqueue(queue, items))
         levels = range(1, max(priorities, *(it.priority for it in items)) + 1)
-        stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, "unique_new")
+        self._learn_layout()
+        try:
+            take = "unique_trigger" if self._unique_trigger else "unique_new"
+            stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, take)
+        except _Untriggered:
+            stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, "unique_new")
         if stored is None:
             stored = self._enqueue_if_free(queue, items, keys, levels, succeeded_ms, "unique_take")
         if stored is not None:
@@ -218,9 +255,10 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
         take: str,
     ) -> list[int | Existing] | None:
         """The items stored and their keys taken in one round trip: with
-        ``take`` "unique_new", if none of the keys has a row; with
-        "unique_take", in a compound statement, if no job holds any of them.
-        None (nothing stored) if that is not so."""
+        ``take`` "unique_trigger" (the tables' trigger takes the keys) or
+        "unique_new", if none of the keys has a row; with "unique_take", in
+        a compound statement, if no job holds any of them. None (nothing
+        stored) if that is not so; _Untriggered if a table has no trigger."""
         fresh: list[int] = []  # the items to store: no key, or the first of theirs in the call
         first_of: dict[str, int] = {}
         later: dict[int, int] = {}  # an item -> the earlier one of its key
@@ -233,6 +271,8 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
                 first_of[item.unique] = index
                 fresh.append(index)
         step = self._autoinc_step
+        if take == "unique_trigger":
+            return self._enqueue_by_trigger(queue, items, fresh, later, levels)
         _, inserts = self._inserts(queue, [items[i] for i in fresh])
         if take == "unique_new":
             if len(first_of) < len(fresh):
@@ -277,13 +317,38 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
             if int(results.pop()[0][0]):
                 return None  # a key is held
             firsts = [int(row[0]) for (row,) in results]
-        answers: list[int | Existing] = [0] * len(items)
-        for (group, _, _), first in zip(inserts, firsts, strict=True):
-            for k, i in enumerate(group):
-                answers[fresh[i]] = first + k * step
-        for index, first_index in later.items():
-            answers[index] = Existing(items[first_index].priority, cast(int, answers[first_index]))
-        return answers
+        return _answers(items, fresh, later, [group for group, _, _ in inserts], firsts, step)
+
+    def _enqueue_by_trigger(
+        self, queue: str, items: Sequence[EnqueueItem], fresh: list[int], later: dict[int, int], levels: range
+    ) -> list[int | Existing] | None:
+        """``_enqueue_if_free``'s "unique_trigger" way: the INSERTs with
+        each job's key, in a transaction only when there are several."""
+        step = self._autoinc_step
+        _, inserts = self._inserts(queue, [items[i] for i in fresh], unique=True)
+
+        def work(s: Session) -> list[int]:
+            firsts = []
+            for _, stmt, values in inserts:
+                s.execute(stmt, values)
+                firsts.append(s.lastrowid)
+            return firsts
+
+        try:
+            firsts = self._run(queue, levels, work, transaction=len(inserts) > 1)
+        except MySQLStorageError as exc:
+            code = error_code(exc)
+            if code == DUPLICATE_KEY:
+                return None
+            if code not in UNTRIGGERED:
+                raise
+            # A table made by older code (no ukey column) or by a process
+            # that died before making its trigger (the key refused): the
+            # latter is armed now, and this call takes its keys the old way.
+            if code == CONSTRAINT_FAILED:
+                self._create_tables(queue, list(levels), revive=False)
+            raise _Untriggered from exc
+        return _answers(items, fresh, later, [group for group, _, _ in inserts], firsts, step)
 
     def gc(self, queue: str, priority: int, state: JobState, older_than_ms: int, limit: int) -> int:
         table = job_table(queue, priority)

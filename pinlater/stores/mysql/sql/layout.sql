@@ -87,3 +87,15 @@ CREATE TABLE IF NOT EXISTS pinlater_unique (
   PRIMARY KEY (queue, ukey),
   KEY by_job (queue, priority, id)
 ) ENGINE=InnoDB
+
+-- name: shard_v6_unique_column
+-- Shard layout 6 -> 7: each job's unique key, taken by the table's
+-- trigger (next block). Frozen, as the trigger; new job tables get both
+-- from create_job_table and unique_trigger.
+ALTER TABLE {table} ADD COLUMN ukey VARBINARY(200) NULL AFTER fkey
+
+-- name: shard_v6_unique_trigger
+CREATE TRIGGER IF NOT EXISTS {table} AFTER INSERT ON {table} FOR EACH ROW
+IF NEW.ukey IS NOT NULL THEN
+  INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES ({queue}, NEW.ukey, {priority}, NEW.id);
+END IF

@@ -104,6 +104,11 @@ CREATE TABLE IF NOT EXISTS deleted_queues (
   PRIMARY KEY (name)
 ) ENGINE=InnoDB
 
+-- A job table. Its unique keys (ukey) are taken by the trigger
+-- unique_trigger; a table refuses them (ukey_untaken) until that trigger
+-- is made and unique_armed drops the constraint, so that a process that
+-- dies in between leaves a table that refuses keys, never one that takes
+-- them without recording them.
 -- name: create_job_table
 CREATE TABLE IF NOT EXISTS {table} (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -118,11 +123,37 @@ CREATE TABLE IF NOT EXISTS {table} (
   claim VARCHAR(255) COLLATE utf8mb4_bin NULL,
   trace VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL,
   fkey VARBINARY(64) NULL,
+  ukey VARBINARY(200) NULL,
   PRIMARY KEY (id),
   KEY by_run_after (state, run_after, id),
   KEY by_updated_at (state, updated_at, id),
-  KEY by_claim (claim)
+  KEY by_claim (claim),
+  CONSTRAINT ukey_untaken CHECK (ukey IS NULL)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+
+-- name: unique_trigger
+-- From layout 7 on: a job stored with a unique key takes it in the same
+-- statement, by a row of pinlater_unique naming the job, which fails the
+-- whole INSERT (1062) when the key has a row already. The trigger is
+-- named as its table; the key stays in the job's row. Made again (one
+-- step, under the table's lock) when the account that made it is gone.
+CREATE OR REPLACE TRIGGER {table} AFTER INSERT ON {table} FOR EACH ROW
+IF NEW.ukey IS NOT NULL THEN
+  INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES ({queue}, NEW.ukey, {priority}, NEW.id);
+END IF
+
+-- name: unique_unarmed
+-- Of these job tables, those whose trigger may be missing yet.
+SELECT table_name FROM information_schema.check_constraints
+WHERE constraint_schema = DATABASE() AND constraint_name = 'ukey_untaken' AND table_name IN ({ids})
+
+-- name: unique_triggered
+-- Of these job tables, those with a trigger.
+SELECT event_object_table FROM information_schema.triggers
+WHERE trigger_schema = DATABASE() AND event_object_table IN ({ids})
+
+-- name: unique_armed
+ALTER TABLE {table} DROP CONSTRAINT IF EXISTS ukey_untaken
 
 -- Fair service between fairness keys (pinlater/stores/mysql/lanes.py):
 -- per job table, its lanes (one per key; NULL turn: waiting for due),
@@ -247,6 +278,27 @@ VALUES {rows}
 
 -- name: enqueue_keyed.row
 (IF(%s IS NULL, 0, 5), %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s, %s)
+
+-- name: enqueue_unique
+-- From layout 7 on: as enqueue_traced, with each job's unique key, which
+-- the table's trigger (unique_trigger) takes.
+INSERT INTO {table}
+  (state, body, attempts_allowed, attempts_remaining, custom_status,
+   created_at, run_after, updated_at, claim, trace, ukey)
+VALUES {rows}
+
+-- name: enqueue_unique.row
+(0, %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s, %s)
+
+-- name: enqueue_unique_keyed
+-- As enqueue_keyed, with each job's unique key.
+INSERT INTO {table}
+  (state, body, attempts_allowed, attempts_remaining, custom_status,
+   created_at, run_after, updated_at, claim, trace, fkey, ukey)
+VALUES {rows}
+
+-- name: enqueue_unique_keyed.row
+(IF(%s IS NULL, 0, 5), %s, %s, %s, LEFT(%s, 4000), {now}, COALESCE(%s, {now}), {now}, NULL, %s, %s, %s)
 
 -- name: unique_lock
 -- An enqueue with unique keys, first: each key's row made (id 0: no job)
