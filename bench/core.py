@@ -207,11 +207,7 @@ def raw_mysql_drain(_: str, table: str, jobs: int, batch: int) -> Timed:
             rows = cur.fetchall()
             if not rows:
                 break
-            ids = [row[0] for row in rows]
-            cur.execute(
-                f"UPDATE {table} SET state = 2, claim = NULL WHERE id IN ({','.join(['%s'] * len(ids))})",
-                ids,
-            )
+            fair_floor.raw_ack(cur, table, [row[0] for row in rows])
             done += len(rows)
     ended = time.time()
     conn.close()

@@ -163,13 +163,26 @@ def _drain(table: str, jobs: int, batch: int, state: int) -> Timed:
                 if newcomers:
                     continue
                 break
-            ids = [row[0] for row in rows]
-            cur.execute(f"UPDATE {table} SET state = 2, claim = NULL WHERE id IN ({','.join(['%s'] * len(ids))})",
-                        ids)
+            raw_ack(cur, table, [row[0] for row in rows])
             done += len(rows)
     ended = time.time()
     conn.close()
     return done, started, ended
+
+
+def raw_ack(cur: Any, table: str, ids: list[int]) -> None:
+    """The raw drains' ACK (this module's and bench/core.py's): ``ids``
+    SUCCEEDED. It can lose a deadlock to another drainer's claim, which
+    locks the state index in another order; the statement was rolled
+    back, so it runs again (up to 10 times)."""
+    text = f"UPDATE {table} SET state = 2, claim = NULL WHERE id IN ({','.join(['%s'] * len(ids))})"
+    for attempt in range(10):
+        try:
+            cur.execute(text, ids)
+            return
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] not in (1205, 1213) or attempt == 9:
+                raise
 
 
 def plain_drain(_: str, table: str, jobs: int, batch: int) -> Timed:
