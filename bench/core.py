@@ -392,7 +392,13 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
     parser.add_argument("--backends", default="redis,mysql")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--rows", default="unique,drains",
+                        help="which rows beside enqueue and dequeue+ack against their ceilings: "
+                             "unique, drains (capped, keyed, key-limited), both, or none")
     args = parser.parse_args()
+    extra = {r for r in args.rows.split(",") if r and r != "none"}
+    if not extra <= {"unique", "drains"}:
+        parser.error(f"--rows: unique, drains or none, not {args.rows!r}")
     scale = 0.1 if args.smoke else 1.0
     rounds = 1 if args.smoke else 3
     sizes = {1: int(10_000 * scale), 100: int(60_000 * scale)}
@@ -423,9 +429,9 @@ def main() -> int:
                                      "ratio": round(rate / peak, 2)})
                         print(f"{backend:6} {op:12} batch {batch:4}: {rate:9,.0f} jobs/s   "
                               f"ceiling {peak:9,.0f} jobs/s   ratio {rate / peak:5.2f}", flush=True)
-                        if op == "enqueue":
+                        if op == "enqueue" and "unique" in extra:
                             rows.append(unique_row(pool, client, backend, batch, jobs, peak, rounds))
-                        if op == "dequeue+ack":
+                        if op == "dequeue+ack" and "drains" in extra:
                             keys = KEYS if not args.smoke else KEYS // 10
                             rows += drain_rows(pool, client, backend, batch, jobs, peak, rounds, keys)
     write_json(args.json, rows)

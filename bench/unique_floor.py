@@ -2,18 +2,18 @@
 by bench/core.py beside its unique rows, in the same worker processes.
 
 ``floor_vs_plain``: the statements the store sends for a unique enqueue
-(the jobs' INSERT, then ``unique_new`` for their keys, in one transaction,
-one round trip), as raw SQL with no job service in between, against the
-jobs' INSERT alone: the ratio the store's own ``vs_plain`` tends to as its
-client work per call shrinks (that work, the same in both, makes the
-store's ratio the higher one where it is large: one job a call).
+(from layout 7 on: the jobs' INSERT with their keys, which the table's
+trigger takes into ``pinlater_unique``, one statement), as raw SQL with
+no job service in between, against the jobs' INSERT alone on the same
+table: the ratio the store's own ``vs_plain`` tends to as its client work
+per call shrinks.
 
-``in_row_vs_plain``: the same with each key in its job's own row, a column
-with a unique index, and no table of keys: what a layout that kept the key
-there could reach (plain jobs then write NULL in that column).
+``in_row_vs_plain``: each key in its job's own row, a column with a
+unique index, and no table of keys: what a layout that kept the key only
+there could reach (plain jobs then write NULL in that column). It cannot
+see a key held at another priority, whose jobs are in another table.
 
-The ids a unique row names are not checked here (under interleaved
-auto-increment they may not be the job's): the cost is the same.
+The ids a unique row names are the jobs' own (the trigger's NEW.id).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from pinlater.stores.mysql.statements import sql
 DATABASE = "pinlater_bench_raw"
 Timed = tuple[int, float, float]
 
-_IN_ROW_COLUMNS = ("(state, body, attempts_allowed, attempts_remaining, custom_status, created_at, run_after, "
+_UNIQUE_COLUMNS = ("(state, body, attempts_allowed, attempts_remaining, custom_status, created_at, run_after, "
                    "updated_at, claim, trace, ukey)")
-_IN_ROW_VALUES = "(0, %s, 3, 3, '', 1, 1, 1, NULL, NULL, %s)"
+_UNIQUE_VALUES = "(0, %s, 3, 3, '', 1, 1, 1, NULL, NULL, %s)"
+_QUEUE = "bench"
 
 
 def _connect() -> pymysql.connections.Connection:
@@ -45,24 +46,23 @@ def _connect() -> pymysql.connections.Connection:
 
 
 def prepare(kind: str) -> str:
-    """A fresh job table for ``kind`` ("floor" or "in_row"), and for
-    "floor" a fresh table of keys; the job table's name."""
+    """A fresh job table for ``kind`` ("floor" or "in_row"), as the store
+    makes one: for "floor", its trigger made and a fresh table of keys;
+    for "in_row", a unique index on its key column instead. The job
+    table's name."""
     table = job_table(f"raw_{kind}_{uuid.uuid4().hex[:8]}", 1)
-    ddl = sql("create_job_table", table=table)
-    if kind == "in_row":
-        with_key = ddl.replace("  PRIMARY KEY (id),", "  ukey VARBINARY(200) NULL,\n  PRIMARY KEY (id),\n"
-                                                       "  UNIQUE KEY by_ukey (ukey),")
-        if with_key == ddl:
-            raise RuntimeError("create_job_table has no 'PRIMARY KEY (id),' line to put the key column before")
-        ddl = with_key
     conn = pymysql.connect(host="127.0.0.1", port=13306, user="pinlater", password="pinlater", autocommit=True)
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         cur.execute(f"USE {DATABASE}")
-        cur.execute(ddl)
+        cur.execute(sql("create_job_table", table=table))
         if kind == "floor":
             cur.execute("DROP TABLE IF EXISTS pinlater_unique")
             cur.execute(sql("create_unique_table"))
+            cur.execute(sql("unique_trigger", table=table, queue=_QUEUE, priority=1))
+        cur.execute(sql("unique_armed", table=table))
+        if kind == "in_row":
+            cur.execute(f"ALTER TABLE {table} ADD UNIQUE KEY by_ukey (ukey)")
     conn.close()
     return table
 
@@ -101,20 +101,9 @@ def floor_plain(_: str, table: str, jobs: int, batch: int) -> Timed:
     return _run(jobs, batch, lambda n: _jobs_insert(table, n), lambda n, _first: _job_values(n))
 
 
-def floor_unique(_: str, table: str, jobs: int, batch: int) -> Timed:
+def _with_keys(table: str, jobs: int, batch: int, keyed: bool) -> Timed:
     def text(n: int) -> str:
-        return ";\n".join((sql("begin"), _jobs_insert(table, n), sql("unique_new", rows=n, priority=1),
-                           sql("commit")))
-
-    def values(n: int, first: int) -> list[Any]:
-        return [*_job_values(n), *(v for key in _keys(n, first) for v in ("bench", key))]
-
-    return _run(jobs, batch, text, values)
-
-
-def _in_row(table: str, jobs: int, batch: int, keyed: bool) -> Timed:
-    def text(n: int) -> str:
-        return f"INSERT INTO {table} {_IN_ROW_COLUMNS} VALUES " + ", ".join([_IN_ROW_VALUES] * n)
+        return f"INSERT INTO {table} {_UNIQUE_COLUMNS} VALUES " + ", ".join([_UNIQUE_VALUES] * n)
 
     def values(n: int, first: int) -> list[Any]:
         keys: list[bytes | None] = list(_keys(n, first)) if keyed else [None] * n
@@ -123,9 +112,16 @@ def _in_row(table: str, jobs: int, batch: int, keyed: bool) -> Timed:
     return _run(jobs, batch, text, values)
 
 
+def floor_unique(_: str, table: str, jobs: int, batch: int) -> Timed:
+    def values(n: int, first: int) -> list[Any]:
+        return [v for key in _keys(n, first) for v in (BODY, 3, 3, "", None, None, key)]
+
+    return _run(jobs, batch, lambda n: sql("enqueue_unique", table=table, rows=n), values)
+
+
 def in_row_plain(_: str, table: str, jobs: int, batch: int) -> Timed:
-    return _in_row(table, jobs, batch, keyed=False)
+    return _with_keys(table, jobs, batch, keyed=False)
 
 
 def in_row_unique(_: str, table: str, jobs: int, batch: int) -> Timed:
-    return _in_row(table, jobs, batch, keyed=True)
+    return _with_keys(table, jobs, batch, keyed=True)
