@@ -2,7 +2,9 @@
 storage (garbage collection, an operator's delete, a queue delete), on
 Redis (the queue's ``unique`` hash, swept a few entries for each job that
 leaves: a small hash whole) and MySQL (``pinlater_unique``), and a key
-re-taken by a later job is not dropped with the job that held it before."""
+re-taken by a later job is not dropped with the job that held it before;
+and how MySQL takes new keys: by each job table's trigger, or the
+two-statement way on a table without one, never unrecorded."""
 
 from __future__ import annotations
 
@@ -103,23 +105,8 @@ def test_mysql_drops_keys_with_their_jobs(backend: MySQLBackend, database: str) 
         conn.close()
 
 
-def _table_state(database: str, table: str) -> tuple[int, int]:
-    """(triggers on ``table``, its ukey_untaken constraints)."""
-    conn = raw_connection(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM information_schema.triggers "
-                        "WHERE trigger_schema = %s AND event_object_table = %s", (database, table))
-            triggers = int(cur.fetchone()[0])
-            cur.execute("SELECT COUNT(*) FROM information_schema.check_constraints "
-                        "WHERE constraint_schema = %s AND table_name = %s AND constraint_name = 'ukey_untaken'",
-                        (database, table))
-            return triggers, int(cur.fetchone()[0])
-    finally:
-        conn.close()
-
-
 def _raw(database: str, *statements: str) -> list[tuple[object, ...]]:
+    """Runs ``statements`` on ``database``; the last one's rows."""
     conn = raw_connection(database)
     try:
         with conn.cursor() as cur:
@@ -128,6 +115,16 @@ def _raw(database: str, *statements: str) -> list[tuple[object, ...]]:
             return list(cur.fetchall())
     finally:
         conn.close()
+
+
+def _table_state(database: str, table: str) -> tuple[int, int]:
+    """(triggers on ``table``, its ukey_untaken constraints)."""
+    [(triggers,)] = _raw(database, "SELECT COUNT(*) FROM information_schema.triggers "
+                                   f"WHERE trigger_schema = DATABASE() AND event_object_table = '{table}'")
+    [(refusals,)] = _raw(database, "SELECT COUNT(*) FROM information_schema.check_constraints "
+                                   f"WHERE constraint_schema = DATABASE() AND table_name = '{table}' "
+                                   "AND constraint_name = 'ukey_untaken'")
+    return int(cast(int, triggers)), int(cast(int, refusals))
 
 
 def _held_once(backend: MySQLBackend, queue: str, key: str, priority: int) -> int:
