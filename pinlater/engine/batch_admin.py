@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import batches
-from pinlater.errors import InvalidRequest, PinLaterError
+from pinlater.errors import InvalidRequest, PinLaterError, StorageError
 from pinlater.models import BatchStatus, CancelResult, Enqueued, Job, new_batch_id
+from pinlater.stores.base import ShardOutcomeUnknown
 from pinlater.stores.control import CANCELLED, LIVE_BATCH_STATES, OPEN
 from pinlater.validation import batch_queue, check_batch_id
 
@@ -44,7 +45,16 @@ class BatchesMixin:
         if self.core.control.batch_get(batch) is not None:
             raise InvalidRequest(f"there is a batch {batch} already: choose another id")
         [descriptor] = self.enqueue(callback_queue, [batches.never_due(callback)])
-        if not self.core.control.batch_create(batch, batches.batch_doc(descriptor, description)):
+        try:
+            created = self.core.control.batch_create(batch, batches.batch_doc(descriptor, description))
+        except ShardOutcomeUnknown:
+            raise  # the batch may have been made: its callback stays for it
+        except PinLaterError:
+            # Refused for certain: a callback of no batch would wait, never
+            # due, for ever.
+            self._cancel_each_queue([descriptor])
+            raise
+        if not created:
             self.cancel(callback_queue, [descriptor])
             raise InvalidRequest(f"there is a batch {batch} already: choose another id")
         return batch
@@ -62,7 +72,7 @@ class BatchesMixin:
 
     def cancel_batch(self, batch: str) -> CancelResult:
         record = batches.get_record(self.core, batch)
-        self.core.control.batch_state(batch, LIVE_BATCH_STATES, CANCELLED)
+        cancelled_now = self.core.control.batch_state(batch, LIVE_BATCH_STATES, CANCELLED)
         result = CancelResult()
         cursor = ""
         while True:
@@ -70,8 +80,10 @@ class BatchesMixin:
             _merge(result, self._cancel_each_queue([*unended]))
             if not cursor:
                 break
+        # Also when an earlier call cancelled the batch but not its
+        # callback (its shard refused): a cancelled batch never releases it.
         callback = str(record.doc.get("callback", ""))
-        if callback and record.state in LIVE_BATCH_STATES:
+        if callback and (cancelled_now or record.state == CANCELLED):
             _merge(result, self._cancel_each_queue([callback]))
         return result
 
@@ -95,18 +107,49 @@ class BatchesMixin:
         does not: it is another job, maybe of another batch)."""
         duplicates = set(stored.duplicates)
         fresh = [d for i, d in enumerate(stored) if i not in duplicates]
-        if fresh and not self.core.control.batch_join(batch, fresh):
+        if not fresh:
+            return
+        try:
+            joined = self.core.control.batch_join(batch, fresh)
+        except ShardOutcomeUnknown as exc:
+            raise StorageError(
+                f"batch {batch}'s store went silent while {len(fresh)} job(s) enqueued into it joined it: they "
+                f"are stored ({_some(fresh)}) and may or may not be in the batch (batch_status tells); sending "
+                f"them again would store them twice ({exc})") from exc
+        except PinLaterError as exc:
+            # Refused for certain: the jobs are withdrawn, so that the call
+            # can be sent again whole, as after any refused enqueue.
+            left = self._withdraw(fresh)
+            if not left:
+                raise StorageError(
+                    f"batch {batch}'s store refused the {len(fresh)} job(s) enqueued into it, which were "
+                    f"cancelled: nothing of the call will run; send it again once the store takes writes "
+                    f"({exc})") from exc
+            raise StorageError(
+                f"batch {batch}'s store refused the {len(fresh)} job(s) enqueued into it ({exc}); the rest were "
+                f"cancelled, but {len(left)} had started or could not be reached, outside the batch "
+                f"({_some(left)})") from exc
+        if not joined:
             record = self.core.control.batch_get(batch)
             state = record.state if record is not None else "gone"
             raise InvalidRequest(
                 f"batch {batch} became {state} while {len(fresh)} job(s) were enqueued into it: they are stored "
-                f"but not in the batch ({', '.join(fresh[:3])}{'...' if len(fresh) > 3 else ''})")
+                f"but not in the batch ({_some(fresh)})")
+
+    def _withdraw(self, descriptors: Sequence[str]) -> list[str]:
+        """Cancels jobs just stored; those it could not stop before they ran."""
+        result = self._cancel_each_queue(descriptors)
+        return [*result.interrupted, *result.finished, *result.unknown, *result.unapplied]
 
     def _batch_before_enqueue(self, queue: str, batch: str) -> None:
         """The batch can take jobs, and the queue tells batches its ends."""
         batches.joinable(batches.get_record(self.core, batch))
         if not self.core.configs.get(queue).batches:
             self.update_queue(queue, batches=True)
+
+
+def _some(descriptors: Sequence[str]) -> str:
+    return f"{', '.join(descriptors[:3])}{'...' if len(descriptors) > 3 else ''}"
 
 
 def _merge(into: CancelResult, part: CancelResult) -> None:
