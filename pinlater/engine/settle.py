@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pinlater.descriptor import JobDescriptor
+from pinlater.descriptor import JobDescriptor, shown
 from pinlater.engine.batches import ended_by_acks
 from pinlater.engine.core import Core
 from pinlater.engine.slots import Ended, counts_claims
@@ -61,7 +61,7 @@ def checked_descriptor(core: Core, queue: str, config: QueueConfig, text: str) -
     shard or a priority the queue lacks."""
     d = JobDescriptor.parse(text)
     if d.queue != queue:
-        raise InvalidRequest(f"descriptor {text!r} is not in queue {queue!r}")
+        raise InvalidRequest(f"descriptor {shown(text)} is not in queue {queue!r}")
     check_priority(config, d.priority)
     core.shards.get(d.shard)  # a shard of the set, or InvalidRequest
     return d

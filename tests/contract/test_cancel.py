@@ -103,3 +103,34 @@ def test_bad_input_is_refused_and_nothing_changes(cluster: JobService, queue_nam
         cluster.cancel(queue_name, too_many)
     assert _state(cluster, d)[0] is JobState.PENDING
     assert cluster.cancel(queue_name, []).cancelled == []
+
+
+def test_ids_no_job_can_have_are_unknown_and_leave_the_shard_in_rotation(
+    cluster: JobService, queue_name: str
+) -> None:
+    """Ids past what a store can hold (a Redis member holds 7 bytes of id)
+    are no job, not a store's error: a shard's health counts those."""
+    cluster.create_queue(queue_name)
+    [d] = cluster.enqueue(queue_name, [Job(b"x")])
+    shard = cluster.operators.shard_ids()[0]
+    beyond = [f"{queue_name}:s{shard}:p1:{i}" for i in (2**56, 2**63 - 1, 10**19 - 1)]
+    assert cluster.cancel(queue_name, [*beyond, d]).cancelled == [d]
+    for _ in range(5):  # more than the errors that take a shard out
+        result = cluster.cancel(queue_name, beyond)
+        assert sorted(result.unknown) == sorted(beyond) and result.unapplied == {}
+        assert cluster.lookup(beyond) == {}
+    assert cluster.operators.shard_status()[shard].healthy
+
+
+def test_a_job_has_one_spelling(cluster: JobService, queue_name: str) -> None:
+    """Leading zeros are refused: one job named under several spellings
+    would be answered, and its slot freed, once for each."""
+    cluster.create_queue(queue_name, max_running=1)
+    [d] = cluster.enqueue(queue_name, [Job(b"x")])
+    [job] = cluster.dequeue(queue_name, 1)
+    head, local_id = d.rsplit(":", 1)
+    for other in (f"{head}:0{local_id}", d.replace(":p1:", ":p01:")):
+        with pytest.raises(InvalidRequest, match="without leading zeros"):
+            cluster.cancel(queue_name, [d, other])
+    assert cluster.lookup([d])[d].state is JobState.RUNNING
+    assert cluster.cancel(queue_name, [d, d]).interrupted == [job.descriptor]

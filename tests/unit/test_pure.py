@@ -60,9 +60,16 @@ def test_descriptor_round_trip_and_errors() -> None:
     d = JobDescriptor.parse("fanout_pin:sr1:p2:42")
     assert (d.queue, d.shard, d.priority, d.local_id) == ("fanout_pin", "r1", 2, 42)
     assert str(d) == "fanout_pin:sr1:p2:42"
-    for bad in ("", "q:r1:p1:1", "q:sr1:1:1", "q:sr1:p1:x", "bad-q:s1:p1:1", "q:sr1:p1:1:extra"):
+    for bad in ("", "q:r1:p1:1", "q:sr1:1:1", "q:sr1:p1:x", "bad-q:s1:p1:1", "q:sr1:p1:1:extra",
+                # One job, one spelling: several would each be answered for it.
+                "q:sr1:p1:01", "q:sr1:p01:1", "q:sr1:p1:00"):
         with pytest.raises(InvalidRequest):
             JobDescriptor.parse(bad)
+    assert JobDescriptor.parse("q:sr1:p0:0").local_id == 0  # no job has it: answered unknown
+    # An error repeats a bad descriptor's first characters only.
+    with pytest.raises(InvalidRequest) as raised:
+        JobDescriptor.parse("x" * 1_000_000)
+    assert len(str(raised.value)) < 300 and "1000000 characters" in str(raised.value)
     # A dequeue writes its descriptors from the prefix: the same text.
     assert f"{descriptor_prefix('fanout_pin', 'r1')}2:42" == str(d)
 

@@ -141,6 +141,17 @@ def jobs_key(queue: str, priority: int) -> str:
     return f"pl:{queue}:p{priority}:jobs"
 
 
+# A member is at most 8 bytes (valid_member in lua/_prelude.lua): ids
+# from 2**56 on cannot be written, so no job has one.
+ID_LIMIT = 2**56
+
+
+def can_exist(local_id: int) -> bool:
+    """Whether a job may have this id: a caller may name any other, which
+    is then no job, never a script's error (a shard's health counts those)."""
+    return 1 <= local_id < ID_LIMIT
+
+
 def member(local_id: int) -> bytes:
     """A job's zset member and jobs-hash field (see module doc); ids start
     at 1."""

@@ -389,21 +389,20 @@ class RedisBackend:
             return int(self._run("delete", ks, ["limit", limit]))
         if not local_ids:
             return 0
-        # Ids below 1 never exist (the counter starts at 1).
-        members: list[ArgT] = [keys.member(i) for i in local_ids if i >= 1]
+        members: list[ArgT] = [keys.member(i) for i in local_ids if keys.can_exist(i)]
         if not members:
             return 0
         return int(self._run("delete", ks, ["ids", 0, *members]))
 
     def cancel(self, queue: str, priority: int, local_ids: Sequence[int], status: str) -> list[Cancelled]:
-        asked = [i for i in local_ids if i >= 1]  # ids below 1 never exist
+        asked = [i for i in local_ids if keys.can_exist(i)]
         replies: Iterator[Any] = iter(())
         if asked:
             ks = [keys.pending_key(queue, priority), keys.running_key(queue, priority),
                   keys.failed_key(queue, priority), keys.jobs_key(queue, priority)]
             args: list[ArgT] = [CUSTOM_STATUS_MAX, status[-CUSTOM_STATUS_MAX:], *(keys.member(i) for i in asked)]
             replies = iter(self._run("cancel", ks, args))
-        return [_cancelled(next(replies)) if i >= 1 else Cancelled(None) for i in local_ids]
+        return [_cancelled(next(replies)) if keys.can_exist(i) else Cancelled(None) for i in local_ids]
 
     # -- reads -------------------------------------------------------------------
 
@@ -437,9 +436,9 @@ class RedisBackend:
     ) -> list[JobRecord | None]:
         if not local_ids:
             return []
-        # Ids below 1 never exist; an id asked twice is read and decoded
-        # once, and its record (and body) shared. One command or script: atomic.
-        wanted = sorted({i for i in local_ids if i >= 1})
+        # An id asked twice is read and decoded once, and its record (and
+        # body) shared. One command or script: atomic.
+        wanted = sorted({i for i in local_ids if keys.can_exist(i)})
         if not wanted:
             return [None] * len(local_ids)
         jobs = keys.jobs_key(queue, priority)
