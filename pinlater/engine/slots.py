@@ -29,7 +29,11 @@ running or is claiming, so the jobs RUNNING never outnumber the slots held:
   operator's delete, a job ACKed by another owner) the owner finds by
   looking up its running jobs at least every ``CHECK_S`` while it holds
   any; a slot it finds freed by another owner it does not free again,
-  since the store's count of it, not its own, bounds what it may use;
+  since the store's count of it, not its own, bounds what it may use. As
+  that owner's free reaches the store up to ``FLUSH_S`` after the ACK, a
+  job found ended keeps its slot out of the spare ones for ``GONE_S``
+  (``gone``): counted spare from a store count that the free had not
+  lowered yet, it would be given back, and then freed again;
 * an owner that has not synced for ``OWNER_STALE_MS`` is gone (killed, or
   cut off): the monitor's pass settles its count to the jobs it still has
   running on the shards (``reconcile``), and the same for jobs claimed by
@@ -95,6 +99,10 @@ FULL_S = 0.01
 # Slots in doubt are held this long past the claim timeout: a monitor pass
 # (every 5 s by default) ends the expired claims, twice over.
 DOUBT_EXTRA_S = 10.0
+# A job of this owner's found ended by a lookup keeps its slot out of the
+# spare ones this long: past any other owner's free of it (FLUSH_S, and a
+# step or two of its background thread), which the store's count then shows.
+GONE_S = 1.0
 
 # A job whose claim ended: its descriptor and its claim's token (None if
 # the caller named no claim and the job was not this process's).
@@ -135,6 +143,7 @@ class _Pool:
     checked_at: float = 0.0
     full_at: float = -1e9  # the last step that granted less than it asked
     doubt: list[tuple[float, int]] = field(default_factory=list)  # (until, slots) of lost replies
+    gone: list[float] = field(default_factory=list)  # until when, per job found ended by a lookup
     lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
     stepping: threading.Lock = field(default_factory=threading.Lock)  # one store step at a time
 
@@ -328,7 +337,8 @@ class Slots:
             with pool.lock:
                 # The store's count of this owner is the truth: lowered by
                 # other owners' frees of its jobs, raised by none of its own.
-                pool.credit = max(0, held - len(pool.running) - pool.in_use - sum(n for _, n in pool.doubt))
+                pool.credit = max(0, held - len(pool.running) - pool.in_use - sum(n for _, n in pool.doubt)
+                                  - len(pool.gone))
                 pool.held = held
                 pool.synced_at = pool.registered_at = time.monotonic()
                 if granted < want:
@@ -367,11 +377,14 @@ class Slots:
         gone = [d for d, claim in self.claims_of(queue, list(mine)).items()
                 if claim is None or not claim.startswith(mine[d])]
         with pool.lock:
+            until = time.monotonic() + GONE_S
             for d in gone:
                 if pool.running.get(d) == mine[d]:
-                    # Its slot is spare from the next sync on, which counts
-                    # it unless another owner freed it already.
+                    # Its slot is spare once GONE_S has passed, from the
+                    # next sync on, which counts it unless another owner
+                    # freed it meanwhile.
                     del pool.running[d]
+                    pool.gone.append(until)
             if gone:
                 pool.synced_at = -1e9  # the next dequeue syncs first
         return len(gone)
@@ -400,8 +413,11 @@ class Slots:
                 pool.credit += sum(n for until, n in pool.doubt if until <= now)
                 pool.doubt = [(until, n) for until, n in pool.doubt if until > now]
                 pool.used_at = now  # spare from now on
+            if pool.gone and pool.gone[0] <= now:
+                pool.gone = [until for until in pool.gone if until > now]
+                pool.synced_at = -1e9  # the store's count says from the next sync what is spare
             idle = pool.credit > 0 and pool.in_use == 0 and now - pool.used_at >= IDLE_S
-            holding = pool.held or pool.credit or pool.running or pool.in_use or pool.doubt
+            holding = pool.held or pool.credit or pool.running or pool.in_use or pool.doubt or pool.gone
             due = pool.frees or idle or (holding and now - pool.synced_at >= REFRESH_S)
         if due:
             self._sync(queue, pool, give_back=pool.credit if idle else 0)

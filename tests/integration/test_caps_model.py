@@ -144,3 +144,44 @@ def test_random_schedules_never_run_more_than_the_cap_and_every_slot_comes_back(
             time.sleep(0.05)
     finally:
         procs.close()
+
+
+def test_a_slot_another_process_frees_is_not_given_back_before_its_free_lands(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Owner A's jobs ACKed by process B: B frees their slots in A's count
+    at its next step, after A's lookup may have found them ended. Had A
+    counted them spare from the store's count before B's free, and given
+    them back, B's free would take them off again: A's running job out of
+    every count, and one job over the cap. The steps run by hand, in that
+    order (no background threads)."""
+    monkeypatch.setattr(slots, "CHECK_S", 0.0)
+    monkeypatch.setattr(slots, "IDLE_S", 0.0)
+    monkeypatch.setattr(slots, "GONE_S", 0.3)
+    cluster.create_queue(queue_name, max_running=3)
+    cluster.enqueue(queue_name, [Job(b"j%d" % i) for i in range(10)])
+    procs = Processes(cluster, 2)
+    a, b = procs.all
+    for p in procs.all:
+        p.core.slots._stop.set()  # their background steps only when the test runs them
+    try:
+        jobs = a.dequeue(queue_name, 10)
+        assert len(jobs) == 3
+        b.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in jobs[:2]])  # B's frees wait
+        procs.tend(queue_name)  # A finds them ended (A tends before B)
+        procs.tend(queue_name)  # A's spare slots idle: given back (before the fix: the two not yet freed)
+        procs.tend(queue_name)  # B's frees land
+        got = b.dequeue(queue_name, 10)
+        running = cluster.count(queue_name, JobState.RUNNING)
+        assert running <= 3, f"{running} RUNNING over a cap of 3"
+        assert len(got) == 2
+        # Once GONE_S has passed, nothing is held that no job uses, and nothing is lost.
+        time.sleep(0.35)
+        b.ack(queue_name, succeeded=[Ack(j.descriptor, claim=j.claim) for j in got])
+        a.ack(queue_name, succeeded=[Ack(jobs[2].descriptor, claim=jobs[2].claim)])
+        for _ in range(3):
+            procs.tend(queue_name)
+        assert _held(cluster, queue_name) == 0
+        assert len(a.dequeue(queue_name, 10)) == 3
+    finally:
+        procs.close()
