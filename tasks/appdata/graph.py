@@ -74,6 +74,16 @@ from tasks.appdata.tables import (
 # ---------------------------------------------------------------- objects
 
 
+NAME_MAX = 200
+
+
+def check_name(name: object) -> str:
+    """A user's name, stripped; ValueError unless 1..NAME_MAX characters of text without NUL."""
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX or "\x00" in name:
+        raise ValueError(f"a name is 1..{NAME_MAX} characters of text, without NUL")
+    return name.strip()
+
+
 def create_user(
     store: AppData,
     data: Mapping[str, Any],
@@ -82,6 +92,10 @@ def create_user(
     created_at_ms: int | None = None,
     rng: random.Random | None = None,
 ) -> AppObject:
+    if "name" in data:
+        # Every index entry naming the user copies it, and every lookup
+        # that finds one answers it: bounded as a rename bounds it.
+        check_name(data["name"])
     if shard is None:
         shard = (rng or random).choice(store.shard_map.shards)
     return objects.create(store, ObjectType.USER, shard, data, created_at_ms=created_at_ms)
@@ -277,9 +291,7 @@ def rename_user(store: AppData, user_id: int, name: str, *, at_ms: int | None = 
     index writes stamped with it; and it is past the user's clock and the
     newest follow of the user, so an entry naming the user gets a later
     version than any it had (then the user's clock moves to it)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > 200 or "\x00" in name:
-        raise ValueError("a name is 1..200 characters of text, without NUL")
-    name = name.strip()
+    name = check_name(name)
     asked = max(now_ms() if at_ms is None else at_ms, clock_of(store, user_id) + 1)
     newest = mappings.recent(store, USER_FOLLOWED_BY_USER, user_id, 1)
     if newest:

@@ -35,6 +35,7 @@ from pinlater.thrift.serving import (
 )
 from tasks.appdata.errors import AppDataStorageError, AppDataUnavailable, UnknownShard
 from tasks.appdata.ids import InvalidId, ObjectType, expect_type
+from tasks.errors import TryLater
 from tasks.hbase import PRIMARY, STANDBY, HBaseError
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.http import DEFAULT_LIMIT, Lookup, parse_query, timed_lookup
@@ -129,8 +130,9 @@ def _match(match: Match) -> Any:
 
 T = TypeVar("T")
 J = TypeVar("J")
-# Conditions that end by themselves: the caller tries again later.
-_OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError)
+# Conditions that end by themselves: the caller tries again later (TryLater:
+# the truth an update acts on kept changing while it was written).
+_OUTAGES = (HBaseError, AppDataUnavailable, AppDataStorageError, TryLater)
 
 
 class ContactsHandler:
@@ -157,7 +159,9 @@ class ContactsHandler:
         follower, followee = _user(follower, "follower"), _user(followee, "followee")
         if type(at_ms) is not int or at_ms < 0:
             raise _invalid(f"atMs must be a time in ms since the epoch, got {at_ms!r}")
-        return self._update(cluster, lambda u: u.follow_changed(cluster, follower, followee, at_ms))
+        # Checked as the follow job it stands for is (no self-follow, a time in range).
+        return self._update(cluster, lambda u: u.follow_changed(
+            cluster, follower, followee, UpdateJob.follow(str(cluster), follower, followee, at_ms).fields["at_ms"]))
 
     def sourceChanged(self, cluster: str, owner: int, source: str) -> int:  # noqa: N802 (the IDL's)
         owner = _user(owner, "owner")
@@ -174,6 +178,11 @@ class ContactsHandler:
         """A call that names one page of a chained job (``job_of`` the wire's page)."""
         if page is None:
             raise _invalid(f"{method} needs a page")
+        for name, value in vars(page).items():
+            # thriftpy2 hands a string that is not UTF-8 over as bytes; a
+            # page's fields are text and numbers only.
+            if isinstance(value, bytes) or (isinstance(value, list) and any(isinstance(v, bytes) for v in value)):
+                raise _invalid(f"{method}: the page's {name} is not UTF-8 text")
         try:
             job = job_of(_text(cluster, "cluster"), page)
         except InvalidTypeaheadJob as exc:

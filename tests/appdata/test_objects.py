@@ -76,6 +76,12 @@ def test_unknown_shard_and_bad_data_are_refused(appdata: AppData) -> None:
         objects.create(appdata, ObjectType.USER, 0, ["not", "an", "object"])  # type: ignore[arg-type]
     with pytest.raises(InvalidId):
         graph.create_board(appdata, make_id(0, ObjectType.PIN, 1), {})
+    # A user's name is bounded as a rename bounds it: every index entry and
+    # lookup answer naming the user copies it.
+    for name in ("x" * 201, "", "a\x00b", 7):
+        with pytest.raises(ValueError, match=r"a name is 1\.\.200 characters"):
+            graph.create_user(appdata, {"name": name}, shard=0)
+    assert graph.create_user(appdata, {"name": "y" * 200}, shard=0).data["name"] == "y" * 200
 
 
 def test_unreachable_server_is_app_data_unavailable() -> None:

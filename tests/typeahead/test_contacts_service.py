@@ -36,6 +36,7 @@ from tasks.typeahead.service import MAX_OWNERS, MAX_SOURCES, ContactsServer, Err
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import FOLLOWING, MUTUAL
 from tasks.typeahead.wire import connect
+from tasks.typeahead.writer import IndexBusy
 from tests.dashboards.http import call
 from tests.support.spans import spans_in_memory
 from tests.support.tls import Certs, make_certs
@@ -188,9 +189,17 @@ class DownWriter:
         raise HBaseUnavailable(cluster, "127.0.0.1:1", "open", "connection refused")
 
 
+class BusyWriter(DownWriter):
+    """A writer whose updates meet a truth that keeps changing."""
+
+    def ready(self, cluster: str) -> Any:
+        raise IndexBusy("the truth of 2 index places kept changing while they were written")
+
+
 def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: FakeIndex) -> None:
     lookups_only = ContactsServer(fake_index.lookup, "127.0.0.1", 0).start()
     down = ContactsServer(fake_index.lookup, "127.0.0.1", 0, writer=DownWriter()).start()
+    busy = ContactsServer(fake_index.lookup, "127.0.0.1", 0, writer=BusyWriter()).start()
     try:
         c = client(lookups_only)
         with pytest.raises(idl.ContactsException, match="serves lookups only"):
@@ -205,6 +214,10 @@ def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: Fak
             (lambda: c.followChanged("primary", OWNER, make_id(0, ObjectType.PIN, 1), 1), ErrorCode.INVALID_REQUEST,
              "followee is not a user id"),
             (lambda: c.followChanged("primary", OWNER, uid(3), -5), ErrorCode.INVALID_REQUEST, "atMs must be"),
+            # As the follow job it stands for is checked.
+            (lambda: c.followChanged("primary", OWNER, OWNER, 1), ErrorCode.INVALID_REQUEST, "cannot follow itself"),
+            (lambda: c.followChanged("primary", OWNER, uid(3), 2**63 - 1), ErrorCode.INVALID_REQUEST,
+             "at_ms must be a positive int"),
             (lambda: c.sourceChanged("primary", OWNER, "mutual"), ErrorCode.INVALID_REQUEST,
              "not an imported source"),
             (lambda: c.sourceChanged("primary", OWNER, "gmail"), ErrorCode.INVALID_REQUEST, "unknown contact source"),
@@ -224,6 +237,11 @@ def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: Fak
             (lambda: c.accountChanged("elsewhere", idl.AccountPage(account="email:a@x", change="c1")),
              ErrorCode.INVALID_REQUEST, "cluster must be"),
             (lambda: c.accountChanged("primary", None), ErrorCode.INVALID_REQUEST, "needs a page"),
+            # Text that is not UTF-8 reaches the server as bytes.
+            (lambda: c.accountChanged("primary", idl.AccountPage(account=b"email:\xff@x", change="c1")),
+             ErrorCode.INVALID_REQUEST, "accountChanged: the page's account is not UTF-8 text"),
+            (lambda: c.secondPage("primary", idl.SecondPage(userId=OWNER, change=b"c\xff", atMs=1)),
+             ErrorCode.INVALID_REQUEST, "secondPage: the page's change is not UTF-8 text"),
             (lambda: c.renamePage("primary", idl.RenamePage(userId=OWNER, nameAt=1, phase="friends")),
              ErrorCode.INVALID_REQUEST, "phase must be followers or following"),
             (lambda: c.renamePage("primary", idl.RenamePage(userId=OWNER, nameAt=1, phase="followers",
@@ -255,9 +273,16 @@ def test_updates_check_their_arguments_and_say_when_to_try_again(fake_index: Fak
                 call_it()
             assert caught.value.errorCode == code and says in caught.value.message, caught.value.message
         c.close()
+        # A truth that kept changing while written ends by itself: try again.
+        c = client(busy)
+        with pytest.raises(idl.ContactsException) as caught:
+            c.followChanged("primary", OWNER, uid(3), 1)
+        assert caught.value.errorCode == ErrorCode.UNAVAILABLE and "try again later: IndexBusy" in caught.value.message
+        c.close()
     finally:
         lookups_only.stop(grace_s=2)
         down.stop(grace_s=2)
+        busy.stop(grace_s=2)
 
 
 # -- roles ---------------------------------------------------------------------------------------------------
