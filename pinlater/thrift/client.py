@@ -52,16 +52,23 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from pinlater.client_api import Call, PinLaterClient, declared
-from pinlater.errors import AckNotApplied, InvalidRequest, PriorityNotSupported, ShardConnectionFailed
+from pinlater.errors import (
+    AckNotApplied,
+    EnqueueRejected,
+    InvalidRequest,
+    PriorityNotSupported,
+    ShardConnectionFailed,
+)
 from pinlater.kit.tls import ClientTls
 from pinlater.models import AckResult, BatchStatus, CancelResult, DequeuedJob, Enqueued, Job, JobInfo, ScanResult
 from pinlater.observe import tracing
-from pinlater.queue_config import QueueConfig, check_key_rate, check_max_running
+from pinlater.queue_config import QueueConfig
 from pinlater.settings import Settings
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
 from pinlater.thrift.calling import WireCalls
 from pinlater.thrift.pool import CallFailed, ServerUnavailable, UnknownMethod
+from pinlater.validation import check_key, check_unique
 
 __all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
 
@@ -190,14 +197,11 @@ class ThriftClient(WireCalls, PinLaterClient):
         if unknown:
             raise InvalidRequest(f"invalid queue change: {sorted(unknown)} cannot be changed over the wire")
         try:
-            # Before the wire's types could refuse them less clearly.
-            if "max_running" in changes:
-                check_max_running(changes["max_running"])
-            if "key_rate" in changes:
-                check_key_rate(changes["key_rate"])
-            if "key_max_running" in changes:
-                check_max_running(changes["key_max_running"], "key_max_running")
-        except ValueError as exc:
+            # Each change checked as the in-process service checks it, before
+            # the wire's types could refuse it less clearly, or take "yes"
+            # for true.
+            QueueConfig(name=name).with_changes(**changes)
+        except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"invalid queue change: {exc}") from None
         rate = changes.get("max_dequeue_rate")
         retry = changes.get("retry")
@@ -240,6 +244,13 @@ class ThriftClient(WireCalls, PinLaterClient):
     # -- jobs ---------------------------------------------------------------------------
     @declared(PinLaterClient.enqueue)
     def enqueue(self, a: Call) -> Enqueued:
+        for job in a.jobs:
+            # Text the wire cannot carry (a lone surrogate) refused as the
+            # service refuses it, not as the codec's error.
+            if job.key != "":
+                check_key(job.key, EnqueueRejected)
+            if job.unique != "":
+                check_unique(job.unique, EnqueueRejected)
         request = idl.PinLaterBatchEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs],
                                                   batch=a.batch)
         response = self._call(

@@ -101,7 +101,9 @@ def test_bad_rates_are_refused_over_the_wire(
     assert service.queue_config(queue_name, fresh=True).max_dequeue_rate == 5.0
 
 
-def test_other_bad_options_are_refused_over_the_wire(client: ThriftClient, queue_name: str) -> None:
+def test_other_bad_options_are_refused_over_the_wire(
+    client: ThriftClient, service: JobService, queue_name: str
+) -> None:
     with pytest.raises(PinLaterError, match="claim_timeout_ms"):
         client.create_queue(queue_name, claim_timeout_ms=10)
     with pytest.raises(PinLaterError, match="claimTimeoutMillis"):
@@ -123,6 +125,13 @@ def test_other_bad_options_are_refused_over_the_wire(client: ThriftClient, queue
     with pytest.raises(PinLaterError, match="changes nothing"):
         client._call("updateQueueConfig", idempotent=True, context=client._context(),
                      update=idl.PinLaterQueueConfigUpdate(name=queue_name))
+    # The client checks a change as the service does: "yes" is not true.
+    for caller in (client, service):
+        with pytest.raises(InvalidRequest, match="paused must be true or false"):
+            caller.update_queue(queue_name, paused="yes")
+        with pytest.raises(InvalidRequest, match="claim_timeout_ms must be"):
+            caller.update_queue(queue_name, claim_timeout_ms="1000")
+    assert client.queue_config(queue_name).paused is False
 
 
 def test_queue_config_is_cached_for_the_ttl(server: ThriftServer, service: JobService, queue_name: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pinlater import Ack, Job
-from pinlater.errors import PinLaterError
+from pinlater.errors import EnqueueRejected, PinLaterError
 from pinlater.service import JobService
 from pinlater.thrift import idl
 from pinlater.thrift.client import ThriftClient
@@ -36,8 +36,12 @@ def test_the_unique_period_is_set_over_the_wire(client: ThriftClient, queue_name
     [job] = client.dequeue(queue_name, 1)
     client.ack(queue_name, succeeded=[Ack(d, claim=job.claim)])
     assert client.enqueue(queue_name, [Job(b"b", unique="u")]) == [d]
-    with pytest.raises(PinLaterError, match="uniqueSucceededMillis must be an integer between 0 and"):
+    # The client checks a change as the service does; the server, what any client sends.
+    with pytest.raises(PinLaterError, match="unique_succeeded_ms must be from 0 to"):
         client.update_queue(queue_name, unique_succeeded_ms=-1)
+    with pytest.raises(PinLaterError, match="uniqueSucceededMillis must be an integer between 0 and"):
+        client._call("updateQueueConfig", idempotent=True, context=client._context(),
+                     update=idl.PinLaterQueueConfigUpdate(name=queue_name, uniqueSucceededMillis=-1))
 
 
 def test_a_published_reply_holds_the_holders_descriptor(client: ThriftClient, queue_name: str) -> None:
@@ -61,4 +65,18 @@ def test_bad_unique_keys_over_the_wire(client: ThriftClient, queue_name: str, un
         client._call("enqueueJobs", idempotent=False, context=client._context(),
                      request=idl.PinLaterEnqueueRequest(queueName=queue_name, jobs=[job]))
     assert "\n" not in str(info.value)
+    assert client.count(queue_name, "pending") == 0
+
+
+@pytest.mark.parametrize("field", ["unique", "key"])
+def test_a_key_the_wire_cannot_carry_is_refused_as_in_process(
+    client: ThriftClient, service: JobService, queue_name: str, field: str
+) -> None:
+    """A lone surrogate cannot be written as UTF-8: the Thrift client
+    refuses it as the service does, not with its codec's error."""
+    client.create_queue(queue_name)
+    job = Job(b"x", **{field: "\ud800"})  # type: ignore[arg-type]
+    for caller in (client, service):
+        with pytest.raises(EnqueueRejected, match="lone surrogate"):
+            caller.enqueue(queue_name, [job])
     assert client.count(queue_name, "pending") == 0
