@@ -131,10 +131,7 @@ class Batches(Protocol):
 
     def batch_join(self, batch: str, descriptors: Sequence[str]) -> bool:
         """Add jobs to the batch, unless it is no longer OPEN or SEALED
-        (False: nothing added). A job already in it is not counted twice;
-        one in another batch stays there (only a repeated enqueue names a
-        job stored before, and taking it could leave that batch without
-        the end that completes it)."""
+        (False: nothing added). A job already in it is not counted twice."""
 
     def batch_seal(self, batch: str) -> bool:
         """OPEN -> SEALED (no more jobs from its maker). True if that made

@@ -142,27 +142,6 @@ def test_ends_no_ack_told_are_found_by_the_monitor(cluster: JobService, queue_na
     assert [j.body for j in cluster.dequeue(done_q, 10)] == [b"cb"]
 
 
-def test_a_repeated_enqueue_moves_no_job_out_of_its_batch(cluster: JobService, queue_name: str) -> None:
-    """A repeat of an enqueue (same idempotency key) answers the jobs the
-    first call stored; naming another batch it moves none of them, and a
-    unique key's holder answered as a duplicate stays in its own batch:
-    each batch still completes on its own jobs' ends, and its callback runs."""
-    done_q = _setup(cluster, queue_name)
-    x = cluster.create_batch(done_q, Job(b"x"))
-    [held] = cluster.enqueue(queue_name, [Job(b"held", unique="u1")], batch=x)
-    [plain] = cluster.enqueue(queue_name, [Job(b"plain")], batch=x, idempotency_key="k1")
-    cluster.seal_batch(x)
-    y = cluster.create_batch(done_q, Job(b"y"))
-    for _ in range(2):  # the first call, then its repeat
-        assert list(cluster.enqueue(queue_name, [Job(b"dup", unique="u1")], batch=y, idempotency_key="k2")) == [held]
-    assert list(cluster.enqueue(queue_name, [Job(b"plain")], batch=y, idempotency_key="k1")) == [plain]
-    assert (cluster.batch_status(x).total, cluster.batch_status(y).total) == (2, 0)
-    assert sorted(_run_all(cluster, queue_name)) == sorted([held, plain])
-    assert cluster.batch_status(x).state == "released"
-    assert cluster.seal_batch(y).state == "released"
-    assert sorted(j.body for j in cluster.dequeue(done_q, 10)) == [b"x", b"y"]
-
-
 def test_cancelling_a_batch_ends_its_jobs_and_its_callback(cluster: JobService, queue_name: str) -> None:
     done_q = _setup(cluster, queue_name)
     batch = cluster.create_batch(done_q, Job(b"cb"))

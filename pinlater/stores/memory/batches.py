@@ -54,11 +54,23 @@ class MemoryBatches:
             if b is None or b.state not in (OPEN, SEALED):
                 return False
             for d in descriptors:
-                # A job in another batch stays there (as batch_join.lua).
-                if self._batch_of.setdefault(d, batch) == batch:
-                    b.members.setdefault(d, "")
+                before = self._batch_of.get(d)
+                if before is not None and before != batch:
+                    self._leave(before, d)
+                self._batch_of[d] = batch
+                b.members.setdefault(d, "")
             b.updated_ms = _now_ms()
             return True
+
+    def _leave(self, batch: str, descriptor: str) -> None:
+        b = self._batches.get(batch)
+        if b is None:
+            return
+        outcome = b.members.pop(descriptor, None)
+        if outcome == ENDED_OK:
+            b.succeeded -= 1
+        elif outcome:
+            b.failed -= 1
 
     def batch_seal(self, batch: str) -> bool:
         with self._batch_lock:

@@ -27,17 +27,21 @@ class MySQLBatches:
 
         def work(s: Session) -> bool:
             s.execute(sql("batch_jobs_lock", ids=len(wanted)), wanted)
-            # A job in a batch, this or another, stays where it is (as
-            # batch_join.lua).
-            taken = {str(r[0]) for r in s.fetchall()}
-            s.execute(sql("batch_lock", ids=1), [batch])
+            before = {str(r[0]): (str(r[1]), r[2]) for r in s.fetchall()}
+            others = sorted({b for b, _ in before.values() if b != batch})
+            s.execute(sql("batch_lock", ids=len(others) + 1), [batch, *others])
             states = {str(r[0]): str(r[1]) for r in s.fetchall()}
             if states.get(batch) not in (OPEN, SEALED):
                 return False
-            new = [d for d in wanted if d not in taken]
-            if new:
-                s.execute(sql("batch_jobs_put", rows=len(new)), [v for d in new for v in (d, batch)])
-            s.execute(sql("batch_counts"), [len(new), 0, 0, states[batch], batch])
+            for other in others:
+                gone = [outcome for b, outcome in before.values() if b == other]
+                ok = sum(1 for o in gone if o == ENDED_OK)
+                failed = sum(1 for o in gone if o and o != ENDED_OK)
+                if other in states:
+                    s.execute(sql("batch_counts"), [-len(gone), -ok, -failed, states[other], other])
+            s.execute(sql("batch_jobs_put", rows=len(wanted)), [v for d in wanted for v in (d, batch)])
+            added = sum(1 for d in wanted if before.get(d, ("", None))[0] != batch)
+            s.execute(sql("batch_counts"), [added, 0, 0, states[batch], batch])
             return True
 
         return bool(self._run(work, transaction=True))

@@ -1172,10 +1172,9 @@ SELECT descriptor, batch, outcome FROM pinlater_batch_jobs WHERE descriptor IN (
 SELECT id, state, total, ok, failed FROM pinlater_batches WHERE id IN ({ids}) ORDER BY id FOR UPDATE
 
 -- name: batch_jobs_put
--- Jobs in no batch yet (a job in another stays there, as the caller read
--- them locked).
+-- A job of another batch moves here, its end not known again.
 INSERT INTO pinlater_batch_jobs (descriptor, batch, outcome) VALUES {rows}
-ON DUPLICATE KEY UPDATE batch = batch
+ON DUPLICATE KEY UPDATE outcome = IF(batch = VALUES(batch), outcome, NULL), batch = VALUES(batch)
 
 -- name: batch_jobs_put.row
 (%s, %s, NULL)

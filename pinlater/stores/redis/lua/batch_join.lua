@@ -1,7 +1,5 @@
 -- batch_join: jobs join a batch that is OPEN or SEALED (see
--- pinlater.stores.control.Batches). A job in another batch stays there:
--- only a repeat of an enqueue names a job stored before, and taking it
--- away could leave its batch without the end that completes it.
+-- pinlater.stores.control.Batches). A job in another batch leaves it.
 --
 -- KEYS[1]  plc:batch:{id}         hash: doc, state, total, ok, failed, created, updated
 -- KEYS[2]  plc:batch:{id}:jobs    hash: descriptor -> '' (not ended), 'S' or 'F'
@@ -17,9 +15,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local added = 0
 for i = 2, #ARGV do
   local d = ARGV[i]
-  if redis.call('HSETNX', KEYS[3], d, ARGV[1]) == 1 or redis.call('HGET', KEYS[3], d) == ARGV[1] then
-    added = added + redis.call('HSETNX', KEYS[2], d, '')
+  local before = redis.call('HGET', KEYS[3], d)
+  if before and before ~= ARGV[1] then
+    local other = 'plc:batch:' .. before
+    local outcome = redis.call('HGET', other .. ':jobs', d)
+    if outcome then
+      redis.call('HDEL', other .. ':jobs', d)
+      redis.call('HINCRBY', other, 'total', -1)
+      if outcome == 'S' then redis.call('HINCRBY', other, 'ok', -1) end
+      if outcome == 'F' then redis.call('HINCRBY', other, 'failed', -1) end
+    end
   end
+  redis.call('HSET', KEYS[3], d, ARGV[1])
+  added = added + redis.call('HSETNX', KEYS[2], d, '')
 end
 redis.call('HINCRBY', KEYS[1], 'total', added)
 redis.call('HSET', KEYS[1], 'updated', now)
