@@ -63,6 +63,8 @@ from pinlater.kit.httplimits import (
 from pinlater.observe.metrics import Family
 
 log = logging.getLogger(__name__)
+# A % that does not start an escape of two hex digits.
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")  # not int(): it takes "+1", " 1", "1_0" and other scripts' digits
 BASE_HEADERS: Mapping[str, str] = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
@@ -311,6 +313,9 @@ class HttpHandler(BaseHTTPRequestHandler):
             return
         try:
             parts = urlsplit(self.path)
+            if _BAD_ESCAPE.search(parts.path) or _BAD_ESCAPE.search(parts.query):
+                # unquote would keep it as text: "%e" would mean "%e".
+                raise ValueError("bad percent-encoding (a % not followed by two hex digits)")
             path = unquote(parts.path, errors="strict")
             pairs = parse_qsl(parts.query, keep_blank_values=True, errors="strict",
                               max_num_fields=self.max_query_fields)

@@ -94,6 +94,8 @@ MALFORMED = {
     "chunked": (request("POST", "/", "Transfer-Encoding: chunked\r\n", b"3\r\nabc\r\n0\r\n\r\n"), 411),
     "body_shorter_than_announced": (request("POST", "/", "Content-Length: 50\r\n", b"abc"), 408),
     "bad_percent_encoding": (request("GET", "/%ff%fe"), 400),
+    "half_an_escape_in_the_query": (request("GET", "/?q=%e"), 400),
+    "a_lone_percent_in_the_path": (request("GET", "/a%"), 400),
     "too_many_query_fields": (request("GET", "/?" + "&".join(f"a{i}=1" for i in range(20))), 400),
     "foreign_host": (b"GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", 421),
     "method_not_taken": (request("PUT", "/"), 405),
