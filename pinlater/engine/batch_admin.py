@@ -5,6 +5,7 @@ enqueue to one. How a batch ends and releases its callback:
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ from pinlater.validation import batch_queue, check_batch_id
 
 if TYPE_CHECKING:
     from pinlater.engine.core import Core
+
+log = logging.getLogger(__name__)
 
 # A batch's jobs are cancelled this many a call.
 CANCEL_PAGE = 1000
@@ -52,7 +55,8 @@ class BatchesMixin:
         except PinLaterError:
             # Refused for certain: a callback of no batch would wait, never
             # due, for ever.
-            self._cancel_each_queue([descriptor])
+            if self._withdraw([descriptor]):
+                log.warning("batch %s refused; its callback %s, never due, could not be cancelled", batch, descriptor)
             raise
         if not created:
             self.cancel(callback_queue, [descriptor])

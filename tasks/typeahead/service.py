@@ -159,9 +159,12 @@ class ContactsHandler:
         follower, followee = _user(follower, "follower"), _user(followee, "followee")
         if type(at_ms) is not int or at_ms < 0:
             raise _invalid(f"atMs must be a time in ms since the epoch, got {at_ms!r}")
-        # Checked as the follow job it stands for is (no self-follow, a time in range).
-        return self._update(cluster, lambda u: u.follow_changed(
-            cluster, follower, followee, UpdateJob.follow(str(cluster), follower, followee, at_ms).fields["at_ms"]))
+
+        def changed(u: LocalUpdates) -> int:
+            UpdateJob.follow(cluster, follower, followee, at_ms)  # checked as the job it stands for is
+            return u.follow_changed(cluster, follower, followee, at_ms)
+
+        return self._update(cluster, changed)
 
     def sourceChanged(self, cluster: str, owner: int, source: str) -> int:  # noqa: N802 (the IDL's)
         owner = _user(owner, "owner")
