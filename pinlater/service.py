@@ -100,7 +100,8 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
         """Stores the jobs on one healthy shard chosen at random (free
         sharding) and returns their descriptors in order. All or nothing.
         With ``idempotency_key``, a repeat within the idempotency window
-        returns the first call's descriptors and creates nothing. Jobs with
+        returns the first call's descriptors, creates nothing and joins
+        nothing to a batch. Jobs with
         unique keys (``Job.unique``) go to their keys' shards; one whose key
         is held stores nothing and answers the holder's descriptor (its
         index in ``Enqueued.duplicates``). With ``batch``, the jobs stored
@@ -110,25 +111,30 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
             self._batch_before_enqueue(queue, batch)
         if tracing.ON:
             with tracing.span("pinlater enqueue", {"pinlater.queue": queue}):
-                stored = self._enqueue(queue, jobs, idempotency_key)
-        else:
-            stored = self._enqueue(queue, jobs, idempotency_key)
-        if batch is not None:
-            self._join(queue, batch, stored)
-        return stored
+                return self._enqueue(queue, jobs, idempotency_key, batch)
+        return self._enqueue(queue, jobs, idempotency_key, batch)
 
-    def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None) -> Enqueued:
+    def _enqueue(self, queue: str, jobs: Sequence[Job], idempotency_key: str | None, batch: str | None) -> Enqueued:
         config = self.queue_config(queue)
         if not jobs:
             return Enqueued()
+
+        def store() -> Enqueued:
+            stored = store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config))
+            if batch is not None:
+                self._join(queue, batch, stored)
+            return stored
+
         if idempotency_key is not None:
-            stored = enqueue_once(
-                self.core.control, queue, idempotency_key, self.settings.idempotency_window_ms,
-                lambda: store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config)),
-            )
+            # The join is part of the unit the key stands for: a repeat
+            # answers the first call's jobs and joins nothing (they are in
+            # the first call's batch), and a join refused frees the key
+            # with the jobs withdrawn, so the call can be sent again whole.
+            stored = enqueue_once(self.core.control, queue, idempotency_key, self.settings.idempotency_window_ms,
+                                  store)
             # A repeat answers the first call's descriptors, not its duplicates.
             return stored if isinstance(stored, Enqueued) else Enqueued(stored)
-        return store_items(self.core, queue, enqueue_items(self.core, queue, jobs, config))
+        return store()
 
     # -- dequeue -------------------------------------------------------------------
     @declared(PinLaterClient.dequeue)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import batches
-from pinlater.errors import InvalidRequest, PinLaterError, StorageError
+from pinlater.errors import EnqueueOutcomeUnknown, InvalidRequest, PinLaterError, StorageError
 from pinlater.models import BatchStatus, CancelResult, Enqueued, Job, new_batch_id
 from pinlater.stores.base import ShardOutcomeUnknown
 from pinlater.stores.control import CANCELLED, LIVE_BATCH_STATES, OPEN
@@ -116,7 +116,9 @@ class BatchesMixin:
         try:
             joined = self.core.control.batch_join(batch, fresh)
         except ShardOutcomeUnknown as exc:
-            raise StorageError(
+            # As an enqueue whose shard went silent: an idempotency key
+            # stays reserved, so a retry with it is refused, not stored twice.
+            raise EnqueueOutcomeUnknown(
                 f"batch {batch}'s store went silent while {len(fresh)} job(s) enqueued into it joined it: they "
                 f"are stored ({_some(fresh)}) and may or may not be in the batch (batch_status tells); sending "
                 f"them again would store them twice ({exc})") from exc

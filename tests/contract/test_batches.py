@@ -11,8 +11,10 @@ import time
 import pytest
 
 from pinlater import Ack, Job, JobService, JobState
-from pinlater.errors import InvalidRequest
+from pinlater.engine import idempotency
+from pinlater.errors import EnqueueOutcomeUnknown, EnqueueRejected, InvalidRequest, StorageError
 from pinlater.limits import MAX_TIMESTAMP_MS
+from pinlater.stores.base import ShardOutcomeUnknown
 
 
 def _setup(cluster: JobService, queue: str) -> str:
@@ -198,3 +200,64 @@ def test_an_unknown_batch_is_named(cluster: JobService, queue_name: str) -> None
     with pytest.raises(InvalidRequest, match=f"no batch {unknown} "):
         cluster.enqueue(queue_name, [Job(b"x")], batch=unknown)
     assert cluster.count(queue_name, "pending") == 0
+
+
+def test_a_repeated_idempotent_enqueue_joins_no_batch_again(cluster: JobService, queue_name: str) -> None:
+    done_q = _setup(cluster, queue_name)
+    first = cluster.create_batch(done_q, Job(b"first"))
+    other = cluster.create_batch(done_q, Job(b"other"))
+    stored = cluster.enqueue(queue_name, [Job(b"a"), Job(b"b", unique="u")], idempotency_key="k", batch=first)
+    # The repeat answers the first call's jobs; naming another batch moves none of them.
+    assert cluster.enqueue(queue_name, [Job(b"a"), Job(b"b", unique="u")], idempotency_key="k",
+                           batch=other) == stored
+    assert (cluster.batch_status(first).total, cluster.batch_status(other).total) == (2, 0)
+    assert sorted(_run_all(cluster, queue_name)) == sorted(stored)
+    cluster.seal_batch(first)
+    cluster.seal_batch(other)
+    status = cluster.batch_status(first)
+    assert (status.state, status.succeeded, status.failed) == ("released", 2, 0)
+    assert sorted(j.body for j in cluster.dequeue(done_q, 10)) == [b"first", b"other"]
+
+
+def test_a_refused_join_frees_the_idempotency_key_for_the_call_sent_again(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done_q = _setup(cluster, queue_name)
+    batch = cluster.create_batch(done_q, Job(b"cb"))
+    control = cluster.core.control
+    join = control.batch_join
+
+    def refused(*args: object) -> object:
+        raise StorageError("the control store refuses writes")
+
+    monkeypatch.setattr(control, "batch_join", refused)
+    with pytest.raises(StorageError, match="were cancelled: nothing of the call will run"):
+        cluster.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=batch)
+    monkeypatch.setattr(control, "batch_join", join)
+    # Sent again whole, with its key: new jobs, in the batch; the withdrawn ones are not answered.
+    stored = cluster.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=batch)
+    assert {cluster.lookup(stored)[d].state for d in stored} == {JobState.PENDING}
+    assert cluster.batch_status(batch).total == 2
+    assert sorted(_run_all(cluster, queue_name)) == sorted(stored)
+    status = cluster.seal_batch(batch)
+    assert (status.state, status.succeeded, status.failed) == ("released", 2, 0)
+    assert [j.body for j in cluster.dequeue(done_q, 10)] == [b"cb"]
+
+
+def test_a_join_gone_silent_keeps_the_idempotency_key_reserved(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done_q = _setup(cluster, queue_name)
+    batch = cluster.create_batch(done_q, Job(b"cb"))
+
+    def silent(*args: object) -> object:
+        raise ShardOutcomeUnknown("no answer from the control store")
+
+    monkeypatch.setattr(cluster.core.control, "batch_join", silent)
+    with pytest.raises(EnqueueOutcomeUnknown, match="may or may not be in the batch"):
+        cluster.enqueue(queue_name, [Job(b"a")], idempotency_key="k", batch=batch)
+    monkeypatch.setattr(idempotency, "WAIT_S", 0.2)
+    # Sent again: refused while the first try's reservation holds, not stored twice.
+    with pytest.raises(EnqueueRejected, match="still running"):
+        cluster.enqueue(queue_name, [Job(b"a")], idempotency_key="k", batch=batch)
+    assert cluster.count(queue_name, JobState.PENDING) == 1

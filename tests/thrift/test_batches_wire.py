@@ -53,3 +53,15 @@ def test_bad_batch_ids_over_the_wire(client: ThriftClient, queue_name: str, batc
             call()
         assert "\n" not in str(info.value)
     assert client.count(queue_name, "pending") == 0
+
+
+def test_an_idempotent_enqueue_sent_again_over_the_wire_joins_no_other_batch(
+    client: ThriftClient, queue_name: str
+) -> None:
+    done_q = queue_name + "_done"
+    client.create_queue(queue_name)
+    client.create_queue(done_q)
+    first, other = client.create_batch(done_q, Job(b"first")), client.create_batch(done_q, Job(b"other"))
+    stored = client.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=first)
+    assert client.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=other) == stored
+    assert (client.batch_status(first).total, client.batch_status(other).total) == (2, 0)
