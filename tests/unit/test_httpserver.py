@@ -104,6 +104,7 @@ MALFORMED = {
     "http_0_9": (b"GET /\r\n\r\n", 400),
     "bad_version": (b"GET / HTTP/x.y\r\nHost: 127.0.0.1\r\n\r\n", 400),
     "header_too_long": (request("GET", "/", "X-Big: " + "a" * 70_000 + "\r\n"), 431),
+    "request_line_too_long": (request("GET", "/" + "a" * 70_000), 414),
     "headers_too_long_in_all": (request("GET", "/", "".join(f"X-Big-{i}: {'a' * 4000}\r\n" for i in range(20))),
                                 431),
     "handler_fails": (request("GET", "/boom?token=hunter2"), 500),
