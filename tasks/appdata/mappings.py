@@ -66,8 +66,13 @@ class Cursor:
     def decode(cls, text: str) -> Cursor:
         match = _CURSOR.fullmatch(text.strip()) if isinstance(text, str) else None
         if not match:
-            raise ValueError(f"not a mapping cursor: {text!r}")
-        return cls(int(match.group(1)), int(match.group(2)))
+            raise ValueError(f"not a mapping cursor: {str(text)[:100]!r}")
+        sequence, to_id = int(match.group(1)), int(match.group(2))
+        # The columns' ranges: a number past them is no row's, and the
+        # store would refuse it with an error of its own.
+        if not SEQUENCE_MIN <= sequence <= SEQUENCE_MAX or to_id > TO_ID_MAX:
+            raise ValueError(f"mapping cursor {text.strip()!r} is out of range")
+        return cls(sequence, to_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,11 @@ def test_add_remove_exists_count(appdata: AppData) -> None:
         mappings.page(appdata, USER_FOLLOWS_USER, a, limit=0)
     with pytest.raises(ValueError):
         mappings.page(appdata, USER_FOLLOWS_USER, a, limit=5, cursor="12;x")
+    # Numbers past the columns' ranges are no row's: refused before the store sees them.
+    for past in (f"{1 << 63}:1", f"{-(1 << 63) - 1}:1", f"1:{1 << 64}"):
+        with pytest.raises(ValueError, match="out of range"):
+            mappings.page(appdata, USER_FOLLOWS_USER, a, limit=5, cursor=past)
+    assert Cursor.decode(f"{(1 << 63) - 1}:{(1 << 64) - 1}") == Cursor((1 << 63) - 1, (1 << 64) - 1)
 
 
 def test_walk_is_stable_while_follows_change(appdata: AppData) -> None:
