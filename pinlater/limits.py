@@ -20,6 +20,9 @@ MAX_DELAY_MS = 100 * 365 * 86_400_000
 MAX_DURATION_MS = MAX_DELAY_MS
 # Jobs per second across every dequeuer; above this a limit means nothing.
 MAX_DEQUEUE_RATE = 1e9
+# The slowest rate above 0 (one job in about 11.6 days): the wait a limited
+# dequeue answers, 1000 / rate ms, stays a whole number a client can read.
+MIN_DEQUEUE_RATE = 1e-6
 # Priorities per queue.
 MAX_PRIORITIES = 100
 # A queue's concurrency cap (QueueConfig.max_running): a lease per running

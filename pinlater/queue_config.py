@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pinlater.errors import ConfigUnreadable, QueueNameInvalid, QueueNameTooLong
-from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES, MAX_RUNNING_CAP
+from pinlater.limits import MAX_DEQUEUE_RATE, MAX_DURATION_MS, MAX_PRIORITIES, MAX_RUNNING_CAP, MIN_DEQUEUE_RATE
 from pinlater.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ class QueueConfig:
         validate_queue_name(self.name)
         if not _is_int(self.priorities) or not 1 <= self.priorities <= MAX_PRIORITIES:
             raise ValueError(f"priorities must be a whole number from 1 to {MAX_PRIORITIES}, got {self.priorities!r}")
-        check_rate(self.max_dequeue_rate)
+        if check_rate(self.max_dequeue_rate) == 0:
+            object.__setattr__(self, "max_dequeue_rate", 0.0)  # not -0.0, shown as such
         if not isinstance(self.paused, bool):
             raise ValueError("paused must be true or false")
         if not _is_int(self.claim_timeout_ms) or not 100 <= self.claim_timeout_ms <= MAX_DURATION_MS:
@@ -128,9 +129,23 @@ class QueueConfig:
             try:
                 check_rate(rate)
             except ValueError as exc:
-                log.warning("queue %s: stored rate ignored, treated as unlimited: %s", known.get("name"), exc)
-                known["max_dequeue_rate"] = None
+                if _below_floor(rate):
+                    log.warning("queue %s: stored rate %r read as the slowest, %g jobs/s",
+                                known.get("name"), rate, MIN_DEQUEUE_RATE)
+                    known["max_dequeue_rate"] = MIN_DEQUEUE_RATE
+                else:
+                    log.warning("queue %s: stored rate ignored, treated as unlimited: %s", known.get("name"), exc)
+                    known["max_dequeue_rate"] = None
+        if _below_floor(known.get("key_rate")):
+            known["key_rate"] = MIN_DEQUEUE_RATE
         return cls(**known)
+
+
+def _below_floor(rate: object) -> bool:
+    """A rate above 0 but below MIN_DEQUEUE_RATE, as versions before the
+    floor stored: read as the floor, the nearest rate that means the same."""
+    return (isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate)
+            and 0 < rate < MIN_DEQUEUE_RATE)
 
 
 # What from_json may raise on a damaged text (JSONDecodeError and
@@ -166,19 +181,19 @@ def _is_int(value: object) -> bool:
 
 
 def check_rate(rate: object) -> float | None:
-    """A max dequeue rate: None (unlimited), or a finite number of jobs per
-    second from 0 (paused) to MAX_DEQUEUE_RATE."""
+    """A max dequeue rate: None (unlimited), 0 (paused), or a finite number
+    of jobs per second from MIN_DEQUEUE_RATE to MAX_DEQUEUE_RATE."""
     if rate is None:
         return None
     if (
         not isinstance(rate, int | float)
         or isinstance(rate, bool)
         or not math.isfinite(rate)
-        or not 0 <= rate <= MAX_DEQUEUE_RATE
+        or not (rate == 0 or MIN_DEQUEUE_RATE <= rate <= MAX_DEQUEUE_RATE)
     ):
         raise ValueError(
-            f"max_dequeue_rate must be a finite number of jobs per second from 0 (pauses) to "
-            f"{MAX_DEQUEUE_RATE:g}, or unlimited; got {rate!r}"
+            f"max_dequeue_rate must be a finite number of jobs per second, 0 (pauses) or from "
+            f"{MIN_DEQUEUE_RATE:g} to {MAX_DEQUEUE_RATE:g}, or unlimited; got {str(rate)[:40]!r}"
         )
     return float(rate)
 
@@ -199,17 +214,18 @@ def check_max_running(cap: object, name: str = "max_running") -> int | None:
 
 def check_key_rate(rate: object) -> float | None:
     """Dequeues per second per fairness key: None (unlimited), or a finite
-    number above 0 up to MAX_DEQUEUE_RATE (a key is not paused alone)."""
+    number from MIN_DEQUEUE_RATE to MAX_DEQUEUE_RATE (a key is not paused
+    alone)."""
     if rate is None:
         return None
     if (
         not isinstance(rate, int | float)
         or isinstance(rate, bool)
         or not math.isfinite(rate)
-        or not 0 < rate <= MAX_DEQUEUE_RATE
+        or not MIN_DEQUEUE_RATE <= rate <= MAX_DEQUEUE_RATE
     ):
         raise ValueError(
-            f"key_rate must be a finite number of jobs per second per key above 0 and up to "
+            f"key_rate must be a finite number of jobs per second per key from {MIN_DEQUEUE_RATE:g} to "
             f"{MAX_DEQUEUE_RATE:g}, or unlimited; got {str(rate)[:40]!r}"
         )
     return float(rate)

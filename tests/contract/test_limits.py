@@ -3,13 +3,15 @@ on every backend setup, and refusing it stores or changes nothing."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from pinlater import Ack, Checkpoint, Job, JobService, JobState
-from pinlater.errors import ContinuationInvalid, EnqueueRejected, InvalidRequest
-from pinlater.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS
+from pinlater.errors import ContinuationInvalid, DequeueRateLimited, EnqueueRejected, InvalidRequest
+from pinlater.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS, MIN_DEQUEUE_RATE
+from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 
 # Java's Long.MAX_VALUE ("never"), values past i64, and the first integer a
@@ -98,7 +100,7 @@ def test_jobs_per_call_are_capped(cluster: JobService, queue_name: str) -> None:
     assert cluster.count(queue_name, "running") == cap
 
 
-@pytest.mark.parametrize("rate", [math.nan, math.inf, -math.inf, -1.0, 1e309, 2e9])
+@pytest.mark.parametrize("rate", [math.nan, math.inf, -math.inf, -1.0, 1e309, 2e9, 5e-324, 1e-300, 9e-7])
 def test_non_finite_negative_and_absurd_rates_are_refused(
     cluster: JobService, queue_name: str, rate: float
 ) -> None:
@@ -109,6 +111,27 @@ def test_non_finite_negative_and_absurd_rates_are_refused(
     with pytest.raises(InvalidRequest, match="max_dequeue_rate must be a finite number"):
         cluster.set_rate(queue_name, rate)
     assert cluster.queue_config(queue_name, fresh=True).max_dequeue_rate == 50
+
+
+def test_the_slowest_rate_limits_dequeues_with_a_wait_a_client_can_read(
+    cluster: JobService, queue_name: str
+) -> None:
+    cluster.create_queue(queue_name, max_dequeue_rate=-0.0)
+    assert str(cluster.queue_config(queue_name, fresh=True).max_dequeue_rate) == "0.0"
+    cluster.set_rate(queue_name, MIN_DEQUEUE_RATE)
+    cluster.enqueue(queue_name, [Job(b"a"), Job(b"b")])
+    assert len(cluster.dequeue(queue_name, 2)) == 1  # the bucket's one token
+    with pytest.raises(DequeueRateLimited) as limited:
+        cluster.dequeue(queue_name, 1)
+    assert limited.value.retry_after_ms == 1_000_000_000
+    with pytest.raises(InvalidRequest, match="key_rate must be a finite number"):
+        cluster.update_queue(queue_name, key_rate=MIN_DEQUEUE_RATE / 2)
+
+
+def test_a_stored_rate_below_the_floor_is_read_as_the_floor() -> None:
+    stored = json.dumps({"name": "q", "max_dequeue_rate": 5e-324, "key_rate": 1e-300})
+    config = QueueConfig.from_json(stored)
+    assert (config.max_dequeue_rate, config.key_rate) == (MIN_DEQUEUE_RATE, MIN_DEQUEUE_RATE)
 
 
 @pytest.mark.parametrize(
