@@ -10,7 +10,9 @@ connection takes the slot of an idle or slow one, from the address holding
 the most connections, the one longest without activity; it is refused only
 when every connection is answering, or connected or began its request less
 than ``SLOW_S`` ago. So a flood of trickling connections sheds its own
-connections, not a normal client's.
+connections, not a normal client's. An address at its own limit sheds its
+own idle or slow connections the same way before it is refused (one
+address may be many clients: a proxy, or loopback).
 """
 
 from __future__ import annotations
@@ -318,21 +320,26 @@ class ConnectionTable(Generic[C]):
 
     def _refusal(self, address: str) -> str | None:
         held = self._by_address.get(address)
-        if held is not None and len(held) >= self.limits.max_connections_per_client:
+        # At its own limit, an address sheds an idle or slow connection of
+        # its own: behind a proxy (or on loopback) one address is many
+        # clients, and a stranger's idle sockets must not lock out the rest.
+        if (held is not None and len(held) >= self.limits.max_connections_per_client
+                and not self._shed_one([held])):
             return "connections_over_client_limit"
         if len(self._open) >= self.limits.max_connections and not self._shed_one():
             return "connections_refused"
         return None
 
-    def _shed_one(self) -> bool:
+    def _shed_one(self, among: list[set[C]] | None = None) -> bool:
+        """Closes the idle or slow connection longest without activity, of
+        the address holding the most (of ``among``'s addresses if given)."""
         now = time.monotonic()
-        for conns in sorted(self._by_address.values(), key=len, reverse=True):
+        for conns in among or sorted(self._by_address.values(), key=len, reverse=True):
             for conn in sorted(conns, key=lambda c: c.last_activity()):
                 if conn.stalled(now) and conn.shed():
                     self._remove(conn)
                     self.counters.count("connections_shed")
-                    log.debug("%s: closed a connection from %s to make room (all %d slots taken)",
-                              self.name, conn.address, self.limits.max_connections)
+                    log.debug("%s: closed a connection from %s to make room", self.name, conn.address)
                     return True
         return False
 

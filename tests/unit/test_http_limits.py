@@ -8,6 +8,7 @@ never does, and each refusal is counted."""
 
 from __future__ import annotations
 
+import http.client
 import select
 import socket
 import threading
@@ -132,6 +133,28 @@ def test_an_address_over_its_cap_has_the_extra_connections_closed_while_another_
             assert hostile.closed_by_server(within_s=0.3) == {4, 5}  # the four kept are still open
         assert server.counters["connections_over_client_limit"] == 2
         assert server.counters["connections_refused"] == server.counters["connections_shed"] == 0
+    finally:
+        server.stop()
+
+
+def test_an_address_at_its_cap_sheds_its_own_slow_connection_for_a_new_client() -> None:
+    """One address may be many clients (a proxy, loopback): four slow
+    connections of 127.0.0.2 at its cap of four do not lock out a normal
+    client from the same address; the one longest without activity goes."""
+    server = HttpServer("same-address", _Echo, request_timeout_s=5.0, max_connections=16,
+                        max_connections_per_client=4).start()
+    try:
+        with Trickler(server.address, 4, per_address=4) as hostile:
+            time.sleep(SLOW_S + 0.3)
+            connection = http.client.HTTPConnection(*server.address, timeout=5, source_address=("127.0.0.2", 0))
+            try:
+                connection.request("GET", "/same")
+                assert connection.getresponse().status == 200
+            finally:
+                connection.close()
+            assert len(hostile.closed_by_server(within_s=1.0)) == 1
+        assert server.counters["connections_shed"] == 1
+        assert server.counters["connections_over_client_limit"] == 0
     finally:
         server.stop()
 
