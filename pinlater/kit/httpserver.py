@@ -323,7 +323,12 @@ class HttpHandler(BaseHTTPRequestHandler):
             reason = "bad percent-encoding (not UTF-8)" if isinstance(exc, UnicodeDecodeError) else str(exc)
             self._send(self.error(HTTPStatus.BAD_REQUEST, f"malformed URL: {one_line(reason, 100)}"))
             return
-        if not self._host_allowed():
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1:
+            # Which one a proxy or a check reads differs: refused, as HTTP/1.1 says.
+            self._send(self.error(HTTPStatus.BAD_REQUEST, f"{len(hosts)} Host headers: send one"))
+            return
+        if not self._host_allowed(hosts[0] if hosts else "", parts.netloc):
             self._send(self.error(HTTPStatus.MISDIRECTED_REQUEST, "Host header must name this server (localhost)"))
             return
         request = Request(self.command, path, pairs, {k.lower(): v for k, v in self.headers.items()}, body,
@@ -374,11 +379,16 @@ class HttpHandler(BaseHTTPRequestHandler):
             raise _Refused(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {length} bytes")
         return body
 
-    def _host_allowed(self) -> bool:
+    def _host_allowed(self, header: str, target_authority: str) -> bool:
+        """The Host header, and the authority of a request target in
+        absolute form (``GET http://host/``), which HTTP/1.1 puts first."""
         if not self.server.loopback:
             return True  # bound to a real interface: the operator chose who may reach it
-        host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]")
-        return host in ("", "localhost") or is_loopback(host)
+        for named in (header, target_authority.rsplit("@", 1)[-1]):
+            host = named.rsplit(":", 1)[0].strip("[]") if not named.endswith("]") else named.strip("[]")
+            if host not in ("", "localhost") and not is_loopback(host):
+                return False
+        return True
 
     def parse_request(self) -> bool:
         self.rfile.count_header_lines(MAX_HEADER_BYTES)  # the request line is read: the headers come next

@@ -77,6 +77,13 @@ def request(method: str, target: str, headers: str = "", body: bytes = b"") -> b
     return f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{headers}\r\n".encode() + body
 
 
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1:80", "[::1]", "[::1]:8080"])
+def test_the_loopback_names_it_answers_to(echo: HttpServer, host: str) -> None:
+    for data in (f"GET /ok HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode(),
+                 request("GET", f"http://{host}/ok")):
+        assert exchange(echo, data)[0] == 200, data
+
+
 def test_a_request_reaches_the_handler_parsed(echo: HttpServer) -> None:
     status, headers, body = exchange(echo, request("POST", "/a%20b?x=1&y=%C3%A9", "Content-Length: 3\r\n", b"abc"))
     assert status == 200, body
@@ -98,6 +105,8 @@ MALFORMED = {
     "a_lone_percent_in_the_path": (request("GET", "/a%"), 400),
     "too_many_query_fields": (request("GET", "/?" + "&".join(f"a{i}=1" for i in range(20))), 400),
     "foreign_host": (b"GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", 421),
+    "a_second_host_header": (request("GET", "/", "Host: evil.example\r\n"), 400),
+    "a_foreign_absolute_target": (request("GET", "http://evil.example/ok"), 421),
     "method_not_taken": (request("PUT", "/"), 405),
     "unknown_method": (request("BREW", "/pot"), 405),
     "request_line_garbage": (b"GARBAGE\r\n\r\n", 400),
