@@ -69,6 +69,7 @@ MAX_POST_BYTES = 64 * 1024
 DEFAULT_BODY_CAP = 4096
 _CONTROL = re.compile(r"/api/queues/([^/]+)/([a-z-]+)")
 _QUEUE = re.compile(r"/api/queues/([^/]+)")
+_DECIMAL = re.compile(r"-?[0-9]{1,18}")
 
 
 @dataclass(slots=True)
@@ -353,7 +354,7 @@ class Api:
         if len(req.body) > MAX_POST_BYTES:
             raise ApiError(413, "TOO_LARGE", f"request body over {MAX_POST_BYTES} bytes")
         try:
-            raw = json.loads(req.body or b"{}", parse_constant=_refuse_constant)
+            raw = json.loads(req.body or b"{}", parse_constant=_refuse_constant, object_pairs_hook=_once_each)
         except (ValueError, RecursionError) as exc:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
             raise InvalidRequest(f"request body is not valid JSON: {reason}") from None
@@ -366,14 +367,23 @@ def _refuse_constant(token: str) -> None:
     raise ValueError(f"{token} is not a JSON number (numbers must be finite)")
 
 
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # {"rate": 5, "rate": null} would be whichever a reader takes: refused.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:40]!r} is given twice")
+        out[key] = value
+    return out
+
+
 def _int(req: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
     text = req.query.get(name, "").strip()
     if not text:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a whole number, got {text[:40]!r}") from None
+    if not _DECIMAL.fullmatch(text):  # int() also reads other scripts' digits and "1_000"
+        raise InvalidRequest(f"{name} must be a whole number, got {text[:40]!r}")
+    value = int(text)
     if not lo <= value <= hi:
         raise InvalidRequest(f"{name} must be between {lo} and {hi}, got {value}")
     return value

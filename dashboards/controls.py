@@ -19,6 +19,7 @@ from typing import Any
 from dashboards.audit import AuditEntry, AuditLog
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
+from pinlater.queue_config import check_key_rate, check_rate
 from pinlater.service import JobService
 from pinlater.states import JobState
 from pinlater.validation import MAX_ATTEMPTS, MAX_LIMIT, compile_body_regex
@@ -142,6 +143,7 @@ class Controls:
         if "rate" not in p.raw:
             raise InvalidRequest("rate is required: jobs per second, or null for unlimited")
         rate = p.number("rate", 0.0, MAX_RATE, " (jobs per second, or null for unlimited)")
+        _checked(check_rate, rate)
         return Plan({"rate": rate}, lambda: _config_result(self.service.set_rate(queue, rate)))
 
     def _concurrency(self, queue: str, p: Params) -> Plan:
@@ -163,7 +165,7 @@ class Controls:
             rate = p.number("key_rate", 0.0, MAX_RATE, " (jobs per second per key, or null for unlimited)")
             if rate == 0:
                 raise InvalidRequest("key_rate must be above 0 (pause the queue to run none), or null for unlimited")
-            changes["key_rate"] = rate
+            changes["key_rate"] = _checked(check_key_rate, rate)
         return Plan(changes, lambda: _config_result(self.service.update_queue(queue, **changes)))
 
     def _pause(self, queue: str, p: Params) -> Plan:
@@ -260,3 +262,12 @@ def _config_result(config: Any) -> dict[str, Any]:
         "key_rate": config.key_rate,
         "paused": config.paused,
     }
+
+
+def _checked(check: Callable[[object], float | None], rate: float | None) -> float | None:
+    """``rate`` as the job service checks it, refused here before any work
+    (and before the audit log records an attempt)."""
+    try:
+        return check(rate)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None

@@ -18,7 +18,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import ClassVar
 
-from dashboards.api import Api, Request, Response, error_response
+from dashboards.api import MAX_POST_BYTES, Api, Request, Response, error_response
 from dashboards.audit import AuditLog
 from dashboards.panels import Panel, PanelFiles, Unavailable, load_panels, panel_files
 from dashboards.progress import ProgressBoard
@@ -32,7 +32,9 @@ from pinlater.records import open_records
 from pinlater.service import JobService
 from pinlater.settings import Settings
 
-MAX_REQUEST_BYTES = 1024 * 1024  # bodies above are refused (413) unread; controls take far less
+# Bodies above a control's cap are refused (413) unread, before the token
+# is looked at: a stranger's request costs no more than a control's.
+MAX_REQUEST_BYTES = MAX_POST_BYTES
 # Where index.html takes the panels' links and sections.
 HEAD_MARK = "<!-- panel styles and scripts -->"
 SECTIONS_MARK = "<!-- panel sections -->"

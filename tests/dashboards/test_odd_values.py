@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -129,7 +130,7 @@ def test_progress_records_with_non_finite_numbers(cluster: Cluster) -> None:
 @pytest.mark.parametrize("raw", [
     b'{"rate": NaN}', b'{"rate": Infinity}', b'{"rate": -Infinity}', b'{"rate": 1e309}', b'{"rate": -1}',
     b'{"rate": 1e10}', b'{"rate": "inf"}', b'{"rate": "nan"}', b'{"rate": "1e309"}', b'{"rate": true}',
-    b'{"rate": 1' + b"0" * 400 + b"}",
+    b'{"rate": 1' + b"0" * 400 + b"}", b'{"rate": 5e-324}', b'{"rate": 1e-300}', b'{"rate": 5, "rate": null}',
 ])
 def test_rate_control_refuses_non_finite_negative_and_absurd_rates(cluster: Cluster, raw: bytes) -> None:
     queue, svc = cluster.work.queue, cluster.svc
@@ -151,3 +152,9 @@ def test_rate_control_accepts_the_largest_rate(cluster: Cluster) -> None:
     status, body = control(cluster.url, queue, "rate", {"rate": None})
     assert status == 200 and body["max_dequeue_rate"] is None
     assert svc.queue_config(queue, fresh=True).max_dequeue_rate is None
+
+
+@pytest.mark.parametrize("limit", ["\uff13", "1_0", "\u0663", "+5", "99999999999999999999"])
+def test_query_numbers_are_ascii_decimals(cluster: Cluster, limit: str) -> None:
+    status, body = call(cluster.url + "/api/audit?limit=" + urllib.parse.quote(limit))
+    assert status == 400 and "limit must be a whole number" in body["error"]["message"], body
