@@ -17,12 +17,16 @@ from pinlater import Ack, Job, JobState
 from pinlater.descriptor import JobDescriptor
 from pinlater.engine import slots
 from pinlater.engine.slots import SlotsUnavailable
+from pinlater.errors import StorageError
+from pinlater.kit.sqlblocks import job_table
 from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import parse_shards
+from tests.integration.mysql_support import raw_connection
 from tests.integration.procs import capped_worker, hold_jobs, ready
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.caps import most_at_once
+from tests.support.kinds.mysql import DATABASES as MYSQL_DATABASES
 from tests.support.stores import settings_for
 from tests.support.waits import wait_for
 
@@ -220,3 +224,31 @@ def test_the_cap_holds_while_the_control_store_is_down_and_after_it_restarts(
         monitor.run_once()
         assert client.count(queue_name, JobState.RUNNING) == 3
         assert _held(client, queue_name) == 3
+
+
+def test_a_mysql_dequeue_whose_reads_fail_after_its_commit_leaves_no_claim_and_no_slot(
+    servers: None, queue_name: str
+) -> None:
+    """The dequeue commits its claims, then reads the jobs back; when that
+    read fails (here: a column renamed by hand), the claims go back to
+    PENDING, so the cap's slots the caller keeps as spare are free indeed."""
+    with JobService.from_settings(settings_for("mysql"), source="undo") as client:
+        client.create_queue(queue_name, max_running=2)
+        client.enqueue(queue_name, [Job(b"x")] * 6)
+        table = job_table(queue_name, 1)
+        conn = raw_connection(MYSQL_DATABASES["d1"])
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"ALTER TABLE {table} CHANGE body body_by_hand MEDIUMBLOB")
+            for _ in range(3):
+                with pytest.raises(StorageError, match="Unknown column"):
+                    client.dequeue(queue_name, 2)
+                # Not left RUNNING: the caller keeps those slots as spare, and
+                # the next dequeue would claim beyond the cap (6 RUNNING under 2).
+                assert client.count(queue_name, JobState.RUNNING) == 0
+            with conn.cursor() as cur:
+                cur.execute(f"ALTER TABLE {table} CHANGE body_by_hand body MEDIUMBLOB")
+        finally:
+            conn.close()
+        got = client.dequeue(queue_name, 6)
+        assert len(got) == 2 and client.count(queue_name, JobState.RUNNING) == 2

@@ -31,10 +31,12 @@ from pinlater.stores.base import (
     Claims,
     ExpiredClaims,
     FailItem,
+    ShardOutcomeUnknown,
     holds,
     keep_claimed,
     new_claim_token,
 )
+from pinlater.stores.mysql.errors import LOCK_CONFLICT, MySQLStorageError, MySQLWriteRefused, error_code
 from pinlater.stores.mysql.lanes import LanesMixin
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
@@ -242,7 +244,29 @@ class ClaimsMixin(LanesMixin):
             # these jobs stay RUNNING until their claim times out (nothing is lost).
             return _claims(s.execute_script(text, args), limit, claim)
 
-        return self._run(queue, (*priorities, *look_ahead), work)
+        try:
+            return self._run(queue, (*priorities, *look_ahead), work)
+        except MySQLWriteRefused:
+            raise  # the claims' writes were refused: nothing was claimed
+        except MySQLStorageError as exc:
+            if error_code(exc) in LOCK_CONFLICT:
+                raise  # the claim statement lost its locks: rolled back
+            # Maybe after the COMMIT (a read back failed): the claims would
+            # stay RUNNING, held by nobody, while the caller counts their
+            # slots free. Undone, or the outcome is unknown.
+            self._undo_claims(queue, priorities, claim, exc)
+            raise
+
+    def _undo_claims(self, queue: str, priorities: Sequence[int], claim: str, cause: MySQLStorageError) -> None:
+        def work(s: Session) -> None:
+            for p in priorities:
+                s.execute(sql("dequeue_undo", table=job_table(queue, p)), [claim])
+
+        try:
+            self._run(queue, priorities, work)
+        except PinLaterError as exc:
+            raise ShardOutcomeUnknown(
+                f"{cause} (after which the dequeue's claims, maybe committed, could not be undone: {exc})") from cause
 
     def _look(self, queue: str, look_ahead: Sequence[int]) -> int | None:
         """The first of ``look_ahead`` with a runnable job (see Claims)."""

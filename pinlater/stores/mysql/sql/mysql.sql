@@ -471,6 +471,13 @@ END IF
 -- name: dequeue_end
 END
 
+-- name: dequeue_undo
+-- A dequeue that failed once it may have committed (a read back that
+-- failed): its claims, held by nobody, are PENDING again. Only jobs
+-- without a fairness key are claimed so (dequeue_claim).
+UPDATE {table} FORCE INDEX (by_claim) SET state = 0, claim = NULL, updated_at = {now}
+WHERE claim = %s AND state = 1
+
 -- name: peek
 -- One per priority, as separate results (see dequeue_begin): the jobs a
 -- dequeue without lanes would take, keyed or not.
