@@ -10,7 +10,9 @@ PinLater ACKs.
                           the same job runs again, no new message
 * worker lost, time limit, ``Reject`` -> ACK failure as well: releasing
   without spending an attempt (Kombu's requeue) would loop forever on a
-  task that always kills its process or always times out.
+  task that always kills its process or always times out. While attempts
+  remain, a lost worker or a time limit is a retry to Celery (RETRY
+  stored), as the task's own exceptions are (``workers.task``).
 
 Each ACK appends a short custom status to the job: ``[ran 41 ms]`` on
 success, ``[retry: ...]`` or ``[failed: ...]`` with the exception's type
@@ -26,9 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from billiard.einfo import ExceptionWithTraceback
+from billiard.exceptions import TimeLimitExceeded, WorkerLostError
 from celery.exceptions import Retry
 from celery.utils.serialization import get_pickled_exception
 from celery.worker.request import Request
+from celery.worker.state import task_ready
 
 from pinlater.kit.cli_output import one_line
 from pinlater.retry import RetryPolicy
@@ -97,9 +101,24 @@ class PinLaterRequest(Request):
         exc = getattr(exc_info, "exception", None)
         if isinstance(exc, ExceptionWithTraceback):
             exc = exc.exc
+        if isinstance(exc, WorkerLostError | TimeLimitExceeded) and self._attempts_remaining() > 1:
+            # Its pool process died or was killed at the time limit, and the
+            # job runs again: a retry, as the task's own exceptions are
+            # then (workers.task), not its end stored with errbacks run.
+            task_ready(self)
+            try:
+                self.task.backend.mark_as_retry(self.id, exc, request=self._context)
+            except Exception as error:  # noqa: BLE001 -- any backend's error: the failure ACK below must still go
+                log.warning("could not store the retry of %s[%s]: %s", self.name, self.id, _one_line(error))
+            self.on_retry(exc_info)
+            return
         if exc is not None and not isinstance(exc, Retry):
             self._set_status(f"[failed: {_one_line(exc)}]")
         super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+    def _attempts_remaining(self) -> int:
+        info = (self._request_dict or {}).get("pinlater") or {}
+        return int(info.get("attempts_remaining", 1))
 
     def _set_delay(self, delay_ms: int, *, replace: bool = True) -> None:
         qos = self._qos()
@@ -111,7 +130,7 @@ class PinLaterRequest(Request):
         if policy is None:
             return 0  # the queue's policy, applied by the job service
         info = (self._request_dict or {}).get("pinlater") or {}
-        used = int(info.get("attempts_allowed", 1)) - int(info.get("attempts_remaining", 1))
+        used = int(info.get("attempts_allowed", 1)) - self._attempts_remaining()
         return max(1, policy.delay_ms(used + 1))
 
     def on_retry(self, exc_info: Any) -> None:

@@ -11,7 +11,10 @@
 * Late ACKs: the job is ACKed when the task returns, so a worker that dies
   leaves it to the claim timeout. An exception is a failure ACK: PinLater
   retries it on the retry policy (the task's ``retry_policy`` if given,
-  else the queue's) and marks it FAILED after its last attempt.
+  else the queue's) and marks it FAILED after its last attempt. To Celery
+  an attempt with more to come is a retry (its result RETRY, ``on_retry``
+  called); only the last attempt's exception stores FAILURE, runs the
+  errbacks and fails a chord.
 * ``self.retry(countdown=...)`` is a failure ACK with that delay: the same
   job runs again (it spends an attempt), no new message is published.
 * ``self.heartbeat()`` keeps a long task's claim; ``auto_heartbeat`` (on by
@@ -61,7 +64,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from celery import Task
-from celery.exceptions import Retry
+from celery.exceptions import Ignore, Reject, Retry
 from celery.signals import task_postrun, task_prerun
 
 from pinlater.errors import PinLaterError
@@ -94,6 +97,19 @@ class JobCancelled(Exception):
     by ``self.heartbeat()`` and ``self.raise_if_cancelled()``. The job has
     ended FAILED already, its status ``[cancelled]``: a task may catch this
     to clean up, then should end (its ACK is stale, and nothing is retried)."""
+
+
+# Exceptions that end a job or its attempt as they are, whatever its attempts left.
+_ENDINGS = (Retry, Ignore, Reject, JobRefused, JobCancelled)
+
+
+def attempts_left(request: Any) -> int:
+    """How many attempts the running job has, this one included (0: the
+    task is not running a PinLater job)."""
+    info = getattr(request, "pinlater", None)
+    if not info or getattr(request, "is_eager", False):
+        return 0
+    return int(info.get("attempts_remaining", 1))
 
 
 class PinLaterTask(Task):
@@ -146,7 +162,17 @@ class PinLaterTask(Task):
         if isinstance(batch, str) and getattr(request, "pinlater", None):
             # A batch's callback (workers.batches): its batch's counts, read now that it has ended.
             kwargs[BATCH_KWARG] = batch_counts(self.pinlater_client.batch_status(batch))
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        except _ENDINGS:
+            raise
+        except Exception as exc:
+            if attempts_left(request) > 1:
+                # The job service runs the job again: to Celery a retry, not
+                # the task's end (no FAILURE stored, no errback run, no chord
+                # part counted); the last attempt's exception is its end.
+                raise Retry(exc=exc) from exc
+            raise
 
     @classmethod
     def on_bound(cls, app: Any) -> None:

@@ -216,6 +216,33 @@ def tsum(self: Any, numbers: list[int]) -> int:
     return sum(numbers)
 
 
+@task("w_add_once", ignore_result=False, accepts_canvas=True, retry_policy=RetryPolicy.constant(100, retries=2))
+def add_once(self: Any, x: int, y: int) -> int:
+    """As ``add``, but its first attempt for each (x, y) fails."""
+    if results().incr(key(f"runs:w_add_once:{x}:{y}")) == 1:
+        raise ValueError("the first attempt fails on purpose")
+    return x + y
+
+
+@task("w_exit_once", ignore_result=False, accepts_canvas=True, retry_policy=RetryPolicy.constant(100, retries=2))
+def exit_once(self: Any, x: int) -> int:
+    """Its first attempt for each x ends its pool process (a lost worker)."""
+    if results().incr(key(f"runs:w_exit_once:{x}")) == 1:
+        os._exit(1)
+    return x
+
+
+@task("w_never", ignore_result=False, accepts_canvas=True, retry_policy=RetryPolicy.constant(100, retries=2))
+def never(self: Any) -> None:
+    results().incr(key("runs:w_never"))
+    raise ValueError("every attempt fails")
+
+
+@task("w_errback", accepts_canvas=True)
+def errback(self: Any, task_id: str) -> None:
+    results().rpush(key("runs:w_errback"), task_id)
+
+
 # -- cancel ---------------------------------------------------------------------------------
 @task("w_cancel", claim_timeout_ms=3000)
 def cancellable(self: Any, seconds: float) -> None:

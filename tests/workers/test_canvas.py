@@ -6,6 +6,8 @@ groups, chains and chords work, and results expire
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 from celery import Celery, chain, chord, group
@@ -50,3 +52,29 @@ def test_chord_chain_group_and_results_that_expire(
     assert app.tasks["tests.w_pub"].ignore_result and not add.ignore_result
     assert not backend.exists(f"celery-task-meta-{ignored.id}")
     backend.close()
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+@pytest.mark.timeout(120)
+def test_an_attempt_the_job_service_will_retry_is_no_ending_for_results_errbacks_or_chords(
+    app: Celery, procs: Processes, results: redis.Redis[bytes]
+) -> None:
+    procs.start("retries", worker_args("retries", [qname(q) for q in ("w_add", "w_tsum", "w_add_once", "w_never",
+                                                                      "w_errback", "w_exit_once")], 4))
+    wait_for_workers(app, ["retries"])
+    add, tsum, add_once = app.tasks["tests.w_add"], app.tasks["tests.w_tsum"], app.tasks["tests.w_add_once"]
+    errback = app.tasks["tests.w_errback"]
+
+    # Its first attempt fails and the job runs again: the result is the second's.
+    assert add_once.apply_async((1, 2), link_error=errback.s()).get(timeout=30) == 3
+    assert chord([add_once.s(3, 4), add.s(5, 6)], tsum.s())().get(timeout=30) == 18
+    # Its first attempt's pool process dies (a lost worker): a retry too.
+    assert chord([app.tasks["tests.w_exit_once"].s(7), add.s(1, 1)], tsum.s())().get(timeout=30) == 9
+    # Every attempt fails: one FAILURE, and the errback runs once, after the last.
+    failing = app.tasks["tests.w_never"].apply_async(link_error=errback.s())
+    with pytest.raises(ValueError, match="every attempt fails"):
+        failing.get(timeout=30)
+    assert int(results.get(key("runs:w_never")) or 0) == 3
+    wait_until(lambda: results.llen(key("runs:w_errback")) >= 1, 30, what="the errback")
+    time.sleep(1.0)  # a second errback would have been published by now
+    assert [r.decode() for r in results.lrange(key("runs:w_errback"), 0, -1)] == [failing.id]
