@@ -97,7 +97,9 @@ class PinLaterCelery(Celery):
         """Celery's, inside a bulk scope that takes a group's tasks: a
         ``group`` publishes them all in one of these, so their jobs go out
         with a few enqueue calls when it ends (``workers.bulk``)."""
-        with bulk.publishing(every=False), super().producer_or_acquire(producer) as bound:
+        # The scope inside the producer's: its jobs go out before the
+        # producer is released (after an error, its connection with it).
+        with super().producer_or_acquire(producer) as bound, bulk.publishing(every=False):
             yield bound
 
     def send_task(self, name: str, *args: Any, **options: Any) -> Any:

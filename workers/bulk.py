@@ -33,6 +33,7 @@ the jobs of the calls before it are stored, the rest are not.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 MAX_JOBS = 1000
 _DUE_SLACK_MS = 50
 
+log = logging.getLogger(__name__)
 _local = threading.local()
 
 
@@ -89,8 +91,12 @@ def publishing(*, every: bool = True) -> Iterator[None]:
     scope = _scope()
     scope.depth += 1
     scope.explicit += every
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
         scope.depth -= 1
         scope.explicit -= every
@@ -98,7 +104,20 @@ def publishing(*, every: bool = True) -> Iterator[None]:
             scope.memo.clear()
             if scope.pending:
                 pending, scope.pending = scope.pending, []
-                flush(pending)
+                if not failed:
+                    flush(pending)
+                else:
+                    _flush_beside(pending)
+
+
+def _flush_beside(pending: list[Pending]) -> None:
+    """What a block that raised had published goes out as its publishes
+    would have; should that fail too, the block's own error is the one
+    its caller sees (its ``except`` names it), and this one is logged."""
+    try:
+        flush(pending)
+    except Exception as exc:  # noqa: BLE001 -- the block's error is raised; this one would hide it
+        log.warning("%d job(s) published in a block that raised were not stored: %s", len(pending), exc)
 
 
 def memo() -> dict[Any, Any] | None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery, group
-from kombu.exceptions import OperationalError
+from kombu.exceptions import EncodeError, OperationalError
 
 from pinlater.client_api import PinLaterClient
 from pinlater.descriptor import JobDescriptor
@@ -116,6 +116,22 @@ def test_an_error_in_a_scope_still_stores_what_it_published_and_a_failed_call_ra
     monkeypatch.setattr(bulk, "_enqueue", refused)
     with pytest.raises(OperationalError, match="went away"), bulk.publishing():
         pub.delay(1)
+    # A block that raised, whose jobs then could not be stored either: its
+    # own error is the one raised (the other is logged).
+    with pytest.raises(ZeroDivisionError), bulk.publishing():
+        pub.delay(2)
+        raise ZeroDivisionError
+
+
+@pytest.mark.usefixtures("drop_pub")
+def test_a_group_whose_task_cannot_be_encoded_raises_the_encoding_error(
+    app: Celery, service: PinLaterClient, calls: list[tuple[str, int]],
+) -> None:
+    pub = app.tasks["tests.w_pub"]
+    with pytest.raises(EncodeError):
+        group([pub.s(1), pub.s(object())])()
+    # What the group had published before it goes out, as Celery's own would.
+    assert calls == [("bulk", 1)]
 
 
 @pytest.mark.usefixtures("drop_pub")
