@@ -254,9 +254,14 @@ class ShardSet:
                 for callback in self._on_recover:
                     try:
                         callback(backend)
-                    except Exception:
+                    except PinLaterError as exc:
+                        # The store failing again (too many connections, say): one
+                        # line, and the shard's last error is that error.
+                        log.warning("recovery hook failed for shard %s: %s", shard_id, exc)
+                        self.mark_down(shard_id, exc, FAILING)
+                    except Exception as exc:
                         log.exception("recovery hook failed for shard %s", shard_id)
-                        self.mark_down(shard_id, RuntimeError("recovery hook failed"), FAILING)
+                        self.mark_down(shard_id, exc, FAILING)
 
     def start_probing(self) -> None:
         if self._prober is not None:

@@ -311,3 +311,20 @@ def test_the_probe_keeps_a_shard_that_refuses_writes_out_until_it_writes(cluster
     cluster.bad.error = ERRORS["busy"]  # nor does a busy probe take a shard out
     shards.probe_once()
     assert shards.is_healthy("m2")
+
+
+def test_a_recovery_hook_that_fails_keeps_the_shard_out_with_its_error_in_one_line(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    shards = cluster.shards
+    shards.mark_down("m2", ConnectionResetError("reset"))
+
+    def hook(backend: object) -> None:
+        raise MySQLStorageError("MySQL error 1040: Too many connections", 1040)
+
+    shards.on_recover(hook)
+    caplog.set_level(logging.WARNING, logger="pinlater.engine.shards")
+    shards.probe_once()
+    health = shards.status()["m2"]
+    assert not health.healthy and "Too many connections" in (health.last_error or "")
+    assert [r.exc_info for r in caplog.records if "recovery hook" in r.getMessage()] == [None]
