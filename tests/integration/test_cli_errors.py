@@ -4,9 +4,13 @@ Python API raises PinLaterErrors, never a driver's exception."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -62,6 +66,42 @@ def test_an_unusable_store_is_one_line_naming_it(
     if control:
         env["PINLATER_CONTROL_URL"] = control
     assert_one_line(run_cli(["create-queue", queue_name], env), *needles)
+
+
+@pytest.fixture
+def echo_port() -> Iterator[int]:
+    """A server of another kind that answers RESP in RESP: it echoes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def echo(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conn, _ = listener.accept()
+                threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+@pytest.mark.parametrize("where", ["control store", "shard r1"])
+def test_an_echo_server_on_a_redis_port_is_named_not_a_redis_server(
+    servers: None, queue_name: str, echo_port: int, where: str
+) -> None:
+    echo = f"redis://127.0.0.1:{echo_port}/0"
+    env = {"PINLATER_SHARDS": f"r1={echo if where == 'shard r1' else redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)}",
+           "PINLATER_CONTROL_URL": echo if where == "control store" else GOOD_CONTROL}
+    assert_one_line(run_cli(["create-queue", queue_name], env), where, "not a Redis server?")
 
 
 @pytest.mark.parametrize(

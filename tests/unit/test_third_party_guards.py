@@ -51,6 +51,10 @@ def test_redis_says_when_a_command_failed_after_it_was_sent() -> None:
               "an enqueue that timed out after it was sent would be sent to another shard too")
     guard("Timeout connecting to server" in source, "redis", "the connect timeout's message",
           "a connect timeout must not read as after-send")
+    from pinlater.stores.redis.pool import BAD_PING
+
+    guard(BAD_PING in source, "redis", "the health check's message",
+          "a server of another kind on a store's port would not be named as such")
 
 
 # -- redis-py: pinlater.stores.redis.loader.call sends EVALSHA on a pooled connection --------------

@@ -21,6 +21,12 @@ POOL_EXHAUSTED = "No connection available"
 WRITE_REFUSED_CODES = ("MISCONF", "NOREPLICAS")
 
 
+HEALTH_CHECK_S = 30
+# redis-py's message for a PING not answered PONG (guarded by
+# tests/unit/test_third_party_guards.py).
+BAD_PING = "Bad response from PING health check"
+
+
 def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
     """A client of ``url``: ``redis://`` or ``rediss://`` (TLS), with
     ``USER:PASSWORD@`` for an ACL user and, for TLS, redis-py's own query
@@ -40,6 +46,10 @@ def open_redis(url: str, socket_timeout_s: float) -> redis.Redis[bytes]:
         # No silent retries: a retried script could enqueue twice or make an
         # ACK that was applied look stale.
         retry=Retry(NoBackoff(), 0),
+        # A PING before a connection's first command (and after it idled
+        # this long): a server of another kind that answers in RESP (an
+        # echo) is found there, not by a command reading a wrong answer.
+        health_check_interval=HEALTH_CHECK_S,
     )
     return redis.Redis(connection_pool=pool, decode_responses=False)
 
@@ -85,4 +95,6 @@ def describe(exc: redis.exceptions.RedisError) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return f"not a Redis server? ({text})"
+    if BAD_PING in text:
+        return "not a Redis server? (it did not answer PING with PONG)"
     return text
