@@ -392,12 +392,13 @@ class HttpHandler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self.rfile.count_header_lines(MAX_HEADER_BYTES)  # the request line is read: the headers come next
-        if not super().parse_request():
-            return False
-        if self.request_version == "HTTP/0.9":  # a request line without a version: no status line to answer with
+        if len(getattr(self, "raw_requestline", b"").split()) == 2:  # set by the stdlib, untyped
+            # A request line without a version (HTTP/0.9): refused before the
+            # stdlib waits for headers such a client never sends.
+            self.command, self.request_version, self.close_connection = None, "HTTP/1.0", True  # type: ignore[assignment]
             self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 is not supported: end the request line with HTTP/1.1")
             return False
-        return True
+        return super().parse_request()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """What the stdlib answers itself (a broken request line, headers too

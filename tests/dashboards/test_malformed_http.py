@@ -4,6 +4,7 @@ on serving everyone else."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import socket
@@ -78,6 +79,7 @@ CASES = {
     "request_line_garbage": (b"GARBAGE\r\n\r\n", 400),
     "request_line_bad_version": (b"GET / HTTP/x.y\r\nHost: 127.0.0.1\r\n\r\n", 400),
     "http_0_9": (b"GET /\r\n\r\n", 400),
+    "http_0_9_and_nothing_after": (b"GET /\r\n", 400),
     "unknown_method": (b"BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", 405),
 }
 
@@ -116,3 +118,16 @@ def test_keep_alive_survives_a_refused_request(dash: Dashboard) -> None:
         time.sleep(0.3)
         data = sock.recv(65536)
         assert data.count(b"HTTP/1.1 200") == 2, data
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/", "/api/overview"])
+def test_head_is_answered_as_get_without_a_body(dash: Dashboard, path: str) -> None:
+    host, port = dash.http.server_address[:2]
+    connection = http.client.HTTPConnection(str(host), port, timeout=10)
+    try:
+        connection.request("HEAD", path)
+        response = connection.getresponse()
+        assert response.status == 200 and int(response.headers["Content-Length"]) > 0
+        assert response.read() == b""
+    finally:
+        connection.close()

@@ -111,6 +111,7 @@ MALFORMED = {
     "unknown_method": (request("BREW", "/pot"), 405),
     "request_line_garbage": (b"GARBAGE\r\n\r\n", 400),
     "http_0_9": (b"GET /\r\n\r\n", 400),
+    "http_0_9_and_nothing_after": (b"GET /\r\n", 400),
     "bad_version": (b"GET / HTTP/x.y\r\nHost: 127.0.0.1\r\n\r\n", 400),
     "header_too_long": (request("GET", "/", "X-Big: " + "a" * 70_000 + "\r\n"), 431),
     "request_line_too_long": (request("GET", "/" + "a" * 70_000), 414),
