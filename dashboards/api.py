@@ -41,6 +41,7 @@ from typing import Any
 
 from dashboards.audit import AuditLog
 from dashboards.controls import Caller, Controls
+from dashboards.coverage import covered
 from dashboards.metrics import families
 from dashboards.panels import Panel, Unavailable, View, check_routes
 from dashboards.progress import ProgressBoard
@@ -279,17 +280,15 @@ class Api:
         if not queue:
             raise InvalidRequest("queue is required")
         state = _state(req.query.get("state", "failed"))
-        result = self.service.scan(
-            queue,
-            state,
-            priority=_int(req, "priority", None, 1, 100),
-            future=req.query.get("future", "") in ("1", "true"),
-            continuation=req.query.get("continuation") or CONTINUATION_START,
-            limit=_int(req, "limit", 50, 1, MAX_LIMIT) or 50,
-        )
+        priority = _int(req, "priority", None, 1, 100)
+        future = req.query.get("future", "") in ("1", "true")
+        continuation = req.query.get("continuation") or CONTINUATION_START
+        limit = _int(req, "limit", 50, 1, MAX_LIMIT) or 50
+        result, coverage = covered(self.service.operators, lambda: self.service.scan(
+            queue, state, priority=priority, future=future, continuation=continuation, limit=limit))
         jobs = [self._info(j, with_body=False) for j in result.jobs]
         return json_response(200, {"queue": queue, "state": state.name.lower(), "jobs": jobs,
-                                   "continuation": result.continuation})
+                                   "continuation": result.continuation, **coverage})
 
     def _job(self, req: Request) -> Response:
         descriptor = req.query.get("descriptor", "").strip()

@@ -4,7 +4,9 @@ Every control takes a JSON object of parameters. Unknown fields are refused
 (a typo must not silently fall back to a default on a bulk action). Retry
 and delete accept ``dry_run: true``, which changes nothing and returns how
 many jobs the action would touch, so the page can ask for confirmation with
-the real number. Authentication is the caller's business (see ``api``).
+the real number. Both, dry or not, say which shards they left out
+(``partial``, ``shards_skipped``: see ``dashboards.coverage``).
+Authentication is the caller's business (see ``api``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboards.audit import AuditEntry, AuditLog
+from dashboards.coverage import covered
 from pinlater.errors import InvalidRequest, PinLaterError
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.queue_config import check_key_rate, check_rate
@@ -186,11 +189,11 @@ class Controls:
         if delay_s is not None:
             run_after_ms = int((time.time() + delay_s) * 1000)
         if p.flag("dry_run"):
-            return Plan({}, lambda: _preview(self.service.count(queue, JobState.FAILED, priority=priority), limit),
-                        dry_run=True)
+            return Plan({}, lambda: self._preview(lambda: self.service.count(queue, JobState.FAILED, priority=priority),
+                                                  limit), dry_run=True)
         audited = {"priority": priority, "limit": limit, "attempts": attempts, "run_after_ms": run_after_ms}
-        return Plan(audited, lambda: {"retried": self.service.retry_failed(
-            queue, priority=priority, attempts=attempts, run_after_ms=run_after_ms, limit=limit)})
+        return Plan(audited, lambda: self._over_shards("retried", lambda: self.service.retry_failed(
+            queue, priority=priority, attempts=attempts, run_after_ms=run_after_ms, limit=limit)))
 
     def _delete_jobs(self, queue: str, p: Params) -> Plan:
         config = self.service.queue_config(queue)
@@ -206,11 +209,11 @@ class Controls:
         regex = p.text("body_regex", MAX_REGEX)
         compile_body_regex(regex)  # a bad pattern is an input error, before any work
         if p.flag("dry_run"):
-            return Plan({}, lambda: _preview(self._count_deletable(queue, state, priority, regex), limit),
-                        dry_run=True)
+            return Plan({}, lambda: self._preview(lambda: self._count_deletable(queue, state, priority, regex),
+                                                  limit), dry_run=True)
         audited = {"state": state.name.lower(), "priority": priority, "limit": limit, "body_regex": regex}
-        return Plan(audited, lambda: {"deleted": self.service.delete_jobs(
-            queue, state, priority=priority, body_regex=regex, limit=limit)})
+        return Plan(audited, lambda: self._over_shards("deleted", lambda: self.service.delete_jobs(
+            queue, state, priority=priority, body_regex=regex, limit=limit)))
 
     def _cancel(self, queue: str, p: Params) -> Plan:
         """``descriptors``: the jobs to end now (pending ones never run,
@@ -236,9 +239,15 @@ class Controls:
             return sum(count(queue, state, priority=priority, future=f, body_regex=regex) for f in (False, True))
         return count(queue, state, priority=priority, body_regex=regex)
 
+    def _preview(self, count: Callable[[], int], limit: int) -> dict[str, Any]:
+        found, coverage = covered(self.service.operators, count)
+        return {"dry_run": True, "would_affect": min(found, limit), "matching": found, **coverage}
 
-def _preview(found: int, limit: int) -> dict[str, Any]:
-    return {"dry_run": True, "would_affect": min(found, limit), "matching": found}
+    def _over_shards(self, name: str, act: Callable[[], int]) -> dict[str, Any]:
+        """An action over the queue's shards in rotation: how many jobs it
+        changed, and which shards it left out."""
+        done, coverage = covered(self.service.operators, act)
+        return {name: done, **coverage}
 
 
 _ALLOWED: dict[str, tuple[str, ...]] = {

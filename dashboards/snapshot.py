@@ -9,8 +9,9 @@ a Prometheus scraper) cost the shards what one does.
 
 A shard that is out of rotation is not read: the snapshot says so
 (``partial``, ``shards_down``) and shows the numbers of the others. If the
-control store cannot be reached, the last known queue configs are used and
-the rates are left out. A queue whose stored config cannot be read, or
+control store cannot be reached, the last known queue configs are used (a
+queue made since is missing, and before any read there are none: ``partial``
+says so too) and the rates are left out. A queue whose stored config cannot be read, or
 holds an odd rate, is shown with ``config_error`` (see dashboards.configs)
 rather than hiding every queue.
 
@@ -169,6 +170,7 @@ class Collector:
             self._entries = self._reader.read()
         except PinLaterError as exc:
             control_error = f"queue configs: {exc.message}"
+        queues_unread = control_error is not None
         entries = sorted(self._entries.values(), key=lambda e: e.name)
         configs = [e.config for e in entries if e.config is not None]
         rates: dict[str, dict[str, float]] = {}
@@ -195,7 +197,7 @@ class Collector:
             "taken_at_ms": int(time.time() * 1000),
             "took_ms": round((time.monotonic() - started) * 1000, 1),
             "rate_window_minutes": self.rate_window_minutes,
-            "partial": bool(down),
+            "partial": bool(down) or queues_unread,
             "shards_down": down,
             "control_store": {"ok": control_error is None, "error": control_error},
             "totals": totals,

@@ -226,8 +226,9 @@ function renderStatus(snap) {
   document.getElementById("updated").textContent =
     `updated ${PL.fmtTime(snap.taken_at_ms).slice(11)} · read in ${Math.round(snap.took_ms)} ms`;
   const problems = [];
-  if (snap.partial) problems.push(`Shard ${snap.shards_down.join(", ")} down: its jobs are not in these numbers; the other shards are.`);
-  if (!snap.control_store.ok) problems.push(`Control store unreachable (${snap.control_store.error}): configs may be stale, rates missing.`);
+  if (snap.shards_down.length) problems.push(`Shard ${snap.shards_down.join(", ")} down: its jobs are not in these numbers; the other shards are.`);
+  if (!snap.control_store.ok) problems.push(`Control store unreachable (${snap.control_store.error}): ` +
+    (snap.control_store.error.startsWith("queue configs") ? "queues may be missing or stale, " : "") + "rates missing.");
   banner(problems.join(" "));
   const select = document.getElementById("jobs-queue");
   const names = snap.queues.map((q) => q.name);

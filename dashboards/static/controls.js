@@ -39,6 +39,11 @@
 
   const post = (action, body) => PL.api(`/api/queues/${encodeURIComponent(PL.selected)}/${action}`, { body });
 
+  // A call over the queue's shards left these out (out of rotation): say so.
+  function skipped(answer) {
+    return answer.partial ? ` Shard ${answer.shards_skipped.join(", ")} is out of rotation: its jobs are left out.` : "";
+  }
+
   // Runs a control after the operator confirmed it; reports the outcome and refreshes the page.
   async function control(action, body, title, describe) {
     if (needSignIn()) return;
@@ -49,8 +54,10 @@
       if (text === null) return;
       if (!(await confirmAction(title, text))) return;
       const result = await post(action, body);
-      const shown = Object.entries(result).filter(([k]) => k !== "audited").map(([k, v]) => `${k}: ${v}`).join(", ");
-      PL.toast(`${action} on ${queue}: ${shown}` + (result.audited === false ? " (audit log unreachable!)" : ""), result.audited === false);
+      const shown = Object.entries(result).filter(([k]) => !["audited", "partial", "shards_skipped"].includes(k))
+        .map(([k, v]) => `${k}: ${v}`).join(", ");
+      PL.toast(`${action} on ${queue}: ${shown}` + (result.audited === false ? " (audit log unreachable!)" : "") + skipped(result),
+        result.audited === false || Boolean(result.partial));
     } catch (err) {
       PL.toast(`${action} on ${queue} refused: ${err.message}`, true);
     }
@@ -107,10 +114,10 @@
       const delay = num("retry-delay");
       if (delay) body.delay_s = delay * 60;
       control("retry-failed", body, "Retry failed jobs", (preview) => {
-        if (!preview.would_affect) { PL.toast(`No failed jobs to retry in ${PL.selected}.`); return null; }
+        if (!preview.would_affect) { PL.toast(`No failed jobs to retry in ${PL.selected}.` + skipped(preview)); return null; }
         return `Move ${PL.fmtInt(preview.would_affect)} failed job(s) of ${PL.selected}` +
           `${body.priority ? " (priority " + body.priority + ")" : ""} back to pending with ${body.attempts} attempt(s)` +
-          `${delay ? ", runnable in " + delay + " min" : ", runnable now"}?`;
+          `${delay ? ", runnable in " + delay + " min" : ", runnable now"}?` + skipped(preview);
       });
     });
     $("delete-form").addEventListener("submit", (ev) => {
@@ -118,9 +125,9 @@
       const body = { state: $("delete-state").value, priority: num("delete-priority"), limit: num("delete-limit"),
         body_regex: $("delete-regex").value || null };
       control("delete-jobs", body, "Delete jobs", (preview) => {
-        if (!preview.would_affect) { PL.toast(`No ${body.state} jobs match in ${PL.selected}.`); return null; }
+        if (!preview.would_affect) { PL.toast(`No ${body.state} jobs match in ${PL.selected}.` + skipped(preview)); return null; }
         return `Permanently delete ${PL.fmtInt(preview.would_affect)} ${body.state} job(s) of ${PL.selected}` +
-          `${body.body_regex ? " whose body matches /" + body.body_regex + "/" : ""}? This cannot be undone.`;
+          `${body.body_regex ? " whose body matches /" + body.body_regex + "/" : ""}? This cannot be undone.` + skipped(preview);
       });
     });
   }
@@ -152,6 +159,8 @@
       if (!more) tbody.replaceChildren(head);
       tbody.append(...page.jobs.map(jobRow));
       if (!more && !page.jobs.length) tbody.append(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No jobs in that state.")));
+      $("jobs-partial").hidden = !page.partial;
+      $("jobs-partial").textContent = page.partial ? skipped(page).trim() : "";
       jobsQuery.continuation = page.continuation;
       $("jobs-more").hidden = page.continuation === "-1";
     } catch (err) {

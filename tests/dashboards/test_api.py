@@ -221,7 +221,8 @@ def test_dry_runs_count_without_changing_anything(cluster: Cluster) -> None:
     base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
     failed = svc.count(queue, "failed")
     status, body = control(base, queue, "retry-failed", {"dry_run": True, "limit": 10_000})
-    assert status == 200 and body == {"dry_run": True, "would_affect": failed, "matching": failed}
+    assert status == 200 and body == {"dry_run": True, "would_affect": failed, "matching": failed,
+                                      "partial": False, "shards_skipped": []}
     status, body = control(base, queue, "delete-jobs", {"state": "pending", "body_regex": "^later-", "dry_run": True})
     # later- jobs are scheduled; a delete by regex takes scheduled pending jobs too, so the dry run counts them.
     later = svc.count(queue, "pending", future=True, body_regex="^later-")
@@ -242,7 +243,8 @@ def test_delete_dry_run_with_a_hostile_regex_answers_promptly(cluster: Cluster) 
     started = time.monotonic()
     status, body = control(cluster.url, queue, "delete-jobs", dry_run)
     elapsed = time.monotonic() - started
-    assert status == 200 and body == {"dry_run": True, "would_affect": 0, "matching": 0}, body
+    assert status == 200 and body == {"dry_run": True, "would_affect": 0, "matching": 0,
+                                      "partial": False, "shards_skipped": []}, body
     assert elapsed < 1.0, f"the dry run took {elapsed:.1f} s"
 
     status, body = control(cluster.url, queue, "delete-jobs", {**dry_run, "body_regex": r"(a)\1"})
@@ -269,6 +271,7 @@ def test_jobs_listing_and_lookup(cluster: Cluster) -> None:
     base, queue, svc = cluster.url, cluster.work.queue, cluster.svc
     status, page = call(f"{base}/api/jobs?queue={queue}&state=running&limit=7")
     assert status == 200 and len(page["jobs"]) == 7 and page["continuation"] != "-1"
+    assert page["partial"] is False and page["shards_skipped"] == []
     job = page["jobs"][0]
     assert job["state"] == "running" and job["claimed_by"] == "dashboard-test" and "body" not in job
     assert job["key"] == ""

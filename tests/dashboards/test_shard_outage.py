@@ -15,7 +15,7 @@ from dashboards.server import Dashboard
 from pinlater import Job, JobService
 from pinlater.settings import parse_shards
 from tests.dashboards.http import call
-from tests.dashboards.support import STATE_QUERIES, Cluster, dashboard_settings, run_workload
+from tests.dashboards.support import STATE_QUERIES, TOKEN, Cluster, dashboard_settings, run_workload
 from tests.servers import REDIS_PORTS, PrivateRedis, redis_db, redis_url
 from tests.support.browser import ARTIFACTS
 from tests.support.waits import wait_for
@@ -75,6 +75,18 @@ def test_dashboard_keeps_working_while_a_shard_is_down(
         metrics = call(cluster.url + "/metrics")[1]
         assert 'pinlater_shard_up{shard="r2"} 0' in metrics and 'pinlater_shard_up{shard="r1"} 1' in metrics
 
+        # A job list and the counts an operator confirms a bulk action by say what they leave out.
+        status, listed = call(f"{cluster.url}/api/jobs?queue={queue}&state=pending&limit=1000")
+        assert status == 200 and listed["partial"] is True and listed["shards_skipped"] == ["r2"]
+        assert {j["descriptor"].split(":")[1] for j in listed["jobs"]} == {"sr1"}
+        assert len(listed["jobs"]) == r1["pending_now"]
+        status, preview = call(f"{cluster.url}/api/queues/{queue}/retry-failed", {"dry_run": True}, token=TOKEN)
+        assert status == 200 and preview == {"dry_run": True, "would_affect": min(r1["failed"], 1000),
+                                             "matching": r1["failed"], "partial": True, "shards_skipped": ["r2"]}
+        status, preview = call(f"{cluster.url}/api/queues/{queue}/delete-jobs",
+                               {"state": "running", "dry_run": True}, token=TOKEN)
+        assert status == 200 and preview["matching"] == r1["running"] and preview["shards_skipped"] == ["r2"]
+
         # The page says so, and still shows r1's numbers.
         card = page.locator('#shards [data-shard="r2"]')
         wait_for(lambda: card.locator('[data-field="health"]').inner_text() == "down", what="page marks r2 down")
@@ -82,6 +94,11 @@ def test_dashboard_keeps_working_while_a_shard_is_down(
         assert page.inner_text("#cluster-status") == "1/2 shards up"
         failed = row.locator('td[data-field="failed"]')
         assert int(failed.inner_text().replace(",", "")) == r1["failed"]
+        page.select_option("#jobs-queue", queue)
+        page.select_option("#jobs-state", "pending")
+        page.click("#btn-jobs")
+        page.wait_for_selector("#jobs-partial:not([hidden])")
+        assert page.inner_text("#jobs-partial") == "Shard r2 is out of rotation: its jobs are left out."
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / "dashboard-shard-down.png"))
     finally:
@@ -91,4 +108,29 @@ def test_dashboard_keeps_working_while_a_shard_is_down(
         by_shard["r1"]["pending"] + by_shard["r2"]["pending"]
     )
     wait_for(lambda: page.inner_text("#cluster-status") == "2/2 shards up", what="page shows r2 back")
+    page.click("#btn-jobs")
+    page.wait_for_selector("#jobs-partial[hidden]", state="attached")
     page.close()
+    status, listed = call(f"{cluster.url}/api/jobs?queue={queue}&state=pending&limit=1000")
+    assert listed["partial"] is False and listed["shards_skipped"] == []
+    assert len(listed["jobs"]) == by_shard["r1"]["pending"] + by_shard["r2"]["pending"]
+
+
+def test_overview_is_partial_while_the_queue_list_cannot_be_read(private_redis: PrivateRedis) -> None:
+    """A dashboard that starts while its control store is down knows no
+    queue: its zeros are flagged as partial, not shown as the truth."""
+    shard = redis_url(REDIS_PORTS[0], SHARD_DB)
+    settings = dashboard_settings(shards=parse_shards(f"r1={shard}"),
+                                  control_url=redis_url(private_redis.port, CONTROL_DB), socket_timeout_s=0.5)
+    private_redis.stop()
+    try:
+        dashboard = Dashboard.from_settings(settings, port=0, refresh_s=0.5).start()
+        try:
+            status, snap = call(dashboard.url + "/api/overview")
+            assert status == 200 and snap["queues"] == [] and snap["shards_down"] == []
+            assert snap["control_store"]["ok"] is False and snap["control_store"]["error"].startswith("queue configs")
+            assert snap["partial"] is True
+        finally:
+            dashboard.close()
+    finally:
+        private_redis.start()
