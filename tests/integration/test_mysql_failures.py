@@ -19,6 +19,7 @@ from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 from pinlater.stores.base import EnqueueItem, ScanQuery, ShardOutcomeUnknown, ShardUnavailable
 from pinlater.stores.mysql.control import MySQLControlStore
+from pinlater.stores.mysql.errors import MySQLStorageError
 from pinlater.stores.mysql.pool import INLINE, ConnectionPool, MySQLAddress, Session
 from pinlater.stores.mysql.shard import MySQLBackend
 from pinlater.stores.mysql.statements import sql
@@ -244,14 +245,44 @@ def test_lock_conflicts_are_retried_then_raised() -> None:
             return 7
 
     ok = Flaky(2)
-    assert Session(ok, in_transaction=False).execute("UPDATE x") == 7  # type: ignore[arg-type]
+    assert Session(ok, in_transaction=False, budget_s=5.0).execute("UPDATE x") == 7  # type: ignore[arg-type]
     assert ok.calls == 3
     hopeless = Flaky(100)
     with pytest.raises(pymysql.err.OperationalError):
-        Session(hopeless, in_transaction=False).execute("UPDATE x")  # type: ignore[arg-type]
+        Session(hopeless, in_transaction=False, budget_s=5.0).execute("UPDATE x")  # type: ignore[arg-type]
     in_txn = Flaky(1)  # the whole transaction is retried instead, by the pool
     with pytest.raises(pymysql.err.OperationalError):
-        Session(in_txn, in_transaction=True).execute("UPDATE x")  # type: ignore[arg-type]
+        Session(in_txn, in_transaction=True, budget_s=5.0).execute("UPDATE x")  # type: ignore[arg-type]
+    assert hopeless.calls == 5  # the first send and LOCK_RETRIES more
+
+
+@pytest.mark.parametrize("transaction", [True, False])
+def test_a_held_row_lock_costs_a_call_about_one_store_timeout(database: str, transaction: bool) -> None:
+    """A row another session keeps locked: each try waits out the lock wait
+    (0.6 of the store timeout, at least 1 s), and the call stops sending
+    once it has used its timeout, so it fails with 1205 after two waits,
+    not five (2.6 timeouts more)."""
+    timeout_s = 2.0
+    pool = ConnectionPool(MySQLAddress.parse(mysql_url(database)), socket_timeout_s=timeout_s,
+                          prepare=lambda s: None, unavailable=lambda cause: ShardUnavailable(str(cause)))
+    pool.run(lambda s: s.execute("SELECT 1"))  # the database made, if this test runs first
+    holder = _raw(database)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS locked_t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+            cur.execute("INSERT IGNORE INTO locked_t VALUES (1, 0)")
+            holder.commit()
+            holder.begin()
+            cur.execute("SELECT v FROM locked_t WHERE id = 1 FOR UPDATE")
+        started = time.monotonic()
+        with pytest.raises(MySQLStorageError) as info:
+            pool.run(lambda s: s.execute("UPDATE locked_t SET v = v + 1 WHERE id = 1"), transaction=transaction)
+        took = time.monotonic() - started
+        assert info.value.errno == 1205, info.value
+        assert 1.9 <= took < 1.75 * timeout_s, f"a held lock cost the call {took:.1f} s"
+    finally:
+        holder.close()
+        pool.close()
 
 
 def _inline_pool(database: str) -> ConnectionPool:

@@ -55,8 +55,27 @@ class _OneLine(Exception):
 DDL_RESENDS = 2
 
 
-def _backoff(attempt: int) -> None:
-    time.sleep(random.uniform(0.005, 0.02) * attempt)
+class LockRetry:
+    """Whether one call sends its work again after a lock conflict: a
+    deadlock (found at once) up to LOCK_RETRIES times, but not once the call
+    has spent its time budget (the store timeout). A lock wait timeout alone
+    takes 0.6 of the budget: a call waits on locks twice at most (about 1.2
+    timeouts), not five times (3)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self._budget_s = budget_s
+        self._started = time.monotonic()
+        self._attempt = 0
+
+    def again(self, exc: BaseException) -> bool:
+        """After ``exc``: True (having backed off) if the work is to be sent again."""
+        if error_code(exc) not in LOCK_CONFLICT:
+            return False
+        self._attempt += 1
+        if self._attempt > LOCK_RETRIES or time.monotonic() - self._started >= self._budget_s:
+            return False
+        time.sleep(random.uniform(0.005, 0.02) * self._attempt)
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,27 +110,24 @@ class MySQLAddress:
 class Session:
     """One connection's cursor for one unit of work."""
 
-    def __init__(self, cursor: Cursor, in_transaction: bool) -> None:
+    def __init__(self, cursor: Cursor, in_transaction: bool, budget_s: float) -> None:
         self._cursor = cursor
         self._in_transaction = in_transaction
+        self._budget_s = budget_s
         # An inline transaction (``ConnectionPool.run``): its COMMIT sent, and answered.
         self.committing = self.committed = False
 
     def execute(self, stmt: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> int:
         """Run one statement; the row count (matched rows for UPDATE)."""
-        attempt = 0
+        retry = LockRetry(self._budget_s)
         while True:
             try:
                 return self._cursor.execute(stmt, args)
             except pymysql.err.OperationalError as exc:
                 # Inside a transaction the whole transaction is retried instead
                 # (a deadlock has rolled all of it back).
-                if self._in_transaction or error_code(exc) not in LOCK_CONFLICT:
+                if self._in_transaction or not retry.again(exc):
                     raise
-                attempt += 1
-                if attempt > LOCK_RETRIES:
-                    raise
-                _backoff(attempt)
 
     def execute_script(self, text: str, args: Sequence[Any]) -> list[tuple[tuple[Any, ...], ...]]:
         """Several statements, or one compound statement, in one round trip
@@ -129,16 +145,14 @@ class Session:
         return self._script(lambda: self._insert_ids(text, args))
 
     def _script(self, run: Callable[[], T]) -> T:
-        attempt = 0
+        retry = LockRetry(self._budget_s)
         while True:
             try:
                 return run()
             except pymysql.err.OperationalError as exc:
                 self._roll_back()
-                attempt += 1
-                if error_code(exc) not in LOCK_CONFLICT or attempt > LOCK_RETRIES:
+                if not retry.again(exc):
                     raise
-                _backoff(attempt)
             except BaseException:
                 self._roll_back()
                 raise
@@ -259,7 +273,7 @@ class ConnectionPool:
         and still finish on the server; the resend then finds it done.
         ``prepare`` runs first when due, on its own and with resends of its
         own: the work is not sent until it has run."""
-        attempt = 0
+        retry = LockRetry(self._timeout)
         recreated = False
         prepare_resends = DDL_RESENDS
         while True:
@@ -284,12 +298,8 @@ class ConnectionPool:
                     recreated = True
                     self._create_database()
                     continue
-                if not transaction or error_code(exc) not in LOCK_CONFLICT:
+                if not transaction or not retry.again(exc):
                     raise storage_error(self._address, exc) from exc
-                attempt += 1
-                if attempt > LOCK_RETRIES:
-                    raise storage_error(self._address, exc) from exc
-                _backoff(attempt)
             except pymysql.MySQLError as exc:
                 raise storage_error(self._address, exc) from exc
 
@@ -307,7 +317,7 @@ class ConnectionPool:
             with conn.cursor() as cursor:
                 if transaction is True:
                     conn.begin()
-                session = Session(cursor, bool(transaction))
+                session = Session(cursor, bool(transaction), self._timeout)
                 result = work(session)
                 if transaction and not session.committed:
                     committing = True
@@ -386,7 +396,7 @@ class ConnectionPool:
             conn = self._connect(with_database=True)
         try:
             with conn.cursor() as cursor:
-                session = Session(cursor, in_transaction=False)
+                session = Session(cursor, in_transaction=False, budget_s=self._timeout)
                 session.execute(sql("session_isolation"))
                 lock_wait_s = max(1, int(self._timeout * 0.6))
                 session.execute(sql("session_setup"), {"lock_wait_s": lock_wait_s})
