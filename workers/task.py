@@ -76,6 +76,7 @@ from workers import tracing as task_tracing
 from workers.batches import BATCH_KWARG, batch_counts
 from workers.client import queue_config, shared_client
 from workers.heartbeat import CANCELLED, HEARTBEATS, HELD, Running, beat
+from workers.options import check_publish_options
 from workers.pid import current_pid
 from workers.publish_info import stamp, take_descriptor
 from workers.settings import TransportSettings
@@ -219,7 +220,10 @@ class PinLaterTask(Task):
         unique key (default: as the task's ``unique``/``unique_of`` say);
         while a job of the queue with that key is pending or running, the
         publish makes none, and the result's ``descriptor`` is that job's,
-        with ``duplicate`` True."""
+        with ``duplicate`` True. A bad countdown, eta, expires, priority,
+        queue or headers is a TypeError or ValueError naming it
+        (``workers.options``)."""
+        check_publish_options(options)
         key_of = type(self).fairness_key_of
         fkey = fairness_key if fairness_key is not None or key_of is None else key_of(*(args or ()), **(kwargs or {}))
         ukey = unique_key if unique_key is not None else self._unique_key(args, kwargs)
@@ -243,7 +247,8 @@ class PinLaterTask(Task):
         are ``apply_async``'s for every one. Their results, in order, with
         ``descriptor``, once every job is stored. A call of the wrong shape,
         or whose arguments the task does not take, is a TypeError naming it,
-        raised before any call is published."""
+        raised before any call is published, as is a bad option."""
+        check_publish_options(options)
         checked = self._checked_calls(calls)
         results = []
         with bulk.publishing(), self.app.producer_or_acquire() as producer:
@@ -375,6 +380,7 @@ class PinLaterTask(Task):
             return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
         if args is not None or kwargs is not None:
             raise ValueError("a PinLater retry runs the same job: its arguments cannot change")
+        check_publish_options({"countdown": countdown, "eta": eta})
         ret = Retry(exc=exc, when=eta if eta is not None else countdown)
         if throw:
             raise ret
