@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -68,23 +69,18 @@ def test_an_unusable_store_is_one_line_naming_it(
     assert_one_line(run_cli(["create-queue", queue_name], env), *needles)
 
 
-@pytest.fixture
-def echo_port() -> Iterator[int]:
-    """A server of another kind that answers RESP in RESP: it echoes."""
+@contextlib.contextmanager
+def _serving(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A loopback port whose connections each get ``handle`` in a thread."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     stop = threading.Event()
-
-    def echo(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            while data := conn.recv(65536):
-                conn.sendall(data)
 
     def serve() -> None:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 conn, _ = listener.accept()
-                threading.Thread(target=echo, args=(conn,), daemon=True).start()
+                threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -92,6 +88,19 @@ def echo_port() -> Iterator[int]:
     stop.set()
     thread.join()
     listener.close()
+
+
+@pytest.fixture
+def echo_port() -> Iterator[int]:
+    """A server of another kind that answers RESP in RESP: it echoes."""
+
+    def echo(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    with _serving(echo) as port:
+        yield port
 
 
 @pytest.mark.parametrize("where", ["control store", "shard r1"])
@@ -102,6 +111,44 @@ def test_an_echo_server_on_a_redis_port_is_named_not_a_redis_server(
     env = {"PINLATER_SHARDS": f"r1={echo if where == 'shard r1' else redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)}",
            "PINLATER_CONTROL_URL": echo if where == "control store" else GOOD_CONTROL}
     assert_one_line(run_cli(["create-queue", queue_name], env), where, "not a Redis server?")
+
+
+@pytest.fixture
+def banner_port() -> Iterator[int]:
+    """A server of another kind that speaks first, as SSH does."""
+
+    def greet(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+    with _serving(greet) as port:
+        yield port
+
+
+@pytest.mark.parametrize("where", ["control store", "shard d1"])
+def test_a_server_of_another_kind_on_a_mysql_port_is_named_in_one_timeout(
+    servers: None, queue_name: str, banner_port: int, where: str
+) -> None:
+    """Redis waits for its client to speak, as MySQL's client does: a MySQL
+    URL pointing at it meets silence, which costs one socket timeout, not
+    one per resend of DDL that was never sent. A server that speaks first
+    (SSH) is not a MySQL server, at once."""
+    good = MYSQL + "/pinlater_cli_errors"
+    for port, needle in ((REDIS_PORTS[0], "no MySQL greeting"), (banner_port, "not a MySQL server?")):
+        wrong = MYSQL.rsplit(":", 1)[0] + f":{port}/pinlater_cli_errors"
+        env = {"PINLATER_SHARDS": f"d1={wrong if where == 'shard d1' else good}",
+               "PINLATER_CONTROL_URL": wrong if where == "control store" else good,
+               "PINLATER_STORE_TIMEOUT_S": "1"}
+        assert_one_line(run_cli(["create-queue", queue_name], env), where, needle)
+        settings = Settings.from_env(env)
+        svc = JobService.from_settings(settings)
+        try:
+            started = time.monotonic()
+            with pytest.raises(PinLaterError, match=needle.replace("?", r"\?")):
+                svc.create_queue(queue_name)
+            assert time.monotonic() - started < 1.8  # one timeout (was three)
+        finally:
+            svc.close()
 
 
 @pytest.mark.parametrize(

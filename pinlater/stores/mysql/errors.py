@@ -81,17 +81,22 @@ def is_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, pymysql.err.OperationalError) and error_code(exc) in UNREACHABLE | REFUSED
 
 
-def is_foreign(exc: BaseException) -> bool:
-    """Not a MySQL error at all while connecting: PyMySQL choking on what
-    another kind of server (Redis, HTTP...) sent back."""
-    return not isinstance(exc, pymysql.MySQLError | PinLaterError)
+def is_foreign(exc: BaseException, *, connecting: bool = False) -> bool:
+    """Not a MySQL server's answer: PyMySQL choking on what another kind of
+    server (Redis, HTTP...) sent back, with an error of its own or, while
+    connecting, one of its protocol errors that carries no server error
+    number ("Packet sequence number wrong": an HTTP reply's first bytes
+    read as a packet header)."""
+    if not isinstance(exc, pymysql.MySQLError | PinLaterError):
+        return True
+    return connecting and isinstance(exc, pymysql.err.InternalError) and error_code(exc) is None
 
 
-def describe(exc: BaseException) -> str:
-    """One line for an error of PyMySQL's."""
+def describe(exc: BaseException, *, connecting: bool = False) -> str:
+    """One line for an error of PyMySQL's (met while ``connecting``)."""
     code = error_code(exc)
     args: tuple[object, ...] = getattr(exc, "args", ())
     text = str(args[1]) if len(args) > 1 else str(exc)
-    if is_foreign(exc):
+    if is_foreign(exc, connecting=connecting):
         return f"not a MySQL server? ({type(exc).__name__}: {exc})"
     return f"MySQL error {code}: {text}" if code is not None else f"{type(exc).__name__}: {text}"

@@ -50,6 +50,14 @@ class _OneLine(Exception):
     """A cause already described in one line."""
 
 
+class _Unsent(Exception):
+    """``error``, met opening a connection for a unit of work."""
+
+    def __init__(self, error: PinLaterError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 # Idempotent DDL (``prepare``'s, a queue's tables) sent again after the
 # server went silent running it: DDL is what a slow disk slows most.
 DDL_RESENDS = 2
@@ -283,6 +291,10 @@ class ConnectionPool:
                     self._run_once(self._prepare_work, False, own_ddl=True)
                     preparing = False
                 return self._run_once(work, transaction)
+            except _Unsent as unsent:
+                # No connection, so nothing of the work was sent: never a case
+                # for a resend, whatever error number the attempt to connect met.
+                raise unsent.error from unsent.error.__cause__
             except PinLaterError as exc:
                 cause = exc.__cause__
                 if cause is None or error_code(cause) != LOST_DURING_QUERY:
@@ -310,7 +322,10 @@ class ConnectionPool:
     def _run_once(self, work: Callable[[Session], T], transaction: Transaction, *, own_ddl: bool = False) -> T:
         """``own_ddl``: the work is ``prepare``'s, none of the caller's, so
         losing it says nothing of what the caller asked for."""
-        conn, generation = self._core.checkout()
+        try:
+            conn, generation = self._core.checkout()
+        except PinLaterError as exc:
+            raise _Unsent(exc) from None
         reusable = committing = False
         session: Session | None = None
         try:
@@ -354,16 +369,18 @@ class ConnectionPool:
             return False
 
     def _open_failed(self, exc: Exception) -> Exception | None:
-        if is_unreachable(exc) or is_foreign(exc):
+        if is_unreachable(exc) or is_foreign(exc, connecting=True):
             return self._unavailable(_OneLine(self._describe_refusal(exc)))
         return None
 
     def _describe_refusal(self, exc: BaseException) -> str:
+        text = describe(exc, connecting=True)
         # A server requiring TLS (require_secure_transport) answers a plain
         # client's right password with "access denied" too.
-        text = describe(exc)
         if error_code(exc) == ACCESS_DENIED and self._tls is None:
             text += "; if the server requires TLS, add ?ssl_ca=CA_FILE to the URL"
+        if error_code(exc) == LOST_DURING_QUERY:
+            text += " while connecting (no MySQL greeting: a server that does not answer, or not MySQL?)"
         return text
 
     def _connect(self, with_database: bool) -> Connection[Cursor]:
@@ -411,8 +428,8 @@ class ConnectionPool:
         try:
             bootstrap = self._connect(with_database=False)
         except Exception as exc:
-            if is_unreachable(exc) or is_foreign(exc):
-                raise self._unavailable(_OneLine(describe(exc))) from exc
+            if is_unreachable(exc) or is_foreign(exc, connecting=True):
+                raise self._unavailable(_OneLine(self._describe_refusal(exc))) from exc
             raise
         try:
             with bootstrap.cursor() as cursor:
