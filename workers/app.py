@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -198,10 +199,22 @@ def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
 
 
 @worker_init.connect
-def _guard_deliveries(**_: Any) -> None:
+def _guard_deliveries(sender: Any = None, **_: Any) -> None:
     # This process consumes as a Celery worker: it runs only the tasks each
     # queue routes to (plain Kombu consumers of other processes run none).
-    task_guard.enforce()
+    worker_app = getattr(sender, "app", None)
+    task_guard.enforce(on_expired=None if worker_app is None else partial(_revoked, worker_app))
+
+
+def _revoked(worker_app: Celery, headers: dict[str, Any], reason: str) -> None:
+    """A task that never ran stored as REVOKED, as Celery's worker stores
+    one whose message expired: if the task, or its publish, keeps results."""
+    task = worker_app.tasks.get(headers["task"])
+    if task is None:
+        return
+    ignore = headers.get("ignore_result")
+    if not (task.ignore_result if ignore is None else ignore) or task.store_errors_even_if_ignored:
+        task.backend.mark_as_revoked(headers["id"], reason)
 
 
 @worker_process_init.connect  # each process of the prefork pool

@@ -381,6 +381,7 @@ class Channel(TaskPublishing, Settling, virtual.Channel):
         stored = decode(job.body) or raw_message(job.body, registry.task_for_queue(queue), job.descriptor)
         if stored.expires_at_ms is not None and stored.expired(int(time.time() * 1000)):
             self.qos.expire(delivery_tag(job), EXPIRED_STATUS)
+            task_guard.expired(stored, job.descriptor)
             return None
         if task_guard.enforced():
             reason = task_guard.refusal(queue, stored)

@@ -27,6 +27,12 @@ line without the body, and a count per queue and task in the worker's
 Only a Celery worker checks (``enforce``, from ``workers.app`` when the worker
 is set up): plain Kombu consumers run no tasks, and get every message as it
 was published.
+
+A message whose expiration passed before its delivery is not delivered
+either (``workers.channel``): its job ends FAILED, and a worker tells the
+task's result backend what Celery's own worker would (``expired``):
+REVOKED, reason "expired", for a task that keeps its results, so that
+``AsyncResult.get()`` raises rather than waiting for ever.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from workers import registry
 from workers.message_format import StoredMessage
@@ -48,12 +56,29 @@ _NAME_SHOWN = 80
 _lock = threading.Lock()
 _enforced = False
 _refused: Counter[tuple[str, str]] = Counter()
+# Stores a task's result as revoked: (its message's headers, reason).
+_on_expired: Callable[[dict[str, Any], str], None] | None = None
 
 
-def enforce() -> None:
-    """This process is a Celery worker: check every delivery from now on."""
-    global _enforced
+def enforce(on_expired: Callable[[dict[str, Any], str], None] | None = None) -> None:
+    """This process is a Celery worker: check every delivery from now on,
+    and tell ``on_expired`` of each Celery task that expired undelivered."""
+    global _enforced, _on_expired
     _enforced = True
+    _on_expired = on_expired
+
+
+def expired(stored: StoredMessage, descriptor: str) -> None:
+    """``stored`` expired before its delivery (its job ends FAILED): its
+    task's result, if it keeps one, says so."""
+    hook = _on_expired
+    if hook is None or not isinstance(stored.headers.get("id"), str) or not isinstance(stored.headers.get("task"), str):
+        return
+    try:
+        hook(stored.headers, "expired")
+    except Exception as exc:  # noqa: BLE001 -- the job has ended FAILED either way; the result is told best effort
+        log.warning("job %s expired; its task's result could not be stored: %s: %s",
+                    descriptor, type(exc).__name__, str(exc)[:200])
 
 
 def enforced() -> bool:

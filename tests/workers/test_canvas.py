@@ -11,7 +11,10 @@ import time
 import pytest
 import redis
 from celery import Celery, chain, chord, group
+from celery.exceptions import TaskRevokedError
 
+from pinlater.service import JobService
+from pinlater.states import JobState
 from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_for_workers, worker_args
@@ -50,6 +53,35 @@ def test_chord_chain_group_and_results_that_expire(
     ignored = app.tasks["tests.w_pub"].delay()
     wait_until(lambda: results.hlen(key("runs:w_pub")) == 1, 30, what="the task that ignores its result")
     assert app.tasks["tests.w_pub"].ignore_result and not add.ignore_result
+    assert not backend.exists(f"celery-task-meta-{ignored.id}")
+    backend.close()
+
+
+@pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.timeout(120)
+def test_a_task_whose_message_expired_undelivered_is_revoked_in_its_result(
+    app: Celery, procs: Processes, service: JobService, results: redis.Redis[bytes]
+) -> None:
+    """Its job ends FAILED, never run; its result says REVOKED (reason
+    "expired"), as Celery's own worker stores it, if the task or the
+    publish keeps results: ``get()`` raises instead of waiting for ever."""
+    add, pub = app.tasks["tests.w_add"], app.tasks["tests.w_pub"]
+    kept = add.apply_async((1, 2), expires=1)
+    asked = app.send_task("tests.w_pub", ignore_result=False, expires=1)
+    ignored = pub.apply_async(expires=1)
+    time.sleep(1.5)
+    procs.start("expired", worker_args("expired", [qname("w_add"), qname("w_pub")], 2))
+    wait_for_workers(app, ["expired"])
+    for result in (kept, asked):
+        with pytest.raises(TaskRevokedError, match="expired"):
+            result.get(timeout=30)
+    wait_until(lambda: service.lookup([ignored.descriptor])[ignored.descriptor].state is JobState.FAILED, 30,
+               what="the ignored task's job to end")
+    for result in (kept, ignored):
+        info = service.lookup([result.descriptor])[result.descriptor]
+        assert info.state is JobState.FAILED and info.custom_status.startswith("expired: not delivered"), info
+    assert results.hlen(key("runs:w_pub")) == 0  # none ran
+    backend = redis.Redis.from_url(app_setting("PINLATER_RESULT_URL"))
     assert not backend.exists(f"celery-task-meta-{ignored.id}")
     backend.close()
 
