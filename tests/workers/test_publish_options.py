@@ -33,9 +33,10 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"queue": 5}, TypeError, "queue must be a queue's name or a kombu Queue, got 5"),
     ({"headers": "x"}, TypeError, "headers must be a dict, got 'x'"),
 ]
+WHEN = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)  # fixed: test ids must be the same in every xdist worker
 GOOD: list[dict[str, Any]] = [
     {"countdown": -5}, {"countdown": 2.5}, {"expires": 60}, {"expires": -1},
-    {"expires": datetime.now(UTC)}, {"eta": "2030-01-02T03:04:05+00:00"}, {"eta": datetime.now(UTC)},
+    {"expires": WHEN}, {"eta": "2030-01-02T03:04:05+00:00"}, {"eta": WHEN},
     {"priority": 0}, {"priority": 255}, {"queue": "q"}, {"headers": {}}, {"countdown": None, "priority": None},
 ]
 
