@@ -155,10 +155,32 @@ _BY_CODE: dict[ErrorCode, type[PinLaterError]] = {
 }
 
 
-def error_for_code(code: int, message: str) -> PinLaterError:
-    """Rebuild the typed error from a wire code (used by remote clients)."""
+# Errors a code alone does not tell apart, named on the wire as well
+# (``PinLaterKindedException.kind``, an extension): each made from its message.
+# EnqueueOutcomeUnknown above all: its jobs may be stored, so a caller
+# must not take it for a plain failure and send them again.
+_BY_KIND: dict[str, type[PinLaterError]] = {
+    cls.__name__: cls
+    for cls in (EnqueueOutcomeUnknown, InvalidRequest, RegexBudgetExceeded, ReadBudgetExceeded, StorageError,
+                ConfigUnreadable)
+}
+
+
+def wire_kind(exc: PinLaterError) -> str | None:
+    """The name that tells ``exc`` apart from other errors of its code, if any."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _BY_KIND and _BY_KIND[cls.__name__] is cls:
+            return cls.__name__
+    return None
+
+
+def error_for_code(code: int, message: str, kind: str | None = None) -> PinLaterError:
+    """Rebuild the typed error from a wire code and kind (used by remote clients)."""
     try:
         cls = _BY_CODE[ErrorCode(code)]
     except ValueError:
         cls = PinLaterError
+    named = _BY_KIND.get(kind or "")
+    if named is not None and named.code == cls.code:
+        cls = named
     return cls(message)

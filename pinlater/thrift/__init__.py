@@ -25,7 +25,7 @@ DEFAULT_METRICS_PORT = 9011
 idl: Any = thriftpy2.load(IDL_PATH, module_name="pinlater_wire_thrift")
 
 # Published struct -> its superset with extension fields from 100 on: trace
-# context, claims, fairness and unique keys, batches (the IDL's extensions say why).
+# context, claims, fairness and unique keys, batches, error kinds (the IDL's extensions say why).
 SUPERSETS = {
     idl.RequestContext: idl.PinLaterTracedRequestContext,
     idl.PinLaterJob: idl.PinLaterTracedJob,
@@ -35,6 +35,7 @@ SUPERSETS = {
     idl.PinLaterJobInfo: idl.PinLaterKeyedJobInfo,
     idl.PinLaterEnqueueResponse: idl.PinLaterUniqueEnqueueResponse,
     idl.PinLaterEnqueueRequest: idl.PinLaterBatchEnqueueRequest,
+    idl.PinLaterException: idl.PinLaterKindedException,
 }
 
 

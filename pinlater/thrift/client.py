@@ -12,7 +12,9 @@ harmless: reads, ACKs, checkpoints, queue creation and deletion, dry-run
 dequeues, and enqueues that carry an ``idempotency_key`` (sent as
 ``RequestContext.requestId``; the server answers a repeat with the first
 call's descriptors). A plain enqueue, a dequeue, retry_failed and
-delete_jobs raise ``CallFailed`` instead: they may have run.
+delete_jobs raise ``CallFailed`` instead: they may have run (an enqueue's
+is ``EnqueueCallFailed``, an ``EnqueueOutcomeUnknown`` as in process, as
+is a server's own: errors carry their kind on the wire).
 
 Beyond the published interface this client uses the server's extensions
 (the EXTENSIONS block of ``pinlater.thrift``): ``create_queue`` with
@@ -67,10 +69,10 @@ from pinlater.settings import Settings
 from pinlater.states import JobState
 from pinlater.thrift import convert, idl
 from pinlater.thrift.calling import WireCalls
-from pinlater.thrift.pool import CallFailed, ServerUnavailable, UnknownMethod
+from pinlater.thrift.pool import CallFailed, EnqueueCallFailed, ServerUnavailable, UnknownMethod
 from pinlater.validation import check_key, check_unique
 
-__all__ = ["CallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
+__all__ = ["CallFailed", "EnqueueCallFailed", "ServerUnavailable", "ThriftClient", "UnknownMethod"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -253,12 +255,19 @@ class ThriftClient(WireCalls, PinLaterClient):
                 check_unique(job.unique, EnqueueRejected)
         request = idl.PinLaterBatchEnqueueRequest(queueName=a.queue, jobs=[convert.job_to_wire(j) for j in a.jobs],
                                                   batch=a.batch)
-        response = self._call(
-            "enqueueJobs",
-            idempotent=bool(a.idempotency_key),
-            context=self._context(request_id=a.idempotency_key or ""),
-            request=request,
-        )
+        try:
+            response = self._call(
+                "enqueueJobs",
+                idempotent=bool(a.idempotency_key),
+                context=self._context(request_id=a.idempotency_key or ""),
+                request=request,
+            )
+        except CallFailed as exc:
+            # Sent, and no reply (after the retries an idempotency key allows).
+            raise EnqueueCallFailed(
+                f"enqueue to {a.queue}: {exc.message}, so its {len(a.jobs)} job(s) may or may not be stored"
+                + (" (send it again with the same idempotency_key)" if a.idempotency_key else "")
+            ) from exc
         return Enqueued(response.jobDescriptors or [], getattr(response, "duplicates", None) or ())
 
     @declared(PinLaterClient.dequeue)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code
+from pinlater.errors import DequeueRateLimited, ErrorCode, InvalidRequest, PinLaterError, error_for_code, wire_kind
 from pinlater.limits import MAX_DELAY_MS, MAX_DURATION_MS, MAX_RUNNING_CAP
 from pinlater.models import Ack, AckResult, BatchStatus, CancelResult, Checkpoint, DequeuedJob, Job, JobInfo
 from pinlater.queue_config import QueueConfig, check_key_rate, check_rate
@@ -53,13 +53,14 @@ def to_wire_error(exc: PinLaterError) -> Any:
     message = exc.message
     if isinstance(exc, DequeueRateLimited):
         message = f"{message} (retry after {exc.retry_after_ms} ms)"
-    return idl.PinLaterException(errorCode=int(exc.code), message=message)
+    return idl.PinLaterKindedException(errorCode=int(exc.code), message=message, kind=wire_kind(exc))
 
 
 def from_wire_error(exc: Any) -> PinLaterError:
     code = exc.errorCode if isinstance(exc.errorCode, int) else ErrorCode.UNKNOWN
     message = str(exc.message or "")
-    error = error_for_code(code, message)
+    kind = getattr(exc, "kind", None)
+    error = error_for_code(code, message, kind if isinstance(kind, str) else None)
     if isinstance(error, DequeueRateLimited):
         match = _RETRY_AFTER.search(message)
         if match:

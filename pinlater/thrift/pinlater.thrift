@@ -335,6 +335,18 @@ struct PinLaterAckResult {
   4: list<string> cancelled,
 }
 
+// PinLaterException with which error of its code it is, where the code
+// alone does not tell (field 100, which stock peers skip): e.g.
+// "EnqueueOutcomeUnknown", a SHARD_CONNECTION_FAILED whose enqueue reached a
+// shard that then went silent, so its jobs may be stored (send it again only
+// with the same requestId); "InvalidRequest" or "RegexBudgetExceeded" for an
+// UNKNOWN. Every method throws it in place of PinLaterException.
+exception PinLaterKindedException {
+  1: required ErrorCode errorCode,
+  2: required string message,
+  100: optional string kind,
+}
+
 // Trace context (W3C Trace Context) on the published calls. A peer that
 // traces reads and writes these three structs in place of the published
 // ones named: each has the published struct's fields and adds fields from

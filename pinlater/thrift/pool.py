@@ -25,7 +25,7 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException
 
-from pinlater.errors import PinLaterError, ShardConnectionFailed
+from pinlater.errors import EnqueueOutcomeUnknown, PinLaterError, ShardConnectionFailed
 from pinlater.settings import parse_address
 from pinlater.thrift.framing import (
     CALL,
@@ -53,6 +53,11 @@ class ServerUnavailable(ShardConnectionFailed):
 
 class CallFailed(ShardConnectionFailed):
     """The request was sent but no reply came: it may or may not have run."""
+
+
+class EnqueueCallFailed(CallFailed, EnqueueOutcomeUnknown):
+    """An enqueue was sent but no reply came: its jobs may or may not be
+    stored, as when a shard goes silent after an enqueue in process."""
 
 
 class UnknownMethod(PinLaterError):
