@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 
+from pinlater.engine.control_backoff import ControlBackoff
 from pinlater.errors import QueueNotFound, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.stores.control import ControlStore
@@ -17,9 +18,10 @@ log = logging.getLogger(__name__)
 
 
 class QueueConfigCache:
-    def __init__(self, control: ControlStore, ttl_s: float) -> None:
+    def __init__(self, control: ControlStore, ttl_s: float, backoff: ControlBackoff | None = None) -> None:
         self._control = control
         self._ttl_s = ttl_s
+        self._backoff = backoff or ControlBackoff()
         self._cache: dict[str, tuple[float, QueueConfig]] = {}
         self._lock = threading.Lock()
 
@@ -36,16 +38,21 @@ class QueueConfigCache:
             if cached is not None and now - cached[0] < self._ttl_s:
                 return cached[1]
         validate_queue_name(name)
+        with self._lock:
+            stale = self._cache.get(name)
+        # Keep working on the last known config while the control store is
+        # away, without waiting on it each time (ControlBackoff).
+        if stale is not None and not fresh and self._backoff.skip():
+            return stale[1]
         try:
             config = self._control.get_queue(name)
         except ShardConnectionFailed as exc:
-            # Keep working on the last known config while the control store is away.
-            with self._lock:
-                stale = self._cache.get(name)
+            self._backoff.failed(exc)
             if stale is None:
                 raise
-            log.warning("control store unreachable, using the cached config of %s: %s", name, exc)
+            log.debug("control store unreachable, using the cached config of %s: %s", name, exc)
             return stale[1]
+        self._backoff.ok()
         if config is None:
             self.forget(name)
             raise QueueNotFound(f"queue {name!r} does not exist (create it first)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from pinlater.engine.batches import EndsTeller
 from pinlater.engine.config_cache import QueueConfigCache
+from pinlater.engine.control_backoff import ControlBackoff
 from pinlater.engine.counters import EventCounters
 from pinlater.engine.key_slots import KeySlots
 from pinlater.engine.ratelimit import RateLimiter
@@ -48,14 +49,15 @@ class Core:
         """The parts over these shards and control store; starts probing the shards."""
         settings = settings or Settings()
         settings.read_budget_bytes  # noqa: B018 -- a bad setting fails here, at start, not at the first read
-        configs = QueueConfigCache(control, settings.config_ttl_s)
+        backoff = ControlBackoff()  # shared: one failing control store, seen by both
+        configs = QueueConfigCache(control, settings.config_ttl_s, backoff)
         counters = EventCounters(control)
         shards.seam.count_events(counters)
         shards.on_recover(lambda backend: ensure_queues_on(control, backend))
         shards.on_queue_deleted(lambda backend, queue: revive_on(shards, control, backend, queue))
         shards.start_probing()
         slots = Slots(control, shards)
-        core = cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s), counters,
+        core = cls(settings, shards, control, configs, RateLimiter(control, settings.rate_burst_s, backoff), counters,
                    _throttle(settings), slots, KeySlots(control, shards, slots.claims_of), EndsTeller())
         core.batch_ends.bind(core)
         return core

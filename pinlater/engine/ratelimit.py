@@ -13,14 +13,16 @@ A queue's ``key_rate`` is the same kind of bucket per fairness key
 
 from __future__ import annotations
 
-import logging
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
+from pinlater.engine.control_backoff import ControlBackoff
 from pinlater.errors import DequeueRateLimited, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import ControlStore, TokenBuckets
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def key_bucket(queue: str, key: str) -> str:
@@ -30,10 +32,12 @@ def key_bucket(queue: str, key: str) -> str:
 
 
 class RateLimiter:
-    def __init__(self, control: ControlStore, burst_s: float) -> None:
+    def __init__(self, control: ControlStore, burst_s: float, backoff: ControlBackoff | None = None) -> None:
         self._control = control
         self._burst_s = burst_s
         self._local = TokenBuckets()
+        # While the control store fails, the local buckets at once (ControlBackoff).
+        self._backoff = backoff or ControlBackoff()
 
     def burst(self, rate: float) -> float:
         # At least one whole token, or a slow queue could never be granted any.
@@ -47,11 +51,10 @@ class RateLimiter:
             return wanted
         if rate <= 0:
             raise DequeueRateLimited(f"queue {config.name!r} is paused", retry_after_ms=1000)
-        try:
-            granted = self._control.acquire(config.name, wanted, rate, self.burst(rate))
-        except ShardConnectionFailed as exc:
-            log.warning("control store unreachable, rate-limiting %s locally: %s", config.name, exc)
-            granted = self._local.acquire(config.name, wanted, rate, self.burst(rate))
+        granted = self._shared(
+            lambda: self._control.acquire(config.name, wanted, rate, self.burst(rate)),
+            lambda: self._local.acquire(config.name, wanted, rate, self.burst(rate)),
+        )
         if granted <= 0:
             raise DequeueRateLimited(
                 f"queue {config.name!r} is limited to {rate:g} jobs/s",
@@ -64,10 +67,10 @@ class RateLimiter:
         rate = config.effective_rate
         if rate is None or rate <= 0 or unused <= 0:
             return
-        try:
-            self._control.release(config.name, unused, self.burst(rate))
-        except ShardConnectionFailed:
-            self._local.release(config.name, unused, self.burst(rate))
+        self._shared(
+            lambda: self._control.release(config.name, unused, self.burst(rate)),
+            lambda: self._local.release(config.name, unused, self.burst(rate)),
+        )
 
     def take_keys(self, config: QueueConfig, keys: list[str], wanted: int) -> dict[str, int]:
         """Per key, tokens for up to ``wanted`` of its jobs (0 when its
@@ -76,11 +79,10 @@ class RateLimiter:
         assert rate is not None, "take_keys() is for queues with a key rate"
         burst = self.burst(rate)
         buckets = [key_bucket(config.name, key) for key in keys]
-        try:
-            granted = self._control.acquire_many(buckets, wanted, rate, burst)
-        except ShardConnectionFailed as exc:
-            log.warning("control store unreachable, rate-limiting keys of %s locally: %s", config.name, exc)
-            granted = [self._local.acquire(b, wanted, rate, burst) for b in buckets]
+        granted = self._shared(
+            lambda: self._control.acquire_many(buckets, wanted, rate, burst),
+            lambda: [self._local.acquire(b, wanted, rate, burst) for b in buckets],
+        )
         return dict(zip(keys, granted, strict=True))
 
     def give_back_keys(self, config: QueueConfig, unused: dict[str, int]) -> None:
@@ -90,8 +92,21 @@ class RateLimiter:
             return
         burst = self.burst(rate)
         counts = {key_bucket(config.name, key): n for key, n in unused.items() if n > 0}
-        try:
-            self._control.release_many(counts, burst)
-        except ShardConnectionFailed:
+        def local() -> None:
             for bucket, n in counts.items():
                 self._local.release(bucket, n, burst)
+
+        self._shared(lambda: self._control.release_many(counts, burst), local)
+
+    def _shared(self, shared: Callable[[], T], local: Callable[[], T]) -> T:
+        """``shared`` (the control store's buckets), or ``local`` while it
+        cannot be reached."""
+        if self._backoff.skip():
+            return local()
+        try:
+            result = shared()
+        except ShardConnectionFailed as exc:
+            self._backoff.failed(exc)
+            return local()
+        self._backoff.ok()
+        return result

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 
 from pinlater import Ack, Job, JobState
 from pinlater.descriptor import JobDescriptor
@@ -99,3 +100,40 @@ def test_queues_keep_working_while_the_control_store_is_down(private_redis: Priv
         finally:
             private_redis.start()
         assert client.queue_config(queue_name, fresh=True).max_dequeue_rate == 500
+
+
+@pytest.mark.slow
+def test_a_silent_control_store_costs_the_queues_one_timeout_not_one_per_call(
+    private_redis: PrivateRedis, queue_name: str
+) -> None:
+    """A control store that answers nothing (CLIENT PAUSE holds every
+    command, as a host cut off by the network would): the first call that
+    asks waits out the store timeout, the next ones use the cached config
+    and the local rate bucket at once; once it answers, it is used again."""
+    private_redis.start()
+    control_url = redis_url(private_redis.port, REDIS_CONTROL_DB)
+    settings = settings_for("redis", control_url=control_url, config_ttl_s=0.2, socket_timeout_s=1.0)
+    admin = redis.Redis.from_url(redis_url(private_redis.port, REDIS_CONTROL_DB))
+    with JobService.from_settings(settings, source="control-silent") as client:
+        client.create_queue(queue_name, max_dequeue_rate=1000)
+        client.enqueue(queue_name, [Job(b"x")] * 100)
+        assert len(client.dequeue(queue_name, 5)) == 5  # the config is now cached
+        admin.execute_command("CLIENT", "PAUSE", 6000, "ALL")
+        try:
+            time.sleep(0.3)  # past the config TTL: the control store would be asked again
+            started = time.monotonic()
+            for _ in range(15):
+                assert client.enqueue(queue_name, [Job(b"during")])
+                client.dequeue(queue_name, 2)  # rate-limited: a token per job
+                time.sleep(0.05)
+            took = time.monotonic() - started
+            # One timeout, maybe two (the retry half a second on), not 30.
+            assert took < 3.5, f"30 calls took {took:.1f} s with the control store silent"
+        finally:
+            admin.execute_command("CLIENT", "UNPAUSE")
+        # Answering again: a change made elsewhere is seen within the TTL and a pause.
+        with JobService.from_settings(settings, source="control-silent-admin") as other:
+            other.set_rate(queue_name, 250)
+        wait_for(lambda: client.queue_config(queue_name).max_dequeue_rate == 250, timeout_s=10,
+                 what="the control store used again")
+    admin.close()
