@@ -71,7 +71,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Self
 
 from pinlater.errors import ErrorCode, PinLaterError
@@ -322,29 +322,33 @@ class FramedServer(CallDispatch):
         """None if a connection from ``address`` may be opened, else the
         counter of the refusal (under the lock).
 
-        An address holding ``max_connections_per_client`` is refused. When
-        every slot is taken, the new connection takes the slot of one that
-        is idle (between calls) or stalled (nothing received for a second
-        in the middle of a frame): from the address holding the most
-        connections, the one longest without activity. Only if none can
-        be shed (every connection is in a call or receiving) is it refused.
+        A connection that would pass a limit takes the slot of one that is
+        idle (between calls) or stalled (nothing received for a second in
+        the middle of a frame), the one longest without activity: at the
+        limit per address, one of that address's own (dead connections
+        whose peer never closed them, a client behind a black hole, must
+        not lock its other clients out until the idle timeout); when every
+        slot is taken, one of the address holding the most. Only if none
+        can be shed (every one is in a call or receiving) is it refused. A
+        client finds a shed idle connection closed before it sends on it
+        (``pinlater.thrift.pool``) and opens another.
         """
         held = self._by_address.get(address)
-        if held is not None and len(held) >= self.max_connections_per_client:
+        if held is not None and len(held) >= self.max_connections_per_client and not self._shed_one([held]):
             return "connections_over_client_limit"
-        if len(self._conns) >= self.max_connections and not self._shed_one():
+        if len(self._conns) >= self.max_connections and not self._shed_one(
+                sorted(self._by_address.values(), key=len, reverse=True)):
             return "connections_refused"
         return None
 
-    def _shed_one(self) -> bool:
+    def _shed_one(self, groups: Iterable[set[Connection]]) -> bool:
         now = time.monotonic()
-        for conns in sorted(self._by_address.values(), key=len, reverse=True):
+        for conns in groups:
             for conn in sorted(conns, key=Connection.last_activity):
                 if conn.stalled(now, idle_ok=True) and conn.shed():
                     self._remove(conn)
                     self.stats.count("connections_shed")
-                    log.debug("closed connection from %s to make room (all %d slots taken)",
-                              conn.peer, self.max_connections)
+                    log.debug("closed connection from %s to make room", conn.peer)
                     return True
         return False
 

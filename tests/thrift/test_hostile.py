@@ -24,6 +24,7 @@ from pinlater.kit.tls import ClientTls
 from pinlater.thrift.client import ThriftClient
 from tests.support.call_loop import CallLoop
 from tests.support.server_process import ServerProcess, server_env
+from tests.support.waits import wait_for
 from tests.thrift.rawwire import call_frame, ctx, length_prefix
 
 MiB = 1024 * 1024
@@ -155,7 +156,8 @@ def test_slow_loris_is_closed_within_the_frame_timeout(start: Any, queue_name: s
 # -- (b) connections per client address, and shedding idle ones ------------------------------
 def test_one_address_cannot_take_every_connection(start: Any, queue_name: str) -> None:
     """2,000 idle connections from one address took all 1,024 slots; now
-    that address holds at most 64 and the normal client keeps getting in."""
+    that address holds at most 64 (each new one past them takes the slot of
+    its own oldest idle one) and the normal client keeps getting in."""
     server = start(PINLATER_SERVER_MAX_CONNECTIONS="1024", PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT="64")
     with NormalClient(server.port, queue_name) as normal:
         time.sleep(0.3)
@@ -163,11 +165,30 @@ def test_one_address_cannot_take_every_connection(start: Any, queue_name: str) -
         time.sleep(1.5)  # the normal client keeps calling while they are held
         worst = normal.check(min_calls=10)
         stats = server.stats()
+        open_hostile = sum(not server_closed(s) for s in hostile)
         close_all(hostile)
     assert len(hostile) == 2000
-    assert stats["connections_over_client_limit"] >= 2000 - 64
-    assert stats["connections_open"] <= 64 + 2
+    assert stats["connections_shed"] + stats["connections_over_client_limit"] >= 2000 - 64
+    assert stats["connections_open"] <= 64 + 2 and open_hostile <= 64
     print(f"2000 from one address: normal calls at most {worst * 1000:.0f} ms")
+
+
+def test_dead_connections_do_not_lock_their_address_out(start: Any, queue_name: str) -> None:
+    """An address's 64 connections left open by peers that will never use
+    them (a client behind a black hole, which cannot close them): a new
+    client from that address is served, in the slot of the oldest."""
+    server = start(PINLATER_SERVER_MAX_CONNECTIONS_PER_CLIENT="64")
+    dead = open_from("127.0.0.2", server.port, 64, time.monotonic() + 20)
+    time.sleep(0.5)
+    fresh = open_from("127.0.0.2", server.port, 1, time.monotonic() + 5)
+    try:
+        assert len(dead) == 64 and len(fresh) == 1
+        wait_for(lambda: sum(server_closed(s) for s in dead) == 1, timeout_s=5, what="a dead connection shed")
+        assert not server_closed(fresh[0])
+        stats = server.stats()
+        assert stats["connections_shed"] == 1 and stats["connections_over_client_limit"] == 0
+    finally:
+        close_all(dead + fresh)
 
 
 def test_many_addresses_over_the_connection_limit(start: Any, queue_name: str) -> None:
