@@ -320,7 +320,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PINLATER_SERVERS", "servers", comma_separated(_address_text), "",
             "HOST:PORT,... of Thrift servers: when set, connect() calls them (unset: in-process)"),
     Setting("PINLATER_CLIENT_TIMEOUT_S", "client_timeout_s", positive_number(3600), "10",
-            "how long the Thrift client of PINLATER_SERVERS waits on a server, in seconds"),
+            "how long the Thrift client of PINLATER_SERVERS waits on a server for one try of a call, in seconds;"
+            " a call whose reply was lost is tried again only where running it twice is harmless (reads, ACKs,"
+            " checkpoints, enqueues with an idempotency key): up to 3 more tries, none begun more than 30 s after"
+            " the first, so such a call can take up to 30 s plus one timeout"),
     Setting("PINLATER_IDEMPOTENCY_WINDOW_MS", "idempotency_window_ms", whole_number(1, 30 * 86_400_000),
             str(_D.idempotency_window_ms),
             "a repeated enqueue with the same idempotency key within this window returns the first's descriptors"),
