@@ -26,7 +26,7 @@ from pinlater.models import CANCELLED_STATUS, CancelResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
 from pinlater.settings import hash_secret
 from pinlater.states import JobState
-from pinlater.stores.base import CLAIM_TOKEN_LEN, Cancelled, ShardBackend
+from pinlater.stores.base import CLAIM_TOKEN_LEN, Cancelled, ShardBackend, ShardUnavailable, ShardWriteRefused
 from pinlater.stores.control import ENDED_FAILED
 from pinlater.validation import check_attempts, check_batch, check_limit, check_timestamp
 
@@ -62,8 +62,20 @@ class QueueAdminMixin:
             return self._declare(name)
         if not self.core.control.create_queue(config):
             config = self.core.control.get_queue(name) or config
+        made, missed = 0, None
         for backend in self.core.shards.healthy():
-            self.core.shards.call(backend, "create_queue", name, lambda b: b.create_queue(name, config.priorities))
+            try:
+                self.core.shards.call(backend, "create_queue", name,
+                                      lambda b: b.create_queue(name, config.priorities))
+                made += 1
+            except (ShardUnavailable, ShardWriteRefused) as exc:
+                # Out of rotation now: its probe's recovery makes the queue's
+                # storage there (ensure_queues_on), as for a shard down before.
+                missed = exc
+                log.warning("queue %s created without shard %s, which will have it when it is back: %s",
+                            name, backend.shard_id, exc)
+        if missed is not None and made == 0:
+            raise missed
         self.core.configs.forget(name)
         return config
 

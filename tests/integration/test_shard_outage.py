@@ -137,3 +137,34 @@ def test_a_silent_control_store_costs_the_queues_one_timeout_not_one_per_call(
         wait_for(lambda: client.queue_config(queue_name).max_dequeue_rate == 250, timeout_s=10,
                  what="the control store used again")
     admin.close()
+
+
+@pytest.mark.slow
+def test_a_queue_is_created_while_a_shard_is_silent_and_gets_storage_there_when_it_answers(
+    private_redis: PrivateRedis, queue_name: str
+) -> None:
+    """A shard that answers nothing (CLIENT PAUSE, as a host cut off would)
+    costs a queue's creation one store timeout, not the creation: the
+    queue is made on the others, the silent one leaves the rotation, and
+    its probe's recovery gives it the queue's storage."""
+    private_redis.start()
+    shards = f"r1={redis_url(REDIS_PORTS[0], REDIS_SHARD_DB)},r2={redis_url(private_redis.port, REDIS_SHARD_DB)}"
+    settings = settings_for("redis", shards=parse_shards(shards), health_probe_interval_s=0.2, socket_timeout_s=1.0)
+    admin = redis.Redis.from_url(redis_url(private_redis.port, REDIS_SHARD_DB))
+    try:
+        with JobService.from_settings(settings, source="create-silent") as client:
+            client.create_queue(f"{queue_name}_before")  # both shards answered once
+            admin.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+            started = time.monotonic()
+            config = client.create_queue(queue_name, priorities=2)
+            took = time.monotonic() - started
+            assert config.priorities == 2 and took < 2.5, f"creating the queue took {took:.1f} s"
+            assert not client.core.shards.is_healthy("r2")
+            assert {JobDescriptor.parse(d).shard for d in client.enqueue(queue_name, [Job(b"x")] * 5)} == {"r1"}
+            wait_for(lambda: client.core.shards.is_healthy("r2"), timeout_s=15, what="r2 back in rotation")
+            wait_for(lambda: client.core.shards.get("r2").stored_queues().get(queue_name) == 2, timeout_s=10,
+                     what="the queue's storage on r2")
+            assert queue_name not in client.operators.unregistered_queues()
+    finally:
+        admin.execute_command("CLIENT", "UNPAUSE")
+        admin.close()
