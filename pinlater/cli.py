@@ -251,6 +251,20 @@ def cmd_shards(c: JobService, a: argparse.Namespace) -> Any:
     return [{"shard": s, **h.as_dict()} for s, h in c.operators.shard_status(probe=True).items()]
 
 
+def cmd_restore_queues(c: JobService, a: argparse.Namespace) -> Any:
+    if a.all and a.queues:
+        raise ValueError("name the queues to restore, or --all, not both")
+    if a.paused and not (a.all or a.queues):
+        raise ValueError("--paused is for restoring: name the queues, or --all")
+    found = c.operators.unregistered_queues()
+    if not a.queues and not a.all:
+        return [{"queue": name, "priorities": u.priorities, "shards": ",".join(u.shards)}
+                for name, u in sorted(found.items())]
+    restored = c.operators.restore_queues(sorted(found) if a.all else a.queues, paused=a.paused)
+    return [{"queue": name, "priorities": config.priorities, "paused": config.paused} for name, config in
+            restored.items()]
+
+
 def cmd_monitor(c: JobService, a: argparse.Namespace) -> Any:
     monitor = Monitor(c.operators, interval_s=a.interval)
     if a.once:
@@ -282,7 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     parser.add_argument("--server", metavar="HOST:PORT[,...]",
                         help="call these `pinlater server`s (TLS per PINLATER_CLIENT_TLS_*) instead of the stores; "
-                             "not for shards, monitor and migrate, which work on the stores themselves")
+                             "not for shards, monitor, restore-queues and migrate, which work on the stores "
+                             "themselves")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn: Callable[[JobService, argparse.Namespace], Any], text: str) -> argparse.ArgumentParser:
@@ -383,6 +398,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("config", cmd_config, "show a queue's config")
     p.add_argument("queue")
     add("shards", cmd_shards, "show each shard's health")
+    p = add("restore-queues", cmd_restore_queues,
+            "list the queues whose jobs the shards hold but the control store has no config for (a control "
+            "store that lost its data, or a delete cut short), or register them again with default settings")
+    p.add_argument("queues", nargs="*", metavar="QUEUE", help="register these again")
+    p.add_argument("--all", action="store_true", help="register every one listed again")
+    p.add_argument("--paused", action="store_true",
+                   help="register them paused, to set their rates and caps before `pinlater resume`")
     p = add("monitor", cmd_monitor, "expire claims and collect finished jobs (forever, or --once)")
     p.set_defaults(long_running=True)
     p.add_argument("--once", action="store_true")
@@ -428,7 +450,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-STORES_ONLY = frozenset({"shards", "monitor"})
+STORES_ONLY = frozenset({"shards", "monitor", "restore-queues"})
 
 
 def _through_server(args: argparse.Namespace) -> Any:

@@ -14,7 +14,9 @@ them.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 # What the operators' reads speak of: shard health, and the events counted.
 __all__ = [
     "DEQUEUED", "ENQUEUED", "EVENTS", "FAILED", "SUCCEEDED", "Monitor", "MonitorStats", "Operators", "ShardHealth",
-    "current_minute",
+    "Unregistered", "current_minute",
 ]
 
 
@@ -49,6 +51,14 @@ __all__ = [
 # tell it sooner); a released or cancelled one is forgotten after this long.
 BATCH_IDLE_MS = 1_000
 BATCH_RETENTION_MS = 7 * 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class Unregistered:
+    """A queue with storage on shards but no config (``Operators.unregistered_queues``)."""
+
+    priorities: int  # the most any shard has storage for
+    shards: tuple[str, ...]
 
 
 class Operators:
@@ -101,6 +111,48 @@ class Operators:
             if config is not None:
                 configs[name] = config
         return configs
+
+    def unregistered_queues(self) -> dict[str, Unregistered]:
+        """Queues that have storage on a healthy shard but no config in the
+        control store: a ``delete_queue`` cut short (run it again), or a
+        control store that lost its data (``restore_queues``). Every call
+        on such a queue fails with QUEUE_NOT_FOUND, and the monitor tends
+        none of its jobs."""
+        known = set(self.core.control.queue_config_texts())
+        found: dict[str, Unregistered] = {}
+        for backend in self.core.shards.healthy():
+            stored = self.core.shards.call(backend, "stored_queues", None, lambda b: b.stored_queues())
+            for name, priorities in sorted(stored.items()):
+                if name in known:
+                    continue
+                seen = found.get(name)
+                found[name] = Unregistered(
+                    max(priorities, seen.priorities) if seen else priorities,
+                    (*seen.shards, backend.shard_id) if seen else (backend.shard_id,),
+                )
+        return found
+
+    def restore_queues(self, names: Collection[str], *, paused: bool) -> dict[str, QueueConfig]:
+        """Gives each of ``names`` (unregistered queues) a config again, with
+        the default settings and as many priorities as its storage has, so
+        its jobs run again; ``paused``: stored paused, for an operator to
+        set its rate, caps and retry policy before resuming it. A queue
+        that has a config meanwhile keeps it. What each one has now."""
+        unregistered = self.unregistered_queues()
+        unknown = sorted(set(names) - set(unregistered))
+        if unknown:
+            raise InvalidRequest(f"not unregistered (no storage on a healthy shard, or a config already): {unknown}")
+        restored: dict[str, QueueConfig] = {}
+        for name in sorted(names):
+            config = QueueConfig(name=name, priorities=unregistered[name].priorities, paused=paused)
+            if not self.core.control.create_queue(config):
+                config = self.core.control.get_queue(name) or config
+            else:
+                log.warning("queue %s registered again with the default settings%s (storage on shards %s)",
+                            name, ", paused" if paused else "", ", ".join(unregistered[name].shards))
+            self.core.configs.forget(name)
+            restored[name] = config
+        return restored
 
     def count_by_shard(self, queue: str) -> dict[str, dict[str, int]]:
         """Per healthy shard: the queue's jobs by state (pending split into
@@ -226,6 +278,9 @@ class Operators:
         )
 
 
+# An unregistered queue is logged again this often while it stays so.
+UNREGISTERED_LOG_INTERVAL_S = 600.0
+
 # Work per (shard, queue, priority) step; a pass repeats a step until it
 # comes back short, so a backlog drains within one pass.
 BATCH = 1000
@@ -241,6 +296,7 @@ class MonitorStats:
     slots_freed: int = 0
     slots_added: int = 0
     batches_settled: int = 0
+    unregistered_queues: list[str] = field(default_factory=list)
     shards_skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -253,6 +309,7 @@ class MonitorStats:
             "slots_freed": self.slots_freed,
             "slots_added": self.slots_added,
             "batches_settled": self.batches_settled,
+            "unregistered_queues": list(self.unregistered_queues),
             "shards_skipped": list(self.shards_skipped),
             "errors": list(self.errors),
         }
@@ -267,6 +324,8 @@ class Monitor:
         self.interval_s = interval_s
         self.queues = queues
         self._stop = threading.Event()
+        self._unregistered: set[str] = set()  # found so in the last pass
+        self._said: dict[str, float] = {}  # when each was last logged
 
     def run_once(self) -> MonitorStats:
         stats = MonitorStats()
@@ -294,8 +353,31 @@ class Monitor:
             self.operators.drop_old_batches()
         except PinLaterError as exc:
             stats.errors.append(f"batches: {exc}")
+        self._check_registered(stats)
         log.info("monitor pass: %s", stats.as_dict())
         return stats
+
+    def _check_registered(self, stats: MonitorStats) -> None:
+        """Jobs on shards whose queue has no config are tended by no one and
+        reached by no call: said loudly, once a queue is found so in two
+        passes in a row (a delete in progress is so for the one)."""
+        try:
+            found = self.operators.unregistered_queues()
+        except PinLaterError as exc:
+            stats.errors.append(f"unregistered queues: {exc}")
+            return
+        if self.queues is not None:
+            found = {name: u for name, u in found.items() if name in self.queues}
+        stats.unregistered_queues = sorted(found)
+        now = time.monotonic()
+        for name in sorted(set(found) & self._unregistered):
+            if now - self._said.get(name, -math.inf) >= UNREGISTERED_LOG_INTERVAL_S:
+                self._said[name] = now
+                log.error("queue %s has storage on shards %s but no config in the control store: if it was not "
+                          "deleted, the control store lost its data; `pinlater restore-queues %s` registers it "
+                          "again", name, ", ".join(found[name].shards), name)
+        self._unregistered = set(found)
+        self._said = {name: at for name, at in self._said.items() if name in found}
 
     def _expire(self, shard_id: str, config: QueueConfig, priority: int, stats: MonitorStats) -> None:
         for _ in range(MAX_BATCHES_PER_STEP):

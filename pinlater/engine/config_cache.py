@@ -55,6 +55,12 @@ class QueueConfigCache:
         self._backoff.ok()
         if config is None:
             self.forget(name)
+            if stale is not None:
+                # Known here a moment ago: deleted by another process, or a
+                # control store that came back without its data.
+                raise QueueNotFound(f"queue {name!r} is no longer in the control store: it was deleted, or the "
+                                    "control store lost its data (`pinlater restore-queues` lists the queues whose "
+                                    "jobs the shards still hold)")
             raise QueueNotFound(f"queue {name!r} does not exist (create it first)")
         with self._lock:
             self._cache[name] = (now, config)

@@ -307,6 +307,11 @@ class ShardBackend(Protocol):
     def queue_names(self) -> set[str]:
         """Queues that have storage on this shard."""
 
+    def stored_queues(self) -> dict[str, int]:
+        """The same queues, each with the number of priorities it has
+        storage for: what a queue's config must say to reach all its jobs
+        here (``Operators.restore_queues``)."""
+
     # -- transitions ---------------------------------------------------------
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         """-> PENDING with attempts_remaining = attempts_allowed, created_at =

@@ -5,13 +5,15 @@ setup."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
 
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.descriptor import JobDescriptor
-from pinlater.errors import InvalidRequest, QueueNameInvalid
+from pinlater.errors import InvalidRequest, QueueNameInvalid, QueueNotFound
+from pinlater.operators import Monitor
 
 
 def test_shard_ids_and_status(cluster: JobService, queue_name: str) -> None:
@@ -107,3 +109,55 @@ def test_event_counts_and_minute_series(cluster: JobService, queue_name: str) ->
     assert cluster.operators.recent_rates(1)[queue_name]["enqueued"] > 0
     series = cluster.operators.minute_series([queue_name], minutes=2)[queue_name]
     assert len(series["enqueued"]) == 2 and sum(series["enqueued"]) == 3
+
+
+def test_a_queue_whose_config_the_control_store_lost_is_found_and_restored_with_all_its_jobs(
+    cluster: JobService, other_worker: JobService, queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ops = cluster.operators
+    cluster.create_queue(queue_name, priorities=4, max_dequeue_rate=5.0)
+    # One call a job, so that a sharded setup holds them on both shards.
+    bodies = {b"low%d" % i: 4 for i in range(6)} | {b"high%d" % i: 1 for i in range(6)}
+    for body, priority in bodies.items():
+        cluster.enqueue(queue_name, [Job(body, priority=priority)])
+    assert other_worker.queue_config(queue_name).priorities == 4  # cached there
+    # The control store comes back without its data; the shards keep theirs.
+    cluster.core.control.delete_queue(queue_name)
+    cluster.core.configs.forget(queue_name)
+
+    with pytest.raises(QueueNotFound, match="does not exist"):
+        cluster.enqueue(queue_name, [Job(b"new")])
+    # A process that knew the queue says what may have happened.
+    with pytest.raises(QueueNotFound, match=r"no longer in the control store.*lost its data.*restore-queues"):
+        other_worker.queue_config(queue_name, fresh=True)
+    found = ops.unregistered_queues()[queue_name]
+    assert found.priorities == 4 and set(found.shards) == set(ops.shard_ids())
+
+    # The monitor says so from its second pass on, and tends nothing of it meanwhile.
+    monitor = Monitor(ops, queues=[queue_name])
+    with caplog.at_level(logging.ERROR, logger="pinlater.operators"):
+        assert monitor.run_once().unregistered_queues == [queue_name]
+        assert not [r for r in caplog.records if queue_name in r.getMessage()]
+        assert monitor.run_once().as_dict()["unregistered_queues"] == [queue_name]
+    [said] = [r.getMessage() for r in caplog.records if queue_name in r.getMessage()]
+    assert "lost its data" in said and f"pinlater restore-queues {queue_name}" in said
+
+    with pytest.raises(InvalidRequest, match="not unregistered"):
+        ops.restore_queues([queue_name, queue_name + "_none"], paused=True)
+    restored = ops.restore_queues([queue_name], paused=True)[queue_name]
+    # Default settings but paused, and every priority its jobs are at.
+    assert (restored.priorities, restored.paused, restored.max_dequeue_rate) == (4, True, None)
+    assert queue_name not in ops.unregistered_queues()
+    assert Monitor(ops, queues=[queue_name]).run_once().unregistered_queues == []
+    with pytest.raises(InvalidRequest, match="not unregistered"):
+        ops.restore_queues([queue_name], paused=False)
+    assert cluster.count(queue_name, "pending") == len(bodies)
+    cluster.resume(queue_name)
+    got: list[bytes] = []
+    for _ in range(10):
+        jobs = other_worker.dequeue(queue_name, 20)
+        got += [j.body for j in jobs]
+        other_worker.ack(queue_name, succeeded=[Ack(j.descriptor) for j in jobs])
+        if len(got) >= len(bodies):
+            break
+    assert sorted(got) == sorted(bodies)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pinlater import Job
 from pinlater.cli import read_secret
 from pinlater.service import JobService
 from pinlater.settings import Settings, hash_secret
@@ -148,3 +149,25 @@ def test_delete_queue_reads_the_secret_from_a_file_or_stdin_never_shown(
         done = run_cli("delete-queue", names[2], "--secret", secret, env=env)
         assert done.returncode == 0 and "warning: --secret shows the admin secret" in done.stderr
         assert not set(names) & service.queue_names()
+
+
+def test_restore_queues_lists_and_registers_again_queues_the_control_store_lost(
+        servers: None, queue_name: str) -> None:
+    env = cli_env()
+    with JobService.from_settings(Settings.from_env(env)) as service:
+        service.create_queue(queue_name, priorities=5)
+        service.enqueue(queue_name, [Job(b"kept", priority=5)])
+        service.core.control.delete_queue(queue_name)  # the control store's data lost
+    listed = {q["queue"]: q for q in pinlater("restore-queues")}
+    assert listed[queue_name] == {"queue": queue_name, "priorities": 5, "shards": "r1,r2"}
+    assert "QUEUE_NOT_FOUND" in pinlater("count", queue_name, "pending", ok=False)
+    assert "not both" in pinlater("restore-queues", queue_name, "--all", ok=False)
+    assert "--paused is for restoring" in pinlater("restore-queues", "--paused", ok=False)
+    assert "not unregistered" in pinlater("restore-queues", queue_name + "_none", ok=False)
+    assert "works on the stores themselves" in run_cli("--server", "127.0.0.1:1", "restore-queues",
+                                                       env=cli_env()).stderr
+    assert pinlater("restore-queues", queue_name, "--paused") == [
+        {"queue": queue_name, "priorities": 5, "paused": True}]
+    assert queue_name not in {q["queue"] for q in pinlater("restore-queues")}
+    assert pinlater("count", queue_name, "pending", "--priority", "5")["count"] == 1
+    pinlater("delete-queue", queue_name)

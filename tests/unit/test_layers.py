@@ -30,7 +30,7 @@ COMMANDS = {
     "queues", "create-queue", "delete-queue", "enqueue", "lookup", "count", "scan", "retry-failed", "delete", "cancel",
     "create-batch", "seal-batch", "batch", "cancel-batch",
     "set-rate", "set-concurrency", "set-key-limits", "set-unique-period", "pause", "resume", "config", "shards",
-    "monitor", "server", "server-stats", "dashboard", "migrate", "dev-certs", "trace", "app",
+    "restore-queues", "monitor", "server", "server-stats", "dashboard", "migrate", "dev-certs", "trace", "app",
 }
 
 

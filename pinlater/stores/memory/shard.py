@@ -86,6 +86,10 @@ class MemoryBackend:
         with self._lock:
             return set(self._jobs)
 
+    def stored_queues(self) -> dict[str, int]:
+        with self._lock:
+            return {queue: max(table, default=1) for queue, table in self._jobs.items()}
+
     def _table(self, queue: str, priority: int) -> dict[int, Row]:
         """The priority's jobs; if it has none, an empty dict that is not
         kept: as on Redis, only an enqueue gives a queue storage."""

@@ -117,6 +117,13 @@ class MySQLBackend(ClaimsMixin, ReadsMixin):
 
         return self._run(None, (), work)
 
+    def stored_queues(self) -> dict[str, int]:
+        def work(s: Session) -> dict[str, int]:
+            s.execute(sql("stored_queues"))
+            return {str(name): int(priorities) for name, priorities in s.fetchall()}
+
+        return self._run(None, (), work)
+
     # -- transitions ---------------------------------------------------------
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:
         if not items:

@@ -148,6 +148,17 @@ class RedisBackend:
     def queue_names(self) -> set[str]:
         return {m.decode("utf-8") for m in self._call(lambda: self._r.smembers(keys.QUEUES))}
 
+    def stored_queues(self) -> dict[str, int]:
+        def read() -> dict[str, int]:
+            names = sorted(m.decode("utf-8") for m in self._r.smembers(keys.QUEUES))
+            pipe = self._r.pipeline(transaction=False)
+            for name in names:
+                pipe.smembers(keys.prios_key(name))
+            return {name: max((int(p) for p in prios), default=1)
+                    for name, prios in zip(names, pipe.execute(), strict=True)}
+
+        return self._call(read)
+
     # -- transitions -------------------------------------------------------------
 
     def enqueue(self, queue: str, items: Sequence[EnqueueItem]) -> list[int]:

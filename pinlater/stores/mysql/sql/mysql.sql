@@ -241,6 +241,9 @@ SELECT RELEASE_LOCK(CONCAT('pinlater:', SHA1(CONCAT(DATABASE(), '/', %(name)s)))
 -- name: queue_names
 SELECT name FROM queues
 
+-- name: stored_queues
+SELECT name, priorities FROM queues
+
 -- name: list_tables
 SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()
 
