@@ -18,6 +18,7 @@ rather than hiding every queue.
 The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
 
     taken_at_ms, took_ms, rate_window_minutes, partial, shards_down,
+    unregistered_queues: [{name, priorities, shards}],
     control_store: {ok, error},
     totals: {state: n},
     shards: [{id, healthy, out_reason, counted, consecutive_errors, last_error,
@@ -32,6 +33,9 @@ where a state is one of STATES and an event one of pinlater.operators.EVENTS.
 A shard's ``out_reason`` says why it is out of rotation ("unavailable",
 "refuses writes" or "failing", ``pinlater.engine.shards``), null while it is in;
 ``last_error`` is the error behind it.
+``unregistered_queues`` are queues the counted shards hold storage for but
+the control store has no config of (``pinlater restore-queues``): their
+jobs are in no number, so ``partial`` is set while there are any.
 When ``config_error`` is set, the config fields that could not be read are
 null (and ``counts`` too when not even the priorities could be).
 """
@@ -50,7 +54,7 @@ from typing import Any
 from dashboards.configs import ConfigReader, QueueEntry
 from pinlater.errors import PinLaterError
 from pinlater.models import JobInfo
-from pinlater.operators import EVENTS, Operators, ShardHealth
+from pinlater.operators import EVENTS, Operators, ShardHealth, unregistered_queues_among
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 
@@ -85,6 +89,8 @@ class ShardReading:
     counts: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
     # queue -> its oldest runnable pending job
     oldest: dict[str, JobInfo] = field(default_factory=dict)
+    # every queue with storage here -> its priorities, configured or not
+    stored: dict[str, int] = field(default_factory=dict)
     error: str | None = None
 
 
@@ -95,6 +101,7 @@ def read_shard(operators: Operators, shard_id: str, configs: Sequence[QueueConfi
     reading = ShardReading()
     try:
         reading.now_ms = operators.shard_now_ms(shard_id)
+        reading.stored = operators.stored_queues(shard_id)
         for config in configs:
             q = config.name
             per_priority: dict[int, dict[str, int]] = {}
@@ -111,6 +118,7 @@ def read_shard(operators: Operators, shard_id: str, configs: Sequence[QueueConfi
         log.warning("dashboard could not read shard %s: %s", shard_id, exc)
         reading.counts.clear()
         reading.oldest.clear()
+        reading.stored.clear()
         reading.error = f"{type(exc).__name__}: {exc}"
     return reading
 
@@ -193,12 +201,19 @@ class Collector:
         for q in queues:
             add_counts(totals, q["counts"] or {})
         down = [v["id"] for v in shard_views if not v["counted"]]
+        # Queues whose jobs the shards hold but no config names (the control
+        # store lost its data, or a delete is under way): left out of every
+        # number above, so said, unless the configs themselves were not read.
+        unregistered = {} if queues_unread else unregistered_queues_among(
+            {sid: r.stored for sid, r in counted.items()}, self._entries)
         return {
             "taken_at_ms": int(time.time() * 1000),
             "took_ms": round((time.monotonic() - started) * 1000, 1),
             "rate_window_minutes": self.rate_window_minutes,
-            "partial": bool(down) or queues_unread,
+            "partial": bool(down) or queues_unread or bool(unregistered),
             "shards_down": down,
+            "unregistered_queues": [{"name": name, "priorities": u.priorities, "shards": list(u.shards)}
+                                    for name, u in unregistered.items()],
             "control_store": {"ok": control_error is None, "error": control_error},
             "totals": totals,
             "shards": shard_views,

@@ -227,6 +227,10 @@ function renderStatus(snap) {
     `updated ${PL.fmtTime(snap.taken_at_ms).slice(11)} · read in ${Math.round(snap.took_ms)} ms`;
   const problems = [];
   if (snap.shards_down.length) problems.push(`Shard ${snap.shards_down.join(", ")} down: its jobs are not in these numbers; the other shards are.`);
+  const lost = snap.unregistered_queues || [];
+  if (lost.length) problems.push(`The shards hold jobs of ${lost.length === 1 ? "a queue" : "queues"} with no config ` +
+    `(${lost.map((q) => `${q.name} on ${q.shards.join(", ")}`).join("; ")}): they are not in these numbers and no ` +
+    "call reaches them. If they were not just deleted, the control store lost its data: `pinlater restore-queues`.");
   if (!snap.control_store.ok) problems.push(`Control store unreachable (${snap.control_store.error}): ` +
     (snap.control_store.error.startsWith("queue configs") ? "queues may be missing or stale, " : "") + "rates missing.");
   banner(problems.join(" "));

@@ -134,3 +134,38 @@ def test_overview_is_partial_while_the_queue_list_cannot_be_read(private_redis: 
             dashboard.close()
     finally:
         private_redis.start()
+
+
+def test_queues_whose_config_the_control_store_lost_are_named_and_left_out(
+    cluster: Cluster, browser_context: Any
+) -> None:
+    """The control store comes back without a queue's config: the queue's
+    jobs, still on both shards, are in no number, so the overview is
+    partial and names it, and the page says what to run, until it is
+    registered again."""
+    svc = cluster.svc
+    name = f"lost_{uuid.uuid4().hex[:8]}"
+    svc.create_queue(name, priorities=2)
+    for _ in range(20):  # one call each: both shards get some
+        svc.enqueue(name, [Job(b"kept", priority=2)])
+    wait_for(lambda: (s := overview(cluster))["shards_down"] == [] and any(q["name"] == name for q in s["queues"]),
+             timeout_s=20, what="both shards and the queue shown")
+    assert overview(cluster)["unregistered_queues"] == []
+    page = browser_context.new_page()
+    page.goto(cluster.url + "/")
+    page.locator(f'#queues tr[data-queue="{name}"]').wait_for()
+
+    svc.core.control.delete_queue(name)  # its config lost; the shards keep its jobs
+    snap = wait_for(lambda: (s := overview(cluster))["unregistered_queues"] and s, what="the queue found unregistered")
+    [lost] = snap["unregistered_queues"]
+    assert (lost["name"], lost["priorities"], sorted(lost["shards"])) == (name, 2, ["r1", "r2"])
+    assert snap["partial"] is True and name not in {q["name"] for q in snap["queues"]}
+    wait_for(lambda: "pinlater restore-queues" in page.inner_text("#banner"), what="the page's banner")
+    assert f"{name} on " in page.inner_text("#banner")
+
+    svc.operators.restore_queues([name], paused=False)
+    snap = wait_for(lambda: not (s := overview(cluster))["unregistered_queues"] and s, what="registered again")
+    [q] = [q for q in snap["queues"] if q["name"] == name]
+    assert q["counts"]["pending_now"] == 20 and snap["partial"] is False
+    wait_for(lambda: "restore-queues" not in page.inner_text("#banner"), what="the banner gone")
+    page.close()
