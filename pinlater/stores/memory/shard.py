@@ -83,8 +83,7 @@ class MemoryBackend:
             self._unique_of.pop(queue, None)
 
     def queue_names(self) -> set[str]:
-        with self._lock:
-            return set(self._jobs)
+        return set(self.stored_queues())
 
     def stored_queues(self) -> dict[str, int]:
         with self._lock:
