@@ -5,8 +5,9 @@ is taken out of rotation at once (enqueue and dequeue stop choosing it); a
 background prober makes a small write on every shard each interval, takes
 out one that fails it and puts a failed one back as soon as it takes the
 write again (a PING would pass on a shard that is read-only or out of
-memory). A full connection pool is load and changes nothing. One dead shard
-never stops the cluster.
+memory), but for one that refused writes again soon after it came back,
+which is held out longer each time (REFUSAL_WINDOW_S). A full connection
+pool is load and changes nothing. One dead shard never stops the cluster.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ FAILING = "failing"
 # A failure that a caller gets past (a dequeue going on with the other
 # shards, an enqueue going to another) is logged at most this often per shard.
 WARN_INTERVAL_S = 1.0
+# A shard that refuses writes again within REFUSAL_WINDOW_S of coming back
+# (the probe's small write fits on a disk too full for jobs) stays out
+# after its next good probe for a hold that doubles at each such return,
+# from FIRST_HOLD_S up to MAX_HOLD_S; one that keeps taking writes for the
+# window starts afresh.
+REFUSAL_WINDOW_S = 60.0
+FIRST_HOLD_S = 2.0
+MAX_HOLD_S = 120.0
 
 
 @dataclass(slots=True)
@@ -48,6 +57,11 @@ class ShardHealth:
     last_probe_at: float = 0.0
     # While out of rotation: UNAVAILABLE, REFUSES_WRITES or FAILING.
     out_reason: str | None = None
+    # Out of rotation until then at least, whatever its probe says (a shard
+    # that came back and refused writes again: REFUSAL_WINDOW_S); 0: none.
+    held_until: float = 0.0
+    hold_s: float = 0.0  # the last such hold, doubled at the next
+    refused_at: float = 0.0  # when it last went out refusing writes
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -57,6 +71,7 @@ class ShardHealth:
             "last_error": self.last_error,
             "changed_at": self.changed_at,
             "last_probe_at": self.last_probe_at,
+            "held_until": self.held_until,
         }
 
 
@@ -172,9 +187,31 @@ class ShardSet:
             health.last_error = f"{type(error).__name__}: {error}"
             health.out_reason = reason  # the latest cause, also for a shard already out
             if health.healthy:
+                now = time.time()
+                back_for = self._hold(health, now) if reason == REFUSES_WRITES else False
                 health.healthy = False
-                health.changed_at = time.time()
-                log.warning("shard %s out of rotation (%s): %s", shard_id, reason, health.last_error)
+                health.changed_at = now
+                if back_for is False:
+                    log.warning("shard %s out of rotation (%s): %s", shard_id, reason, health.last_error)
+                else:
+                    log.warning("shard %s out of rotation (%s) for %g s at least: it refused writes again %.1f s "
+                                "after it came back: %s", shard_id, reason, health.hold_s, back_for,
+                                health.last_error)
+
+    @staticmethod
+    def _hold(health: ShardHealth, now: float) -> float | bool:
+        """A shard in rotation now refuses writes: if it came back from
+        refusing them less than REFUSAL_WINDOW_S ago, its hold is set and
+        how long it had been back is returned; else False."""
+        back_for = now - health.changed_at
+        again = health.refused_at > 0.0 and back_for < REFUSAL_WINDOW_S
+        health.refused_at = now
+        if not again:
+            health.hold_s = health.held_until = 0.0
+            return False
+        health.hold_s = min(max(2 * health.hold_s, FIRST_HOLD_S), MAX_HOLD_S)
+        health.held_until = now + health.hold_s
+        return back_for
 
     def _note_busy(self, shard_id: str, error: BaseException) -> None:
         # Load, not a fault of the shard: said, but neither counted nor acted on.
@@ -214,7 +251,7 @@ class ShardSet:
         with self._lock:
             health = self._health[shard_id]
             health.consecutive_errors = 0
-            if health.healthy:
+            if health.healthy or time.time() < health.held_until:
                 return False
             health.healthy = True
             health.out_reason = None
@@ -255,10 +292,12 @@ class ShardSet:
                     try:
                         callback(backend)
                     except PinLaterError as exc:
-                        # The store failing again (too many connections, say): one
-                        # line, and the shard's last error is that error.
+                        # The store failing again (too many connections, a disk
+                        # too full for the queue's tables): one line, and the
+                        # shard's last error is that error, for its reason.
                         log.warning("recovery hook failed for shard %s: %s", shard_id, exc)
-                        self.mark_down(shard_id, exc, FAILING)
+                        self.mark_down(shard_id, exc, REFUSES_WRITES if isinstance(exc, ShardWriteRefused) else
+                                       UNAVAILABLE if isinstance(exc, ShardUnavailable) else FAILING)
                     except Exception as exc:
                         log.exception("recovery hook failed for shard %s", shard_id)
                         self.mark_down(shard_id, exc, FAILING)

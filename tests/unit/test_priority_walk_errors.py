@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -313,6 +314,73 @@ def test_the_probe_keeps_a_shard_that_refuses_writes_out_until_it_writes(cluster
     assert shards.is_healthy("m2")
 
 
+class Clock:
+    """The shard set's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    monotonic = time
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter()
+
+
+def test_a_shard_whose_probe_fits_but_whose_writes_do_not_is_held_out_longer_each_time(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A disk too full for jobs still takes the probe's small write: each
+    time the shard comes back and refuses writes again within a minute, it
+    stays out for a hold that doubles (2, 4, 8 s ...), so it does not flap
+    in and out at every probe; a shard that keeps writing for the minute
+    starts afresh."""
+    clock = Clock()
+    monkeypatch.setattr("pinlater.engine.shards.time", clock)
+    shards = cluster.shards
+    monkeypatch.setattr(cluster.bad, "probe", lambda: None)  # the probe's write fits
+
+    def refused_again() -> None:
+        cluster.bad.error = ERRORS["write_refused"]
+        cluster.order = ["m2", "m1"]
+        assert {JobDescriptor.parse(d).shard for d in cluster.svc.enqueue(Q, [Job(b"x")])} == {"m1"}
+        cluster.order = ["m1", "m2"]
+        assert not shards.is_healthy("m2")
+
+    refused_again()  # the first time: back at its next good probe
+    assert shards.status()["m2"].held_until == 0.0
+    shards.probe_once()
+    assert shards.is_healthy("m2")
+    with caplog.at_level(logging.WARNING, logger="pinlater.engine.shards"):
+        for hold in (2.0, 4.0, 8.0):
+            clock.now += 5.0
+            refused_again()  # 5 s after it came back
+            health = shards.status()["m2"]
+            assert (health.hold_s, health.held_until) == (hold, clock.now + hold)
+            clock.now += hold - 0.1
+            shards.probe_once()
+            assert not shards.is_healthy("m2")
+            clock.now += 0.1
+            shards.probe_once()
+            assert shards.is_healthy("m2")
+    said = [r.getMessage() for r in caplog.records if "at least" in r.getMessage()]
+    assert len(said) == 3 and "for 8 s at least: it refused writes again 5.0 s after it came back" in said[-1]
+    # Writing for a minute: the next refusal is a first one again.
+    clock.now += 61.0
+    refused_again()
+    assert shards.status()["m2"].held_until == 0.0
+    shards.probe_once()
+    assert shards.is_healthy("m2")
+    # Other failures hold nothing: a connection lost is back at its next good probe.
+    shards.mark_down("m2", ConnectionResetError("reset"), UNAVAILABLE)
+    assert shards.status()["m2"].held_until == 0.0
+    shards.probe_once()
+    assert shards.is_healthy("m2")
+
+
 def test_a_recovery_hook_that_fails_keeps_the_shard_out_with_its_error_in_one_line(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -327,4 +395,30 @@ def test_a_recovery_hook_that_fails_keeps_the_shard_out_with_its_error_in_one_li
     shards.probe_once()
     health = shards.status()["m2"]
     assert not health.healthy and "Too many connections" in (health.last_error or "")
+    assert health.out_reason == "failing"
     assert [r.exc_info for r in caplog.records if "recovery hook" in r.getMessage()] == [None]
+
+
+def test_a_recovery_hook_refused_a_write_holds_the_shard_out_as_refusing_writes(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk that takes the probe's write but not the queues' tables
+    the recovery makes: out for refusing writes, so each return is held
+    longer, instead of back in rotation at every probe."""
+    clock = Clock()
+    monkeypatch.setattr("pinlater.engine.shards.time", clock)
+    shards = cluster.shards
+    shards.mark_down("m2", ERRORS["write_refused"], REFUSES_WRITES)
+
+    def hook(backend: object) -> None:
+        raise ERRORS["write_refused"]
+
+    shards.on_recover(hook)
+    holds = []
+    for _ in range(4):
+        clock.now += 200.0  # past any hold
+        shards.probe_once()
+        health = shards.status()["m2"]
+        assert (health.healthy, health.out_reason) == (False, REFUSES_WRITES)
+        holds.append(health.hold_s)
+    assert holds == [2.0, 4.0, 8.0, 16.0]
