@@ -53,7 +53,7 @@ class ControlBackoff:
             self._pause_s = self._first_s if first else min(self._pause_s * 2, self._most_s)
             self._until = time.monotonic() + self._pause_s
         if first:
-            log.warning("control store unreachable: cached queue configs and local rate limits until it answers "
+            log.warning("control store failing: cached queue configs and local rate limits until it answers "
                         "(tried again after %.1f s, then less often): %s", self._first_s, error)
 
     def ok(self) -> None:

@@ -10,6 +10,7 @@ next one, but a process killed between flushes loses its last second.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import defaultdict
@@ -34,6 +35,10 @@ def current_minute(now: float | None = None) -> int:
     return int((time.time() if now is None else now) // 60)
 
 
+# A failing flush is logged when it starts and then at most this often.
+FAILURE_LOG_INTERVAL_S = 60.0
+
+
 class EventCounters:
     def __init__(self, control: ControlStore, flush_interval_s: float = 1.0) -> None:
         self._control = control
@@ -44,6 +49,7 @@ class EventCounters:
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._said_at = -math.inf  # when a failed flush was last logged
 
     def add(self, queue: str, event: str, n: int = 1) -> None:
         if n <= 0:
@@ -61,12 +67,20 @@ class EventCounters:
             try:
                 self._control.add_counts(minute, counts)
             except Exception as exc:  # noqa: BLE001 -- keep them for the next flush
-                log.warning("could not flush event counters: %s", exc)
+                # Said when it starts, then once a minute: the flush runs every second.
+                now = time.monotonic()
+                if now - self._said_at >= FAILURE_LOG_INTERVAL_S:
+                    self._said_at = now
+                    log.warning("could not flush event counters (kept, tried again every %g s): %s",
+                                self._interval, exc)
                 with self._lock:
                     for queue, events in counts.items():
                         for event, n in events.items():
                             self._pending[minute][queue][event] += n
                 return
+            if self._said_at > -math.inf:
+                self._said_at = -math.inf
+                log.warning("event counters flushed again")
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):

@@ -1,7 +1,8 @@
 """Per-queue dequeue rate limits, shared by every dequeuing process.
 
 The token bucket lives in the control store, so the limit holds across all
-processes together. If the control store cannot be reached, each process
+processes together. If the control store cannot be reached (or refuses
+writes, its disk full), each process
 falls back to a bucket of its own at the full rate (the cluster may then
 exceed the limit by the number of processes) rather than stopping work: an
 outage of the control store must not become an outage of every queue.
@@ -20,6 +21,7 @@ from typing import TypeVar
 from pinlater.engine.control_backoff import ControlBackoff
 from pinlater.errors import DequeueRateLimited, ShardConnectionFailed
 from pinlater.queue_config import QueueConfig
+from pinlater.stores.base import ShardWriteRefused
 from pinlater.stores.control import ControlStore, TokenBuckets
 
 T = TypeVar("T")
@@ -105,7 +107,8 @@ class RateLimiter:
             return local()
         try:
             result = shared()
-        except ShardConnectionFailed as exc:
+        except (ShardConnectionFailed, ShardWriteRefused) as exc:
+            # Refusing writes (a full disk) takes no token either.
             self._backoff.failed(exc)
             return local()
         self._backoff.ok()

@@ -5,6 +5,7 @@ other processes keep their servers."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -12,10 +13,12 @@ import redis
 
 from pinlater import Ack, Job, JobState
 from pinlater.descriptor import JobDescriptor
-from pinlater.errors import ShardConnectionFailed
+from pinlater.errors import DequeueRateLimited, ShardConnectionFailed
+from pinlater.models import DequeuedJob
 from pinlater.operators import Monitor
 from pinlater.service import JobService
 from pinlater.settings import parse_shards
+from pinlater.stores.base import ShardWriteRefused
 from tests.servers import REDIS_CONTROL_DB, REDIS_PORTS, REDIS_SHARD_DB, PrivateRedis, redis_url
 from tests.support.stores import settings_for
 from tests.support.waits import wait_for
@@ -168,3 +171,45 @@ def test_a_queue_is_created_while_a_shard_is_silent_and_gets_storage_there_when_
     finally:
         admin.execute_command("CLIENT", "UNPAUSE")
         admin.close()
+
+
+@pytest.mark.slow
+def test_a_control_store_that_refuses_writes_leaves_rate_limited_queues_working(
+    private_redis: PrivateRedis, queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A control store that answers but takes no write (its disk full:
+    MISCONF; here NOREPLICAS, the same refusal): rate-limited dequeues go
+    on with each process's own bucket, as with a control store that is
+    down, instead of failing; what must write there (a config change)
+    says why it fails; once it writes again its buckets are used again."""
+    private_redis.start()
+    settings = settings_for("redis", control_url=redis_url(private_redis.port, REDIS_CONTROL_DB), config_ttl_s=0.2)
+    admin = redis.Redis.from_url(redis_url(private_redis.port, REDIS_CONTROL_DB))
+    with JobService.from_settings(settings, source="control-refusing") as client:
+        client.create_queue(queue_name, max_dequeue_rate=1000)
+        client.enqueue(queue_name, [Job(b"x")] * 50)
+        admin.config_set("min-replicas-to-write", 1)
+        try:
+            with caplog.at_level(logging.WARNING):
+                got = [job for _ in range(5) for job in client.dequeue(queue_name, 4)]
+                assert len(got) == 20
+                client.ack(queue_name, succeeded=[Ack(j.descriptor) for j in got])
+            said = [r.getMessage() for r in caplog.records if "control store failing" in r.getMessage()]
+            assert len(said) == 1 and "NOREPLICAS" in said[0], said
+            with pytest.raises(ShardWriteRefused, match="refuses writes"):
+                client.set_rate(queue_name, 5)
+        finally:
+            admin.config_set("min-replicas-to-write", 0)
+        client.set_rate(queue_name, 5)
+        wait_for(lambda: client.queue_config(queue_name).max_dequeue_rate == 5, timeout_s=10, what="the new rate")
+        time.sleep(2.5)  # past the pause after a failure: the shared bucket is asked again
+        taken = [job for _ in range(20) for job in _dequeue_or_none(client, queue_name)]
+        assert 1 <= len(taken) <= 10, f"{len(taken)} jobs at 5 jobs/s, a burst of at most a few"
+    admin.close()
+
+
+def _dequeue_or_none(client: JobService, queue: str) -> list[DequeuedJob]:
+    try:
+        return client.dequeue(queue, 4)
+    except DequeueRateLimited:
+        return []
