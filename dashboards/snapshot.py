@@ -54,7 +54,7 @@ from typing import Any
 from dashboards.configs import ConfigReader, QueueEntry
 from pinlater.errors import PinLaterError
 from pinlater.models import JobInfo
-from pinlater.operators import EVENTS, Operators, ShardHealth, unregistered_queues_among
+from pinlater.operators import EVENTS, Operators, ShardHealth, Unregistered
 from pinlater.queue_config import QueueConfig
 from pinlater.states import JobState
 
@@ -89,8 +89,8 @@ class ShardReading:
     counts: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
     # queue -> its oldest runnable pending job
     oldest: dict[str, JobInfo] = field(default_factory=dict)
-    # every queue with storage here -> its priorities, configured or not
-    stored: dict[str, int] = field(default_factory=dict)
+    # every queue with storage here, configured or not
+    held: set[str] = field(default_factory=set)
     error: str | None = None
 
 
@@ -101,7 +101,7 @@ def read_shard(operators: Operators, shard_id: str, configs: Sequence[QueueConfi
     reading = ShardReading()
     try:
         reading.now_ms = operators.shard_now_ms(shard_id)
-        reading.stored = operators.stored_queues(shard_id)
+        reading.held = operators.queue_names_on(shard_id)
         for config in configs:
             q = config.name
             per_priority: dict[int, dict[str, int]] = {}
@@ -118,7 +118,7 @@ def read_shard(operators: Operators, shard_id: str, configs: Sequence[QueueConfi
         log.warning("dashboard could not read shard %s: %s", shard_id, exc)
         reading.counts.clear()
         reading.oldest.clear()
-        reading.stored.clear()
+        reading.held.clear()
         reading.error = f"{type(exc).__name__}: {exc}"
     return reading
 
@@ -204,8 +204,7 @@ class Collector:
         # Queues whose jobs the shards hold but no config names (the control
         # store lost its data, or a delete is under way): left out of every
         # number above, so said, unless the configs themselves were not read.
-        unregistered = {} if queues_unread else unregistered_queues_among(
-            {sid: r.stored for sid, r in counted.items()}, self._entries)
+        unregistered = {} if queues_unread else self._unregistered({sid: r.held for sid, r in counted.items()})
         return {
             "taken_at_ms": int(time.time() * 1000),
             "took_ms": round((time.monotonic() - started) * 1000, 1),
@@ -219,6 +218,13 @@ class Collector:
             "shards": shard_views,
             "queues": queues,
         }
+
+    def _unregistered(self, held: dict[str, set[str]]) -> dict[str, Unregistered]:
+        try:
+            return self.operators.unregistered_among(held, self._entries)
+        except PinLaterError as exc:  # a shard failing since it was read: said against it next pass
+            log.warning("dashboard could not read the priorities of unregistered queues: %s", exc)
+            return {}
 
     @staticmethod
     def _shard_view(sid: str, health: ShardHealth, reading: ShardReading | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pinlater.engine import counters
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # What the operators' reads speak of: shard health, and the events counted.
 __all__ = [
     "DEQUEUED", "ENQUEUED", "EVENTS", "FAILED", "SUCCEEDED", "Monitor", "MonitorStats", "Operators", "ShardHealth",
-    "Unregistered", "current_minute", "unregistered_queues_among",
+    "Unregistered", "current_minute",
 ]
 
 
@@ -59,20 +59,6 @@ class Unregistered:
 
     priorities: int  # the most any shard has storage for
     shards: tuple[str, ...]
-
-
-def unregistered_queues_among(stored: dict[str, dict[str, int]], known: Collection[str]) -> dict[str, Unregistered]:
-    """Of the queues each shard holds (shard -> queue -> priorities), those
-    not in ``known`` (the control store's), by name."""
-    found: dict[str, Unregistered] = {}
-    for shard_id, queues in stored.items():
-        for name, priorities in sorted(queues.items()):
-            if name in known:
-                continue
-            seen = found.get(name)
-            found[name] = Unregistered(max(priorities, seen.priorities) if seen else priorities,
-                                       (*seen.shards, shard_id) if seen else (shard_id,))
-    return found
 
 
 class Operators:
@@ -133,12 +119,34 @@ class Operators:
         on such a queue fails with QUEUE_NOT_FOUND, and the monitor tends
         none of its jobs."""
         known = set(self.core.control.queue_config_texts())
-        stored = {backend.shard_id: self.stored_queues(backend.shard_id) for backend in self.core.shards.healthy()}
-        return unregistered_queues_among(stored, known)
+        held = {backend.shard_id: self.queue_names_on(backend.shard_id) for backend in self.core.shards.healthy()}
+        return self.unregistered_among(held, known)
 
-    def stored_queues(self, shard_id: str) -> dict[str, int]:
-        """The queues with storage on one shard, each with its number of priorities."""
-        return self.core.shards.call(self._one_shard(shard_id), "stored_queues", None, lambda b: b.stored_queues())
+    def queue_names_on(self, shard_id: str) -> set[str]:
+        """The queues with storage on one shard."""
+        return self.core.shards.call(self._one_shard(shard_id), "queue_names", None, lambda b: b.queue_names())
+
+    def unregistered_among(
+        self, held: Mapping[str, Collection[str]], known: Collection[str]
+    ) -> dict[str, Unregistered]:
+        """Of the queues each shard holds (shard -> names), those not in
+        ``known`` (the control store's), by name, with the priorities
+        their storage has: read only from a shard that holds such a queue."""
+        found: dict[str, Unregistered] = {}
+        for shard_id, names in held.items():
+            lost = sorted(set(names) - set(known))
+            if not lost:
+                continue
+            stored = self.core.shards.call(self._one_shard(shard_id), "stored_queues", None,
+                                           lambda b: b.stored_queues())
+            for name in lost:
+                priorities = stored.get(name)
+                if priorities is None:  # deleted meanwhile
+                    continue
+                seen = found.get(name)
+                found[name] = Unregistered(max(priorities, seen.priorities) if seen else priorities,
+                                           (*seen.shards, shard_id) if seen else (shard_id,))
+        return found
 
     def restore_queues(self, names: Collection[str], *, paused: bool) -> dict[str, QueueConfig]:
         """Gives each of ``names`` (unregistered queues) a config again, with
