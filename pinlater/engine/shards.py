@@ -35,6 +35,7 @@ MAX_CONSECUTIVE_ERRORS = 3
 UNAVAILABLE = "unavailable"
 REFUSES_WRITES = "refuses writes"
 FAILING = "failing"
+SAME_STORE = "same store as another shard"
 # A failure that a caller gets past (a dequeue going on with the other
 # shards, an enqueue going to another) is logged at most this often per shard.
 WARN_INTERVAL_S = 1.0
@@ -46,6 +47,10 @@ WARN_INTERVAL_S = 1.0
 REFUSAL_WINDOW_S = 60.0
 FIRST_HOLD_S = 2.0
 MAX_HOLD_S = 120.0
+
+
+class SameStore(StorageError):
+    """Two shard ids reach one store: the later one stays out of rotation."""
 
 
 @dataclass(slots=True)
@@ -89,6 +94,7 @@ class ShardSet:
         self._on_recover: list[Callable[[ShardBackend], None]] = []
         self._on_queue_deleted: list[Callable[[ShardBackend, str], bool]] = []
         self._warned_at = dict.fromkeys(self._order, -WARN_INTERVAL_S)
+        self._store_ids: dict[str, str] = {}  # each shard's store, as its last probe found it
         self.seam = Seam()
 
     # -- lookup ---------------------------------------------------------------
@@ -276,6 +282,7 @@ class ShardSet:
             backend = self._backends[shard_id]
             try:
                 backend.probe()
+                twin = self._same_store_as(shard_id, backend.store_id())
             except ShardBusy:
                 continue  # no connection free to ask: no verdict either way
             except ShardWriteRefused as exc:
@@ -287,6 +294,11 @@ class ShardSet:
             finally:
                 with self._lock:
                     self._health[shard_id].last_probe_at = time.time()
+            if twin is not None:
+                self.mark_down(shard_id, SameStore(
+                    f"shard {shard_id} is the store shard {twin} is (store id {self._store_ids[shard_id]}): its "
+                    "jobs would be served and counted twice; give each shard id a store of its own"), SAME_STORE)
+                continue
             if self._mark_up(shard_id):
                 for callback in self._on_recover:
                     try:
@@ -301,6 +313,20 @@ class ShardSet:
                     except Exception as exc:
                         log.exception("recovery hook failed for shard %s", shard_id)
                         self.mark_down(shard_id, exc, FAILING)
+
+    def _same_store_as(self, shard_id: str, store_id: str) -> str | None:
+        """Notes the store ``shard_id`` reaches; the shard before it in the
+        configuration that reaches the same store, if one does. A store
+        whose id changed lost its data (or the address reaches another)."""
+        with self._lock:
+            before = self._store_ids.get(shard_id)
+            self._store_ids[shard_id] = store_id
+            earlier = self._order[:self._order.index(shard_id)]
+            twin = next((s for s in earlier if self._store_ids.get(s) == store_id), None)
+        if before is not None and before != store_id:
+            log.error("shard %s is not the store it was (store id %s, now %s): it lost its data, or its address "
+                      "now reaches another store; the jobs it held are not there", shard_id, before, store_id)
+        return twin
 
     def start_probing(self) -> None:
         if self._prober is not None:

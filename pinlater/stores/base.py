@@ -292,6 +292,11 @@ class ShardBackend(Protocol):
         prober's check; a shard that answers but refuses writes raises
         ShardWriteRefused)."""
 
+    def store_id(self) -> str:
+        """The store's own id, given it when first asked and kept in it:
+        the same for every shard id whose URL reaches this store (a URL
+        copied under two ids), and new once the store lost its data."""
+
     def now_ms(self) -> int:
         """The shard's clock."""
 

@@ -14,6 +14,7 @@ from pinlater import Ack, Job, JobService, JobState
 from pinlater.descriptor import JobDescriptor
 from pinlater.errors import InvalidRequest, QueueNameInvalid, QueueNotFound
 from pinlater.operators import Monitor
+from tests.support.stores import ALL_SETUPS, settings_for
 
 
 def test_shard_ids_and_status(cluster: JobService, queue_name: str) -> None:
@@ -161,3 +162,12 @@ def test_a_queue_whose_config_the_control_store_lost_is_found_and_restored_with_
         if len(got) >= len(bodies):
             break
     assert sorted(got) == sorted(bodies)
+
+
+def test_each_shard_reaches_a_store_of_its_own_that_keeps_its_id(cluster: JobService, setup: str) -> None:
+    ids = {b.shard_id: b.store_id() for b in cluster.core.shards.all()}
+    assert all(ids.values()) and len(set(ids.values())) == len(ids)
+    assert {b.shard_id: b.store_id() for b in cluster.core.shards.all()} == ids
+    if ALL_SETUPS[setup].servers:  # what another process finds in the same stores
+        with JobService.from_settings(settings_for(setup), source="another") as again:
+            assert {b.shard_id: b.store_id() for b in again.core.shards.all()} == ids

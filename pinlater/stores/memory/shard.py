@@ -55,14 +55,13 @@ class MemoryBackend:
     def ping(self) -> None:
         return None
 
-    def probe(self) -> None:
-        return None
+    probe = close = ping  # in memory: nothing to refuse a write, nothing to release
+
+    def store_id(self) -> str:
+        return f"memory-{id(self):x}"
 
     def now_ms(self) -> int:
         return self._clock()
-
-    def close(self) -> None:
-        return None
 
     def create_queue(self, queue: str, priorities: int) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Self, TypeVar
 
@@ -32,7 +33,7 @@ from pinlater.stores.mysql.pool import (
     Transaction,
     run_creating_missing_tables,
 )
-from pinlater.stores.mysql.statements import sql
+from pinlater.stores.mysql.statements import LAYOUT_SQL, sql
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ QUEUE_LOCK_WAIT_S = 30  # a queue's tables being dropped: seconds at most, even 
 TRACE_LAYOUT = 4  # the layout from which job tables have the trace column
 KEY_LAYOUT = 5  # ... and the fkey column (fairness keys; before it, keys are not stored)
 UNIQUE_TRIGGER_LAYOUT = 7  # ... and the ukey column with its trigger (unique keys in one statement)
+# The store's id (``store_id``): a row of pinlater_meta of its own.
+STORE_ID = {"name": "store_id"}
 PROBE_ROW = "pinlater probe"  # the prober's row in ``queues`` (never kept): no queue name has a space
 
 
@@ -238,6 +241,21 @@ class ShardConnection:
 
     def probe(self) -> None:
         run_creating_missing_tables(self._pool, lambda s: s.execute_script(sql("probe"), [PROBE_ROW]))
+
+    def store_id(self) -> str:
+        def work(s: Session) -> str:
+            s.execute(LAYOUT_SQL("meta_read"), STORE_ID)
+            found = s.fetchall()
+            if not found:  # a new store: the first to ask names it
+                s.execute(LAYOUT_SQL("meta_stamp"), {**STORE_ID, "version": secrets.randbelow(2**31 - 1) + 1})
+                s.execute(LAYOUT_SQL("meta_read"), STORE_ID)
+                found = s.fetchall()
+            return str(found[0][0])
+
+        def make_meta() -> None:  # a store of the first layout has no pinlater_meta yet
+            self._pool.run(lambda s: s.execute(LAYOUT_SQL("meta_create")))
+
+        return run_creating_missing_tables(self._pool, work, create=make_meta)
 
     def now_ms(self) -> int:
         return self._pool.run(lambda s: int(s.scalar(sql("now"))))

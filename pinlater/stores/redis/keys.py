@@ -96,6 +96,7 @@ QUEUES = "pl:queues"
 DELETED_QUEUES = "pl:deleted"
 SHARD_LAYOUT = "pl:layout"
 PROBE = "pl:probe"
+STORE_ID = "pl:store_id"
 PROBE_TTL_MS = 10_000
 CONTROL_QUEUES = "plc:queues"
 CONTROL_LAYOUT = "plc:layout"

@@ -15,6 +15,7 @@ connection surfaces as ``ShardUnavailable`` and the caller decides.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -120,6 +121,16 @@ class RedisBackend:
         # A write every probe: a server out of memory, a replica or one that
         # cannot save answers a PING but refuses this.
         self._call(lambda: self._r.set(keys.PROBE, b"1", px=keys.PROBE_TTL_MS))
+
+    def store_id(self) -> str:
+        def read() -> bytes:
+            found = self._r.get(keys.STORE_ID)
+            if found is None:  # a new store: the first to ask names it
+                self._r.set(keys.STORE_ID, secrets.token_hex(8), nx=True)
+                found = self._r.get(keys.STORE_ID)
+            return found or b""
+
+        return self._call(read).decode("ascii", "replace")
 
     def now_ms(self) -> int:
         sec, usec = self._call(self._r.time)
