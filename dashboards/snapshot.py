@@ -31,7 +31,8 @@ The snapshot is a JSON-ready dict (the shape of ``GET /api/overview``):
 
 where a state is one of STATES and an event one of pinlater.operators.EVENTS.
 A shard's ``out_reason`` says why it is out of rotation ("unavailable",
-"refuses writes" or "failing", ``pinlater.engine.shards``), null while it is in;
+"refuses writes", "failing" or "same store as another shard",
+``pinlater.engine.shards``), null while it is in;
 ``last_error`` is the error behind it.
 ``unregistered_queues`` are queues the counted shards hold storage for but
 the control store has no config of (``pinlater restore-queues``): their

@@ -60,7 +60,7 @@ class ShardHealth:
     last_error: str | None = None
     changed_at: float = 0.0
     last_probe_at: float = 0.0
-    # While out of rotation: UNAVAILABLE, REFUSES_WRITES or FAILING.
+    # While out of rotation: UNAVAILABLE, REFUSES_WRITES, FAILING or SAME_STORE.
     out_reason: str | None = None
     # Out of rotation until then at least, whatever its probe says (a shard
     # that came back and refused writes again: REFUSAL_WINDOW_S); 0: none.
