@@ -238,9 +238,6 @@ SELECT GET_LOCK(CONCAT('pinlater:', SHA1(CONCAT(DATABASE(), '/', %(name)s))), %(
 -- name: unlock_queue
 SELECT RELEASE_LOCK(CONCAT('pinlater:', SHA1(CONCAT(DATABASE(), '/', %(name)s))))
 
--- name: queue_names
-SELECT name FROM queues
-
 -- name: stored_queues
 SELECT name, priorities FROM queues
 
