@@ -21,7 +21,8 @@ from tests.servers import (
 )
 
 if TYPE_CHECKING:
-    from tasks.hbase import ClusterPair, HBaseSettings
+    from tasks.hbase import ClusterPair, ClusterPool, HBaseSettings
+    from tests.support.topology.relay import Relay
 
 PREFIX = f"t{uuid.uuid4().hex[:8]}"
 
@@ -43,6 +44,16 @@ def test_settings(**overrides: object) -> HBaseSettings:
 
 
 test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
+
+
+def relayed(pool: ClusterPool, thrift1: Relay, thrift2: Relay) -> ClusterPool:
+    """``pool``'s cluster reached through the relays (its Thrift1 and Thrift2
+    servers), with the defaults a deployment starts from."""
+    from tasks.hbase import ClusterPool, HBaseSettings
+    from tasks.hbase.settings import Address
+
+    return ClusterPool.for_cluster(pool.name, Address(*thrift1.address), HBaseSettings(table_prefix=pool.table_prefix),
+                                   thrift2_address=Address(*thrift2.address))
 
 
 @contextlib.contextmanager
