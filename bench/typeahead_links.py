@@ -67,6 +67,9 @@ from tasks.typeahead.updates import ServiceUpdates
 BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchtl_",
     "PINLATER_HBASE_TABLE_PREFIX": "benchtl",
+    # Only the primary holds the index here: a slow lookup must not be
+    # answered by the standby's empty tables.
+    "PINLATER_TYPEAHEAD_STANDBY_AFTER_MS": "0",
 }
 PAGE = 500
 

@@ -23,6 +23,7 @@ from tasks.typeahead.sources import DEFAULT_ORDER, parse_order
 class TypeaheadSettings:
     source_order: tuple[str, ...] = DEFAULT_ORDER
     tall_scan_limit: int = 100
+    standby_after_ms: int = 250
     rename_page: int = 1000
     account_page: int = 50
     account_cache: int = 100_000
@@ -60,6 +61,9 @@ SETTINGS: tuple[Setting, ...] = (
             "source ranking order, each known source once"),
     Setting("PINLATER_TYPEAHEAD_TALL_SCAN_LIMIT", "tall_scan_limit", whole_number(1, 100_000), "100",
             "rows read per tall source and lookup"),
+    Setting("PINLATER_TYPEAHEAD_STANDBY_AFTER_MS", "standby_after_ms", whole_number(0, 60_000), "250",
+            "ms a lookup waits on the primary cluster before it asks the standby as well, the first answer "
+            "winning (0: the standby only once the primary has failed)"),
     Setting("PINLATER_TYPEAHEAD_RENAME_PAGE", "rename_page", whole_number(1, MAX_PAGE), "1000",
             "followers (or followees) per rename job"),
     Setting("PINLATER_TYPEAHEAD_ACCOUNT_PAGE", "account_page", whole_number(1, MAX_PAGE), "50",

@@ -6,6 +6,7 @@ headless Chromium come from the plugins of ``tests.support``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tasks.hbase import ClusterPair
 from tasks.typeahead.http import TypeaheadServer
 from tasks.typeahead.index import ContactsIndex
+from tasks.typeahead.settings import TypeaheadSettings
 from tests.typeahead.support import FakeIndex
 
 
@@ -36,5 +38,7 @@ def server(fake_index: FakeIndex) -> Iterator[TypeaheadServer]:
 
 @pytest.fixture
 def index(pair: ClusterPair) -> ContactsIndex:
-    """The lookup over the HBase pair of ``tests.support``."""
-    return ContactsIndex(pair)
+    """The lookup over the HBase pair of ``tests.support``, asking the
+    standby only once the primary has failed: these tests check what the
+    primary holds, however slow a busy machine makes it."""
+    return ContactsIndex(pair, dataclasses.replace(TypeaheadSettings.from_env(), standby_after_ms=0))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pinlater.observe import tracing
 from tasks.appdata import contacts, graph
 from tasks.appdata.store import AppData, now_ms
 from tasks.hbase import PRIMARY, ClusterPair
@@ -27,6 +28,7 @@ from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import ADDRESS_BOOK, FOLLOWERS, FOLLOWING, MUTUAL, SOURCES, source_named
 from tasks.typeahead.truth import user_key
 from tasks.typeahead.wire import connect
+from tests.support.spans import spans_in_memory
 from tests.typeahead.helpers import differences, follow, found, rename, unfollow, users
 
 
@@ -284,3 +286,18 @@ def test_a_huge_tall_source_is_narrowed_by_the_querys_other_tokens(appdata: AppD
     first = found(narrow, star, "johnathan")
     assert len(first) == 3 and all(name.startswith("Johnathan Doe") for name, _ in first)
     assert found(narrow, star, "johnathan zz") == []
+
+
+def test_a_lookup_on_the_index_threads_is_traced_under_its_caller(appdata: AppData, pair: ClusterPair) -> None:
+    """With the default cut-off a lookup runs on the index's own threads
+    (so that the standby can be asked beside a late primary): its HBase
+    calls are spans of the caller's trace all the same."""
+    ann, bob = users(appdata, "Ann Archer", "Bob Baker")
+    follow(appdata, pair, ann, bob)
+    index = ContactsIndex(pair, TypeaheadSettings())
+    assert index.settings.standby_after_ms > 0
+    with spans_in_memory() as exporter, tracing.span("typing") as caller:
+        assert found(index, ann, "bob") == [("Bob Baker", "following")]
+    hbase = [s for s in exporter.get_finished_spans() if s.name.startswith("hbase ")]
+    assert hbase, [s.name for s in exporter.get_finished_spans()]
+    assert all(s.parent is not None and s.parent.span_id == caller.get_span_context().span_id for s in hbase)
