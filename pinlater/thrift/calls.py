@@ -49,6 +49,7 @@ class CallDispatch:
     bounds: dict[str, CallBounds]
     stats: ServerStats
     _call_slots: threading.BoundedSemaphore
+    _class_slots: dict[str, threading.BoundedSemaphore]
     _last_denial_log: dict[tuple[str, str], float]
 
     # -- one call ------------------------------------------------------------------------
@@ -110,7 +111,7 @@ class CallDispatch:
             # Who calls, for the admin-secret throttle and queue creation (pinlater.engine.caller).
             identity = grant.identity if grant else names[0] if names else peer
             who = Caller(identity, grant is None or grant.creates_queues)
-            with self._call_slots, calling_as(who):
+            with self._class_slots.get(name, self._call_slots), calling_as(who):
                 given = args.__dict__
                 method = getattr(self.handler, name)
                 if tracing.ON:

@@ -18,7 +18,9 @@ Calls into the job service are capped separately (``max_concurrent_calls``,
 as ShardBusy, load rather than an outage, so the shard stays in rotation),
 every MySQL connection is a server thread, and on a few cores more calls at
 once add latency, not throughput. A slow call holds one of the 64 slots,
-not the server.
+not the server. A server may give some methods slots of their own
+(``call_classes``): calls of other methods that hang then cannot hold
+them up (the Contacts Service's lookups beside its updates).
 
 Concurrent enqueues and dequeues of one source (and ACKs, with
 ``PINLATER_SERVER_COALESCE_ACKS=1``) of a queue are merged into one shard
@@ -71,7 +73,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from pinlater.errors import ErrorCode, PinLaterError
@@ -129,6 +131,7 @@ class FramedServer(CallDispatch):
         listener: socket.socket | None = None,
         accept_gate: Callable[[], bool] | None = None,
         observe_stats: bool = True,
+        call_classes: Mapping[str, str] | None = None,
     ) -> None:
         self.service_name = service_name
         self.label = label  # in the log: "<label> on host:port", "<label> stopped"
@@ -140,6 +143,10 @@ class FramedServer(CallDispatch):
         self.max_connections = max_connections
         self.max_connections_per_client = max_connections_per_client
         self._call_slots = threading.BoundedSemaphore(max_concurrent_calls)
+        # Methods of a class share max_concurrent_calls slots of their own.
+        call_classes = call_classes or {}
+        classes = {name: threading.BoundedSemaphore(max_concurrent_calls) for name in set(call_classes.values())}
+        self._class_slots = {method: classes[name] for method, name in call_classes.items()}
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.stats = stats

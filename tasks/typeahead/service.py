@@ -324,6 +324,9 @@ class ContactsServer(FramedServer):
             listener=listener,
             accept_gate=accept_gate,
             observe_stats=stats is None,  # a child's are the parent's to observe
+            # Updates that hang on a cluster (each waits out its HBase call
+            # timeout) hold their own slots, never the lookups'.
+            call_classes={"lookup": "lookups"},
         )
 
     def wire_error(self, exc: Exception) -> tuple[Any, str] | None:

@@ -93,11 +93,14 @@ class BlackHole:
         self._thrift2.__exit__(kind, error, trace)
         self._thrift1.__exit__(kind, error, trace)
 
-    def run(self, readers: Sequence[tuple[str, Ask]]) -> Outcome:
+    def run(self, readers: Sequence[tuple[str, Ask]], beside: Sequence[Callable[[threading.Event], None]] = ()
+            ) -> Outcome:
         """Each reader on a thread of its own, reading all along: STEADY_S,
         then the fault for FAULT_S, then until every reader has had an
-        answer of the primary (at most BACK_WITHIN_S)."""
-        outcome, guard, stop = Outcome(), threading.Lock(), threading.Event()
+        answer of the primary (at most BACK_WITHIN_S). Each of ``beside``
+        runs on a thread of its own from the fault's start, told by its
+        event when the fault is over."""
+        outcome, guard, stop, over = Outcome(), threading.Lock(), threading.Event(), threading.Event()
 
         def read_all_along(via: str, ask: Ask) -> None:
             while not stop.is_set():
@@ -113,6 +116,7 @@ class BlackHole:
 
         threads = [threading.Thread(target=read_all_along, args=reader, name=f"reader{i}")
                    for i, reader in enumerate(readers)]
+        others = [threading.Thread(target=work, args=(over,), name=f"beside{i}") for i, work in enumerate(beside)]
         vias = {via for via, _ in readers}
         try:
             for thread in threads:
@@ -121,8 +125,11 @@ class BlackHole:
             outcome.fault_from = time.monotonic()
             self._thrift1.stall()
             self._thrift2.stall()
+            for thread in others:
+                thread.start()
             time.sleep(FAULT_S)
             outcome.fault_to = time.monotonic()
+            over.set()
             self._thrift1.flow()
             self._thrift2.flow()
             deadline = time.monotonic() + BACK_WITHIN_S
@@ -133,6 +140,8 @@ class BlackHole:
                 time.sleep(0.2)
         finally:
             stop.set()
-            for thread in threads:
-                thread.join(30)
+            over.set()
+            for thread in threads + others:
+                if thread.is_alive():
+                    thread.join(30)
         return outcome
