@@ -112,8 +112,8 @@ from tasks.typeahead.tokens import tokenize  # noqa: E402
 BENCH_ENV = {
     "PINLATER_APPDATA_DATABASE_PREFIX": "appdata_benchta_",
     "PINLATER_HBASE_TABLE_PREFIX": "benchta",
-    # Only the primary holds the index here: the served lookups take the
-    # default's threads but never race the standby's empty tables.
+    # Only the primary holds the index here: however late, the served
+    # lookups are the primary's, never the standby's empty tables.
     "PINLATER_TYPEAHEAD_STANDBY_AFTER_MS": "60000",
 }
 SECOND_SHARE = 0.25  # of queries typed for a second_degree contact, so that source is read and shown
@@ -378,7 +378,7 @@ def lookup_bench(args: argparse.Namespace, store: AppData, loaded: Loaded, pages
     with ctx.Pool(args.backfill_workers, initializer=init_worker) as workers, \
             ctx.Pool(1, initializer=init_worker) as unlimited:
         pair = ClusterPair.from_settings(dataclasses.replace(hbase, pool_size=args.threads, call_timeout_s=5.0))
-        # On the calling thread: the phases' timings are per thread.
+        # The primary's answers however late (the standby holds no index).
         index = ContactsIndex(pair, TypeaheadSettings(standby_after_ms=0))
         try:
             # Warm the pools and the clusters' JIT on both kinds of lookups: a

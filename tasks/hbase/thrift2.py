@@ -11,12 +11,23 @@ Thrift2 address and the operation.
 A new connection first asks ``getThriftServerType()``: a setting pointing at
 a Thrift1 port (which answers ONE) or at something that is no Thrift server
 fails there with one clear line, not on the first write.
+
+``within(seconds)``: the calls of a block end by a deadline, whatever the
+pool's timeouts (a lookup that moves to the standby when the primary is
+late, on its caller's thread): each waits for a connection, connects and
+reads until then at most, and one that meets it fails as HBaseUnavailable
+without a retry. Only that connection is dropped: the server was slow,
+not gone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import socket
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,13 +44,25 @@ from tasks.hbase.spans import traced
 T = TypeVar("T")
 _Socket: Any = TSocket  # untyped in thriftpy2
 
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("hbase_deadline", default=None)
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """The Thrift2 calls of the block end within ``seconds`` (module doc)."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
 
 class _Connection:
     def __init__(self, address: Address, timeout_s: float) -> None:
-        millis = int(timeout_s * 1000)
-        self.transport = TCyBufferedTransport(
-            _Socket(address.host, address.port, socket_timeout=millis, connect_timeout=millis)
-        )
+        millis = max(1, int(timeout_s * 1000))
+        self.timeout_ms = millis
+        self.socket = _Socket(address.host, address.port, socket_timeout=millis, connect_timeout=millis)
+        self.transport = TCyBufferedTransport(self.socket)
         self.protocol = TCyBinaryProtocol(self.transport)
         self.client: Any = TClient(THRIFT2.THBaseService, self.protocol)
 
@@ -81,6 +104,12 @@ class _Connection:
                 raise value
         return getattr(result, "success", None)
 
+    def timeout(self, millis: int) -> None:
+        """The socket's timeout for the next calls, when it is another."""
+        if millis != self.timeout_ms:
+            self.socket.set_timeout(millis)
+            self.timeout_ms = millis
+
     def close(self) -> None:
         self.transport.close()
 
@@ -109,30 +138,41 @@ class Thrift2Pool:
     def __repr__(self) -> str:
         return f"Thrift2Pool({self.cluster!r}, {self.address})"
 
-    def _take(self) -> _Connection:
+    def _take(self, timeout_s: float) -> _Connection:
         with self._lock:
             if self._idle:
-                return self._idle.pop()
-        return _Connection(self.address, self.limits.call_timeout_s).open()
+                connection = self._idle.pop()
+                connection.timeout(max(1, int(timeout_s * 1000)))
+                return connection
+        return _Connection(self.address, timeout_s).open()
 
     def _once(self, operation: str, fn: Callable[[_Connection], T]) -> T:
-        if not self._slots.acquire(timeout=self.limits.pool_wait_s):
+        deadline = _deadline.get()
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise HBaseUnavailable(self.cluster, str(self.address), operation,
+                                   "its caller's deadline passed before it was sent")
+        wait = self.limits.pool_wait_s if left is None else min(self.limits.pool_wait_s, left)
+        if not self._slots.acquire(timeout=wait):
             raise HBaseUnavailable(
                 self.cluster, str(self.address), operation,
-                f"no free Thrift2 connection within {self.limits.pool_wait_s:g}s (pool of {self.limits.size})",
+                f"no free Thrift2 connection within {wait:.2g}s (pool of {self.limits.size})",
             )
         try:
-            connection = self._take()
+            connection = self._take(self.limits.call_timeout_s if deadline is None
+                                    else min(self.limits.call_timeout_s, deadline - time.monotonic()))
             try:
                 result = fn(connection)
             except SERVER_ERRORS:
                 self._give_back(connection)  # a whole answer was read: the stream is in step
                 raise
-            except BaseException:
+            except BaseException as exc:
                 connection.close()  # mid-call: unread bytes or a half-sent request may remain
-                # The idle ones went to the same server: after it restarted they
-                # are all dead, and a retry must not spend its attempt on one.
-                self.close()
+                if not (deadline is not None and isinstance(exc, socket.timeout)):
+                    # The idle ones went to the same server: after it restarted
+                    # they are all dead, and a retry must not spend its attempt
+                    # on one. (A deadline met says the server was slow, not gone.)
+                    self.close()
                 raise
             self._give_back(connection)
             return result
@@ -154,9 +194,13 @@ class Thrift2Pool:
         times if the call is idempotent; whatever still fails raises an
         ``HBaseError`` naming the cluster, this address and ``operation``."""
         return traced(self.cluster, operation, "thrift2", lambda: with_retries(
-            self.limits.attempts if idempotent else 1,
+            self._attempts() if idempotent else 1,
             lambda: self._once(operation, lambda connection: fn(connection.client)),
         ))
+
+    def _attempts(self) -> int:
+        """A call under a deadline is tried once: its caller has somewhere else to go."""
+        return self.limits.attempts if _deadline.get() is None else 1
 
     def call_encoded(self, operation: str, method: str, bodies: Sequence[bytes]) -> None:
         """Call ``method`` once per pre-encoded ``body``, in order, on one
@@ -167,7 +211,7 @@ class Thrift2Pool:
                 connection.call_encoded(method, body)
 
         traced(self.cluster, operation, "thrift2",
-               lambda: with_retries(self.limits.attempts, lambda: self._once(operation, calls)))
+               lambda: with_retries(self._attempts(), lambda: self._once(operation, calls)))
 
     def close(self) -> None:
         """Close the idle connections (one in use is kept by its call and

@@ -10,19 +10,21 @@ likewise, the owner's second_degree list and its names
 second_degree sources only when they were read. A lookup
 limited to some sources reads only theirs: the wide scan's range spans the
 codes asked for, a tall source not asked for is not scanned. Reads the
-primary; the standby as well when the primary fails or has not answered
-within ``standby_after_ms`` (``tasks.hbase.speculative``): a hung region
-server or a host cut off costs a lookup that, not the call timeout.
+primary; the standby when the primary fails or has not answered within
+``standby_after_ms`` (its calls end by then: ``tasks.hbase.thrift2.within``),
+so a hung region server or a host cut off costs a lookup that, not the
+call timeout; all on the caller's thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 
 from tasks.appdata.ids import ObjectType, expect_type
-from tasks.hbase import PRIMARY, ClusterPair, ClusterPool, HBaseError
+from tasks.hbase import PRIMARY, STANDBY, ClusterPair, ClusterPool, HBaseError
 from tasks.hbase.reads import prefix_filter, quote_literal, scan_rows
-from tasks.hbase.speculative import NeitherAnswered, SpeculativeReads
+from tasks.hbase.thrift2 import within
 from tasks.typeahead.entries import (
     SEPARATOR,
     TALL_TABLE,
@@ -43,11 +45,6 @@ from tasks.typeahead.second import candidates as second_candidates
 from tasks.typeahead.settings import TypeaheadSettings
 from tasks.typeahead.sources import SECOND_DEGREE, SOURCES, TALL, WIDE, Source
 from tasks.typeahead.tokens import tokenize
-
-# Lookups in flight per cluster (the server kit's calls at once): a cluster
-# that hangs holds at most these threads, and lookups beyond them go to the
-# other cluster at once.
-LOOKUP_THREADS = 64
 
 # A user has one wide row per wide source; more than this many in one
 # owner's range would be rows of sources this code does not know.
@@ -144,10 +141,6 @@ class ContactsIndex:
     def __init__(self, pair: ClusterPair, settings: TypeaheadSettings | None = None) -> None:
         self.pair = pair
         self.settings = settings or TypeaheadSettings.from_env()
-        after_ms = self.settings.standby_after_ms
-        self._reads: SpeculativeReads[list[Match]] = SpeculativeReads(
-            pair, after_ms / 1000 if after_ms else None, threads=LOOKUP_THREADS, name="typeahead-lookup",
-            retried=(HBaseError, CorruptCell))
 
     @classmethod
     def from_env(cls) -> ContactsIndex:
@@ -168,13 +161,16 @@ class ContactsIndex:
         if not tokens:
             return LookupResult([], PRIMARY)
         probe = max(tokens, key=len)
-        try:
-            served_by, matches = self._reads.read(
-                lambda pool: self._lookup(pool, user_id, query, probe, limit, order, asked))
-        except NeitherAnswered as exc:
-            raise TypeaheadUnavailable(
-                "; ".join(f"{cluster}: {error}" for cluster, error in exc.failures) or str(exc)) from None
-        return LookupResult(matches, served_by)
+        after_ms = self.settings.standby_after_ms
+        errors = []
+        for cluster in (PRIMARY, STANDBY):
+            try:
+                with within(after_ms / 1000) if after_ms and cluster == PRIMARY else contextlib.nullcontext():
+                    matches = self._lookup(self.pair[cluster], user_id, query, probe, limit, order, asked)
+                return LookupResult(matches, cluster)
+            except (HBaseError, CorruptCell) as exc:
+                errors.append(f"{cluster}: {exc}")
+        raise TypeaheadUnavailable("; ".join(errors))
 
     def _lookup(
         self, pool: ClusterPool, user_id: int, query: str, probe: str, limit: int, order: Sequence[str] | None,
@@ -198,5 +194,4 @@ class ContactsIndex:
         return ranking.top()
 
     def close(self) -> None:
-        self._reads.close()
         self.pair.close()

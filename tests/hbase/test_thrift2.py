@@ -30,6 +30,7 @@ from tasks.hbase import (
 )
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
+from tasks.hbase.thrift2 import within
 from tests.servers import REPO, ensure_services
 from tests.support.hbase import PREFIX, test_settings
 
@@ -128,6 +129,41 @@ def test_waiting_for_a_free_connection_is_bounded() -> None:
         assert time.monotonic() - started < 1.0
         busy.join()
         assert "timed out" in str(stuck[0])
+
+
+def test_a_deadline_bounds_a_silent_call_and_its_wait_for_a_connection_without_a_retry() -> None:
+    with port_that_never_answers() as silent:
+        pool = lone_pool(silent, call_timeout_s=10.0, pool_size=1, pool_wait_s=5.0, attempts=2)
+        started = time.monotonic()
+        with within(0.3), pytest.raises(HBaseUnavailable, match=r"get versions .*timed out"):
+            get_versions(pool, FEED, [b"r"])  # the connect's handshake meets the deadline
+        assert 0.25 <= time.monotonic() - started < 1.5
+        taken = threading.Event()
+
+        def hold_the_one_connection() -> None:
+            with within(2.0), contextlib.suppress(HBaseUnavailable):
+                taken.set()
+                put_versions(pool, FEED, CELL)
+
+        busy = threading.Thread(target=hold_the_one_connection)
+        busy.start()
+        taken.wait(5)
+        time.sleep(0.1)
+        started = time.monotonic()
+        with within(0.3), pytest.raises(HBaseUnavailable, match=r"no free Thrift2 connection within 0.3s"):
+            put_versions(pool, FEED, CELL)
+        assert time.monotonic() - started < 1.0
+        busy.join()
+
+
+def test_a_deadline_met_leaves_the_pool_as_it_was(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    put_versions(pool, FEED, [(row, b"feed:q", b"v", 5)])
+    with within(0.0), pytest.raises(HBaseUnavailable, match=r"deadline passed before it was sent"):
+        get_versions(pool, FEED, [row])
+    with within(30.0):
+        assert get_versions(pool, FEED, [row])
+    assert get_versions(pool, FEED, [row])  # the call timeout again, outside the block
 
 
 def test_missing_table_is_a_one_line_request_error_and_the_pool_goes_on(pair: ClusterPair, row: bytes) -> None:

@@ -288,10 +288,9 @@ def test_a_huge_tall_source_is_narrowed_by_the_querys_other_tokens(appdata: AppD
     assert found(narrow, star, "johnathan zz") == []
 
 
-def test_a_lookup_on_the_index_threads_is_traced_under_its_caller(appdata: AppData, pair: ClusterPair) -> None:
-    """With the default cut-off a lookup runs on the index's own threads
-    (so that the standby can be asked beside a late primary): its HBase
-    calls are spans of the caller's trace all the same."""
+def test_a_lookup_with_a_deadline_is_traced_under_its_caller(appdata: AppData, pair: ClusterPair) -> None:
+    """With the default cut-off a lookup's primary calls run under a
+    deadline: its HBase calls are spans of the caller's trace all the same."""
     ann, bob = users(appdata, "Ann Archer", "Bob Baker")
     follow(appdata, pair, ann, bob)
     index = ContactsIndex(pair, TypeaheadSettings())
