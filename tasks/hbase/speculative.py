@@ -44,25 +44,22 @@ class NeitherAnswered(Exception):
 class SpeculativeReads(Generic[T]):
     """``read(fn)`` calls ``fn(pool)`` on the primary, and on the standby too
     after ``cutoff_s`` (or at once when the primary fails), and returns
-    ``(cluster, answer)`` of the first that answers. Errors of the kinds in
-    ``retried`` send the read to the other cluster; any other error is the
-    caller's bug and raised as it is. ``cutoff_s=None``: no threads, the
-    standby asked only once the primary has failed (the caller's thread does
-    both reads)."""
+    ``(cluster, answer)`` of the first that answers. An ``HBaseError`` sends
+    the read to the other cluster; any other error is the caller's bug and
+    raised as it is."""
 
     def __init__(
         self,
         pair: ClusterPair,
-        cutoff_s: float | None,
+        cutoff_s: float,
         shadow_share: float = 0.0,
         *,
         threads: int = 8,
         name: str = "read",
-        retried: tuple[type[BaseException], ...] = (HBaseError,),
         rng: random.Random | None = None,
     ) -> None:
-        if cutoff_s is not None and not cutoff_s >= 0:
-            raise ValueError(f"cutoff_s must be >= 0 or None, got {cutoff_s}")
+        if not cutoff_s >= 0:
+            raise ValueError(f"cutoff_s must be >= 0, got {cutoff_s}")
         if not 0.0 <= shadow_share <= 1.0:
             raise ValueError(f"shadow_share must be in 0..1, got {shadow_share}")
         if threads < 1:
@@ -70,11 +67,10 @@ class SpeculativeReads(Generic[T]):
         self.pair = pair
         self.cutoff_s = cutoff_s
         self.shadow_share = shadow_share
-        self.retried = retried
         self._threads = threads
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()
-        self._executors = {} if cutoff_s is None else {
+        self._executors = {
             cluster: ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{name}-{cluster}")
             for cluster in (PRIMARY, STANDBY)
         }
@@ -87,8 +83,6 @@ class SpeculativeReads(Generic[T]):
 
     def read(self, fn: Callable[[ClusterPool], T]) -> tuple[str, T]:
         """Raises NeitherAnswered."""
-        if self.cutoff_s is None:
-            return self._in_turn(fn)
         primary = self._submit(PRIMARY, fn)
         if primary is not None:
             done, _ = wait([primary], timeout=self.cutoff_s)
@@ -116,19 +110,10 @@ class SpeculativeReads(Generic[T]):
                     for loser in pending:
                         loser.add_done_callback(_drop)
                     return names[future], future.result()
-                if not isinstance(error, self.retried):
+                if not isinstance(error, HBaseError):
                     raise error
                 failures.append((names[future], error))
         raise NeitherAnswered(sorted(failures, key=lambda f: f[0] != PRIMARY), saturated, self._threads)
-
-    def _in_turn(self, fn: Callable[[ClusterPool], T]) -> tuple[str, T]:
-        failures: list[tuple[str, BaseException]] = []
-        for cluster in (PRIMARY, STANDBY):
-            try:
-                return cluster, fn(self.pair[cluster])
-            except self.retried as exc:
-                failures.append((cluster, exc))
-        raise NeitherAnswered(failures, [], self._threads)
 
     def _submit(self, cluster: str, fn: Callable[[ClusterPool], T]) -> Future[T] | None:
         """The read on ``cluster``'s threads, or None when all of them are busy."""

@@ -127,21 +127,6 @@ def test_both_clusters_saturated_is_a_clear_error() -> None:
         reads.close()
 
 
-def test_without_a_cutoff_the_standby_is_asked_only_once_the_primary_failed() -> None:
-    reads: SpeculativeReads[str] = SpeculativeReads(PAIR, None)
-    callers = []
-
-    def standby() -> str:
-        callers.append(threading.current_thread())
-        return "s"
-
-    assert reads.read(reads_by_cluster(primary=slow(CUTOFF_S * 2, "p"), standby=standby)) == ("primary", "p")
-    assert reads.read(reads_by_cluster(primary=failing("primary"), standby=standby)) == ("standby", "s")
-    assert callers == [threading.current_thread()]  # no thread of its own
-    with pytest.raises(NeitherAnswered, match=r"hbase primary .*; hbase standby "):
-        reads.read(reads_by_cluster(primary=failing("primary"), standby=failing("standby")))
-
-
 def test_a_read_on_the_clusters_threads_runs_in_its_callers_context(reads: SpeculativeReads[str]) -> None:
     request: contextvars.ContextVar[str] = contextvars.ContextVar("request")
     request.set("r1")
