@@ -54,6 +54,7 @@ from pinlater.kit import apps
 from pinlater.kit.envsettings import read
 from pinlater.observe import tracing
 from workers import bulk, registry, task_guard
+from workers.cancel import store_revoked
 from workers.gc_policy import tune_gc
 from workers.message_format import RAW_CONTENT_TYPE
 from workers.publish_info import stamp, take_descriptor
@@ -203,18 +204,7 @@ def _guard_deliveries(sender: Any = None, **_: Any) -> None:
     # This process consumes as a Celery worker: it runs only the tasks each
     # queue routes to (plain Kombu consumers of other processes run none).
     worker_app = getattr(sender, "app", None)
-    task_guard.enforce(on_expired=None if worker_app is None else partial(_revoked, worker_app))
-
-
-def _revoked(worker_app: Celery, headers: dict[str, Any], reason: str) -> None:
-    """A task that never ran stored as REVOKED, as Celery's worker stores
-    one whose message expired: if the task, or its publish, keeps results."""
-    task = worker_app.tasks.get(headers["task"])
-    if task is None:
-        return
-    ignore = headers.get("ignore_result")
-    if not (task.ignore_result if ignore is None else ignore) or task.store_errors_even_if_ignored:
-        task.backend.mark_as_revoked(headers["id"], reason)
+    task_guard.enforce(on_expired=None if worker_app is None else partial(store_revoked, worker_app))
 
 
 @worker_process_init.connect  # each process of the prefork pool

@@ -3,7 +3,8 @@ running task observes its cancel within one heartbeat interval
 (``raise_if_cancelled``) and the job ends FAILED ``[cancelled]``, never
 retried; a job the worker holds unstarted when it is cancelled is skipped;
 ``revoke(terminate=True)`` stops a running task by force, with the same
-end. In-process and through the Thrift server."""
+end; ``workers.cancel.cancel`` stores REVOKED for the pending tasks it
+cancels that keep results. In-process and through the Thrift server."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import time
 import pytest
 import redis
 from celery import Celery
+from celery.exceptions import TaskRevokedError
 
 from pinlater import CANCELLED_STATUS, JobState
 from pinlater.service import JobService
 from tests.support.waits import wait_until
 from tests.workers.celery_tasks import key, qname
 from tests.workers.harness import Processes, wait_for_workers
+from workers.cancel import cancel
 
 pytestmark = pytest.mark.spread_cases
 
@@ -94,3 +97,24 @@ def test_a_held_job_cancelled_before_it_starts_is_skipped(
     assert _ended_cancelled(service, held) and _ended_cancelled(service, first)
     assert "Discarding cancelled task" in procs.log("heldw")
 
+
+
+@pytest.mark.parametrize("backend", ["redis", "redis+thrift"], indirect=True)
+@pytest.mark.timeout(60)
+def test_cancelling_pending_tasks_stores_revoked_for_those_that_keep_results(app: Celery, service: JobService) -> None:
+    # No worker consumes these queues: both jobs stay PENDING until cancelled.
+    kept = app.tasks["tests.w_add"].delay(2, 3)
+    ignored = app.tasks["tests.w_cancel"].delay(60)
+    outcome = cancel([kept, ignored.descriptor])
+    assert sorted(outcome.cancelled) == sorted([kept.descriptor, ignored.descriptor])
+    assert outcome.interrupted == outcome.finished == outcome.unknown == [] and outcome.unapplied == {}
+    with pytest.raises(TaskRevokedError):
+        kept.get(timeout=10)
+    assert kept.state == "REVOKED"
+    assert ignored.state == "PENDING"  # its task keeps no results: nothing stored
+    assert _ended_cancelled(service, kept.descriptor) and _ended_cancelled(service, ignored.descriptor)
+    # Sent again: the jobs had ended, nothing changes.
+    again = cancel([kept, ignored], app=app)
+    assert sorted(again.finished) == sorted([kept.descriptor, ignored.descriptor]) and again.cancelled == []
+    with pytest.raises(TypeError, match="results of PinLater publishes"):
+        cancel([object()], app=app)
