@@ -2,7 +2,8 @@
 ``TaskRuntime`` (its app-data store and HBase pair): settings, the feed
 table ensured on a cluster the first time the process uses that cluster (so
 a worker starts while a cluster is down and its jobs for the other cluster
-still run), and whether each cluster's compactions trim the feed.
+still run), whether each cluster's compactions trim the feed, and which
+clusters a fan-out page writes itself (``tasks.feeds.direct``).
 
 Whether they do (the table is attached to the trimming coprocessor) is read
 from the cluster's table descriptor and kept for a minute, so an operator's
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from tasks.appdata.store import AppData
+from tasks.feeds.direct import DirectWrites
 from tasks.feeds.settings import FeedSettings
 from tasks.feeds.tables import feed_table
 from tasks.hbase import ClusterPair
@@ -30,11 +32,13 @@ class FeedRuntime:
     pair: ClusterPair
     tables: EnsuredTables = field(init=False)
     table: TableDef = field(init=False)
+    direct: DirectWrites = field(init=False)
     _trim_caps: dict[str, tuple[int | None, float]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tables = EnsuredTables(self.pair)
         self.table = feed_table(self.settings.cap)
+        self.direct = DirectWrites(self.settings.direct_write_ms / 1000)
 
     @classmethod
     def on(cls, shared: TaskRuntime) -> FeedRuntime:

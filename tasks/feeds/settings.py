@@ -28,6 +28,7 @@ class FeedSettings:
     sweep_interval_s: float = 3600.0
     read_cutoff_ms: float = 50.0
     shadow_share: float = 0.05
+    direct_write_ms: float = 1000.0
     http: Address = Address("127.0.0.1", 8090)
 
     @property
@@ -62,6 +63,8 @@ SETTINGS: tuple[Setting, ...] = (
             "a read asks the standby too after this long (near the primary's p99.9)"),
     Setting("PINLATER_FEED_SHADOW_SHARE", "shadow_share", real_number(0, 1), "0.05",
             "share of reads also sent to the standby, answer dropped"),
+    Setting("PINLATER_FEED_DIRECT_WRITE_MS", "direct_write_ms", real_number(0, 60_000), "1000",
+            "a fan-out page puts its cells itself if that ends within this, else queues a write job (0: always queue)"),
     Setting("PINLATER_FEED_HTTP", "http", Address.parse, "127.0.0.1:8090",
             "where `pinlater-feeds serve` listens (`--host`, `--port` override its halves)"),
 )

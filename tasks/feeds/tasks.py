@@ -4,10 +4,11 @@
 queue (``tasks.feeds.queues``). Each parses its JSON body (bytes when the job
 was enqueued raw by application code, text when a task published it),
 calls a plain function of ``tasks.feeds``, and publishes what comes next:
-one write job per cluster, the next page of a chained job, trims. The
-publishes happen before the task returns, and the ACK after it, so a
-worker killed in between runs the page again; every write is idempotent
-(same cells at the same timestamp), so a replay changes nothing.
+one write job per cluster (a fan-out page makes its own puts where it can,
+``tasks.feeds.direct``), the next page of a chained job, trims. The
+writes and publishes happen before the task returns, and the ACK after
+it, so a worker killed in between runs the page again; every write is
+idempotent (same cells at the same timestamp), so a replay changes nothing.
 
 * A body that cannot be parsed fails at once (``refuse``): FAILED, no
   retries, the reason in the job's custom status.
@@ -78,8 +79,9 @@ def _page_key(rt: FeedRuntime, job: FanoutJob) -> str:
 
 @shared_task(name="feeds.fanout", **_options(queues.FANOUT))
 def fanout(self: PinLaterTask, body: str | bytes) -> int:
-    """One page of a pin's followers: a put per cluster, trims for sampled
-    rows well over the cap, then the next page."""
+    """One page of a pin's followers: the next page, a put per cluster (by
+    the page itself where it can, ``tasks.feeds.direct``, else a write
+    job), trims for sampled rows well over the cap."""
 
     def work() -> int:
         job = FanoutJob.from_json(body)
@@ -87,16 +89,19 @@ def fanout(self: PinLaterTask, body: str | bytes) -> int:
         rt = runtime()
         step = fanout_page(rt.store, job, huge_followers=rt.settings.huge_followers, recent=rt.settings.recent_pins)
         # Keyed by page: a page run again (its worker died before the ACK)
-        # publishes neither its writes nor its successor twice, so a crash
-        # does not start a second chain down the rest of the followers.
-        # The writes keep the page's fairness key: a slow cluster's backlog
-        # of one pinner's writes does not hold back every other pinner's.
-        publish_writes(step.writes, step.priority, _page_key(rt, job), fanout_key(job))
-        if step.writes:
-            _trim_if_long(rt, job, [user for user, _version in step.writes[0].rows])
+        # publishes neither its successor nor its writes twice, so a crash
+        # does not start a second chain down the rest of the followers. The
+        # successor goes first: the next page runs while this one writes.
         if step.next_job is not None:
             fanout.apply_async(args=[step.next_job.to_json()], priority=step.priority,
                                idempotency_key=_page_key(rt, step.next_job), fairness_key=fanout_key(job))
+        # What the page could not write itself is queued. The writes keep the
+        # page's fairness key: a slow cluster's backlog of one pinner's
+        # writes does not hold back every other pinner's.
+        left = rt.direct.write(rt.ready, rt.store, self.pinlater_client, step.writes)
+        publish_writes(left, step.priority, _page_key(rt, job), fanout_key(job))
+        if step.writes:
+            _trim_if_long(rt, job, [user for user, _version in step.writes[0].rows])
         return len(step.writes[0].rows) if step.writes else 0
 
     return _run(self, work)

@@ -1,7 +1,9 @@
 """Write job bodies: the cells one follow is the reason for, put or
 retracted, on one cluster. Every feed change ends as one such body per
-cluster (a job on ``feed_write_primary`` or ``feed_write_standby``), so an
-outage of one cluster only backs up its own queue.
+cluster (a job on ``feed_write_primary`` or ``feed_write_standby``, or for
+a fan-out page its own puts while that cluster takes them:
+``tasks.feeds.direct``), so an outage of one cluster only backs up its own
+queue.
 
 Body (JSON)::
 
@@ -161,14 +163,20 @@ def put_rows(pool: ClusterPool, store: AppData, followee: int, rows: Sequence[tu
     """``put_edges`` for the edges of one followee that all bring the same
     columns (a write body: a fan-out page, a follow), without an object a
     row: the same cells, then the same fence."""
+    return _put_then_fence(pool, row_cells(rows, qualifiers), lambda: fence_rows(store, followee, rows))
+
+
+def row_cells(rows: Sequence[tuple[int, int]], qualifiers: Sequence[bytes]) -> list[tuple[bytes, bytes, bytes, int]]:
+    """The cells of ``(user, version)`` rows that all bring ``qualifiers``."""
     heads = [_PREFIX + q for q in qualifiers]
-    cells = [(row_key(user), head, b"", version) for user, version in rows for head in heads]
+    return [(row_key(user), head, b"", version) for user, version in rows for head in heads]
 
-    def gone() -> list[tuple[int, int]]:
-        missing = _gone_to(store, followee, rows)
-        return [row for row in dict.fromkeys(rows) if row in missing] if missing else []
 
-    return _put_then_fence(pool, cells, gone)
+def fence_rows(store: AppData, followee: int, rows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Of ``(user, version)`` follows of ``followee``, those gone from MySQL
+    (once each, in order): the rows a put must retract after it."""
+    missing = _gone_to(store, followee, rows)
+    return [row for row in dict.fromkeys(rows) if row in missing] if missing else []
 
 
 def _put_then_fence(pool: ClusterPool, cells: list[tuple[bytes, bytes, bytes, int]],

@@ -67,12 +67,12 @@ def test_a_pin_of_a_huge_account_reaches_each_follower_exactly_once(world: FeedW
     assert counts[queues.FANOUT]["succeeded"] == pinner_pages + 1
     assert world.service.count(queues.FANOUT, "succeeded", priority=HUGE_PRIORITY) == pinner_pages
     # No job did more than one page's work, however long the machine took
-    # over it: each cluster's writes came in jobs of at most a page of rows.
+    # over it: the pages put their own cells, and any write job (a cluster
+    # that was late for a page) came with at most a page of rows.
     for queue in queues.WRITE.values():
         rows = world.write_rows(queue)
-        assert 0 < len(rows) <= pinner_pages + 1 and max(rows) <= PAGE, (queue, len(rows), max(rows, default=0))
-        assert sum(rows) >= len(expected), queue
+        assert len(rows) <= pinner_pages + 1 and max(rows, default=0) <= PAGE, (queue, len(rows), max(rows, default=0))
     longest = {q: longest_run_ms(world.statuses(q)) for q in (queues.FANOUT, *queues.WRITE.values())}
     print(f"\nfan-out: {len(expected):,} feeds x 2 clusters in {elapsed:.1f} s; "
           f"longest job per queue (ms): {longest}")
-    assert min(longest.values()) > 0  # every job's run was recorded in its status
+    assert longest[queues.FANOUT] > 0  # every page's run was recorded in its status

@@ -37,9 +37,12 @@ def followers(store: AppData, account: int, count: int, name: str) -> list[int]:
     return out
 
 
+@pytest.mark.parametrize("writes", ["direct", "queued"])
 @pytest.mark.parametrize("world", BACKENDS, indirect=True)
 @pytest.mark.feed_settings(page_size=50)
-def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld) -> None:
+def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld, writes: str) -> None:
+    """Each page puts its cells itself, or (direct writes off, as while a
+    write queue is paused or backed up) queues a write job per cluster."""
     store = world.store
     pinner = user(store, "pinner")
     board = graph.create_board(store, pinner, {"name": "b"}).id
@@ -49,7 +52,7 @@ def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld)
     for follower in of_board + both:
         graph.follow_board(store, follower, board)
     bystander = user(store, "bystander")
-    world.start_workers()
+    world.start_workers(env={"PINLATER_FEED_DIRECT_WRITE_MS": "0"} if writes == "queued" else {})
 
     new = world.actions.create_pin(pinner, board, {"title": "hello"})
     counts = world.settle(60)
@@ -61,8 +64,14 @@ def test_a_pin_reaches_every_follower_of_pinner_and_board_once(world: FeedWorld)
     assert world.failed_jobs() == {}
     # 120 pinner followers in pages of 50 (3), 50 board followers (1 page).
     assert counts[queues.FANOUT]["succeeded"] == 4
-    assert counts[queues.WRITE_PRIMARY]["succeeded"] == counts[queues.WRITE_STANDBY]["succeeded"] == 4
     assert longest_run_ms(world.statuses(queues.FANOUT)) > 0  # each run recorded in its status
+    if writes == "direct":  # no write job at all, and the pages took turns as their pinner's
+        assert {name: sum(counts[name].values()) for name in queues.WRITE.values()} == dict.fromkeys(
+            queues.WRITE.values(), 0)
+        jobs = world.service.scan(queues.FANOUT, JobState.SUCCEEDED, limit=10).jobs
+        assert [job.key for job in jobs] == [f"pinner:{pinner}"] * 4
+        return
+    assert counts[queues.WRITE_PRIMARY]["succeeded"] == counts[queues.WRITE_STANDBY]["succeeded"] == 4
     # Each write job wrote one page: 50, 50 and 20 of the pinner's, 50 of the board's.
     for queue in queues.WRITE.values():
         assert sorted(world.write_rows(queue)) == [20, 50, 50, 50], queue
