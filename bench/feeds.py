@@ -2,9 +2,10 @@
 happybase ceiling, and feed-read latency with the primary up and stalled.
 
 Fan-out: one account with F followers pins P times; the fan-out tasks
-(Celery workers on PinLater: pages of 1,000 followers, one write job per
-page and cluster) put F x P cells into each cluster. Timed from the first
-enqueue to the last write job's ACK. Beside it, in the same run, two
+(Celery workers on PinLater: pages of 1,000 followers, each putting its
+cells on both clusters itself, a write job only for a cluster it could not
+write) put F x P cells into each cluster. Timed from the first enqueue to
+the last fan-out or write job's ACK. Beside it, in the same run, two
 ceilings putting the same cells with as many processes as the workers have
 pool processes, half per cluster: a raw happybase loop (batches of 1,000
 rows at the pin's timestamp, the write jobs' shape) and a raw Thrift2 loop
@@ -244,6 +245,9 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         raw_s, raw2_s, task_s = rotating(
             args.rounds, cpu.costed("raw", lambda: raw(False)), cpu.costed("raw_thrift2", lambda: raw(True)),
             cpu.costed("tasks", lambda: task_round(service, actions, celebrity, board, args.pins)))
+    # Pages put their own cells while the write queues run freely: what
+    # went through write jobs instead, over the warm-up and the rounds.
+    write_jobs = {queue: service.count(queue, "succeeded") for queue in queues.WRITE.values()}
     # The same rounds with the feed table's trimming coprocessor taken off
     # both clusters, as on an HBase without the project's jar: each fan-out
     # page then reads sampled rows to find feeds to trim. New workers: a
@@ -276,6 +280,8 @@ def fanout_bench(args: argparse.Namespace, env: dict[str, str], service: JobServ
         # The tasks with no trimming coprocessor (fan-out samples rows for trims).
         "tasks_without_coprocessor_cells_per_s": bare_rate, "tasks_without_coprocessor_s": bare_s,
         "coprocessor_speedup": task_rate / bare_rate,
+        "tasks_write_jobs": write_jobs,
+        "tasks_pages": (len(pages) + 1) * (args.pins * args.rounds + 1),
         # CPU seconds a round, per writer: the machine's, each server kind's, and
         # the rest ("clients": Celery workers, or the raw writers' processes).
         "cpu_s_per_round": cpu.mean(),
@@ -460,6 +466,8 @@ def main() -> int:
     print(f"  tasks, no trimming coprocessor (pages sample rows for trims): "
           f"{fanout['tasks_without_coprocessor_cells_per_s']:,.0f} cells/s; "
           f"with it {fanout['coprocessor_speedup']:.2f}x that")
+    print(f"  write jobs beside {fanout['tasks_pages']:,} fan-out pages (pages put their own cells while the "
+          f"write queues run freely): {fanout['tasks_write_jobs']}")
     print("  CPU seconds a round (the machine's, then by process kind; clients = the rest):")
     for name, spent in fanout["cpu_s_per_round"].items():
         print(f"    {name:12} " + ", ".join(f"{kind} {value:.1f}" for kind, value in spent.items()))
