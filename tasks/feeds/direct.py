@@ -6,11 +6,12 @@ costs about as much CPU again as the put (its body made and parsed, an
 enqueue, the dequeues, an ACK, and a fence of its own; docs/benchmarks.md
 has the profile), while the page's own puts share one fence for both
 clusters. So a page puts its cells itself on each cluster whose write
-queue runs freely (not paused, no rate limit, no write pending in it) and
-that this process has not seen fail lately, and each put must end within a
-deadline. A cluster whose put fails or is late gets its write job as
-before, and this process queues that cluster's writes for ``BACKOFF_S``
-after. So an outage or a slowdown of one cluster still backs up only its
+queue runs freely (not paused, no rate limit, no write pending and due in
+it: retries waiting for their time do not count) and that this process
+has not seen fail lately, and each put must end within a deadline. A
+cluster whose put fails or is late gets its write job as before, and this
+process queues that cluster's writes for ``BACKOFF_S`` after, then tries
+once more. So an outage or a slowdown of one cluster still backs up only its
 own queue, where its cap, pause and rate hold the work; and no page writes
 past them. Direct writes in flight are at most the running fan-out pages,
 one each.
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 # writes this long: a cluster that is down or slow is asked once in that
 # time, not once a page.
 BACKOFF_S = 10.0
-# How long a queue's state (paused, rate, pending writes) is taken as read.
+# How long a queue's state (paused, rate, writes due) is taken as read.
 QUEUE_CHECK_S = 1.0
 
 
@@ -77,7 +78,7 @@ class DirectWrites:
 
     def _free(self, client: PinLaterClient, cluster: str, now: float) -> bool:
         """Whether ``cluster``'s write queue runs freely: not paused, no rate
-        limit, nothing pending (read at most once a ``QUEUE_CHECK_S``)."""
+        limit, no job pending and due (read at most once a ``QUEUE_CHECK_S``)."""
         answer, until = self._queue_free.get(cluster, (False, 0.0))
         if now < until:
             return answer
