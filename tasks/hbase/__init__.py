@@ -26,6 +26,7 @@ from tasks.hbase.writes import (
     delete_cells,
     delete_versions,
     put_cells,
+    put_tables,
     put_versions,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "ensure_tables",
     "get_versions",
     "put_cells",
+    "put_tables",
     "put_versions",
     "read_columns",
 ]

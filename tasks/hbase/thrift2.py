@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -55,6 +57,51 @@ def within(seconds: float) -> Iterator[None]:
         yield
     finally:
         _deadline.reset(token)
+
+
+class _Helpers:
+    """The threads that send a call's other runs (``call_encoded``), shared
+    by every pool of the process and made again in a forked child, where
+    the parent's threads do not exist. They only ever wait for a pool's
+    connection, never for each other, so a shared few cannot deadlock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._executor: ThreadPoolExecutor | None = None
+
+    def executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None or self._pid != os.getpid():
+                self._executor = ThreadPoolExecutor(HELPER_THREADS, thread_name_prefix="hbase-thrift2")
+                self._pid = os.getpid()
+            return self._executor
+
+
+HELPER_THREADS = 8
+_helpers = _Helpers()
+
+
+def _overlapped(fns: Sequence[Callable[[], None]]) -> None:
+    """Every one of ``fns`` run, the first on this thread and the others on
+    the helpers at the same time (each in a copy of this thread's context:
+    its deadline and its trace); the first error once all have ended."""
+    if len(fns) == 1:
+        fns[0]()
+        return
+    futures = [_helpers.executor().submit(contextvars.copy_context().run, fn) for fn in fns[1:]]
+    errors: list[BaseException] = []
+    try:
+        fns[0]()
+    except BaseException as exc:  # noqa: BLE001 -- kept, raised once every run has ended
+        errors.append(exc)
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as exc:  # noqa: BLE001 -- kept, raised once every run has ended
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 class _Connection:
@@ -203,15 +250,24 @@ class Thrift2Pool:
         return self.limits.attempts if _deadline.get() is None else 1
 
     def call_encoded(self, operation: str, method: str, bodies: Sequence[bytes]) -> None:
-        """Call ``method`` once per pre-encoded ``body``, in order, on one
-        connection (retried as ``run`` retries an idempotent call): for
-        writes whose arguments cost more to build as structs than to send."""
-        def calls(connection: _Connection) -> None:
-            for body in bodies:
-                connection.call_encoded(method, body)
+        """Call ``method`` once per pre-encoded ``body`` (for writes whose
+        arguments cost more to build as structs than to send), the bodies
+        split in order into up to ``limits.size`` runs that go out at once,
+        each on a connection of its own and retried as ``run`` retries an
+        idempotent call. So the bodies must not depend on each other's
+        order (puts of cells at their own timestamps do not). Returns once
+        every run has ended; the first error then, if any."""
+        k = max(1, min(self.limits.size, len(bodies)))
+        runs = [bodies[i * len(bodies) // k:(i + 1) * len(bodies) // k] for i in range(k)]
 
-        traced(self.cluster, operation, "thrift2",
-               lambda: with_retries(self._attempts(), lambda: self._once(operation, calls)))
+        def sent(run: Sequence[bytes]) -> Callable[[], None]:
+            def calls(connection: _Connection) -> None:
+                for body in run:
+                    connection.call_encoded(method, body)
+
+            return lambda: with_retries(self._attempts(), lambda: self._once(operation, calls))
+
+        traced(self.cluster, operation, "thrift2", lambda: _overlapped([sent(run) for run in runs]))
 
     def close(self) -> None:
         """Close the idle connections (one in use is kept by its call and

@@ -5,6 +5,11 @@ Thrift1 gives every cell of a call one timestamp; Thrift2 takes one per cell,
 so a batch can carry any mix of versions. ``put_cells`` and ``delete_cells``
 keep the one-timestamp form on top of the per-cell functions.
 
+A write of many cells goes out in several runs of calls at once, up to
+one per connection of the pool (``Thrift2Pool.call_encoded``), as a raw writer with
+a thread per connection would send them; the function returns once all
+have ended. ``put_tables`` sends several tables' cells in one such go.
+
 Puts and deletes never share a call. Within one call HBase does not follow
 the caller's order (Thrift1's ``mutateRows`` applied a call's puts before its
 deletes, so a put and a delete of one cell in one call always ended deleted);
@@ -99,7 +104,35 @@ def put_versions(
 ) -> int:
     """Write ``(row, b"family:qualifier", value, timestamp)`` cells, each at
     its own timestamp: one ``TPut`` per row, in ``putMultiple`` calls of about
-    ``batch_size`` cells. Returns the number of cells written.
+    ``batch_size`` cells, sent over up to the pool's size of connections at
+    once. Returns the number of cells written."""
+    return put_tables(pool, {table: cells}, batch_size=batch_size)
+
+
+def put_tables(
+    pool: ClusterPool,
+    tables: Mapping[str, Iterable[tuple[bytes, bytes, bytes, int]]],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> int:
+    """``put_versions`` of several tables' cells, whose calls all go out
+    together (``Thrift2Pool.call_encoded``): it returns once every cell is
+    written, so a caller that needs some cells in before others (an index's
+    member records before their tokens) makes two calls."""
+    bodies: list[bytes] = []
+    count = 0
+    for table, cells in tables.items():
+        written, encoded = _put_bodies(pool, table, cells, batch_size)
+        count += written
+        bodies += encoded
+    if bodies:
+        pool.thrift2.call_encoded(f"put {count} cells into {', '.join(tables)}", "putMultiple", bodies)
+    return count
+
+
+def _put_bodies(pool: ClusterPool, table: str, cells: Iterable[tuple[bytes, bytes, bytes, int]],
+                batch_size: int) -> tuple[int, list[bytes]]:
+    """The cells and the encoded ``putMultiple`` calls that write them.
 
     The calls are encoded here from the values (``tasks.hbase.encode``), not
     built as structs. A fan-out puts one cell into a thousand rows: equal
@@ -122,12 +155,10 @@ def put_versions(
         values.append(encoded)
         count += 1
     if not count:
-        return 0
+        return 0, []
     name = pool.table_name(table).encode()
     calls = _rows_in_calls({row: len(values) for row, values in by_row.items()}, batch_size)
-    bodies = [encode.put_multiple_args(name, [encode.put(row, by_row[row]) for row in rows]) for rows in calls]
-    pool.thrift2.call_encoded(f"put {count} cells into {table}", "putMultiple", bodies)
-    return count
+    return count, [encode.put_multiple_args(name, [encode.put(row, by_row[row]) for row in rows]) for rows in calls]
 
 
 def _delete_column(column: bytes, timestamp: int, kind: str) -> Any:

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from tasks.appdata.store import AppData, now_ms
 from tasks.errors import TryLater
-from tasks.hbase import ClusterPool, delete_versions, put_versions
+from tasks.hbase import ClusterPool, delete_versions, put_tables
 from tasks.hbase.cells import ALL_VERSIONS
 from tasks.hbase.reads import get_versions, scan_versions
 from tasks.typeahead import truth
@@ -198,8 +198,8 @@ def _apply(pool: ClusterPool, plan: Plan) -> int:
     for (owner, source, key), version in plan.members:
         table, row, column, _value = member_cell(owner, source, key, b"")
         gone[table].append((row, column, version, "version"))
-    return (sum(put_versions(pool, table, cells) for table, cells in sorted(members.items()))
-            + sum(put_versions(pool, table, cells) for table, cells in sorted(tokens.items()))
+    return (put_tables(pool, dict(sorted(members.items())))
+            + put_tables(pool, dict(sorted(tokens.items())))
             + sum(delete_versions(pool, table, planned) for table, planned in sorted(gone.items())))
 
 

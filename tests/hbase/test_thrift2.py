@@ -5,6 +5,7 @@ test_outages)."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import socket
 import threading
@@ -26,8 +27,10 @@ from tasks.hbase import (
     HBaseUnavailable,
     delete_versions,
     get_versions,
+    put_tables,
     put_versions,
 )
+from tasks.hbase import thrift2 as thrift2_module
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
 from tasks.hbase.thrift2 import within
@@ -187,3 +190,86 @@ def test_a_pool_made_without_a_thrift2_address_says_so() -> None:
     pool = ClusterPool("reads-only", Address("127.0.0.1", 19090))
     with pytest.raises(ValueError, match=r"hbase reads-only \(127.0.0.1:19090\): no Thrift2 address"):
         put_versions(pool, FEED, CELL)
+
+
+def calls_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Records each pre-encoded call's connection and how many calls were
+    in flight as it started; each call lasts at least 50 ms, so calls sent
+    together are seen together."""
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    flying = [0]
+    original = thrift2_module._Connection.call_encoded
+
+    def call_encoded(connection: Any, method: str, body: bytes) -> Any:
+        with lock:
+            flying[0] += 1
+            seen.append((id(connection), flying[0]))
+        try:
+            time.sleep(0.05)
+            return original(connection, method, body)
+        finally:
+            with lock:
+                flying[0] -= 1
+
+    monkeypatch.setattr(thrift2_module._Connection, "call_encoded", call_encoded)
+    return seen
+
+
+def test_a_write_of_many_calls_goes_out_on_as_many_connections_as_the_pool_has(
+        pair: ClusterPair, row: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = lone_pool(pair.primary.thrift2.address, pool_size=3)
+    rows = [row + b"-%02d" % i for i in range(12)]
+    seen = calls_in_flight(monkeypatch)
+    assert put_versions(pool, FEED, [(r, b"feed:q", b"v", 7) for r in rows], batch_size=2) == 12
+    # 6 calls in 3 runs of 2, each run on a connection of its own, all at once.
+    assert len(seen) == 6 and len({connection for connection, _ in seen}) == 3
+    assert max(flying for _, flying in seen) == 3
+    assert get_versions(pool, FEED, rows) == {r: {b"feed:q": [(7, b"v")]} for r in rows}
+    seen.clear()
+    assert put_versions(pool, FEED, [(rows[0], b"feed:q", b"w", 8)]) == 1
+    assert [flying for _, flying in seen] == [1]  # one call: no helper involved
+    pool.close()
+
+
+def test_every_run_ends_before_the_first_error_is_raised(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    rows = [row + b"-%02d" % i for i in range(6)]
+    cells = [(r, b"feed:q", b"v", 3) for r in rows]
+    with pytest.raises(HBaseRequestFailed) as caught:
+        put_tables(pool, {FEED: cells, "no_such_table": [(row, b"feed:q", b"", 1)]}, batch_size=3)
+    message = str(caught.value)
+    assert "put 7 cells into following_feed, no_such_table" in message and "\n" not in message
+    # The missing table's call failed on a helper; the feed's calls all landed.
+    assert get_versions(pool, FEED, rows) == {r: {b"feed:q": [(3, b"v")]} for r in rows}
+
+
+def test_a_deadline_bounds_the_runs_sent_by_helpers_too() -> None:
+    with port_that_never_answers() as silent:
+        pool = lone_pool(silent, call_timeout_s=10.0, pool_size=3, pool_wait_s=5.0, attempts=2)
+        started = time.monotonic()
+        cells = [(b"r%d" % i, b"feed:q", b"v", 1) for i in range(3)]
+        with within(0.3), pytest.raises(HBaseUnavailable, match=r"timed out"):
+            put_versions(pool, FEED, cells, batch_size=1)  # 3 runs, 2 of them on helpers
+        assert time.monotonic() - started < 1.5
+
+
+def _write_in_child(address: Address, rows: list[bytes]) -> None:
+    pool = lone_pool(address, pool_size=2)
+    put_versions(pool, FEED, [(r, b"feed:q", b"child", 9) for r in rows], batch_size=1)
+    pool.close()
+
+
+def test_a_forked_child_sends_runs_on_helpers_of_its_own(pair: ClusterPair, row: bytes) -> None:
+    pool = pair.primary
+    rows = [row + b"-%d" % i for i in range(4)]
+    put_versions(pool, FEED, [(r, b"feed:q", b"parent", 8) for r in rows], batch_size=1)  # the parent's helpers
+    child = multiprocessing.get_context("fork").Process(
+        target=_write_in_child, args=(pool.thrift2.address, rows))
+    child.start()
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+        child.join()
+    assert child.exitcode == 0  # the parent's helper threads do not exist in the child: it made its own
+    assert get_versions(pool, FEED, rows) == {r: {b"feed:q": [(9, b"child"), (8, b"parent")]} for r in rows}
