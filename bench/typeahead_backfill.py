@@ -51,6 +51,7 @@ from tasks.backfill import queue as backfill_queue
 from tasks.hbase import ClusterPair, ClusterPool, HBaseSettings, put_versions
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
+from tasks.hbase.thrift2 import write_width
 from tasks.typeahead import second, sync, truth
 from tasks.typeahead.entries import Entry, group_by_version
 from tasks.typeahead.settings import TypeaheadSettings
@@ -133,7 +134,8 @@ def rebuild_second_page(owners: list[int]) -> int:
 def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> tuple[int, int]:
     """In a pool process, as a worker of the backfill's queue runs it: page
     jobs (a JSON list of owners) dequeued one at a time under the queue's
-    cap and rate, each rebuilt, its ACK riding on the next dequeue; a
+    cap and rate, each rebuilt with the backfill task's write width (one
+    write at a time under a cap), its ACK riding on the next dequeue; a
     refusal by the rate waits what it says and an empty answer ``poll_s``,
     as the Celery transport's channel does. Until the
     queue is paused and has nothing for it, or ``until`` (wall clock); the
@@ -153,9 +155,12 @@ def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> 
                     break
                 time.sleep(wait_s)
                 continue
+            # As the backfill task does: one write at a time under the queue's cap.
+            width = backfill_queue.page_write_width(client.queue_config(queue))
             for job in got:
                 owners = json.loads(job.body)
-                rebuild_page(owners)
+                with write_width(width):
+                    rebuild_page(owners)
                 acks.append(Ack(job.descriptor, claim=job.claim))
                 pages, users = pages + 1, users + len(owners)
         if acks:

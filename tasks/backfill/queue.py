@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pinlater.queue_config import QueueConfig
 from pinlater.retry import RetryPolicy
 
 QUEUE = "backfill"
@@ -29,3 +30,12 @@ def create_options() -> dict[str, Any]:
     """``create_queue`` keyword arguments of the backfill queue."""
     return {"max_dequeue_rate": DEFAULT_RATE, "max_running": DEFAULT_MAX_RUNNING, "retry": RETRY,
             "claim_timeout_ms": CLAIM_TIMEOUT_MS}
+
+
+def page_write_width(config: QueueConfig) -> int | None:
+    """How many of a page's HBase writes go out at once
+    (``tasks.hbase.thrift2.write_width``): one under a cap, so that the cap
+    bounds the calls a backfill has in flight beside the readers it is
+    there to protect; without a cap (a first load, nobody to protect) as
+    many as the pool has connections, as a raw writer would."""
+    return 1 if config.max_running is not None else None

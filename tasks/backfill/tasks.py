@@ -23,8 +23,10 @@ from tasks.backfill import queue
 from tasks.backfill.kinds import UnknownKind
 from tasks.backfill.pages import InvalidPageJob, PageJob, PageStep, RunEnd, end_run, parse_job, run_key, run_page
 from tasks.backfill.runtime import runtime
+from tasks.hbase.thrift2 import write_width
 from tasks.shell import run_job, task_options
 from workers.batches import join
+from workers.client import queue_config
 from workers.task import PinLaterTask
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,8 @@ def page(self: PinLaterTask, body: str | bytes) -> int:
 
     def work() -> PageStep:
         rt = runtime()
-        step = run_page(rt.ctx, rt.records, job)
+        with write_width(queue.page_write_width(queue_config(self.pinlater_client, queue.QUEUE))):
+            step = run_page(rt.ctx, rt.records, job)
         if step.next_job is not None:
             publish_next(self, step.next_job, step.next_key)
         return step

@@ -12,6 +12,10 @@ A new connection first asks ``getThriftServerType()``: a setting pointing at
 a Thrift1 port (which answers ONE) or at something that is no Thrift server
 fails there with one clear line, not on the first write.
 
+A put of several calls sends them over up to the pool's size of
+connections at once (``call_encoded``); ``write_width(n)``: the puts of a
+block at most n at once.
+
 ``within(seconds)``: the calls of a block end by a deadline, whatever the
 pool's timeouts (a lookup that moves to the standby when the primary is
 late, on its caller's thread): each waits for a connection, connects and
@@ -47,6 +51,24 @@ T = TypeVar("T")
 _Socket: Any = TSocket  # untyped in thriftpy2
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("hbase_deadline", default=None)
+
+
+_width: contextvars.ContextVar[int | None] = contextvars.ContextVar("hbase_write_width", default=None)
+
+
+@contextlib.contextmanager
+def write_width(calls: int | None) -> Iterator[None]:
+    """The pre-encoded writes of the block (``call_encoded``: every put) go
+    out at most ``calls`` at once (None: as many as the pool has
+    connections), so a caller whose load on HBase is capped (a throttled
+    backfill's page) stays within it."""
+    if calls is not None and calls < 1:
+        raise ValueError(f"write width must be >= 1 or None, got {calls}")
+    token = _width.set(calls)
+    try:
+        yield
+    finally:
+        _width.reset(token)
 
 
 @contextlib.contextmanager
@@ -252,12 +274,13 @@ class Thrift2Pool:
     def call_encoded(self, operation: str, method: str, bodies: Sequence[bytes]) -> None:
         """Call ``method`` once per pre-encoded ``body`` (for writes whose
         arguments cost more to build as structs than to send), the bodies
-        split in order into up to ``limits.size`` runs that go out at once,
+        split in order into up to ``limits.size`` runs (or the block's
+        ``write_width``) that go out at once,
         each on a connection of its own and retried as ``run`` retries an
         idempotent call. So the bodies must not depend on each other's
         order (puts of cells at their own timestamps do not). Returns once
         every run has ended; the first error then, if any."""
-        k = max(1, min(self.limits.size, len(bodies)))
+        k = max(1, min(self.limits.size, len(bodies), _width.get() or self.limits.size))
         runs = [bodies[i * len(bodies) // k:(i + 1) * len(bodies) // k] for i in range(k)]
 
         def sent(run: Sequence[bytes]) -> Callable[[], None]:

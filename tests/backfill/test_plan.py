@@ -105,3 +105,27 @@ def test_kinds_by_name_and_differences_compared_without_their_round_mark() -> No
     first = Difference(1, "missing pin 2", ("missing", "q", 5))
     again = Difference(1, "missing pin 2", ("missing", "q", 5), seen_before=True)
     assert first == again and again in {first} and Difference(1, "x", ("extra", "q", 5)) != first
+
+
+@pytest.mark.parametrize(("max_running", "width"), [(1, 1), (3, 1), (None, None)])
+def test_a_page_writes_one_call_at_a_time_under_the_queues_cap(
+        monkeypatch: pytest.MonkeyPatch, max_running: int | None, width: int | None) -> None:
+    from types import SimpleNamespace
+
+    from pinlater.queue_config import QueueConfig
+    from tasks.backfill import tasks as backfill_tasks
+    from tasks.backfill.pages import PageStep
+    from tasks.hbase import thrift2
+
+    widths: list[int | None] = []
+
+    def run_page(ctx: object, records: object, job: PageJob) -> PageStep:
+        widths.append(thrift2._width.get())
+        return PageStep(cells=5, skipped=False, next_job=None, next_key=None, finished_run=False)
+
+    monkeypatch.setattr(backfill_tasks, "runtime", lambda: SimpleNamespace(ctx=None, records=None))
+    monkeypatch.setattr(backfill_tasks, "run_page", run_page)
+    monkeypatch.setattr(backfill_tasks, "queue_config",
+                        lambda client, name: QueueConfig(name, max_running=max_running))
+    assert backfill_tasks.page.run(PageJob(7, 0, 2).to_json()) == 5
+    assert widths == [width] and thrift2._width.get() is None  # the block's width only

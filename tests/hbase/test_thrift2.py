@@ -33,7 +33,7 @@ from tasks.hbase import (
 from tasks.hbase import thrift2 as thrift2_module
 from tasks.hbase.idl import THRIFT2
 from tasks.hbase.settings import Address
-from tasks.hbase.thrift2 import within
+from tasks.hbase.thrift2 import within, write_width
 from tests.servers import REPO, ensure_services
 from tests.support.hbase import PREFIX, test_settings
 
@@ -273,3 +273,28 @@ def test_a_forked_child_sends_runs_on_helpers_of_its_own(pair: ClusterPair, row:
         child.join()
     assert child.exitcode == 0  # the parent's helper threads do not exist in the child: it made its own
     assert get_versions(pool, FEED, rows) == {r: {b"feed:q": [(9, b"child"), (8, b"parent")]} for r in rows}
+
+
+def test_a_write_width_bounds_the_calls_at_once_within_its_block(
+        pair: ClusterPair, row: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = lone_pool(pair.primary.thrift2.address, pool_size=4)
+    rows = [row + b"-%02d" % i for i in range(8)]
+    seen = calls_in_flight(monkeypatch)
+    with write_width(1):
+        assert put_versions(pool, FEED, [(r, b"feed:q", b"v", 4) for r in rows], batch_size=2) == 8
+        with write_width(2):
+            put_versions(pool, FEED, [(r, b"feed:q", b"v", 5) for r in rows], batch_size=2)
+        one_at_a_time, two = seen[:4], seen[4:]
+        assert len({c for c, _ in one_at_a_time}) == 1 and max(f for _, f in one_at_a_time) == 1
+        assert len(two) == 4 and max(f for _, f in two) == 2
+        seen.clear()
+        put_versions(pool, FEED, [(r, b"feed:q", b"v", 6) for r in rows], batch_size=2)
+        assert max(f for _, f in seen) == 1  # the outer block's width again
+    seen.clear()
+    put_versions(pool, FEED, [(r, b"feed:q", b"v", 7) for r in rows], batch_size=2)
+    assert max(f for _, f in seen) == 4  # outside any block: the pool's size
+    assert get_versions(pool, FEED, rows[:1]) == {rows[0]: {b"feed:q": [(7, b"v"), (6, b"v"), (5, b"v"), (4, b"v")]}}
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=r"^write width must be >= 1 or None, got -?\d+$"), write_width(bad):
+            pass
+    pool.close()
