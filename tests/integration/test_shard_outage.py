@@ -124,14 +124,18 @@ def test_a_silent_control_store_costs_the_queues_one_timeout_not_one_per_call(
         admin.execute_command("CLIENT", "PAUSE", 6000, "ALL")
         try:
             time.sleep(0.3)  # past the config TTL: the control store would be asked again
-            started = time.monotonic()
+            took: list[float] = []
             for _ in range(15):
-                assert client.enqueue(queue_name, [Job(b"during")])
-                client.dequeue(queue_name, 2)  # rate-limited: a token per job
+                for call in (lambda: client.enqueue(queue_name, [Job(b"during")]),
+                             lambda: client.dequeue(queue_name, 2)):  # rate-limited: a token per job
+                    started = time.monotonic()
+                    assert call() is not None
+                    took.append(time.monotonic() - started)
                 time.sleep(0.05)
-            took = time.monotonic() - started
-            # One timeout, maybe two (the retry half a second on), not 30.
-            assert took < 3.5, f"30 calls took {took:.1f} s with the control store silent"
+            # One timeout, maybe two (the retry half a second on), not 30:
+            # counted per call, so a loaded machine's slower calls do not count.
+            waited = [round(t, 2) for t in took if t >= 0.9]
+            assert len(waited) <= 2, f"{len(waited)} of 30 calls waited out the store timeout: {waited}"
         finally:
             admin.execute_command("CLIENT", "UNPAUSE")
         # Answering again: a change made elsewhere is seen within the TTL and a pause.
