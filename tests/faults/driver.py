@@ -43,7 +43,7 @@ def enqueue(queue: str, seconds: float, out: Path, keyed: bool = False) -> None:
         while not stop and time.monotonic() < deadline:
             n += 1
             started = time.monotonic()
-            record: dict[str, Any] = {"n": n, "t": time.time()}
+            record: dict[str, Any] = {"n": n, "t": time.monotonic()}
             try:
                 key = f"job-{n}" if keyed else None
                 [descriptor] = client.enqueue(queue, [Job(b"job-%d" % n)], idempotency_key=key)

@@ -103,7 +103,7 @@ def shard_of(descriptor: str) -> str:
 
 @dataclass
 class Window:
-    """When the fault began and ended (``time.time()``)."""
+    """When the fault began and ended (``time.monotonic()``)."""
 
     cut: float
     healed: float
@@ -119,10 +119,10 @@ def through_fault(topo: Topology, env: dict[str, str], fault: Callable[[], Fault
                     str(calls), *(["keyed"] if keyed else []))
     time.sleep(BEFORE_S)
     with fault() as applied:
-        cut = time.time()
+        cut = time.monotonic()
         time.sleep(FAULT_S)
         assert topo.dropped(applied) > 0  # asked, and silence answered
-    healed = time.time()
+    healed = time.monotonic()
     finish(writer, AFTER_S + 60)
     finish(python(topo, "w1", env, "tests.faults.driver", "audit", QUEUE, str(found)), 120)
     return Ledger.read(calls, found), Window(cut, healed)

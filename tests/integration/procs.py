@@ -48,20 +48,22 @@ def timed_dequeues(
 ) -> list[tuple[float, int]]:
     """Dequeue (and ACK) as fast as the rate limit allows for ``seconds``
     from when every party of the barrier ``ready`` (the test too) is there,
-    connected; returns (wall time, jobs) for every successful dequeue."""
+    connected; returns (``time.monotonic()``, jobs) for every successful
+    dequeue: the machine's processes share that clock, and a step of the
+    wall clock (a host's time sync) does not move it."""
     events: list[tuple[float, int]] = []
     with JobService.from_settings(settings, source=f"rated-{name}") as client:
         client.count(queue, "pending")  # connected to every shard before the timeline starts
         ready.wait(timeout=120)
-        end = time.time() + seconds
-        while time.time() < end:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
             try:
                 jobs = client.dequeue(queue, batch)
             except DequeueRateLimited as exc:
                 time.sleep(min(exc.retry_after_ms, 100) / 1000)
                 continue
             if jobs:
-                events.append((time.time(), len(jobs)))
+                events.append((time.monotonic(), len(jobs)))
                 client.ack(queue, succeeded=[Ack(j.descriptor) for j in jobs])
             else:
                 time.sleep(0.01)
@@ -73,7 +75,7 @@ def capped_worker(
 ) -> list[tuple[float, float, float]]:
     """``threads`` workers that each dequeue one job, "run" it for
     ``job_s`` and ACK it, for ``seconds`` once every party of ``ready`` is
-    there; per job: (started, ended, ACK returned), wall times, the start
+    there; per job: (started, ended, ACK returned), on ``time.monotonic()``, the start
     after the dequeue returned and the end before the ACK was sent."""
     import threading
 
@@ -82,31 +84,31 @@ def capped_worker(
     core_client = JobService.from_settings(settings, source=f"capped-{name}")
     core_client.count(queue, "pending")
     ready.wait(timeout=120)
-    end = time.time() + seconds
+    end = time.monotonic() + seconds
 
     def work(i: int) -> None:
         client = JobService(core_client.core.sibling(), source=f"capped-{name}-{i}")
         done: list[Ack] = []
         started = ended = 0.0
-        while time.time() < end:
+        while time.monotonic() < end:
             # The last job's ACK rides along, as a worker's does: its slot
             # is freed before this dequeue takes one.
             jobs = client.dequeue(queue, 1, succeeded=done)
             if done:
                 with lock:
-                    intervals.append((started, ended, time.time()))
+                    intervals.append((started, ended, time.monotonic()))
             done = []
             if not jobs:
                 time.sleep(0.1)  # as a worker polls an empty queue (a tenth of its default)
                 continue
-            started = time.time()
+            started = time.monotonic()
             time.sleep(job_s)
-            ended = time.time()
+            ended = time.monotonic()
             done = [Ack(jobs[0].descriptor)]
         if done:
             client.ack(queue, succeeded=done)
             with lock:
-                intervals.append((started, ended, time.time()))
+                intervals.append((started, ended, time.monotonic()))
 
     pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
     for t in pool:

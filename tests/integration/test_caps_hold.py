@@ -62,9 +62,9 @@ def test_eighteen_workers_in_three_processes_over_two_shards_never_run_more_than
         def sample() -> None:
             # The store's own count of RUNNING jobs, read shard after shard.
             while not stop.is_set():
-                before = time.time()
+                before = time.monotonic()
                 n = client.count(queue_name, JobState.RUNNING)
-                samples.append((before, time.time(), n))
+                samples.append((before, time.monotonic(), n))
                 stop.wait(0.03)
 
         context = multiprocessing.get_context("spawn")
@@ -76,7 +76,7 @@ def test_eighteen_workers_in_three_processes_over_two_shards_never_run_more_than
                        for i in range(3)]
             sampler = threading.Thread(target=sample)
             start.wait(timeout=120)
-            t0 = time.time()
+            t0 = time.monotonic()
             sampler.start()
             jobs = [j for f in futures for j in f.result(timeout=120)]
             stop.set()

@@ -50,12 +50,12 @@ def test_two_processes_share_one_rate_and_obey_pause_and_resume(
             start = manager.Barrier(3)
             futures = [pool.submit(timed_dequeues, settings, queue_name, 50, RUN_S, str(i), start) for i in range(2)]
             start.wait(timeout=120)
-            t0 = time.time()
+            t0 = time.monotonic()
             # Operator actions on a fixed timeline while the workers run.
             timeline = threading.Event()
-            timeline.wait(max(0.0, t0 + PAUSE_AT - time.time()))
+            timeline.wait(max(0.0, t0 + PAUSE_AT - time.monotonic()))
             client.pause(queue_name)
-            timeline.wait(max(0.0, t0 + RESUME_AT - time.time()))
+            timeline.wait(max(0.0, t0 + RESUME_AT - time.monotonic()))
             client.resume(queue_name)
             events = [e for f in futures for e in f.result(timeout=120)]
 

@@ -107,15 +107,15 @@ def retry_once(self: Any) -> str:
 # -- rate limits ---------------------------------------------------------------------------
 @task("w_rate", max_dequeue_rate=50)
 def rated(self: Any, body: bytes) -> None:
-    results().rpush(key("starts:w_rate"), time.time())
+    results().rpush(key("starts:w_rate"), time.monotonic())
 
 
 # -- concurrency caps -----------------------------------------------------------------------
 @task("w_capped", max_running=3)
 def capped(self: Any, seconds: float) -> None:
-    started = time.time()
+    started = time.monotonic()
     time.sleep(seconds)
-    results().rpush(key("spans:w_capped"), f"{started},{time.time()}")
+    results().rpush(key("spans:w_capped"), f"{started},{time.monotonic()}")
 
 
 # -- fairness keys -------------------------------------------------------------------------
@@ -134,9 +134,9 @@ def _tenant_only(tenant: str, seconds: float) -> str:
 
 @task("w_key_capped", fairness_key_of=_tenant_only)
 def key_capped(self: Any, tenant: str, seconds: float) -> None:
-    started = time.time()
+    started = time.monotonic()
     time.sleep(seconds)
-    results().rpush(key("spans:w_key_capped"), f"{tenant},{started},{time.time()}")
+    results().rpush(key("spans:w_key_capped"), f"{tenant},{started},{time.monotonic()}")
 
 
 # -- heartbeats ----------------------------------------------------------------------------
@@ -251,13 +251,13 @@ def cancellable(self: Any, seconds: float) -> None:
 
     r = results()
     r.rpush(key("started:w_cancel"), _descriptor(self))
-    deadline = time.time() + seconds
+    deadline = time.monotonic() + seconds
     try:
-        while time.time() < deadline:
+        while time.monotonic() < deadline:
             time.sleep(0.05)
             self.raise_if_cancelled()
     except JobCancelled:
-        r.rpush(key("observed:w_cancel"), f"{_descriptor(self)} {time.time()}")
+        r.rpush(key("observed:w_cancel"), f"{_descriptor(self)} {time.monotonic()}")
         raise
 
 

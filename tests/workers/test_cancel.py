@@ -53,7 +53,7 @@ def test_cancel_pending_and_running_and_revoke_with_terminate(
     running = task.delay(60).descriptor
     wait_until(lambda: results.lrange(started, 0, -1) == [running.encode()], 30, what="the task to start")
     time.sleep(HEARTBEAT_S * 1.5)  # past its first heartbeat: the thread beats it from now on
-    cancelled_at = time.time()
+    cancelled_at = time.monotonic()
     assert service.cancel(queue, [running]).interrupted == [running]
     observed = wait_until(lambda: results.lrange(key("observed:w_cancel"), 0, -1), 30, what="the task to observe it")
     descriptor, at = observed[0].decode().split()

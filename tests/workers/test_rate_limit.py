@@ -50,26 +50,26 @@ def test_rate_limit_pause_resume_and_live_change(
     service.resume(qname("w_rate"))
     t0: float = wait_until(lambda: min(_starts(results), default=None), 10, what="the first start")
     # Measure from one second in, once the bucket's initial burst is spent.
-    wait_until(lambda: time.time() > t0 + 1.0 + MEASURE_S, MEASURE_S + 5, interval=0.5)
+    wait_until(lambda: time.monotonic() > t0 + 1.0 + MEASURE_S, MEASURE_S + 5, interval=0.5)
     measured = _between(_starts(results), t0 + 1.0, t0 + 1.0 + MEASURE_S) / MEASURE_S
     per_second = [_between(_starts(results), t0 + i, t0 + i + 1) for i in range(int(MEASURE_S) + 1)]
     print(f"\nstarts per second at {RATE:g}/s: {per_second}")
     assert abs(measured - RATE) <= 0.15 * RATE, f"measured {measured:.1f} jobs/s for a limit of {RATE:g}"
 
-    paused_at = time.time()
+    paused_at = time.monotonic()
     service.pause(qname("w_rate"))
     time.sleep(4.0)
     # Workers see a config change within its TTL (1 s); then nothing starts.
     assert _between(_starts(results), paused_at + 1.5, paused_at + 4.0) == 0
 
-    resumed_at = time.time()
+    resumed_at = time.monotonic()
     service.resume(qname("w_rate"))
     time.sleep(3.0)
     assert _between(_starts(results), resumed_at + 1.0, resumed_at + 3.0) >= 0.5 * RATE * 2
 
     # A lower rate: a higher one also measured the workers' spare capacity,
     # which a loaded machine lacked (76 of 100 jobs/s on MySQL in CI).
-    changed_at = time.time()
+    changed_at = time.monotonic()
     service.set_rate(qname("w_rate"), RATE / 2)
     time.sleep(6.0)
     slower = _between(_starts(results), changed_at + 2.0, changed_at + 6.0) / 4.0
