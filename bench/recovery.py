@@ -116,8 +116,20 @@ def make_table() -> None:
         client.deleteTable(name)
     client.createTable(THRIFT2.TTableDescriptor(tableName=name, columns=[
         THRIFT2.TColumnFamilyDescriptor(name=FAMILY, maxVersions=1)]), [_split(r) for r in range(1, REGIONS)])
+    # The table is created once its regions are assigned, not once they
+    # serve: a region still opening answers a put with a retryable TIOError
+    # (seen in CI, on a loaded machine).
+    deadline = time.monotonic() + 120
     for region in range(REGIONS):
-        _put(client, _probe_row(region), b"probe")
+        while True:
+            try:
+                _put(client, _probe_row(region), b"probe")
+                break
+            except THRIFT2.TIOError as exc:
+                if not exc.canRetry or time.monotonic() > deadline:
+                    raise SystemExit(f"error: region {region} of the new table took no put within 120 s: "
+                                     f"{exc.message}") from None
+                time.sleep(1)
     client.close()
 
 
@@ -391,6 +403,7 @@ def main() -> None:
             if (settings, fs) != current:
                 t0 = time.monotonic()
                 hbase("up", "chaos", mttr=settings, fs=fs)
+                wait_registered()
                 make_table()
                 current = (settings, fs)
                 print(f"chaos cluster ({settings} recovery settings, {fs} files) ready in "
