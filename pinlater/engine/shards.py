@@ -58,15 +58,20 @@ class ShardHealth:
     healthy: bool = True
     consecutive_errors: int = 0
     last_error: str | None = None
-    changed_at: float = 0.0
+    changed_at: float = 0.0  # wall time, as shown
     last_probe_at: float = 0.0
     # While out of rotation: UNAVAILABLE, REFUSES_WRITES, FAILING or SAME_STORE.
     out_reason: str | None = None
-    # Out of rotation until then at least, whatever its probe says (a shard
-    # that came back and refused writes again: REFUSAL_WINDOW_S); 0: none.
+    # Out of rotation until then at least (wall time, as shown), whatever its
+    # probe says (a shard that came back and refused writes again:
+    # REFUSAL_WINDOW_S); 0: none.
     held_until: float = 0.0
     hold_s: float = 0.0  # the last such hold, doubled at the next
-    refused_at: float = 0.0  # when it last went out refusing writes
+    # The same instants on time.monotonic(), which decides: a wall clock set
+    # back an hour must not hold a shard out for an hour.
+    changed_mono: float = 0.0
+    held_until_mono: float = 0.0
+    refused_mono: float = 0.0  # when it last went out refusing writes
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -80,13 +85,19 @@ class ShardHealth:
         }
 
 
+def _changed(health: ShardHealth) -> None:
+    health.changed_at = time.time()
+    health.changed_mono = time.monotonic()
+
+
 class ShardSet:
     def __init__(self, backends: Sequence[ShardBackend], probe_interval_s: float = 1.0) -> None:
         if not backends:
             raise ValueError("a shard set needs at least one shard")
         self._backends = {b.shard_id: b for b in backends}
         self._order = [b.shard_id for b in backends]
-        self._health = {sid: ShardHealth(changed_at=time.time()) for sid in self._order}
+        self._health = {sid: ShardHealth(changed_at=time.time(), changed_mono=time.monotonic())
+                        for sid in self._order}
         self._lock = threading.Lock()
         self._probe_interval_s = probe_interval_s
         self._stop = threading.Event()
@@ -193,10 +204,9 @@ class ShardSet:
             health.last_error = f"{type(error).__name__}: {error}"
             health.out_reason = reason  # the latest cause, also for a shard already out
             if health.healthy:
-                now = time.time()
-                back_for = self._hold(health, now) if reason == REFUSES_WRITES else False
+                back_for = self._hold(health) if reason == REFUSES_WRITES else False
                 health.healthy = False
-                health.changed_at = now
+                _changed(health)
                 if back_for is False:
                     log.warning("shard %s out of rotation (%s): %s", shard_id, reason, health.last_error)
                 else:
@@ -205,18 +215,20 @@ class ShardSet:
                                 health.last_error)
 
     @staticmethod
-    def _hold(health: ShardHealth, now: float) -> float | bool:
+    def _hold(health: ShardHealth) -> float | bool:
         """A shard in rotation now refuses writes: if it came back from
         refusing them less than REFUSAL_WINDOW_S ago, its hold is set and
         how long it had been back is returned; else False."""
-        back_for = now - health.changed_at
-        again = health.refused_at > 0.0 and back_for < REFUSAL_WINDOW_S
-        health.refused_at = now
+        now = time.monotonic()
+        back_for = now - health.changed_mono
+        again = health.refused_mono > 0.0 and back_for < REFUSAL_WINDOW_S
+        health.refused_mono = now
         if not again:
-            health.hold_s = health.held_until = 0.0
+            health.hold_s = health.held_until = health.held_until_mono = 0.0
             return False
         health.hold_s = min(max(2 * health.hold_s, FIRST_HOLD_S), MAX_HOLD_S)
-        health.held_until = now + health.hold_s
+        health.held_until_mono = now + health.hold_s
+        health.held_until = time.time() + health.hold_s
         return back_for
 
     def _note_busy(self, shard_id: str, error: BaseException) -> None:
@@ -241,7 +253,7 @@ class ShardSet:
             if health.healthy and health.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
                 health.healthy = False
                 health.out_reason = FAILING
-                health.changed_at = time.time()
+                _changed(health)
                 log.warning("shard %s out of rotation after %d errors: %s",
                             shard_id, health.consecutive_errors, health.last_error)
 
@@ -257,11 +269,11 @@ class ShardSet:
         with self._lock:
             health = self._health[shard_id]
             health.consecutive_errors = 0
-            if health.healthy or time.time() < health.held_until:
+            if health.healthy or time.monotonic() < health.held_until_mono:
                 return False
             health.healthy = True
             health.out_reason = None
-            health.changed_at = time.time()
+            _changed(health)
         log.warning("shard %s back in rotation", shard_id)
         return True
 

@@ -315,15 +315,18 @@ def test_the_probe_keeps_a_shard_that_refuses_writes_out_until_it_writes(cluster
 
 
 class Clock:
-    """The shard set's clock, moved by hand."""
+    """The shard set's clocks, moved by hand: ``now`` moves both; ``wall``
+    steps the wall clock alone, as a host's time sync does."""
 
     def __init__(self) -> None:
         self.now = 1_000_000.0
+        self.wall = 0.0
 
     def time(self) -> float:
-        return self.now
+        return self.now + self.wall
 
-    monotonic = time
+    def monotonic(self) -> float:
+        return self.now
 
     @staticmethod
     def perf_counter() -> float:
@@ -377,6 +380,35 @@ def test_a_shard_whose_probe_fits_but_whose_writes_do_not_is_held_out_longer_eac
     # Other failures hold nothing: a connection lost is back at its next good probe.
     shards.mark_down("m2", ConnectionResetError("reset"), UNAVAILABLE)
     assert shards.status()["m2"].held_until == 0.0
+    shards.probe_once()
+    assert shards.is_healthy("m2")
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+def test_a_hold_lasts_its_seconds_whatever_the_wall_clock_does(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, step_s: float
+) -> None:
+    """The wall clock set back (or on) an hour while a shard is held out:
+    it is back after its hold, not an hour later; and a refusal 5 s after
+    it came back is a second one, held, whatever the wall clock says."""
+    clock = Clock()
+    monkeypatch.setattr("pinlater.engine.shards.time", clock)
+    shards = cluster.shards
+    monkeypatch.setattr(cluster.bad, "probe", lambda: None)
+    shards.mark_down("m2", ERRORS["write_refused"], REFUSES_WRITES)
+    shards.probe_once()
+    assert shards.is_healthy("m2")
+    clock.now += 5.0
+    clock.wall += step_s  # 5 s back in rotation, an hour on the wall clock
+    shards.mark_down("m2", ERRORS["write_refused"], REFUSES_WRITES)
+    health = shards.status()["m2"]
+    assert health.hold_s == 2.0
+    assert health.held_until == clock.time() + 2.0  # shown on the wall clock
+    clock.wall += step_s  # and another hour while it is held
+    clock.now += 1.9
+    shards.probe_once()
+    assert not shards.is_healthy("m2")
+    clock.now += 0.1
     shards.probe_once()
     assert shards.is_healthy("m2")
 
