@@ -1,4 +1,5 @@
-"""How a worker process runs Python's cyclic garbage collector.
+"""How a worker process (and a Contacts Service process, which runs the
+same page functions for its callers) runs Python's cyclic garbage collector.
 
 A task that works on a page at a time (a typeahead backfill page, a feed
 fan-out page) keeps a few hundred thousand small containers alive until it

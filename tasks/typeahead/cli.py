@@ -77,6 +77,7 @@ def cmd_serve_thrift(args: argparse.Namespace) -> int:
     from tasks.typeahead.runtime import runtime
     from tasks.typeahead.service import ContactsServer, security_of
     from tasks.typeahead.settings import TypeaheadSettings
+    from workers.gc_policy import tune_gc
 
     settings = TypeaheadSettings.from_env()
     host, port = cli_runner.listen_address(args, settings.thrift.host, settings.thrift.port)
@@ -94,6 +95,7 @@ def cmd_serve_thrift(args: argparse.Namespace) -> int:
             raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         on_signals({signal.SIGTERM: server.request_stop, signal.SIGINT: server.request_stop,
                     signal.SIGHUP: server.request_reload})
+        tune_gc()  # it runs the workers' page functions (rebuild, fix-ups), so it collects as they do
         server.start()
         metrics = f", metrics on http://{host}:{server.metrics.port}/metrics" if server.metrics else ""
         print(f"pinlater-typeahead thrift listening on {server.host}:{server.port}{metrics}", flush=True)

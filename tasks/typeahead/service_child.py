@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.typeahead.runtime import runtime
     from tasks.typeahead.service import LAYOUT, ContactsServer, security_of
     from tasks.typeahead.settings import TypeaheadSettings
+    from workers.gc_policy import tune_gc
 
     inherited = inherit(argv, MODULE, LAYOUT, lambda text: ContactsChildOptions.from_json(text).log_level)
     options = ContactsChildOptions.from_json(inherited.options)
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_concurrent_calls=options.max_concurrent_calls, listener=inherited.listener,
                 stats=inherited.stats(), accept_gate=inherited.accept_gate,
             )
+            tune_gc()  # it runs the workers' page functions (rebuild, fix-ups), so it collects as they do
             serve_child(server, inherited, options.grace_s, app_store_snapshot)
     finally:
         task_runtime.close()
