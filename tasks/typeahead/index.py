@@ -19,6 +19,7 @@ call timeout; all on the caller's thread.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Collection, Sequence
 
 from tasks.appdata.ids import ObjectType, expect_type
@@ -36,7 +37,6 @@ from tasks.typeahead.entries import (
     decode_contact,
     owner_key,
     row_prefix,
-    split_tall_row,
     split_wide_row,
 )
 from tasks.typeahead.errors import TypeaheadUnavailable
@@ -55,6 +55,27 @@ def _next_key(prefix: bytes) -> bytes:
     """The first key after every key that starts with ``prefix``."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else b""
+
+
+@functools.lru_cache(maxsize=32_768)
+def contact_of(key: bytes, value: bytes) -> Contact:
+    """The contact of an index cell: its contact key (from the column or the
+    row) and its value. Cached: a contact is the same key and bytes in the
+    index of every owner who has it, so lookups meet the same ones again and
+    again (every follower of a celebrity, in each of that account's
+    lookups). Contacts are immutable: lookups on any thread share them. A
+    cell that is not a contact raises each time it is read."""
+    name, user_id = decode_contact(value)
+    return Contact(key.decode(), name, user_id)
+
+
+def _tall_key(row: bytes) -> bytes:
+    """The contact key of a tall token row a lookup's scan of one owner's
+    source returned (the scan's range fixes the owner and source)."""
+    _token, separator, key = row[9:].partition(SEPARATOR)
+    if not separator or not key:
+        raise CorruptCell(f"not a typeahead tall row: {row[:40]!r}")
+    return key
 
 
 def wide_candidates(
@@ -78,9 +99,7 @@ def wide_candidates(
         if source not in wanted:
             continue
         for column, value in columns.items():
-            key = column[len(TOKEN_FAMILY):].partition(SEPARATOR)[2].decode()
-            name, user_id = decode_contact(value)
-            found.append(Candidate(source.name, Contact(key, name, user_id)))
+            found.append(Candidate(source.name, contact_of(column[len(TOKEN_FAMILY):].partition(SEPARATOR)[2], value)))
     return found
 
 
@@ -117,9 +136,7 @@ def tall_candidates(
             pool, TALL_TABLE, start=start, stop=_next_key(start), columns=columns, scan_filter=scan_filter,
             limit=limit,
         ):
-            _owner, _source, _token, key = split_tall_row(row)
-            name, user_id = decode_contact(cells[TALL_VALUE])
-            found.append(Candidate(source.name, Contact(key, name, user_id)))
+            found.append(Candidate(source.name, contact_of(_tall_key(row), cells[TALL_VALUE])))
     return found
 
 

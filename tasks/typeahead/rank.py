@@ -11,6 +11,7 @@ once, from the best source, listing every source it was seen in.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -148,6 +149,14 @@ def _one_token_score(q: str, name_tokens: Sequence[str]) -> float | None:
     return None if best is None else round(best + COVERAGE_WEIGHT * 1 / len(name_tokens), 6)
 
 
+@functools.lru_cache(maxsize=32_768)
+def name_tokens(name: str) -> tuple[str, ...]:
+    """``tokenize(name)`` as a tuple, cached: lookups meet the same names
+    again and again (every follower of a celebrity, in each of that
+    account's lookups)."""
+    return tuple(tokenize(name))
+
+
 def rank(query: str, candidates: Iterable[Candidate], source_order: Sequence[str], limit: int) -> list[Match]:
     """The best ``limit`` (1..100) distinct matches of ``query``, in order:
     source (its place in ``source_order``; unknown sources after, by name),
@@ -186,12 +195,16 @@ class Ranking:
         source_keys: dict[str, tuple[int, int, str]] = {}
         for candidate in candidates:
             contact = candidate.contact
-            score = match_score(query_tokens, tokenize(contact.name))
+            score = match_score(query_tokens, name_tokens(contact.name))
             if score is None:
                 continue
             source = candidate.source
             person = ("user", contact.user_id) if contact.user_id is not None else ("key", contact.key)
-            seen_in.setdefault(person, set()).add(source)
+            seen = seen_in.get(person)
+            if seen is None:
+                seen_in[person] = {source}
+            else:
+                seen.add(source)
             if (source_key := source_keys.get(source)) is None:
                 source_key = source_keys[source] = self.source_key(source)
             user = -1 if contact.user_id is None else contact.user_id  # last: makes the order total

@@ -1,11 +1,14 @@
 """decode_contact: reads back every contact cell the writer makes, and
-refuses anything else with CorruptCell (a lookup then fails over)."""
+refuses anything else with CorruptCell (a lookup then fails over); a
+lookup's contacts are decoded once and shared."""
 
 from __future__ import annotations
 
 import pytest
 
 from tasks.typeahead.entries import CorruptCell, Entry, decode_contact
+from tasks.typeahead.index import contact_of
+from tasks.typeahead.rank import Contact
 from tasks.typeahead.sources import FOLLOWERS
 
 
@@ -23,3 +26,18 @@ def test_a_written_contact_reads_back(name: str, user_id: int | None) -> None:
 def test_anything_else_is_a_corrupt_cell(junk: bytes) -> None:
     with pytest.raises(CorruptCell):
         decode_contact(junk)
+
+
+def test_a_lookups_contact_is_decoded_once_and_shared() -> None:
+    entry = Entry(owner=1 << 36, source=FOLLOWERS, key="u:5", name="John Smith", user_id=5, version=1)
+    first = contact_of(b"u:5", entry.value())
+    assert first == Contact("u:5", "John Smith", 5)
+    assert contact_of(b"u:5", entry.value()) is first
+    assert contact_of(b"e:john@example.com", entry.value()) == Contact("e:john@example.com", "John Smith", 5)
+
+
+def test_a_corrupt_cell_raises_each_time_a_lookup_reads_it() -> None:
+    """Nothing is cached for it: the lookup after fails over again."""
+    for _ in range(2):
+        with pytest.raises(CorruptCell):
+            contact_of(b"u:5", b'{"n":"a"}')

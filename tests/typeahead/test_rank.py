@@ -16,6 +16,7 @@ from tasks.typeahead.rank import (
     _one_token_score,
     _program_score,
     match_score,
+    name_tokens,
     rank,
 )
 from tasks.typeahead.tokens import tokenize
@@ -203,3 +204,11 @@ def test_a_ranking_built_source_by_source_equals_rank_of_everything_so_far() -> 
         for start, stop in zip([0, *cuts], [*cuts, len(candidates)], strict=True):
             ranking.add(candidates[start:stop])
             assert ranking.top() == rank(query, candidates[:stop], ORDER, limit)
+
+
+@pytest.mark.parametrize("name", ["John Smith", "José O'Brien-Łukasz, SMITH", "王小明", "", "a " * 20, "Ann  ann"])
+def test_a_names_cached_tokens_are_its_tokens_and_cannot_be_changed(name: str) -> None:
+    """A ranking reads a name's tokens from a cache shared by every lookup:
+    they are tokenize's, in a tuple, so no caller can change them for the next."""
+    assert name_tokens(name) == tuple(tokenize(name))
+    assert type(name_tokens(name)) is tuple
