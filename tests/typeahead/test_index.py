@@ -288,6 +288,24 @@ def test_a_huge_tall_source_is_narrowed_by_the_querys_other_tokens(appdata: AppD
     assert found(narrow, star, "johnathan zz") == []
 
 
+def test_a_renamed_followers_row_matches_the_other_tokens_of_its_new_name_only(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    """A rename keeps the row of a token both names share ("name") and
+    writes a newer version of its tokens cell: the followers scan's filter
+    judges that newest version alone, whichever token it scans."""
+    star, fan, other = users(appdata, "Tall Star", "Old Name", "Name Keeper")
+    for someone in (fan, other):
+        follow(appdata, pair, someone, star)
+    rename(appdata, pair, fan, "Newer Name")
+    for query in ("old name", "name old", "old"):
+        assert found(index, star, query) == [], query
+    for query in ("newer name", "name newer", "name ne"):
+        assert found(index, star, query) == [("Newer Name", "followers")], query
+    assert sorted(found(index, star, "name")) == [("Name Keeper", "followers"), ("Newer Name", "followers")]
+    assert found(index, star, "name k") == [("Name Keeper", "followers")]
+
+
 def test_a_lookup_with_a_deadline_is_traced_under_its_caller(appdata: AppData, pair: ClusterPair) -> None:
     """With the default cut-off a lookup's primary calls run under a
     deadline: its HBase calls are spans of the caller's trace all the same."""
