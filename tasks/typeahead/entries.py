@@ -230,6 +230,16 @@ def split_tall_row(row: bytes) -> tuple[int, Source, str | None, str]:
     return int.from_bytes(row[:8], "big"), BY_CODE[row[8]], token.decode() or None, key.decode()
 
 
+def tall_row_key(row: bytes) -> bytes:
+    """The contact key of a tall token row, undecoded, for a lookup whose
+    scan range already fixes the row's owner and source: only the
+    separator and a key are checked."""
+    _token, separator, key = row[9:].partition(SEPARATOR)
+    if not separator or not key:
+        raise CorruptCell(f"not a typeahead tall row: {row[:40]!r}")
+    return key
+
+
 def group_by_version(items: list[tuple[int, Cells]]) -> dict[int, Cells]:
     out: dict[int, Cells] = defaultdict(dict)
     for version, cells in items:

@@ -38,6 +38,7 @@ from tasks.typeahead.entries import (
     owner_key,
     row_prefix,
     split_wide_row,
+    tall_row_key,
 )
 from tasks.typeahead.errors import TypeaheadUnavailable
 from tasks.typeahead.rank import Candidate, Contact, LookupResult, Match, Ranking
@@ -67,15 +68,6 @@ def contact_of(key: bytes, value: bytes) -> Contact:
     cell that is not a contact raises each time it is read."""
     name, user_id = decode_contact(value)
     return Contact(key.decode(), name, user_id)
-
-
-def _tall_key(row: bytes) -> bytes:
-    """The contact key of a tall token row a lookup's scan of one owner's
-    source returned (the scan's range fixes the owner and source)."""
-    _token, separator, key = row[9:].partition(SEPARATOR)
-    if not separator or not key:
-        raise CorruptCell(f"not a typeahead tall row: {row[:40]!r}")
-    return key
 
 
 def wide_candidates(
@@ -136,7 +128,7 @@ def tall_candidates(
             pool, TALL_TABLE, start=start, stop=_next_key(start), columns=columns, scan_filter=scan_filter,
             limit=limit,
         ):
-            found.append(Candidate(source.name, contact_of(_tall_key(row), cells[TALL_VALUE])))
+            found.append(Candidate(source.name, contact_of(tall_row_key(row), cells[TALL_VALUE])))
     return found
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.typeahead.entries import CorruptCell, Entry, decode_contact
+from tasks.typeahead.entries import CorruptCell, Entry, decode_contact, row_prefix, tall_row_key, token_qualifier
 from tasks.typeahead.index import contact_of
 from tasks.typeahead.rank import Contact
 from tasks.typeahead.sources import FOLLOWERS
@@ -41,3 +41,11 @@ def test_a_corrupt_cell_raises_each_time_a_lookup_reads_it() -> None:
     for _ in range(2):
         with pytest.raises(CorruptCell):
             contact_of(b"u:5", b'{"n":"a"}')
+
+
+def test_a_tall_rows_contact_key_is_read_from_its_row() -> None:
+    prefix = row_prefix(1 << 36, FOLLOWERS)
+    assert tall_row_key(prefix + token_qualifier("john", "u:5")) == b"u:5"
+    for junk in (prefix + b"john", prefix + b"john\x00", b"short"):
+        with pytest.raises(CorruptCell):
+            tall_row_key(junk)
