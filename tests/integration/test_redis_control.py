@@ -43,8 +43,9 @@ def test_control_queue_configs(control: RedisControlStore, raw: redis.Redis[byte
 
 
 def test_control_batch_ends_of_two_batches_in_one_call(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
-    # batch_end.lua gets the ends as one string beside the descriptors:
-    # each job's end is the character at its place, whatever batch it is in.
+    # batch_end.lua gets the ends as one string and the descriptors as
+    # another: each job's end is the character at its place, whatever
+    # batch it is in.
     ones, twos = [f"q:s1:p1:{i}" for i in (1, 2, 3)], [f"q:s1:p1:{i}" for i in (4, 5)]
     for batch, jobs in (("one", ones), ("two", twos)):
         assert control.batch_create(batch, {"callback": ""}) and control.batch_join(batch, jobs)
@@ -61,6 +62,12 @@ def test_control_batch_ends_of_two_batches_in_one_call(control: RedisControlStor
         with pytest.raises(StorageError, match="bad ends"):
             control.batch_end({ones[2]: "S", twos[0]: bad})
     assert raw.hget("plc:batch:one:jobs", ones[2]) == b""
+    # Texts that cannot be descriptors (the separator inside one, or empty)
+    # are in no batch; the rest are told as usual.
+    assert control.batch_end({"q:s1:p1:3 q:s1:p1:4": "S", "": "F", ones[2]: "S", f"{twos[0]} ": "S"}) == []
+    assert raw.hget("plc:batch:one:jobs", ones[2]) == b"S" and raw.hget("plc:batch:two:jobs", twos[0]) == b"F"
+    one = control.batch_get("one")
+    assert one is not None and (one.total, one.succeeded, one.failed) == (3, 2, 1)
 
 
 def test_control_token_bucket_on_real_clock(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:

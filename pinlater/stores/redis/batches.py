@@ -65,7 +65,12 @@ class RedisBatches:
     def batch_end(self, ended: Mapping[str, str]) -> list[str]:
         if not ended:
             return []
-        args = ["".join(ended.values()), *ended]
+        joined = " ".join(ended)
+        if joined.count(" ") != len(ended) - 1 or "" in ended:
+            # Not job descriptors, so in no batch (a descriptor has no space).
+            ended = {d: end for d, end in ended.items() if d and " " not in d}
+            joined = " ".join(ended)
+        args = ["".join(ended.values()), joined]
         done = self._script("batch_end", [keys.BATCH_OF, keys.BATCHES, keys.LIVE_BATCHES], args)
         return [b.decode() if isinstance(b, bytes) else str(b) for b in done]
 

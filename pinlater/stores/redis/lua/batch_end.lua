@@ -7,20 +7,25 @@
 -- KEYS[2]  plc:batches            zset: batch id -> ms last changed
 -- KEYS[3]  plc:batches:live       zset: the same, live batches
 -- ARGV[1]  the ends, one character per job: 'S' (succeeded) or 'F' (failed)
--- ARGV[2..] the jobs' descriptors, in the same order (each once)
+-- ARGV[2]  the jobs' descriptors, in the same order (each once), joined by
+--          single spaces (a descriptor has none)
 -- A batch's keys are plc:batch:{id} and plc:batch:{id}:jobs (batch_join.lua).
 -- Returns: the ids of the batches this made COMPLETE.
 --
--- The ends travel as one argument and the descriptors are read in ARGV
--- itself: half the arguments, and no table of them.
+-- Two arguments however many jobs: an argument per job cost the caller
+-- about as much to pack as this script's own work for the job.
+if #ARGV ~= 2 then return redis.error_reply('pinlater: batch_end: bad arguments') end
 local ends = ARGV[1]
-local n = #ARGV - 1
+local list = {}
+for d in string.gmatch(ARGV[2], '[^ ]+') do list[#list + 1] = d end
+local n = #list
 if #ends ~= n or string.find(ends, '[^SF]') then return redis.error_reply('pinlater: batch_end: bad ends') end
 if n == 0 then return {} end
 
 -- `from`..`to` of `list`, HMGET of `key` in chunks (unpack is bounded by
 -- the Lua C stack); the values in order, false for a missing field.
 local function hmget(key, list, from, to)
+  if to - from < 1000 then return redis.call('HMGET', key, unpack(list, from, to)) end
   local out = {}
   for i = from, to, 1000 do
     local got = redis.call('HMGET', key, unpack(list, i, math.min(i + 999, to)))
@@ -29,7 +34,7 @@ local function hmget(key, list, from, to)
   return out
 end
 
-local owners = hmget(KEYS[1], ARGV, 2, n + 1)
+local owners = hmget(KEYS[1], list, 1, n)
 local of, order = {}, {}
 for i = 1, n do
   local b = owners[i]
@@ -51,15 +56,19 @@ for _, b in ipairs(order) do
   if state == 'open' or state == 'sealed' then
     local idx = of[b]
     local fields = {}
-    for k = 1, #idx do fields[k] = ARGV[idx[k] + 1] end
+    for k = 1, #idx do fields[k] = list[idx[k]] end
     local known = hmget(key .. ':jobs', fields, 1, #fields)
     local sets, ok, failed = {}, 0, 0
     for k = 1, #idx do
       if known[k] == '' then
-        local e = string.sub(ends, idx[k], idx[k])
         sets[#sets + 1] = fields[k]
-        sets[#sets + 1] = e
-        if e == 'S' then ok = ok + 1 else failed = failed + 1 end
+        if string.byte(ends, idx[k]) == 83 then  -- 'S'
+          sets[#sets + 1] = 'S'
+          ok = ok + 1
+        else
+          sets[#sets + 1] = 'F'
+          failed = failed + 1
+        end
       end
     end
     if #sets > 0 then
