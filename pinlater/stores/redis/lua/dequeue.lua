@@ -42,6 +42,7 @@ elseif #ARGV ~= fixed then
   return bad('dequeue: bad groups')
 end
 local now = now_ms()
+local now_s = int(now)  -- the score of every job claimed: formatted once, not per job
 local out = {0, ''}
 local left = limit
 
@@ -85,7 +86,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   local base = base_of(pending)
   local turns, inturn, waits = base .. 'turns', base .. 'inturn', base .. 'waits'
   local keyed, keyed_taken, entries, plain_from, plain_none = base .. 'keyed', {}, {}, 0, false
-  local due = redis.call('ZRANGEBYSCORE', waits, '-inf', int(now), 'LIMIT', 0, want + PROMOTE)
+  local due = redis.call('ZRANGEBYSCORE', waits, '-inf', now_s, 'LIMIT', 0, want + PROMOTE)
   if #due > 0 then
     zrem_many(waits, due)
     call_many('RPUSH', turns, due)
@@ -97,7 +98,12 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   -- job (it loses the turn it cannot use); one whose key has no
   -- allowance, or that lost its turn already since the last job taken
   -- (every lane in turn has), ends the call keeping its turn.
-  local passed, stop = {}, nil
+  -- passed: the lanes that lost their turn since the last job taken (only
+  -- with allowances), emptied only when something is in it; pads: the
+  -- keyed index's run_after part by the score's text, made once per
+  -- distinct run_after (the jobs of one call mostly share a few). Both
+  -- spare this loop work per job: it is most of what a key costs.
+  local passed, passed_any, stop, pads = {}, false, nil, {}
   while #taken < want and not stop and wasted < LANE_WASTE do
     -- One more than still wanted: lane '' may be among them without a due job.
     local lanes = redis.call('LPOP', turns, want - #taken + 1)
@@ -121,7 +127,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
           plain_from = rank
           taken[#taken + 1] = m
           again[#again + 1] = lane
-          passed = {}
+          if passed_any then passed, passed_any = {}, false end
         else
           plain_none = true
           plain_waits = true
@@ -135,16 +141,21 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
           unserved[#unserved + 1] = lane
         elseif due and left and left <= 0 then
           redis.call('ZADD', lane_of .. lane, head[2], head[1])
-          passed[lane] = true
+          passed[lane], passed_any = true, true
           again[#again + 1] = lane
           spared = spared + 1  -- keys of the allowances: a few per job asked for
         elseif due then
           taken[#taken + 1] = head[1]
           keyed_taken[#keyed_taken + 1] = head[1]
-          entries[#entries + 1] = keyed_entry(tonumber(head[2]), head[1])
+          local pad = pads[head[2]]
+          if not pad then
+            pad = keyed_entry(tonumber(head[2]), '')
+            pads[head[2]] = pad
+          end
+          entries[#entries + 1] = pad .. head[1]
           again[#again + 1] = lane
           if left then allow[lane] = left - 1 end
-          passed = {}
+          if passed_any then passed, passed_any = {}, false end
         else
           if #head > 0 then
             redis.call('ZADD', lane_of .. lane, head[2], head[1])
@@ -179,7 +190,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
       j.state, j.claim, j.updated = 1, claim, now
       rows[#rows + 1] = m
       rows[#rows + 1] = job_value(j, body)
-      run[#run + 1] = int(now)
+      run[#run + 1] = now_s
       run[#run + 1] = m
       put(priority, m, j, body)
       got = got + 1
@@ -203,7 +214,7 @@ for g = 1, n do
       return out
     end
   else
-    local members = redis.call('ZRANGEBYSCORE', pending, '-inf', int(now), 'LIMIT', 0, left)
+    local members = redis.call('ZRANGEBYSCORE', pending, '-inf', now_s, 'LIMIT', 0, left)
     if #members > 0 then
       -- They are exactly the first #members by rank.
       if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
@@ -220,7 +231,7 @@ for g = 1, n do
             j.state, j.claim, j.updated = 1, claim, now
             rows[#rows + 1] = m
             rows[#rows + 1] = job_value(j, body)
-            run[#run + 1] = int(now)
+            run[#run + 1] = now_s
             run[#run + 1] = m
           end
           put(priority, m, j, body)
@@ -234,7 +245,7 @@ for g = 1, n do
   end
 end
 for k = 3 * n + 1, #KEYS do
-  if #redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', int(now), 'LIMIT', 0, 1) > 0 then
+  if #redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now_s, 'LIMIT', 0, 1) > 0 then
     out[1] = tonumber(ARGV[k - 2 * n + 3])
     return out
   end
