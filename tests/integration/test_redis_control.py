@@ -70,6 +70,30 @@ def test_control_batch_ends_of_two_batches_in_one_call(control: RedisControlStor
     assert one is not None and (one.total, one.succeeded, one.failed) == (3, 2, 1)
 
 
+def test_control_batch_ends_past_one_hmget(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
+    # batch_end.lua reads the jobs' batches and their ends 1,000 fields an
+    # HMGET; a call of more takes several, and each job keeps its place.
+    big, small = [f"q:s1:p1:{i}" for i in range(1, 2502)], [f"q:s1:p2:{i}" for i in range(1, 4)]
+    for batch, jobs in (("big", big), ("small", small)):
+        assert control.batch_create(batch, {"callback": ""}) and control.batch_join(batch, jobs)
+    assert control.batch_seal("big") is False and control.batch_seal("small") is False  # sealed, not complete
+    mixed = [*big[:1200], small[0], *big[1200:], small[1], "q:s1:p1:9999"]
+    ends = {d: "F" if i % 7 == 0 else "S" for i, d in enumerate(mixed)}
+    assert control.batch_end(ends) == ["big"]
+    record = control.batch_get("big")
+    failed = sum(1 for d in big if ends[d] == "F")
+    assert record is not None and (record.state, record.total, record.succeeded, record.failed) == (
+        "complete", 2501, 2501 - failed, failed)
+    stored = raw.hgetall("plc:batch:big:jobs")
+    assert {k.decode(): v.decode() for k, v in stored.items()} == {d: ends[d] for d in big}
+    # small's two told jobs sit at places 1,200 and 2,502 (both "S"); its third is not told.
+    assert (ends[small[0]], ends[small[1]]) == ("S", "S")
+    small_record = control.batch_get("small")
+    assert small_record is not None and (small_record.state, small_record.succeeded, small_record.failed) == (
+        "sealed", 2, 0)
+    assert raw.hget("plc:batch:small:jobs", small[2]) == b""
+
+
 def test_control_token_bucket_on_real_clock(control: RedisControlStore, raw: redis.Redis[bytes]) -> None:
     assert control.acquire("b", 100, 20.0, 4.0) == 4  # starts full
     assert control.acquire("b", 100, 20.0, 4.0) == 0
