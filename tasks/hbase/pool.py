@@ -22,7 +22,7 @@ import happybase
 from tasks.hbase.errors import translate, with_retries
 from tasks.hbase.settings import Address, Addresses, HBaseSettings
 from tasks.hbase.spans import traced
-from tasks.hbase.thrift2 import PoolLimits, Thrift2Pool
+from tasks.hbase.thrift2 import PoolLimits, Thrift2Pool, under_deadline
 
 T = TypeVar("T")
 
@@ -120,7 +120,14 @@ class ClusterPool:
         connection is retried up to ``attempts`` times if the call is
         idempotent; whatever still fails raises an ``HBaseError`` naming the
         cluster, the operation and the cause.
+
+        Refused inside ``within``: happybase's calls wait out the pool's
+        timeouts whatever a caller's deadline, so such a caller (a lookup
+        that moves to the standby) reads through Thrift2.
         """
+        if under_deadline():
+            raise RuntimeError(f"hbase {self.name}: {operation} goes through Thrift1, "
+                               "which cannot keep its caller's deadline (within): read through Thrift2")
         return traced(self.name, operation, "thrift1",
                       lambda: with_retries(self.attempts if idempotent else 1, lambda: self._once(operation, fn)))
 

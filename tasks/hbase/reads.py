@@ -1,7 +1,7 @@
 """Reads: paged reads of one wide row (a Get paged by the server) and range
-scans, each in one Thrift2 call; ``get_versions`` (of some rows)
-and ``scan_versions`` (of a range) read every version of cells through
-Thrift2; the sweep's and the tools' scans go through happybase (Thrift1),
+scans, each in one Thrift2 call; ``get_rows`` (the newest cells of some
+rows), ``get_versions`` (every version of some rows) and ``scan_versions``
+(of a range) read through Thrift2; the sweep's and the tools' scans go through happybase (Thrift1),
 where a scan of many rows streams in batches.
 
 Columns come back in HBase's order (lexicographic by qualifier), so with the
@@ -154,15 +154,12 @@ def prefix_filter(prefix: bytes) -> bytes:
 def get_rows(
     pool: ClusterPool, table: str, rows: list[bytes], *, columns: list[bytes] | None = None,
 ) -> dict[bytes, dict[bytes, bytes]]:
-    """``{row: {b"family:qualifier": value}}`` of the given rows, in one call
-    (``getRowsWithColumns``); rows with none of the columns are left out."""
-    if not rows:
-        return {}
-
-    def work(connection: Any) -> dict[bytes, dict[bytes, bytes]]:
-        return {key: data for key, data in connection.table(table).rows(rows, columns=columns) if data}
-
-    return pool.run(f"get {len(rows)} rows of {table}", work)
+    """``{row: {b"family:qualifier": value}}``, the newest version of each
+    cell of the given rows, through Thrift2 ``getMultiple`` (one call for up
+    to 1,000 rows, so a lookup's ``within`` bounds it); rows with none of
+    the columns are left out."""
+    return {row: {column: versions[0][1] for column, versions in cells.items()}
+            for row, cells in get_versions(pool, table, rows, columns=columns, max_versions=1).items()}
 
 
 def scan_range(

@@ -81,6 +81,11 @@ def within(seconds: float) -> Iterator[None]:
         _deadline.reset(token)
 
 
+def under_deadline() -> bool:
+    """Whether this code runs inside a ``within`` block."""
+    return _deadline.get() is not None
+
+
 class _Helpers:
     """The threads that send a call's other runs (``call_encoded``), shared
     by every pool of the process and made again in a forked child, where

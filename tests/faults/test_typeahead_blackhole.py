@@ -100,4 +100,9 @@ def test_lookups_while_the_primary_is_black_holed(appdata: AppData, pair: Cluste
         assert any(r.via == via and r.served_by == "primary" for r in outcome.after), \
             f"the primary did not answer {via} within {BACK_WITHIN_S:g} s"
     assert all(r.served_by == "standby" for r in during), "an answer from a black-holed cluster"
+    # Not only those started in the fault: one under way when it began must
+    # move to the standby as soon.
+    slow = [(r.via, round(r.started - outcome.fault_from, 2), round(r.latency_s, 2)) for r in outcome.reads
+            if r.started < outcome.fault_to - 1.0 and r.latency_s >= cutoff_s + MARGIN_S]
+    assert slow == [], f"lookups (via, started after the fault began, s) outlived the cut-off: {slow}"
     assert p99 < cutoff_s + MARGIN_S, f"p99 {p99:.2f} s"

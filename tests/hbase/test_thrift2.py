@@ -32,6 +32,7 @@ from tasks.hbase import (
 )
 from tasks.hbase import thrift2 as thrift2_module
 from tasks.hbase.idl import THRIFT2
+from tasks.hbase.reads import get_rows, scan_range
 from tasks.hbase.settings import Address
 from tasks.hbase.thrift2 import within, write_width
 from tests.servers import REPO, ensure_services
@@ -167,6 +168,26 @@ def test_a_deadline_met_leaves_the_pool_as_it_was(pair: ClusterPair, row: bytes)
     with within(30.0):
         assert get_versions(pool, FEED, [row])
     assert get_versions(pool, FEED, [row])  # the call timeout again, outside the block
+
+
+def test_a_thrift1_call_is_refused_under_a_deadline_and_get_rows_keeps_it(pair: ClusterPair, row: bytes) -> None:
+    # happybase's calls wait out the pool's timeouts whatever the deadline: a
+    # lookup's second-degree read through it once outlived a black-holed
+    # primary's fault, where it should have moved to the standby.
+    pool = pair.primary
+    put_versions(pool, FEED, [(row, b"feed:q", b"old", 5), (row, b"feed:q", b"new", 6), (row, b"feed:r", b"r", 5)])
+    with within(30.0):
+        with pytest.raises(RuntimeError, match=r"^hbase primary: scan .* goes through Thrift1, which cannot keep"):
+            scan_range(pool, FEED, start=row, stop=row + b"\0")
+        assert get_rows(pool, FEED, [row, b"no-such-row"], columns=[b"feed:q"]) == {row: {b"feed:q": b"new"}}
+    assert get_rows(pool, FEED, [row]) == {row: {b"feed:q": b"new", b"feed:r": b"r"}}
+    assert scan_range(pool, FEED, start=row, stop=row + b"\0", columns=[b"feed:r"]) == [(row, {b"feed:r": b"r"})]
+    with port_that_never_answers() as silent:
+        lone = lone_pool(silent, call_timeout_s=10.0, pool_size=1, pool_wait_s=5.0, attempts=2)
+        started = time.monotonic()
+        with within(0.3), pytest.raises(HBaseUnavailable, match=r"get versions .*timed out"):
+            get_rows(lone, FEED, [row])
+        assert time.monotonic() - started < 1.5
 
 
 def test_missing_table_is_a_one_line_request_error_and_the_pool_goes_on(pair: ClusterPair, row: bytes) -> None:
