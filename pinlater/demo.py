@@ -101,12 +101,12 @@ def main(argv: list[str] | None = None) -> int:
 
         monitor = Monitor(client.operators)
         monitor_totals = {"claims_repended": 0, "claims_failed": 0}
-        deadline = time.time() + args.timeout
+        deadline = time.monotonic() + args.timeout
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             bar = progress.add_task("jobs finished", total=total)
-            last_monitor = 0.0
-            while time.time() < deadline:
+            last_monitor = float("-inf")
+            while time.monotonic() < deadline:
                 finished = sum(client.count(q, s) for q in QUEUES for s in ("succeeded", "failed"))
                 progress.update(bar, completed=finished)
                 if finished >= total:
@@ -123,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                               if not run_job(j.body, j.attempts_allowed, j.attempts_remaining)]
                     client.ack(name, succeeded=ok, failed=failed)
                     worked += len(jobs)
-                if time.time() - last_monitor > 0.5:
+                if time.monotonic() - last_monitor > 0.5:
                     stats = monitor.run_once()
                     monitor_totals["claims_repended"] += stats.claims_repended
                     monitor_totals["claims_failed"] += stats.claims_failed
-                    last_monitor = time.time()
+                    last_monitor = time.monotonic()
                 if not worked:
                     time.sleep(0.05)
 

@@ -51,7 +51,9 @@ UNKNOWN_METHOD = "unknown_method"
 # the others decide who accepts next (see StatsTable.may_accept).
 HEARTBEAT_STALE_S = 1.0
 
-# The layout, in 8-byte words (an int64 or a float64 each). Header:
+# The layout, in 8-byte words (an int64 or a float64 each). Header (the
+# start on the monotonic clock, which every process of the machine shares
+# and a stepped wall clock does not move):
 _STARTED_AT, _HEADER_WORDS = 0, 8
 # A slot: the process, then the counters, then one block per method.
 _PID, _READY, _HEARTBEAT, _RESTARTS, _COUNTER0 = 0, 1, 2, 3, 4
@@ -121,7 +123,7 @@ class StatsTable:
     def private(cls, layout: StatsLayout = PINLATER) -> StatsTable:
         """One slot, for a server that is one process."""
         table = cls(bytearray(cls.size(1, layout)), 1, layout)
-        table._float[_STARTED_AT] = time.time()
+        table._float[_STARTED_AT] = time.monotonic()
         table.process_started(0, os.getpid())
         table.mark_ready(0)
         return table
@@ -131,7 +133,7 @@ class StatsTable:
         """A table in shared memory, and the descriptor children attach to."""
         fd = _shared_file(cls.size(slots, layout))
         table = cls(mmap.mmap(fd, cls.size(slots, layout)), slots, layout)
-        table._float[_STARTED_AT] = time.time()
+        table._float[_STARTED_AT] = time.monotonic()
         return table, fd
 
     @classmethod
@@ -217,7 +219,7 @@ class StatsTable:
     def snapshot(self) -> dict[str, object]:
         ints, floats, layout = self._int, self._float, self.layout
         ring = layout.ring
-        out: dict[str, object] = {"uptime_s": round(time.time() - floats[_STARTED_AT], 3)}
+        out: dict[str, object] = {"uptime_s": round(time.monotonic() - floats[_STARTED_AT], 3)}
         for name in COUNTERS:
             out[name] = sum(self.value(slot, name) for slot in range(self.slots))
         methods: dict[str, object] = {}
