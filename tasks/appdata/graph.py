@@ -37,7 +37,9 @@ comes from: follows both ways between two users and the contact's
 ``name_at`` (``tasks.typeahead.truth``). So a change must be later than
 every record it joins, also those of the other user and in the same
 millisecond, or an entry would change and keep its version. A follow or
-unfollow of a user is also past the followee's clock (``edge_clock``), and
+unfollow of a user is also past the followee's clock (``edge_clock``); an
+unfollow past both users' names too (``unfollow_clock``: a name never
+changed dates from the user's creation, which no clock saw); and
 a rename past the user's clock and their newest follower's follow
 (``rename_user``), which then moves the user's clock to it. Actions made
 one after another are then ordered, whoever's clock each one ticks.
@@ -180,6 +182,20 @@ def edge_clock(store: AppData, follower_id: int, followee_id: int, at_ms: int | 
     if split_id(followee_id).type is ObjectType.USER:
         asked = max(asked, clock_of(store, followee_id) + 1)
     return follow_clock(store, follower_id, asked)
+
+
+def unfollow_clock(store: AppData, follower_id: int, followee_id: int, at_ms: int | None = None) -> int:
+    """A time for an unfollow: ``edge_clock``'s, and for a user also past
+    both users' names. The entries it removes are versioned with them too,
+    and a name never changed dates from its user's creation, which no clock
+    saw: a process whose clock runs behind the one that made the users
+    would otherwise remove as of a time before the entries' versions, and
+    leave them."""
+    asked = now_ms() if at_ms is None else at_ms
+    if split_id(followee_id).type is ObjectType.USER:
+        for user in objects.get_many(store, [follower_id, followee_id], ObjectType.USER):
+            asked = max(asked, name_of(user)[1] + 1)
+    return edge_clock(store, follower_id, followee_id, asked)
 
 
 def _link(store: AppData, forward: MappingTable, from_id: int, to_id: int, at_ms: int | None) -> bool:

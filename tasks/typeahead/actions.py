@@ -64,9 +64,10 @@ class ContactActions:
     def unfollow(self, follower_id: int, followee_id: int, *, at_ms: int | None = None) -> bool:
         # From the follower's clock: after their follow, before any later one
         # (a removal at this time never masks a follow that comes after it),
-        # and past the followee's, so after every version of the entries it
-        # removes (a mutual one has the followee's follow time too).
-        at = graph.edge_clock(self.store, follower_id, followee_id, at_ms)
+        # and past the followee's clock and both names, so after every
+        # version of the entries it removes (a mutual one has the followee's
+        # follow time too).
+        at = graph.unfollow_clock(self.store, follower_id, followee_id, at_ms)
         if self.feeds is not None:
             removed = self.feeds.unfollow(follower_id, followee_id, at_ms=at)
         else:

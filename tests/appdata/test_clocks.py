@@ -62,6 +62,20 @@ def test_a_follow_or_unfollow_is_past_both_users_clocks(appdata: AppData) -> Non
     assert graph.edge_clock(appdata, dee, board, T0) == T0  # a board has no clock: the follower's alone
 
 
+def test_an_unfollow_is_past_both_users_names_which_no_clock_saw(appdata: AppData) -> None:
+    shards = sorted(appdata.shard_map.shards)
+    ann, bob = (graph.create_user(appdata, {"name": n}, shard=shards[i % len(shards)], created_at_ms=T0 + 500).id
+                for i, n in enumerate(("Ann", "Bob")))
+    graph.follow_user(appdata, ann, bob, at_ms=T0)  # by a process 500 ms behind the one that made them
+    assert graph.follow_time(appdata, ann, bob) == T0
+    assert graph.edge_clock(appdata, ann, bob, T0 + 1) == T0 + 1  # the clocks saw only the follow
+    assert graph.unfollow_clock(appdata, ann, bob, T0 + 2) == T0 + 501  # past the names
+    graph.rename_user(appdata, bob, "Rob", at_ms=T0 + 900)
+    assert graph.unfollow_clock(appdata, ann, bob, T0) == T0 + 901  # past the new name
+    board = graph.create_board(appdata, bob, {"name": "b"}, created_at_ms=T0 + 2000).id
+    assert graph.unfollow_clock(appdata, ann, board, T0) == T0 + 902  # a board: past Ann's clock alone
+
+
 def test_a_rename_is_past_every_follow_of_the_user_and_moves_their_clock(appdata: AppData) -> None:
     ann, bob, cy = _users(appdata, 3)
     for _ in range(3):

@@ -149,7 +149,7 @@ class World:
             if kind == "follow":
                 self.act_follow(a, b, now_ms())
             else:
-                at = graph.edge_clock(store, a, b, None)
+                at = graph.unfollow_clock(store, a, b, None)
                 graph.unfollow_user(store, a, b)
                 self.owe(*[lambda c=c: client.followChanged(c, a, b, at) for c in CLUSTERS])
                 self.owe_second(a, at)

@@ -57,10 +57,33 @@ def test_an_unfollow_in_the_millisecond_of_a_follow_back_removes_both_mutual_ent
     follow(appdata, pair, bob, dee, at)
     follow(appdata, pair, bob, ann, at)
     assert found(index, ann, "bob") == [("Bob Baker", "mutual")]
-    gone_at = graph.edge_clock(appdata, ann, bob, at)  # as ContactActions.unfollow takes it
+    gone_at = graph.unfollow_clock(appdata, ann, bob, at)  # as ContactActions.unfollow takes it
     graph.unfollow_user(appdata, ann, bob)
     for cluster in pair:
         sync.follow_changed(appdata, cluster, ann, bob, gone_at)
     assert found(index, ann, "bob") == [("Bob Baker", "followers")]
     assert found(index, bob, "ann") == [("Ann Archer", "following")]
     assert differences(appdata, pair, [ann, bob, cy, dee]) == {"primary": 0, "standby": 0}
+
+
+def test_an_unfollow_by_a_process_behind_the_one_that_made_the_users_removes_both_entries(
+    appdata: AppData, pair: ClusterPair, index: ContactsIndex
+) -> None:
+    """The users were made by a process whose clock runs 800 ms ahead: their
+    names date from then, and so do the entries naming them. The follow and
+    the unfollow come from a process behind it; the unfollow must still be
+    past those versions, or its removal leaves both entries."""
+    made_at = now_ms() + 800
+    ann, bob = (graph.create_user(appdata, {"name": name}, created_at_ms=made_at).id
+                for name in ("Ann Archer", "Bob Baker"))
+    at = now_ms()
+    follow(appdata, pair, ann, bob, at)
+    assert found(index, ann, "bob") == [("Bob Baker", "following")]
+    gone_at = graph.unfollow_clock(appdata, ann, bob, at + 1)  # as ContactActions.unfollow takes it
+    assert gone_at > made_at
+    graph.unfollow_user(appdata, ann, bob)
+    for cluster in pair:
+        sync.follow_changed(appdata, cluster, ann, bob, gone_at)
+    assert found(index, ann, "bob") == []
+    assert found(index, bob, "ann") == []
+    assert differences(appdata, pair, [ann, bob]) == {"primary": 0, "standby": 0}
