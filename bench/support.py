@@ -7,6 +7,7 @@ long-lived admin JVM (the tests use it too)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import select
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -84,6 +85,33 @@ def rotating(rounds: int, *measures: Callable[[], float]) -> list[list[float]]:
             k = (round_ + i) % len(measures)
             out[k].append(measures[k]())
     return out
+
+
+@contextlib.contextmanager
+def own_collections() -> Iterator[dict[str, float]]:
+    """This process's cyclic-collector runs while the block runs, filled in
+    when it ends: how many, how many were full ones (generation 2), the
+    longest and the total in ms of wall time (every thread of the process
+    waits for a collection, and so does a request measured from its
+    scheduled time)."""
+    spans: list[tuple[int, float]] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            spans.append((info["generation"], time.perf_counter() - began[0]))
+
+    out: dict[str, float] = {}
+    gc.callbacks.append(timed)
+    try:
+        yield out
+    finally:
+        gc.callbacks.remove(timed)
+        out.update({"count": len(spans), "full": sum(g == 2 for g, _ in spans),
+                    "max_ms": round(max((s for _, s in spans), default=0.0) * 1000, 1),
+                    "total_ms": round(sum(s for _, s in spans) * 1000, 1)})
 
 
 _GC_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(\d+\) Pause .* ([\d.]+)ms$")

@@ -57,6 +57,13 @@ def report_backfill(fill: dict[str, Any]) -> None:
         print(f"    {name:12} " + ", ".join(f"{kind} {value:.2f}" for kind, value in spent.items()))
 
 
+def _own_gc(collections: dict[str, float] | None) -> str:
+    """The lookups' process's own collections in a phase (runs before they were recorded: nothing)."""
+    if not collections:
+        return ""
+    return f"own gc {collections['count']} ({collections['full']} full), max {collections['max_ms']:.0f} ms; "
+
+
 def report_lookups(look: dict[str, Any]) -> None:
     print(f"lookups: {look['rate_per_s']:.0f}/s for {look['seconds']:.0f} s per phase, {look['threads']} threads, "
           f"limit {look['limit']}, tall scan limit {look['tall_scan_limit']}; ms from the scheduled time")
@@ -77,6 +84,7 @@ def report_lookups(look: dict[str, Any]) -> None:
               f"{_ms(p['rank']['p99_ms'])} | {p['candidates']['median']:5} /{p['candidates']['p99']:5} "
               f"/{p['candidates']['max']:5}     {p['client_cpu_share']:.2f}  "
               f"gc {p['gc_pauses']['count']} pauses, max {p['gc_pauses']['max_ms']:.0f} ms; "
+              f"{_own_gc(p.get('client_gc'))}"
               f"second_degree in {p['second_degree_hits']}")
         for shape, s in p["by_shape"].items():
             print(f"    {shape:12} {s['requests']:6,}  p50 {_ms(s['p50_ms'])}  p99 {_ms(s['p99_ms'])}  "

@@ -53,11 +53,14 @@ def _reader(settings: FeedSettings, *, threads: int, shadow: bool) -> Iterator[F
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from workers.gc_policy import tune_gc  # imported to serve only, as the typeahead's servers do
+
     settings = FeedSettings.from_env()
     host, port = cli_runner.listen_address(args, settings.http.host, settings.http.port)
     limits = http_limits()
     # Each request runs at most two reads at a time (primary, then the standby).
     with _reader(settings, threads=2 * limits.max_connections, shadow=True) as reader:
+        tune_gc()  # a process serving reads: no full collection of what it started with stops them all
         cli_runner.serve_until_signal("pinlater-feeds", host, port,
                                       lambda h, p: FeedServer(reader, h, p, limits=limits, tls=http_tls()))
     return 0

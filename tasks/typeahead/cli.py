@@ -61,10 +61,12 @@ def index_lookup() -> Iterator[Lookup]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from tasks.typeahead.settings import TypeaheadSettings  # here: it imports HBase's client, as the index does
+    from workers.gc_policy import tune_gc
 
     settings = TypeaheadSettings.from_env()
     host, port = cli_runner.listen_address(args, settings.http.host, settings.http.port)
     with index_lookup() as lookup:
+        tune_gc()  # a process serving lookups: no full collection of what it started with stops them all
         cli_runner.serve_until_signal("pinlater-typeahead", host, port,
                                       lambda h, p: TypeaheadServer(lookup, h, p, tls=http_tls()))
     return 0

@@ -41,6 +41,7 @@ from tests.http_client import (
 )
 from tests.servers import REPO
 from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.gc_probe import probed, reports
 from tests.support.hbase import PREFIX as HBASE_PREFIX
 
 MARGIN_S = 1.5
@@ -300,6 +301,18 @@ def test_cli_serve_speaks_https_with_a_certificate(feed: tuple[int, list[int]], 
         page = json.loads(connection.getresponse().read())
         connection.close()
         assert [p["id"] for p in page["pins"]] == newest_first
+
+
+def test_cli_serve_collects_as_a_worker_does(tmp_path: Path) -> None:
+    """A full collection stops every request thread, so the endpoint
+    collects as the workers do (workers.gc_policy)."""
+    probe = tmp_path / "probe"
+    with serving("tasks.feeds.cli", "--port", "0", env=probed(probe, CLI_ENV)) as line:
+        assert line.startswith("pinlater-feeds listening on 127.0.0.1:"), line
+    seen = [r for r in reports(probe) if "serve" in r["argv"]]
+    assert len(seen) == 1, reports(probe)
+    assert tuple(seen[0]["threshold"]) == (700, 10, 100), seen
+    assert seen[0]["frozen"] > 10_000, seen  # what it started with, out of every collection
 
 
 @pytest.mark.parametrize("case", SERVE_ADDRESSES)

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -33,8 +34,10 @@ from tests.http_client import (
     assert_malformed_answered,
     listening_line,
     request,
+    serving,
 )
 from tests.servers import REPO
+from tests.support.gc_probe import probed, reports
 from tests.typeahead.support import (
     BOOK,
     BROKEN_OWNER,
@@ -305,6 +308,19 @@ def test_cli_usage_and_setting_errors_are_one_line_and_exit_2(args: list[str], e
 def test_cli_serve_listens_on_pinlater_typeahead_http_unless_flags_say_otherwise(case: ServeCase) -> None:
     line, address = listening_line("tasks.typeahead.cli", "PINLATER_TYPEAHEAD_HTTP", case, os.environ)
     assert line == f"pinlater-typeahead listening on {address}"
+
+
+def test_cli_serve_collects_as_a_worker_does(tmp_path: Path) -> None:
+    """A full collection stops every lookup thread (60-100 ms in a process
+    answering 200 lookups a second), so the endpoint collects as the workers
+    do (workers.gc_policy)."""
+    probe = tmp_path / "probe"
+    with serving("tasks.typeahead.cli", "--port", "0", env=probed(probe, os.environ)) as line:
+        assert line.startswith("pinlater-typeahead listening on 127.0.0.1:"), line
+    seen = [r for r in reports(probe) if "serve" in r["argv"]]
+    assert len(seen) == 1, reports(probe)
+    assert tuple(seen[0]["threshold"]) == (700, 10, 100), seen
+    assert seen[0]["frozen"] > 10_000, seen  # what it started with, out of every collection
 
 
 @pytest.mark.parametrize("case", SERVE_ADDRESSES)

@@ -28,6 +28,7 @@ from tasks.hbase import ClusterPair
 from tasks.typeahead.wire import connect, idl
 from tests.servers import HBASE_PRIMARY, HBASE_PRIMARY_THRIFT2, HBASE_STANDBY, HBASE_STANDBY_THRIFT2
 from tests.support.appdata import ENV as APPDATA_ENV
+from tests.support.gc_probe import probed, reports
 from tests.support.hbase import PREFIX
 from tests.typeahead.helpers import users
 
@@ -145,20 +146,6 @@ def test_children_share_the_port_and_the_parent_sums_them(
             os.kill(pid, 0)
 
 
-# Loaded by every Python process of the service (PYTHONPATH): each writes,
-# as it exits, how its collector was set.
-GC_PROBE = """
-import atexit, gc, json, os, sys
-
-def _report():
-    path = os.path.join(os.environ["GC_PROBE_DIR"], f"{os.getpid()}.json")
-    with open(path, "w") as f:
-        json.dump({"argv": sys.argv, "threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}, f)
-
-atexit.register(_report)
-"""
-
-
 @pytest.mark.parametrize("processes", [1, PROCESSES])
 def test_the_service_collects_as_a_worker_does(processes: int, appdata: AppData, pair: ClusterPair,
                                                 tmp_path: Path) -> None:
@@ -167,10 +154,8 @@ def test_the_service_collects_as_a_worker_does(processes: int, appdata: AppData,
     (workers.gc_policy): on a full index that policy took a page from
     1.2-1.4 to 0.8 ms of CPU a user."""
     probe = tmp_path / "probe"
-    probe.mkdir()
-    (probe / "sitecustomize.py").write_text(GC_PROBE)
-    path = os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH", "")) if p)
-    with _serving(tmp_path, processes, {"PYTHONPATH": path, "GC_PROBE_DIR": str(probe)}) as (proc, port, _):
+    env = probed(probe, os.environ)
+    with _serving(tmp_path, processes, {k: env[k] for k in ("PYTHONPATH", "GC_PROBE_DIR")}) as (proc, port, _):
         ann, bob = users(appdata, f"Ann Gc{processes}", f"Bob Gc{processes}")
         client = connect("127.0.0.1", port, timeout_ms=30_000)
         try:
@@ -179,10 +164,10 @@ def test_the_service_collects_as_a_worker_does(processes: int, appdata: AppData,
             client.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, _log(tmp_path)
-    reports = [json.loads(p.read_text()) for p in probe.glob("*.json")]
-    serving = [r for r in reports if (r["argv"][0].endswith("service_child.py") if processes > 1
-                                      else "serve-thrift" in r["argv"])]
-    assert len(serving) == processes, reports
+    seen = reports(probe)
+    serving = [r for r in seen if (r["argv"][0].endswith("service_child.py") if processes > 1
+                                   else "serve-thrift" in r["argv"])]
+    assert len(serving) == processes, seen
     for r in serving:
         assert tuple(r["threshold"]) == (700, 10, 100), r
         assert r["frozen"] > 10_000, r  # what it started with, out of every collection
