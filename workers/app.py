@@ -4,6 +4,7 @@
 
     celery -A workers.app worker            # every PinLater task queue, and the default one
     celery -A workers.app worker -Q a,b     # or only these
+    celery -A workers.app worker -X backfill   # or all but these
     python -m workers.flower --address=127.0.0.1   # Flower, with basic auth (workers.flower)
 
 Every process that imports this module can use ``pinlater://`` broker URLs
@@ -41,7 +42,7 @@ from typing import Any
 
 from celery import Celery, bootsteps
 from celery.signals import (
-    celeryd_after_setup,
+    celeryd_init,
     import_modules,
     worker_init,
     worker_process_init,
@@ -161,26 +162,42 @@ def make_app(
     return app
 
 
-def consume_task_queues(app: Celery) -> None:
-    """Without ``-Q``, a worker consumes every PinLater task queue its
-    imported tasks declare, and Celery's default queue (``task_default_queue``,
-    ``celery``), as a stock Celery worker does: ``send_task`` from a process
-    that imports no task module, or a publish with no route, lands there, and
-    the worker runs each message's named task."""
+def consume_task_queues(app: Celery, selected: list[str] | None = None,
+                        excluded: list[str] | None = None) -> None:
+    """Declares every PinLater task queue the imported tasks declare, each
+    with its own direct exchange, before Celery applies ``-Q`` and ``-X``
+    (``selected`` and ``excluded``). Without ``-Q``, a worker consumes all
+    of them and Celery's default queue (``task_default_queue``, ``celery``),
+    as a stock Celery worker does: ``send_task`` from a process that imports
+    no task module, or a publish with no route, lands there, and the worker
+    runs each message's named task. Celery's ``-X`` then takes its queues
+    out of that selection; one naming no queue ends the worker with a
+    one-line error, since a mistyped ``-X backfill`` would otherwise run the
+    very queue it meant to leave to a worker of its own."""
     app.finalize(auto=True)
     queues = app.amqp.queues
     names = registry.queues()
     for name in names:
         if name not in queues:
             queues.add(task_queue(name))
-    # None until a -Q selection (``select``); no public attribute tells
-    # (``consume_from`` falls back to every queue). Checked against Celery
-    # 5.7 (tests/unit/test_third_party_guards.py).
-    if queues._consume_from is None and names:
+    unknown = [name for name in excluded or () if name not in queues and name not in (selected or ())]
+    if unknown:
+        known = ", ".join(sorted(name for name in queues if registry.is_task_queue(name)))
+        # SystemExit, not an error: Celery logs and goes on past a signal
+        # handler's exceptions.
+        raise SystemExit(f"error: -X {','.join(unknown)}: no such queue (known: {known})")
+    if not selected and names:
         default = app.conf.task_default_queue
         if default in queues and registry.is_task_queue(default):
             names = sorted({*names, default})
         queues.select(names)
+
+
+def _names(option: Any) -> list[str]:
+    # ``celery worker`` passes -Q and -X as lists; ``Worker(queues="a,b")`` as text.
+    if isinstance(option, str):
+        option = option.split(",")
+    return [name.strip() for name in option or () if name.strip()]
 
 
 @import_modules.connect
@@ -193,10 +210,11 @@ def _import_apps(sender: Any = None, **_: Any) -> None:
         sender.conf.imports = (*sender.conf.imports, *apps.task_modules())
 
 
-@celeryd_after_setup.connect
-def _select_queues(sender: Any = None, instance: Any = None, **_: Any) -> None:
+@celeryd_init.connect  # after the task modules' import, before Celery applies -Q and -X
+def _select_queues(sender: Any = None, instance: Any = None, options: Any = None, **_: Any) -> None:
     if instance is not None and isinstance(instance.app.amqp.queues, dict):
-        consume_task_queues(instance.app)
+        options = options or {}
+        consume_task_queues(instance.app, _names(options.get("queues")), _names(options.get("exclude_queues")))
 
 
 @worker_init.connect

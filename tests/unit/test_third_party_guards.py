@@ -157,7 +157,7 @@ def test_kombu_connection_translates_transport_errors() -> None:
         raise errors[0]("lost")
 
 
-# -- Celery: workers.direct_publish repeats Task.apply_async's path; workers.app reads -Q -----
+# -- Celery: workers.direct_publish repeats Task.apply_async's path; workers.app reads -Q, -X -----
 
 def test_celery_task_message_signature_is_the_one_direct_publish_calls() -> None:
     amqp = pytest.importorskip("celery.app.amqp")
@@ -199,12 +199,14 @@ def test_celery_task_exec_options_and_queue_selection() -> None:
 
     guard(app.tasks["guards.t"]._get_exec_options().get("serializer") == "pickle", "celery", "Task._get_exec_options",
           "it no longer returns the task's own publish options")
-    queues = app.amqp.queues
-    guard(getattr(queues, "_consume_from", "missing") is None, "celery", "Queues._consume_from",
-          "it is not None before select() (workers.app tells a -Q worker by it)")
-    queues.select(["celery"])
-    guard(isinstance(queues._consume_from, dict) and list(queues._consume_from) == ["celery"], "celery",
-          "Queues._consume_from", "select() no longer keeps the chosen queues there")
+    # workers.app reads -Q and -X from the options celeryd_init passes, by these names.
+    command = pytest.importorskip("celery.bin.worker").worker
+    names = {param.name for param in command.params}
+    guard({"queues", "exclude_queues"} <= names, "celery", "celery worker's options",
+          "-Q or -X is no longer passed as queues or exclude_queues")
+    source = inspect.getsource(pytest.importorskip("celery.apps.worker").Worker.on_before_init)
+    guard("celeryd_init.send(" in source and "options=kwargs" in source, "celery", "Worker.on_before_init",
+          "celeryd_init no longer gets the worker's options")
 
 
 def test_celery_worker_keeps_revoked_task_ids_in_its_state_module() -> None:
