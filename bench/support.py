@@ -114,6 +114,20 @@ def own_collections() -> Iterator[dict[str, float]]:
                     "total_ms": round(sum(s for _, s in spans) * 1000, 1)})
 
 
+_PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+
+
+def procfile_niceness(process: str) -> int:
+    """The ``nice -n N`` the Procfile starts ``process`` under (0 without
+    one): a bench that stands in for that process runs as it would."""
+    for line in _PROCFILE.read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == process:
+            found = re.match(r"\s*nice\s+-n\s*(\d+)\s", command)
+            return int(found.group(1)) if found else 0
+    raise ValueError(f"the Procfile has no process {process!r}")
+
+
 _GC_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(\d+\) Pause .* ([\d.]+)ms$")
 
 

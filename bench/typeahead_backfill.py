@@ -42,7 +42,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory  # type: ignore[attr-defined]
 
 from bench.core import settings_for
-from bench.support import CpuCost, rotating
+from bench.support import CpuCost, procfile_niceness, rotating
 from pinlater import Ack, Job, JobService, JobState
 from pinlater.errors import DequeueRateLimited
 from pinlater.settings import Settings
@@ -131,15 +131,16 @@ def rebuild_second_page(owners: list[int]) -> int:
     return sync.rebuild_second(_worker["store"], _worker["pair"].primary, owners, _worker["second_limits"])
 
 
-def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> tuple[int, int]:
-    """In a pool process, as a worker of the backfill's queue runs it: page
-    jobs (a JSON list of owners) dequeued one at a time under the queue's
-    cap and rate, each rebuilt with the backfill task's write width (one
-    write at a time under a cap), its ACK riding on the next dequeue; a
-    refusal by the rate waits what it says and an empty answer ``poll_s``,
-    as the Celery transport's channel does. Until the
+def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> tuple[int, int, int]:
+    """In a pool process, as the Procfile's ``backfill`` worker runs it (at
+    its niceness): page jobs (a JSON list of owners) dequeued one at a time
+    under the queue's cap and rate, each rebuilt with the backfill task's
+    write width (one write at a time under a cap), its ACK riding on the
+    next dequeue; a refusal by the rate waits what it says and an empty
+    answer ``poll_s``, as the Celery transport's channel does. Until the
     queue is paused and has nothing for it, or ``until`` (wall clock); the
-    pages and users done."""
+    pages and users done, and the niceness they ran at."""
+    os.setpriority(os.PRIO_PROCESS, 0, procfile_niceness("backfill"))
     pages = users = 0
     acks: list[Ack] = []
     with JobService.from_settings(settings, source=f"benchta-{os.getpid()}") as client:
@@ -165,7 +166,7 @@ def drain_pages(settings: Settings, queue: str, until: float, poll_s: float) -> 
                 pages, users = pages + 1, users + len(owners)
         if acks:
             client.ack(queue, succeeded=acks)
-    return pages, users
+    return pages, users, os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def through_jobs(pool: Any, pages: list[list[int]], processes: int, phases: Callable[[], dict[str, Any]]
@@ -189,13 +190,18 @@ def through_jobs(pool: Any, pages: list[list[int]], processes: int, phases: Call
         while client.delete_jobs(queue, JobState.PENDING, limit=10_000):
             pass
     done = [0, 0]
+    niceness = set()
     stop_by = time.time() + 120
     for d in drains:
-        pages_done, users_done = d.get(max(1.0, stop_by - time.time()))
+        pages_done, users_done, nice = d.get(max(1.0, stop_by - time.time()))
         done[0] += pages_done
         done[1] += users_done
+        niceness.add(nice)
+    if len(niceness) != 1:
+        raise RuntimeError(f"the backfill's processes ran at different niceness: {sorted(niceness)}")
     return {**result, "processes": processes,
             "backfill": {"max_running": config.max_running, "max_dequeue_rate": config.max_dequeue_rate,
+                         "niceness": niceness.pop(),
                          "pages": done[0], "users": done[1], "seconds": round(seconds, 1),
                          "users_per_s": round(done[1] / seconds, 1) if seconds else 0.0}}
 

@@ -72,7 +72,8 @@ def report_lookups(look: dict[str, Any]) -> None:
     queued, fill_ = look["during_backfill"], look["during_backfill"]["backfill"]
     print(f"  (settled: the tables flushed and major-compacted first, {look['settle_s']:.0f} s; then +bf beside "
           f"a backfill through its queue, {queued['processes']} processes under the queue's cap of "
-          f"{fill_['max_running']} and {fill_['max_dequeue_rate']:g} pages/s: {fill_['pages']} pages, "
+          f"{fill_['max_running']} and {fill_['max_dequeue_rate']:g} pages/s at nice {fill_.get('niceness', 0)}: "
+          f"{fill_['pages']} pages, "
           f"{fill_['users_per_s']:,.0f} users/s; then +bf! beside one process rebuilding as fast as it can)")
     for name, p in (("users", look["users"]), ("celebrity", look["celebrity"]),
                     ("users+bf", queued["users"]), ("celeb+bf", queued["celebrity"]),

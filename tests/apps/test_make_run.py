@@ -24,8 +24,8 @@ from tests.servers import REPO, ensure_services, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo_settings")]
 
-PROCESSES = ("server", "monitor", "dashboard", "worker", "beat", "flower", "feeds_http", "typeahead_http",
-             "contacts_thrift")
+PROCESSES = ("server", "monitor", "dashboard", "worker", "backfill", "beat", "flower", "feeds_http",
+             "typeahead_http", "contacts_thrift")
 UP_FOR_S = 90.0
 
 

@@ -50,6 +50,7 @@ def test_typeahead_benchmark_smoke(servers: None, tmp_path: Path) -> None:
     queued = lookups["during_backfill"]
     assert queued["processes"] == 2 and queued["backfill"]["max_running"] == BACKFILL_MAX_RUNNING
     assert queued["backfill"]["max_dequeue_rate"] == BACKFILL_RATE
+    assert queued["backfill"]["niceness"] == 10  # as the Procfile's backfill worker runs
     assert queued["backfill"]["pages"] > 0 and queued["backfill"]["users"] <= fill["users"]
     phases = [lookups["users"], lookups["celebrity"]]
     phases += [lookups[during][k] for during in ("during_backfill", "during_unlimited_backfill")

@@ -65,6 +65,15 @@ def worker_args(name: str, queues: list[str], concurrency: int = 2, *extra: str)
             "--without-gossip", "--without-mingle", "-l", "info", *extra]
 
 
+def procfile_line(name: str) -> str:
+    """The command of the Procfile's process ``name``."""
+    for line in (REPO / "Procfile").read_text().splitlines():
+        process, sep, command = line.partition(":")
+        if sep and process.strip() == name:
+            return command.strip()
+    raise AssertionError(f"no {name} in the Procfile")
+
+
 class Processes:
     """Long-running child processes of one test."""
 

@@ -25,19 +25,11 @@ from pinlater.service import JobService
 from tests.servers import REPO, free_port
 from tests.support.waits import wait_until
 from tests.workers.celery_tasks import qname
-from tests.workers.harness import Processes, wait_for_workers
+from tests.workers.harness import Processes, procfile_line, wait_for_workers
 
 SHIPPED_PORT = "--port=5555"
 # What the environment of an operator's shell may hold, and the shipped line must not rely on.
 UNSET = ("PINLATER_FLOWER_AUTH_FILE", "FLOWER_BASIC_AUTH", "FLOWER_UNAUTHENTICATED_API")
-
-
-def procfile_line(name: str) -> str:
-    for line in (REPO / "Procfile").read_text().splitlines():
-        process, sep, command = line.partition(":")
-        if sep and process.strip() == name:
-            return command.strip()
-    raise AssertionError(f"no {name} in the Procfile")
 
 
 class Flower:
