@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pinlater.engine import counters
-from pinlater.engine.batches import drop_old_batches, settle_batches, status_of
+from pinlater.engine.batches import SettleWalk, drop_old_batches, settle_batches, status_of
 from pinlater.engine.core import Core
 from pinlater.engine.counters import DEQUEUED, ENQUEUED, EVENTS, FAILED, SUCCEEDED, current_minute
 from pinlater.engine.reads import count_on, to_info
@@ -71,7 +71,7 @@ class Operators:
         """This process's store calls as data (``pinlater.observe.seam.merge_snapshots`` sums several)."""
         self.flush_counters: Callable[[], None] = core.counters.flush
         """This process's counted events, written to the control store now."""
-        self._batch_cursors: dict[str, str] = {}  # where settle_batches goes on in each batch
+        self._settle_walk = SettleWalk()  # where settle_batches goes on
 
     # -- shards -------------------------------------------------------------------------
     def shard_ids(self) -> list[str]:
@@ -268,7 +268,7 @@ class Operators:
         """Batches unchanged for ``idle_ms``: their jobs' ends looked up and
         told, complete ones' callbacks released (``pinlater.engine.batches``);
         how many completed or were released."""
-        return settle_batches(self.core, idle_ms, self._batch_cursors)
+        return settle_batches(self.core, idle_ms, self._settle_walk)
 
     def recent_batches(self, limit: int = 20) -> list[BatchStatus]:
         """The batches that changed last, newest first, whatever their state."""

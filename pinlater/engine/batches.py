@@ -35,6 +35,7 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pinlater.descriptor import JobDescriptor
@@ -239,28 +240,47 @@ def ends_of(core: Core, descriptors: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def settle_batches(core: Core, idle_ms: int, cursors: dict[str, str], limit: int = 100) -> int:
-    """The monitor's pass: live batches unchanged for ``idle_ms`` have up to
-    SETTLE_LOOKUPS of their unknown ends looked up (going on from where
-    ``cursors``, kept by the caller, says the last pass stopped), and
-    complete ones their callbacks released. How many batches it completed
-    or released."""
+@dataclass
+class SettleWalk:
+    """Where the monitor's walk over live batches is (kept by its caller
+    from pass to pass): past which (updated_ms, batch) the next page starts
+    (None: from the oldest), and where it goes on in each batch's jobs."""
+
+    after: tuple[int, str] | None = None
+    in_batch: dict[str, str] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+
+
+def settle_batches(core: Core, idle_ms: int, walk: SettleWalk, limit: int = 100) -> int:
+    """The monitor's pass: the next ``limit`` live batches unchanged for
+    ``idle_ms`` (in the order they last changed, from where the last pass
+    stopped, around again after the newest) have up to SETTLE_LOOKUPS of
+    their unknown ends looked up (going on in each from where the last
+    look stopped), and complete ones their callbacks released. A page that
+    began at the oldest every time would look at the same batches for as
+    long as their jobs run, and never reach one behind them whose end
+    only the monitor can find. How many batches it completed or released."""
     core.batch_ends.flush()
     changed = 0
-    live = core.control.batch_list(LIVE_BATCH_STATES, limit, idle_ms)
+    live = core.control.batch_list(LIVE_BATCH_STATES, limit, idle_ms, after=walk.after)
     for record in live:
+        walk.seen.add(record.batch)
         try:
             if record.state == COMPLETE:
                 changed += release(core, record.batch)
                 continue
-            unended, cursors[record.batch] = core.control.batch_unended(
-                record.batch, SETTLE_LOOKUPS, cursors.get(record.batch, ""))
+            unended, walk.in_batch[record.batch] = core.control.batch_unended(
+                record.batch, SETTLE_LOOKUPS, walk.in_batch.get(record.batch, ""))
             ends = {d: outcome for d, outcome in ends_of(core, unended).items() if outcome}
             changed += len(tell_ends(core, ends))
         except PinLaterError as exc:
             log.warning("batch %s not settled this pass: %s", record.batch, exc)
-    for gone in set(cursors) - {r.batch for r in live}:
-        del cursors[gone]
+    if len(live) < limit:  # around again; a batch not met on this round has gone
+        walk.after = None
+        walk.in_batch = {b: c for b, c in walk.in_batch.items() if b in walk.seen}
+        walk.seen = set()
+    else:
+        walk.after = (live[-1].updated_ms, live[-1].batch)
     return changed
 
 

@@ -153,11 +153,14 @@ class Batches(Protocol):
         ``cursor`` ("" the start), and the cursor to go on from ("" at the end)."""
 
     def batch_list(
-        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False
+        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False,
+        after: tuple[int, str] | None = None,
     ) -> list[BatchRecord]:
         """Up to ``limit`` batches in ``states``, last changed at least
-        ``idle_ms`` ago: the least recently changed first (the most
-        recently, with ``newest_first``)."""
+        ``idle_ms`` ago, in (updated_ms, batch) order: the least recently
+        changed first (the most recently, with ``newest_first``). ``after``
+        (oldest first only): only batches past that (updated_ms, batch),
+        so a caller walks them all a page at a time."""
 
     def batch_drop(self, batch: str) -> None:
         """Forget the batch and its jobs' membership."""

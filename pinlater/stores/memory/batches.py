@@ -135,12 +135,13 @@ class MemoryBatches:
             return [d for d in page if not b.members[d]] if b is not None else [], page[-1] if more else ""
 
     def batch_list(
-        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False
+        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False,
+        after: tuple[int, str] | None = None,
     ) -> list[BatchRecord]:
         with self._batch_lock:
             before = _now_ms() - idle_ms
             found = [self._record(k, b) for k, b in self._batches.items()
-                     if b.state in states and b.updated_ms <= before]
+                     if b.state in states and b.updated_ms <= before and (after is None or (b.updated_ms, k) > after)]
         found.sort(key=lambda r: (r.updated_ms, r.batch), reverse=newest_first)
         return found[:limit]
 

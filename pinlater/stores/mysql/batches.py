@@ -114,13 +114,21 @@ class MySQLBatches:
         return self._run(work)  # type: ignore[no-any-return]
 
     def batch_list(
-        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False
+        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False,
+        after: tuple[int, str] | None = None,
     ) -> list[BatchRecord]:
-        stmt = sql("batch_list_newest" if newest_first else "batch_list", ids=len(states))
+        since, past = after if after is not None else (-1, "")
 
         def work(s: Session) -> list[BatchRecord]:
-            s.execute(stmt, [*states, idle_ms, limit])
-            return [_record(r) for r in s.fetchall()]
+            found: list[BatchRecord] = []
+            for state in sorted(set(states)):
+                if newest_first:
+                    s.execute(sql("batch_list_newest"), [state, idle_ms, limit])
+                else:
+                    s.execute(sql("batch_list"), [state, idle_ms, since, since, past, limit])
+                found += [_record(r) for r in s.fetchall()]
+            found.sort(key=lambda r: (r.updated_ms, r.batch), reverse=newest_first)
+            return found[:limit]
 
         return self._run(work)  # type: ignore[no-any-return]
 

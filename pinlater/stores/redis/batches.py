@@ -2,9 +2,10 @@
 per batch a hash ``plc:batch:{id}`` (doc, state, total, ok, failed, created,
 updated) and a hash ``plc:batch:{id}:jobs`` (descriptor -> '' while not
 ended, then 'S' or 'F'); ``plc:batchof`` (descriptor -> batch) finds a
-job's batch; the zsets ``plc:batches`` (every batch) and
-``plc:batches:live`` (open, sealed, complete), by the ms each last
-changed, list them. Every change is one script (``lua/batch_*.lua``)."""
+job's batch; the zsets ``plc:batches`` (every batch),
+``plc:batches:live`` (open, sealed, complete) and ``plc:batches:done``
+(released, cancelled), by the ms each last changed, list them. Every
+change is one script (``lua/batch_*.lua``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pinlater.stores.control import LIVE_BATCH_STATES, OPEN, BatchRecord, Doc
+from pinlater.stores.control import CANCELLED, LIVE_BATCH_STATES, OPEN, RELEASED, BatchRecord, Doc
 from pinlater.stores.redis import keys
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class RedisBatches:
         return [b.decode() if isinstance(b, bytes) else str(b) for b in done]
 
     def batch_state(self, batch: str, from_states: Sequence[str], to: str) -> bool:
-        ks = [keys.batch_key(batch), keys.BATCHES, keys.LIVE_BATCHES]
+        ks = [keys.batch_key(batch), keys.BATCHES, keys.LIVE_BATCHES, keys.DONE_BATCHES]
         return bool(self._script("batch_state", ks, [batch, to, *from_states]))
 
     def batch_get(self, batch: str) -> BatchRecord | None:
@@ -89,30 +90,36 @@ class RedisBatches:
         return unended, (str(after) if int(after) else "")
 
     def batch_list(
-        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False
+        self, states: Sequence[str], limit: int, idle_ms: int = 0, newest_first: bool = False,
+        after: tuple[int, str] | None = None,
     ) -> list[BatchRecord]:
-        index = keys.LIVE_BATCHES if set(states) <= set(LIVE_BATCH_STATES) else keys.BATCHES
+        wanted = set(states)
+        index = (keys.LIVE_BATCHES if wanted <= set(LIVE_BATCH_STATES)
+                 else keys.DONE_BATCHES if wanted <= {RELEASED, CANCELLED} else keys.BATCHES)
         until = _now_ms() - idle_ms
+        since = after[0] if after is not None else "-inf"
 
-        def page(offset: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        def page(offset: int) -> tuple[int, list[tuple[bytes, dict[bytes, bytes]]]]:
             if newest_first:
-                ids = self._r.zrevrangebyscore(index, until, "-inf", start=offset, num=limit)
+                got = self._r.zrevrangebyscore(index, until, "-inf", start=offset, num=limit, withscores=True)
             else:
-                ids = self._r.zrangebyscore(index, "-inf", until, start=offset, num=limit)
+                got = self._r.zrangebyscore(index, since, until, start=offset, num=limit, withscores=True)
+            # Same-ms batches come in id order, so those up to ``after`` are skipped here.
+            ids = [b for b, score in got if after is None or (int(score), b.decode()) > after]
             pipe = self._r.pipeline(transaction=False)
             for b in ids:
                 pipe.hgetall(keys.batch_key(b.decode()))
-            return list(zip(ids, pipe.execute() if ids else [], strict=True))
+            return len(got), list(zip(ids, pipe.execute() if ids else [], strict=True))
 
         found: list[BatchRecord] = []
         offset = 0
         while len(found) < limit:
-            got = self._call(lambda: page(offset))  # noqa: B023 -- called at once
-            if not got:
+            seen, got = self._call(lambda: page(offset))  # noqa: B023 -- called at once
+            if not seen:
                 break
-            offset += len(got)
+            offset += seen
             found += [_record(b.decode(), raw) for b, raw in got
-                      if raw and raw.get(b"state", b"").decode() in states]
+                      if raw and raw.get(b"state", b"").decode() in wanted]
         return found[:limit]
 
     def batch_drop(self, batch: str) -> None:
@@ -132,6 +139,7 @@ class RedisBatches:
             pipe.unlink(keys.batch_key(batch), jobs)
             pipe.zrem(keys.BATCHES, batch)
             pipe.zrem(keys.LIVE_BATCHES, batch)
+            pipe.zrem(keys.DONE_BATCHES, batch)
             pipe.execute()
 
         self._call(run)

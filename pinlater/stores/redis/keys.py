@@ -205,6 +205,7 @@ def records_map_key(table: str) -> str:
 BATCH_OF = "plc:batchof"
 BATCHES = "plc:batches"
 LIVE_BATCHES = "plc:batches:live"
+DONE_BATCHES = "plc:batches:done"
 
 
 def batch_key(batch: str) -> str:

@@ -90,9 +90,22 @@ REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
         ),
     },
 )
+def _redis_index_done_batches(client: redis.Redis[bytes]) -> None:
+    """Layout 2 -> 3 of a Redis control store (``upgrade``)."""
+    from pinlater.stores.redis.upgrade import index_done_batches
+
+    index_done_batches(client)
+
+
 REDIS_CONTROL: Kind[redis.Redis[bytes]] = Kind(
     "redis control store", keys.CONTROL_LAYOUT, keys.CONTROL_QUEUES,
-    {1: Step("record the layout version (key plc:layout)", record_only, compatible=True)},
+    {
+        1: Step("record the layout version (key plc:layout)", record_only, compatible=True),
+        # Compatible: only an index is new. Until migrate, batches released
+        # or cancelled before this code ran are kept, not dropped when old.
+        2: Step("released and cancelled batches are indexed by the ms each last changed (plc:batches:done)",
+                _redis_index_done_batches, compatible=True),
+    },
 )
 
 

@@ -1,4 +1,6 @@
-"""``pinlater migrate``'s step from Redis shard layout 2 to 3: every job
+"""``pinlater migrate``'s steps of Redis stores that rewrite data.
+
+Shard layout 2 to 3: every job
 from its own hash (``pl:{queue}:p{N}:j:{id}``, 20-digit members) into one
 field of its priority's jobs hash (``record``), short members.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pinlater.states import JobState
+from pinlater.stores.control import CANCELLED, RELEASED
 from pinlater.stores.redis import keys, loader
 from pinlater.stores.redis.scripts import UPGRADE_SCRIPTS
 
@@ -74,3 +77,20 @@ def _index_lane(client: redis.Redis[bytes], base: str, lane: bytes) -> None:
     while rows := client.zrange(lane_key, start, start + BATCH - 1, withscores=True):
         client.zadd(base + "keyed", {keyed_entry(int(score), m): 0 for m, score in rows})
         start += len(rows)
+
+
+def index_done_batches(client: redis.Redis[bytes]) -> None:
+    """Control store layout 2 -> 3: each released or cancelled batch into
+    ``plc:batches:done``, scored as in ``plc:batches`` (every batch), which
+    is read ``BATCH`` at a time; a re-run adds nothing twice."""
+    start = 0
+    while rows := client.zrange(keys.BATCHES, start, start + BATCH - 1, withscores=True):
+        start += len(rows)
+        pipe = client.pipeline(transaction=False)
+        for member, _score in rows:
+            pipe.hget(keys.batch_key(member.decode()), "state")
+        ended = (RELEASED.encode(), CANCELLED.encode())
+        done: dict[str | bytes, float] = {
+            m: score for (m, score), state in zip(rows, pipe.execute(), strict=True) if state in ended}
+        if done:
+            client.zadd(keys.DONE_BATCHES, done)

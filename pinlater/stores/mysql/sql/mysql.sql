@@ -1206,12 +1206,16 @@ SELECT descriptor, outcome FROM pinlater_batch_jobs FORCE INDEX (by_batch)
 WHERE batch = %s AND descriptor > %s ORDER BY descriptor LIMIT %s
 
 -- name: batch_list
+-- One state a statement: a range of by_state (state, updated_ms, id) read
+-- in order and stopped at the LIMIT; an IN list of states would read and
+-- sort every idle batch of them. Past (%s, %s) in (updated_ms, id) order.
 SELECT id, doc, state, total, ok, failed, created_ms, updated_ms FROM pinlater_batches FORCE INDEX (by_state)
-WHERE state IN ({ids}) AND updated_ms <= {now} - %s ORDER BY updated_ms, id LIMIT %s
+WHERE state = %s AND updated_ms <= {now} - %s AND updated_ms >= %s AND (updated_ms > %s OR id > %s)
+ORDER BY updated_ms, id LIMIT %s
 
 -- name: batch_list_newest
 SELECT id, doc, state, total, ok, failed, created_ms, updated_ms FROM pinlater_batches FORCE INDEX (by_state)
-WHERE state IN ({ids}) AND updated_ms <= {now} - %s ORDER BY updated_ms DESC, id DESC LIMIT %s
+WHERE state = %s AND updated_ms <= {now} - %s ORDER BY updated_ms DESC, id DESC LIMIT %s
 
 -- name: batch_drop_jobs
 DELETE FROM pinlater_batch_jobs WHERE batch = %s LIMIT 10000
