@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 from pinlater.limits import MAX_DELAY_MS
@@ -115,10 +115,12 @@ def backoff_delay_ms(policy: RetryPolicy, retry_number: int) -> int:
     return int(min(delay, policy.max_delay_ms))
 
 
-@cache
+# Bounded: every queue config carries its own policy, and a long-lived
+# server that sees many (an operator trying values) must not keep them all.
+@lru_cache(maxsize=256)
 def delay_table(policy: RetryPolicy) -> tuple[int, ...]:
     """See RetryPolicy.delay_table: a pure function of the policy, so
-    computed once per policy. Trailing repeats are trimmed (a capped policy
+    computed once per policy seen lately. Trailing repeats are trimmed (a capped policy
     has a short table; the longest is MAX_RETRIES + 1 entries)."""
     delays = [backoff_delay_ms(policy, n) for n in range(1, MAX_RETRIES + 2)]
     while len(delays) > 1 and delays[-2] == delays[-1]:

@@ -20,7 +20,7 @@ from pinlater.errors import (
 )
 from pinlater.limits import MAX_DEQUEUE_RATE, MAX_RUNNING_CAP
 from pinlater.queue_config import QueueConfig
-from pinlater.retry import RetryPolicy, backoff_delay_ms
+from pinlater.retry import RetryPolicy, backoff_delay_ms, delay_table
 from pinlater.settings import Settings, parse_shards
 from pinlater.states import JobState
 from pinlater.stores.memory.control import MemoryControlStore
@@ -54,6 +54,15 @@ def test_policy_round_trips_and_rejects_nonsense() -> None:
         RetryPolicy(retries=-1)
     with pytest.raises(ValueError):
         RetryPolicy(kind="custom")
+
+
+def test_delay_tables_kept_are_bounded_however_many_policies_are_seen() -> None:
+    """A server that meets many policies keeps the tables of the latest."""
+    policies = [RetryPolicy.constant(1000 + i) for i in range(1000)]
+    tables = [delay_table(p) for p in policies]
+    assert tables[-1] == (1999,)
+    assert delay_table.cache_info().currsize <= 256
+    assert delay_table(policies[-1]) is tables[-1]  # the latest, still kept
 
 
 def test_descriptor_round_trip_and_errors() -> None:
