@@ -136,11 +136,20 @@ class BatchesMixin:
                 f"cancelled, but {len(left)} had started or could not be reached, outside the batch "
                 f"({_some(left)})") from exc
         if not joined:
+            # The batch ended between the check and the join. Withdrawn as
+            # after a refused join: an idempotency key of the call is freed
+            # by the error, and jobs left stored would run twice when the
+            # call is sent again (into another batch, say).
             record = self.core.control.batch_get(batch)
             state = record.state if record is not None else "gone"
+            left = self._withdraw(fresh)
+            if not left:
+                raise InvalidRequest(
+                    f"batch {batch} became {state} while {len(fresh)} job(s) were enqueued into it: they were "
+                    f"cancelled, nothing of the call will run")
             raise InvalidRequest(
-                f"batch {batch} became {state} while {len(fresh)} job(s) were enqueued into it: they are stored "
-                f"but not in the batch ({_some(fresh)})")
+                f"batch {batch} became {state} while {len(fresh)} job(s) were enqueued into it; the rest were "
+                f"cancelled, but {len(left)} had started or could not be reached, outside the batch ({_some(left)})")
 
     def _withdraw(self, descriptors: Sequence[str]) -> list[str]:
         """Cancels jobs just stored; those it could not stop before they ran."""

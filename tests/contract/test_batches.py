@@ -277,6 +277,32 @@ def test_a_refused_join_frees_the_idempotency_key_for_the_call_sent_again(
     assert [j.body for j in cluster.dequeue(done_q, 10)] == [b"cb"]
 
 
+def test_jobs_of_a_batch_that_ended_before_they_joined_are_withdrawn(
+    cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch ends between the enqueue's check and its join: the jobs
+    are cancelled, so the call sent again (its idempotency key freed) does
+    not leave them stored twice."""
+    done_q = _setup(cluster, queue_name)
+    batch = cluster.create_batch(done_q, Job(b"cb"))
+    control = cluster.core.control
+    join = control.batch_join
+
+    def sealed_first(target: str, descriptors: list[str]) -> bool:
+        cluster.seal_batch(target)  # empty: it ends and releases its callback at once
+        return join(target, descriptors)
+
+    monkeypatch.setattr(control, "batch_join", sealed_first)
+    with pytest.raises(InvalidRequest, match=f"batch {batch} became released .* cancelled, nothing of the call"):
+        cluster.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=batch)
+    monkeypatch.setattr(control, "batch_join", join)
+    assert cluster.count(queue_name, JobState.PENDING) == 0
+    other = cluster.create_batch(done_q, Job(b"other"))
+    stored = cluster.enqueue(queue_name, [Job(b"a"), Job(b"b")], idempotency_key="k", batch=other)
+    assert sorted(_run_all(cluster, queue_name)) == sorted(stored)
+    assert cluster.seal_batch(other).state == "released"
+
+
 def test_a_join_gone_silent_keeps_the_idempotency_key_reserved(
     cluster: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
