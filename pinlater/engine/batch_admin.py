@@ -89,6 +89,9 @@ class BatchesMixin:
         callback = str(record.doc.get("callback", ""))
         if callback and (cancelled_now or record.state == CANCELLED):
             _merge(result, self._cancel_each_queue([callback]))
+        # The ends the cancel made, recorded before it answers: the same
+        # cancel sent again goes over only the jobs still to end.
+        self.core.batch_ends.flush()
         return result
 
     def _cancel_each_queue(self, descriptors: Sequence[str]) -> CancelResult:

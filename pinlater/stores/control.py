@@ -95,6 +95,9 @@ class Records(Protocol):
 # RELEASED once it is; CANCELLED by a cancel of the batch.
 OPEN, SEALED, COMPLETE, RELEASED, CANCELLED = "open", "sealed", "complete", "released", "cancelled"
 LIVE_BATCH_STATES = (OPEN, SEALED, COMPLETE)
+# Batches whose jobs' ends are still recorded: a cancelled batch's too, so
+# a cancel sent again goes over only the jobs that have not ended.
+COUNTING_BATCH_STATES = (OPEN, SEALED, CANCELLED)
 # A job's end, as a batch counts it.
 ENDED_OK, ENDED_FAILED = "S", "F"
 
@@ -139,7 +142,8 @@ class Batches(Protocol):
 
     def batch_end(self, ended: Mapping[str, str]) -> list[str]:
         """Record how jobs ended (descriptor -> ENDED_OK or ENDED_FAILED):
-        a job in no live batch, or whose end is known, is skipped. The
+        a job in no batch of COUNTING_BATCH_STATES, or whose end is known,
+        is skipped. The
         batches this made COMPLETE (each returned to one caller only)."""
 
     def batch_state(self, batch: str, from_states: Sequence[str], to: str) -> bool:

@@ -193,6 +193,10 @@ def test_cancelling_a_batch_ends_its_jobs_and_its_callback(cluster: JobService, 
     assert cluster.dequeue(queue_name, 10) == [] and cluster.dequeue(done_q, 10) == []
     with pytest.raises(InvalidRequest, match="is cancelled: no job can join it"):
         cluster.enqueue(queue_name, [Job(b"late")], batch=batch)
+    # Its ends are recorded: the cancel sent again has no job left to go over.
+    after = cluster.batch_status(batch)
+    assert (after.total, after.succeeded, after.failed, after.pending) == (5, 1, 4, 0)
+    assert cluster.core.control.batch_unended(batch, 100) == ([], "")
     assert cluster.cancel_batch(batch).cancelled == []
 
 

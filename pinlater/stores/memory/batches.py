@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pinlater.stores.control import (
     COMPLETE,
+    COUNTING_BATCH_STATES,
     ENDED_OK,
     OPEN,
     SEALED,
@@ -95,7 +96,7 @@ class MemoryBatches:
             for d, outcome in ended.items():
                 batch = self._batch_of.get(d)
                 b = self._batches.get(batch) if batch is not None else None
-                if b is None or b.state not in (OPEN, SEALED) or b.members.get(d) != "":
+                if b is None or b.state not in COUNTING_BATCH_STATES or b.members.get(d) != "":
                     continue
                 b.members[d] = outcome
                 if outcome == ENDED_OK:

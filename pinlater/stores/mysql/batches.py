@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pinlater.stores.control import COMPLETE, ENDED_OK, OPEN, SEALED, BatchRecord, Doc
+from pinlater.stores.control import COMPLETE, COUNTING_BATCH_STATES, ENDED_OK, OPEN, SEALED, BatchRecord, Doc
 from pinlater.stores.mysql.pool import Session
 from pinlater.stores.mysql.statements import sql
 
@@ -72,7 +72,7 @@ class MySQLBatches:
             ids = sorted(set(open_ends.values()))
             s.execute(sql("batch_lock", ids=len(ids)), ids)
             live = {str(r[0]): (str(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in s.fetchall()
-                    if str(r[1]) in (OPEN, SEALED)}
+                    if str(r[1]) in COUNTING_BATCH_STATES}
             counted = [d for d, b in open_ends.items() if b in live]
             done: list[str] = []
             for outcome in sorted({ended[d] for d in counted}):

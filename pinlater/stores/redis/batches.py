@@ -72,7 +72,7 @@ class RedisBatches:
             ended = {d: end for d, end in ended.items() if d and " " not in d}
             joined = " ".join(ended)
         args = ["".join(ended.values()), joined]
-        done = self._script("batch_end", [keys.BATCH_OF, keys.BATCHES, keys.LIVE_BATCHES], args)
+        done = self._script("batch_end", [keys.BATCH_OF, keys.BATCHES, keys.LIVE_BATCHES, keys.DONE_BATCHES], args)
         return [b.decode() if isinstance(b, bytes) else str(b) for b in done]
 
     def batch_state(self, batch: str, from_states: Sequence[str], to: str) -> bool:

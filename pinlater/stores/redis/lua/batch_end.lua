@@ -6,11 +6,14 @@
 -- KEYS[1]  plc:batchof            hash: descriptor -> batch id
 -- KEYS[2]  plc:batches            zset: batch id -> ms last changed
 -- KEYS[3]  plc:batches:live       zset: the same, live batches
+-- KEYS[4]  plc:batches:done       zset: the same, released and cancelled batches
 -- ARGV[1]  the ends, one character per job: 'S' (succeeded) or 'F' (failed)
 -- ARGV[2]  the jobs' descriptors, in the same order (each once), joined by
 --          single spaces (a descriptor has none)
 -- A batch's keys are plc:batch:{id} and plc:batch:{id}:jobs (batch_join.lua).
 -- Returns: the ids of the batches this made COMPLETE.
+-- A cancelled batch's ends are recorded too (it never completes), so a
+-- cancel sent again goes over only its jobs that have not ended.
 --
 -- Two arguments however many jobs: an argument per job cost the caller
 -- about as much to pack as this script's own work for the job.
@@ -53,7 +56,7 @@ local done = {}
 for _, b in ipairs(order) do
   local key = 'plc:batch:' .. b
   local state = redis.call('HGET', key, 'state')
-  if state == 'open' or state == 'sealed' then
+  if state == 'open' or state == 'sealed' or state == 'cancelled' then
     local idx = of[b]
     local fields = {}
     for k = 1, #idx do fields[k] = list[idx[k]] end
@@ -83,7 +86,11 @@ for _, b in ipairs(order) do
       if failed > 0 then redis.call('HINCRBY', key, 'failed', failed) end
       redis.call('HSET', key, 'updated', now)
       redis.call('ZADD', KEYS[2], now, b)
-      redis.call('ZADD', KEYS[3], now, b)
+      if state == 'cancelled' then
+        redis.call('ZADD', KEYS[4], now, b)
+      else
+        redis.call('ZADD', KEYS[3], now, b)
+      end
       if state == 'sealed' then
         local c = redis.call('HMGET', key, 'total', 'ok', 'failed')
         if tonumber(c[2] or 0) + tonumber(c[3] or 0) >= tonumber(c[1] or 0) then
