@@ -13,6 +13,7 @@ import pytest
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import ControlStore
 from pinlater.stores.mysql.control import MySQLControlStore
+from pinlater.stores.mysql.pool import Session
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
 
@@ -77,6 +78,33 @@ def test_control_store_bucket_grants_the_rate_across_threads(control: MySQLContr
     total = sum(granted)
     assert rate * seconds * 0.85 <= total <= burst + rate * (seconds + 0.2)
     assert min(granted) > 0
+
+
+def test_many_buckets_cost_a_few_statements_however_many(
+    control: MySQLControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dequeue under a key rate takes a bucket per key it may serve: a
+    step over hundreds is a few statements, not several per bucket. Names
+    the column's padding collation holds as one row share it."""
+    counted: list[str] = []
+    execute = Session.execute
+
+    def counting(self: Session, stmt: str, args: object = None) -> int:
+        counted.append(stmt)
+        return execute(self, stmt, args)  # type: ignore[arg-type]
+
+    names = [f"q/key/{i}" for i in range(400)]
+    assert control.acquire_many(names[:100], 2, 0.001, 3) == [2] * 100  # a quarter exists already
+    monkeypatch.setattr(Session, "execute", counting)
+    # A name twice is one take, answered at both places.
+    assert control.acquire_many([*names, names[0]], 2, 0.001, 3) == [1] * 100 + [2] * 300 + [1]
+    assert len(counted) <= 5
+    counted.clear()
+    control.release_many(dict.fromkeys(names, 5), 3)
+    assert len(counted) <= 2
+    monkeypatch.setattr(Session, "execute", execute)
+    assert control.acquire_many(names[:2], 9, 0.001, 3) == [3, 3]  # never above the burst
+    assert control.acquire_many(["pad", "pad "], 2, 0.001, 3) == [2, 1]  # one row
 
 
 def test_control_store_idempotency_keys(control: MySQLControlStore) -> None:

@@ -47,6 +47,13 @@ COUNTS_PURGE_EVERY = 50  # on average one flush in this many purges old minutes
 IDEMPOTENCY_PURGE_EVERY = 100  # on average, one remember in this many purges expired keys
 
 
+def _padded(bucket: object) -> str:
+    """A bucket's name as the store compares it: its column's collation
+    pads, so trailing spaces do not count."""
+    text = bucket.decode() if isinstance(bucket, bytes) else str(bucket)
+    return text.rstrip(" ")
+
+
 class MySQLControlStore(MySQLBatches):
     """ControlStore over one MySQL database; every table is created on first use."""
 
@@ -136,27 +143,32 @@ class MySQLControlStore(MySQLBatches):
     def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
         if wanted <= 0 or rate <= 0 or not buckets:
             return [0] * len(buckets)  # nothing to take, or nothing ever refills: leave the buckets alone
+        names = sorted(set(buckets))
 
-        def take(s: Session, bucket: str) -> int:
-            # The bucket row stays locked (FOR UPDATE) from this read to COMMIT,
-            # so refill-and-take is atomic across every process.
-            s.execute(sql("ctl_lock_bucket"), {"bucket": bucket})
-            rows = s.fetchall()
-            if not rows:  # a missing bucket starts full
-                s.execute(sql("ctl_init_bucket"), {"bucket": bucket, "burst": burst})
-                s.execute(sql("ctl_lock_bucket"), {"bucket": bucket})
-                rows = s.fetchall()
-            tokens, ts, now = float(rows[0][0]), int(rows[0][1]), int(rows[0][2])
-            # A clock step backwards refills nothing rather than draining.
-            tokens = min(burst, tokens + max(0, now - ts) * rate / 1000.0)
-            granted = max(0, min(wanted, math.floor(tokens + _EPSILON)))
-            args = {"bucket": bucket, "tokens": max(0.0, tokens - granted), "ts": now}
-            s.execute(sql("ctl_store_bucket"), args)
-            return granted
+        def lock(s: Session, these: list[str]) -> dict[str, tuple[float, int, int]]:
+            s.execute(sql("ctl_lock_buckets", ids=len(these)), these)
+            return {_padded(r[0]): (float(r[1]), int(r[2]), int(r[3])) for r in s.fetchall()}
 
         def work(s: Session) -> list[int]:
-            # Locked in one order, so two steps over the same buckets never deadlock.
-            granted = {b: take(s, b) for b in sorted(set(buckets))}
+            # A few statements however many buckets: a dequeue under a key
+            # rate takes one per key it may serve, hundreds at a time.
+            rows = lock(s, names)
+            missing = [b for b in names if _padded(b) not in rows]
+            if missing:
+                s.execute(sql("ctl_init_buckets", rows=len(missing)), [v for b in missing for v in (b, burst)])
+                rows.update(lock(s, missing))
+            granted: dict[str, int] = {}
+            stored: dict[str, tuple[str, float, int]] = {}
+            for b in names:
+                row = _padded(b)  # names the store holds as one row (trailing spaces) share it
+                tokens, ts, now = rows[row]
+                # A clock step backwards refills nothing rather than draining.
+                tokens = min(burst, tokens + max(0, now - ts) * rate / 1000.0)
+                granted[b] = max(0, min(wanted, math.floor(tokens + _EPSILON)))
+                left = max(0.0, tokens - granted[b])
+                rows[row] = (left, now, now)
+                stored[row] = (b, left, now)
+            s.execute(sql("ctl_store_buckets", rows=len(stored)), [v for row in stored.values() for v in row])
             return [granted[b] for b in buckets]
 
         return self._run(work, transaction=True)
@@ -168,14 +180,8 @@ class MySQLControlStore(MySQLBatches):
         given = sorted((b, n) for b, n in counts.items() if n > 0)
         if not given:
             return
-
-        def work(s: Session) -> None:
-            # One statement a bucket, each atomic. A missing bucket counts as
-            # full: nothing to do.
-            for bucket, n in given:
-                s.execute(sql("ctl_release"), {"bucket": bucket, "count": n, "burst": burst})
-
-        self._run(work, transaction=True)
+        # One statement, atomic. A missing bucket counts as full: nothing to do.
+        self._run(lambda s: s.execute(sql("ctl_release", rows=len(given)), [*(v for g in given for v in g), burst]))
 
     # -- concurrency slots ----------------------------------------------------
     @staticmethod

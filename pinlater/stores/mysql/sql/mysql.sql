@@ -953,22 +953,35 @@ DELETE FROM pinlater_queue_config WHERE name = %(name)s
 -- name: ctl_delete_bucket
 DELETE FROM pinlater_rate_bucket WHERE bucket = %(bucket)s
 
--- name: ctl_lock_bucket
--- The bucket row is a control row, not a job: locking it serializes every
--- acquirer of this bucket for the few statements of one refill-and-take.
-SELECT tokens, ts, {now} FROM pinlater_rate_bucket WHERE bucket = %(bucket)s FOR UPDATE
+-- name: ctl_lock_buckets
+-- Bucket rows are control rows, not jobs: locking them (in key order, so
+-- two steps over the same buckets never deadlock) serializes every
+-- acquirer of a bucket for the few statements of one refill-and-take.
+SELECT bucket, tokens, ts, {now} FROM pinlater_rate_bucket WHERE bucket IN ({ids}) ORDER BY bucket FOR UPDATE
 
--- name: ctl_init_bucket
+-- name: ctl_init_buckets
 -- A missing bucket starts full; IGNORE: a concurrent acquirer may create it first.
-INSERT IGNORE INTO pinlater_rate_bucket (bucket, tokens, ts)
-VALUES (%(bucket)s, %(burst)s, {now})
+INSERT IGNORE INTO pinlater_rate_bucket (bucket, tokens, ts) VALUES {rows}
 
--- name: ctl_store_bucket
-UPDATE pinlater_rate_bucket SET tokens = %(tokens)s, ts = %(ts)s WHERE bucket = %(bucket)s
+-- name: ctl_init_buckets.row
+(%s, %s, {now})
+
+-- name: ctl_store_buckets
+-- The rows are locked and exist: each is set, in one statement however many.
+INSERT INTO pinlater_rate_bucket (bucket, tokens, ts) VALUES {rows}
+ON DUPLICATE KEY UPDATE tokens = VALUES(tokens), ts = VALUES(ts)
+
+-- name: ctl_store_buckets.row
+(%s, %s, %s)
 
 -- name: ctl_release
-UPDATE pinlater_rate_bucket SET tokens = LEAST(%(burst)s, tokens + %(count)s)
-WHERE bucket = %(bucket)s
+-- Tokens given back to existing buckets (a missing one counts as full),
+-- never above the burst; one statement however many buckets.
+UPDATE pinlater_rate_bucket AS b JOIN ({rows}) AS g ON b.bucket = g.bucket
+SET b.tokens = LEAST(%s, b.tokens + g.n)
+
+-- name: ctl_release.row
+SELECT %s AS bucket, %s AS n
 
 -- ---------------------------------------------------------------- concurrency slots
 
