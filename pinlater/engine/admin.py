@@ -21,6 +21,7 @@ from pinlater.errors import (
     PinLaterError,
     QueueDeleted,
     ShardConnectionFailed,
+    StorageError,
 )
 from pinlater.models import CANCELLED_STATUS, CancelResult
 from pinlater.queue_config import QueueConfig, validate_queue_name
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from pinlater.engine.core import Core
 
 log = logging.getLogger(__name__)
+
+# A queue config change read again this many times when another writer
+# changes the config between its read and its write.
+CONFIG_TRIES = 10
 
 
 class QueueAdminMixin:
@@ -134,15 +139,24 @@ class QueueAdminMixin:
         claim timeout, retry policy, retention); every process sees it
         within config_ttl_s. A cap set counts the jobs already running at
         once (``pinlater.engine.slots``)."""
-        current = self.core.configs.get(name, fresh=True)
-        if "priorities" in changes and changes["priorities"] != current.priorities:
-            raise InvalidRequest("the number of priorities of an existing queue cannot change")
-        try:
-            updated = current.with_changes(**changes)
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequest(f"invalid queue change: {exc}") from None
-        self.core.control.put_queue(updated)
-        self.core.configs.forget(name)
+        for _ in range(CONFIG_TRIES):
+            current = self.core.configs.get(name, fresh=True)
+            if "priorities" in changes and changes["priorities"] != current.priorities:
+                raise InvalidRequest("the number of priorities of an existing queue cannot change")
+            try:
+                updated = current.with_changes(**changes)
+            except (TypeError, ValueError) as exc:
+                raise InvalidRequest(f"invalid queue change: {exc}") from None
+            # Compare-and-set: a change made by another caller (an operator,
+            # an enqueue marking the queue as one with batches) since the
+            # read is kept, and this one applied over it.
+            replaced = self.core.control.replace_queue(current, updated)
+            self.core.configs.forget(name)
+            if replaced:
+                break
+        else:
+            raise StorageError(f"queue {name!r}'s config changed under this change {CONFIG_TRIES} times in a row; "
+                               "nothing was changed: send it again")
         if updated.max_running != current.max_running:
             self.core.slots.set_cap(updated)
         if updated.key_max_running is not None and updated.key_max_running != current.key_max_running:

@@ -188,6 +188,11 @@ class ControlStore(Records, Batches, Protocol):
     def put_queue(self, config: QueueConfig) -> None:
         """Store ``config``, replacing any existing one."""
 
+    def replace_queue(self, current: QueueConfig, updated: QueueConfig) -> bool:
+        """Store ``updated`` if the queue's stored config still reads as
+        ``current``, in one atomic step; False if another writer changed
+        it first (or it is gone), so a read-change-write loses nobody's change."""
+
     def delete_queue(self, name: str) -> None:
         """Forget the queue's config, its rate bucket and its slots. Idempotent."""
 

@@ -21,6 +21,7 @@ from pinlater.errors import (
     QueueNameTooLong,
     QueueNotFound,
 )
+from pinlater.queue_config import QueueConfig
 from pinlater.stores.base import EnqueueItem
 
 
@@ -170,6 +171,33 @@ def test_queue_admin_and_runtime_config(cluster: JobService, queue_name: str) ->
     cluster.set_rate(queue_name, 0)
     with pytest.raises(DequeueRateLimited):
         cluster.dequeue(queue_name, 1)
+
+
+def test_a_config_change_made_meanwhile_by_another_caller_is_kept(
+    cluster: JobService, other_worker: JobService, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two changes at once (an operator's rate, an enqueue marking the
+    queue as one with batches): each is a compare-and-set, so the one that
+    lost the race reads again and applies over the other, losing neither."""
+    config = cluster.create_queue(queue_name)
+    control = cluster.core.control
+    replace = control.replace_queue
+    raced: list[bool] = []
+
+    def another_caller_first(current: QueueConfig, updated: QueueConfig) -> bool:
+        if not raced:
+            raced.append(True)
+            other_worker.set_rate(queue_name, 7)  # between this caller's read and its write
+        return replace(current, updated)
+
+    monkeypatch.setattr(control, "replace_queue", another_caller_first)
+    changed = cluster.update_queue(queue_name, batches=True)
+    assert (changed.batches, changed.max_dequeue_rate) == (True, 7)
+    stored = cluster.queue_config(queue_name, fresh=True)
+    assert (stored.batches, stored.max_dequeue_rate) == (True, 7)
+    # The store's step itself: a stale ``current`` changes nothing.
+    assert replace(config, config.with_changes(paused=True)) is False
+    assert cluster.queue_config(queue_name, fresh=True) == stored
 
 
 def test_delete_queue_needs_the_secret(cluster: JobService, queue_name: str) -> None:

@@ -64,6 +64,13 @@ class MemoryControlStore(MemoryBatches):
         with self._lock:
             self._queues[config.name] = config
 
+    def replace_queue(self, current: QueueConfig, updated: QueueConfig) -> bool:
+        with self._lock:
+            if self._queues.get(current.name) != current:
+                return False
+            self._queues[updated.name] = updated
+            return True
+
     def delete_queue(self, name: str) -> None:
         with self._lock:
             self._queues.pop(name, None)

@@ -126,6 +126,17 @@ class MySQLControlStore(MySQLBatches):
         args = {"name": config.name, "config": config.to_json()}
         self._run(lambda s: s.execute(sql("ctl_put_config"), args))
 
+    def replace_queue(self, current: QueueConfig, updated: QueueConfig) -> bool:
+        def work(s: Session) -> bool:
+            s.execute(sql("ctl_lock_config"), {"name": current.name})
+            rows = s.fetchall()
+            if not rows or read_stored_config(current.name, rows[0][0]) != current:
+                return False
+            s.execute(sql("ctl_put_config"), {"name": updated.name, "config": updated.to_json()})
+            return True
+
+        return bool(self._run(work, transaction=True))
+
     def delete_queue(self, name: str) -> None:
         def work(s: Session) -> None:
             s.execute(sql("ctl_delete_config"), {"name": name})

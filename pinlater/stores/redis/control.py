@@ -110,6 +110,25 @@ class RedisControlStore(RedisBatches):
     def put_queue(self, config: QueueConfig) -> None:
         self._call(lambda: self._r.hset(keys.CONTROL_QUEUES, config.name, config.to_json()))
 
+    def replace_queue(self, current: QueueConfig, updated: QueueConfig) -> bool:
+        def run() -> bool:
+            # WATCH is per key: a change to any queue's config makes this
+            # try fail and the caller read again (config changes are rare).
+            with self._r.pipeline(transaction=True) as pipe:
+                pipe.watch(keys.CONTROL_QUEUES)
+                raw: bytes | None = pipe.hget(keys.CONTROL_QUEUES, current.name)  # type: ignore[assignment]  # watching: run at once
+                if raw is None or read_stored_config(current.name, raw) != current:
+                    return False
+                pipe.multi()
+                pipe.hset(keys.CONTROL_QUEUES, updated.name, updated.to_json())
+                try:
+                    pipe.execute()
+                except redis.WatchError:
+                    return False
+                return True
+
+        return bool(self._call(run))
+
     def delete_queue(self, name: str) -> None:
         def run() -> None:
             pipe = self._r.pipeline(transaction=True)

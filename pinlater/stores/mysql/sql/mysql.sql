@@ -943,6 +943,9 @@ SELECT name, config FROM pinlater_queue_config
 -- name: ctl_insert_config
 INSERT INTO pinlater_queue_config (name, config) VALUES (%(name)s, %(config)s)
 
+-- name: ctl_lock_config
+SELECT config FROM pinlater_queue_config WHERE name = %(name)s FOR UPDATE
+
 -- name: ctl_put_config
 INSERT INTO pinlater_queue_config (name, config) VALUES (%(name)s, %(config)s)
 ON DUPLICATE KEY UPDATE config = %(config)s
