@@ -20,7 +20,7 @@ import fakeredis
 import pytest
 import redis
 
-from pinlater.stores.redis import loader
+from pinlater.stores.redis import loader, pool
 
 CHECKED = {"redis": "8.1", "kombu": "5.7", "celery": "5.7", "happybase": "1.3"}
 
@@ -62,6 +62,30 @@ def test_redis_says_when_a_command_failed_after_it_was_sent() -> None:
 @pytest.fixture
 def fake() -> fakeredis.FakeRedis:
     return fakeredis.FakeRedis()
+
+
+# -- redis-py: pinlater.stores.redis.pool strips its pipeline prefix from errors -----------------
+
+
+def test_redis_pipeline_errors_carry_the_server_text_after_a_prefix(fake: fakeredis.FakeRedis) -> None:
+    """A MULTI pipeline's failed command is named, with its arguments, in
+    front of the server's text; a refusal to write must still read as one,
+    and the arguments (a job body, a config) stay out of the message."""
+    fake.set("plain", "text")
+    pipe = fake.pipeline(transaction=True)
+    pipe.set("other", "body-secret")
+    pipe.incr("plain")
+    with pytest.raises(redis.exceptions.ResponseError) as info:
+        pipe.execute()
+    text = str(info.value)
+    guard(text.startswith("Command # 2 (") and pool.PIPELINE_ERROR in text, "redis",
+          "Pipeline.annotate_exception", f"a pipeline's error reads {text!r}")
+    assert pool.describe(info.value) == text.partition(pool.PIPELINE_ERROR)[2]
+    refused = redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write.")
+    fake.pipeline(transaction=True).annotate_exception(refused, 1, ("HSET", "plc:queues", "q", "config-secret"))
+    assert "config-secret" in str(refused)  # the prefix quotes the arguments...
+    assert pool.is_write_refused(refused)
+    assert pool.describe(refused) == "NOREPLICAS Not enough good replicas to write."  # ...the message does not
 
 
 def test_redis_script_call_answers_as_script_call_does(fake: fakeredis.FakeRedis) -> None:

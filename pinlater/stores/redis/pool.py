@@ -82,17 +82,33 @@ def is_after_send(exc: redis.exceptions.RedisError) -> bool:
         marker in str(exc) for marker in AFTER_SEND_MARKERS)
 
 
+# redis-py's prefix to the server's error for a command of a MULTI pipeline
+# (redis/client.py, annotate_exception): it quotes the command's arguments.
+PIPELINE_ERROR = " of pipeline caused error: "
+
+
+def _server_text(exc: redis.exceptions.RedisError) -> str:
+    """The server's own error text, without redis-py's pipeline prefix,
+    which names the failed command and quotes its arguments (job bodies,
+    configs): those stay out of messages and logs."""
+    text = str(exc)
+    if text.startswith("Command # ") and PIPELINE_ERROR in text:
+        return text.partition(PIPELINE_ERROR)[2]
+    return text
+
+
 def is_write_refused(exc: redis.exceptions.RedisError) -> bool:
     """The server answers but refuses to write (OOM, READONLY, MISCONF,
-    NOREPLICAS), also when a script's write is the command refused."""
+    NOREPLICAS), also when a script's write, or one of a MULTI pipeline's
+    commands, is the command refused."""
     if isinstance(exc, OutOfMemoryError | redis.exceptions.ReadOnlyError):
         return True
-    return isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith(WRITE_REFUSED_CODES)
+    return isinstance(exc, redis.exceptions.ResponseError) and _server_text(exc).startswith(WRITE_REFUSED_CODES)
 
 
 def describe(exc: redis.exceptions.RedisError) -> str:
     """One line for an error of redis-py's."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = " ".join(_server_text(exc).split()) or type(exc).__name__
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return f"not a Redis server? ({text})"
     if BAD_PING in text:
