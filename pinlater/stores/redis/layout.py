@@ -90,6 +90,8 @@ REDIS_SHARD: Kind[redis.Redis[bytes]] = Kind(
         ),
     },
 )
+
+
 def _redis_index_done_batches(client: redis.Redis[bytes]) -> None:
     """Layout 2 -> 3 of a Redis control store (``upgrade``)."""
     from pinlater.stores.redis.upgrade import index_done_batches

@@ -1,4 +1,4 @@
-"""``pinlater migrate``'s steps of Redis stores that rewrite data.
+"""``pinlater migrate``'s steps of Redis stores that write data.
 
 Shard layout 2 to 3: every job
 from its own hash (``pl:{queue}:p{N}:j:{id}``, 20-digit members) into one
