@@ -185,15 +185,15 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
             granted = limiter.take(config, limit)
             doubt: list[str] = []  # shards that may have claimed jobs they could not hand over
 
+            counted = config.max_running is not None  # running jobs counted: pinlater.engine.slots
+
             def collect(n: int, token: str | None = None) -> tuple[list[DequeuedJob], PinLaterError | None]:
                 if config.key_rate is not None or config.key_max_running is not None:
                     return self._collect_keyed(queue, config, shards, n, source, token, doubt)
-                if token is None:
-                    return self._collect(queue, config, shards, n, "dequeue",
-                                         lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead), doubt=doubt)
-                return self._collect(queue, config, shards, n, "dequeue",
-                                     lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token),
-                                     doubt=doubt)
+                return self._collect(
+                    queue, config, shards, n, "dequeue",
+                    lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=token, counted=counted),
+                    doubt=doubt)
 
             try:
                 if config.max_running is None:
@@ -247,6 +247,7 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
     ) -> tuple[list[DequeuedJob], PinLaterError | None, list[str]]:
         call = self.core.shards.call
         priorities = range(1, config.priorities + 1)
+        counted = config.max_running is not None or config.key_max_running is not None
         found = dict.fromkeys(first)
         for backend in shards:
             try:
@@ -267,7 +268,8 @@ class JobService(QueueAdminMixin, ReadsMixin, BatchesMixin, PinLaterClient):
             keyed: list[str] = []
             jobs, error = self._collect(
                 queue, config, shards, n, "dequeue",
-                lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=claim_token, allow=left),
+                lambda b, ps, m, ahead: b.dequeue(queue, ps, m, source, ahead, token=claim_token, allow=left,
+                                                  counted=counted),
                 keyed, stopped, doubt)
             for key in keyed:
                 if key:

@@ -347,6 +347,7 @@ class ShardBackend(Protocol):
         look_ahead: Sequence[int] = (),
         token: str | None = None,
         allow: dict[str, int] | None = None,
+        counted: bool = False,
     ) -> Claims:
         """PENDING with run_after <= now -> RUNNING, at most ``limit`` in all,
         ``priorities`` in the order given and within one priority oldest
@@ -363,7 +364,12 @@ class ShardBackend(Protocol):
         lost its turn already since the last job taken, ends the call
         keeping its turn (``Claims.stopped_at``: the caller gets its key's
         allowance and calls again); jobs without a key are not limited
-        (``pinlater/stores/memory/lanes.py`` states the rules)."""
+        (``pinlater/stores/memory/lanes.py`` states the rules).
+
+        ``counted``: the queue has a cap or a per-key cap, so its running
+        jobs are counted (``running_owners``) on every monitor pass; a store
+        may keep what that count reads as it claims (Redis does: reading
+        the jobs would copy their bodies)."""
 
     def lane_keys(self, queue: str, priorities: Sequence[int], limit: int) -> list[str]:
         """The keys of the lanes a dequeue of ``limit`` jobs serves first

@@ -8,13 +8,16 @@ stored."""
 from __future__ import annotations
 
 import math
+import random
+import time
 from collections import Counter
 
 import pytest
 
 from pinlater import Ack, Job, JobService
 from pinlater.errors import InvalidRequest
-from pinlater.stores.base import ClaimedJob, EnqueueItem, ShardBackend
+from pinlater.states import JobState
+from pinlater.stores.base import AckItem, CheckpointItem, ClaimedJob, EnqueueItem, FailItem, ShardBackend
 
 
 class OneShard:
@@ -135,3 +138,86 @@ def test_a_bad_key_rate_is_refused_in_one_line_with_nothing_stored(
         cluster.set_key_rate(queue_name, bad)
     assert "\n" not in str(caught.value) and "key_rate" in str(caught.value)
     assert cluster.queue_config(queue_name, fresh=True).key_rate == 5.0
+
+
+# A claim's owner is its token's first 8 characters (CLAIM_OWNER_LEN); the
+# rest is new per call, as a token must be (a store answers a dequeue that
+# repeats one with the jobs it claimed: a retry after a lost reply).
+_OWNERS = ("01234567", "fedcba98", "aaaaaaaa")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_running_owners_counts_the_claims_held_after_random_actions(
+    cluster: JobService, queue_name: str, seed: int
+) -> None:
+    """The oracle is the calls' own answers: a job is running under the
+    claim a dequeue gave it until a call that took it out of RUNNING said so.
+    Priority 1 keeps lanes (keyed jobs), priority 2 has no keys."""
+    rnd = random.Random(seed)
+    shard = OneShard(cluster, queue_name)
+    be, q = shard.be, queue_name
+    running: dict[tuple[int, int], tuple[str, str]] = {}  # (priority, id) -> (claim, key)
+    calls = 0
+
+    def some(priority: int | None = None) -> list[tuple[int, int]]:
+        held = sorted(at for at in running if priority in (None, at[0]))
+        return rnd.sample(held, rnd.randint(0, len(held)))
+
+    def gone(taken: list[tuple[int, int]], answers: list[bool]) -> None:
+        for at, ok in zip(taken, answers, strict=True):
+            if ok:
+                del running[at]
+
+    for _ in range(40):
+        action = rnd.choice(["enqueue", "enqueue", "dequeue", "dequeue", "succeed", "fail", "stale",
+                             "checkpoint", "cancel", "delete", "expire"])
+        if action == "enqueue":
+            p = rnd.choice([1, 2])
+            be.enqueue(q, [EnqueueItem(b"x" * rnd.randint(0, 3000), p, None, 3, "",
+                                       key=rnd.choice(["", "A", "B", "\u03a9"]) if p == 1 else "")
+                           for _ in range(rnd.randint(1, 6))])
+        elif action == "dequeue":
+            calls += 1
+            token = f"{rnd.choice(_OWNERS)}{calls:08x}"
+            # Counted (a capped queue's) or not, the count is the same.
+            counted = rnd.random() < 0.7
+            for job in be.dequeue(q, [1, 2], rnd.randint(1, 5), "w", token=token, counted=counted).jobs:
+                assert job.claim.startswith(token)
+                running[(job.priority, job.local_id)] = (job.claim, job.key)
+        elif action == "succeed":
+            taken = some()
+            gone(taken, be.ack_succeeded(q, [AckItem(p, i, "w", "", claim=running[(p, i)][0]) for p, i in taken]))
+        elif action == "fail":
+            taken = some()
+            gone(taken, be.ack_failed(q, [FailItem(p, i, "w", "", 0, claim=running[(p, i)][0]) for p, i in taken]))
+        elif action == "stale":  # an ACK naming another claim changes nothing
+            taken = some()
+            assert not any(be.ack_succeeded(q, [AckItem(p, i, "w", "", claim="f" * 16 + "@w") for p, i in taken]))
+        elif action == "checkpoint":
+            taken = some()
+            moves = [rnd.random() < 0.5 for _ in taken]
+            beats = [CheckpointItem(p, i, "w", None, move, None, None, None, claim=running[(p, i)][0])
+                     for (p, i), move in zip(taken, moves, strict=True)]
+            assert all(be.checkpoint(q, beats))
+            gone(taken, moves)  # a heartbeat keeps its claim; a move to PENDING ends it
+        elif action == "cancel":
+            p = rnd.choice([1, 2])
+            taken = some(p)
+            found = be.cancel(q, p, [i for _, i in taken], "")
+            assert [c.state for c in found] == [JobState.RUNNING] * len(taken)
+            gone(taken, [True] * len(taken))
+        elif action == "delete":
+            p = rnd.choice([1, 2])
+            taken = some(p)
+            assert be.delete(q, p, JobState.RUNNING, [i for _, i in taken], 100) == len(taken)
+            gone(taken, [True] * len(taken))
+        else:
+            p = rnd.choice([1, 2])
+            time.sleep(0.005)  # every claim is older than a timeout of 0
+            expired = be.expire_claims(q, p, 0, 10_000)
+            held = [at for at in running if at[0] == p]
+            assert expired.repended + expired.failed == len(held)
+            gone(held, [True] * len(held))
+        for p in (1, 2):
+            want = Counter((claim[:8], key) for (pr, _), (claim, key) in running.items() if pr == p)
+            assert be.running_owners(q, p) == dict(want), (action, p)

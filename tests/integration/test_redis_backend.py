@@ -19,6 +19,7 @@ from pinlater.stores.base import (
     AckItem,
     CheckpointItem,
     ClaimedJob,
+    EnqueueItem,
     ExpiredClaims,
     FailItem,
     ShardBackend,
@@ -284,6 +285,52 @@ def test_expire_claims_repends_and_fails(be: RedisBackend) -> None:
     assert (b.state, b.attempts_remaining) == (F, 0)
     assert (c.state, c.attempts_remaining) == (P, 1)
     assert counts(be) == (2, 0, 0, 1)
+
+
+def test_running_jobs_are_counted_from_an_index_of_a_few_bytes_a_job(
+    be: RedisBackend, raw: redis.Redis[bytes]
+) -> None:
+    """A capped queue's claims are counted on every monitor pass: from the
+    owners index, not by copying every running job's body. Every way out of
+    RUNNING drops a job's entry, so the index holds the running jobs only.
+    A queue without a cap (``counted`` False) keeps no index."""
+    owners, running = f"pl:{Q}:p1:owners", f"pl:{Q}:p1:running"
+    big = b"x" * 200_000
+    be.enqueue(Q, [EnqueueItem(big, 1, None, 3, "")])
+    [plain] = be.dequeue(Q, [1], 1, "w", token="5555555555555555").jobs
+    assert not raw.exists(owners)
+    assert be.running_owners(Q, 1) == {("55555555", ""): 1}  # read from the job
+    assert be.delete(Q, 1, R, [plain.local_id], 10) == 1
+    ids = be.enqueue(Q, [EnqueueItem(big, 1, None, 3, "", key=k) for k in ("K", "K", "", "", "", "")])
+    be.dequeue(Q, [1], 4, "w", token="0123456789abcdef", counted=True)
+    be.dequeue(Q, [1], 2, "w", token="fedcba9876543210", counted=True)
+    marks = raw.hgetall(owners)
+    assert set(marks) == set(raw.zrange(running, 0, -1)) == {keys.member(i) for i in ids}
+    assert sorted(marks.values()) == sorted([b"0123456789abcdef\0K"] * 2 + [b"0123456789abcdef\0"] * 2
+                                            + [b"fedcba9876543210\0"] * 2)
+    assert be.running_owners(Q, 1) == {("01234567", "K"): 2, ("01234567", ""): 2, ("fedcba98", ""): 2}
+    # What the count reads is the index: an entry changed behind its back shows.
+    raw.hset(owners, keys.member(ids[0]), b"9999999999999999\0Z")
+    assert be.running_owners(Q, 1) == {("99999999", "Z"): 1, ("01234567", "K"): 1, ("01234567", ""): 2,
+                                       ("fedcba98", ""): 2}
+    # A job claimed before the index was kept is read from its job.
+    raw.hdel(owners, keys.member(ids[0]), keys.member(ids[5]))
+    assert be.running_owners(Q, 1) == {("01234567", "K"): 2, ("01234567", ""): 2, ("fedcba98", ""): 2}
+    # Every way out of RUNNING drops the entry.
+    a, b, c, d, e = ids[1:]
+    assert be.ack_succeeded(Q, [AckItem(1, a, "w", "")]) == [True]
+    assert be.ack_failed(Q, [FailItem(1, b, "w", "", 0)]) == [True]
+    assert be.checkpoint(Q, [CheckpointItem(1, c, "w", None, True, None, None, None)]) == [True]
+    assert be.checkpoint(Q, [CheckpointItem(1, d, "w", None, False, None, None, None)]) == [True]  # stays
+    assert [x.state for x in be.cancel(Q, 1, [d], "")] == [R]
+    assert be.delete(Q, 1, R, [e], 10) == 1
+    assert be.running_owners(Q, 1) == {("01234567", "K"): 1}
+    assert raw.hlen(owners) == 0  # the job without an entry ids[0] is the one left
+    be.dequeue(Q, [1], 10, "w", token="aaaaaaaa00000000", counted=True)  # b and c, back in PENDING
+    assert set(raw.hgetall(owners)) == set(raw.zrange(running, 0, -1)) - {keys.member(ids[0])}
+    time.sleep(0.005)
+    be.expire_claims(Q, 1, 0, 100)
+    assert raw.zcard(running) == 0 and not raw.exists(owners)
 
 
 def test_expire_claims_limit_and_heartbeat(be: RedisBackend) -> None:

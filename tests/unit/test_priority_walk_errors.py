@@ -85,10 +85,10 @@ class Failing(MemoryBackend):
 
     def dequeue(
         self, queue: str, priorities: Sequence[int], limit: int, source: str, look_ahead: Sequence[int] = (),
-        token: str | None = None, allow: dict[str, int] | None = None,
+        token: str | None = None, allow: dict[str, int] | None = None, counted: bool = False,
     ) -> Claims:
         self._check()
-        return super().dequeue(queue, priorities, limit, source, look_ahead, token, allow)
+        return super().dequeue(queue, priorities, limit, source, look_ahead, token, allow, counted)
 
     def peek(self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()) -> Claims:
         self._check()

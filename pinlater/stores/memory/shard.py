@@ -192,6 +192,7 @@ class MemoryBackend:
         look_ahead: Sequence[int] = (),
         token: str | None = None,
         allow: dict[str, int] | None = None,
+        counted: bool = False,  # the running jobs are counted from the jobs themselves
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
         with self._lock:

@@ -194,6 +194,7 @@ class ClaimsMixin(LanesMixin):
         look_ahead: Sequence[int] = (),
         token: str | None = None,
         allow: dict[str, int] | None = None,
+        counted: bool = False,  # the running jobs are counted from the jobs themselves
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
         if len(claim) > CLAIM_MAX:

@@ -222,9 +222,10 @@ class RedisBackend:
         look_ahead: Sequence[int] = (),
         token: str | None = None,
         allow: dict[str, int] | None = None,
+        counted: bool = False,
     ) -> Claims:
         claim = f"{new_claim_token(token)}@{source}"
-        return self._dequeue(queue, priorities, limit, claim, look_ahead, allow)
+        return self._dequeue(queue, priorities, limit, claim, look_ahead, allow, counted)
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()
@@ -233,7 +234,7 @@ class RedisBackend:
 
     def _dequeue(
         self, queue: str, priorities: Sequence[int], limit: int, claim: str, look_ahead: Sequence[int],
-        allow: dict[str, int] | None = None,
+        allow: dict[str, int] | None = None, counted: bool = False,
     ) -> Claims:
         """One script for every priority of the call (see dequeue.lua); an
         empty claim peeks."""
@@ -245,7 +246,8 @@ class RedisBackend:
         # the rounds go on, each a script of its own, so that other clients
         # run between them.
         for _ in range(LANE_ROUNDS):
-            args: list[ArgT] = [limit - len(got.jobs), claim, len(priorities), *priorities, *look_ahead]
+            args: list[ArgT] = [limit - len(got.jobs), claim, "1" if counted else "", len(priorities), *priorities,
+                                *look_ahead]
             if allow is not None:
                 args.append("allow")
                 for key, n in allow.items():

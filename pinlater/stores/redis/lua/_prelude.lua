@@ -269,6 +269,28 @@ local function holds(j, source, claim)
   return j.claim ~= nil and string.sub(j.claim, 18) == source
 end
 
+-- A priority's owners index (pinlater/stores/redis/keys.py), named from
+-- its running zset: RUNNING job's member -> its claim's token, a NUL, its
+-- fairness key. running_owners counts a capped queue's claims from it on
+-- every monitor pass; reading the jobs instead would copy every running
+-- body. The dequeues of a queue with a cap write their jobs' entries, and
+-- every way out of RUNNING drops them; a running job without one (claimed
+-- while its queue had no cap) is read from its job.
+local function owners_of(running)
+  return string.sub(running, 1, #running - 7) .. 'owners'  -- 'running' -> 'owners'
+end
+
+local function owner_mark(claim, key)
+  return string.sub(claim, 1, 16) .. '\0' .. key
+end
+
+-- Jobs that left the running zset `running` leave its owners index: one
+-- EXISTS for a queue that keeps none, not an HDEL of every member.
+local function unindex(running, members)
+  local owners = owners_of(running)
+  if #members > 0 and redis.call('EXISTS', owners) == 1 then hdel_many(owners, members) end
+end
+
 -- An item's optional claim field: nil or a string.
 local function valid_claim(c)
   return c == nil or type(c) == 'string'

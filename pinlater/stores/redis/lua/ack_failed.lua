@@ -43,6 +43,7 @@ for i, it in ipairs(items) do
   if j and j.state == 1 and holds(j, it[3], it[6]) then
     if it[4] ~= '' then j.status = cap_right(j.status .. it[4], cap) end
     redis.call('ZREM', KEYS[4 * g - 3], m)
+    redis.call('HDEL', owners_of(KEYS[4 * g - 3]), m)
     local left = j.left
     j.updated, j.claim = now, nil
     if left > 1 then

@@ -49,6 +49,7 @@ for g, idx in pairs(by_group(items)) do
   local members_moved = {}
   for k = 2, #moved, 2 do members_moved[#members_moved + 1] = moved[k] end
   zrem_many(KEYS[3 * g - 2], members_moved)
+  unindex(KEYS[3 * g - 2], members_moved)
   zadd_many(KEYS[3 * g - 1], moved)
 end
 return out

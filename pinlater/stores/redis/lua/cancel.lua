@@ -37,6 +37,7 @@ for i = 3, #ARGV do
         claim = ''
       else
         redis.call('ZREM', KEYS[2], m)
+        redis.call('HDEL', owners_of(KEYS[2]), m)
       end
       if ARGV[2] ~= '' then j.status = cap_right(j.status .. ARGV[2], cap) end
       j.state, j.left, j.claim, j.updated = 3, 0, nil, now

@@ -55,6 +55,7 @@ for i, it in ipairs(items) do
     if it[5] then
       j.state, j.claim, j.run_after = 0, nil, run_after or now
       redis.call('ZREM', KEYS[3 * g - 2], m)
+      redis.call('HDEL', owners_of(KEYS[3 * g - 2]), m)
       pend(KEYS[3 * g - 1], m, j.run_after, j.key, now)
     else
       if run_after then j.run_after = run_after end

@@ -16,6 +16,8 @@
 -- pending zset.
 local lanes = string.sub(KEYS[1], -8) == ':pending' and lanes_on(KEYS[1])
 local base = lanes and base_of(KEYS[1])
+-- Running jobs leave the owners index too.
+local running = string.sub(KEYS[1], -8) == ':running'
 
 -- Pending job m, whose score was s and value v, leaves its lane.
 local function leave_lane(m, s, v)
@@ -34,6 +36,7 @@ if ARGV[1] == 'ids' then
     if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
       if lanes then leave_lane(ARGV[i], s, redis.call('HGET', KEYS[2], ARGV[i])) end
       redis.call('HDEL', KEYS[2], ARGV[i])
+      if running then redis.call('HDEL', owners_of(KEYS[1]), ARGV[i]) end
       gone[#gone + 1] = ARGV[i]
     end
   end
@@ -56,5 +59,6 @@ if lanes then
   for i, m in ipairs(members) do leave_lane(m, scores[i], values[i]) end
 end
 hdel_many(KEYS[2], members)
+if running then unindex(KEYS[1], members) end
 drop_unique(KEYS[2], members)
 return #members

@@ -59,6 +59,9 @@ for g = 1, ngroups do
   -- Every job of the priority is gone, so is its hash (Redis drops an
   -- empty hash); DEL covers a field no zset listed.
   redis.call('DEL', jobs)
+  -- The owners index (the prelude's owners_of) may be large, as the
+  -- keyed index.
+  redis.call('UNLINK', owners_of(KEYS[4 + 5 * (g - 1) + 2]))
 end
 local passed = {}
 for i = 3, #ARGV do passed[ARGV[i]] = true end

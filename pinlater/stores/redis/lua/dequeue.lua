@@ -14,8 +14,11 @@
 -- KEYS[3n+k]  pl:{queue}:p{M}:pending    of look-ahead priority k
 -- ARGV[1]     limit (>= 1)
 -- ARGV[2]     claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call), '' to peek
--- ARGV[3]     n, then ARGV[4..3+n] the claim groups' priorities and
---             ARGV[4+n..] the look-ahead priorities (one per look-ahead key)
+-- ARGV[3]     '1': the claimed jobs enter their running zset's owners index
+--             (the prelude's owners_of), for a queue whose running jobs are
+--             counted (a cap); '' not
+-- ARGV[4]     n, then ARGV[5..4+n] the claim groups' priorities and
+--             ARGV[5+n..] the look-ahead priorities (one per look-ahead key)
 -- ARGV[...]   then, for per-key limits only: 'allow', and pairs: fairness
 --             key, how many more jobs it may start (see claim_by_lanes)
 -- Returns: {next priority or 0, or -1: the call met LANE_WASTE lanes
@@ -26,9 +29,10 @@
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 then return bad('dequeue: bad limit') end
 local claim = ARGV[2]
-local n = tonumber(ARGV[3])
+local indexed = ARGV[3] == '1'
+local n = tonumber(ARGV[4])
 if not n or n < 1 or #KEYS < 3 * n then return bad('dequeue: bad groups') end
-local fixed = 3 + n + (#KEYS - 3 * n)
+local fixed = 4 + n + (#KEYS - 3 * n)
 local allow = nil
 if #ARGV > fixed then
   if ARGV[fixed + 1] ~= 'allow' or (#ARGV - fixed - 1) % 2 ~= 0 then return bad('dequeue: bad allowances') end
@@ -45,6 +49,14 @@ local now = now_ms()
 local now_s = int(now)  -- the score of every job claimed: formatted once, not per job
 local out = {0, ''}
 local left = limit
+
+-- The owners index's entry of a job claimed by this call (most have no
+-- key, so that one is made once).
+local plain_mark = owner_mark(claim, '')
+local function mark_of(key)
+  if key == '' then return plain_mark end
+  return owner_mark(claim, key)
+end
 
 local function put(priority, m, j, body)
   out[#out + 1] = priority
@@ -179,7 +191,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
   end
   if #taken == 0 then return 0, stop end
   local values = hmget_many(jobs, taken)
-  local run, rows, got = {}, {}, 0
+  local run, rows, marks, got = {}, {}, {}, 0
   for i, m in ipairs(taken) do
     local v = values[i]
     local j = v and read_job(v)
@@ -192,18 +204,23 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
       rows[#rows + 1] = job_value(j, body)
       run[#run + 1] = now_s
       run[#run + 1] = m
+      if indexed then
+        marks[#marks + 1] = m
+        marks[#marks + 1] = mark_of(j.key)
+      end
       put(priority, m, j, body)
       got = got + 1
     end
   end
   hset_many(jobs, rows)
   zadd_many(running, run)
+  hset_many(owners_of(running), marks)
   return got, stop
 end
 
 for g = 1, n do
   local pending, running, jobs = KEYS[3 * g - 2], KEYS[3 * g - 1], KEYS[3 * g]
-  local priority = tonumber(ARGV[3 + g])
+  local priority = tonumber(ARGV[4 + g])
   if claim ~= '' and lanes_on(pending) then
     local took, stopped = claim_by_lanes(pending, running, jobs, priority, left)
     left = left - took
@@ -219,7 +236,7 @@ for g = 1, n do
       -- They are exactly the first #members by rank.
       if claim ~= '' then redis.call('ZREMRANGEBYRANK', pending, 0, #members - 1) end
       local values = hmget_many(jobs, members)
-      local run, rows = {}, {}
+      local run, rows, marks = {}, {}, {}
       for i, m in ipairs(members) do
         local v = values[i]
         -- A member without its job cannot happen through these scripts; drop
@@ -233,12 +250,17 @@ for g = 1, n do
             rows[#rows + 1] = job_value(j, body)
             run[#run + 1] = now_s
             run[#run + 1] = m
+            if indexed then
+              marks[#marks + 1] = m
+              marks[#marks + 1] = mark_of(j.key)
+            end
           end
           put(priority, m, j, body)
         end
       end
       hset_many(jobs, rows)
       zadd_many(running, run)
+      hset_many(owners_of(running), marks)
       left = left - #members
       if left <= 0 then return out end
     end
@@ -246,7 +268,7 @@ for g = 1, n do
 end
 for k = 3 * n + 1, #KEYS do
   if #redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now_s, 'LIMIT', 0, 1) > 0 then
-    out[1] = tonumber(ARGV[k - 2 * n + 3])
+    out[1] = tonumber(ARGV[k - 2 * n + 4])
     return out
   end
 end

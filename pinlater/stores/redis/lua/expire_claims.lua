@@ -18,6 +18,7 @@ local score = int(now)
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now - timeout), 'LIMIT', 0, limit)
 if #members == 0 then return {0, 0} end
 zrem_many(KEYS[1], members)
+unindex(KEYS[1], members)
 local values = hmget_many(KEYS[4], members)
 local repended, failed = 0, 0
 local rows, back = {}, {}
