@@ -375,7 +375,11 @@ class ShardBackend(Protocol):
         """The keys of the lanes a dequeue of ``limit`` jobs serves first
         (per priority: lanes in turn, lanes that came due, keyed jobs not
         in their lanes yet), each once, so that the caller can get their
-        allowances first. Changes nothing a dequeue would not."""
+        allowances first. Changes nothing a dequeue would not. The
+        priorities are read in order until ``limit`` keys are found, so the
+        answer, and its cost, grow with ``limit``, not with the number of
+        priorities: a dequeue that meets a key it has no allowance for stops
+        there, and the caller reads more."""
 
     def peek(
         self, queue: str, priorities: Sequence[int], limit: int, look_ahead: Sequence[int] = ()

@@ -221,3 +221,20 @@ def test_running_owners_counts_the_claims_held_after_random_actions(
         for p in (1, 2):
             want = Counter((claim[:8], key) for (pr, _), (claim, key) in running.items() if pr == p)
             assert be.running_owners(q, p) == dict(want), (action, p)
+
+
+def test_lane_keys_reads_the_priorities_in_order_until_it_has_its_limit(cluster: JobService, queue_name: str) -> None:
+    """What a dequeue of a few jobs asks for, and what its answer costs,
+    stay those of its limit however many priorities hold lanes."""
+    shard = OneShard(cluster, queue_name)
+    be, q = shard.be, queue_name
+    for p in (1, 2, 3):
+        be.enqueue(q, [EnqueueItem(b"-", p, None, 2, "", key=f"p{p}k{i}") for i in range(10)])
+    few = be.lane_keys(q, [1, 2, 3], 4)
+    assert 4 <= len(few) <= 12 and all(k.startswith("p1") for k in few), few
+    more = be.lane_keys(q, [1, 2, 3], 15)
+    assert {k for k in more if k.startswith("p1")} == {f"p1k{i}" for i in range(10)}
+    assert any(k.startswith("p2") for k in more) and not any(k.startswith("p3") for k in more), more
+    # A dequeue of the keys asked for serves them, priority 1's first.
+    got = shard.be.dequeue(q, [1, 2, 3], 4, "limits", allow=dict.fromkeys(few, 1)).jobs
+    assert len(got) == 4 and {j.priority for j in got} == {1}

@@ -28,6 +28,7 @@ from pinlater.stores.base import (
 from pinlater.stores.redis import keys
 from pinlater.stores.redis.shard import RedisBackend
 from tests.integration.redis_support import F, P, Q, R, S, claim_one, counts, item, one
+from tests.servers import PrivateRedis, redis_url
 
 HOUR = 3_600_000
 
@@ -331,6 +332,31 @@ def test_running_jobs_are_counted_from_an_index_of_a_few_bytes_a_job(
     time.sleep(0.005)
     be.expire_claims(Q, 1, 0, 100)
     assert raw.zcard(running) == 0 and not raw.exists(owners)
+
+
+def test_lane_keys_looks_at_lanes_by_its_limit_not_by_the_priorities_or_the_empty_lanes(
+    private_redis: PrivateRedis,
+) -> None:
+    """Lanes served empty stay in turn until a dequeue meets them, and any
+    number of priorities may hold them: one call looks at 4 * limit + 16 of
+    them at most, over all priorities. Counted by the server's command
+    statistics, so on a Redis of this module's own, which no other test's
+    commands reach."""
+    url = redis_url(private_redis.port, 0)
+    own, raw = RedisBackend.from_url("own", url, socket_timeout_s=5.0), redis.Redis.from_url(url)
+    try:
+        raw.flushdb()
+        own.create_queue(Q, 5)
+        for p in range(1, 6):
+            own.enqueue(Q, [EnqueueItem(b"-", p, None, 2, "", key=f"k{i}") for i in range(100)])
+            assert own.delete(Q, p, P, None, 1000) == 100  # the lanes stay in turn, empty
+        raw.config_resetstat()
+        assert own.lane_keys(Q, [1, 2, 3, 4, 5], 5) == []
+        looked = raw.info("commandstats")["cmdstat_zrangebyscore"]["calls"]
+        assert looked <= 4 * 5 + 16 + 5, looked  # the lanes looked at, and each priority's waits
+    finally:
+        own.close()
+        raw.close()
 
 
 def test_expire_claims_limit_and_heartbeat(be: RedisBackend) -> None:

@@ -245,10 +245,12 @@ class MemoryBackend:
         with self._lock:
             now = self._clock()
             out: dict[str, None] = {}
-            for priority in priorities:
+            for priority in priorities:  # in order, until ``limit`` keys are found
                 lanes = self._lanes.get((queue, priority))
+                if len(out) >= limit:
+                    break
                 if lanes is not None:
-                    out.update(dict.fromkeys(lanes.in_turn(limit, now)))
+                    out.update(dict.fromkeys(lanes.in_turn(limit - len(out), now)))
             return list(out)
 
     def peek(

@@ -221,9 +221,11 @@ class LanesMixin(ShardConnection):
 
         def work(s: Session) -> list[str]:
             out: dict[str, None] = {}
-            for p in priorities:
+            for p in priorities:  # in order, until ``limit`` keys are found
+                if len(out) >= limit:
+                    break
                 s.execute(sql("lanes_first_keys", table=job_table(queue, p)),
-                          {"jobs": job_table(queue, p), "limit": limit})
+                          {"jobs": job_table(queue, p), "limit": limit - len(out)})
                 out.update(dict.fromkeys(bytes(k).decode() for k, in s.fetchall() if k))
             return list(out)
 
