@@ -5,6 +5,7 @@ TLS ones included."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
 import pytest
 
@@ -330,3 +331,20 @@ def test_event_counters_record_every_transition(cluster: JobService, queue_name:
     totals = recent_totals(cluster.core.control, minutes=2)[queue_name]
     assert (totals["enqueued"], totals["duplicates"], totals["cancelled"]) == (8, 1, 3)
     assert recent_rates(cluster.core.control, minutes=1)[queue_name]["enqueued"] > 0
+
+
+def test_keys_that_differ_only_in_trailing_spaces_are_different_keys(cluster: JobService, queue_name: str) -> None:
+    """No store compares a caller's keys padded (a MySQL VARCHAR would): an
+    enqueue with idempotency key "k " is not answered as the one with "k",
+    and fairness keys "a" and "a " have a rate bucket each."""
+    cluster.create_queue(queue_name)
+    first = list(cluster.enqueue(queue_name, [Job(b"1")], idempotency_key="k"))
+    second = list(cluster.enqueue(queue_name, [Job(b"2")], idempotency_key="k "))
+    assert first != second
+    assert list(cluster.enqueue(queue_name, [Job(b"3")], idempotency_key="k ")) == second  # a repeat is one
+    cluster.set_key_rate(queue_name, 0.001)  # each key's bucket holds the one job it starts full with
+    cluster.enqueue(queue_name, [Job(k.encode(), key=k) for k in ("a", "a ", "a", "a ")])
+    taken = []
+    for _ in range(4):
+        taken += cluster.dequeue(queue_name, 100)
+    assert Counter(j.body for j in taken) == Counter({b"1": 1, b"2": 1, b"a": 1, b"a ": 1})

@@ -10,12 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from pinlater.kit.sqlblocks import named_blocks
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import ControlStore
 from pinlater.stores.mysql.control import MySQLControlStore
+from pinlater.stores.mysql.layout import migrate as migrate_layout
 from pinlater.stores.mysql.pool import Session
 from tests.integration.mysql_support import raw_connection as _raw
 from tests.servers import mysql_url
+
+V1_SQL = named_blocks("tests.integration", "sql/layout_v1.sql")
+V2_SQL = named_blocks("tests.integration", "sql/layout_v2.sql")
 
 # -- control store ------------------------------------------------------------------------
 
@@ -85,7 +90,7 @@ def test_many_buckets_cost_a_few_statements_however_many(
 ) -> None:
     """A dequeue under a key rate takes a bucket per key it may serve: a
     step over hundreds is a few statements, not several per bucket. Names
-    the column's padding collation holds as one row share it."""
+    that differ only in trailing spaces are buckets of their own."""
     counted: list[str] = []
     execute = Session.execute
 
@@ -104,7 +109,45 @@ def test_many_buckets_cost_a_few_statements_however_many(
     assert len(counted) <= 2
     monkeypatch.setattr(Session, "execute", execute)
     assert control.acquire_many(names[:2], 9, 0.001, 3) == [3, 3]  # never above the burst
-    assert control.acquire_many(["pad", "pad "], 2, 0.001, 3) == [2, 1]  # one row
+    assert control.acquire_many(["pad", "pad "], 2, 0.001, 3) == [2, 2]
+    assert control.acquire_many(["pad ", "pad"], 2, 0.001, 3) == [1, 1]
+
+
+def test_a_control_store_at_layout_2_keeps_padded_names_until_migrated(database: str) -> None:
+    """Layout 2 compared bucket names and idempotency keys padded ("k" and
+    "k " were one row). Code of today keeps that on such a store, without
+    failing, until `pinlater migrate` makes them bytes."""
+    url = mysql_url(database + "_ctl")
+    conn = _raw()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {database}_ctl CHARACTER SET utf8mb4")
+    conn.close()
+    conn = _raw(database + "_ctl")
+    with conn.cursor() as cur:
+        for block in ("layout_v1_ctl_config_table", "layout_v1_ctl_bucket_table", "layout_v1_ctl_idempotency_table"):
+            cur.execute(V1_SQL(block))
+        cur.execute(V2_SQL("layout_v2_meta"))
+        cur.execute(V2_SQL("layout_v2_stamp"), {"name": "control"})
+    conn.close()
+    try:
+        old = MySQLControlStore.from_url(url, socket_timeout_s=5.0)
+        assert old.acquire_many(["pad", "pad "], 2, 0.001, 3) == [2, 1]  # one row
+        assert old.reserve_enqueue("q/k", 60_000) and not old.reserve_enqueue("q/k ", 60_000)
+        old.close()
+        said: list[str] = []
+        migrate_layout(url, False, "control store", 5.0, False, said.append)
+        assert any("now at layout 3" in line for line in said), said
+        new = MySQLControlStore.from_url(url, socket_timeout_s=5.0)
+        # The shared row was spent; "pad " is a bucket of its own now, full.
+        assert new.acquire_many(["pad", "pad "], 1, 0.001, 3) == [0, 1]
+        assert new.reserve_enqueue("q/k ", 60_000)
+        assert new.recall_enqueue("q/k") == []  # reserved before, and still so
+        new.close()
+    finally:
+        conn = _raw()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {database}_ctl")
+        conn.close()
 
 
 def test_control_store_idempotency_keys(control: MySQLControlStore) -> None:

@@ -47,11 +47,14 @@ COUNTS_PURGE_EVERY = 50  # on average one flush in this many purges old minutes
 IDEMPOTENCY_PURGE_EVERY = 100  # on average, one remember in this many purges expired keys
 
 
+def _exact(bucket: object) -> str:
+    return bucket.decode() if isinstance(bucket, bytes) else str(bucket)
+
+
 def _padded(bucket: object) -> str:
-    """A bucket's name as the store compares it: its column's collation
-    pads, so trailing spaces do not count."""
-    text = bucket.decode() if isinstance(bucket, bytes) else str(bucket)
-    return text.rstrip(" ")
+    """A bucket's name as a store at layout 2 compares it: its column's
+    collation pads, so trailing spaces do not count."""
+    return _exact(bucket).rstrip(" ")
 
 
 class MySQLControlStore(MySQLBatches):
@@ -59,6 +62,9 @@ class MySQLControlStore(MySQLBatches):
 
     def __init__(self, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
         self._address = address
+        # How the store compares bucket names (learnt by each new connection:
+        # `pinlater migrate` may run while this process does).
+        self._bucket_name: Callable[[object], str] = _exact
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,
@@ -80,6 +86,7 @@ class MySQLControlStore(MySQLBatches):
         check_mysql_layout(s, MYSQL_CONTROL, f"control store (mysql {self._address})")
         s.execute(sql("ctl_create_config_table"))
         s.execute(sql("ctl_create_bucket_table"))
+        self._bucket_name = _padded if s.scalar(sql("ctl_bucket_pads")) else _exact
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
         s.execute(sql("ctl_create_slots_table"))
@@ -156,22 +163,24 @@ class MySQLControlStore(MySQLBatches):
             return [0] * len(buckets)  # nothing to take, or nothing ever refills: leave the buckets alone
         names = sorted(set(buckets))
 
-        def lock(s: Session, these: list[str]) -> dict[str, tuple[float, int, int]]:
-            s.execute(sql("ctl_lock_buckets", ids=len(these)), these)
-            return {_padded(r[0]): (float(r[1]), int(r[2]), int(r[3])) for r in s.fetchall()}
-
         def work(s: Session) -> list[int]:
+            name_of = self._bucket_name  # known once this session's connection is prepared
+
+            def lock(these: list[str]) -> dict[str, tuple[float, int, int]]:
+                s.execute(sql("ctl_lock_buckets", ids=len(these)), these)
+                return {name_of(r[0]): (float(r[1]), int(r[2]), int(r[3])) for r in s.fetchall()}
+
             # A few statements however many buckets: a dequeue under a key
             # rate takes one per key it may serve, hundreds at a time.
-            rows = lock(s, names)
-            missing = [b for b in names if _padded(b) not in rows]
+            rows = lock(names)
+            missing = [b for b in names if name_of(b) not in rows]
             if missing:
                 s.execute(sql("ctl_init_buckets", rows=len(missing)), [v for b in missing for v in (b, burst)])
-                rows.update(lock(s, missing))
+                rows.update(lock(missing))
             granted: dict[str, int] = {}
             stored: dict[str, tuple[str, float, int]] = {}
             for b in names:
-                row = _padded(b)  # names the store holds as one row (trailing spaces) share it
+                row = name_of(b)  # names a store at layout 2 holds as one row (trailing spaces) share it
                 tokens, ts, now = rows[row]
                 # A clock step backwards refills nothing rather than draining.
                 tokens = min(burst, tokens + max(0, now - ts) * rate / 1000.0)

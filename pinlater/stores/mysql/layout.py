@@ -92,6 +92,15 @@ def _unique_triggers(s: Session) -> None:
     each_job_table("shard_v6_unique_trigger")(s)
 
 
+def _keys_as_bytes(s: Session) -> None:
+    """Layout 2 -> 3 of a control store: rate bucket names and idempotency
+    keys as bytes, in the tables a store made on first use (if it did)."""
+    for table, block in (("pinlater_rate_bucket", "control_v2_bucket_bytes"),
+                         ("pinlater_idempotency", "control_v2_idempotency_bytes")):
+        if s.scalar(LAYOUT_SQL("table_exists"), {"name": table}):
+            s.execute(LAYOUT_SQL(block))
+
+
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
     """A MySQL shard step running ``block`` (of ``sql/layout.sql`` unless
     ``blocks`` says otherwise; with a ``{table}`` placeholder, e.g. an ALTER
@@ -151,7 +160,13 @@ MYSQL_SHARD: Kind[Session] = Kind(
 )
 MYSQL_CONTROL: Kind[Session] = Kind(
     "mysql control store", "control", "pinlater_queue_config",
-    {1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True)},
+    {
+        1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True),
+        # Compatible: at layout 2 the store keeps treating names that differ
+        # only in trailing spaces as one, as it always has.
+        2: Step("compare rate bucket names and idempotency keys as bytes (trailing spaces count)",
+                _keys_as_bytes, compatible=True),
+    },
 )
 
 

@@ -99,3 +99,13 @@ CREATE TRIGGER IF NOT EXISTS {table} AFTER INSERT ON {table} FOR EACH ROW
 IF NEW.ukey IS NOT NULL THEN
   INSERT INTO pinlater_unique (queue, ukey, priority, id) VALUES ({queue}, NEW.ukey, {priority}, NEW.id);
 END IF
+
+-- name: control_v2_bucket_bytes
+-- Control store layout 2 -> 3: rate bucket names (they end with a
+-- fairness key) and idempotency keys compared as bytes. A VARCHAR's
+-- collation pads, so "k" and "k " were one row: two tenants' keys shared
+-- a bucket, and an enqueue with key "k " was answered as the one with "k".
+ALTER TABLE pinlater_rate_bucket MODIFY bucket VARBINARY(1020) NOT NULL
+
+-- name: control_v2_idempotency_bytes
+ALTER TABLE pinlater_idempotency MODIFY k VARBINARY(1020) NOT NULL

@@ -926,9 +926,16 @@ CREATE TABLE IF NOT EXISTS pinlater_queue_config (
   PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 
+-- name: ctl_bucket_pads
+-- Whether bucket names are still compared padded (a control store at
+-- layout 2: "k" and "k " are one row).
+SELECT COUNT(*) FROM information_schema.columns
+WHERE table_schema = DATABASE() AND table_name = 'pinlater_rate_bucket' AND column_name = 'bucket'
+  AND data_type = 'varchar'
+
 -- name: ctl_create_bucket_table
 CREATE TABLE IF NOT EXISTS pinlater_rate_bucket (
-  bucket VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+  bucket VARBINARY(1020) NOT NULL,
   tokens DOUBLE NOT NULL,
   ts BIGINT NOT NULL,
   PRIMARY KEY (bucket)
@@ -1124,7 +1131,7 @@ DELETE FROM pinlater_event_counts WHERE minute < %(before)s LIMIT 10000
 
 -- name: ctl_create_idempotency_table
 CREATE TABLE IF NOT EXISTS pinlater_idempotency (
-  k VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+  k VARBINARY(1020) NOT NULL,
   descriptors MEDIUMTEXT NULL,
   expires_at BIGINT NOT NULL,
   PRIMARY KEY (k),
