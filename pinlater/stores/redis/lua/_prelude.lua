@@ -273,9 +273,12 @@ end
 -- its running zset: RUNNING job's member -> its claim's token, a NUL, its
 -- fairness key. running_owners counts a capped queue's claims from it on
 -- every monitor pass; reading the jobs instead would copy every running
--- body. The dequeues of a queue with a cap write their jobs' entries, and
--- every way out of RUNNING drops them; a running job without one (claimed
--- while its queue had no cap) is read from its job.
+-- body. The dequeues of a queue with a cap write the entries of jobs bigger
+-- than OWNERS_INDEX_MIN bytes, and every way out of RUNNING drops them; a
+-- running job without one (a small one, or one claimed while its queue had
+-- no cap) is read from its job. Small jobs cost less to read than to index.
+local OWNERS_INDEX_MIN = 256
+
 local function owners_of(running)
   return string.sub(running, 1, #running - 7) .. 'owners'  -- 'running' -> 'owners'
 end

@@ -15,8 +15,8 @@
 -- ARGV[1]     limit (>= 1)
 -- ARGV[2]     claim 'TOKEN@source' (TOKEN: 16 lowercase hex, new per call), '' to peek
 -- ARGV[3]     '1': the claimed jobs enter their running zset's owners index
---             (the prelude's owners_of), for a queue whose running jobs are
---             counted (a cap); '' not
+--             (the prelude's owners_of), those bigger than OWNERS_INDEX_MIN,
+--             for a queue whose running jobs are counted (a cap); '' not
 -- ARGV[4]     n, then ARGV[5..4+n] the claim groups' priorities and
 --             ARGV[5+n..] the look-ahead priorities (one per look-ahead key)
 -- ARGV[...]   then, for per-key limits only: 'allow', and pairs: fairness
@@ -204,7 +204,7 @@ local function claim_by_lanes(pending, running, jobs, priority, want)
       rows[#rows + 1] = job_value(j, body)
       run[#run + 1] = now_s
       run[#run + 1] = m
-      if indexed then
+      if indexed and #v > OWNERS_INDEX_MIN then
         marks[#marks + 1] = m
         marks[#marks + 1] = mark_of(j.key)
       end
@@ -250,7 +250,7 @@ for g = 1, n do
             rows[#rows + 1] = job_value(j, body)
             run[#run + 1] = now_s
             run[#run + 1] = m
-            if indexed then
+            if indexed and #v > OWNERS_INDEX_MIN then
               marks[#marks + 1] = m
               marks[#marks + 1] = mark_of(j.key)
             end

@@ -4,8 +4,9 @@
 -- One atomic read (pinlater/engine/slots.py settles a gone process's
 -- slots with it, on every monitor pass of a capped queue); a capped
 -- queue's running jobs are about its cap. It reads the owners index (the
--- prelude's owners_of), a few bytes a job: the jobs themselves only for
--- running jobs without an entry, those claimed before the index was kept.
+-- prelude's owners_of), a few bytes a job, and the jobs without an entry
+-- (at most OWNERS_INDEX_MIN bytes each, unless claimed while their queue
+-- had no cap), so never a big body.
 --
 -- KEYS[1]  pl:{queue}:p{N}:running
 -- KEYS[2]  pl:{queue}:p{N}:jobs       jobs hash
