@@ -8,6 +8,7 @@ outlives the machine a dashboard runs on)."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,19 @@ from pinlater.queue_config import QueueConfig
 RETENTION_MINUTES = 180
 Counts = dict[int, dict[str, dict[str, int]]]
 Doc = dict[str, Any]
+
+
+# A rate bucket idle long enough to be full again is dropped (it restarts
+# full, which is what refilling would give): after at least the minimum,
+# at most the maximum (beyond it a restart at full over-grants at most a
+# burst). Redis expires the key (rate_acquire.lua states the same rule).
+BUCKET_IDLE_MIN_MS = 60_000
+BUCKET_IDLE_MAX_MS = 7 * 24 * 3_600_000
+
+
+def bucket_idle_ms(rate: float, burst: float) -> int:
+    """How long a bucket of ``rate`` tokens/s and ``burst`` is kept idle."""
+    return min(BUCKET_IDLE_MAX_MS, max(BUCKET_IDLE_MIN_MS, math.ceil(burst / rate * 1000)))
 
 
 def flatten_counts(counts: Mapping[str, Mapping[str, int]]) -> list[tuple[str, str, int]]:

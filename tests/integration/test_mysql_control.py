@@ -13,6 +13,7 @@ import pytest
 from pinlater.kit.sqlblocks import named_blocks
 from pinlater.queue_config import QueueConfig
 from pinlater.stores.control import ControlStore
+from pinlater.stores.mysql import control as mysql_control
 from pinlater.stores.mysql.control import MySQLControlStore
 from pinlater.stores.mysql.layout import migrate as migrate_layout
 from pinlater.stores.mysql.pool import Session
@@ -113,6 +114,38 @@ def test_many_buckets_cost_a_few_statements_however_many(
     assert control.acquire_many(["pad ", "pad"], 2, 0.001, 3) == [1, 1]
 
 
+def test_idle_buckets_are_dropped_once_full_again(
+    control: MySQLControlStore, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per-key buckets, one per key ever served, are not kept forever: each
+    has the expiry of a bucket idle long enough to be full again (at least
+    a minute), and a later acquire drops the expired ones."""
+    monkeypatch.setattr(mysql_control, "BUCKET_PURGE_EVERY", 1)  # a purge with every acquire
+    before = int(time.time() * 1000)
+    control.acquire_many(["q/a", "q/b"], 1, 1000.0, 5)  # full again in 5 ms: kept the minimum
+    control.acquire_many(["q/slow"], 1, 0.001, 5)  # full again in 5,000 s
+    after = int(time.time() * 1000)
+
+    def expiries() -> dict[bytes, int]:
+        conn = _raw(database + "_ctl")
+        with conn.cursor() as cur:
+            cur.execute("SELECT bucket, expires_at FROM pinlater_rate_bucket")
+            found = {bytes(b): int(e) for b, e in cur.fetchall()}
+        conn.close()
+        return found
+
+    found = expiries()
+    assert before + 60_000 - 1000 <= found[b"q/a"] <= after + 60_000 + 1000
+    assert found[b"q/slow"] >= before + 5_000_000 - 1000
+    conn = _raw(database + "_ctl")
+    with conn.cursor() as cur:
+        cur.execute("UPDATE pinlater_rate_bucket SET expires_at = 1 WHERE bucket = 'q/a'")
+        cur.execute("INSERT INTO pinlater_rate_bucket (bucket, tokens, ts) VALUES ('q/old', 0, 0)")  # no expiry
+    conn.close()
+    control.acquire_many(["q/c"], 1, 1000.0, 5)
+    assert set(expiries()) == {b"q/b", b"q/slow", b"q/c", b"q/old"}
+
+
 def test_a_control_store_at_layout_2_keeps_padded_names_until_migrated(database: str) -> None:
     """Layout 2 compared bucket names and idempotency keys padded ("k" and
     "k " were one row). Code of today keeps that on such a store, without
@@ -140,6 +173,12 @@ def test_a_control_store_at_layout_2_keeps_padded_names_until_migrated(database:
         new = MySQLControlStore.from_url(url, socket_timeout_s=5.0)
         # The shared row was spent; "pad " is a bucket of its own now, full.
         assert new.acquire_many(["pad", "pad "], 1, 0.001, 3) == [0, 1]
+        conn = _raw(database + "_ctl")
+        with conn.cursor() as cur:
+            cur.execute("SELECT bucket, ts, expires_at FROM pinlater_rate_bucket ORDER BY bucket")
+            rows = cur.fetchall()
+        conn.close()
+        assert [bytes(r[0]) for r in rows] == [b"pad", b"pad "] and all(r[2] > r[1] > 0 for r in rows)
         assert new.reserve_enqueue("q/k ", 60_000)
         assert new.recall_enqueue("q/k") == []  # reserved before, and still so
         new.close()

@@ -31,7 +31,14 @@ from typing import Any, TypeVar
 
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
-from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
+from pinlater.stores.control import (
+    RETENTION_MINUTES,
+    Counts,
+    Doc,
+    bucket_idle_ms,
+    decode_descriptors,
+    flatten_counts,
+)
 from pinlater.stores.mysql.batches import MySQLBatches
 from pinlater.stores.mysql.errors import MySQLStorageError, error_code
 from pinlater.stores.mysql.layout import MYSQL_CONTROL, check_mysql_layout
@@ -45,6 +52,7 @@ DUPLICATE_KEY = 1062
 _EPSILON = 1e-9
 COUNTS_PURGE_EVERY = 50  # on average one flush in this many purges old minutes
 IDEMPOTENCY_PURGE_EVERY = 100  # on average, one remember in this many purges expired keys
+BUCKET_PURGE_EVERY = 100  # on average, one acquire in this many drops idle buckets
 
 
 def _exact(bucket: object) -> str:
@@ -62,9 +70,11 @@ class MySQLControlStore(MySQLBatches):
 
     def __init__(self, address: MySQLAddress, socket_timeout_s: float = 5.0) -> None:
         self._address = address
-        # How the store compares bucket names (learnt by each new connection:
-        # `pinlater migrate` may run while this process does).
+        # How the store keeps buckets, learnt by each new connection (`pinlater
+        # migrate` may run while this process does): at layout 2 names compare
+        # padded and buckets have no expiry.
         self._bucket_name: Callable[[object], str] = _exact
+        self._buckets_expire = True
         self._pool = ConnectionPool(
             address,
             socket_timeout_s=socket_timeout_s,
@@ -86,7 +96,8 @@ class MySQLControlStore(MySQLBatches):
         check_mysql_layout(s, MYSQL_CONTROL, f"control store (mysql {self._address})")
         s.execute(sql("ctl_create_config_table"))
         s.execute(sql("ctl_create_bucket_table"))
-        self._bucket_name = _padded if s.scalar(sql("ctl_bucket_pads")) else _exact
+        pads = bool(s.scalar(sql("ctl_bucket_pads")))
+        self._bucket_name, self._buckets_expire = (_padded, False) if pads else (_exact, True)
         s.execute(sql("ctl_create_counts_table"))
         s.execute(sql("ctl_create_idempotency_table"))
         s.execute(sql("ctl_create_slots_table"))
@@ -164,7 +175,8 @@ class MySQLControlStore(MySQLBatches):
         names = sorted(set(buckets))
 
         def work(s: Session) -> list[int]:
-            name_of = self._bucket_name  # known once this session's connection is prepared
+            # Known once this session's connection is prepared.
+            name_of, expire = self._bucket_name, self._buckets_expire
 
             def lock(these: list[str]) -> dict[str, tuple[float, int, int]]:
                 s.execute(sql("ctl_lock_buckets", ids=len(these)), these)
@@ -178,7 +190,8 @@ class MySQLControlStore(MySQLBatches):
                 s.execute(sql("ctl_init_buckets", rows=len(missing)), [v for b in missing for v in (b, burst)])
                 rows.update(lock(missing))
             granted: dict[str, int] = {}
-            stored: dict[str, tuple[str, float, int]] = {}
+            stored: dict[str, tuple[str, float, int] | tuple[str, float, int, int]] = {}
+            idle_ms = bucket_idle_ms(rate, burst)
             for b in names:
                 row = name_of(b)  # names a store at layout 2 holds as one row (trailing spaces) share it
                 tokens, ts, now = rows[row]
@@ -187,11 +200,15 @@ class MySQLControlStore(MySQLBatches):
                 granted[b] = max(0, min(wanted, math.floor(tokens + _EPSILON)))
                 left = max(0.0, tokens - granted[b])
                 rows[row] = (left, now, now)
-                stored[row] = (b, left, now)
-            s.execute(sql("ctl_store_buckets", rows=len(stored)), [v for row in stored.values() for v in row])
+                stored[row] = (b, left, now, now + idle_ms) if expire else (b, left, now)
+            block = "ctl_store_expiring_buckets" if expire else "ctl_store_buckets"
+            s.execute(sql(block, rows=len(stored)), [v for row in stored.values() for v in row])
             return [granted[b] for b in buckets]
 
-        return self._run(work, transaction=True)
+        granted = self._run(work, transaction=True)
+        if self._buckets_expire and random.randrange(BUCKET_PURGE_EVERY) == 0:
+            self._run(lambda s: s.execute(sql("ctl_purge_buckets")))
+        return granted
 
     def release(self, bucket: str, count: int, burst: float) -> None:
         self.release_many({bucket: count}, burst)

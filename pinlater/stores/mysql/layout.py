@@ -94,11 +94,13 @@ def _unique_triggers(s: Session) -> None:
 
 def _keys_as_bytes(s: Session) -> None:
     """Layout 2 -> 3 of a control store: rate bucket names and idempotency
-    keys as bytes, in the tables a store made on first use (if it did)."""
-    for table, block in (("pinlater_rate_bucket", "control_v2_bucket_bytes"),
-                         ("pinlater_idempotency", "control_v2_idempotency_bytes")):
+    keys as bytes, and buckets that expire, in the tables a store made on
+    first use (if it did)."""
+    for table, blocks in (("pinlater_rate_bucket", ("control_v2_bucket_bytes", "control_v2_bucket_expiry")),
+                          ("pinlater_idempotency", ("control_v2_idempotency_bytes",))):
         if s.scalar(LAYOUT_SQL("table_exists"), {"name": table}):
-            s.execute(LAYOUT_SQL(block))
+            for block in blocks:
+                s.execute(LAYOUT_SQL(block))
 
 
 def each_job_table(block: str, blocks: Callable[..., str] = LAYOUT_SQL) -> Callable[[Session], None]:
@@ -164,8 +166,8 @@ MYSQL_CONTROL: Kind[Session] = Kind(
         1: Step("record the layout version (table pinlater_meta)", _create_meta_table, compatible=True),
         # Compatible: at layout 2 the store keeps treating names that differ
         # only in trailing spaces as one, as it always has.
-        2: Step("compare rate bucket names and idempotency keys as bytes (trailing spaces count)",
-                _keys_as_bytes, compatible=True),
+        2: Step("compare rate bucket names and idempotency keys as bytes (trailing spaces count), and drop "
+                "idle rate buckets", _keys_as_bytes, compatible=True),
     },
 )
 

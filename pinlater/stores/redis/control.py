@@ -42,7 +42,14 @@ import redis
 from pinlater.errors import ShardConnectionFailed
 from pinlater.queue_config import QueueConfig, read_stored_config, read_stored_configs
 from pinlater.stores.base import ShardOutcomeUnknown
-from pinlater.stores.control import RETENTION_MINUTES, Counts, Doc, decode_descriptors, flatten_counts
+from pinlater.stores.control import (
+    BUCKET_IDLE_MIN_MS,
+    RETENTION_MINUTES,
+    Counts,
+    Doc,
+    decode_descriptors,
+    flatten_counts,
+)
 from pinlater.stores.redis import keys, loader
 from pinlater.stores.redis.batches import BATCH_SCRIPTS, RedisBatches
 from pinlater.stores.redis.errors import redis_guard
@@ -54,9 +61,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-# Idle buckets expire after at least this long (longer if refilling to full
-# takes longer, see rate_acquire.lua).
-BUCKET_TTL_MS = 60_000
 
 
 class RedisControlStore(RedisBatches):
@@ -148,7 +152,7 @@ class RedisControlStore(RedisBatches):
     def acquire_many(self, buckets: Sequence[str], wanted: int, rate: float, burst: float) -> list[int]:
         if wanted <= 0 or rate <= 0 or not buckets:
             return [0] * len(buckets)
-        args = [wanted, repr(float(rate)), repr(float(burst)), BUCKET_TTL_MS]
+        args = [wanted, repr(float(rate)), repr(float(burst)), BUCKET_IDLE_MIN_MS]
         with self._guard():
             taken = loader.call(self._r, self._acquire, [keys.rate_key(b) for b in buckets], args)
         return [int(n) for n in taken]

@@ -105,7 +105,15 @@ END IF
 -- fairness key) and idempotency keys compared as bytes. A VARCHAR's
 -- collation pads, so "k" and "k " were one row: two tenants' keys shared
 -- a bucket, and an enqueue with key "k " was answered as the one with "k".
-ALTER TABLE pinlater_rate_bucket MODIFY bucket VARBINARY(1020) NOT NULL
+-- And each bucket's expiry, so that idle ones are dropped (per-key buckets
+-- were kept forever, one row per key ever served).
+ALTER TABLE pinlater_rate_bucket MODIFY bucket VARBINARY(1020) NOT NULL,
+  ADD COLUMN IF NOT EXISTS expires_at BIGINT NOT NULL DEFAULT 0 AFTER ts,
+  ADD KEY IF NOT EXISTS by_expiry (expires_at)
+
+-- name: control_v2_bucket_expiry
+-- The buckets kept so far: dropped once idle for the longest a bucket is.
+UPDATE pinlater_rate_bucket SET expires_at = ts + 604800000 WHERE expires_at = 0
 
 -- name: control_v2_idempotency_bytes
 ALTER TABLE pinlater_idempotency MODIFY k VARBINARY(1020) NOT NULL

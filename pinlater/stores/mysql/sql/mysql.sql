@@ -934,11 +934,16 @@ WHERE table_schema = DATABASE() AND table_name = 'pinlater_rate_bucket' AND colu
   AND data_type = 'varchar'
 
 -- name: ctl_create_bucket_table
+-- expires_at: when the bucket, idle, is full again and may be dropped
+-- (ctl_purge_buckets); 0 while a row is being made, and for rows of code
+-- that predates it, which are never dropped.
 CREATE TABLE IF NOT EXISTS pinlater_rate_bucket (
   bucket VARBINARY(1020) NOT NULL,
   tokens DOUBLE NOT NULL,
   ts BIGINT NOT NULL,
-  PRIMARY KEY (bucket)
+  expires_at BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (bucket),
+  KEY by_expiry (expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 
 -- name: ctl_get_config
@@ -983,6 +988,19 @@ ON DUPLICATE KEY UPDATE tokens = VALUES(tokens), ts = VALUES(ts)
 
 -- name: ctl_store_buckets.row
 (%s, %s, %s)
+
+-- name: ctl_store_expiring_buckets
+-- The same, on a store at layout 3 on: each bucket's expiry too.
+INSERT INTO pinlater_rate_bucket (bucket, tokens, ts, expires_at) VALUES {rows}
+ON DUPLICATE KEY UPDATE tokens = VALUES(tokens), ts = VALUES(ts), expires_at = VALUES(expires_at)
+
+-- name: ctl_store_expiring_buckets.row
+(%s, %s, %s, %s)
+
+-- name: ctl_purge_buckets
+-- Buckets idle long enough to be full again: dropped, since a missing
+-- bucket starts full. A bounded step, as an acquire's aside.
+DELETE FROM pinlater_rate_bucket WHERE expires_at > 0 AND expires_at <= {now} ORDER BY expires_at LIMIT 500
 
 -- name: ctl_release
 -- Tokens given back to existing buckets (a missing one counts as full),

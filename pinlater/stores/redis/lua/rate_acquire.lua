@@ -6,9 +6,9 @@
 -- and leaves the buckets alone.
 --
 -- A key expires after its bucket has been idle long enough to be full
--- again (at least ttl_min ms), so dead queues and keys do not leak keys
--- and an expired bucket restarting full is exactly what refilling would
--- give.
+-- again (at least ttl_min ms, at most 7 days: pinlater/stores/control.py's
+-- bucket_idle_ms), so dead queues and keys do not leak keys and an expired
+-- bucket restarting full is exactly what refilling would give.
 --
 -- KEYS[k]  plc:rate:{bucket}          hash: tokens, ts (ms)
 -- ARGV[1]  wanted (>= 0), of each
