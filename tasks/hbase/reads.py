@@ -71,7 +71,7 @@ def _get_page(
     )
     name = pool.table_name(table).encode()
     what = "with timestamps" if include_timestamp else ""
-    result = pool.thrift2.run(f"read {table} row {row[:40]!r} {what}".rstrip(), lambda client: client.get(name, get))
+    result = pool.thrift2.run(f"read {table} row {what}".rstrip(), lambda client: client.get(name, get))
     if include_timestamp:
         return [(c.qualifier, (c.value, c.timestamp)) for c in result.columnValues]
     return [(c.qualifier, c.value) for c in result.columnValues]
@@ -124,7 +124,7 @@ def rows_longer_than(
             )
         ]
 
-    return pool.run(f"scan {table} for rows over {count} columns from {start[:40]!r}", work)
+    return pool.run(f"scan {table} for long rows", work)
 
 
 def read_columns(
@@ -185,7 +185,7 @@ def scan_range(
             )
         )
 
-    return pool.run(f"scan {table} from {start[:40]!r}", work)
+    return pool.run(f"scan {table}", work)
 
 
 def scan_rows(
@@ -207,7 +207,7 @@ def scan_rows(
     scan = THRIFT2.TScan(startRow=start, stopRow=stop, filterString=scan_filter,
                          columns=[_get_column(c) for c in columns] if columns else None)
     return [(result.row, {c.family + b":" + c.qualifier: c.value for c in result.columnValues})
-            for result in _scan(pool, table, scan, limit, f"scan {table} from {start[:40]!r}")]
+            for result in _scan(pool, table, scan, limit, f"scan {table}")]
 
 
 def _get_column(column: bytes) -> Any:
@@ -263,7 +263,7 @@ def get_versions(
                 _add_versions(out, get.row, result.columnValues)
         return out
 
-    return pool.thrift2.run(f"get versions of {len(rows)} rows of {table}", work)
+    return pool.thrift2.run(f"get versions of rows of {table}", work)
 
 
 def _add_versions(out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]], row: bytes, cells: list[Any]) -> None:
@@ -297,7 +297,7 @@ def scan_versions(
     out: dict[bytes, dict[bytes, list[tuple[int, bytes]]]] = {}
     while True:
         scan = THRIFT2.TScan(startRow=start, stopRow=stop, columns=wanted, maxVersions=max_versions)
-        results = _scan(pool, table, scan, page, f"scan versions of {table} from {start[:40]!r}")
+        results = _scan(pool, table, scan, page, f"scan versions of {table}")
         for result in results:
             _add_versions(out, result.row, result.columnValues)
         if len(results) < page:

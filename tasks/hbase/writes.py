@@ -126,7 +126,7 @@ def put_tables(
         count += written
         bodies += encoded
     if bodies:
-        pool.thrift2.call_encoded(f"put {count} cells into {', '.join(tables)}", "putMultiple", bodies)
+        pool.thrift2.call_encoded(f"put cells into {', '.join(tables)}", "putMultiple", bodies)
     return count
 
 
@@ -195,7 +195,7 @@ def delete_versions(
     sizes = {row: sum(len(delete.columns) for delete in deletes) for row, deletes in by_row.items()}
     calls = [[delete for row in rows for delete in by_row[row]] for rows in _rows_in_calls(sizes, batch_size)]
     name = pool.table_name(table).encode()
-    operation = f"delete {count} versions from {table}"
+    operation = f"delete versions from {table}"
 
     def work(client: Any) -> int:
         for batch in calls:

@@ -88,7 +88,7 @@ def test_a_thrift1_port_is_a_clear_error() -> None:
         put_versions(pair.primary, FEED, CELL)
     assert time.monotonic() - started < 2
     assert str(caught.value) == (
-        "hbase primary (127.0.0.1:19090): put 1 cells into following_feed: "
+        "hbase primary (127.0.0.1:19090): put cells into following_feed: "
         "not a Thrift2 server: getThriftServerType() answers ONE (a Thrift1 port?)"
     )
     pair.close()
@@ -260,7 +260,7 @@ def test_every_run_ends_before_the_first_error_is_raised(pair: ClusterPair, row:
     with pytest.raises(HBaseRequestFailed) as caught:
         put_tables(pool, {FEED: cells, "no_such_table": [(row, b"feed:q", b"", 1)]}, batch_size=3)
     message = str(caught.value)
-    assert "put 7 cells into following_feed, no_such_table" in message and "\n" not in message
+    assert "put cells into following_feed, no_such_table" in message and "\n" not in message
     # The missing table's call failed on a helper; the feed's calls all landed.
     assert get_versions(pool, FEED, rows) == {r: {b"feed:q": [(3, b"v")]} for r in rows}
 
