@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -79,25 +80,65 @@ class _Series:
         self.errors: dict[str, int] = {}
 
 
+Table = dict[tuple[str, str], _Series]
+
+# Ended threads' series are folded into one table once this many threads
+# have counted, then whenever their number doubles: a server with a thread
+# per connection keeps as many tables as it has threads alive, not one per
+# connection it ever had.
+FOLD_AT = 64
+
+
+def _add_into(total: Table, table: Table) -> None:
+    # A copy made in one step: its thread may add a series meanwhile.
+    for key, s in list(table.items()):
+        into = total.get(key)
+        if into is None:
+            into = total[key] = _Series()
+        into.calls += s.calls
+        into.seconds += s.seconds
+        into.buckets = [a + b for a, b in zip(into.buckets, s.buckets, strict=True)]
+        for kind, n in list(s.errors.items()):
+            into.errors[kind] = into.errors.get(kind, 0) + n
+
+
 class StoreMetrics:
     """Calls, errors and latency per (shard, operation), in this process.
 
     Each thread counts into series of its own, so that recording a call
     takes no lock (a lock cost more than the rest of the recording here);
-    a snapshot sums every thread's, those of threads that ended included."""
+    a snapshot sums every thread's, those of threads that ended included
+    (folded into one table as they are found ended)."""
 
     def __init__(self, store: str | None = None) -> None:
         self.store = store  # None: the job service's shards; else a kind of the apps' stores
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._tables: list[dict[tuple[str, str], _Series]] = []
+        self._tables: list[tuple[weakref.ref[threading.Thread], Table]] = []
+        self._ended: Table = {}
+        self._fold_at = FOLD_AT
 
-    def _table(self) -> dict[tuple[str, str], _Series]:
-        table: dict[tuple[str, str], _Series] = {}
+    def _table(self) -> Table:
+        table: Table = {}
         self._local.table = table
         with self._lock:
-            self._tables.append(table)
+            self._tables.append((weakref.ref(threading.current_thread()), table))
+            if len(self._tables) >= self._fold_at:
+                self._fold_ended()
+                self._fold_at = max(FOLD_AT, 2 * len(self._tables))
         return table
+
+    def _fold_ended(self) -> None:
+        """Under the lock: the tables of threads that ended, which write no
+        more, added into one."""
+        alive = []
+        for ref, table in self._tables:
+            thread = ref()
+            if thread is not None and thread.is_alive():
+                alive.append((ref, table))
+            else:
+                _add_into(self._ended, table)
+        self._tables = alive
 
     def record(self, shard: str, op: str, seconds: float, error: str | None) -> None:
         if tracing.METRICS_ON:
@@ -114,21 +155,13 @@ class StoreMetrics:
         if error is not None:
             series.errors[error] = series.errors.get(error, 0) + 1
 
-    def _merged(self) -> dict[tuple[str, str], _Series]:
+    def _merged(self) -> Table:
+        merged: Table = {}
         with self._lock:
-            tables = list(self._tables)
-        merged: dict[tuple[str, str], _Series] = {}
+            tables = [table for _, table in self._tables]
+            _add_into(merged, self._ended)
         for table in tables:
-            # A copy made in one step: its thread may add a series meanwhile.
-            for key, s in list(table.items()):
-                total = merged.get(key)
-                if total is None:
-                    total = merged[key] = _Series()
-                total.calls += s.calls
-                total.seconds += s.seconds
-                total.buckets = [a + b for a, b in zip(total.buckets, s.buckets, strict=True)]
-                for kind, n in list(s.errors.items()):
-                    total.errors[kind] = total.errors.get(kind, 0) + n
+            _add_into(merged, table)
         return merged
 
     def snapshot(self) -> Snapshot:

@@ -6,6 +6,7 @@ the registry itself. The apps' store calls report through the seam."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,3 +155,23 @@ def test_an_apps_store_call_reports_through_the_seam(reader: InMemoryMetricReade
     assert errors[tuple(sorted({**key, "error": "KeyError"}.items()))].value == 1
     assert found["pinlater_app_store_call"].unit == "s"
     assert _points(found["pinlater_app_store_call"])[attributes].count == 2
+
+
+def test_a_thread_per_call_keeps_the_tables_of_live_threads_only_and_loses_no_count() -> None:
+    """Servers run a thread per connection: each thread counts into a table
+    of its own, and the tables of threads that ended are folded into one,
+    so memory and a scrape's work follow the live threads, not every
+    connection ever made."""
+    metrics = seam.StoreMetrics("test")
+
+    def call(i: int) -> None:
+        metrics.record("s1", "op", 0.001, "timeout" if i % 10 == 0 else None)
+
+    for i in range(2000):
+        thread = threading.Thread(target=call, args=(i,))
+        thread.start()
+        thread.join()
+    assert len(metrics._tables) <= seam.FOLD_AT
+    metrics.record("s1", "op", 0.002, None)  # and the main thread's own
+    [(_, s)] = metrics._merged().items()
+    assert (s.calls, s.errors, sum(s.buckets)) == (2001, {"timeout": 200}, 2001)
