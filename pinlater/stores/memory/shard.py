@@ -247,9 +247,7 @@ class MemoryBackend:
             out: dict[str, None] = {}
             for priority in priorities:  # in order, until ``limit`` keys are found
                 lanes = self._lanes.get((queue, priority))
-                if len(out) >= limit:
-                    break
-                if lanes is not None:
+                if lanes is not None and len(out) < limit:
                     out.update(dict.fromkeys(lanes.in_turn(limit - len(out), now)))
             return list(out)
 
