@@ -15,9 +15,10 @@ Job storage (one shard = one Redis server/db):
 ``pl:{queue}:p{N}:jobs``           hash, member -> the job (one field per
                                    job: ``pinlater.stores.redis.record``)
 ``pl:{queue}:p{N}:owners``         hash, member -> claim token, NUL, fairness
-                                   key, of each RUNNING job (``owners_of`` in
-                                   ``lua/_prelude.lua``): what a capped queue's
-                                   claims are counted from, a few bytes a job
+                                   key, of the RUNNING jobs over 256 bytes of
+                                   a queue with a cap (``owners_of`` in
+                                   ``lua/_prelude.lua``): what its claims are
+                                   counted from, a few bytes a job
 ``pl:{queue}:p{N}:turns``          list of lanes in turn (fair service between
                                    fairness keys: ``lua/_prelude.lua``); the
                                    lanes exist from the priority's first keyed
